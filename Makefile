@@ -1,0 +1,41 @@
+# symdex — common tasks. `make test` sets up what it needs (scripts/setup.sh) and runs everything.
+SHARED ?= $(abspath ../shared)
+CARGO ?= cargo
+RUN_STORE ?= ./symbols
+
+.PHONY: all build release setup lint test conformance bench run clean
+
+all: build
+
+build:
+	$(CARGO) build --workspace
+
+release:
+	$(CARGO) build --release --workspace
+
+setup:
+	bash scripts/setup.sh
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Every test: unit tests next to the code, end-to-end tests in tests/.
+test: setup lint
+	$(CARGO) test --workspace
+
+# Extra run over the reference corpus and fixtures in ../shared (not needed for `make test`).
+conformance:
+	SYMDEX_SHARED=$(SHARED) $(CARGO) test --release --test conformance -- --ignored --nocapture
+
+# Throughput figures (files/s), symdex beside Sentry's symbolic on the same files.
+bench: release
+	bash scripts/bench.sh $(SHARED)
+
+# The main job on the embedded default: identify real artifacts available on any machine
+# (symdex's own release binary and some system libraries) and show their keys.
+run: release
+	./target/release/symdex keys target/release/symdex $(wildcard /usr/lib/x86_64-linux-gnu/libz.so.1* /lib/x86_64-linux-gnu/libc.so.6 /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
+
+clean:
+	$(CARGO) clean

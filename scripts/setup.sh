@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs on a fresh Debian machine, and nothing when it is all there.
+# Idempotent: `make test` calls it every time; `.ci/run` calls it first.
+set -euo pipefail
+
+need_apt=()
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# Toolchains the tests build their fixtures with (../shared/spec/FIXTURES.md).
+for tool in gcc objcopy readelf; do have "$tool" || need_apt+=(gcc binutils); done
+for tool in clang-19 ld.lld-19 lld-link-19 ld64.lld-19 wasm-ld-19; do
+  have "$tool" || need_apt+=(clang-19 lld-19)
+done
+for tool in llvm-readobj-19 llvm-pdbutil-19 llvm-objdump-19 dsymutil-19 llvm-lipo-19; do
+  have "$tool" || need_apt+=(llvm-19)
+done
+have zip || need_apt+=(zip)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+  mapfile -t pkgs < <(printf '%s\n' "${need_apt[@]}" | sort -u)
+  echo "setup: installing Debian packages: ${pkgs[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
+fi
+
+if ! have cargo; then
+  echo "setup: cargo is missing; install Rust (rustup) first" >&2
+  exit 1
+fi
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy rustfmt || true
+echo "setup: ok"

@@ -1,0 +1,389 @@
+//! ELF (32/64-bit, either byte order): GNU build id, debug-file detection, `.gnu_debuglink`,
+//! and the `.text` hash that stands in for a missing build id.
+//!
+//! Headers, program headers, section headers and notes come from the `object` crate's lazy ELF
+//! reader over a [`ReadCache`], so only those structures are fetched; the symbol tables are
+//! never touched.
+
+use debugid::{CodeId, DebugId};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable};
+use object::{elf, Endianness, ReadCache, ReadRef};
+use uuid::Uuid;
+
+use super::{c_string, hex, Format, FormatError};
+use crate::identity::{Identity, Kind};
+use crate::reader::{RangeReader, ReaderCursor};
+
+/// Note segments and sections larger than this are not read (real ones are a few hundred bytes).
+const MAX_NOTES_LEN: u64 = 1024 * 1024;
+/// How much of `.text` the fallback identifier hashes (Breakpad and Sentry use one page).
+const TEXT_HASH_LEN: u64 = 4096;
+/// Section tables with more entries than this are not parsed.
+const MAX_SECTIONS: usize = 1 << 16;
+
+type Data<'a> = &'a ReadCache<ReaderCursor<'a>>;
+
+fn malformed(reason: impl Into<String>) -> FormatError {
+    FormatError::malformed(Format::Elf, reason)
+}
+
+pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
+    let cache = ReadCache::new(ReaderCursor::new(reader));
+    let data = &cache;
+    let ident = data
+        .read_bytes_at(0, 16)
+        .map_err(|()| malformed("truncated identification"))?;
+    match ident[4] {
+        1 => identify_class::<elf::FileHeader32<Endianness>>(data),
+        2 => identify_class::<elf::FileHeader64<Endianness>>(data),
+        other => Err(malformed(format!("unknown ELF class {other}"))),
+    }
+}
+
+fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
+    data: Data<'a>,
+) -> Result<Identity, FormatError> {
+    let header = Elf::parse(data).map_err(|e| malformed(format!("file header: {e}")))?;
+    let endian = header.endian().map_err(|e| malformed(format!("byte order: {e}")))?;
+    let program_headers = header
+        .program_headers(endian, data)
+        .map_err(|e| malformed(format!("program headers: {e}")))?;
+    let section_count = header
+        .shnum(endian, data)
+        .map_err(|e| malformed(format!("section count: {e}")))?;
+    if section_count as usize > MAX_SECTIONS {
+        return Err(malformed(format!("{section_count} sections")));
+    }
+    let sections = header
+        .sections(endian, data)
+        .map_err(|e| malformed(format!("section headers: {e}")))?;
+
+    let mut build_id = None;
+    // KEYS.md §2: PT_NOTE segments first, then SHT_NOTE sections.
+    for segment in program_headers {
+        if build_id.is_some() {
+            break;
+        }
+        if segment.p_type(endian) != elf::PT_NOTE
+            || segment.p_filesz(endian).into() > MAX_NOTES_LEN
+        {
+            continue;
+        }
+        if let Ok(Some(notes)) = segment.notes(endian, data) {
+            build_id = find_build_id(notes, endian);
+        }
+    }
+    for section in sections.iter() {
+        if build_id.is_some() {
+            break;
+        }
+        if section.sh_type(endian) != elf::SHT_NOTE
+            || section.sh_size(endian).into() > MAX_NOTES_LEN
+        {
+            continue;
+        }
+        if let Ok(Some(notes)) = section.notes(endian, data) {
+            build_id = find_build_id(notes, endian);
+        }
+    }
+
+    let name_of = |s: &Elf::SectionHeader| sections.section_name(endian, s).unwrap_or(&[]);
+    let has_debug_info = sections
+        .iter()
+        .any(|s| matches!(name_of(s), b".debug_info" | b".zdebug_info"));
+    let text = sections.iter().find(|s| name_of(s) == b".text");
+    let text_in_file = text.is_some_and(|s| s.sh_type(endian) != elf::SHT_NOBITS);
+    let has_interp = program_headers.iter().any(|p| p.p_type(endian) == elf::PT_INTERP);
+
+    let kind = if has_debug_info && !text_in_file {
+        // objcopy --only-keep-debug: code sections became NOBITS.
+        Kind::Debug
+    } else if header.e_type(endian) == elf::ET_EXEC || has_interp {
+        Kind::Executable
+    } else {
+        Kind::Library
+    };
+
+    let mut id = Identity::new(Format::Elf, kind);
+    id.arch = arch_name(header.e_machine(endian).0, header.is_class_64()).to_string();
+    id.has_debug_info = has_debug_info;
+    id.debuglink = debuglink(&sections, endian, data);
+    let little_endian = endian == Endianness::Little;
+    match build_id {
+        Some(bytes) => {
+            id.debug_id = debug_id_from_bytes(&bytes, little_endian);
+            id.code_id = Some(CodeId::new(hex(&bytes)));
+            id.build_id = Some(hex(&bytes));
+        }
+        None => {
+            // No build id: XOR-fold the first page of .text (what Breakpad and Sentry do).
+            if let Some(text) = text.filter(|_| text_in_file) {
+                let (offset, size) = text
+                    .file_range(endian)
+                    .ok_or_else(|| malformed(".text has no file range"))?;
+                let bytes = data
+                    .read_bytes_at(offset, size.min(TEXT_HASH_LEN))
+                    .map_err(|()| malformed(".text is truncated"))?;
+                let mut folded = [0u8; 16];
+                for (i, b) in bytes.iter().enumerate() {
+                    folded[i % 16] ^= b;
+                }
+                id.debug_id = debug_id_from_bytes(&folded, little_endian);
+            }
+        }
+    }
+    Ok(id)
+}
+
+fn find_build_id<Elf: FileHeader<Endian = Endianness>>(
+    mut notes: object::read::elf::NoteIterator<'_, Elf>,
+    endian: Endianness,
+) -> Option<Vec<u8>> {
+    while let Ok(Some(note)) = notes.next() {
+        if note.name() == b"GNU" && note.n_type(endian) == elf::NT_GNU_BUILD_ID {
+            let desc = note.desc();
+            if !desc.is_empty() {
+                return Some(desc.to_vec());
+            }
+        }
+    }
+    None
+}
+
+fn debuglink<'a, Elf: FileHeader<Endian = Endianness>>(
+    sections: &SectionTable<'a, Elf, Data<'a>>,
+    endian: Endianness,
+    data: Data<'a>,
+) -> Option<String> {
+    let (_, section) = sections.section_by_name(endian, b".gnu_debuglink")?;
+    let (offset, size) = section.file_range(endian)?;
+    let bytes = data.read_bytes_at(offset, size.min(4096)).ok()?;
+    c_string(bytes).filter(|s| !s.is_empty())
+}
+
+/// The Sentry debug id of an ELF id: its first 16 bytes (zero-padded) read as a GUID, so the
+/// first three fields are byte-swapped when the file is little-endian; age 0.
+pub fn debug_id_from_bytes(bytes: &[u8], little_endian: bool) -> DebugId {
+    let mut raw = [0u8; 16];
+    let n = bytes.len().min(16);
+    raw[..n].copy_from_slice(&bytes[..n]);
+    if little_endian {
+        raw[0..4].reverse();
+        raw[4..6].reverse();
+        raw[6..8].reverse();
+    }
+    DebugId::from_uuid(Uuid::from_bytes(raw))
+}
+
+/// Sentry's architecture name for an ELF machine.
+pub fn arch_name(machine: u16, is_64: bool) -> &'static str {
+    match machine {
+        3 => "x86",
+        62 => "x86_64",
+        40 => "arm",
+        183 => "arm64",
+        20 => "ppc",
+        21 => "ppc64",
+        8 if is_64 => "mips64",
+        8 => "mips",
+        22 => "s390x",
+        243 if is_64 => "riscv64",
+        243 => "riscv32",
+        _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::reader::MemReader;
+
+    /// Builds a minimal ELF file: a header, one PT_NOTE segment with the given build id (if any),
+    /// and section headers for `.text`, the note, optional `.debug_info`, `.shstrtab`.
+    pub(crate) fn build_elf(
+        is_64: bool,
+        big_endian: bool,
+        machine: u16,
+        build_id: Option<&[u8]>,
+        with_debug_info: bool,
+    ) -> Vec<u8> {
+        let w16 = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        let w32 = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        let w64 = |v: u64| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        let word = |v: u64| -> Vec<u8> {
+            if is_64 {
+                w64(v).to_vec()
+            } else {
+                w32(v as u32).to_vec()
+            }
+        };
+        let (ehsize, phentsize, shentsize) = if is_64 { (64u16, 56u16, 64u16) } else { (52, 32, 40) };
+
+        let mut note = Vec::new();
+        if let Some(id) = build_id {
+            note.extend(w32(4));
+            note.extend(w32(id.len() as u32));
+            note.extend(w32(3));
+            note.extend(b"GNU\0");
+            note.extend(id);
+            while note.len() % 4 != 0 {
+                note.push(0);
+            }
+        }
+        let text: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(7).wrapping_add(3)).collect();
+        let shstrtab = b"\0.text\0.note.gnu.build-id\0.debug_info\0.shstrtab\0".to_vec();
+        let debug_info = vec![0u8; 16];
+
+        let phoff = ehsize as u64;
+        let text_off = phoff + phentsize as u64;
+        let note_off = text_off + text.len() as u64;
+        let debug_off = note_off + note.len() as u64;
+        let shstr_off = debug_off + debug_info.len() as u64;
+        let shoff = (shstr_off + shstrtab.len() as u64 + 7) & !7;
+        let shnum = 5u16;
+
+        let mut f = Vec::new();
+        f.extend(b"\x7fELF");
+        f.push(if is_64 { 2 } else { 1 });
+        f.push(if big_endian { 2 } else { 1 });
+        f.push(1);
+        f.resize(16, 0);
+        f.extend(w16(3)); // ET_DYN
+        f.extend(w16(machine));
+        f.extend(w32(1));
+        f.extend(word(0)); // entry
+        f.extend(word(phoff));
+        f.extend(word(shoff));
+        f.extend(w32(0));
+        f.extend(w16(ehsize));
+        f.extend(w16(phentsize));
+        f.extend(w16(1)); // phnum
+        f.extend(w16(shentsize));
+        f.extend(w16(shnum));
+        f.extend(w16(4)); // shstrndx
+        assert_eq!(f.len(), ehsize as usize);
+        // One PT_NOTE program header.
+        if is_64 {
+            f.extend(w32(4));
+            f.extend(w32(4));
+            f.extend(w64(note_off));
+            f.extend(w64(0));
+            f.extend(w64(0));
+            f.extend(w64(note.len() as u64));
+            f.extend(w64(note.len() as u64));
+            f.extend(w64(4));
+        } else {
+            f.extend(w32(4));
+            f.extend(w32(note_off as u32));
+            f.extend(w32(0));
+            f.extend(w32(0));
+            f.extend(w32(note.len() as u32));
+            f.extend(w32(note.len() as u32));
+            f.extend(w32(4));
+            f.extend(w32(4));
+        }
+        f.extend(&text);
+        f.extend(&note);
+        f.extend(&debug_info);
+        f.extend(&shstrtab);
+        f.resize(shoff as usize, 0);
+        let mut section = |name: u32, typ: u32, off: u64, size: u64| {
+            f.extend(w32(name));
+            f.extend(w32(typ));
+            f.extend(word(0)); // flags
+            f.extend(word(0)); // addr
+            f.extend(word(off));
+            f.extend(word(size));
+            f.extend(w32(0));
+            f.extend(w32(0));
+            f.extend(word(1));
+            f.extend(word(0));
+        };
+        section(0, 0, 0, 0);
+        section(1, 1, text_off, text.len() as u64);
+        section(7, 7, note_off, note.len() as u64);
+        if with_debug_info {
+            section(26, 1, debug_off, debug_info.len() as u64);
+        } else {
+            section(0, 1, debug_off, debug_info.len() as u64);
+        }
+        section(38, 3, shstr_off, shstrtab.len() as u64);
+        f
+    }
+
+    const ID20: [u8; 20] = [
+        0x18, 0x0a, 0x37, 0x3d, 0x6a, 0xfb, 0xab, 0xf0, 0xeb, 0x1f, 0x09, 0xbe, 0x1b, 0xc4, 0x5b,
+        0xd7, 0x96, 0xa7, 0x10, 0x85,
+    ];
+
+    fn ident(file: Vec<u8>) -> Identity {
+        identify(&MemReader(file)).unwrap()
+    }
+
+    #[test]
+    fn little_endian_64_bit_with_20_byte_id() {
+        let id = ident(build_elf(true, false, 62, Some(&ID20), false));
+        assert_eq!(id.arch, "x86_64");
+        assert_eq!(id.build_id.as_deref(), Some("180a373d6afbabf0eb1f09be1bc45bd796a71085"));
+        assert_eq!(id.code_id.unwrap().as_str(), "180a373d6afbabf0eb1f09be1bc45bd796a71085");
+        assert_eq!(id.debug_id.to_string(), "3d370a18-fb6a-f0ab-eb1f-09be1bc45bd7");
+        assert!(!id.has_debug_info);
+        assert_eq!(id.kind, Kind::Library);
+    }
+
+    #[test]
+    fn big_endian_ids_are_not_swapped() {
+        for is_64 in [false, true] {
+            let id = ident(build_elf(is_64, true, if is_64 { 22 } else { 20 }, Some(&ID20), false));
+            assert_eq!(id.debug_id.to_string(), "180a373d-6afb-abf0-eb1f-09be1bc45bd7");
+            assert_eq!(id.arch, if is_64 { "s390x" } else { "ppc" });
+        }
+    }
+
+    #[test]
+    fn thirty_two_bit_and_short_ids() {
+        let id = ident(build_elf(false, false, 3, Some(&ID20[..8]), false));
+        assert_eq!(id.arch, "x86");
+        assert_eq!(id.code_id.unwrap().as_str(), "180a373d6afbabf0");
+        assert_eq!(id.debug_id.to_string(), "3d370a18-fb6a-f0ab-0000-000000000000");
+        let id = ident(build_elf(true, false, 183, Some(&ID20[..16]), false));
+        assert_eq!(id.build_id.as_deref(), Some("180a373d6afbabf0eb1f09be1bc45bd7"));
+        assert_eq!(id.debug_id.to_string(), "3d370a18-fb6a-f0ab-eb1f-09be1bc45bd7");
+    }
+
+    #[test]
+    fn no_build_id_hashes_text() {
+        let id = ident(build_elf(true, false, 62, None, false));
+        assert!(id.code_id.is_none());
+        assert!(id.build_id.is_none());
+        let mut folded = [0u8; 16];
+        for i in 0..64u8 {
+            folded[i as usize % 16] ^= i.wrapping_mul(7).wrapping_add(3);
+        }
+        assert!(!id.debug_id.is_nil());
+        assert_eq!(id.debug_id, debug_id_from_bytes(&folded, true));
+    }
+
+    #[test]
+    fn debug_info_is_detected() {
+        let id = ident(build_elf(true, false, 62, Some(&ID20), true));
+        assert!(id.has_debug_info);
+        // .text is PROGBITS, so this is an unstripped binary, not a debug companion.
+        assert_eq!(id.kind, Kind::Library);
+    }
+
+    #[test]
+    fn truncated_and_garbage_inputs_are_errors() {
+        let file = build_elf(true, false, 62, Some(&ID20), false);
+        for cut in [5, 20, 63, 100, file.len() - 10] {
+            let r = identify(&MemReader(file[..cut].to_vec()));
+            assert!(r.is_err(), "cut at {cut} parsed");
+        }
+        let mut lying = file.clone();
+        lying[60..62].copy_from_slice(&0xffffu16.to_le_bytes()); // e_shnum
+        assert!(identify(&MemReader(lying)).is_err());
+        let mut bad_class = file;
+        bad_class[4] = 9;
+        assert!(identify(&MemReader(bad_class)).is_err());
+    }
+}

@@ -1,0 +1,253 @@
+//! Artifact formats: detection by content and one parser per format.
+//!
+//! Every parser reads through a [`RangeReader`] and touches only the structures that carry
+//! identifiers (headers, debug directory, notes, load commands, MSF streams 1 and 3), so
+//! identifying a multi-gigabyte binary costs kilobytes. The result is an [`Identity`] (one per
+//! slice of a fat Mach-O), the common model every layout and the manifest consume.
+
+pub mod breakpad;
+pub mod elf;
+pub mod macho;
+pub mod pdb;
+pub mod pe;
+pub mod perfmap;
+pub mod portable_pdb;
+pub mod source;
+pub mod wasm;
+
+use std::fmt;
+use std::io;
+
+use serde::Serialize;
+
+use crate::identity::Identity;
+use crate::reader::{read_up_to, RangeReader};
+
+/// How many leading bytes detection looks at. Enough for every magic number and for the
+/// MODULE line of a Breakpad file or the five header lines of a perfmap.
+pub const SNIFF_LEN: usize = 4096;
+
+/// The artifact formats symdex understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Pe,
+    Pdb,
+    #[serde(rename = "portablepdb")]
+    PortablePdb,
+    Elf,
+    Macho,
+    Wasm,
+    Breakpad,
+    Perfmap,
+    Source,
+}
+
+impl Format {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Pe => "pe",
+            Format::Pdb => "pdb",
+            Format::PortablePdb => "portablepdb",
+            Format::Elf => "elf",
+            Format::Macho => "macho",
+            Format::Wasm => "wasm",
+            Format::Breakpad => "breakpad",
+            Format::Perfmap => "perfmap",
+            Format::Source => "source",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an input yielded no identity.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// Not an artifact of any known format (or a source that was not asked for).
+    #[error("unrecognized: {0}")]
+    Unrecognized(String),
+    /// Looked like `format` but its structures are broken, truncated or lie about sizes.
+    #[error("malformed {format}: {reason}")]
+    Malformed { format: Format, reason: String },
+    /// The bytes could not be read (not a property of the artifact).
+    #[error("I/O error: {0}")]
+    Io(io::Error),
+}
+
+impl FormatError {
+    pub(crate) fn malformed(format: Format, reason: impl Into<String>) -> Self {
+        FormatError::Malformed {
+            format,
+            reason: reason.into(),
+        }
+    }
+
+    /// Maps a read error: a read past the end means the artifact is truncated (its fault);
+    /// anything else is a real I/O failure.
+    pub(crate) fn from_io(format: Format, err: io::Error) -> Self {
+        if err.kind() == io::ErrorKind::UnexpectedEof {
+            FormatError::malformed(format, format!("truncated: {err}"))
+        } else {
+            FormatError::Io(err)
+        }
+    }
+
+    /// True when the failure is about reading, not about the artifact's content.
+    pub fn is_io(&self) -> bool {
+        matches!(self, FormatError::Io(_))
+    }
+}
+
+/// Caller's choices that content alone cannot settle.
+#[derive(Debug, Clone, Default)]
+pub struct IdentifyOptions {
+    /// Key this input as a source file (SHA-1) when no binary format matches.
+    pub as_source: bool,
+}
+
+/// Detects the format from the first bytes, without trusting the file name.
+///
+/// PE needs a second look (the `PE\0\0` signature at `e_lfanew`), so `reader` is consulted when
+/// the head starts with `MZ`.
+pub fn sniff(head: &[u8], reader: &dyn RangeReader) -> Result<Option<Format>, io::Error> {
+    if head.starts_with(b"\x7fELF") {
+        return Ok(Some(Format::Elf));
+    }
+    if head.starts_with(pdb::MSF7_MAGIC) {
+        return Ok(Some(Format::Pdb));
+    }
+    if head.starts_with(b"MZ") && pe::has_pe_signature(head, reader)? {
+        return Ok(Some(Format::Pe));
+    }
+    if macho::is_macho(head) {
+        return Ok(Some(Format::Macho));
+    }
+    if head.starts_with(b"\0asm") {
+        return Ok(Some(Format::Wasm));
+    }
+    if portable_pdb::is_portable_pdb(head) {
+        return Ok(Some(Format::PortablePdb));
+    }
+    if breakpad::is_breakpad(head) {
+        return Ok(Some(Format::Breakpad));
+    }
+    if perfmap::is_perfmap(head) {
+        return Ok(Some(Format::Perfmap));
+    }
+    Ok(None)
+}
+
+/// Identifies one artifact: one identity, or one per slice for a fat Mach-O.
+pub fn identify(
+    reader: &dyn RangeReader,
+    options: &IdentifyOptions,
+) -> Result<Vec<Identity>, FormatError> {
+    let head = read_up_to(reader, 0, SNIFF_LEN).map_err(FormatError::Io)?;
+    let format = sniff(&head, reader).map_err(FormatError::Io)?;
+    let one = |r: Result<Identity, FormatError>| r.map(|id| vec![id]);
+    match format {
+        Some(Format::Elf) => one(elf::identify(reader)),
+        Some(Format::Pdb) => one(pdb::identify(reader)),
+        Some(Format::Pe) => one(pe::identify(reader)),
+        Some(Format::Macho) => macho::identify(reader),
+        Some(Format::Wasm) => one(wasm::identify(reader)),
+        Some(Format::PortablePdb) => one(portable_pdb::identify(reader)),
+        Some(Format::Breakpad) => one(breakpad::identify(&head)),
+        Some(Format::Perfmap) => one(perfmap::identify(&head)),
+        Some(Format::Source) | None if options.as_source => one(source::identify(reader)),
+        Some(Format::Source) | None => Err(FormatError::Unrecognized(describe_unknown(&head))),
+    }
+}
+
+/// A short reason for an unrecognized input, so the manifest says more than "unknown".
+fn describe_unknown(head: &[u8]) -> String {
+    if head.is_empty() {
+        return "empty file".to_string();
+    }
+    if head.starts_with(&[0xca, 0xfe, 0xba, 0xbe]) {
+        return "a Java class file (cafebabe with more than 20 architectures)".to_string();
+    }
+    if head.starts_with(b"MZ") {
+        return "MZ header without a PE signature (DOS executable or truncated PE)".to_string();
+    }
+    if head.starts_with(b"Microsoft C/C++") {
+        return "an MSF container other than 7.00 (old or compressed PDB)".to_string();
+    }
+    if head.starts_with(b"PK\x03\x04") {
+        return "a zip archive (index it to process its entries)".to_string();
+    }
+    let magic: String = head.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    format!("no known magic number (first bytes {magic}); not a source unless asked for")
+}
+
+/// Reads a little-endian u32 at `at`; `None` when out of range.
+pub(crate) fn le_u32(data: &[u8], at: usize) -> Option<u32> {
+    let bytes = data.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Reads a little-endian u16 at `at`; `None` when out of range.
+pub(crate) fn le_u16(data: &[u8], at: usize) -> Option<u16> {
+    let bytes = data.get(at..at.checked_add(2)?)?;
+    Some(u16::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Lowercase hex of a byte string.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Text up to the first NUL, if it is UTF-8 (names from inside files stay untrusted data).
+pub(crate) fn c_string(data: &[u8]) -> Option<String> {
+    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    std::str::from_utf8(&data[..end]).ok().map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::MemReader;
+
+    fn sniffed(bytes: &[u8]) -> Option<Format> {
+        sniff(bytes, &MemReader(bytes.to_vec())).unwrap()
+    }
+
+    #[test]
+    fn detection_is_by_content() {
+        assert_eq!(sniffed(b"\x7fELF\x02\x01"), Some(Format::Elf));
+        assert_eq!(sniffed(b"\0asm\x01\0\0\0"), Some(Format::Wasm));
+        assert_eq!(sniffed(b"MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 a.so\n"), Some(Format::Breakpad));
+        assert_eq!(sniffed(b"hello world"), None);
+        assert_eq!(sniffed(b""), None);
+        // MZ alone is not a PE.
+        assert_eq!(sniffed(b"MZ\0\0\0\0"), None);
+    }
+
+    #[test]
+    fn unknown_inputs_get_a_reason() {
+        let err = identify(&MemReader(b"just text".to_vec()), &IdentifyOptions::default())
+            .unwrap_err();
+        assert!(matches!(err, FormatError::Unrecognized(_)));
+        assert!(err.to_string().contains("no known magic"), "{err}");
+        let err = identify(&MemReader(Vec::<u8>::new()), &IdentifyOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("empty"), "{err}");
+    }
+
+    #[test]
+    fn sources_only_when_asked() {
+        let r = MemReader(b"int main() {}\n".to_vec());
+        assert!(identify(&r, &IdentifyOptions::default()).is_err());
+        let ids = identify(&r, &IdentifyOptions { as_source: true }).unwrap();
+        assert_eq!(ids[0].format, Format::Source);
+    }
+}

@@ -1,0 +1,39 @@
+//! Source files: keyed by the SHA-1 of their raw bytes (no normalisation of line endings).
+
+use super::{Format, FormatError};
+use crate::identity::{Identity, Kind};
+use crate::reader::{read_vec, RangeReader};
+
+/// Sources are hashed in chunks of this size, so memory stays flat whatever their size.
+const CHUNK: u64 = 256 * 1024;
+
+pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
+    let mut hasher = sha1_smol::Sha1::new();
+    let size = reader.size();
+    let mut offset = 0;
+    while offset < size {
+        let len = (size - offset).min(CHUNK) as usize;
+        let chunk = read_vec(reader, offset, len).map_err(|e| FormatError::from_io(Format::Source, e))?;
+        hasher.update(&chunk);
+        offset += len as u64;
+    }
+    let mut id = Identity::new(Format::Source, Kind::Source);
+    id.arch = "any".to_string();
+    id.sha1 = Some(hasher.digest().to_string());
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::MemReader;
+
+    #[test]
+    fn sha1_of_raw_bytes() {
+        let id = identify(&MemReader(b"abc".to_vec())).unwrap();
+        assert_eq!(id.sha1.as_deref(), Some("a9993e364706816aba3e25717850c26c9cd0d89d"));
+        let big = vec![b'x'; 600_000];
+        let id = identify(&MemReader(big.clone())).unwrap();
+        assert_eq!(id.sha1.unwrap(), sha1_smol::Sha1::from(&big).digest().to_string());
+    }
+}

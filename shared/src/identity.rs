@@ -1,0 +1,212 @@
+//! The identity of one artifact: what every layout, the manifest and `symdex keys` consume.
+//!
+//! Identifiers follow Sentry's conventions (KEYS.md §3) through the `debugid` crate, so a
+//! manifest lines up with what Sentry and symbolicator print.
+
+use debugid::{CodeId, DebugId};
+use serde::Serialize;
+
+use crate::formats::Format;
+
+/// What role the artifact plays for a debugger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A program (PE without the DLL flag, ELF with an interpreter, MH_EXECUTE).
+    Executable,
+    /// A shared library or loadable module.
+    Library,
+    /// A debug companion: PDB, Portable PDB, ELF debug file, dSYM.
+    Debug,
+    /// A symbol file derived from debug info: Breakpad .sym, R2R perfmap.
+    Symbols,
+    /// A source file, keyed by its SHA-1.
+    Source,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Executable => "executable",
+            Kind::Library => "library",
+            Kind::Debug => "debug",
+            Kind::Symbols => "symbols",
+            Kind::Source => "source",
+        }
+    }
+
+    /// A loadable image (what debuginfod calls `executable`, unified calls `executable`).
+    pub fn is_binary(self) -> bool {
+        matches!(self, Kind::Executable | Kind::Library)
+    }
+}
+
+/// A PE's reference to its PDB: one CodeView `RSDS` debug-directory entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PdbReference {
+    /// The PDB path as the linker recorded it (untrusted; may be a Windows path).
+    pub path: String,
+    /// GUID + age (or + entry timestamp for a portable PDB), Sentry form.
+    pub debug_id: DebugId,
+    /// The CodeView age field.
+    pub age: u32,
+    /// The entry's MinorVersion was 0x504D: the PDB is a Portable PDB.
+    pub portable: bool,
+    /// The debug-directory entry's TimeDateStamp (the Portable PDB id's stamp).
+    pub timestamp: u32,
+}
+
+/// A PdbChecksum debug-directory entry (type 19).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PdbChecksum {
+    pub algorithm: String,
+    pub checksum: String,
+}
+
+/// The R2R perfmap identity, from a PE debug entry (type 21) or a perfmap file's header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PerfmapInfo {
+    /// 16-byte signature, 32 lowercase hex.
+    pub signature: String,
+    pub version: u32,
+    /// The perfmap file name recorded in the PE entry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// An embedded Portable PDB debug entry (type 17).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EmbeddedPortablePdb {
+    pub compressed_size: u32,
+    pub uncompressed_size: u32,
+}
+
+/// Everything symdex knows about one artifact (one slice of a fat Mach-O).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Identity {
+    pub format: Format,
+    pub kind: Kind,
+    /// Sentry's architecture name (`x86`, `x86_64`, `arm64`, ...), `unknown` when there is none.
+    pub arch: String,
+    /// The Sentry debug id; nil when the artifact carries none.
+    pub debug_id: DebugId,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_id: Option<CodeId>,
+    /// The binary's file name as recorded (Breakpad INFO CODE_ID name); the caller fills in the
+    /// input's own name for binaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_file: Option<String>,
+    /// The debug companion's name or path as recorded (PE CodeView path, Breakpad MODULE name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debug_file: Option<String>,
+    /// ELF / WASM build id, lowercase hex, full length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    /// Mach-O LC_UUID, 32 lowercase hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pe_timestamp: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pe_size_of_image: Option<u32>,
+    /// PDB age (from the DBI stream when valid) or the age of a PE's first CodeView record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age: Option<u32>,
+    /// SHA-1 of the raw bytes (sources).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    /// Carries DWARF / CodeView debug information (ELF `.debug_info`, dSYM `__DWARF`, WASM).
+    pub has_debug_info: bool,
+    /// PE: every CodeView record, in directory order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pdb_references: Vec<PdbReference>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pdb_checksums: Vec<PdbChecksum>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedded_portable_pdb: Option<EmbeddedPortablePdb>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub perfmap: Option<PerfmapInfo>,
+    /// ELF `.gnu_debuglink` file name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub debuglink: Option<String>,
+    /// Position of this slice in a fat Mach-O.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice: Option<u32>,
+}
+
+impl Identity {
+    /// A blank identity of `format`/`kind`; parsers fill in what they find.
+    pub fn new(format: Format, kind: Kind) -> Self {
+        Identity {
+            format,
+            kind,
+            arch: "unknown".to_string(),
+            debug_id: DebugId::nil(),
+            code_id: None,
+            code_file: None,
+            debug_file: None,
+            build_id: None,
+            uuid: None,
+            pe_timestamp: None,
+            pe_size_of_image: None,
+            age: None,
+            sha1: None,
+            has_debug_info: false,
+            pdb_references: Vec::new(),
+            pdb_checksums: Vec::new(),
+            embedded_portable_pdb: None,
+            perfmap: None,
+            debuglink: None,
+            slice: None,
+        }
+    }
+
+    /// Fills in the names only the caller knows: the artifact's own file name is the code file
+    /// of a binary and the debug file of a debug companion (unless the file records one).
+    pub fn fill_file_names(&mut self, file_name: &str) {
+        match self.kind {
+            Kind::Executable | Kind::Library => {
+                self.code_file.get_or_insert_with(|| file_name.to_string());
+                if let Some(link) = &self.debuglink {
+                    self.debug_file.get_or_insert_with(|| link.clone());
+                }
+            }
+            Kind::Debug | Kind::Source => {
+                self.debug_file.get_or_insert_with(|| file_name.to_string());
+            }
+            Kind::Symbols => {}
+        }
+    }
+}
+
+/// The last component of a path, with `/` and `\` both separating (KEYS.md §4), so a Windows
+/// path recorded inside a PE yields its file name on any host.
+pub fn file_name_of(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_split_on_both_separators() {
+        assert_eq!(file_name_of(r"C:\build\out\Foo.PDB"), "Foo.PDB");
+        assert_eq!(file_name_of("/tmp/x/libfoo.so"), "libfoo.so");
+        assert_eq!(file_name_of("plain"), "plain");
+        assert_eq!(file_name_of("dir/"), "");
+    }
+
+    #[test]
+    fn binaries_get_their_own_name_as_code_file() {
+        let mut id = Identity::new(Format::Elf, Kind::Library);
+        id.debuglink = Some("libfoo.so.debug".into());
+        id.fill_file_names("libfoo.so");
+        assert_eq!(id.code_file.as_deref(), Some("libfoo.so"));
+        assert_eq!(id.debug_file.as_deref(), Some("libfoo.so.debug"));
+        let mut pdb = Identity::new(Format::Pdb, Kind::Debug);
+        pdb.fill_file_names("foo.pdb");
+        assert_eq!(pdb.debug_file.as_deref(), Some("foo.pdb"));
+        assert_eq!(pdb.code_file, None);
+    }
+}

@@ -1,0 +1,13 @@
+//! symdex: identify debug artifacts and compute the keys symbol clients request.
+//!
+//! - [`reader`]: the ranged-read trait every parser goes through.
+//! - [`formats`]: detection by content and one parser per artifact format.
+//! - [`identity`]: the identity model (Sentry-compatible debug and code ids).
+
+pub mod formats;
+pub mod identity;
+pub mod reader;
+
+pub use formats::{identify, Format, FormatError, IdentifyOptions};
+pub use identity::{Identity, Kind};
+pub use reader::{CountingReader, FileReader, MemReader, RangeReader};
