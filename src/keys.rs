@@ -60,7 +60,10 @@ fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), F
     let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
     let options = IdentifyOptions { as_source };
     let mut ids = symdex_shared::identify(&reader, &options)?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     for id in &mut ids {
         id.fill_file_names(file_name_of(name));
     }
@@ -92,7 +95,11 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
             Ok((ids, bytes_read)) => {
                 for id in &ids {
                     if args.json {
-                        let row = Row { path: &shown, identity: id, bytes_read };
+                        let row = Row {
+                            path: &shown,
+                            identity: id,
+                            bytes_read,
+                        };
                         writeln!(out, "{}", serde_json::to_string(&row)?)?;
                     } else {
                         let code_id = id.code_id.as_ref().map_or("-", |c| c.as_str());
@@ -115,14 +122,25 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
             }
             Err(err) => {
                 if args.json {
-                    let row = ErrorRow { path: &shown, error: err.to_string() };
+                    let row = ErrorRow {
+                        path: &shown,
+                        error: err.to_string(),
+                    };
                     writeln!(out, "{}", serde_json::to_string(&row)?)?;
                 } else {
-                    writeln!(out, "{:<11} {:<8} {:<10} {:<44} {:<40} {}", "-", "-", "-", err, "", shown)?;
+                    writeln!(
+                        out,
+                        "{:<11} {:<8} {:<10} {:<44} {:<40} {}",
+                        "-", "-", "-", err, "", shown
+                    )?;
                 }
             }
         }
     }
     out.flush()?;
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

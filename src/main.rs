@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "symdex", version, about = "Index debug artifacts for symbol servers")]
+#[command(
+    name = "symdex",
+    version,
+    about = "Index debug artifacts for symbol servers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -29,7 +29,9 @@ pub fn read_vec(reader: &dyn RangeReader, offset: u64, len: usize) -> io::Result
 /// Reads up to `max_len` bytes at `offset` (fewer at the end of the artifact).
 pub fn read_up_to(reader: &dyn RangeReader, offset: u64, max_len: usize) -> io::Result<Vec<u8>> {
     let available = reader.size().saturating_sub(offset);
-    let len = usize::try_from(available).unwrap_or(usize::MAX).min(max_len);
+    let len = usize::try_from(available)
+        .unwrap_or(usize::MAX)
+        .min(max_len);
     if len == 0 {
         return Ok(Vec::new());
     }
@@ -170,7 +172,9 @@ impl<'r> ReaderCursor<'r> {
 impl io::Read for ReaderCursor<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let available = self.reader.size().saturating_sub(self.pos);
-        let n = usize::try_from(available).unwrap_or(usize::MAX).min(buf.len());
+        let n = usize::try_from(available)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
         if n == 0 {
             return Ok(0);
         }

@@ -48,7 +48,8 @@ pub fn is_breakpad(head: &[u8]) -> bool {
 
 /// Identifies from the head of the file: MODULE is line 1 and INFO records follow it.
 pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
-    let line = std::str::from_utf8(first_line(head)).map_err(|_| malformed("MODULE line is not UTF-8"))?;
+    let line =
+        std::str::from_utf8(first_line(head)).map_err(|_| malformed("MODULE line is not UTF-8"))?;
     let module = parse_module(line).ok_or_else(|| malformed("bad MODULE line"))?;
     let mut id = Identity::new(Format::Breakpad, Kind::Symbols);
     id.arch = arch_name(module.arch);
@@ -59,7 +60,10 @@ pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
     for line in text.lines().skip(1).take(32) {
         if let Some(rest) = line.strip_prefix("INFO CODE_ID ") {
             let mut parts = rest.trim_end().splitn(2, ' ');
-            if let Some(code_id) = parts.next().filter(|c| c.bytes().all(|b| b.is_ascii_hexdigit())) {
+            if let Some(code_id) = parts
+                .next()
+                .filter(|c| c.bytes().all(|b| b.is_ascii_hexdigit()))
+            {
                 id.code_id = Some(CodeId::new(code_id.to_string()));
                 id.code_file = parts.next().map(str::to_string).filter(|n| !n.is_empty());
             }
@@ -94,7 +98,10 @@ mod tests {
         let sym = b"MODULE windows x86 878E82E5E282481B88FCBBA2CFF8C7F12 basic32-min.pdb\r\nINFO CODE_ID 5DDC1E9B6C000 basic32-min.dll\r\nFILE 0 a.c\r\n";
         assert!(is_breakpad(sym));
         let id = identify(sym).unwrap();
-        assert_eq!(id.debug_id.to_string(), "878e82e5-e282-481b-88fc-bba2cff8c7f1-2");
+        assert_eq!(
+            id.debug_id.to_string(),
+            "878e82e5-e282-481b-88fc-bba2cff8c7f1-2"
+        );
         assert_eq!(id.code_id.unwrap().as_str(), "5ddc1e9b6c000");
         assert_eq!(id.code_file.as_deref(), Some("basic32-min.dll"));
         assert_eq!(id.debug_file.as_deref(), Some("basic32-min.pdb"));
@@ -108,14 +115,19 @@ mod tests {
         let id = identify(sym).unwrap();
         assert_eq!(id.debug_file.as_deref(), Some("my lib.so"));
         assert!(id.code_id.is_none());
-        assert_eq!(id.debug_id.to_string(), "20ad60b0-b4c6-8177-5527-08aa192e7739");
+        assert_eq!(
+            id.debug_id.to_string(),
+            "20ad60b0-b4c6-8177-5527-08aa192e7739"
+        );
     }
 
     #[test]
     fn not_breakpad() {
         assert!(!is_breakpad(b"MODULE"));
         assert!(!is_breakpad(b"MODULE Linux x86_64 XYZ name\n"));
-        assert!(!is_breakpad(b"MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0\n"));
+        assert!(!is_breakpad(
+            b"MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0\n"
+        ));
         assert!(identify(b"MODULE Linux x86_64 nothex name\n").is_err());
     }
 }

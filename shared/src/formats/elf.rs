@@ -44,7 +44,9 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
     data: Data<'a>,
 ) -> Result<Identity, FormatError> {
     let header = Elf::parse(data).map_err(|e| malformed(format!("file header: {e}")))?;
-    let endian = header.endian().map_err(|e| malformed(format!("byte order: {e}")))?;
+    let endian = header
+        .endian()
+        .map_err(|e| malformed(format!("byte order: {e}")))?;
     let program_headers = header
         .program_headers(endian, data)
         .map_err(|e| malformed(format!("program headers: {e}")))?;
@@ -64,8 +66,7 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
         if build_id.is_some() {
             break;
         }
-        if segment.p_type(endian) != elf::PT_NOTE
-            || segment.p_filesz(endian).into() > MAX_NOTES_LEN
+        if segment.p_type(endian) != elf::PT_NOTE || segment.p_filesz(endian).into() > MAX_NOTES_LEN
         {
             continue;
         }
@@ -93,7 +94,9 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
         .any(|s| matches!(name_of(s), b".debug_info" | b".zdebug_info"));
     let text = sections.iter().find(|s| name_of(s) == b".text");
     let text_in_file = text.is_some_and(|s| s.sh_type(endian) != elf::SHT_NOBITS);
-    let has_interp = program_headers.iter().any(|p| p.p_type(endian) == elf::PT_INTERP);
+    let has_interp = program_headers
+        .iter()
+        .any(|p| p.p_type(endian) == elf::PT_INTERP);
 
     let kind = if has_debug_info && !text_in_file {
         // objcopy --only-keep-debug: code sections became NOBITS.
@@ -207,9 +210,27 @@ pub(crate) mod tests {
         build_id: Option<&[u8]>,
         with_debug_info: bool,
     ) -> Vec<u8> {
-        let w16 = |v: u16| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
-        let w32 = |v: u32| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
-        let w64 = |v: u64| if big_endian { v.to_be_bytes() } else { v.to_le_bytes() };
+        let w16 = |v: u16| {
+            if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w32 = |v: u32| {
+            if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w64 = |v: u64| {
+            if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
         let word = |v: u64| -> Vec<u8> {
             if is_64 {
                 w64(v).to_vec()
@@ -217,7 +238,11 @@ pub(crate) mod tests {
                 w32(v as u32).to_vec()
             }
         };
-        let (ehsize, phentsize, shentsize) = if is_64 { (64u16, 56u16, 64u16) } else { (52, 32, 40) };
+        let (ehsize, phentsize, shentsize) = if is_64 {
+            (64u16, 56u16, 64u16)
+        } else {
+            (52, 32, 40)
+        };
 
         let mut note = Vec::new();
         if let Some(id) = build_id {
@@ -230,7 +255,9 @@ pub(crate) mod tests {
                 note.push(0);
             }
         }
-        let text: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(7).wrapping_add(3)).collect();
+        let text: Vec<u8> = (0..64u8)
+            .map(|i| i.wrapping_mul(7).wrapping_add(3))
+            .collect();
         let shstrtab = b"\0.text\0.note.gnu.build-id\0.debug_info\0.shstrtab\0".to_vec();
         let debug_info = vec![0u8; 16];
 
@@ -324,9 +351,18 @@ pub(crate) mod tests {
     fn little_endian_64_bit_with_20_byte_id() {
         let id = ident(build_elf(true, false, 62, Some(&ID20), false));
         assert_eq!(id.arch, "x86_64");
-        assert_eq!(id.build_id.as_deref(), Some("180a373d6afbabf0eb1f09be1bc45bd796a71085"));
-        assert_eq!(id.code_id.unwrap().as_str(), "180a373d6afbabf0eb1f09be1bc45bd796a71085");
-        assert_eq!(id.debug_id.to_string(), "3d370a18-fb6a-f0ab-eb1f-09be1bc45bd7");
+        assert_eq!(
+            id.build_id.as_deref(),
+            Some("180a373d6afbabf0eb1f09be1bc45bd796a71085")
+        );
+        assert_eq!(
+            id.code_id.unwrap().as_str(),
+            "180a373d6afbabf0eb1f09be1bc45bd796a71085"
+        );
+        assert_eq!(
+            id.debug_id.to_string(),
+            "3d370a18-fb6a-f0ab-eb1f-09be1bc45bd7"
+        );
         assert!(!id.has_debug_info);
         assert_eq!(id.kind, Kind::Library);
     }
@@ -334,8 +370,17 @@ pub(crate) mod tests {
     #[test]
     fn big_endian_ids_are_not_swapped() {
         for is_64 in [false, true] {
-            let id = ident(build_elf(is_64, true, if is_64 { 22 } else { 20 }, Some(&ID20), false));
-            assert_eq!(id.debug_id.to_string(), "180a373d-6afb-abf0-eb1f-09be1bc45bd7");
+            let id = ident(build_elf(
+                is_64,
+                true,
+                if is_64 { 22 } else { 20 },
+                Some(&ID20),
+                false,
+            ));
+            assert_eq!(
+                id.debug_id.to_string(),
+                "180a373d-6afb-abf0-eb1f-09be1bc45bd7"
+            );
             assert_eq!(id.arch, if is_64 { "s390x" } else { "ppc" });
         }
     }
@@ -345,10 +390,19 @@ pub(crate) mod tests {
         let id = ident(build_elf(false, false, 3, Some(&ID20[..8]), false));
         assert_eq!(id.arch, "x86");
         assert_eq!(id.code_id.unwrap().as_str(), "180a373d6afbabf0");
-        assert_eq!(id.debug_id.to_string(), "3d370a18-fb6a-f0ab-0000-000000000000");
+        assert_eq!(
+            id.debug_id.to_string(),
+            "3d370a18-fb6a-f0ab-0000-000000000000"
+        );
         let id = ident(build_elf(true, false, 183, Some(&ID20[..16]), false));
-        assert_eq!(id.build_id.as_deref(), Some("180a373d6afbabf0eb1f09be1bc45bd7"));
-        assert_eq!(id.debug_id.to_string(), "3d370a18-fb6a-f0ab-eb1f-09be1bc45bd7");
+        assert_eq!(
+            id.build_id.as_deref(),
+            Some("180a373d6afbabf0eb1f09be1bc45bd7")
+        );
+        assert_eq!(
+            id.debug_id.to_string(),
+            "3d370a18-fb6a-f0ab-eb1f-09be1bc45bd7"
+        );
     }
 
     #[test]

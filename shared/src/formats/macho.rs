@@ -65,7 +65,10 @@ fn identify_slices<'a, Fat: FatArch>(
     arches: &[Fat],
 ) -> Result<Vec<Identity>, FormatError> {
     if arches.is_empty() || arches.len() > MAX_FAT_ARCHES as usize {
-        return Err(malformed(format!("fat file with {} architectures", arches.len())));
+        return Err(malformed(format!(
+            "fat file with {} architectures",
+            arches.len()
+        )));
     }
     let mut ids = Vec::with_capacity(arches.len());
     for (index, arch) in arches.iter().enumerate() {
@@ -95,7 +98,9 @@ fn identify_header<'a, Mach: MachHeader<Endian = Endianness>, R: ReadRef<'a>>(
     data: R,
 ) -> Result<Identity, FormatError> {
     let header = Mach::parse(data, 0).map_err(|e| malformed(format!("header: {e}")))?;
-    let endian = header.endian().map_err(|e| malformed(format!("byte order: {e}")))?;
+    let endian = header
+        .endian()
+        .map_err(|e| malformed(format!("byte order: {e}")))?;
     if header.sizeofcmds(endian) > MAX_LOAD_COMMANDS_LEN {
         return Err(malformed("load command table too large"));
     }
@@ -240,15 +245,19 @@ pub(crate) mod tests {
 
     #[test]
     fn thin_dylib_and_dsym() {
-        let ids = identify(&MemReader(build_thin(CPU_ARM64, MH_DYLIB, U1, false)))
-            .unwrap();
+        let ids = identify(&MemReader(build_thin(CPU_ARM64, MH_DYLIB, U1, false))).unwrap();
         assert_eq!(ids.len(), 1);
         assert_eq!(ids[0].arch, "arm64");
         assert_eq!(ids[0].kind, Kind::Library);
-        assert_eq!(ids[0].debug_id.to_string(), "497b72f6-390a-44fc-878e-5a2d63b6cc4b");
-        assert_eq!(ids[0].code_id.as_ref().unwrap().as_str(), "497b72f6390a44fc878e5a2d63b6cc4b");
-        let ids = identify(&MemReader(build_thin(CPU_X86_64, MH_DSYM, U1, true)))
-            .unwrap();
+        assert_eq!(
+            ids[0].debug_id.to_string(),
+            "497b72f6-390a-44fc-878e-5a2d63b6cc4b"
+        );
+        assert_eq!(
+            ids[0].code_id.as_ref().unwrap().as_str(),
+            "497b72f6390a44fc878e5a2d63b6cc4b"
+        );
+        let ids = identify(&MemReader(build_thin(CPU_X86_64, MH_DSYM, U1, true))).unwrap();
         assert_eq!(ids[0].kind, Kind::Debug);
         assert!(ids[0].has_debug_info);
     }
@@ -268,7 +277,10 @@ pub(crate) mod tests {
             assert_eq!(ids.len(), 2);
             assert_eq!((ids[0].arch.as_str(), ids[0].slice), ("x86_64", Some(0)));
             assert_eq!((ids[1].arch.as_str(), ids[1].slice), ("arm64", Some(1)));
-            assert_eq!(ids[1].uuid.as_deref(), Some("11111111111111111111111111111111"));
+            assert_eq!(
+                ids[1].uuid.as_deref(),
+                Some("11111111111111111111111111111111")
+            );
             assert_eq!(ids[1].kind, Kind::Executable);
         }
     }

@@ -226,7 +226,10 @@ mod tests {
     fn detection_is_by_content() {
         assert_eq!(sniffed(b"\x7fELF\x02\x01"), Some(Format::Elf));
         assert_eq!(sniffed(b"\0asm\x01\0\0\0"), Some(Format::Wasm));
-        assert_eq!(sniffed(b"MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 a.so\n"), Some(Format::Breakpad));
+        assert_eq!(
+            sniffed(b"MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 a.so\n"),
+            Some(Format::Breakpad)
+        );
         assert_eq!(sniffed(b"hello world"), None);
         assert_eq!(sniffed(b""), None);
         // MZ alone is not a PE.
@@ -235,8 +238,11 @@ mod tests {
 
     #[test]
     fn unknown_inputs_get_a_reason() {
-        let err = identify(&MemReader(b"just text".to_vec()), &IdentifyOptions::default())
-            .unwrap_err();
+        let err = identify(
+            &MemReader(b"just text".to_vec()),
+            &IdentifyOptions::default(),
+        )
+        .unwrap_err();
         assert!(matches!(err, FormatError::Unrecognized(_)));
         assert!(err.to_string().contains("no known magic"), "{err}");
         let err = identify(&MemReader(Vec::<u8>::new()), &IdentifyOptions::default()).unwrap_err();

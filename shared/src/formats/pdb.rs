@@ -62,7 +62,9 @@ impl<'r> Msf<'r> {
             || directory_len > MAX_DIRECTORY_BYTES
             || u64::from(directory_len) > capacity
         {
-            return Err(malformed(format!("stream directory size {directory_len} is implausible")));
+            return Err(malformed(format!(
+                "stream directory size {directory_len} is implausible"
+            )));
         }
         let mut msf = Msf {
             reader,
@@ -86,7 +88,10 @@ impl<'r> Msf<'r> {
 
     fn block_offset(&self, block: u32) -> Result<u64, FormatError> {
         if block >= self.num_blocks {
-            return Err(malformed(format!("block {block} is past the last block {}", self.num_blocks)));
+            return Err(malformed(format!(
+                "block {block} is past the last block {}",
+                self.num_blocks
+            )));
         }
         Ok(u64::from(block) * u64::from(self.block_size))
     }
@@ -94,7 +99,9 @@ impl<'r> Msf<'r> {
     /// Reads `len` bytes at `offset` of the stream directory, following its block list.
     fn directory_bytes(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         if offset + len as u64 > u64::from(self.directory_len) {
-            return Err(malformed("stream directory is shorter than its stream table"));
+            return Err(malformed(
+                "stream directory is shorter than its stream table",
+            ));
         }
         let bs = u64::from(self.block_size);
         let mut out = Vec::with_capacity(len);
@@ -155,9 +162,9 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let guid = &info[12..28];
 
     let dbi = msf.stream_head(DBI_STREAM, DBI_HEADER_LEN)?;
-    let dbi_header = dbi.as_deref().filter(|h| {
-        le_u32(h, 0) == Some(DBI_SIGNATURE) && le_u32(h, 4) == Some(DBI_VERSION_V70)
-    });
+    let dbi_header = dbi
+        .as_deref()
+        .filter(|h| le_u32(h, 0) == Some(DBI_SIGNATURE) && le_u32(h, 4) == Some(DBI_VERSION_V70));
     // KEYS.md §2: the DBI age wins when its header is valid (it is what the PE's CodeView
     // record carries after incremental links), else the info-stream age.
     let age = dbi_header.and_then(|h| le_u32(h, 8)).unwrap_or(info_age);
@@ -258,7 +265,12 @@ pub(crate) mod tests {
     fn pdb(block_size: u32, info_age: u32, dbi: Option<Vec<u8>>) -> Vec<u8> {
         build_msf(
             block_size,
-            &[Some(vec![0; 10]), Some(info_stream(GUID, info_age)), Some(vec![1; 700]), dbi],
+            &[
+                Some(vec![0; 10]),
+                Some(info_stream(GUID, info_age)),
+                Some(vec![1; 700]),
+                dbi,
+            ],
         )
     }
 
@@ -266,7 +278,10 @@ pub(crate) mod tests {
     fn age_comes_from_the_dbi_stream() {
         let file = pdb(4096, 1, Some(dbi_stream(0x1b, 0x8664)));
         let id = identify(&MemReader(file)).unwrap();
-        assert_eq!(id.debug_id.to_string(), "497b72f6-390a-44fc-878e-5a2d63b6cc4b-1b");
+        assert_eq!(
+            id.debug_id.to_string(),
+            "497b72f6-390a-44fc-878e-5a2d63b6cc4b-1b"
+        );
         assert_eq!(id.age, Some(0x1b));
         assert_eq!(id.arch, "x86_64");
         assert_eq!(id.kind, Kind::Debug);
@@ -314,13 +329,13 @@ pub(crate) mod tests {
             f
         };
         for file in [
-            patch(32, 1000),         // block size not a power of two
-            patch(32, 1 << 20),      // block size too large
-            patch(44, u32::MAX),     // directory size absurd
-            patch(44, 0),            // no directory
-            patch(52, 0x7fff_ffff),  // block map past the end
-            patch(40, 2),            // fewer blocks than referenced
-            good[..5000].to_vec(),   // truncated
+            patch(32, 1000),        // block size not a power of two
+            patch(32, 1 << 20),     // block size too large
+            patch(44, u32::MAX),    // directory size absurd
+            patch(44, 0),           // no directory
+            patch(52, 0x7fff_ffff), // block map past the end
+            patch(40, 2),           // fewer blocks than referenced
+            good[..5000].to_vec(),  // truncated
         ] {
             let err = identify(&MemReader(file)).unwrap_err();
             assert!(matches!(err, FormatError::Malformed { .. }), "{err}");

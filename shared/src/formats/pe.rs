@@ -10,7 +10,9 @@ use object::read::pe::{ImageNtHeaders, ImageOptionalHeader, SectionTable};
 use object::{LittleEndian as LE, ReadCache, ReadRef};
 
 use super::{c_string, hex, le_u32, Format, FormatError};
-use crate::identity::{EmbeddedPortablePdb, Identity, Kind, PdbChecksum, PdbReference, PerfmapInfo};
+use crate::identity::{
+    EmbeddedPortablePdb, Identity, Kind, PdbChecksum, PdbReference, PerfmapInfo,
+};
 use crate::reader::{read_vec, RangeReader, ReaderCursor};
 
 /// CodeView entries whose MinorVersion is this describe a Portable PDB ("PM").
@@ -55,7 +57,9 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     match magic {
         pe::IMAGE_NT_OPTIONAL_HDR32_MAGIC => identify_nt::<pe::ImageNtHeaders32>(reader, data),
         pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC => identify_nt::<pe::ImageNtHeaders64>(reader, data),
-        other => Err(malformed(format!("unknown optional header magic {other:#x}"))),
+        other => Err(malformed(format!(
+            "unknown optional header magic {other:#x}"
+        ))),
     }
 }
 
@@ -149,20 +153,16 @@ fn read_debug_directory<'data>(
                     id.pdb_checksums.push(checksum);
                 }
             }
-            DEBUG_TYPE_PERFMAP => {
-                if id.perfmap.is_none() {
-                    id.perfmap = parse_perfmap_entry(&payload);
-                }
+            DEBUG_TYPE_PERFMAP if id.perfmap.is_none() => {
+                id.perfmap = parse_perfmap_entry(&payload);
             }
-            DEBUG_TYPE_EMBEDDED_PORTABLE_PDB => {
-                // "MPDB", uncompressed size, then deflate data: record its presence and size.
-                if payload.starts_with(b"MPDB") {
-                    id.embedded_portable_pdb = Some(EmbeddedPortablePdb {
-                        compressed_size: entry.size_of_data.get(LE).saturating_sub(8),
-                        uncompressed_size: le_u32(&payload, 4).unwrap_or(0),
-                    });
-                    id.has_debug_info = true;
-                }
+            // "MPDB", uncompressed size, then deflate data: record its presence and size.
+            DEBUG_TYPE_EMBEDDED_PORTABLE_PDB if payload.starts_with(b"MPDB") => {
+                id.embedded_portable_pdb = Some(EmbeddedPortablePdb {
+                    compressed_size: entry.size_of_data.get(LE).saturating_sub(8),
+                    uncompressed_size: le_u32(&payload, 4).unwrap_or(0),
+                });
+                id.has_debug_info = true;
             }
             _ => {}
         }
@@ -252,10 +252,276 @@ pub fn arch_name(machine: u16) -> &'static str {
     match machine {
         0x014c => "x86",
         0x8664 => "x86_64",
-        0xaa64 | 0xa641 => "arm64", // ARM64, ARM64EC
+        0xaa64 | 0xa641 => "arm64",        // ARM64, ARM64EC
         0x01c0 | 0x01c2 | 0x01c4 => "arm", // ARM, THUMB, ARMNT
         0x01f0 => "ppc",
         0x0200 => "ia64",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::reader::MemReader;
+
+    /// One debug-directory entry for [`build_pe`].
+    pub(crate) struct Entry {
+        pub typ: u32,
+        pub minor_version: u16,
+        pub timestamp: u32,
+        pub payload: Vec<u8>,
+    }
+
+    pub(crate) fn codeview(
+        guid: [u8; 16],
+        age: u32,
+        path: &str,
+        minor_version: u16,
+        timestamp: u32,
+    ) -> Entry {
+        let mut payload = b"RSDS".to_vec();
+        payload.extend(guid);
+        payload.extend(age.to_le_bytes());
+        payload.extend(path.as_bytes());
+        payload.push(0);
+        Entry {
+            typ: DEBUG_TYPE_CODEVIEW,
+            minor_version,
+            timestamp,
+            payload,
+        }
+    }
+
+    /// A PE image with one `.rdata` section holding the debug directory and its payloads.
+    /// `file_pointers: false` zeroes PointerToRawData so readers must map the RVA.
+    pub(crate) fn build_pe(
+        is_64: bool,
+        machine: u16,
+        dll: bool,
+        entries: &[Entry],
+        file_pointers: bool,
+    ) -> Vec<u8> {
+        const TIMESTAMP: u32 = 0x542d_574e;
+        const SIZE_OF_IMAGE: u32 = 0xc2000;
+        const SECTION_VA: u32 = 0x1000;
+        const SECTION_RAW: u32 = 0x200;
+        let opt_size: u16 = if is_64 { 240 } else { 224 };
+        let mut f = vec![0u8; 0x40];
+        f[0..2].copy_from_slice(b"MZ");
+        f[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());
+        f.extend(b"PE\0\0");
+        f.extend(machine.to_le_bytes());
+        f.extend(1u16.to_le_bytes());
+        f.extend(TIMESTAMP.to_le_bytes());
+        f.extend([0u8; 8]);
+        f.extend(opt_size.to_le_bytes());
+        let characteristics: u16 = 0x0022 | if dll { 0x2000 } else { 0 };
+        f.extend(characteristics.to_le_bytes());
+        let opt_start = f.len();
+        let mut opt = vec![0u8; opt_size as usize];
+        opt[0..2].copy_from_slice(&(if is_64 { 0x20bu16 } else { 0x10bu16 }).to_le_bytes());
+        opt[32..36].copy_from_slice(&0x1000u32.to_le_bytes()); // SectionAlignment
+        opt[36..40].copy_from_slice(&0x200u32.to_le_bytes()); // FileAlignment
+        opt[56..60].copy_from_slice(&SIZE_OF_IMAGE.to_le_bytes());
+        opt[60..64].copy_from_slice(&0x200u32.to_le_bytes()); // SizeOfHeaders
+        let dirs = if is_64 { 112 } else { 96 };
+        opt[dirs - 4..dirs].copy_from_slice(&16u32.to_le_bytes());
+        let dir_size = (entries.len() * 28) as u32;
+        if !entries.is_empty() {
+            opt[dirs + 48..dirs + 52].copy_from_slice(&SECTION_VA.to_le_bytes());
+            opt[dirs + 52..dirs + 56].copy_from_slice(&dir_size.to_le_bytes());
+        }
+        f.extend(opt);
+        assert_eq!(f.len(), opt_start + opt_size as usize);
+        // Section: directory first, then payloads.
+        let mut body = Vec::new();
+        let mut payload_at = dir_size;
+        for e in entries {
+            body.extend(0u32.to_le_bytes());
+            body.extend(e.timestamp.to_le_bytes());
+            body.extend(0u16.to_le_bytes());
+            body.extend(e.minor_version.to_le_bytes());
+            body.extend(e.typ.to_le_bytes());
+            body.extend((e.payload.len() as u32).to_le_bytes());
+            body.extend((SECTION_VA + payload_at).to_le_bytes());
+            let pointer = if file_pointers {
+                SECTION_RAW + payload_at
+            } else {
+                0
+            };
+            body.extend(pointer.to_le_bytes());
+            payload_at += e.payload.len() as u32;
+        }
+        for e in entries {
+            body.extend(&e.payload);
+        }
+        let raw_size = (body.len() as u32).next_multiple_of(0x200).max(0x200);
+        let mut section = b".rdata\0\0".to_vec();
+        section.extend((body.len() as u32).to_le_bytes());
+        section.extend(SECTION_VA.to_le_bytes());
+        section.extend(raw_size.to_le_bytes());
+        section.extend(SECTION_RAW.to_le_bytes());
+        section.extend([0u8; 12]);
+        section.extend(0x4000_0040u32.to_le_bytes());
+        f.extend(section);
+        f.resize(SECTION_RAW as usize, 0);
+        f.extend(body);
+        f.resize((SECTION_RAW + raw_size) as usize, 0);
+        f
+    }
+
+    const GUID: [u8; 16] = [
+        0xf6, 0x72, 0x7b, 0x49, 0x0a, 0x39, 0xfc, 0x44, 0x87, 0x8e, 0x5a, 0x2d, 0x63, 0xb6, 0xcc,
+        0x4b,
+    ];
+
+    fn ident(file: Vec<u8>) -> Identity {
+        identify(&MemReader(file)).unwrap()
+    }
+
+    #[test]
+    fn codeview_record_gives_debug_id_and_code_id() {
+        for is_64 in [false, true] {
+            let file = build_pe(
+                is_64,
+                0x8664,
+                true,
+                &[codeview(GUID, 0x1b, r"C:\out\Foo.PDB", 0, 1)],
+                true,
+            );
+            let id = ident(file);
+            assert_eq!(id.code_id.as_ref().unwrap().as_str(), "542d574ec2000");
+            assert_eq!(id.pe_timestamp, Some(0x542d_574e));
+            assert_eq!(id.pe_size_of_image, Some(0xc2000));
+            assert_eq!(
+                id.debug_id.to_string(),
+                "497b72f6-390a-44fc-878e-5a2d63b6cc4b-1b"
+            );
+            assert_eq!(id.debug_file.as_deref(), Some(r"C:\out\Foo.PDB"));
+            assert_eq!(id.kind, Kind::Library);
+            assert!(!id.pdb_references[0].portable);
+        }
+    }
+
+    #[test]
+    fn portable_flag_makes_the_timestamp_the_appendix() {
+        let entries = [codeview(
+            GUID,
+            1,
+            "Foo.pdb",
+            PORTABLE_PDB_MINOR_VERSION,
+            0xe396_469f,
+        )];
+        let id = ident(build_pe(false, 0x14c, true, &entries, true));
+        assert_eq!(
+            id.debug_id.to_string(),
+            "497b72f6-390a-44fc-878e-5a2d63b6cc4b-e396469f"
+        );
+        assert!(id.pdb_references[0].portable);
+        assert_eq!(id.pdb_references[0].age, 1);
+        assert_eq!(id.arch, "x86");
+    }
+
+    #[test]
+    fn all_entry_types_are_read() {
+        let mut checksum = b"SHA256\0".to_vec();
+        checksum.extend([0xab; 32]);
+        let mut perfmap = b"R2RM".to_vec();
+        perfmap.extend([0xf5; 16]);
+        perfmap.extend(1u32.to_le_bytes());
+        perfmap.extend(b"Foo.ni.r2rmap\0");
+        let mut embedded = b"MPDB".to_vec();
+        embedded.extend(5000u32.to_le_bytes());
+        embedded.extend([0u8; 100]);
+        let entries = [
+            Entry {
+                typ: 13,
+                minor_version: 0,
+                timestamp: 0,
+                payload: vec![1; 40],
+            }, // POGO: ignored
+            codeview(GUID, 2, "a.pdb", 0, 0),
+            codeview([0x22; 16], 3, "b.pdb", 0, 0),
+            Entry {
+                typ: DEBUG_TYPE_PDB_CHECKSUM,
+                minor_version: 1,
+                timestamp: 0,
+                payload: checksum,
+            },
+            Entry {
+                typ: DEBUG_TYPE_PERFMAP,
+                minor_version: 0,
+                timestamp: 0,
+                payload: perfmap,
+            },
+            Entry {
+                typ: DEBUG_TYPE_EMBEDDED_PORTABLE_PDB,
+                minor_version: 0x100,
+                timestamp: 0,
+                payload: embedded,
+            },
+        ];
+        for file_pointers in [true, false] {
+            let id = ident(build_pe(true, 0xaa64, false, &entries, file_pointers));
+            assert_eq!(id.kind, Kind::Executable);
+            assert_eq!(id.arch, "arm64");
+            assert_eq!(id.pdb_references.len(), 2);
+            assert_eq!(id.pdb_references[1].path, "b.pdb");
+            assert_eq!(id.age, Some(2), "the first CodeView record wins");
+            assert_eq!(id.pdb_checksums[0].algorithm, "SHA256");
+            assert_eq!(id.pdb_checksums[0].checksum, "ab".repeat(32));
+            let perfmap = id.perfmap.as_ref().unwrap();
+            assert_eq!(perfmap.signature, "f5".repeat(16));
+            assert_eq!(
+                (perfmap.version, perfmap.path.as_deref()),
+                (1, Some("Foo.ni.r2rmap"))
+            );
+            let embedded = id.embedded_portable_pdb.as_ref().unwrap();
+            assert_eq!(
+                (embedded.compressed_size, embedded.uncompressed_size),
+                (100, 5000)
+            );
+        }
+    }
+
+    #[test]
+    fn no_debug_directory_means_nil_debug_id() {
+        let id = ident(build_pe(false, 0x14c, false, &[], true));
+        assert!(id.debug_id.is_nil());
+        assert!(id.pdb_references.is_empty());
+        assert_eq!(id.code_id.unwrap().as_str(), "542d574ec2000");
+    }
+
+    #[test]
+    fn hostile_images_are_errors_not_panics() {
+        let good = build_pe(
+            true,
+            0x8664,
+            true,
+            &[codeview(GUID, 1, "a.pdb", 0, 0)],
+            true,
+        );
+        // Truncations anywhere.
+        for cut in [2, 0x3c, 0x44, 0x60, 0x150, 0x1f0, 0x210] {
+            assert!(
+                identify(&MemReader(good[..cut].to_vec())).is_err(),
+                "cut {cut}"
+            );
+        }
+        // A debug directory claiming a million entries.
+        let mut lying = good.clone();
+        let dir_size_at = 0x40 + 4 + 20 + 112 + 52;
+        lying[dir_size_at..dir_size_at + 4].copy_from_slice(&(28u32 * 1_000_000).to_le_bytes());
+        assert!(identify(&MemReader(lying)).is_err());
+        // An entry claiming a gigabyte of data.
+        let mut huge = good.clone();
+        huge[0x200 + 16..0x200 + 20].copy_from_slice(&0x4000_0000u32.to_le_bytes());
+        assert!(identify(&MemReader(huge)).is_err());
+        // A CodeView entry pointing past the end and at no section is skipped, not fatal.
+        let mut dangling = good;
+        dangling[0x200 + 20..0x200 + 28].copy_from_slice(&[0xff; 8]);
+        let id = ident(dangling);
+        assert!(id.debug_id.is_nil());
     }
 }

@@ -12,11 +12,13 @@ fn malformed(reason: impl Into<String>) -> FormatError {
 
 /// The five header values, if the head starts with a well-formed perfmap header.
 fn header_values(head: &[u8]) -> Option<[&str; 5]> {
-    let text = std::str::from_utf8(head.get(..head.len().min(1024))?).ok().or_else(|| {
-        // The head may end inside a multi-byte character of a later line.
-        let valid = std::str::from_utf8(head).err()?.valid_up_to();
-        std::str::from_utf8(&head[..valid]).ok()
-    })?;
+    let text = std::str::from_utf8(head.get(..head.len().min(1024))?)
+        .ok()
+        .or_else(|| {
+            // The head may end inside a multi-byte character of a later line.
+            let valid = std::str::from_utf8(head).err()?.valid_up_to();
+            std::str::from_utf8(&head[..valid]).ok()
+        })?;
     let mut values = [""; 5];
     let mut lines = text.lines();
     for (slot, token) in values.iter_mut().zip(HEADER_TOKENS) {
@@ -40,7 +42,9 @@ pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
     let [signature, version, _os, arch, _abi] =
         header_values(head).ok_or_else(|| malformed("bad header"))?;
     if signature.len() != 32 || !signature.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(malformed(format!("signature {signature:?} is not 32 hex digits")));
+        return Err(malformed(format!(
+            "signature {signature:?} is not 32 hex digits"
+        )));
     }
     let version: u32 = version
         .parse()

@@ -62,8 +62,8 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         .map_err(|e| FormatError::from_io(Format::PortablePdb, e))?;
     let stamp = le_u32(&pdb_id, 16).unwrap_or(0);
     let mut id = Identity::new(Format::PortablePdb, Kind::Debug);
-    id.debug_id = DebugId::from_guid_age(&pdb_id[..16], stamp)
-        .map_err(|_| malformed("bad PDB id"))?;
+    id.debug_id =
+        DebugId::from_guid_age(&pdb_id[..16], stamp).map_err(|_| malformed("bad PDB id"))?;
     id.has_debug_info = true;
     Ok(id)
 }
@@ -109,7 +109,10 @@ pub(crate) mod tests {
         let file = build_portable_pdb(guid, 0xa28b_2175);
         assert!(is_portable_pdb(&file));
         let id = identify(&MemReader(file)).unwrap();
-        assert_eq!(id.debug_id.to_string(), "c964dc84-5f07-4e41-ad5e-94bd057aa5e8-a28b2175");
+        assert_eq!(
+            id.debug_id.to_string(),
+            "c964dc84-5f07-4e41-ad5e-94bd057aa5e8-a28b2175"
+        );
         assert_eq!(id.format, Format::PortablePdb);
     }
 

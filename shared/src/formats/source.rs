@@ -13,7 +13,8 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let mut offset = 0;
     while offset < size {
         let len = (size - offset).min(CHUNK) as usize;
-        let chunk = read_vec(reader, offset, len).map_err(|e| FormatError::from_io(Format::Source, e))?;
+        let chunk =
+            read_vec(reader, offset, len).map_err(|e| FormatError::from_io(Format::Source, e))?;
         hasher.update(&chunk);
         offset += len as u64;
     }
@@ -31,9 +32,15 @@ mod tests {
     #[test]
     fn sha1_of_raw_bytes() {
         let id = identify(&MemReader(b"abc".to_vec())).unwrap();
-        assert_eq!(id.sha1.as_deref(), Some("a9993e364706816aba3e25717850c26c9cd0d89d"));
+        assert_eq!(
+            id.sha1.as_deref(),
+            Some("a9993e364706816aba3e25717850c26c9cd0d89d")
+        );
         let big = vec![b'x'; 600_000];
         let id = identify(&MemReader(big.clone())).unwrap();
-        assert_eq!(id.sha1.unwrap(), sha1_smol::Sha1::from(&big).digest().to_string());
+        assert_eq!(
+            id.sha1.unwrap(),
+            sha1_smol::Sha1::from(&big).digest().to_string()
+        );
     }
 }

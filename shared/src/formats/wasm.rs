@@ -58,22 +58,30 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         let body = offset + pos as u64;
         let end = body + u64::from(len);
         if end > size {
-            return Err(malformed(format!("section at offset {offset} runs past the end")));
+            return Err(malformed(format!(
+                "section at offset {offset} runs past the end"
+            )));
         }
         if section_id == 0 {
             let name_len = varuint32(&head, &mut pos)
-                .ok_or_else(|| malformed("bad custom section name"))? as usize;
+                .ok_or_else(|| malformed("bad custom section name"))?
+                as usize;
             let name = head.get(pos..pos + name_len).unwrap_or(&[]);
             let payload = offset + (pos + name_len) as u64;
             match name {
                 b"build_id" if id.build_id.is_none() => {
-                    let take = usize::try_from(end.saturating_sub(payload)).unwrap_or(0).min(4096);
+                    let take = usize::try_from(end.saturating_sub(payload))
+                        .unwrap_or(0)
+                        .min(4096);
                     let raw = read_up_to(reader, payload, take).map_err(io)?;
+                    // Tool-conventions BuildId.md: varuint32 length, then the id. Older
+                    // producers (and the symbolic / SymbolStore fixtures) wrote the raw id
+                    // with no length: when the length does not span the payload, take it all.
                     let mut p = 0;
-                    let n = varuint32(&raw, &mut p).ok_or_else(|| malformed("bad build_id"))?;
-                    let bytes = raw
-                        .get(p..p + n as usize)
-                        .ok_or_else(|| malformed("build_id longer than its section"))?;
+                    let bytes = match varuint32(&raw, &mut p) {
+                        Some(n) if p + n as usize == raw.len() => &raw[p..],
+                        _ => &raw[..],
+                    };
                     if !bytes.is_empty() {
                         let mut first16 = [0u8; 16];
                         let k = bytes.len().min(16);
@@ -140,7 +148,10 @@ pub(crate) mod tests {
         let bid: Vec<u8> = (0x53..0x63).collect();
         let id = identify(&MemReader(build_wasm(Some(&bid), true))).unwrap();
         assert_eq!(id.build_id.as_deref(), Some(hex(&bid).as_str()));
-        assert_eq!(id.debug_id.to_string(), "53545556-5758-595a-5b5c-5d5e5f606162");
+        assert_eq!(
+            id.debug_id.to_string(),
+            "53545556-5758-595a-5b5c-5d5e5f606162"
+        );
         assert!(id.has_debug_info);
         assert_eq!(id.arch, "wasm32");
     }
@@ -150,7 +161,19 @@ pub(crate) mod tests {
         let bid = [0xabu8; 20];
         let id = identify(&MemReader(build_wasm(Some(&bid), false))).unwrap();
         assert_eq!(id.code_id.unwrap().as_str(), "ab".repeat(20));
-        assert_eq!(id.debug_id.to_string(), "abababab-abab-abab-abab-abababababab");
+        assert_eq!(
+            id.debug_id.to_string(),
+            "abababab-abab-abab-abab-abababababab"
+        );
+    }
+
+    #[test]
+    fn legacy_build_id_without_length_is_taken_whole() {
+        let raw: Vec<u8> = (0xb0..0xc0).collect();
+        let mut m = b"\0asm\x01\0\0\0".to_vec();
+        m.extend(custom("build_id", &raw));
+        let id = identify(&MemReader(m)).unwrap();
+        assert_eq!(id.build_id.as_deref(), Some(hex(&raw).as_str()));
     }
 
     #[test]

@@ -1,0 +1,104 @@
+//! `symdex keys` end to end: the binary over real files, as a user runs it.
+
+mod common;
+
+use common::{symdex, Workdir};
+use serde_json::Value;
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}
+
+#[test]
+fn json_lines_for_a_directory_with_artifacts_sources_and_junk() {
+    let w = Workdir::new();
+    w.run("g++", &["-g", "-O1", "-o", "app", "src.cpp"]);
+    std::fs::write(w.path("notes.txt"), "not an artifact").unwrap();
+    std::fs::write(w.path("truncated.so"), b"\x7fELF\x02\x01\x01").unwrap();
+    let out = symdex()
+        .args(["keys", "--json", "--source-ext", "cpp"])
+        .arg(w.dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&out.stdout);
+    let by_name = |name: &str| {
+        rows.iter()
+            .find(|r| r["path"].as_str().unwrap().ends_with(name))
+            .unwrap_or_else(|| panic!("no row for {name}: {rows:?}"))
+    };
+    let app = by_name("/app");
+    assert_eq!(app["format"], "elf");
+    assert_eq!(app["kind"], "executable");
+    assert_eq!(app["arch"], "x86_64");
+    assert_eq!(app["code_file"], "app");
+    assert!(app["bytes_read"].as_u64().unwrap() > 0);
+    assert_eq!(
+        app["build_id"],
+        common::readelf_build_id(&w, "app").unwrap().as_str()
+    );
+    for key in ["debug_id", "code_id"] {
+        assert!(app[key].is_string(), "{key} missing");
+    }
+
+    let src = by_name("src.cpp");
+    assert_eq!(src["format"], "source");
+    assert_eq!(src["kind"], "source");
+    let sha1sum = w.run("sha1sum", &["src.cpp"]);
+    assert_eq!(
+        src["sha1"].as_str().unwrap(),
+        sha1sum.split_whitespace().next().unwrap()
+    );
+
+    assert!(by_name("notes.txt")["error"]
+        .as_str()
+        .unwrap()
+        .contains("unrecognized"));
+    assert!(by_name("truncated.so")["error"]
+        .as_str()
+        .unwrap()
+        .contains("malformed elf"));
+}
+
+#[test]
+fn table_output_is_readable() {
+    let w = Workdir::new();
+    w.run(
+        "g++",
+        &[
+            "-O1",
+            "-Wl,--build-id=0x0123456789abcdef",
+            "-o",
+            "app",
+            "src.cpp",
+        ],
+    );
+    let out = symdex().arg("keys").arg(w.path("app")).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    assert!(lines.next().unwrap().starts_with("FORMAT"));
+    let row = lines.next().unwrap();
+    assert!(row.contains("0123456789abcdef"), "{row}");
+    assert!(
+        row.contains("67452301-ab89-efcd-0000-000000000000"),
+        "{row}"
+    );
+}
+
+#[test]
+fn io_failures_exit_non_zero() {
+    let out = symdex()
+        .args(["keys", "/nonexistent/symdex/input"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/symdex/input"));
+}

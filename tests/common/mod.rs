@@ -1,0 +1,106 @@
+//! Test support: builds fixtures with public toolchains (../shared/spec/FIXTURES.md recipes)
+//! into a temporary directory, and reads expectations from independent tools.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const SOURCE_CPP: &str = r#"
+int foo(int x) { return x * 2 + 1; }
+int main() { return foo(3); }
+"#;
+
+/// A scratch directory with the helper's source file in it.
+pub struct Workdir {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("src.cpp"), SOURCE_CPP).expect("write src.cpp");
+        Workdir { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Runs `program args...` in the work directory; panics with its stderr on failure.
+    pub fn run(&self, program: &str, args: &[&str]) -> String {
+        run_in(self.dir.path(), program, args)
+    }
+}
+
+pub fn run_in(dir: &Path, program: &str, args: &[&str]) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {program} ({e}); scripts/setup.sh installs the test toolchains")
+        });
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The symdex binary built for these tests.
+pub fn symdex() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_symdex"))
+}
+
+/// `readelf -n`: the GNU build id, lowercase hex.
+pub fn readelf_build_id(w: &Workdir, file: &str) -> Option<String> {
+    let out = w.run("readelf", &["-n", file]);
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .map(|s| s.trim().to_string())
+}
+
+/// The Sentry debug id of an ELF build id (first 16 bytes, GUID byte order if little-endian),
+/// computed here from the hex string independently of symdex.
+pub fn elf_debug_id(build_id_hex: &str, little_endian: bool) -> String {
+    let mut hex: String = build_id_hex.chars().take(32).collect();
+    while hex.len() < 32 {
+        hex.push('0');
+    }
+    let b = |i: usize| &hex[i * 2..i * 2 + 2];
+    let (d1, d2, d3) = if little_endian {
+        (
+            format!("{}{}{}{}", b(3), b(2), b(1), b(0)),
+            format!("{}{}", b(5), b(4)),
+            format!("{}{}", b(7), b(6)),
+        )
+    } else {
+        (
+            hex[0..8].to_string(),
+            hex[8..12].to_string(),
+            hex[12..16].to_string(),
+        )
+    };
+    format!("{d1}-{d2}-{d3}-{}-{}", &hex[16..20], &hex[20..32])
+}
+
+/// A copy of `src` padded with zeros to `size` bytes (sparse: cheap on disk).
+pub fn padded_copy(src: &Path, dst: &Path, size: u64) {
+    std::fs::copy(src, dst).expect("copy");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dst)
+        .expect("open");
+    f.set_len(size).expect("set_len");
+}
+
+/// Identifies one file through the library, counting bytes read.
+pub fn identify(path: &Path) -> (Vec<symdex_shared::Identity>, u64) {
+    let reader = symdex_shared::CountingReader::new(
+        symdex_shared::FileReader::open(path).expect("open artifact"),
+    );
+    let ids = symdex_shared::identify(&reader, &Default::default())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (ids, reader.bytes_read())
+}
