@@ -1,22 +1,43 @@
 //! `symdex keys`: identify artifacts and print their identifiers.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde::Serialize;
 use symdex_shared::identity::file_name_of;
-use symdex_shared::{CountingReader, FileReader, FormatError, IdentifyOptions, Identity};
+use symdex_shared::layouts::Sidecar;
+use symdex_shared::{
+    keys_for, lookup_keys_for, CountingReader, FileReader, FormatError, IdentifyOptions, Identity,
+    KeySet, Layout,
+};
 
 use crate::KeysArgs;
 
-/// One output row: the identity with where it came from and what reading it cost.
+/// One output row: the identity with where it came from, what reading it cost, its keys and
+/// where debuggers will look for its debug companion.
 #[derive(Serialize)]
 struct Row<'a> {
     path: &'a str,
     #[serde(flatten)]
     identity: &'a Identity,
     bytes_read: u64,
+    keys: BTreeMap<Layout, &'a [String]>,
+    lookup_keys: BTreeMap<Layout, &'a [String]>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    sidecars: &'a [Sidecar],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    rejected: Vec<&'a str>,
+}
+
+/// The non-empty layouts of a key set.
+fn non_empty(set: &KeySet) -> BTreeMap<Layout, &[String]> {
+    set.keys
+        .iter()
+        .filter(|(_, keys)| !keys.is_empty())
+        .map(|(layout, keys)| (*layout, keys.as_slice()))
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -55,25 +76,43 @@ fn wants_source(args: &KeysArgs, path: &Path) -> bool {
             .is_some_and(|ext| args.source_ext.iter().any(|s| s.eq_ignore_ascii_case(ext)))
 }
 
+fn file_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    file_name_of(&name).to_string()
+}
+
 /// Identifies one file; `Err` only for I/O failures.
 fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), FormatError> {
     let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
     let options = IdentifyOptions { as_source };
     let mut ids = symdex_shared::identify(&reader, &options)?;
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default();
+    let name = file_name(path);
     for id in &mut ids {
-        id.fill_file_names(file_name_of(name));
+        id.fill_file_names(&name);
     }
     Ok((ids, reader.bytes_read()))
+}
+
+fn write_table_keys(out: &mut impl Write, label: &str, set: &KeySet) -> io::Result<()> {
+    for (layout, keys) in non_empty(set) {
+        for key in keys {
+            writeln!(out, "    {label:<7} {:<16} {key}", layout.as_str())?;
+        }
+    }
+    for reason in &set.rejected {
+        writeln!(out, "    {label:<7} {:<16} {reason}", "rejected")?;
+    }
+    Ok(())
 }
 
 pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut failed = false;
+    let layouts = args.layouts();
     if !args.json {
         writeln!(
             out,
@@ -93,12 +132,19 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
         let shown = path.to_string_lossy();
         match identify_file(&path, wants_source(args, &path)) {
             Ok((ids, bytes_read)) => {
+                let name = file_name(&path);
                 for id in &ids {
+                    let keys = keys_for(id, &name, &layouts);
+                    let lookup = lookup_keys_for(id, &name, &layouts);
                     if args.json {
                         let row = Row {
                             path: &shown,
                             identity: id,
                             bytes_read,
+                            keys: non_empty(&keys),
+                            lookup_keys: non_empty(&lookup),
+                            sidecars: &keys.sidecars,
+                            rejected: keys.rejected.iter().map(String::as_str).collect(),
                         };
                         writeln!(out, "{}", serde_json::to_string(&row)?)?;
                     } else {
@@ -113,6 +159,8 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
                             code_id,
                             shown
                         )?;
+                        write_table_keys(&mut out, "key", &keys)?;
+                        write_table_keys(&mut out, "lookup", &lookup)?;
                     }
                 }
             }

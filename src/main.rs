@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use symdex_shared::Layout;
 
 #[derive(Parser)]
 #[command(
@@ -21,7 +22,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Identify artifacts and print their identifiers (directories recurse).
+    /// Identify artifacts and print their identifiers and keys (directories recurse).
     Keys(KeysArgs),
 }
 
@@ -40,6 +41,20 @@ pub struct KeysArgs {
     /// SYMDEX_SOURCE_EXTENSIONS.
     #[arg(long, value_delimiter = ',', env = "SYMDEX_SOURCE_EXTENSIONS")]
     pub source_ext: Vec<String>,
+    /// Key layouts to compute (repeatable or comma list; default: all).
+    #[arg(long = "layout", value_name = "LAYOUT", value_delimiter = ',')]
+    pub layouts: Vec<Layout>,
+}
+
+impl KeysArgs {
+    /// The selected layouts, all of them when none was named.
+    pub fn layouts(&self) -> Vec<Layout> {
+        if self.layouts.is_empty() {
+            Layout::ALL.to_vec()
+        } else {
+            self.layouts.clone()
+        }
+    }
 }
 
 fn main() -> ExitCode {

@@ -102,3 +102,73 @@ fn io_failures_exit_non_zero() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/symdex/input"));
 }
+
+#[test]
+fn keys_and_lookup_keys_per_layout() {
+    let w = Workdir::new();
+    w.run(
+        "g++",
+        &["-g", "-O1", "-Wl,--build-id=sha1", "-o", "App", "src.cpp"],
+    );
+    w.run("objcopy", &["--strip-all", "App", "App.stripped"]);
+    let bid = common::readelf_build_id(&w, "App").unwrap();
+    let padded = format!("{bid:0<40}");
+    let out = symdex()
+        .args(["keys", "--json"])
+        .arg(w.path("App.stripped"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let row = &json_lines(&out.stdout)[0];
+    let keys = &row["keys"];
+    assert_eq!(
+        keys["ssqp"][0],
+        format!("app.stripped/elf-buildid-{padded}/app.stripped").as_str()
+    );
+    assert!(keys["symstore"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from(format!(
+            "App.stripped/elf-buildid-{bid}/App.stripped"
+        ))));
+    assert_eq!(
+        keys["debuginfod"][0],
+        format!("buildid/{bid}/executable").as_str()
+    );
+    assert_eq!(
+        keys["gdb"][0],
+        format!("{}/{}", &bid[..2], &bid[2..]).as_str()
+    );
+    let lookup = &row["lookup_keys"];
+    assert_eq!(
+        lookup["ssqp"][0],
+        format!("_.debug/elf-buildid-sym-{padded}/_.debug").as_str()
+    );
+    assert_eq!(
+        lookup["debuginfod"][0],
+        format!("buildid/{bid}/debuginfo").as_str()
+    );
+
+    // --layout selects layouts.
+    let out = symdex()
+        .args([
+            "keys",
+            "--json",
+            "--layout",
+            "debuginfod",
+            "--layout",
+            "gdb",
+        ])
+        .arg(w.path("App.stripped"))
+        .output()
+        .unwrap();
+    let row = &json_lines(&out.stdout)[0];
+    let layouts: Vec<&String> = row["keys"].as_object().unwrap().keys().collect();
+    assert_eq!(layouts, ["debuginfod", "gdb"]);
+    let bad = symdex()
+        .args(["keys", "--layout", "nope", "x"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown layout"));
+}

@@ -65,6 +65,14 @@ fn corpus_matches_expected_identifiers() {
         col("code_id"),
         col("build_id_or_uuid_or_signature"),
     );
+    let (c_stamp, c_size, c_kind, c_features, c_notes) = (
+        col("pe_timestamp"),
+        col("pe_sizeofimage"),
+        col("kind"),
+        col("features"),
+        col("notes"),
+    );
+    let mut keys_checked = 0;
     let (mut total, mut matched, mut failures) = (0, 0, Vec::new());
     for line in lines.filter(|l| !l.trim().is_empty()) {
         total += 1;
@@ -96,13 +104,37 @@ fn corpus_matches_expected_identifiers() {
                 problems.push(format!("code_id {} != {}", got("code_id"), f[c_code]));
             }
         }
+        // The SSQP key (Breakpad key for .sym files), computed here from expected.tsv alone.
+        let expected_key = expected_key(
+            file,
+            format,
+            f[c_debug],
+            f[c_code],
+            f[c_value],
+            f[c_stamp],
+            f[c_size],
+            f[c_kind],
+            f[c_features],
+            f[c_notes],
+        );
+        if let Some((layout, key)) = expected_key {
+            let keys: Vec<&str> = row["keys"][layout]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if keys.contains(&key.as_str()) {
+                keys_checked += 1;
+            } else {
+                problems.push(format!("{layout} key {key} not in {keys:?}"));
+            }
+        }
         if problems.is_empty() {
             matched += 1;
         } else {
             failures.push(format!("{file} ({arch}): {}", problems.join("; ")));
         }
     }
-    println!("conformance: {matched}/{total} corpus rows match expected.tsv");
+    println!("conformance: {matched}/{total} corpus rows match expected.tsv ({keys_checked} with their ssqp/breakpad key)");
     assert!(failures.is_empty(), "mismatches:\n{}", failures.join("\n"));
 }
 
@@ -123,4 +155,68 @@ fn every_fixture_is_processed_without_a_panic() {
         rows.len()
     );
     assert!(identified > 0);
+}
+
+/// The key a client would request for a corpus row, from expected.tsv's columns only.
+#[allow(clippy::too_many_arguments)]
+fn expected_key(
+    file: &str,
+    format: &str,
+    debug_id: &str,
+    code_id: &str,
+    value: &str,
+    stamp: &str,
+    size: &str,
+    kind: &str,
+    features: &str,
+    notes: &str,
+) -> Option<(&'static str, String)> {
+    let name = file.rsplit('/').next().unwrap().to_ascii_lowercase();
+    let triple = |id: String| Some(("ssqp", format!("{name}/{id}/{name}")));
+    let guid = |d: &str| d.get(..36).unwrap().replace('-', "");
+    match format {
+        "pe" => {
+            let stamp = u32::from_str_radix(stamp.trim_start_matches("0x"), 16).unwrap();
+            let size = u32::from_str_radix(size.trim_start_matches("0x"), 16).unwrap();
+            triple(format!("{stamp:08X}{size:x}"))
+        }
+        "pdb" => triple(format!(
+            "{}{}",
+            guid(debug_id),
+            debug_id.get(37..).unwrap_or("0")
+        )),
+        "portablepdb" => triple(format!("{}FFFFFFFF", guid(debug_id))),
+        "elf" => {
+            let bytes = code_id.len() / 2;
+            if !(8..=20).contains(&bytes) {
+                return None;
+            }
+            let padded = format!("{code_id:0<40}");
+            if features.split(',').any(|f| f == "debug") || kind == "dbg" {
+                Some(("ssqp", format!("_.debug/elf-buildid-sym-{padded}/_.debug")))
+            } else {
+                triple(format!("elf-buildid-{padded}"))
+            }
+        }
+        "macho" if kind == "dbg" => {
+            Some(("ssqp", format!("_.dwarf/mach-uuid-sym-{code_id}/_.dwarf")))
+        }
+        "macho" => triple(format!("mach-uuid-{code_id}")),
+        "wasm" if !code_id.is_empty() => triple(code_id.to_string()),
+        "source" => triple(format!("sha1-{value}")),
+        "breakpad" => {
+            // notes: "... MODULE <os> <arch> <ID> <name>"
+            let module = notes.split("MODULE ").nth(1)?;
+            let mut parts = module.splitn(4, ' ');
+            let (_os, _arch, id, module_name) =
+                (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+            let module_name = module_name.split(';').next()?.trim();
+            let sym = match module_name.strip_suffix(".pdb") {
+                Some(stem) => format!("{stem}.sym"),
+                None => format!("{module_name}.sym"),
+            };
+            Some(("breakpad", format!("{module_name}/{id}/{sym}")))
+        }
+        _ => None,
+    }
 }

@@ -3,11 +3,14 @@
 //! - [`reader`]: the ranged-read trait every parser goes through.
 //! - [`formats`]: detection by content and one parser per artifact format.
 //! - [`identity`]: the identity model (Sentry-compatible debug and code ids).
+//! - [`layouts`]: pure functions from an identity to the keys each client requests.
 
 pub mod formats;
 pub mod identity;
+pub mod layouts;
 pub mod reader;
 
 pub use formats::{identify, Format, FormatError, IdentifyOptions};
 pub use identity::{Identity, Kind};
+pub use layouts::{keys_for, lookup_keys_for, KeySet, Layout};
 pub use reader::{CountingReader, FileReader, MemReader, RangeReader};

@@ -1,0 +1,62 @@
+//! `breakpad`: Breakpad symbol repositories, `<debug file>/<BREAKPAD ID>/<sym name>`.
+
+use super::{triple, Name};
+use crate::formats::Format;
+use crate::identity::Identity;
+
+/// The debug file name with a trailing `.pdb` replaced by `.sym`, otherwise `.sym` appended.
+pub fn sym_name(debug_file: &str) -> String {
+    let len = debug_file.len();
+    if len >= 4
+        && debug_file.is_char_boundary(len - 4)
+        && debug_file[len - 4..].eq_ignore_ascii_case(".pdb")
+    {
+        format!("{}.sym", &debug_file[..len - 4])
+    } else {
+        format!("{debug_file}.sym")
+    }
+}
+
+pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
+    match (id.format, name) {
+        (Format::Breakpad, Some(name)) => {
+            let breakpad_id = id.debug_id.breakpad().to_string();
+            vec![triple(
+                name.as_given(),
+                &breakpad_id,
+                &sym_name(name.as_given()),
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::*;
+
+    #[test]
+    fn sym_file_keys() {
+        let id = breakpad_sym("3249d99d-0c40-4931-8610-f4e4fb0b6936-1");
+        assert_eq!(
+            keys(&id, Some(&Name::new("crash.pdb").unwrap())),
+            ["crash.pdb/3249D99D0C4049318610F4E4FB0B69361/crash.sym"]
+        );
+        let id = breakpad_sym("20ad60b0-b4c6-8177-5527-08aa192e7739");
+        assert_eq!(
+            keys(&id, Some(&Name::new("libFoo.so").unwrap())),
+            ["libFoo.so/20AD60B0B4C68177552708AA192E77390/libFoo.so.sym"]
+        );
+        let id = breakpad_sym("3249d99d-0c40-4931-8610-f4e4fb0b6936-1b");
+        assert_eq!(
+            keys(&id, Some(&Name::new("Crash.PDB").unwrap())),
+            ["Crash.PDB/3249D99D0C4049318610F4E4FB0B69361b/Crash.sym"]
+        );
+    }
+
+    #[test]
+    fn only_breakpad_files() {
+        assert!(keys(&pdb(1), Some(&Name::new("a.pdb").unwrap())).is_empty());
+    }
+}

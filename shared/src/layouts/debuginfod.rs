@@ -1,0 +1,53 @@
+//! `debuginfod`: `buildid/<build id>/debuginfo` and `buildid/<build id>/executable`, what
+//! debuginfod clients (gdb, lldb, debuginfod-find) request. ELF, and WASM with a build id.
+
+use super::is_debug_file;
+use crate::formats::Format;
+use crate::identity::Identity;
+
+pub fn keys(id: &Identity) -> Vec<String> {
+    if !matches!(id.format, Format::Elf | Format::Wasm) {
+        return Vec::new();
+    }
+    let Some(bid) = id.build_id.as_deref() else {
+        return Vec::new();
+    };
+    let mut keys = Vec::new();
+    if is_debug_file(id) {
+        keys.push(format!("buildid/{bid}/debuginfo"));
+    }
+    if id.kind.is_binary() {
+        keys.push(format!("buildid/{bid}/executable"));
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::*;
+    use crate::identity::Kind;
+
+    #[test]
+    fn binaries_debug_files_and_unstripped_binaries() {
+        let bid = "180a373d6afbabf0eb1f09be1bc45bd796a71085";
+        assert_eq!(
+            keys(&elf(&ID20, false)),
+            [format!("buildid/{bid}/executable")]
+        );
+        let mut debug = elf(&ID20, true);
+        debug.kind = Kind::Debug;
+        assert_eq!(keys(&debug), [format!("buildid/{bid}/debuginfo")]);
+        assert_eq!(
+            keys(&elf(&ID20, true)),
+            [
+                format!("buildid/{bid}/debuginfo"),
+                format!("buildid/{bid}/executable")
+            ]
+        );
+        assert!(keys(&pdb(1)).is_empty());
+        let mut no_id = elf(&ID20, false);
+        no_id.build_id = None;
+        assert!(keys(&no_id).is_empty());
+    }
+}

@@ -1,0 +1,43 @@
+//! `gdb`: GDB build-id directories (symbolicator's "native" layout for ELF):
+//! `<id[0..2]>/<id[2..]>` for binaries, `<id[0..2]>/<id[2..]>.debug` for debug files.
+
+use super::is_debug_file;
+use crate::formats::Format;
+use crate::identity::Identity;
+
+pub fn keys(id: &Identity) -> Vec<String> {
+    let Some(bid) = id.build_id.as_deref().filter(|b| b.len() > 2) else {
+        return Vec::new();
+    };
+    let (head, rest) = bid.split_at(2);
+    let mut keys = Vec::new();
+    if id.format == Format::Elf && id.kind.is_binary() {
+        keys.push(format!("{head}/{rest}"));
+    }
+    if matches!(id.format, Format::Elf | Format::Wasm) && is_debug_file(id) {
+        keys.push(format!("{head}/{rest}.debug"));
+    }
+    keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::*;
+
+    #[test]
+    fn build_id_directories() {
+        assert_eq!(
+            keys(&elf(&ID20, false)),
+            ["18/0a373d6afbabf0eb1f09be1bc45bd796a71085"]
+        );
+        assert_eq!(
+            keys(&elf(&ID20, true)),
+            [
+                "18/0a373d6afbabf0eb1f09be1bc45bd796a71085",
+                "18/0a373d6afbabf0eb1f09be1bc45bd796a71085.debug"
+            ]
+        );
+        assert!(keys(&pdb(1)).is_empty());
+    }
+}

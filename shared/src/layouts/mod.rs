@@ -1,0 +1,509 @@
+//! Key layouts: pure functions from an identity (and the artifact's file name) to the exact
+//! keys each client family requests (KEYS.md §4). One module per layout.
+//!
+//! S3 is case-sensitive and clients disagree on case, so an artifact is written under the
+//! distinct union of every enabled layout's keys. Names are untrusted (they may come from inside
+//! a file); a key is built only from a [`Name`] that passed [`Name::new`] (KEYS.md §5).
+
+pub mod breakpad;
+pub mod debuginfod;
+pub mod gdb;
+pub mod grammar;
+pub mod lldb;
+pub mod ssqp;
+pub mod symstore;
+pub mod symstore_index2;
+pub mod unified;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+use debugid::DebugId;
+use serde::Serialize;
+
+use crate::formats::Format;
+use crate::identity::{file_name_of, Identity, Kind};
+
+/// Longest name accepted in a key component (common file-system limit).
+pub const MAX_NAME_LEN: usize = 255;
+
+/// The key layouts symdex can write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    Ssqp,
+    Symstore,
+    SymstoreIndex2,
+    Breakpad,
+    Debuginfod,
+    Unified,
+    Gdb,
+    Lldb,
+}
+
+impl Layout {
+    pub const ALL: [Layout; 8] = [
+        Layout::Ssqp,
+        Layout::Symstore,
+        Layout::SymstoreIndex2,
+        Layout::Breakpad,
+        Layout::Debuginfod,
+        Layout::Unified,
+        Layout::Gdb,
+        Layout::Lldb,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::Ssqp => "ssqp",
+            Layout::Symstore => "symstore",
+            Layout::SymstoreIndex2 => "symstore_index2",
+            Layout::Breakpad => "breakpad",
+            Layout::Debuginfod => "debuginfod",
+            Layout::Unified => "unified",
+            Layout::Gdb => "gdb",
+            Layout::Lldb => "lldb",
+        }
+    }
+
+    /// This layout's keys for one artifact (empty when the layout does not apply).
+    pub fn keys(self, id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
+        match self {
+            Layout::Ssqp => ssqp::keys(id, name),
+            Layout::Symstore => symstore::keys(id, name),
+            Layout::SymstoreIndex2 => symstore_index2::keys(id, name),
+            Layout::Breakpad => breakpad::keys(id, name),
+            Layout::Debuginfod => debuginfod::keys(id),
+            Layout::Unified => unified::keys(id),
+            Layout::Gdb => gdb::keys(id),
+            Layout::Lldb => lldb::keys(id),
+        }
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Layout {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase().replace('-', "_");
+        Layout::ALL
+            .into_iter()
+            .find(|l| l.as_str() == wanted || (wanted == "index2" && *l == Layout::SymstoreIndex2))
+            .ok_or_else(|| {
+                let names: Vec<_> = Layout::ALL.iter().map(|l| l.as_str()).collect();
+                format!("unknown layout {s:?} (one of {})", names.join(", "))
+            })
+    }
+}
+
+/// A file name that is safe inside a key: one component, no control characters, not `.` or
+/// `..`, at most [`MAX_NAME_LEN`] bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Name<'a>(&'a str);
+
+impl<'a> Name<'a> {
+    /// Validates the last component of `path` (both `/` and `\` separate).
+    pub fn new(path: &'a str) -> Result<Self, String> {
+        let name = file_name_of(path);
+        if name.is_empty() {
+            return Err(format!("name {path:?} is empty"));
+        }
+        if name == "." || name == ".." {
+            return Err(format!("name {name:?} is a relative path component"));
+        }
+        if name.len() > MAX_NAME_LEN {
+            return Err(format!(
+                "name is {} bytes long (at most {MAX_NAME_LEN})",
+                name.len()
+            ));
+        }
+        if let Some(c) = name.chars().find(|c| c.is_control()) {
+            return Err(format!(
+                "name {name:?} contains the control character {:?}",
+                c
+            ));
+        }
+        Ok(Name(name))
+    }
+
+    /// The name as given (case kept).
+    pub fn as_given(&self) -> &'a str {
+        self.0
+    }
+
+    /// ASCII-lowercased, as SSQP clients request it.
+    pub fn lower(&self) -> String {
+        self.0.to_ascii_lowercase()
+    }
+}
+
+/// `<name>/<id>/<name>`: the shape shared by SSQP, SymStore and Breakpad keys.
+pub(crate) fn triple(dir: &str, id: &str, file: &str) -> String {
+    format!("{dir}/{id}/{file}")
+}
+
+/// GUID in .NET `ToString("N")` order (= the debug id's UUID as plain hex), lowercase.
+pub(crate) fn guid_hex(id: &DebugId) -> String {
+    id.uuid().simple().to_string()
+}
+
+/// ELF build id bytes from the identity's hex.
+pub(crate) fn build_id_bytes(id: &Identity) -> Option<Vec<u8>> {
+    let hex = id.build_id.as_deref()?;
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// True for an ELF (or WASM) file that carries debug information: it is keyed as a debug file.
+pub(crate) fn is_debug_file(id: &Identity) -> bool {
+    id.has_debug_info || id.kind == Kind::Debug
+}
+
+/// A generated object written beside the artifact (Sentry's `.meta`), not a copy of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Sidecar {
+    pub layout: Layout,
+    pub key: String,
+    pub content: String,
+}
+
+/// All keys of one artifact over the enabled layouts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct KeySet {
+    /// Keys per layout, in the order each layout produces them.
+    pub keys: BTreeMap<Layout, Vec<String>>,
+    /// Generated objects to write beside the artifact.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sidecars: Vec<Sidecar>,
+    /// Why name-based keys were not produced (KEYS.md §5: never dropped silently).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
+}
+
+impl KeySet {
+    /// The distinct union of every layout's keys: what the artifact is copied to.
+    pub fn distinct(&self) -> BTreeSet<&str> {
+        self.keys.values().flatten().map(String::as_str).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.values().all(Vec::is_empty)
+    }
+
+    fn extend(&mut self, other: KeySet) {
+        for (layout, keys) in other.keys {
+            let entry = self.keys.entry(layout).or_default();
+            for key in keys {
+                if !entry.contains(&key) {
+                    entry.push(key);
+                }
+            }
+        }
+        self.sidecars.extend(other.sidecars);
+        self.rejected.extend(other.rejected);
+    }
+}
+
+/// The keys under which `id` is published, for each enabled layout. `name` is the artifact's
+/// file name as given (for Breakpad files the MODULE name is used instead).
+pub fn keys_for(id: &Identity, name: &str, layouts: &[Layout]) -> KeySet {
+    let raw_name = match (id.format, id.debug_file.as_deref()) {
+        (Format::Breakpad, Some(module_name)) => module_name,
+        _ => name,
+    };
+    let valid = Name::new(raw_name);
+    let mut set = KeySet::default();
+    if let Err(reason) = &valid {
+        set.rejected.push(reason.clone());
+    }
+    let name = valid.as_ref().ok();
+    for &layout in layouts {
+        let (keys, outside): (Vec<String>, Vec<String>) = dedup(layout.keys(id, name))
+            .into_iter()
+            .partition(|k| grammar::is_valid_key(layout, k));
+        for key in outside {
+            set.rejected
+                .push(format!("key {key:?} is outside the {layout} grammar"));
+        }
+        if layout == Layout::Unified {
+            set.sidecars.extend(unified::sidecars(id, name, &keys));
+        }
+        set.keys.insert(layout, keys);
+    }
+    set
+}
+
+fn dedup(keys: Vec<String>) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    keys.into_iter()
+        .filter(|k| seen.insert(k.clone()))
+        .collect()
+}
+
+/// Where clients look for the debug companion of a binary: the keys the companion would be
+/// published under (PE -> each referenced PDB; ELF -> its debug file; Mach-O -> its dSYM).
+pub fn lookup_keys_for(id: &Identity, name: &str, layouts: &[Layout]) -> KeySet {
+    let mut set = KeySet::default();
+    for (companion, companion_name) in companions(id, name) {
+        let mut keys = keys_for(&companion, &companion_name, layouts);
+        keys.sidecars.clear();
+        set.extend(keys);
+    }
+    set
+}
+
+/// Synthetic identities of the debug files a binary refers to.
+pub fn companions(id: &Identity, name: &str) -> Vec<(Identity, String)> {
+    if !id.kind.is_binary() {
+        return Vec::new();
+    }
+    match id.format {
+        Format::Pe => id
+            .pdb_references
+            .iter()
+            .map(|reference| {
+                let format = if reference.portable {
+                    Format::PortablePdb
+                } else {
+                    Format::Pdb
+                };
+                let mut pdb = Identity::new(format, Kind::Debug);
+                pdb.debug_id = reference.debug_id;
+                pdb.age = Some(reference.age);
+                pdb.arch = id.arch.clone();
+                pdb.has_debug_info = true;
+                (pdb, file_name_of(&reference.path).to_string())
+            })
+            .collect(),
+        Format::Elf | Format::Macho | Format::Wasm if !id.debug_id.is_nil() => {
+            let mut debug = id.clone();
+            debug.kind = Kind::Debug;
+            debug.has_debug_info = true;
+            debug.pdb_references.clear();
+            let debug_name = id.debuglink.clone().unwrap_or_else(|| name.to_string());
+            vec![(debug, debug_name)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod properties;
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::identity::{PdbReference, PerfmapInfo};
+    use debugid::CodeId;
+
+    pub(crate) const ID20: [u8; 20] = [
+        0x18, 0x0a, 0x37, 0x3d, 0x6a, 0xfb, 0xab, 0xf0, 0xeb, 0x1f, 0x09, 0xbe, 0x1b, 0xc4, 0x5b,
+        0xd7, 0x96, 0xa7, 0x10, 0x85,
+    ];
+    const GUID: &str = "497b72f6-390a-44fc-878e-5a2d63b6cc4b";
+
+    fn debug_id(appendix: u32) -> DebugId {
+        let uuid = uuid::Uuid::parse_str(GUID).unwrap();
+        DebugId::from_parts(uuid, appendix)
+    }
+
+    pub(crate) fn pe(stamp: u32, size: u32) -> Identity {
+        let mut id = Identity::new(Format::Pe, Kind::Library);
+        id.pe_timestamp = Some(stamp);
+        id.pe_size_of_image = Some(size);
+        id.code_id = Some(CodeId::new(format!("{stamp:08x}{size:x}")));
+        id
+    }
+
+    pub(crate) fn pdb(age: u32) -> Identity {
+        let mut id = Identity::new(Format::Pdb, Kind::Debug);
+        id.arch = "x86".into();
+        id.debug_id = debug_id(age);
+        id.age = Some(age);
+        id
+    }
+
+    pub(crate) fn portable_pdb(stamp: u32) -> Identity {
+        let mut id = Identity::new(Format::PortablePdb, Kind::Debug);
+        id.debug_id = debug_id(stamp);
+        id
+    }
+
+    pub(crate) fn elf(build_id: &[u8], debug_info: bool) -> Identity {
+        let mut id = Identity::new(Format::Elf, Kind::Library);
+        let hex = crate::formats::hex(build_id);
+        id.build_id = Some(hex.clone());
+        id.code_id = Some(CodeId::new(hex));
+        id.debug_id = crate::formats::elf::debug_id_from_bytes(build_id, true);
+        id.has_debug_info = debug_info;
+        id
+    }
+
+    pub(crate) fn macho(kind: Kind) -> Identity {
+        let mut id = Identity::new(Format::Macho, kind);
+        let hex = GUID.replace('-', "");
+        id.uuid = Some(hex.clone());
+        id.code_id = Some(CodeId::new(hex));
+        id.debug_id = debug_id(0);
+        id
+    }
+
+    pub(crate) fn wasm(build_id: &[u8]) -> Identity {
+        let mut id = Identity::new(Format::Wasm, Kind::Library);
+        id.build_id = Some(crate::formats::hex(build_id));
+        id.code_id = Some(CodeId::new(crate::formats::hex(build_id)));
+        id
+    }
+
+    pub(crate) fn source(sha1: &str) -> Identity {
+        let mut id = Identity::new(Format::Source, Kind::Source);
+        id.sha1 = Some(sha1.into());
+        id
+    }
+
+    pub(crate) fn perfmap(signature: &str, version: u32) -> Identity {
+        let mut id = Identity::new(Format::Perfmap, Kind::Symbols);
+        id.perfmap = Some(PerfmapInfo {
+            signature: signature.into(),
+            version,
+            path: None,
+        });
+        id
+    }
+
+    pub(crate) fn breakpad_sym(debug_id: &str) -> Identity {
+        let mut id = Identity::new(Format::Breakpad, Kind::Symbols);
+        id.debug_id = debug_id.parse().unwrap();
+        id
+    }
+
+    #[test]
+    fn the_key_set_is_the_distinct_union() {
+        let set = keys_for(&pdb(1), "foo.pdb", &Layout::ALL);
+        let all: Vec<&String> = set.keys.values().flatten().collect();
+        let distinct = set.distinct();
+        assert!(distinct.len() < all.len(), "ssqp and symstore share keys");
+        assert!(distinct.contains("foo.pdb/497b72f6390a44fc878e5a2d63b6cc4b1/foo.pdb"));
+        assert!(distinct.contains("foo.pdb/497B72F6390A44FC878E5A2D63B6CC4B1/foo.pdb"));
+        assert!(distinct.contains("fo/foo.pdb/497B72F6390A44FC878E5A2D63B6CC4B1/foo.pdb"));
+        assert!(distinct.contains("49/7b72f6390a44fc878e5a2d63b6cc4b1/debuginfo"));
+        assert_eq!(set.sidecars.len(), 1);
+        let only_ssqp = keys_for(&pdb(1), "foo.pdb", &[Layout::Ssqp]);
+        assert_eq!(only_ssqp.distinct().len(), 1);
+    }
+
+    #[test]
+    fn breakpad_files_are_named_by_their_module() {
+        let mut sym = breakpad_sym("3249d99d-0c40-4931-8610-f4e4fb0b6936-1");
+        sym.debug_file = Some("crash.pdb".into());
+        let set = keys_for(&sym, "whatever-upload-name.sym", &[Layout::Breakpad]);
+        assert_eq!(
+            set.keys[&Layout::Breakpad],
+            ["crash.pdb/3249D99D0C4049318610F4E4FB0B69361/crash.sym"]
+        );
+    }
+
+    #[test]
+    fn hostile_names_are_rejected_with_a_reason() {
+        let set = keys_for(&pe(1, 2), "..", &Layout::ALL);
+        assert!(set.is_empty());
+        assert!(set.rejected[0].contains("relative"), "{:?}", set.rejected);
+        // Name-independent keys survive a bad name.
+        let set = keys_for(&elf(&ID20, true), r"bad\nname", &Layout::ALL);
+        assert!(set.rejected.is_empty(), "the last component is 'nname'");
+        let set = keys_for(&elf(&ID20, true), "bad\u{1}name", &Layout::ALL);
+        assert_eq!(set.rejected.len(), 1);
+        assert!(set
+            .distinct()
+            .contains("buildid/180a373d6afbabf0eb1f09be1bc45bd796a71085/debuginfo"));
+    }
+
+    #[test]
+    fn lookup_keys_of_a_pe_are_its_pdbs_keys() {
+        let mut exe = pe(0x542d_574e, 0xc2000);
+        exe.pdb_references.push(PdbReference {
+            path: r"C:\build\Foo.PDB".into(),
+            debug_id: debug_id(0x1b),
+            age: 0x1b,
+            portable: false,
+            timestamp: 0,
+        });
+        exe.pdb_references.push(PdbReference {
+            path: "/_/obj/Bar.pdb".into(),
+            debug_id: debug_id(0xe396_469f),
+            age: 1,
+            portable: true,
+            timestamp: 0xe396_469f,
+        });
+        let set = lookup_keys_for(&exe, "Foo.exe", &Layout::ALL);
+        let keys = set.distinct();
+        assert!(keys.contains("foo.pdb/497b72f6390a44fc878e5a2d63b6cc4b1b/foo.pdb"));
+        assert!(keys.contains("Foo.PDB/497B72F6390A44FC878E5A2D63B6CC4B1b/Foo.PDB"));
+        assert!(keys.contains("bar.pdb/497b72f6390a44fc878e5a2d63b6cc4bFFFFFFFF/bar.pdb"));
+        assert!(keys.contains("Bar.pdb/497B72F6390A44FC878E5A2D63B6CC4Bffffffff/Bar.pdb"));
+        assert!(keys.contains("49/7b72f6390a44fc878e5a2d63b6cc4b1b/debuginfo"));
+        assert!(
+            !keys.iter().any(|k| k.contains("542D574E")),
+            "no keys of the PE itself"
+        );
+    }
+
+    #[test]
+    fn lookup_keys_of_elf_and_mach_o() {
+        let set = lookup_keys_for(&elf(&ID20, false), "libfoo.so", &Layout::ALL);
+        let keys = set.distinct();
+        assert!(keys
+            .contains("_.debug/elf-buildid-sym-180a373d6afbabf0eb1f09be1bc45bd796a71085/_.debug"));
+        assert!(keys.contains("buildid/180a373d6afbabf0eb1f09be1bc45bd796a71085/debuginfo"));
+        assert!(keys.contains("18/0a373d6afbabf0eb1f09be1bc45bd796a71085.debug"));
+        let set = lookup_keys_for(&macho(Kind::Library), "libfoo.dylib", &Layout::ALL);
+        assert!(set
+            .distinct()
+            .contains("_.dwarf/mach-uuid-sym-497b72f6390a44fc878e5a2d63b6cc4b/_.dwarf"));
+        assert!(lookup_keys_for(&pdb(1), "a.pdb", &Layout::ALL).is_empty());
+    }
+
+    #[test]
+    fn names_are_validated() {
+        assert_eq!(Name::new("Foo.PDB").unwrap().as_given(), "Foo.PDB");
+        assert_eq!(Name::new(r"C:\out\Foo.PDB").unwrap().as_given(), "Foo.PDB");
+        assert_eq!(Name::new("Foo.PDB").unwrap().lower(), "foo.pdb");
+        for bad in [
+            "",
+            "..",
+            ".",
+            "a/..",
+            "a\\.",
+            "bad\0name",
+            "tab\tname",
+            "del\u{7f}",
+            "c1\u{85}x",
+        ] {
+            assert!(Name::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(Name::new(&"x".repeat(255)).is_ok());
+        assert!(Name::new(&"x".repeat(256)).is_err());
+        assert!(Name::new("naïve.pdb").is_ok());
+    }
+
+    #[test]
+    fn layouts_parse_from_their_names() {
+        for layout in Layout::ALL {
+            assert_eq!(layout.as_str().parse::<Layout>().unwrap(), layout);
+        }
+        assert_eq!(
+            "symstore-index2".parse::<Layout>().unwrap(),
+            Layout::SymstoreIndex2
+        );
+        assert!("nope".parse::<Layout>().is_err());
+    }
+}

@@ -1,0 +1,141 @@
+//! `unified`: Sentry's layout (symsorter writes it, symbolicator reads it):
+//! `<id[0..2]>/<id[2..]>/<executable|debuginfo|breakpad>`, plus a `.meta` sidecar.
+
+use serde_json::json;
+
+use super::{is_debug_file, Layout, Name, Sidecar};
+use crate::formats::Format;
+use crate::identity::Identity;
+
+/// The unified id: lowercase Breakpad id for PE/PDB/Portable PDB/Breakpad (the real age or
+/// stamp, never ffffffff), the code id for ELF/Mach-O/WASM.
+fn unified_id(id: &Identity) -> Option<String> {
+    match id.format {
+        Format::Pe | Format::Pdb | Format::PortablePdb | Format::Breakpad => {
+            (!id.debug_id.is_nil()).then(|| id.debug_id.breakpad().to_string().to_ascii_lowercase())
+        }
+        Format::Elf | Format::Macho | Format::Wasm => {
+            id.code_id.as_ref().map(|c| c.as_str().to_string())
+        }
+        Format::Perfmap | Format::Source => None,
+    }
+}
+
+fn file_types(id: &Identity) -> Vec<&'static str> {
+    match id.format {
+        Format::Pe => vec!["executable"],
+        Format::Pdb | Format::PortablePdb => vec!["debuginfo"],
+        Format::Breakpad => vec!["breakpad"],
+        Format::Elf | Format::Macho | Format::Wasm => {
+            let mut types = Vec::new();
+            if id.kind.is_binary() {
+                types.push("executable");
+            }
+            if is_debug_file(id) {
+                types.push("debuginfo");
+            }
+            types
+        }
+        Format::Perfmap | Format::Source => Vec::new(),
+    }
+}
+
+pub fn keys(id: &Identity) -> Vec<String> {
+    let Some(uid) = unified_id(id).filter(|u| u.len() > 2) else {
+        return Vec::new();
+    };
+    file_types(id)
+        .into_iter()
+        .map(|t| format!("{}/{}/{t}", &uid[..2], &uid[2..]))
+        .collect()
+}
+
+/// The `.meta` objects symsorter writes beside each key: name, arch and file format.
+pub fn sidecars(id: &Identity, name: Option<&Name<'_>>, keys: &[String]) -> Vec<Sidecar> {
+    let content = json!({
+        "name": name.map(Name::as_given),
+        "arch": id.arch,
+        "file_format": id.format.as_str(),
+    })
+    .to_string();
+    keys.iter()
+        .map(|k| Sidecar {
+            layout: Layout::Unified,
+            key: format!("{k}.meta"),
+            content: content.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::*;
+    use super::*;
+    use crate::identity::Kind;
+
+    #[test]
+    fn pdb_and_pe_use_the_breakpad_id() {
+        assert_eq!(
+            keys(&pdb(1)),
+            ["49/7b72f6390a44fc878e5a2d63b6cc4b1/debuginfo"]
+        );
+        assert_eq!(
+            keys(&pdb(0x1b)),
+            ["49/7b72f6390a44fc878e5a2d63b6cc4b1b/debuginfo"]
+        );
+        assert_eq!(
+            keys(&portable_pdb(0xe396_469f)),
+            ["49/7b72f6390a44fc878e5a2d63b6cc4be396469f/debuginfo"],
+            "the real stamp, never ffffffff"
+        );
+        let mut exe = pe(1, 2);
+        exe.debug_id = pdb(2).debug_id;
+        assert_eq!(
+            keys(&exe),
+            ["49/7b72f6390a44fc878e5a2d63b6cc4b2/executable"]
+        );
+        assert!(
+            keys(&pe(1, 2)).is_empty(),
+            "no CodeView record: no unified key"
+        );
+        assert_eq!(
+            keys(&breakpad_sym("3249d99d-0c40-4931-8610-f4e4fb0b6936-1")),
+            ["32/49d99d0c4049318610f4e4fb0b69361/breakpad"]
+        );
+    }
+
+    #[test]
+    fn elf_and_mach_o_use_the_code_id() {
+        assert_eq!(
+            keys(&elf(&ID20, false)),
+            ["18/0a373d6afbabf0eb1f09be1bc45bd796a71085/executable"]
+        );
+        assert_eq!(
+            keys(&elf(&ID20, true)),
+            [
+                "18/0a373d6afbabf0eb1f09be1bc45bd796a71085/executable",
+                "18/0a373d6afbabf0eb1f09be1bc45bd796a71085/debuginfo"
+            ]
+        );
+        assert_eq!(
+            keys(&macho(Kind::Debug)),
+            ["49/7b72f6390a44fc878e5a2d63b6cc4b/debuginfo"]
+        );
+    }
+
+    #[test]
+    fn meta_sidecar() {
+        let id = pdb(1);
+        let k = keys(&id);
+        let cars = sidecars(&id, Some(&Name::new("Foo.pdb").unwrap()), &k);
+        assert_eq!(
+            cars[0].key,
+            "49/7b72f6390a44fc878e5a2d63b6cc4b1/debuginfo.meta"
+        );
+        let meta: serde_json::Value = serde_json::from_str(&cars[0].content).unwrap();
+        assert_eq!(
+            meta,
+            json!({"name": "Foo.pdb", "arch": "x86", "file_format": "pdb"})
+        );
+    }
+}
