@@ -15,6 +15,10 @@ for tool in llvm-readobj-19 llvm-pdbutil-19 llvm-objdump-19 dsymutil-19 llvm-lip
   have "$tool" || need_apt+=(llvm-19)
 done
 have zip || need_apt+=(zip)
+# Real symbol clients the end-to-end tests drive.
+have debuginfod-find || need_apt+=(debuginfod elfutils)
+have gdb || need_apt+=(gdb)
+have lldb-19 || need_apt+=(lldb-19)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   mapfile -t pkgs < <(printf '%s\n' "${need_apt[@]}" | sort -u)

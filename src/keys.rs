@@ -2,17 +2,17 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use serde::Serialize;
-use symdex_shared::identity::file_name_of;
 use symdex_shared::layouts::Sidecar;
 use symdex_shared::{
     keys_for, lookup_keys_for, CountingReader, FileReader, FormatError, IdentifyOptions, Identity,
     KeySet, Layout,
 };
 
+use crate::inputs::{expand_paths, file_name};
 use crate::KeysArgs;
 
 /// One output row: the identity with where it came from, what reading it cost, its keys and
@@ -46,44 +46,6 @@ struct ErrorRow<'a> {
     error: String,
 }
 
-/// Expands directories (recursively, in a stable order) into files.
-pub fn expand_paths(paths: &[PathBuf]) -> Vec<Result<PathBuf, (PathBuf, io::Error)>> {
-    let mut out = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            for entry in walkdir::WalkDir::new(path).sort_by_file_name() {
-                match entry {
-                    Ok(e) if e.file_type().is_file() => out.push(Ok(e.into_path())),
-                    Ok(_) => {}
-                    Err(err) => {
-                        let at = err.path().unwrap_or(path).to_path_buf();
-                        out.push(Err((at, io::Error::other(err.to_string()))));
-                    }
-                }
-            }
-        } else {
-            out.push(Ok(path.clone()));
-        }
-    }
-    out
-}
-
-fn wants_source(args: &KeysArgs, path: &Path) -> bool {
-    args.source
-        || path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|ext| args.source_ext.iter().any(|s| s.eq_ignore_ascii_case(ext)))
-}
-
-fn file_name(path: &Path) -> String {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    file_name_of(&name).to_string()
-}
-
 /// Identifies one file; `Err` only for I/O failures.
 fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), FormatError> {
     let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
@@ -112,7 +74,7 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let mut failed = false;
-    let layouts = args.layouts();
+    let layouts = args.layout.layouts();
     if !args.json {
         writeln!(
             out,
@@ -130,7 +92,7 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
             }
         };
         let shown = path.to_string_lossy();
-        match identify_file(&path, wants_source(args, &path)) {
+        match identify_file(&path, args.sources.wants_source(&path)) {
             Ok((ids, bytes_read)) => {
                 let name = file_name(&path);
                 for id in &ids {

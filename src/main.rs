@@ -1,13 +1,22 @@
 //! `symdex`: the command-line face of the symdex engine. Argument parsing lives here; each
 //! subcommand is a module over the shared crate.
 
+mod index;
+mod inputs;
 mod keys;
+mod manifest_cmd;
+mod serve;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use symdex_shared::Layout;
+
+use inputs::{LayoutArgs, SourceArgs};
+
+/// The embedded default store.
+const DEFAULT_STORE: &str = "./symbols";
 
 #[derive(Parser)]
 #[command(
@@ -24,6 +33,17 @@ struct Cli {
 enum Command {
     /// Identify artifacts and print their identifiers and keys (directories recurse).
     Keys(KeysArgs),
+    /// Index artifacts (files, directories, zip archives) into a store directory.
+    Index(index::IndexArgs),
+    /// Delete uploads (by build or input path); unpublish keys nothing else references.
+    Delete(index::DeleteArgs),
+    /// Query the manifest of a store.
+    #[command(subcommand)]
+    Manifest(manifest_cmd::ManifestCommand),
+    /// Serve a store over HTTP for debuggers (GET, HEAD, ranges; 404 for misses).
+    Serve(serve::ServeArgs),
+    /// Check that every referenced key exists and matches its record.
+    Verify(verify::VerifyArgs),
 }
 
 #[derive(Args)]
@@ -34,33 +54,21 @@ pub struct KeysArgs {
     /// JSON Lines output: one object per artifact (per slice of a fat Mach-O).
     #[arg(long)]
     pub json: bool,
-    /// Key every file that is not a binary artifact as a source file (SHA-1).
-    #[arg(long)]
-    pub source: bool,
-    /// File extensions keyed as sources (comma list, e.g. `c,cpp,h,cs`); also
-    /// SYMDEX_SOURCE_EXTENSIONS.
-    #[arg(long, value_delimiter = ',', env = "SYMDEX_SOURCE_EXTENSIONS")]
-    pub source_ext: Vec<String>,
-    /// Key layouts to compute (repeatable or comma list; default: all).
-    #[arg(long = "layout", value_name = "LAYOUT", value_delimiter = ',')]
-    pub layouts: Vec<Layout>,
-}
-
-impl KeysArgs {
-    /// The selected layouts, all of them when none was named.
-    pub fn layouts(&self) -> Vec<Layout> {
-        if self.layouts.is_empty() {
-            Layout::ALL.to_vec()
-        } else {
-            self.layouts.clone()
-        }
-    }
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Keys(args) => keys::run(&args),
+        Command::Index(args) => index::run(&args),
+        Command::Delete(args) => index::delete(&args),
+        Command::Manifest(cmd) => manifest_cmd::run(&cmd),
+        Command::Serve(args) => serve::run(&args),
+        Command::Verify(args) => verify::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -4,11 +4,18 @@
 //! - [`formats`]: detection by content and one parser per artifact format.
 //! - [`identity`]: the identity model (Sentry-compatible debug and code ids).
 //! - [`layouts`]: pure functions from an identity to the keys each client requests.
+//! - [`storage`]: the store trait (local directory; S3 in the Lambdas).
+//! - [`pipeline`]: index/unindex an upload: identify, publish, reference, record.
+//! - [`refs`], [`manifest`]: who needs each key; the append-only audit trail.
 
 pub mod formats;
 pub mod identity;
 pub mod layouts;
+pub mod manifest;
+pub mod pipeline;
 pub mod reader;
+pub mod refs;
+pub mod storage;
 
 pub use formats::{identify, Format, FormatError, IdentifyOptions};
 pub use identity::{Identity, Kind};

@@ -1,0 +1,307 @@
+//! The manifest: append-only JSON Lines, one record per decision, partitioned by date
+//! (`<prefix>/dt=YYYY-MM-DD/<time>-<run>.jsonl[.gz]`). Objects are written once and never
+//! modified; readers take every object under the prefix. The schema is documented (and
+//! versioned) in docs/manifest.md.
+
+use std::io::{self, Read, Write};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::storage::Storage;
+
+/// Bumped when a field changes meaning or disappears (adding fields does not bump it).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What happened to one artifact (or one upload, for `unpublished`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// Newly published under at least one key.
+    Indexed,
+    /// Every key already held this content.
+    Unchanged,
+    /// Not an artifact (or nothing to key it by): nothing published.
+    Skipped,
+    /// Malformed, hostile or unusable name: nothing published.
+    Rejected,
+    /// A key already held different content and was not overwritten.
+    Conflict,
+    /// An upload was deleted: keys no other upload references were removed.
+    Unpublished,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Indexed => "indexed",
+            Action::Unchanged => "unchanged",
+            Action::Skipped => "skipped",
+            Action::Rejected => "rejected",
+            Action::Conflict => "conflict",
+            Action::Unpublished => "unpublished",
+        }
+    }
+}
+
+impl std::str::FromStr for Action {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        serde_json::from_value(serde_json::Value::String(s.to_ascii_lowercase()))
+            .map_err(|_| format!("unknown action {s:?}"))
+    }
+}
+
+/// Upload metadata: which build published the artifact.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// One manifest record. Optional fields are omitted when unknown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub schema: u32,
+    /// RFC 3339, UTC.
+    pub time: String,
+    pub action: Option<Action>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The upload's identity (what references point at).
+    pub upload: String,
+    /// Ingest location: bucket (S3 only), key or local path, version, ETag, size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_bucket: Option<String>,
+    pub ingest_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_size: Option<u64>,
+    #[serde(flatten)]
+    pub meta: UploadMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_id: Option<String>,
+    /// The artifact's file name as uploaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub debug_file: Option<String>,
+    /// Keys this decision published (written now) ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<String>,
+    /// ... found already holding this content ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchanged: Vec<String>,
+    /// ... found holding other content (not overwritten) ...
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<String>,
+    /// ... or removed (for `unpublished`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// Producer, e.g. `symdex 0.1.0`.
+    pub indexer: String,
+}
+
+impl Record {
+    /// Every key this record says the artifact is (or was) reachable under.
+    pub fn all_keys(&self) -> impl Iterator<Item = &String> {
+        self.published
+            .iter()
+            .chain(&self.unchanged)
+            .chain(&self.conflicts)
+            .chain(&self.removed)
+    }
+}
+
+/// Current time as RFC 3339 (seconds, UTC).
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+/// The producer string recorded in every record.
+pub fn indexer_version() -> String {
+    format!("symdex {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Writes one manifest object holding `records` (nothing when empty). Returns its key.
+pub fn write(
+    store: &dyn Storage,
+    prefix: &str,
+    records: &[Record],
+    gzip: bool,
+) -> io::Result<Option<String>> {
+    let Some(first) = records.first() else {
+        return Ok(None);
+    };
+    let mut body = Vec::new();
+    for record in records {
+        serde_json::to_writer(&mut body, record)?;
+        body.push(b'\n');
+    }
+    let date = first.time.get(..10).unwrap_or("unknown");
+    let stamp: String = first.time.chars().filter(char::is_ascii_digit).collect();
+    let unique = sha1_smol::Sha1::from(&body).digest().to_string();
+    let prefix = prefix.trim_end_matches('/');
+    let key = if gzip {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&body)?;
+        body = encoder.finish()?;
+        format!("{prefix}/dt={date}/{stamp}-{}.jsonl.gz", &unique[..12])
+    } else {
+        format!("{prefix}/dt={date}/{stamp}-{}.jsonl", &unique[..12])
+    };
+    store.put(&key, &body)?;
+    Ok(Some(key))
+}
+
+/// Reads every record under `prefix` (plain and gzip objects), oldest object first.
+pub fn read_all(store: &dyn Storage, prefix: &str) -> io::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    let prefix = format!("{}/", prefix.trim_end_matches('/'));
+    for key in store.list(&prefix)? {
+        let Some(raw) = store.get(&key)? else {
+            continue;
+        };
+        let text = if key.ends_with(".gz") {
+            let mut s = String::new();
+            flate2::read::GzDecoder::new(raw.as_slice()).read_to_string(&mut s)?;
+            s
+        } else if key.ends_with(".jsonl") {
+            String::from_utf8_lossy(&raw).into_owned()
+        } else {
+            continue;
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let record: Record = serde_json::from_str(line).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{key}: bad record: {e}"),
+                )
+            })?;
+            records.push(record);
+        }
+    }
+    records.sort_by(|a, b| a.time.cmp(&b.time));
+    Ok(records)
+}
+
+/// Filters for `symdex manifest query`.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    pub debug_id: Option<String>,
+    pub code_id: Option<String>,
+    /// Matches the file name, code file or debug file (case-insensitive).
+    pub name: Option<String>,
+    pub build: Option<String>,
+    pub action: Option<Action>,
+    /// RFC 3339 time or `YYYY-MM-DD`: records at or after it.
+    pub since: Option<String>,
+}
+
+impl Query {
+    pub fn matches(&self, r: &Record) -> bool {
+        let eq = |want: &Option<String>, got: &Option<String>| {
+            want.as_ref()
+                .is_none_or(|w| got.as_ref().is_some_and(|g| g.eq_ignore_ascii_case(w)))
+        };
+        let name_matches = self.name.as_ref().is_none_or(|want| {
+            [&r.name, &r.code_file, &r.debug_file].iter().any(|n| {
+                n.as_ref().is_some_and(|n| {
+                    n.eq_ignore_ascii_case(want)
+                        || crate::identity::file_name_of(n).eq_ignore_ascii_case(want)
+                })
+            })
+        });
+        eq(&self.debug_id, &r.debug_id)
+            && eq(&self.code_id, &r.code_id)
+            && eq(&self.build, &r.meta.build)
+            && name_matches
+            && self.action.is_none_or(|a| r.action == Some(a))
+            && self
+                .since
+                .as_ref()
+                .is_none_or(|since| r.time.as_str() >= since.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::LocalStore;
+
+    fn record(action: Action, time: &str, build: &str) -> Record {
+        Record {
+            schema: SCHEMA_VERSION,
+            time: time.into(),
+            action: Some(action),
+            upload: "file:/x".into(),
+            ingest_key: "/x/Foo.pdb".into(),
+            meta: UploadMeta {
+                build: Some(build.into()),
+                ..Default::default()
+            },
+            debug_id: Some("497b72f6-390a-44fc-878e-5a2d63b6cc4b-1".into()),
+            name: Some("Foo.pdb".into()),
+            indexer: indexer_version(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn write_and_read_back_plain_and_gzip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let a = vec![record(Action::Indexed, "2026-11-20T10:00:00Z", "1")];
+        let b = vec![record(Action::Conflict, "2026-11-21T10:00:00Z", "2")];
+        let ka = write(&store, "_manifest", &a, false).unwrap().unwrap();
+        let kb = write(&store, "_manifest/", &b, true).unwrap().unwrap();
+        assert!(
+            ka.starts_with("_manifest/dt=2026-11-20/20261120100000-"),
+            "{ka}"
+        );
+        assert!(kb.ends_with(".jsonl.gz"), "{kb}");
+        assert_eq!(write(&store, "_manifest", &[], false).unwrap(), None);
+        let all = read_all(&store, "_manifest").unwrap();
+        assert_eq!(all, [a[0].clone(), b[0].clone()]);
+    }
+
+    #[test]
+    fn queries_filter() {
+        let r = record(Action::Indexed, "2026-11-20T10:00:00Z", "1234");
+        let q = |f: fn(&mut Query)| {
+            let mut q = Query::default();
+            f(&mut q);
+            q.matches(&r)
+        };
+        assert!(q(|_| {}));
+        assert!(q(|q| q.build = Some("1234".into())));
+        assert!(!q(|q| q.build = Some("999".into())));
+        assert!(q(|q| q.name = Some("foo.PDB".into())));
+        assert!(q(
+            |q| q.debug_id = Some("497B72F6-390A-44FC-878E-5A2D63B6CC4B-1".into())
+        ));
+        assert!(q(|q| q.action = Some(Action::Indexed)));
+        assert!(!q(|q| q.action = Some(Action::Rejected)));
+        assert!(q(|q| q.since = Some("2026-11-20".into())));
+        assert!(!q(|q| q.since = Some("2026-11-21".into())));
+        assert_eq!("conflict".parse::<Action>().unwrap(), Action::Conflict);
+    }
+}

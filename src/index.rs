@@ -1,0 +1,316 @@
+//! `symdex index` and `symdex delete` over a local store directory.
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use symdex_shared::manifest::{Record, UploadMeta};
+use symdex_shared::pipeline::{default_prefixes, Config, Indexer, Summary, Upload};
+use symdex_shared::reader::FileReader;
+use symdex_shared::storage::local::file_sha1;
+use symdex_shared::storage::{CopySource, LocalStore};
+use symdex_shared::{IdentifyOptions, Layout};
+
+use crate::inputs::{expand_paths_excluding, LayoutArgs, SourceArgs};
+use crate::DEFAULT_STORE;
+
+/// Zip entries larger than this are not extracted (a zip bomb, or not a symbol file).
+const MAX_ZIP_ENTRY: u64 = 16 * 1024 * 1024 * 1024;
+
+#[derive(Args)]
+pub struct IndexArgs {
+    /// Files, directories (recursive) or zip archives (every entry is indexed).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The store directory (created if missing).
+    #[arg(long, default_value = DEFAULT_STORE)]
+    pub store: PathBuf,
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+    /// Key prefix of a layout, e.g. `unified=sentry/` (repeatable).
+    #[arg(long = "prefix", value_name = "LAYOUT=PREFIX", value_parser = parse_prefix)]
+    pub prefixes: Vec<(Layout, String)>,
+    /// Build id recorded with every upload (and used by `delete --build`).
+    #[arg(long)]
+    pub build: Option<String>,
+    #[arg(long)]
+    pub product: Option<String>,
+    #[arg(long = "version", name = "product-version")]
+    pub version: Option<String>,
+    /// Replace keys whose content differs instead of reporting a conflict.
+    #[arg(long)]
+    pub overwrite: bool,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    /// Print every manifest record (JSON Lines) instead of only the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_prefix(s: &str) -> Result<(Layout, String), String> {
+    let (layout, prefix) = s.split_once('=').ok_or("expected LAYOUT=PREFIX")?;
+    let layout: Layout = layout.parse()?;
+    let mut prefix = prefix.trim_start_matches('/').to_string();
+    if !prefix.is_empty() && !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    if !prefix.is_empty() {
+        symdex_shared::storage::check_key(prefix.trim_end_matches('/'))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok((layout, prefix))
+}
+
+#[derive(Args)]
+pub struct DeleteArgs {
+    /// The store directory.
+    #[arg(long, default_value = DEFAULT_STORE)]
+    pub store: PathBuf,
+    /// Delete every upload of this build.
+    #[arg(long, required_unless_present = "input")]
+    pub build: Option<String>,
+    /// Delete the uploads of these input paths (a directory deletes everything under it).
+    #[arg(long, num_args = 1..)]
+    pub input: Vec<PathBuf>,
+}
+
+fn config(args: &IndexArgs) -> Config {
+    let mut prefixes = default_prefixes();
+    prefixes.extend(args.prefixes.iter().cloned());
+    Config {
+        layouts: args.layout.layouts(),
+        prefixes,
+        overwrite: args.overwrite,
+        ..Config::default()
+    }
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn progress(len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
+    let store = LocalStore::open(&args.store)
+        .with_context(|| format!("cannot open store {}", args.store.display()))?;
+    let store_root = absolute(store.root());
+    let indexer = Indexer::new(&store, config(args));
+    indexer.prepare()?;
+    let meta = UploadMeta {
+        build: args.build.clone(),
+        product: args.product.clone(),
+        version: args.version.clone(),
+    };
+
+    let files = expand_paths_excluding(&args.inputs, Some(&store_root));
+    let bar = progress(files.len());
+    let mut records = Vec::new();
+    let mut failed = false;
+    for entry in files {
+        bar.inc(1);
+        let path = match entry {
+            Ok(p) => p,
+            Err((p, e)) => {
+                bar.suspend(|| eprintln!("symdex: {}: {e}", p.display()));
+                failed = true;
+                continue;
+            }
+        };
+        bar.set_message(path.display().to_string());
+        let result = if is_zip(&path) {
+            index_zip(&indexer, &store, &path, &meta, args)
+        } else {
+            index_file(&indexer, &path, &meta, args.sources.wants_source(&path))
+        };
+        match result {
+            Ok(mut r) => records.append(&mut r),
+            Err(e) => {
+                bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
+                failed = true;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let manifest_key = indexer.write_manifest(&records)?;
+
+    let mut summary = Summary::default();
+    for record in &records {
+        summary.add(record);
+        if args.json {
+            println!("{}", serde_json::to_string(record)?);
+        }
+    }
+    for record in records
+        .iter()
+        .filter(|r| r.conflicts.len() + usize::from(r.reason.is_some()) > 0)
+    {
+        if !args.json && record.action != Some(symdex_shared::manifest::Action::Skipped) {
+            eprintln!(
+                "symdex: {} {}: {}",
+                record.action.map_or("", |a| a.as_str()),
+                record.ingest_key,
+                record.reason.as_deref().unwrap_or("")
+            );
+        }
+    }
+    println!("symdex: {summary} -> {}", args.store.display());
+    if let Some(key) = manifest_key {
+        println!("manifest: {}", store.root().join(key).display());
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn is_zip(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == b"PK\x03\x04")
+}
+
+fn index_file(
+    indexer: &Indexer<'_>,
+    path: &Path,
+    meta: &UploadMeta,
+    as_source: bool,
+) -> io::Result<Vec<Record>> {
+    let abs = absolute(path);
+    let reader = FileReader::open(&abs)?;
+    let etag = file_sha1(&abs)?;
+    let shown = abs.to_string_lossy().into_owned();
+    let upload = Upload {
+        id: format!("file:{shown}@{etag}"),
+        source: CopySource::File(&abs),
+        ingest_bucket: None,
+        ingest_key: shown,
+        ingest_version: None,
+        etag,
+        size: std::fs::metadata(&abs)?.len(),
+        meta: meta.clone(),
+        options: IdentifyOptions { as_source },
+    };
+    indexer.index(&upload, &reader)
+}
+
+/// Every file entry of a zip archive is an upload of its own (`<zip>!/<entry>`).
+fn index_zip(
+    indexer: &Indexer<'_>,
+    store: &LocalStore,
+    path: &Path,
+    meta: &UploadMeta,
+    args: &IndexArgs,
+) -> io::Result<Vec<Record>> {
+    let abs = absolute(path);
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(&abs)?)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad zip archive: {e}")))?;
+    let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
+    let mut records = Vec::new();
+    for index in 0..archive.len() {
+        let mut entry = archive.by_index(index).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("zip entry {index}: {e}"),
+            )
+        })?;
+        if !entry.is_file() {
+            continue;
+        }
+        // The entry name is untrusted: it names the upload, never a path we write to.
+        let entry_name = entry.name().to_string();
+        let ingest_key = format!("{}!/{entry_name}", abs.display());
+        if entry.size() > MAX_ZIP_ENTRY {
+            records.push(rejected_entry(
+                &ingest_key,
+                meta,
+                format!("entry of {} bytes", entry.size()),
+            ));
+            continue;
+        }
+        let temp = scratch.path().join(index.to_string());
+        let mut out = std::fs::File::create(&temp)?;
+        let copied = io::copy(&mut (&mut entry).take(MAX_ZIP_ENTRY + 1), &mut out)?;
+        drop(out);
+        if copied > MAX_ZIP_ENTRY {
+            records.push(rejected_entry(
+                &ingest_key,
+                meta,
+                "entry expands past the size limit".into(),
+            ));
+            continue;
+        }
+        let reader = FileReader::open(&temp)?;
+        let etag = file_sha1(&temp)?;
+        let upload = Upload {
+            id: format!("zip:{ingest_key}@{etag}"),
+            source: CopySource::File(&temp),
+            ingest_bucket: None,
+            ingest_key: ingest_key.clone(),
+            ingest_version: None,
+            etag,
+            size: copied,
+            meta: meta.clone(),
+            options: IdentifyOptions {
+                as_source: args.sources.wants_source(Path::new(&entry_name)),
+            },
+        };
+        records.extend(indexer.index(&upload, &reader)?);
+    }
+    Ok(records)
+}
+
+fn rejected_entry(ingest_key: &str, meta: &UploadMeta, reason: String) -> Record {
+    Record {
+        schema: symdex_shared::manifest::SCHEMA_VERSION,
+        time: symdex_shared::manifest::now_rfc3339(),
+        action: Some(symdex_shared::manifest::Action::Rejected),
+        reason: Some(reason),
+        upload: format!("zip:{ingest_key}"),
+        ingest_key: ingest_key.to_string(),
+        meta: meta.clone(),
+        indexer: symdex_shared::manifest::indexer_version(),
+        ..Record::default()
+    }
+}
+
+pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
+    let store = LocalStore::open(&args.store)?;
+    let indexer = Indexer::new(&store, Config::default());
+    let inputs: Vec<String> = args
+        .input
+        .iter()
+        .map(|p| absolute(p).to_string_lossy().into_owned())
+        .collect();
+    let mut records = Vec::new();
+    for upload in indexer.refs().uploads()? {
+        let by_build = args.build.is_some() && upload.meta.build == args.build;
+        let by_input = inputs.iter().any(|input| {
+            upload.source == *input
+                || upload.source.starts_with(&format!("{input}/"))
+                || upload.source.starts_with(&format!("{input}!/"))
+        });
+        if by_build || by_input {
+            records.extend(indexer.unindex(&upload.upload)?);
+        }
+    }
+    indexer.write_manifest(&records)?;
+    let removed: usize = records.iter().map(|r| r.removed.len()).sum();
+    println!(
+        "symdex: {} uploads deleted, {removed} keys unpublished",
+        records.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
