@@ -175,6 +175,15 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// An upload is one input's content published for one build: the same file indexed for two
+/// builds is referenced twice, so deleting either build keeps it.
+fn upload_id(scheme: &str, location: &str, etag: &str, meta: &UploadMeta) -> String {
+    match &meta.build {
+        Some(build) => format!("{scheme}:{location}@{etag}#build={build}"),
+        None => format!("{scheme}:{location}@{etag}"),
+    }
+}
+
 fn is_zip(path: &Path) -> bool {
     let mut magic = [0u8; 4];
     std::fs::File::open(path)
@@ -193,7 +202,7 @@ fn index_file(
     let etag = file_sha1(&abs)?;
     let shown = abs.to_string_lossy().into_owned();
     let upload = Upload {
-        id: format!("file:{shown}@{etag}"),
+        id: upload_id("file", &shown, &etag, meta),
         source: CopySource::File(&abs),
         ingest_bucket: None,
         ingest_key: shown,
@@ -255,7 +264,7 @@ fn index_zip(
         let reader = FileReader::open(&temp)?;
         let etag = file_sha1(&temp)?;
         let upload = Upload {
-            id: format!("zip:{ingest_key}@{etag}"),
+            id: upload_id("zip", &ingest_key, &etag, meta),
             source: CopySource::File(&temp),
             ingest_bucket: None,
             ingest_key: ingest_key.clone(),

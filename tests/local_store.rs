@@ -1,0 +1,228 @@
+//! The embedded default end to end: `symdex index` into a directory, re-index, conflicts,
+//! delete with shared references, verify, zip archives, PE/PDB name aliasing, manifest query.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+
+use common::{symdex, Workdir};
+use serde_json::Value;
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "symdex failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn index(store: &Path, args: &[&str]) -> String {
+    ok(symdex().arg("index").arg("--store").arg(store).args(args).output().unwrap())
+}
+
+/// Every file of the store except the manifest, with its content.
+fn snapshot(store: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(store).unwrap().to_string_lossy().into_owned();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .filter(|(rel, _)| !rel.starts_with("_manifest"))
+        .collect()
+}
+
+fn manifest(store: &Path, filters: &[&str]) -> Vec<Value> {
+    let out = ok(symdex().args(["manifest", "query", "--json"]).arg(store).args(filters).output().unwrap());
+    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn build_split_elf(w: &Workdir, dir: &str, build_id: &str, body: &str) {
+    std::fs::create_dir_all(w.path(dir)).unwrap();
+    std::fs::write(w.path(&format!("{dir}/prog.c")), format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n")).unwrap();
+    let d = |f: &str| format!("{dir}/{f}");
+    w.run("gcc", &["-g", "-O0", &format!("-Wl,--build-id={build_id}"), "-o", &d("app"), &d("prog.c")]);
+    w.run("objcopy", &["--only-keep-debug", &d("app"), &d("app.debug")]);
+    w.run("objcopy", &["--strip-all", &format!("--add-gnu-debuglink={}", d("app.debug")), &d("app"), &d("app.stripped")]);
+    std::fs::remove_file(w.path(&d("app"))).unwrap();
+    std::fs::remove_file(w.path(&d("prog.c"))).unwrap();
+}
+
+const BID: &str = "0x0123456789abcdef0123456789abcdef01234567";
+const BID_HEX: &str = "0123456789abcdef0123456789abcdef01234567";
+
+#[test]
+fn index_publishes_every_layout_and_reindex_changes_nothing() {
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x * 3 + 1");
+    let store = w.path("store");
+    let first = index(&store, &[w.path("out").to_str().unwrap(), "--build", "42", "--product", "demo"]);
+    assert!(first.contains("2 published"), "{first}");
+    for key in [
+        format!("buildid/{BID_HEX}/debuginfo"),
+        format!("buildid/{BID_HEX}/executable"),
+        format!("symbols/_.debug/elf-buildid-sym-{BID_HEX}/_.debug"),
+        format!("symbols/app.stripped/elf-buildid-{BID_HEX}/app.stripped"),
+        format!("unified/01/{}/debuginfo", &BID_HEX[2..]),
+        format!("unified/01/{}/debuginfo.meta", &BID_HEX[2..]),
+        format!("gdb/01/{}.debug", &BID_HEX[2..]),
+    ] {
+        assert!(store.join(&key).is_file(), "missing {key}");
+    }
+    assert_eq!(
+        std::fs::read(store.join(format!("buildid/{BID_HEX}/debuginfo"))).unwrap(),
+        std::fs::read(w.path("out/app.debug")).unwrap()
+    );
+    let before = snapshot(&store);
+    let second = index(&store, &[w.path("out").to_str().unwrap(), "--build", "42", "--product", "demo"]);
+    assert!(second.contains("0 published (0 keys), 2 unchanged"), "{second}");
+    assert_eq!(snapshot(&store), before, "re-indexing changed the store");
+
+    let records = manifest(&store, &["--build", "42", "--action", "indexed"]);
+    assert_eq!(records.len(), 2, "{records:#?}");
+    for r in &records {
+        assert_eq!(r["schema"], 1);
+        assert_eq!(r["product"], "demo");
+        assert_eq!(r["code_id"], BID_HEX);
+        assert!(r["published"].as_array().unwrap().len() >= 4);
+        assert!(r["time"].as_str().unwrap().ends_with('Z'));
+    }
+    assert_eq!(manifest(&store, &["--action", "unchanged"]).len(), 2);
+    assert_eq!(manifest(&store, &["--build", "7"]).len(), 0);
+    // The debug file by its name, and the stripped binary whose debuglink names it.
+    assert_eq!(manifest(&store, &["--name", "APP.DEBUG"]).len(), 4);
+    assert_eq!(manifest(&store, &["--name", "app.stripped"]).len(), 2);
+    let table = ok(symdex().args(["manifest", "query"]).arg(&store).output().unwrap());
+    assert!(table.contains("4 records"), "{table}");
+    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
+}
+
+#[test]
+fn conflicts_are_reported_and_not_overwritten() {
+    let w = Workdir::new();
+    build_split_elf(&w, "a", BID, "x * 3 + 1");
+    build_split_elf(&w, "b", BID, "x * 5 - 2"); // same build id, different code
+    let store = w.path("store");
+    index(&store, &[w.path("a").to_str().unwrap()]);
+    let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
+    let original = std::fs::read(&key).unwrap();
+    let out = index(&store, &[w.path("b").to_str().unwrap()]);
+    assert!(out.contains("2 conflicts"), "{out}");
+    assert_eq!(std::fs::read(&key).unwrap(), original, "a conflict overwrote the key");
+    let conflicts = manifest(&store, &["--action", "conflict"]);
+    assert_eq!(conflicts.len(), 2);
+    assert!(conflicts[0]["conflicts"].as_array().unwrap().iter().any(|k| k.as_str().unwrap().contains("buildid/")));
+    let out = index(&store, &[w.path("b").to_str().unwrap(), "--overwrite"]);
+    assert!(out.contains("2 published"), "{out}");
+    assert_eq!(std::fs::read(&key).unwrap(), std::fs::read(w.path("b/app.debug")).unwrap());
+}
+
+#[test]
+fn deleting_builds_honours_shared_references() {
+    let w = Workdir::new();
+    build_split_elf(&w, "b1", BID, "x + 1");
+    std::fs::create_dir_all(w.path("b2")).unwrap();
+    for f in ["app.debug", "app.stripped"] {
+        std::fs::copy(w.path(&format!("b1/{f}")), w.path(&format!("b2/{f}"))).unwrap();
+    }
+    let store = w.path("store");
+    index(&store, &[w.path("b1").to_str().unwrap(), "--build", "1"]);
+    index(&store, &[w.path("b2").to_str().unwrap(), "--build", "2"]);
+    let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
+
+    let out = ok(symdex().args(["delete", "--build", "1", "--store"]).arg(&store).output().unwrap());
+    assert!(out.contains("2 uploads deleted, 0 keys unpublished"), "{out}");
+    assert!(key.is_file(), "build 2 still references the file");
+
+    let out = ok(symdex().args(["delete", "--build", "2", "--store"]).arg(&store).output().unwrap());
+    assert!(out.contains("2 uploads deleted"), "{out}");
+    assert!(!key.exists(), "the last reference is gone");
+    assert!(!store.join("symbols").exists(), "no key is left behind");
+    let unpublished = manifest(&store, &["--action", "unpublished"]);
+    assert_eq!(unpublished.len(), 4);
+    assert!(unpublished.iter().any(|r| !r["removed"].as_array().map_or(true, |a| a.is_empty())));
+
+    // Delete by input path.
+    index(&store, &[w.path("b1").to_str().unwrap()]);
+    assert!(key.is_file());
+    ok(symdex().args(["delete", "--store"]).arg(&store).arg("--input").arg(w.path("b1")).output().unwrap());
+    assert!(!key.exists());
+}
+
+#[test]
+fn verify_finds_a_removed_or_changed_file() {
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x");
+    let store = w.path("store");
+    index(&store, &[w.path("out").to_str().unwrap()]);
+    assert!(symdex().arg("verify").arg(&store).status().unwrap().success());
+    let key = format!("buildid/{BID_HEX}/executable");
+    std::fs::remove_file(store.join(&key)).unwrap();
+    std::fs::write(store.join(format!("gdb/01/{}.debug", &BID_HEX[2..])), b"tampered").unwrap();
+    let out = symdex().arg("verify").arg(&store).output().unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("missing  {key}")), "{text}");
+    assert!(text.contains("changed  gdb/01/"), "{text}");
+}
+
+#[test]
+fn zip_archives_are_indexed_entry_by_entry() {
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x + 2");
+    std::fs::write(w.path("out/README.txt"), "not an artifact").unwrap();
+    w.run("zip", &["-q", "-r", "build.zip", "out"]);
+    let store = w.path("store");
+    let out = index(&store, &[w.path("build.zip").to_str().unwrap(), "--build", "z"]);
+    assert!(out.contains("2 published") && out.contains("1 skipped"), "{out}");
+    assert_eq!(
+        std::fs::read(store.join(format!("buildid/{BID_HEX}/executable"))).unwrap(),
+        std::fs::read(w.path("out/app.stripped")).unwrap()
+    );
+    let records = manifest(&store, &["--build", "z"]);
+    assert!(records.iter().all(|r| r["ingest_key"].as_str().unwrap().contains("build.zip!/out/")));
+    let skipped = manifest(&store, &["--action", "skipped"]);
+    assert!(skipped[0]["reason"].as_str().unwrap().contains("unrecognized"));
+}
+
+#[test]
+fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
+    let w = Workdir::new();
+    w.run("clang-19", &["--target=x86_64-pc-windows-msvc", "-g", "-gcodeview", "-O1", "-c", "src.cpp", "-o", "o.obj"]);
+    w.run(
+        "lld-link-19",
+        &["/dll", "/noentry", "/nodefaultlib", "/debug", "/pdb:Mixed.PDB", "/out:mixed.dll", "/export:?foo@@YAHH@Z", "o.obj"],
+    );
+    std::fs::create_dir_all(w.path("pdbs")).unwrap();
+    std::fs::rename(w.path("Mixed.PDB"), w.path("pdbs/mixed.pdb")).unwrap();
+    let keys_out = ok(symdex().args(["keys", "--json"]).arg(w.path("mixed.dll")).output().unwrap());
+    let pe: Value = serde_json::from_str(keys_out.lines().next().unwrap()).unwrap();
+    let guid_age = {
+        let id = pe["debug_id"].as_str().unwrap();
+        let (uuid, age) = id.rsplit_once('-').unwrap();
+        format!("{}{age}", uuid.replace('-', "").to_ascii_uppercase())
+    };
+    let alias = format!("symbols/Mixed.PDB/{guid_age}/Mixed.PDB");
+
+    // PDB first, then the PE.
+    let store = w.path("store1");
+    index(&store, &[w.path("pdbs").to_str().unwrap()]);
+    assert!(!store.join(&alias).exists());
+    index(&store, &[w.path("mixed.dll").to_str().unwrap()]);
+    assert!(store.join(&alias).is_file(), "PE indexed after its PDB");
+    assert_eq!(std::fs::read(store.join(&alias)).unwrap(), std::fs::read(w.path("pdbs/mixed.pdb")).unwrap());
+
+    // PE first, then the PDB.
+    let store = w.path("store2");
+    index(&store, &[w.path("mixed.dll").to_str().unwrap()]);
+    index(&store, &[w.path("pdbs").to_str().unwrap()]);
+    assert!(store.join(&alias).is_file(), "PDB indexed after its PE");
+    assert!(store.join(format!("symbols/mixed.pdb/{}/mixed.pdb", guid_age.to_ascii_lowercase())).is_file());
+    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
+}
