@@ -32,10 +32,10 @@ conformance:
 bench: release
 	bash scripts/bench.sh $(SHARED)
 
-# The main job on the embedded default: identify real artifacts available on any machine
-# (symdex's own release binary and some system libraries) and show their keys.
-run: release
-	./target/release/symdex keys target/release/symdex $(wildcard /usr/lib/x86_64-linux-gnu/libz.so.1* /lib/x86_64-linux-gnu/libc.so.6 /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
+# The main job on the embedded default: index symdex's own release binary (split into binary +
+# debug file) and the system libraries it links against into ./symbols, show what was published.
+run:
+	bash scripts/run.sh
 
 clean:
 	$(CARGO) clean

@@ -64,13 +64,13 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<20} {:<11} {:<8} {:<11} {:<8} {:<44} {:>5} NAME",
+        "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} NAME",
         "TIME", "ACTION", "BUILD", "FORMAT", "ARCH", "DEBUG_ID", "KEYS"
     );
     for r in &records {
         let keys = r.published.len() + r.unchanged.len() + r.removed.len();
         println!(
-            "{:<20} {:<11} {:<8} {:<11} {:<8} {:<44} {:>5} {}{}",
+            "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} {}{}",
             r.time,
             r.action.map_or("-", |a| a.as_str()),
             r.meta.build.as_deref().unwrap_or("-"),

@@ -2,6 +2,7 @@
 //! HEAD, byte ranges, `application/octet-stream`, 404 (never 403) for anything missing, and
 //! nothing outside the store or inside symdex's own bookkeeping.
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -121,9 +122,15 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("cannot listen on {}", args.addr))?;
         let addr = listener.local_addr()?;
-        println!("symdex: serving {} on http://{addr}", store.display());
-        println!("  debuginfod: DEBUGINFOD_URLS=http://{addr}");
-        println!("  WinDbg/VS:  srv*http://{addr}/symbols   dotnet-symbol: --server-path http://{addr}/symbols");
+        // Ignore write errors: whoever started us may have stopped reading stdout.
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "symdex: serving {} on http://{addr}", store.display());
+        let _ = writeln!(out, "  debuginfod: DEBUGINFOD_URLS=http://{addr}");
+        let _ = writeln!(
+            out,
+            "  WinDbg/VS:  srv*http://{addr}/symbols   dotnet-symbol: --server-path http://{addr}/symbols"
+        );
+        let _ = out.flush();
         let app = router(store).into_make_service();
         axum::serve(listener, app)
             .with_graceful_shutdown(async {

@@ -21,7 +21,13 @@ fn ok(out: Output) -> String {
 }
 
 fn index(store: &Path, args: &[&str]) -> String {
-    ok(symdex().arg("index").arg("--store").arg(store).args(args).output().unwrap())
+    ok(symdex()
+        .arg("index")
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .output()
+        .unwrap())
 }
 
 /// Every file of the store except the manifest, with its content.
@@ -31,7 +37,12 @@ fn snapshot(store: &Path) -> BTreeMap<String, Vec<u8>> {
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_file())
         .map(|e| {
-            let rel = e.path().strip_prefix(store).unwrap().to_string_lossy().into_owned();
+            let rel = e
+                .path()
+                .strip_prefix(store)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             (rel, std::fs::read(e.path()).unwrap())
         })
         .filter(|(rel, _)| !rel.starts_with("_manifest"))
@@ -39,17 +50,45 @@ fn snapshot(store: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn manifest(store: &Path, filters: &[&str]) -> Vec<Value> {
-    let out = ok(symdex().args(["manifest", "query", "--json"]).arg(store).args(filters).output().unwrap());
-    out.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    let out = ok(symdex()
+        .args(["manifest", "query", "--json"])
+        .arg(store)
+        .args(filters)
+        .output()
+        .unwrap());
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn build_split_elf(w: &Workdir, dir: &str, build_id: &str, body: &str) {
     std::fs::create_dir_all(w.path(dir)).unwrap();
     std::fs::write(w.path(&format!("{dir}/prog.c")), format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n")).unwrap();
     let d = |f: &str| format!("{dir}/{f}");
-    w.run("gcc", &["-g", "-O0", &format!("-Wl,--build-id={build_id}"), "-o", &d("app"), &d("prog.c")]);
-    w.run("objcopy", &["--only-keep-debug", &d("app"), &d("app.debug")]);
-    w.run("objcopy", &["--strip-all", &format!("--add-gnu-debuglink={}", d("app.debug")), &d("app"), &d("app.stripped")]);
+    w.run(
+        "gcc",
+        &[
+            "-g",
+            "-O0",
+            &format!("-Wl,--build-id={build_id}"),
+            "-o",
+            &d("app"),
+            &d("prog.c"),
+        ],
+    );
+    w.run(
+        "objcopy",
+        &["--only-keep-debug", &d("app"), &d("app.debug")],
+    );
+    w.run(
+        "objcopy",
+        &[
+            "--strip-all",
+            &format!("--add-gnu-debuglink={}", d("app.debug")),
+            &d("app"),
+            &d("app.stripped"),
+        ],
+    );
     std::fs::remove_file(w.path(&d("app"))).unwrap();
     std::fs::remove_file(w.path(&d("prog.c"))).unwrap();
 }
@@ -62,7 +101,16 @@ fn index_publishes_every_layout_and_reindex_changes_nothing() {
     let w = Workdir::new();
     build_split_elf(&w, "out", BID, "x * 3 + 1");
     let store = w.path("store");
-    let first = index(&store, &[w.path("out").to_str().unwrap(), "--build", "42", "--product", "demo"]);
+    let first = index(
+        &store,
+        &[
+            w.path("out").to_str().unwrap(),
+            "--build",
+            "42",
+            "--product",
+            "demo",
+        ],
+    );
     assert!(first.contains("2 published"), "{first}");
     for key in [
         format!("buildid/{BID_HEX}/debuginfo"),
@@ -80,8 +128,20 @@ fn index_publishes_every_layout_and_reindex_changes_nothing() {
         std::fs::read(w.path("out/app.debug")).unwrap()
     );
     let before = snapshot(&store);
-    let second = index(&store, &[w.path("out").to_str().unwrap(), "--build", "42", "--product", "demo"]);
-    assert!(second.contains("0 published (0 keys), 2 unchanged"), "{second}");
+    let second = index(
+        &store,
+        &[
+            w.path("out").to_str().unwrap(),
+            "--build",
+            "42",
+            "--product",
+            "demo",
+        ],
+    );
+    assert!(
+        second.contains("0 published (0 keys), 2 unchanged"),
+        "{second}"
+    );
     assert_eq!(snapshot(&store), before, "re-indexing changed the store");
 
     let records = manifest(&store, &["--build", "42", "--action", "indexed"]);
@@ -98,7 +158,11 @@ fn index_publishes_every_layout_and_reindex_changes_nothing() {
     // The debug file by its name, and the stripped binary whose debuglink names it.
     assert_eq!(manifest(&store, &["--name", "APP.DEBUG"]).len(), 4);
     assert_eq!(manifest(&store, &["--name", "app.stripped"]).len(), 2);
-    let table = ok(symdex().args(["manifest", "query"]).arg(&store).output().unwrap());
+    let table = ok(symdex()
+        .args(["manifest", "query"])
+        .arg(&store)
+        .output()
+        .unwrap());
     assert!(table.contains("4 records"), "{table}");
     assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
 }
@@ -114,13 +178,24 @@ fn conflicts_are_reported_and_not_overwritten() {
     let original = std::fs::read(&key).unwrap();
     let out = index(&store, &[w.path("b").to_str().unwrap()]);
     assert!(out.contains("2 conflicts"), "{out}");
-    assert_eq!(std::fs::read(&key).unwrap(), original, "a conflict overwrote the key");
+    assert_eq!(
+        std::fs::read(&key).unwrap(),
+        original,
+        "a conflict overwrote the key"
+    );
     let conflicts = manifest(&store, &["--action", "conflict"]);
     assert_eq!(conflicts.len(), 2);
-    assert!(conflicts[0]["conflicts"].as_array().unwrap().iter().any(|k| k.as_str().unwrap().contains("buildid/")));
+    assert!(conflicts[0]["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k.as_str().unwrap().contains("buildid/")));
     let out = index(&store, &[w.path("b").to_str().unwrap(), "--overwrite"]);
     assert!(out.contains("2 published"), "{out}");
-    assert_eq!(std::fs::read(&key).unwrap(), std::fs::read(w.path("b/app.debug")).unwrap());
+    assert_eq!(
+        std::fs::read(&key).unwrap(),
+        std::fs::read(w.path("b/app.debug")).unwrap()
+    );
 }
 
 #[test]
@@ -136,22 +211,41 @@ fn deleting_builds_honours_shared_references() {
     index(&store, &[w.path("b2").to_str().unwrap(), "--build", "2"]);
     let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
 
-    let out = ok(symdex().args(["delete", "--build", "1", "--store"]).arg(&store).output().unwrap());
-    assert!(out.contains("2 uploads deleted, 0 keys unpublished"), "{out}");
+    let out = ok(symdex()
+        .args(["delete", "--build", "1", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap());
+    assert!(
+        out.contains("2 uploads deleted, 0 keys unpublished"),
+        "{out}"
+    );
     assert!(key.is_file(), "build 2 still references the file");
 
-    let out = ok(symdex().args(["delete", "--build", "2", "--store"]).arg(&store).output().unwrap());
+    let out = ok(symdex()
+        .args(["delete", "--build", "2", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap());
     assert!(out.contains("2 uploads deleted"), "{out}");
     assert!(!key.exists(), "the last reference is gone");
     assert!(!store.join("symbols").exists(), "no key is left behind");
     let unpublished = manifest(&store, &["--action", "unpublished"]);
     assert_eq!(unpublished.len(), 4);
-    assert!(unpublished.iter().any(|r| !r["removed"].as_array().map_or(true, |a| a.is_empty())));
+    assert!(unpublished
+        .iter()
+        .any(|r| r["removed"].as_array().is_some_and(|a| !a.is_empty())));
 
     // Delete by input path.
     index(&store, &[w.path("b1").to_str().unwrap()]);
     assert!(key.is_file());
-    ok(symdex().args(["delete", "--store"]).arg(&store).arg("--input").arg(w.path("b1")).output().unwrap());
+    ok(symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(w.path("b1"))
+        .output()
+        .unwrap());
     assert!(!key.exists());
 }
 
@@ -161,10 +255,19 @@ fn verify_finds_a_removed_or_changed_file() {
     build_split_elf(&w, "out", BID, "x");
     let store = w.path("store");
     index(&store, &[w.path("out").to_str().unwrap()]);
-    assert!(symdex().arg("verify").arg(&store).status().unwrap().success());
+    assert!(symdex()
+        .arg("verify")
+        .arg(&store)
+        .status()
+        .unwrap()
+        .success());
     let key = format!("buildid/{BID_HEX}/executable");
     std::fs::remove_file(store.join(&key)).unwrap();
-    std::fs::write(store.join(format!("gdb/01/{}.debug", &BID_HEX[2..])), b"tampered").unwrap();
+    std::fs::write(
+        store.join(format!("gdb/01/{}.debug", &BID_HEX[2..])),
+        b"tampered",
+    )
+    .unwrap();
     let out = symdex().arg("verify").arg(&store).output().unwrap();
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
@@ -179,29 +282,66 @@ fn zip_archives_are_indexed_entry_by_entry() {
     std::fs::write(w.path("out/README.txt"), "not an artifact").unwrap();
     w.run("zip", &["-q", "-r", "build.zip", "out"]);
     let store = w.path("store");
-    let out = index(&store, &[w.path("build.zip").to_str().unwrap(), "--build", "z"]);
-    assert!(out.contains("2 published") && out.contains("1 skipped"), "{out}");
+    let out = index(
+        &store,
+        &[w.path("build.zip").to_str().unwrap(), "--build", "z"],
+    );
+    assert!(
+        out.contains("2 published") && out.contains("1 skipped"),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read(store.join(format!("buildid/{BID_HEX}/executable"))).unwrap(),
         std::fs::read(w.path("out/app.stripped")).unwrap()
     );
     let records = manifest(&store, &["--build", "z"]);
-    assert!(records.iter().all(|r| r["ingest_key"].as_str().unwrap().contains("build.zip!/out/")));
+    assert!(records.iter().all(|r| r["ingest_key"]
+        .as_str()
+        .unwrap()
+        .contains("build.zip!/out/")));
     let skipped = manifest(&store, &["--action", "skipped"]);
-    assert!(skipped[0]["reason"].as_str().unwrap().contains("unrecognized"));
+    assert!(skipped[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("unrecognized"));
 }
 
 #[test]
 fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
     let w = Workdir::new();
-    w.run("clang-19", &["--target=x86_64-pc-windows-msvc", "-g", "-gcodeview", "-O1", "-c", "src.cpp", "-o", "o.obj"]);
+    w.run(
+        "clang-19",
+        &[
+            "--target=x86_64-pc-windows-msvc",
+            "-g",
+            "-gcodeview",
+            "-O1",
+            "-c",
+            "src.cpp",
+            "-o",
+            "o.obj",
+        ],
+    );
     w.run(
         "lld-link-19",
-        &["/dll", "/noentry", "/nodefaultlib", "/debug", "/pdb:Mixed.PDB", "/out:mixed.dll", "/export:?foo@@YAHH@Z", "o.obj"],
+        &[
+            "/dll",
+            "/noentry",
+            "/nodefaultlib",
+            "/debug",
+            "/pdb:Mixed.PDB",
+            "/out:mixed.dll",
+            "/export:?foo@@YAHH@Z",
+            "o.obj",
+        ],
     );
     std::fs::create_dir_all(w.path("pdbs")).unwrap();
     std::fs::rename(w.path("Mixed.PDB"), w.path("pdbs/mixed.pdb")).unwrap();
-    let keys_out = ok(symdex().args(["keys", "--json"]).arg(w.path("mixed.dll")).output().unwrap());
+    let keys_out = ok(symdex()
+        .args(["keys", "--json"])
+        .arg(w.path("mixed.dll"))
+        .output()
+        .unwrap());
     let pe: Value = serde_json::from_str(keys_out.lines().next().unwrap()).unwrap();
     let guid_age = {
         let id = pe["debug_id"].as_str().unwrap();
@@ -216,13 +356,21 @@ fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
     assert!(!store.join(&alias).exists());
     index(&store, &[w.path("mixed.dll").to_str().unwrap()]);
     assert!(store.join(&alias).is_file(), "PE indexed after its PDB");
-    assert_eq!(std::fs::read(store.join(&alias)).unwrap(), std::fs::read(w.path("pdbs/mixed.pdb")).unwrap());
+    assert_eq!(
+        std::fs::read(store.join(&alias)).unwrap(),
+        std::fs::read(w.path("pdbs/mixed.pdb")).unwrap()
+    );
 
     // PE first, then the PDB.
     let store = w.path("store2");
     index(&store, &[w.path("mixed.dll").to_str().unwrap()]);
     index(&store, &[w.path("pdbs").to_str().unwrap()]);
     assert!(store.join(&alias).is_file(), "PDB indexed after its PE");
-    assert!(store.join(format!("symbols/mixed.pdb/{}/mixed.pdb", guid_age.to_ascii_lowercase())).is_file());
+    assert!(store
+        .join(format!(
+            "symbols/mixed.pdb/{}/mixed.pdb",
+            guid_age.to_ascii_lowercase()
+        ))
+        .is_file());
     assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
 }
