@@ -3,7 +3,7 @@ SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
 RUN_STORE ?= ./symbols
 
-.PHONY: all build release setup lint test conformance bench run clean
+.PHONY: all build release setup lint test conformance bench run lambda clean
 
 all: build
 
@@ -36,6 +36,10 @@ bench: release
 # debug file) and the system libraries it links against into ./symbols, show what was published.
 run:
 	bash scripts/run.sh
+
+# Deployable bootstrap zips for the Lambda functions (x86_64 here; see README for arm64).
+lambda:
+	bash scripts/lambda.sh
 
 clean:
 	$(CARGO) clean

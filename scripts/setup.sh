@@ -30,6 +30,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi
 
+# moto_server: the real S3 + SQS endpoint the Lambda tests start on 127.0.0.1 (pinned).
+MOTO_VERSION=5.2.1
+if ! python3 -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null || ! have moto_server; then
+  echo "setup: installing moto[server]==$MOTO_VERSION"
+  python3 -m pip install --quiet "moto[server]==$MOTO_VERSION"
+fi
+
 if ! have cargo; then
   echo "setup: cargo is missing; install Rust (rustup) first" >&2
   exit 1

@@ -72,6 +72,20 @@ fn key_file(key: &str) -> String {
     format!("{STATE_PREFIX}/refs/{key}.json")
 }
 
+fn source_file(source: &str) -> String {
+    format!(
+        "{STATE_PREFIX}/sources/{}.json",
+        sha1_smol::Sha1::from(source).digest()
+    )
+}
+
+/// The uploads of one ingest location (for removals by key).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub source: String,
+    pub uploads: BTreeSet<String>,
+}
+
 fn id_file(debug_id: &str) -> String {
     format!("{STATE_PREFIX}/ids/{debug_id}.json")
 }
@@ -194,11 +208,40 @@ impl<'s> RefStore<'s> {
                 Some(new)
             },
         )?;
+        self.update(
+            &source_file(&record.source),
+            |current: Option<SourceRecord>| {
+                let mut source = current.unwrap_or_else(|| SourceRecord {
+                    source: record.source.clone(),
+                    ..Default::default()
+                });
+                source.uploads.insert(record.upload.clone());
+                Some(source)
+            },
+        )?;
         Ok(())
     }
 
     pub fn delete_upload(&self, upload: &str) -> io::Result<()> {
+        if let Some(record) = self.upload(upload)? {
+            self.update(
+                &source_file(&record.source),
+                |current: Option<SourceRecord>| {
+                    let mut source = current?;
+                    source.uploads.remove(upload);
+                    (!source.uploads.is_empty()).then_some(source)
+                },
+            )?;
+        }
         self.store.delete(&upload_file(upload))
+    }
+
+    /// The uploads indexed from one ingest location (`s3://bucket/key` or a path).
+    pub fn uploads_of_source(&self, source: &str) -> io::Result<BTreeSet<String>> {
+        Ok(self
+            .read::<SourceRecord>(&source_file(source))?
+            .map(|r| r.uploads)
+            .unwrap_or_default())
     }
 
     pub fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
@@ -271,9 +314,16 @@ mod tests {
         up.keys = ["k2".to_string()].into();
         refs.put_upload(&up).unwrap();
         assert_eq!(refs.upload("file:/a").unwrap().unwrap().keys.len(), 2);
+        up.source = "s3://b/k".into();
+        refs.put_upload(&up).unwrap();
+        assert!(refs
+            .uploads_of_source("s3://b/k")
+            .unwrap()
+            .contains("file:/a"));
         assert_eq!(refs.uploads().unwrap().len(), 1);
         refs.delete_upload("file:/a").unwrap();
         assert!(refs.upload("file:/a").unwrap().is_none());
+        assert!(refs.uploads_of_source("s3://b/k").unwrap().is_empty());
         refs.update_id("abc", |r| {
             r.names.insert("Foo.PDB".into());
         })

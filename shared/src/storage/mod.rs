@@ -3,6 +3,8 @@
 //! file system or an API.
 
 pub mod local;
+#[cfg(feature = "s3")]
+pub mod s3;
 
 use std::io;
 use std::path::Path;

@@ -1,0 +1,140 @@
+//! Configuration by environment variables (documented in the README).
+
+use std::collections::BTreeMap;
+
+use symdex_shared::pipeline::{default_prefixes, Config};
+use symdex_shared::storage::s3::DEFAULT_MULTIPART_THRESHOLD;
+use symdex_shared::Layout;
+
+#[derive(Debug, Clone)]
+pub struct LambdaConfig {
+    /// SYMDEX_SERVING_BUCKET (required): where keys, references and the manifest go.
+    pub serving_bucket: String,
+    /// The pipeline: SYMDEX_LAYOUTS (comma list, default all), SYMDEX_MANIFEST_PREFIX
+    /// (default `_manifest`), SYMDEX_PREFIX_<LAYOUT> (e.g. SYMDEX_PREFIX_UNIFIED=sentry/),
+    /// SYMDEX_OVERWRITE (`true` replaces differing content instead of recording a conflict).
+    pub pipeline: Config,
+    /// SYMDEX_MULTIPART_THRESHOLD: bytes from which copies use UploadPartCopy (default 5 GiB).
+    pub multipart_threshold: u64,
+    /// SYMDEX_SOURCE_EXTENSIONS: ingest keys with these extensions are keyed as sources.
+    pub source_extensions: Vec<String>,
+    /// SYMDEX_SOURCE_PREFIX: ingest keys under this prefix are keyed as sources.
+    pub source_prefix: Option<String>,
+}
+
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+impl LambdaConfig {
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup` (the environment, or a map in tests).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let serving_bucket = lookup("SYMDEX_SERVING_BUCKET")
+            .filter(|b| !b.is_empty())
+            .ok_or("SYMDEX_SERVING_BUCKET is not set")?;
+        let layouts =
+            match lookup("SYMDEX_LAYOUTS").filter(|s| !s.trim().is_empty() && s.trim() != "all") {
+                Some(value) => list(&value)
+                    .iter()
+                    .map(|l| l.parse())
+                    .collect::<Result<Vec<Layout>, _>>()?,
+                None => Layout::ALL.to_vec(),
+            };
+        let mut prefixes: BTreeMap<Layout, String> = default_prefixes();
+        for layout in Layout::ALL {
+            let var = format!("SYMDEX_PREFIX_{}", layout.as_str().to_ascii_uppercase());
+            if let Some(mut prefix) = lookup(&var) {
+                prefix = prefix.trim_start_matches('/').to_string();
+                if !prefix.is_empty() && !prefix.ends_with('/') {
+                    prefix.push('/');
+                }
+                prefixes.insert(layout, prefix);
+            }
+        }
+        let manifest_prefix = lookup("SYMDEX_MANIFEST_PREFIX")
+            .map(|p| p.trim_matches('/').to_string())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "_manifest".to_string());
+        let multipart_threshold = match lookup("SYMDEX_MULTIPART_THRESHOLD") {
+            Some(v) => v
+                .trim()
+                .parse()
+                .map_err(|_| format!("SYMDEX_MULTIPART_THRESHOLD={v:?} is not a number"))?,
+            None => DEFAULT_MULTIPART_THRESHOLD,
+        };
+        Ok(LambdaConfig {
+            serving_bucket,
+            pipeline: Config {
+                layouts,
+                prefixes,
+                overwrite: lookup("SYMDEX_OVERWRITE").is_some_and(|v| v == "true" || v == "1"),
+                manifest_prefix,
+                gzip_manifest: true,
+            },
+            multipart_threshold,
+            source_extensions: lookup("SYMDEX_SOURCE_EXTENSIONS")
+                .map(|v| list(&v))
+                .unwrap_or_default(),
+            source_prefix: lookup("SYMDEX_SOURCE_PREFIX").filter(|p| !p.is_empty()),
+        })
+    }
+
+    /// Whether an ingest key is keyed as a source file.
+    pub fn is_source(&self, key: &str) -> bool {
+        let ext = key.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+        self.source_prefix
+            .as_deref()
+            .is_some_and(|p| key.starts_with(p))
+            || self
+                .source_extensions
+                .iter()
+                .any(|e| e.eq_ignore_ascii_case(ext))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config(vars: &[(&str, &str)]) -> Result<LambdaConfig, String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        LambdaConfig::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        assert!(config(&[]).is_err());
+        let c = config(&[("SYMDEX_SERVING_BUCKET", "serve")]).unwrap();
+        assert_eq!(c.pipeline.layouts, Layout::ALL.to_vec());
+        assert_eq!(c.pipeline.manifest_prefix, "_manifest");
+        assert_eq!(c.multipart_threshold, DEFAULT_MULTIPART_THRESHOLD);
+        assert!(c.pipeline.gzip_manifest);
+        let c = config(&[
+            ("SYMDEX_SERVING_BUCKET", "serve"),
+            ("SYMDEX_LAYOUTS", "ssqp, debuginfod"),
+            ("SYMDEX_MANIFEST_PREFIX", "/audit/"),
+            ("SYMDEX_PREFIX_UNIFIED", "sentry"),
+            ("SYMDEX_MULTIPART_THRESHOLD", "1048576"),
+            ("SYMDEX_SOURCE_EXTENSIONS", "c,cs"),
+        ])
+        .unwrap();
+        assert_eq!(c.pipeline.layouts, [Layout::Ssqp, Layout::Debuginfod]);
+        assert_eq!(c.pipeline.manifest_prefix, "audit");
+        assert_eq!(c.pipeline.prefixes[&Layout::Unified], "sentry/");
+        assert_eq!(c.multipart_threshold, 1 << 20);
+        assert!(c.is_source("src/a.CS") && !c.is_source("bin/a.dll"));
+        assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_LAYOUTS", "bogus")]).is_err());
+    }
+}

@@ -1,0 +1,281 @@
+//! The handlers: plain async fns over the event payload. Each object is processed on a
+//! blocking thread (the pipeline is synchronous and blocks on the runtime for S3 calls).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
+use serde_json::{json, Value};
+use symdex_shared::manifest::{Record, UploadMeta};
+use symdex_shared::pipeline::{Indexer, Upload};
+use symdex_shared::reader::CountingReader;
+use symdex_shared::storage::s3::S3Store;
+use symdex_shared::storage::CopySource;
+use symdex_shared::IdentifyOptions;
+
+use crate::config::LambdaConfig;
+use crate::events::{decode, is_sqs_batch, Change, ObjectEvent};
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a function keeps between invocations: configuration and the serving-bucket store.
+pub struct Context {
+    pub config: LambdaConfig,
+    pub store: S3Store,
+}
+
+impl Context {
+    /// Builds the S3 client from the standard AWS environment (incl. AWS_ENDPOINT_URL), with
+    /// the SDK's standard retries (backoff on throttling and 5xx).
+    pub async fn from_env() -> Result<Self, Error> {
+        let config = LambdaConfig::from_env()?;
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
+            .load()
+            .await;
+        // A local endpoint (moto, s3s-fs, MinIO) wants path-style addressing.
+        let path_style = std::env::var("AWS_ENDPOINT_URL").is_ok()
+            || std::env::var("AWS_ENDPOINT_URL_S3").is_ok()
+            || std::env::var("SYMDEX_S3_PATH_STYLE").is_ok_and(|v| v == "true");
+        let s3 = aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(path_style)
+            .build();
+        Ok(Self::new(config, aws_sdk_s3::Client::from_conf(s3)))
+    }
+
+    pub fn new(config: LambdaConfig, client: aws_sdk_s3::Client) -> Self {
+        let store = S3Store::new(
+            client,
+            config.serving_bucket.clone(),
+            tokio::runtime::Handle::current(),
+        )
+        .with_multipart_threshold(config.multipart_threshold);
+        Context { config, store }
+    }
+}
+
+/// Upload metadata: `x-amz-meta-build` / `-product` / `-version` (also with a `symdex-`
+/// prefix), else `build=`, `product=`, `version=` path segments of the key.
+fn upload_meta(key: &str, metadata: &HashMap<String, String>) -> UploadMeta {
+    let from_meta = |name: &str| {
+        metadata
+            .get(name)
+            .or_else(|| metadata.get(&format!("symdex-{name}")))
+            .cloned()
+    };
+    let from_path = |name: &str| {
+        key.split('/')
+            .find_map(|segment| segment.strip_prefix(&format!("{name}=")))
+            .map(str::to_string)
+    };
+    let get = |name: &str| from_meta(name).or_else(|| from_path(name));
+    UploadMeta {
+        build: get("build"),
+        product: get("product"),
+        version: get("version"),
+    }
+}
+
+fn upload_id(event: &ObjectEvent, etag: &str) -> String {
+    let version = event.version_id.as_deref().unwrap_or(etag);
+    format!("s3:{}/{}@{version}", event.bucket, event.key)
+}
+
+/// Indexes one created object (blocking). `Err` means: retry (or dead-letter) this message.
+fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Record>> {
+    let store = &ctx.store;
+    let (info, metadata) = store
+        .head_object(&event.bucket, &event.key, event.version_id.as_deref())?
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "s3://{}/{} does not exist (deleted before it was indexed?)",
+                    event.bucket, event.key
+                ),
+            )
+        })?;
+    let reader = CountingReader::new(store.open_object(
+        &event.bucket,
+        &event.key,
+        event.version_id.as_deref(),
+        info.size,
+    ));
+    let upload = Upload {
+        id: upload_id(event, &info.etag),
+        source: CopySource::Object {
+            bucket: &event.bucket,
+            key: &event.key,
+            version_id: event.version_id.as_deref(),
+        },
+        ingest_bucket: Some(event.bucket.clone()),
+        ingest_key: event.key.clone(),
+        ingest_version: event.version_id.clone(),
+        etag: info.etag.clone(),
+        size: info.size,
+        meta: upload_meta(&event.key, &metadata),
+        options: IdentifyOptions {
+            as_source: ctx.config.is_source(&event.key),
+        },
+    };
+    let indexer = Indexer::new(store, ctx.config.pipeline.clone());
+    indexer.prepare()?;
+    let records = indexer.index(&upload, &reader)?;
+    for r in &records {
+        tracing::info!(
+            action = r.action.map(|a| a.as_str()),
+            bucket = %event.bucket,
+            key = %event.key,
+            format = r.format.as_deref(),
+            debug_id = r.debug_id.as_deref(),
+            code_id = r.code_id.as_deref(),
+            published = r.published.len(),
+            unchanged = r.unchanged.len(),
+            conflicts = r.conflicts.len(),
+            bytes_read = reader.bytes_read(),
+            reason = r.reason.as_deref(),
+            "decision"
+        );
+    }
+    Ok(records)
+}
+
+/// Unindexes the uploads of one removed object (blocking).
+fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Record>> {
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+    let source = format!("s3://{}/{}", event.bucket, event.key);
+    let uploads = indexer.refs().uploads_of_source(&source)?;
+    // A specific version deleted: only that upload; a delete marker or an unversioned delete:
+    // every upload of the key.
+    let only = match (event.change, &event.version_id) {
+        (Change::Removed, Some(version)) => {
+            let id = format!("s3:{}/{}@{version}", event.bucket, event.key);
+            uploads.contains(&id).then_some(id)
+        }
+        _ => None,
+    };
+    let mut records = Vec::new();
+    for upload in uploads
+        .iter()
+        .filter(|u| only.as_ref().is_none_or(|o| o == *u))
+    {
+        if let Some(record) = indexer.unindex(upload)? {
+            tracing::info!(action = "unpublished", key = %event.key, upload = %upload, removed = record.removed.len(), "decision");
+            records.push(record);
+        }
+    }
+    if records.is_empty() {
+        tracing::info!(action = "none", key = %event.key, "no upload of this object was indexed");
+    }
+    Ok(records)
+}
+
+type Work = fn(&Context, &ObjectEvent) -> std::io::Result<Vec<Record>>;
+
+/// Processes every event of one message on a blocking thread; `Err` fails the message.
+async fn process(
+    ctx: &Arc<Context>,
+    events: Vec<ObjectEvent>,
+    wanted: &[Change],
+    work: Work,
+) -> Result<Vec<Record>, String> {
+    let ctx = ctx.clone();
+    let wanted = wanted.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let mut records = Vec::new();
+        for event in events.iter().filter(|e| wanted.contains(&e.change)) {
+            records.extend(
+                work(&ctx, event)
+                    .map_err(|e| format!("s3://{}/{}: {e}", event.bucket, event.key))?,
+            );
+        }
+        Ok(records)
+    })
+    .await
+    .map_err(|e| format!("worker failed: {e}"))?
+}
+
+async fn write_manifest(ctx: &Arc<Context>, records: Vec<Record>) -> Result<Option<String>, Error> {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || {
+        let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+        indexer.write_manifest(&records)
+    })
+    .await?
+    .map_err(Into::into)
+}
+
+/// SQS batch -> partial batch response; direct S3 / EventBridge events -> all or error.
+async fn handle(
+    ctx: &Arc<Context>,
+    payload: Value,
+    wanted: &[Change],
+    work: Work,
+) -> Result<Value, Error> {
+    if is_sqs_batch(&payload) {
+        let batch: SqsEvent = serde_json::from_value(payload)?;
+        let mut failures = Vec::new();
+        let mut records = Vec::new();
+        for message in batch.records {
+            let id = message.message_id.clone().unwrap_or_default();
+            let outcome = match message.body.as_deref().map(serde_json::from_str::<Value>) {
+                Some(Ok(body)) => match decode(&body) {
+                    Ok(events) => process(ctx, events, wanted, work).await,
+                    Err(e) => Err(e),
+                },
+                Some(Err(e)) => Err(format!("message body is not JSON: {e}")),
+                None => Err("message without body".to_string()),
+            };
+            match outcome {
+                Ok(mut r) => records.append(&mut r),
+                Err(reason) => {
+                    tracing::error!(message_id = %id, reason = %reason, "message failed; it will be retried");
+                    let mut failure = BatchItemFailure::default();
+                    failure.item_identifier = id;
+                    failures.push(failure);
+                }
+            }
+        }
+        write_manifest(ctx, records).await?;
+        let mut response = SqsBatchResponse::default();
+        response.batch_item_failures = failures;
+        return Ok(serde_json::to_value(response)?);
+    }
+    let events = decode(&payload)?;
+    let records = process(ctx, events, wanted, work).await?;
+    let count = records.len();
+    write_manifest(ctx, records).await?;
+    Ok(json!({ "records": count }))
+}
+
+/// The indexer: ObjectCreated events.
+pub async fn handle_indexer(ctx: &Arc<Context>, payload: Value) -> Result<Value, Error> {
+    handle(ctx, payload, &[Change::Created], index_object).await
+}
+
+/// The remover: ObjectRemoved events.
+pub async fn handle_remover(ctx: &Arc<Context>, payload: Value) -> Result<Value, Error> {
+    handle(
+        ctx,
+        payload,
+        &[Change::Removed, Change::DeleteMarker],
+        remove_object,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_from_headers_or_path() {
+        let mut meta = HashMap::new();
+        meta.insert("build".to_string(), "77".to_string());
+        let m = upload_meta("product=app/version=1.2/build=9/x.pdb", &meta);
+        assert_eq!(m.build.as_deref(), Some("77"), "object metadata wins");
+        assert_eq!(m.product.as_deref(), Some("app"));
+        assert_eq!(m.version.as_deref(), Some("1.2"));
+        assert_eq!(upload_meta("x.pdb", &HashMap::new()), UploadMeta::default());
+    }
+}

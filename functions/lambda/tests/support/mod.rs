@@ -1,0 +1,342 @@
+//! Test support for the Lambda functions: a real moto_server on 127.0.0.1 (started here, one
+//! per test, stopped on drop), SDK clients pointed at it, and fixtures built with gcc.
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::primitives::ByteStream;
+use serde_json::{json, Value};
+
+pub mod runtime_api;
+
+pub const REGION: &str = "us-east-1";
+
+/// A moto_server process.
+pub struct Moto {
+    child: Child,
+    pub endpoint: String,
+}
+
+impl Moto {
+    pub fn start() -> Moto {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start moto_server ({e}); scripts/setup.sh installs it")
+            });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The environment a function (or the SDK) needs to talk to this endpoint.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", "testing".into()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+            ("AWS_REGION", REGION.into()),
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_EC2_METADATA_DISABLED", "true".into()),
+        ]
+    }
+
+    async fn sdk_config(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(REGION))
+            .endpoint_url(&self.endpoint)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .load()
+            .await
+    }
+
+    pub async fn s3(&self) -> aws_sdk_s3::Client {
+        let conf = aws_sdk_s3::config::Builder::from(&self.sdk_config().await)
+            .force_path_style(true)
+            .build();
+        aws_sdk_s3::Client::from_conf(conf)
+    }
+
+    pub async fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&self.sdk_config().await)
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Ingest and serving buckets, and a queue receiving the ingest bucket's notifications.
+pub struct Stack {
+    pub moto: Moto,
+    pub s3: aws_sdk_s3::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub queue_url: String,
+    pub queue_arn: String,
+}
+
+pub const INGEST: &str = "symdex-ingest";
+pub const SERVING: &str = "symdex-serving";
+
+impl Stack {
+    pub async fn new() -> Stack {
+        let moto = Moto::start();
+        let s3 = moto.s3().await;
+        let sqs = moto.sqs().await;
+        for bucket in [INGEST, SERVING] {
+            s3.create_bucket().bucket(bucket).send().await.unwrap();
+        }
+        let queue_url = sqs
+            .create_queue()
+            .queue_name("symdex-events")
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let attrs = sqs
+            .get_queue_attributes()
+            .queue_url(&queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .unwrap();
+        let queue_arn =
+            attrs.attributes.unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
+        use aws_sdk_s3::types::{Event, NotificationConfiguration, QueueConfiguration};
+        let notifications = NotificationConfiguration::builder()
+            .queue_configurations(
+                QueueConfiguration::builder()
+                    .queue_arn(&queue_arn)
+                    .events(Event::S3ObjectCreated)
+                    .events(Event::S3ObjectRemoved)
+                    .build()
+                    .unwrap(),
+            )
+            .build();
+        s3.put_bucket_notification_configuration()
+            .bucket(INGEST)
+            .notification_configuration(notifications)
+            .send()
+            .await
+            .unwrap();
+        let stack = Stack {
+            moto,
+            s3,
+            sqs,
+            queue_url,
+            queue_arn,
+        };
+        // Setting up notifications sends an s3:TestEvent; drain it.
+        stack.drain().await;
+        stack
+    }
+
+    pub async fn upload(&self, key: &str, path: &Path) {
+        self.s3
+            .put_object()
+            .bucket(INGEST)
+            .key(key)
+            .body(ByteStream::from_path(path).await.unwrap())
+            .metadata("build", "ci-42")
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Receives messages until `count` arrived (or 30 s passed), deleting them from the queue
+    /// as a Lambda event source mapping would after a successful batch.
+    pub async fn receive(&self, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while out.len() < count && Instant::now() < deadline {
+            let resp = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            for m in resp.messages.unwrap_or_default() {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle.clone().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                out.push(m);
+            }
+        }
+        assert!(
+            out.len() >= count,
+            "only {} of {count} notifications arrived",
+            out.len()
+        );
+        out
+    }
+
+    pub async fn drain(&self) {
+        loop {
+            let resp = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            let messages = resp.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return;
+            }
+            for m in messages {
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle.unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+
+    /// Every key of a bucket under `prefix` with its content.
+    pub async fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut pages = self
+            .s3
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            for o in page.unwrap().contents() {
+                let key = o.key().unwrap().to_string();
+                let body = self
+                    .s3
+                    .get_object()
+                    .bucket(bucket)
+                    .key(&key)
+                    .send()
+                    .await
+                    .unwrap()
+                    .body
+                    .collect()
+                    .await
+                    .unwrap()
+                    .into_bytes()
+                    .to_vec();
+                out.push((key, body));
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// The Lambda SQS event for a set of received messages (what the event source mapping sends).
+pub fn sqs_event(messages: &[aws_sdk_sqs::types::Message], queue_arn: &str) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            json!({
+                "messageId": m.message_id.clone().unwrap(),
+                "receiptHandle": m.receipt_handle.clone().unwrap_or_default(),
+                "body": m.body.clone().unwrap(),
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "0", "SenderId": "s3", "ApproximateFirstReceiveTimestamp": "0"},
+                "messageAttributes": {},
+                "md5OfBody": m.md5_of_body.clone().unwrap_or_default(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// A scratch directory with an ELF program split into stripped binary + debug file.
+pub struct Fixtures {
+    pub dir: tempfile::TempDir,
+}
+
+impl Fixtures {
+    pub fn build() -> Fixtures {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("prog.c"), "int compute(int x) { return x * 3 + 1; }\nint main(int c, char **v) { return compute(c); }\n").unwrap();
+        let run = |args: &[&str]| {
+            let status = Command::new(args[0])
+                .args(&args[1..])
+                .current_dir(dir.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "{args:?}");
+        };
+        run(&["gcc", "-g", "-O0", "-o", "app", "prog.c"]);
+        run(&["objcopy", "--only-keep-debug", "app", "app.debug"]);
+        run(&[
+            "objcopy",
+            "--strip-all",
+            "--add-gnu-debuglink=app.debug",
+            "app",
+            "app.stripped",
+        ]);
+        std::fs::write(dir.path().join("notes.txt"), "not an artifact").unwrap();
+        Fixtures { dir }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    pub fn build_id(&self) -> String {
+        let out = Command::new("readelf")
+            .args(["-n"])
+            .arg(self.path("app"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Build ID: "))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+/// A Lambda configuration for the test stack.
+pub fn config(extra: &[(&str, &str)]) -> symdex_lambda::LambdaConfig {
+    let mut vars: std::collections::HashMap<String, String> =
+        [("SYMDEX_SERVING_BUCKET".to_string(), SERVING.to_string())].into();
+    for (k, v) in extra {
+        vars.insert(k.to_string(), v.to_string());
+    }
+    symdex_lambda::LambdaConfig::from_lookup(|k| vars.get(k).cloned()).unwrap()
+}

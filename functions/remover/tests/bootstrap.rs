@@ -1,0 +1,72 @@
+//! The built remover `bootstrap` binary under a Lambda Runtime API harness, against moto_server.
+
+#[path = "../../lambda/tests/support/mod.rs"]
+mod support;
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use support::runtime_api::RuntimeApi;
+use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bootstrap_binary_unpublishes_a_removed_object() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    stack.upload("app.debug", &fx.path("app.debug")).await;
+    let created = stack.receive(1).await;
+    let ctx = Arc::new(symdex_lambda::Context::new(
+        config(&[]),
+        stack.moto.s3().await,
+    ));
+    symdex_lambda::handle_indexer(&ctx, sqs_event(&created, &stack.queue_arn))
+        .await
+        .unwrap();
+    let key = format!("buildid/{}/debuginfo", fx.build_id());
+    assert_eq!(stack.objects(SERVING, &key).await.len(), 1);
+
+    stack
+        .s3
+        .delete_object()
+        .bucket(INGEST)
+        .key("app.debug")
+        .send()
+        .await
+        .unwrap();
+    let removed = stack.receive(1).await;
+    let api = RuntimeApi::start(vec![(
+        "req-9".into(),
+        sqs_event(&removed, &stack.queue_arn).to_string(),
+    )]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_symdex-remover"))
+        .envs(stack.moto.env())
+        .env("AWS_LAMBDA_RUNTIME_API", &api.addr)
+        .env("AWS_LAMBDA_FUNCTION_NAME", "symdex-remover")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/symdex-remover")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
+        .env("SYMDEX_SERVING_BUCKET", SERVING)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let responses =
+        tokio::task::spawn_blocking(move || api.wait_responses(1, Duration::from_secs(120)))
+            .await
+            .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let response: serde_json::Value = serde_json::from_str(&responses[0].1).unwrap();
+    assert_eq!(
+        response["batchItemFailures"]
+            .as_array()
+            .map_or(0, |a| a.len()),
+        0,
+        "{response}"
+    );
+    assert!(
+        stack.objects(SERVING, &key).await.is_empty(),
+        "the key was not unpublished"
+    );
+}
