@@ -3,7 +3,7 @@ SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
 RUN_STORE ?= ./symbols
 
-.PHONY: all build release setup lint test conformance bench run lambda clean
+.PHONY: all build release setup lint tf-check test conformance bench run lambda deploy clean
 
 all: build
 
@@ -20,8 +20,13 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# Every test: unit tests next to the code, end-to-end tests in tests/.
-test: setup lint
+# Terraform fmt and validate, offline (says clearly when terraform or the provider is missing).
+tf-check:
+	bash scripts/terraform-check.sh
+
+# Every test: unit tests next to the code, end-to-end tests in tests/ and functions/*/tests/
+# (moto_server, real debuggers, the Terraform module applied to moto).
+test: setup lint tf-check
 	$(CARGO) test --workspace
 
 # Extra run over the reference corpus and fixtures in ../shared (not needed for `make test`).
@@ -40,6 +45,15 @@ run:
 # Deployable bootstrap zips for the Lambda functions (x86_64 here; see README for arm64).
 lambda:
 	bash scripts/lambda.sh
+
+# Deploy to real AWS (credentials from the environment): builds the zips, then applies
+# infra/examples/complete. NAME must be globally unique (bucket names); ARCH defaults to the
+# machine's (x86_64 here) because `make lambda` builds natively.
+NAME ?= symdex
+ARCH ?= x86_64
+deploy: lambda
+	cd infra/examples/complete && terraform init -input=false && \
+	  terraform apply -var name=$(NAME) -var architecture=$(ARCH)
 
 clean:
 	$(CARGO) clean

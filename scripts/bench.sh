@@ -60,3 +60,7 @@ secs = time.perf_counter() - start
 print(f"symbolic    : {len(paths) * rounds / secs:10.0f} files/s  ({secs:.2f} s, in-process;"
       f" {ok // rounds} of {len(paths)} files identified)")
 PY
+
+# Indexer part: the Lambda handler over a local S3 endpoint, beside a naive whole download.
+echo
+cargo run --release --quiet -p symdex-lambda --example bench_indexer -- "$corpus" "${BENCH_OBJECTS:-300}"

@@ -36,6 +36,10 @@ const CONTENT_ETAG_META: &str = "symdex-content-etag";
 /// Request and byte counters, shared by a store and the readers it opens.
 #[derive(Debug, Default)]
 pub struct S3Stats {
+    /// Ranged GETs of artifacts (identification).
+    pub range_requests: AtomicU64,
+    pub range_bytes: AtomicU64,
+    /// Whole-object GETs (reference records, manifests).
     pub get_requests: AtomicU64,
     pub get_bytes: AtomicU64,
     pub copies: AtomicU64,
@@ -44,6 +48,12 @@ pub struct S3Stats {
 }
 
 impl S3Stats {
+    pub fn range_requests(&self) -> u64 {
+        self.range_requests.load(Ordering::Relaxed)
+    }
+    pub fn range_bytes(&self) -> u64 {
+        self.range_bytes.load(Ordering::Relaxed)
+    }
     pub fn get_requests(&self) -> u64 {
         self.get_requests.load(Ordering::Relaxed)
     }
@@ -546,9 +556,9 @@ impl S3Object {
                 .await
                 .map_err(io::Error::other)?
                 .into_bytes();
-            self.stats.get_requests.fetch_add(1, Ordering::Relaxed);
+            self.stats.range_requests.fetch_add(1, Ordering::Relaxed);
             self.stats
-                .get_bytes
+                .range_bytes
                 .fetch_add(bytes.len() as u64, Ordering::Relaxed);
             if bytes.len() as u64 != end - start + 1 {
                 return Err(io::Error::new(

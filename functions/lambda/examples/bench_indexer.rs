@@ -1,0 +1,145 @@
+//! `make bench` (indexer part): a few hundred artifacts through a local S3 endpoint
+//! (moto_server), indexed by the Lambda handler with ranged reads and server-side copies, beside
+//! a naive indexer that downloads every object whole, in the same run. Prints figures only.
+//!
+//! Usage: bench_indexer DIR [COUNT]   (DIR: artifacts to upload, repeated up to COUNT objects)
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use support::{config, Stack, INGEST};
+use symdex_shared::reader::MemReader;
+
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let dir = PathBuf::from(args.next().expect("usage: bench_indexer DIR [COUNT]"));
+    let count: usize = args.next().map_or(300, |c| c.parse().unwrap());
+    let sources = files(&dir);
+    assert!(!sources.is_empty(), "no files in {}", dir.display());
+    let stack = Stack::new().await;
+    let mut keys = Vec::new();
+    let mut total_size = 0u64;
+    for i in 0..count {
+        let src = &sources[i % sources.len()];
+        let key = format!(
+            "bench/{}/{}",
+            i / sources.len(),
+            src.strip_prefix(&dir).unwrap().display()
+        );
+        stack.upload(&key, src).await;
+        total_size += std::fs::metadata(src).unwrap().len();
+        keys.push(key);
+    }
+    stack.drain().await;
+    println!(
+        "indexer bench: {count} objects ({} MiB) in a local S3 endpoint (moto_server)",
+        total_size >> 20
+    );
+
+    // symdex: the Lambda handler, one direct S3 event per object.
+    let ctx = Arc::new(symdex_lambda::Context::new(
+        config(&[]),
+        stack.moto.s3().await,
+    ));
+    let started = Instant::now();
+    let mut max_read = (0u64, String::new());
+    for key in &keys {
+        let before = ctx.store.stats().range_bytes();
+        // As S3 notifications carry it: URL-encoded, a space as `+`.
+        let encoded: String = key
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'/' => {
+                    (b as char).to_string()
+                }
+                b' ' => "+".to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let event = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": INGEST}, "object": {"key": encoded}}}]});
+        symdex_lambda::handle_indexer(&ctx, event).await.unwrap();
+        let read = ctx.store.stats().range_bytes() - before;
+        if read > max_read.0 {
+            max_read = (read, key.clone());
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let stats = ctx.store.stats();
+    let n = count as f64;
+    println!(
+        "symdex (ranged reads)  : {:8.1} artifacts/s  {:6.1} GETs/artifact  {:9.0} bytes read/artifact  copies {} (+{} part copies), artifact bytes through the function for publishing: 0",
+        n / secs,
+        stats.range_requests() as f64 / n,
+        stats.range_bytes() as f64 / n,
+        stats.copies(),
+        stats.part_copies()
+    );
+    println!(
+        "                         reference/manifest bookkeeping: {:.1} small GETs/artifact, {:.0} bytes/artifact",
+        stats.get_requests() as f64 / n,
+        stats.get_bytes() as f64 / n
+    );
+
+    // Naive: download every object whole, then identify it from memory.
+    let started = Instant::now();
+    let mut naive_bytes = 0u64;
+    for key in &keys {
+        let body = stack
+            .s3
+            .get_object()
+            .bucket(INGEST)
+            .key(key)
+            .send()
+            .await
+            .unwrap()
+            .body
+            .collect()
+            .await
+            .unwrap()
+            .into_bytes();
+        naive_bytes += body.len() as u64;
+        let _ = symdex_shared::identify(&MemReader(body.to_vec()), &Default::default());
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "naive (whole download) : {:8.1} artifacts/s  {:6.1} GETs/artifact  {:9.0} bytes read/artifact  (identification only, no publishing)",
+        n / secs,
+        1.0,
+        naive_bytes as f64 / n
+    );
+    let max_binary = 256 * 1024;
+    println!(
+        "target: bytes read per artifact < {max_binary}: {} (largest: {} bytes for {})",
+        if max_read.0 < max_binary {
+            "met"
+        } else {
+            "NOT met"
+        },
+        max_read.0,
+        max_read.1
+    );
+}

@@ -1,0 +1,254 @@
+//! The Terraform module applied to moto_server: buckets, queues, notifications, functions, IAM,
+//! CloudFront, Glue/Athena and alarms are created; an upload to the ingest bucket arrives on the
+//! events queue and a delete on the removals queue; then everything is destroyed again.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+use support::Moto;
+
+const MIRROR: &str = "/opt/tf-plugins";
+
+fn terraform(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("terraform")
+        .args(args)
+        .current_dir(dir)
+        .env("TF_CLI_CONFIG_FILE", dir.join("terraformrc"))
+        .env("TF_IN_AUTOMATION", "1")
+        .output()
+        .expect("run terraform");
+    assert!(
+        out.status.success(),
+        "terraform {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn prerequisites() -> Result<(), String> {
+    if Command::new("terraform").arg("version").output().is_err() {
+        return Err("terraform is not installed".into());
+    }
+    if !Path::new(MIRROR)
+        .join("registry.terraform.io/hashicorp/aws")
+        .is_dir()
+    {
+        return Err(format!("no AWS provider mirror at {MIRROR}"));
+    }
+    Ok(())
+}
+
+fn root_config(module: &Path, endpoint: &str) -> String {
+    let services = [
+        "s3",
+        "sqs",
+        "lambda",
+        "iam",
+        "sts",
+        "cloudwatch",
+        "logs",
+        "cloudfront",
+        "glue",
+        "athena",
+    ];
+    let endpoints: String = services
+        .iter()
+        .map(|s| format!("    {s} = \"{endpoint}\"\n"))
+        .collect();
+    format!(
+        r#"provider "aws" {{
+  region                      = "us-east-1"
+  access_key                  = "testing"
+  secret_key                  = "testing"
+  skip_credentials_validation = true
+  skip_metadata_api_check     = true
+  s3_use_path_style           = true
+  endpoints {{
+{endpoints}  }}
+}}
+
+module "symdex" {{
+  source       = "{module}"
+  name         = "symdex-tf"
+  architecture = "x86_64"
+  indexer_zip  = "bootstrap.zip"
+  remover_zip  = "bootstrap.zip"
+  # moto_server speaks plain HTTP.
+  require_tls  = false
+}}
+
+output "ingest_bucket" {{ value = module.symdex.ingest_bucket }}
+output "serving_bucket" {{ value = module.symdex.serving_bucket }}
+output "events_queue_url" {{ value = module.symdex.events_queue_url }}
+output "removals_queue_url" {{ value = module.symdex.removals_queue_url }}
+output "debuginfod_urls" {{ value = module.symdex.debuginfod_urls }}
+output "windbg_symbol_path" {{ value = module.symdex.windbg_symbol_path }}
+"#,
+        module = module.display()
+    )
+}
+
+async fn receive_one(sqs: &aws_sdk_sqs::Client, queue: &str) -> Value {
+    for _ in 0..20 {
+        let resp = sqs
+            .receive_message()
+            .queue_url(queue)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for m in resp.messages.unwrap_or_default() {
+            let body: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+            if body.get("Records").is_some() {
+                return body;
+            }
+        }
+    }
+    panic!("no S3 notification arrived on {queue}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be applied here");
+        return;
+    }
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../infra/modules/symdex")
+        .canonicalize()
+        .unwrap();
+    std::fs::write(dir.path().join("terraformrc"), "").unwrap();
+    std::fs::write(
+        dir.path().join("bootstrap"),
+        "placeholder: moto does not run functions",
+    )
+    .unwrap();
+    let zipped = Command::new("zip")
+        .args(["-q", "bootstrap.zip", "bootstrap"])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(zipped.success());
+    std::fs::write(
+        dir.path().join("main.tf"),
+        root_config(&module, &moto.endpoint),
+    )
+    .unwrap();
+
+    let d = dir.path();
+    terraform(
+        d,
+        &[
+            "init",
+            "-backend=false",
+            "-input=false",
+            "-no-color",
+            &format!("-plugin-dir={MIRROR}"),
+        ],
+    );
+    terraform(d, &["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let outputs: Value = serde_json::from_str(&terraform(d, &["output", "-json"])).unwrap();
+    let out = |name: &str| outputs[name]["value"].as_str().unwrap().to_string();
+    assert!(
+        out("debuginfod_urls").starts_with("https://"),
+        "CloudFront URL: {outputs}"
+    );
+    assert!(out("windbg_symbol_path").starts_with("srv*"));
+
+    let s3 = moto.s3().await;
+    let sqs = moto.sqs().await;
+    let ingest = out("ingest_bucket");
+    let put = s3
+        .put_object()
+        .bucket(&ingest)
+        .key("build=1/app.debug")
+        .body(b"\x7fELF".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let version = put
+        .version_id()
+        .expect("the ingest bucket is versioned")
+        .to_string();
+    let created = receive_one(&sqs, &out("events_queue_url")).await;
+    assert_eq!(created["Records"][0]["eventName"], "ObjectCreated:Put");
+    let raw_key = created["Records"][0]["s3"]["object"]["key"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        symdex_lambda::events::decode_s3_key(raw_key),
+        "build=1/app.debug"
+    );
+    // Deleting a version (moto sends no event for delete markers).
+    s3.delete_object()
+        .bucket(&ingest)
+        .key("build=1/app.debug")
+        .version_id(&version)
+        .send()
+        .await
+        .unwrap();
+    let removed = receive_one(&sqs, &out("removals_queue_url")).await;
+    assert!(removed["Records"][0]["eventName"]
+        .as_str()
+        .unwrap()
+        .starts_with("ObjectRemoved"));
+
+    // moto implements no DeleteNamedQuery: forget the named queries, destroy the rest.
+    for query in [
+        "build_published",
+        "who_published_debug_id",
+        "rejected_last_day",
+    ] {
+        terraform(
+            d,
+            &[
+                "state",
+                "rm",
+                &format!("module.symdex.aws_athena_named_query.{query}[0]"),
+            ],
+        );
+    }
+    // Versioned ingest bucket: its old versions must go before the bucket can.
+    let versions = s3
+        .list_object_versions()
+        .bucket(&ingest)
+        .send()
+        .await
+        .unwrap();
+    for v in versions.versions() {
+        s3.delete_object()
+            .bucket(&ingest)
+            .key(v.key().unwrap())
+            .version_id(v.version_id().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+    for m in versions.delete_markers() {
+        s3.delete_object()
+            .bucket(&ingest)
+            .key(m.key().unwrap())
+            .version_id(m.version_id().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+    terraform(
+        d,
+        &["destroy", "-auto-approve", "-input=false", "-no-color"],
+    );
+    let buckets = s3.list_buckets().send().await.unwrap();
+    assert!(
+        buckets
+            .buckets()
+            .iter()
+            .all(|b| !b.name().unwrap_or("").starts_with("symdex-tf")),
+        "buckets left behind"
+    );
+}

@@ -1,0 +1,150 @@
+# Manifest querying: a Glue table over the gzip JSON Lines manifest with partition projection on
+# dt (no crawler, no MSCK REPAIR), an Athena workgroup and named queries for the common audits.
+
+resource "aws_s3_bucket" "athena_results" {
+  count         = var.enable_athena ? 1 : 0
+  bucket        = "${local.serving_bucket}-athena"
+  force_destroy = true
+  tags          = var.tags
+}
+
+resource "aws_s3_bucket_public_access_block" "athena_results" {
+  count                   = var.enable_athena ? 1 : 0
+  bucket                  = aws_s3_bucket.athena_results[0].id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "athena_results" {
+  count  = var.enable_athena ? 1 : 0
+  bucket = aws_s3_bucket.athena_results[0].id
+  rule {
+    id     = "expire-results"
+    status = "Enabled"
+    filter {}
+    expiration {
+      days = 7
+    }
+  }
+}
+
+resource "aws_glue_catalog_database" "manifest" {
+  count = var.enable_athena ? 1 : 0
+  name  = replace("${var.name}_manifest", "-", "_")
+}
+
+locals {
+  manifest_location = "s3://${aws_s3_bucket.serving.id}/${trim(var.manifest_prefix, "/")}/"
+  manifest_columns = {
+    schema         = "int"
+    time           = "string"
+    action         = "string"
+    reason         = "string"
+    upload         = "string"
+    ingest_bucket  = "string"
+    ingest_key     = "string"
+    ingest_version = "string"
+    ingest_etag    = "string"
+    ingest_size    = "bigint"
+    build          = "string"
+    product        = "string"
+    version        = "string"
+    format         = "string"
+    kind           = "string"
+    arch           = "string"
+    debug_id       = "string"
+    code_id        = "string"
+    name           = "string"
+    code_file      = "string"
+    debug_file     = "string"
+    published      = "array<string>"
+    unchanged      = "array<string>"
+    conflicts      = "array<string>"
+    removed        = "array<string>"
+    indexer        = "string"
+  }
+  table = var.enable_athena ? "${aws_glue_catalog_database.manifest[0].name}.manifest" : ""
+}
+
+resource "aws_glue_catalog_table" "manifest" {
+  count         = var.enable_athena ? 1 : 0
+  name          = "manifest"
+  database_name = aws_glue_catalog_database.manifest[0].name
+  table_type    = "EXTERNAL_TABLE"
+  parameters = {
+    EXTERNAL                      = "TRUE"
+    "projection.enabled"          = "true"
+    "projection.dt.type"          = "date"
+    "projection.dt.format"        = "yyyy-MM-dd"
+    "projection.dt.range"         = "2024-01-01,NOW"
+    "projection.dt.interval"      = "1"
+    "projection.dt.interval.unit" = "DAYS"
+    "storage.location.template"   = "${local.manifest_location}dt=$${dt}/"
+  }
+  partition_keys {
+    name = "dt"
+    type = "string"
+  }
+  storage_descriptor {
+    location      = local.manifest_location
+    input_format  = "org.apache.hadoop.mapred.TextInputFormat"
+    output_format = "org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat"
+    ser_de_info {
+      serialization_library = "org.openx.data.jsonserde.JsonSerDe"
+      parameters = {
+        "ignore.malformed.json" = "true"
+      }
+    }
+    dynamic "columns" {
+      for_each = local.manifest_columns
+      content {
+        name = columns.key
+        type = columns.value
+      }
+    }
+  }
+}
+
+resource "aws_athena_workgroup" "audit" {
+  count         = var.enable_athena ? 1 : 0
+  name          = "${var.name}-audit"
+  force_destroy = true
+  configuration {
+    enforce_workgroup_configuration = true
+    result_configuration {
+      output_location = "s3://${aws_s3_bucket.athena_results[0].id}/results/"
+    }
+  }
+  # Always at least one tag: some Athena API implementations answer an untagged resource's
+  # ListTagsForResource with an error.
+  tags = merge({ "symdex:component" = "audit" }, var.tags)
+}
+
+resource "aws_athena_named_query" "build_published" {
+  count       = var.enable_athena ? 1 : 0
+  name        = "${var.name}: what did build X publish"
+  workgroup   = aws_athena_workgroup.audit[0].id
+  database    = aws_glue_catalog_database.manifest[0].name
+  description = "Replace 'X' with the build id."
+  query       = "SELECT time, action, ingest_key, format, arch, debug_id, code_id, published FROM ${local.table} WHERE build = 'X' AND action IN ('indexed', 'unchanged') ORDER BY time"
+}
+
+resource "aws_athena_named_query" "who_published_debug_id" {
+  count       = var.enable_athena ? 1 : 0
+  name        = "${var.name}: who published debug id Y"
+  workgroup   = aws_athena_workgroup.audit[0].id
+  database    = aws_glue_catalog_database.manifest[0].name
+  description = "Replace 'Y' with the debug id (lowercase, e.g. 497b72f6-390a-44fc-878e-5a2d63b6cc4b-1)."
+  query       = "SELECT time, action, build, product, version, ingest_bucket, ingest_key, ingest_version FROM ${local.table} WHERE debug_id = 'Y' ORDER BY time"
+}
+
+resource "aws_athena_named_query" "rejected_last_day" {
+  count       = var.enable_athena ? 1 : 0
+  name        = "${var.name}: rejected uploads of the last day"
+  workgroup   = aws_athena_workgroup.audit[0].id
+  database    = aws_glue_catalog_database.manifest[0].name
+  description = "Uploads symdex refused in the last 24 hours, with the reason."
+  query       = "SELECT time, ingest_key, build, reason FROM ${local.table} WHERE dt >= date_format(current_date - interval '1' day, '%Y-%m-%d') AND action IN ('rejected', 'conflict') ORDER BY time DESC"
+}

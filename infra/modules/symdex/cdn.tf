@@ -1,0 +1,73 @@
+# CloudFront in front of the private serving bucket: origin access control, 404 (not 403) for
+# misses, a short negative-cache TTL, symdex's own prefixes never served.
+
+resource "aws_cloudfront_origin_access_control" "serving" {
+  count                             = var.enable_cloudfront ? 1 : 0
+  name                              = "${var.name}-serving"
+  origin_access_control_origin_type = "s3"
+  signing_behavior                  = "always"
+  signing_protocol                  = "sigv4"
+}
+
+resource "aws_cloudfront_distribution" "symbols" {
+  count               = var.enable_cloudfront ? 1 : 0
+  enabled             = true
+  comment             = "${var.name} symbol server"
+  price_class         = "PriceClass_100"
+  wait_for_deployment = false
+
+  origin {
+    origin_id                = "serving"
+    domain_name              = aws_s3_bucket.serving.bucket_regional_domain_name
+    origin_access_control_id = aws_cloudfront_origin_access_control.serving[0].id
+  }
+
+  # symdex's own prefixes are routed to a path of the bucket that never holds objects, so they
+  # answer 404 like any miss (no edge function needed).
+  origin {
+    origin_id                = "unserved"
+    domain_name              = aws_s3_bucket.serving.bucket_regional_domain_name
+    origin_path              = "/_unserved"
+    origin_access_control_id = aws_cloudfront_origin_access_control.serving[0].id
+  }
+
+  dynamic "ordered_cache_behavior" {
+    for_each = local.private_prefixes
+    content {
+      path_pattern           = "${ordered_cache_behavior.value}*"
+      target_origin_id       = "unserved"
+      allowed_methods        = ["GET", "HEAD"]
+      cached_methods         = ["GET", "HEAD"]
+      viewer_protocol_policy = "redirect-to-https"
+      cache_policy_id        = "658327ea-f89d-4fab-a63d-7e88639e58f6"
+    }
+  }
+
+  default_cache_behavior {
+    target_origin_id       = "serving"
+    allowed_methods        = ["GET", "HEAD"]
+    cached_methods         = ["GET", "HEAD"]
+    viewer_protocol_policy = "redirect-to-https"
+    compress               = false
+    # Managed-CachingOptimized: symbols are immutable under their keys.
+    cache_policy_id = "658327ea-f89d-4fab-a63d-7e88639e58f6"
+  }
+
+  # A miss may be uploaded a minute later: cache 404s only briefly.
+  custom_error_response {
+    error_code            = 404
+    error_caching_min_ttl = var.negative_cache_ttl_seconds
+  }
+
+  restrictions {
+    geo_restriction {
+      restriction_type = "none"
+    }
+  }
+
+  viewer_certificate {
+    cloudfront_default_certificate = true
+  }
+
+  tags = var.tags
+}

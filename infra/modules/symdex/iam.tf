@@ -1,0 +1,115 @@
+# Least privilege: the indexer reads the ingest bucket and writes only the serving layouts, the
+# manifest and its reference records; only the remover deletes serving objects; no function can
+# write or delete ingest objects.
+
+locals {
+  default_prefixes = {
+    ssqp            = "symbols/"
+    symstore        = "symbols/"
+    breakpad        = "symbols/"
+    symstore_index2 = "index2/"
+    debuginfod      = ""
+    unified         = "unified/"
+    gdb             = "gdb/"
+    lldb            = "lldb/"
+  }
+  layout_prefixes = merge(local.default_prefixes, var.layout_prefixes)
+  # Key roots each enabled layout writes under (debuginfod's keys start with buildid/).
+  layout_roots = distinct([
+    for layout in var.layouts :
+    local.layout_prefixes[layout] != "" ? local.layout_prefixes[layout] : (layout == "debuginfod" ? "buildid/" : "")
+  ])
+  writable_roots = concat(local.layout_roots, local.private_prefixes)
+  writable_objects = contains(local.writable_roots, "") ? ["${aws_s3_bucket.serving.arn}/*"] : [
+    for root in local.writable_roots : "${aws_s3_bucket.serving.arn}/${root}*"
+  ]
+}
+
+data "aws_iam_policy_document" "assume_lambda" {
+  statement {
+    actions = ["sts:AssumeRole"]
+    principals {
+      type        = "Service"
+      identifiers = ["lambda.amazonaws.com"]
+    }
+  }
+}
+
+resource "aws_iam_role" "indexer" {
+  name               = "${var.name}-indexer"
+  assume_role_policy = data.aws_iam_policy_document.assume_lambda.json
+  tags               = var.tags
+}
+
+resource "aws_iam_role" "remover" {
+  name               = "${var.name}-remover"
+  assume_role_policy = data.aws_iam_policy_document.assume_lambda.json
+  tags               = var.tags
+}
+
+data "aws_iam_policy_document" "indexer" {
+  statement {
+    sid       = "ReadIngest"
+    actions   = ["s3:GetObject", "s3:GetObjectVersion"]
+    resources = ["${aws_s3_bucket.ingest.arn}/*"]
+  }
+  statement {
+    sid = "WriteServingLayoutsManifestAndReferences"
+    actions = [
+      "s3:GetObject",
+      "s3:PutObject",
+      "s3:AbortMultipartUpload",
+    ]
+    resources = local.writable_objects
+  }
+  statement {
+    sid       = "HeadMissingKeysAs404"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.serving.arn]
+  }
+  statement {
+    sid       = "ConsumeEvents"
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
+    resources = [aws_sqs_queue.events.arn]
+  }
+  statement {
+    sid       = "Logs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.indexer.arn}:*"]
+  }
+}
+
+data "aws_iam_policy_document" "remover" {
+  statement {
+    sid       = "UnpublishServingKeys"
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    resources = local.writable_objects
+  }
+  statement {
+    sid       = "HeadMissingKeysAs404"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.serving.arn]
+  }
+  statement {
+    sid       = "ConsumeRemovals"
+    actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]
+    resources = [aws_sqs_queue.removals.arn]
+  }
+  statement {
+    sid       = "Logs"
+    actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
+    resources = ["${aws_cloudwatch_log_group.remover.arn}:*"]
+  }
+}
+
+resource "aws_iam_role_policy" "indexer" {
+  name   = "${var.name}-indexer"
+  role   = aws_iam_role.indexer.id
+  policy = data.aws_iam_policy_document.indexer.json
+}
+
+resource "aws_iam_role_policy" "remover" {
+  name   = "${var.name}-remover"
+  role   = aws_iam_role.remover.id
+  policy = data.aws_iam_policy_document.remover.json
+}

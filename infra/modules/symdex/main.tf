@@ -1,0 +1,243 @@
+locals {
+  ingest_bucket  = coalesce(var.ingest_bucket_name, "${var.name}-ingest")
+  serving_bucket = coalesce(var.serving_bucket_name, "${var.name}-serving")
+  private_prefixes = [
+    "${trim(var.manifest_prefix, "/")}/",
+    "${trim(var.state_prefix, "/")}/",
+  ]
+  function_env = merge(
+    {
+      SYMDEX_SERVING_BUCKET      = aws_s3_bucket.serving.id
+      SYMDEX_LAYOUTS             = join(",", var.layouts)
+      SYMDEX_MANIFEST_PREFIX     = trim(var.manifest_prefix, "/")
+      SYMDEX_MULTIPART_THRESHOLD = tostring(var.multipart_threshold_bytes)
+    },
+    { for layout, prefix in var.layout_prefixes : "SYMDEX_PREFIX_${upper(layout)}" => prefix },
+  )
+}
+
+
+# ---------------------------------------------------------------- ingest bucket
+resource "aws_s3_bucket" "ingest" {
+  bucket = local.ingest_bucket
+  tags   = var.tags
+}
+
+resource "aws_s3_bucket_versioning" "ingest" {
+  bucket = aws_s3_bucket.ingest.id
+  versioning_configuration {
+    status = "Enabled"
+  }
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "ingest" {
+  bucket = aws_s3_bucket.ingest.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm = "AES256"
+    }
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "ingest" {
+  bucket                  = aws_s3_bucket.ingest.id
+  block_public_acls       = true
+  block_public_policy     = true
+  ignore_public_acls      = true
+  restrict_public_buckets = true
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "ingest" {
+  bucket = aws_s3_bucket.ingest.id
+  rule {
+    id     = "expire-old-versions"
+    status = "Enabled"
+    filter {}
+    noncurrent_version_expiration {
+      noncurrent_days = var.noncurrent_version_retention_days
+    }
+    abort_incomplete_multipart_upload {
+      days_after_initiation = 7
+    }
+  }
+}
+
+data "aws_iam_policy_document" "ingest" {
+  statement {
+    sid       = "TLSOnly"
+    effect    = "Deny"
+    actions   = ["s3:*"]
+    resources = [aws_s3_bucket.ingest.arn, "${aws_s3_bucket.ingest.arn}/*"]
+    principals {
+      type        = "*"
+      identifiers = ["*"]
+    }
+    condition {
+      test     = "Bool"
+      variable = "aws:SecureTransport"
+      values   = ["false"]
+    }
+  }
+}
+
+# The TLS rule is the ingest bucket's only statement; test endpoints speaking plain HTTP
+# (moto_server) turn it off with require_tls = false.
+resource "aws_s3_bucket_policy" "ingest" {
+  count      = var.require_tls ? 1 : 0
+  bucket     = aws_s3_bucket.ingest.id
+  policy     = data.aws_iam_policy_document.ingest.json
+  depends_on = [aws_s3_bucket_public_access_block.ingest]
+}
+
+resource "aws_s3_bucket_notification" "ingest" {
+  bucket = aws_s3_bucket.ingest.id
+  queue {
+    id        = "symdex-created"
+    queue_arn = aws_sqs_queue.events.arn
+    events    = ["s3:ObjectCreated:*"]
+  }
+  queue {
+    id        = "symdex-removed"
+    queue_arn = aws_sqs_queue.removals.arn
+    events    = ["s3:ObjectRemoved:*"]
+  }
+  depends_on = [aws_sqs_queue_policy.events, aws_sqs_queue_policy.removals]
+}
+
+# ---------------------------------------------------------------- serving bucket
+resource "aws_s3_bucket" "serving" {
+  bucket = local.serving_bucket
+  tags   = var.tags
+}
+
+resource "aws_s3_bucket_server_side_encryption_configuration" "serving" {
+  bucket = aws_s3_bucket.serving.id
+  rule {
+    apply_server_side_encryption_by_default {
+      sse_algorithm = "AES256"
+    }
+  }
+}
+
+resource "aws_s3_bucket_public_access_block" "serving" {
+  bucket = aws_s3_bucket.serving.id
+  # Only the static-website mode needs a public bucket policy.
+  block_public_acls       = true
+  block_public_policy     = !var.enable_website
+  ignore_public_acls      = true
+  restrict_public_buckets = !var.enable_website
+}
+
+resource "aws_s3_bucket_lifecycle_configuration" "serving" {
+  count  = var.manifest_retention_days > 0 ? 1 : 0
+  bucket = aws_s3_bucket.serving.id
+  rule {
+    id     = "expire-manifest"
+    status = "Enabled"
+    filter {
+      prefix = "${trim(var.manifest_prefix, "/")}/"
+    }
+    expiration {
+      days = var.manifest_retention_days
+    }
+  }
+}
+
+resource "aws_s3_bucket_website_configuration" "serving" {
+  count  = var.enable_website ? 1 : 0
+  bucket = aws_s3_bucket.serving.id
+  index_document {
+    suffix = "index2.txt"
+  }
+}
+
+data "aws_iam_policy_document" "serving" {
+  dynamic "statement" {
+    for_each = var.require_tls ? [1] : []
+    content {
+      sid       = "TLSOnly"
+      effect    = "Deny"
+      actions   = ["s3:*"]
+      resources = [aws_s3_bucket.serving.arn, "${aws_s3_bucket.serving.arn}/*"]
+      principals {
+        type        = "*"
+        identifiers = ["*"]
+      }
+      condition {
+        test     = "Bool"
+        variable = "aws:SecureTransport"
+        values   = ["false"]
+      }
+      # The S3 website endpoint speaks plain HTTP only.
+      dynamic "condition" {
+        for_each = var.enable_website ? [1] : []
+        content {
+          test     = "StringNotEquals"
+          variable = "aws:PrincipalType"
+          values   = ["Anonymous"]
+        }
+      }
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.enable_cloudfront ? [1] : []
+    content {
+      sid     = "CloudFrontReadsSymbolsOnly"
+      actions = ["s3:GetObject"]
+      not_resources = [
+        for p in local.private_prefixes : "${aws_s3_bucket.serving.arn}/${p}*"
+      ]
+      principals {
+        type        = "Service"
+        identifiers = ["cloudfront.amazonaws.com"]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "AWS:SourceArn"
+        values   = [aws_cloudfront_distribution.symbols[0].arn]
+      }
+    }
+  }
+
+  # ListBucket lets S3 answer 404 (not 403) for a missing key; CloudFront's OAC needs it.
+  dynamic "statement" {
+    for_each = var.enable_cloudfront ? [1] : []
+    content {
+      sid       = "CloudFrontSees404s"
+      actions   = ["s3:ListBucket"]
+      resources = [aws_s3_bucket.serving.arn]
+      principals {
+        type        = "Service"
+        identifiers = ["cloudfront.amazonaws.com"]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "AWS:SourceArn"
+        values   = [aws_cloudfront_distribution.symbols[0].arn]
+      }
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.enable_website ? [1] : []
+    content {
+      sid     = "WebsiteReadsSymbolsOnly"
+      actions = ["s3:GetObject"]
+      not_resources = [
+        for p in local.private_prefixes : "${aws_s3_bucket.serving.arn}/${p}*"
+      ]
+      principals {
+        type        = "*"
+        identifiers = ["*"]
+      }
+    }
+  }
+}
+
+resource "aws_s3_bucket_policy" "serving" {
+  count      = var.require_tls || var.enable_cloudfront || var.enable_website ? 1 : 0
+  bucket     = aws_s3_bucket.serving.id
+  policy     = data.aws_iam_policy_document.serving.json
+  depends_on = [aws_s3_bucket_public_access_block.serving]
+}

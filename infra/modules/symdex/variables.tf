@@ -1,0 +1,163 @@
+variable "name" {
+  description = "Name prefix of every resource (buckets get it too, so keep it DNS-safe)."
+  type        = string
+  default     = "symdex"
+}
+
+variable "ingest_bucket_name" {
+  description = "Ingest bucket name; default <name>-ingest."
+  type        = string
+  default     = null
+}
+
+variable "serving_bucket_name" {
+  description = "Serving bucket name; default <name>-serving."
+  type        = string
+  default     = null
+}
+
+variable "indexer_zip" {
+  description = "Path of the indexer bootstrap zip (make lambda)."
+  type        = string
+}
+
+variable "remover_zip" {
+  description = "Path of the remover bootstrap zip (make lambda)."
+  type        = string
+}
+
+variable "architecture" {
+  description = "Lambda architecture: arm64 (default) or x86_64."
+  type        = string
+  default     = "arm64"
+  validation {
+    condition     = contains(["arm64", "x86_64"], var.architecture)
+    error_message = "architecture must be arm64 or x86_64."
+  }
+}
+
+variable "layouts" {
+  description = "Key layouts to publish (SYMDEX_LAYOUTS)."
+  type        = list(string)
+  default     = ["ssqp", "symstore", "symstore_index2", "breakpad", "debuginfod", "unified", "gdb", "lldb"]
+}
+
+variable "layout_prefixes" {
+  description = "Key prefix per layout (SYMDEX_PREFIX_<LAYOUT>); unset layouts keep symdex's defaults."
+  type        = map(string)
+  default     = {}
+}
+
+variable "manifest_prefix" {
+  description = "Prefix of the manifest in the serving bucket (never served)."
+  type        = string
+  default     = "_manifest"
+}
+
+variable "state_prefix" {
+  description = "Prefix of symdex's reference records in the serving bucket (never served)."
+  type        = string
+  default     = "_symdex"
+}
+
+variable "indexer_memory_mb" {
+  type    = number
+  default = 512
+}
+
+variable "remover_memory_mb" {
+  type    = number
+  default = 256
+}
+
+variable "timeout_seconds" {
+  description = "Function timeout; the queue's visibility timeout is six times this."
+  type        = number
+  default     = 120
+}
+
+variable "batch_size" {
+  description = "SQS messages per invocation."
+  type        = number
+  default     = 10
+}
+
+variable "reserved_concurrency" {
+  description = "Reserved concurrency of the indexer (null: unreserved)."
+  type        = number
+  default     = null
+}
+
+variable "max_receive_count" {
+  description = "Deliveries before a message goes to the dead-letter queue."
+  type        = number
+  default     = 5
+}
+
+variable "noncurrent_version_retention_days" {
+  description = "Days old ingest object versions are kept."
+  type        = number
+  default     = 30
+}
+
+variable "log_retention_days" {
+  type    = number
+  default = 30
+}
+
+variable "manifest_retention_days" {
+  description = "Days manifest objects are kept (0: forever)."
+  type        = number
+  default     = 0
+}
+
+variable "multipart_threshold_bytes" {
+  type    = number
+  default = 5368709120
+}
+
+variable "enable_cloudfront" {
+  description = "Serve through CloudFront with origin access control (recommended)."
+  type        = bool
+  default     = true
+}
+
+variable "enable_website" {
+  description = "Also (or instead) serve as an S3 static website (public read of the layout prefixes)."
+  type        = bool
+  default     = false
+}
+
+variable "negative_cache_ttl_seconds" {
+  description = "How long CloudFront caches a 404 (a symbol may be uploaded soon after a miss)."
+  type        = number
+  default     = 30
+}
+
+variable "enable_athena" {
+  description = "Glue table (partition projection) and Athena workgroup with named audit queries."
+  type        = bool
+  default     = true
+}
+
+variable "enable_alarms" {
+  type    = bool
+  default = true
+}
+
+variable "alarm_actions" {
+  description = "SNS topic ARNs (or other actions) notified by the alarms."
+  type        = list(string)
+  default     = []
+}
+
+variable "require_tls" {
+  description = "Deny non-TLS requests to both buckets (turn off only for plain-HTTP test endpoints)."
+  type        = bool
+  default     = true
+}
+
+variable "tags" {
+  type    = map(string)
+  default = {}
+}
