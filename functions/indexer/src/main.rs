@@ -1,16 +1,6 @@
-//! The symdex indexer Lambda function: `lambda_runtime` around `symdex_lambda::handle_indexer`.
-
-use std::sync::Arc;
-
-use lambda_runtime::{service_fn, LambdaEvent};
+//! The symdex indexer Lambda function (`bootstrap`): see `symdex_lambda::handle_indexer`.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
-    symdex_lambda::init_logging();
-    let ctx = Arc::new(symdex_lambda::Context::from_env().await?);
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| {
-        let ctx = ctx.clone();
-        async move { symdex_lambda::handle_indexer(&ctx, event.payload).await }
-    }))
-    .await
+    symdex_lambda::run(symdex_lambda::Function::Indexer).await
 }

@@ -22,14 +22,11 @@ async fn the_bootstrap_binary_indexes_an_sqs_batch() {
     let api = RuntimeApi::start(vec![("req-1".into(), event)]);
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_symdex-indexer"))
-        .envs(stack.moto.env())
-        .env("AWS_LAMBDA_RUNTIME_API", &api.addr)
-        .env("AWS_LAMBDA_FUNCTION_NAME", "symdex-indexer")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/symdex-indexer")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
-        .env("SYMDEX_SERVING_BUCKET", SERVING)
+        .envs(support::lambda_env(
+            "symdex-indexer",
+            &api.addr,
+            &stack.moto,
+        ))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

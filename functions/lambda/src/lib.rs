@@ -22,3 +22,30 @@ pub fn init_logging() {
         .without_time()
         .try_init();
 }
+
+/// Which function a bootstrap binary is.
+#[derive(Debug, Clone, Copy)]
+pub enum Function {
+    Indexer,
+    Remover,
+}
+
+/// The whole `main` of a bootstrap binary: logging, context from the environment, and the
+/// Lambda runtime loop around the function's handler.
+pub async fn run(function: Function) -> Result<(), lambda_runtime::Error> {
+    use std::sync::Arc;
+    init_logging();
+    let ctx = Arc::new(Context::from_env().await?);
+    lambda_runtime::run(lambda_runtime::service_fn(
+        move |event: lambda_runtime::LambdaEvent<serde_json::Value>| {
+            let ctx = ctx.clone();
+            async move {
+                match function {
+                    Function::Indexer => handle_indexer(&ctx, event.payload).await,
+                    Function::Remover => handle_remover(&ctx, event.payload).await,
+                }
+            }
+        },
+    ))
+    .await
+}

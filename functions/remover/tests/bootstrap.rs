@@ -40,14 +40,11 @@ async fn the_bootstrap_binary_unpublishes_a_removed_object() {
         sqs_event(&removed, &stack.queue_arn).to_string(),
     )]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_symdex-remover"))
-        .envs(stack.moto.env())
-        .env("AWS_LAMBDA_RUNTIME_API", &api.addr)
-        .env("AWS_LAMBDA_FUNCTION_NAME", "symdex-remover")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/symdex-remover")
-        .env("AWS_LAMBDA_LOG_STREAM_NAME", "test")
-        .env("SYMDEX_SERVING_BUCKET", SERVING)
+        .envs(support::lambda_env(
+            "symdex-remover",
+            &api.addr,
+            &stack.moto,
+        ))
         .stdout(Stdio::null())
         .spawn()
         .unwrap();

@@ -107,6 +107,18 @@ where
     }
 }
 
+/// Collects a GET's body, counting the request and its bytes.
+async fn read_body(
+    body: ByteStream,
+    requests: &AtomicU64,
+    bytes: &AtomicU64,
+) -> io::Result<Vec<u8>> {
+    let data = body.collect().await.map_err(io::Error::other)?.into_bytes();
+    requests.fetch_add(1, Ordering::Relaxed);
+    bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
+    Ok(data.to_vec())
+}
+
 fn unquote(etag: &str) -> String {
     etag.trim_matches('"').to_string()
 }
@@ -385,17 +397,9 @@ impl Storage for S3Store {
                 .await;
             match result {
                 Ok(out) => {
-                    let bytes = out
-                        .body
-                        .collect()
-                        .await
-                        .map_err(io::Error::other)?
-                        .into_bytes();
-                    self.stats.get_requests.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .get_bytes
-                        .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                    Ok(Some(bytes.to_vec()))
+                    let stats = &self.stats;
+                    let bytes = read_body(out.body, &stats.get_requests, &stats.get_bytes).await?;
+                    Ok(Some(bytes))
                 }
                 Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => Ok(None),
                 Err(e) => Err(sdk_err("GetObject", e)),
@@ -550,16 +554,8 @@ impl S3Object {
                 .send()
                 .await
                 .map_err(|e| sdk_err("GetObject (range)", e))?;
-            let bytes = out
-                .body
-                .collect()
-                .await
-                .map_err(io::Error::other)?
-                .into_bytes();
-            self.stats.range_requests.fetch_add(1, Ordering::Relaxed);
-            self.stats
-                .range_bytes
-                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            let stats = &self.stats;
+            let bytes = read_body(out.body, &stats.range_requests, &stats.range_bytes).await?;
             if bytes.len() as u64 != end - start + 1 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,

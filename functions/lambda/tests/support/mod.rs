@@ -87,6 +87,30 @@ impl Drop for Moto {
     }
 }
 
+/// The environment a bootstrap binary gets from Lambda, pointed at a Runtime API endpoint.
+pub fn lambda_env(function: &str, runtime_api: &str, moto: &Moto) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = moto
+        .env()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    for (k, v) in [
+        ("AWS_LAMBDA_RUNTIME_API", runtime_api.to_string()),
+        ("AWS_LAMBDA_FUNCTION_NAME", function.to_string()),
+        ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".to_string()),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512".to_string()),
+        (
+            "AWS_LAMBDA_LOG_GROUP_NAME",
+            format!("/aws/lambda/{function}"),
+        ),
+        ("AWS_LAMBDA_LOG_STREAM_NAME", "test".to_string()),
+        ("SYMDEX_SERVING_BUCKET", SERVING.to_string()),
+    ] {
+        env.push((k.to_string(), v));
+    }
+    env
+}
+
 /// Ingest and serving buckets, and a queue receiving the ingest bucket's notifications.
 pub struct Stack {
     pub moto: Moto,
