@@ -15,6 +15,9 @@ resource "aws_cloudfront_distribution" "symbols" {
   comment             = "${var.name} symbol server"
   price_class         = "PriceClass_100"
   wait_for_deployment = false
+  # "/" would otherwise be a ListBucket request (CloudFront may list): fetch a key that never
+  # exists instead, so the root answers 404 and no listing is ever exposed.
+  default_root_object = "index.html"
 
   origin {
     origin_id                = "serving"

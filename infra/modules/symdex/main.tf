@@ -146,8 +146,11 @@ resource "aws_s3_bucket_lifecycle_configuration" "serving" {
 resource "aws_s3_bucket_website_configuration" "serving" {
   count  = var.enable_website ? 1 : 0
   bucket = aws_s3_bucket.serving.id
+  # No index page exists: directory-style requests answer like misses. Without anonymous
+  # ListBucket (which would expose listings) S3 websites answer misses with 403; use CloudFront
+  # where clients need 404s.
   index_document {
-    suffix = "index2.txt"
+    suffix = "index.html"
   }
 }
 

@@ -123,7 +123,7 @@ variable "enable_cloudfront" {
 }
 
 variable "enable_website" {
-  description = "Also (or instead) serve as an S3 static website (public read of the layout prefixes)."
+  description = "Also (or instead) serve as an S3 static website (public read of the layout prefixes; misses answer 403 there, CloudFront answers 404)."
   type        = bool
   default     = false
 }
