@@ -15,6 +15,9 @@ pub mod portable_pdb;
 pub mod source;
 pub mod wasm;
 
+#[cfg(test)]
+mod robustness;
+
 use std::fmt;
 use std::io;
 
