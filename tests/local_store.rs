@@ -374,3 +374,60 @@ fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
         .is_file());
     assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
 }
+
+#[test]
+fn a_deleted_pdb_is_not_used_as_an_alias_source() {
+    let w = Workdir::new();
+    w.run(
+        "clang-19",
+        &[
+            "--target=x86_64-pc-windows-msvc",
+            "-g",
+            "-gcodeview",
+            "-O1",
+            "-c",
+            "src.cpp",
+            "-o",
+            "o.obj",
+        ],
+    );
+    w.run(
+        "lld-link-19",
+        &[
+            "/dll",
+            "/noentry",
+            "/nodefaultlib",
+            "/debug",
+            "/pdb:Lib.PDB",
+            "/out:lib.dll",
+            "/export:?foo@@YAHH@Z",
+            "o.obj",
+        ],
+    );
+    std::fs::create_dir_all(w.path("pdbs")).unwrap();
+    std::fs::rename(w.path("Lib.PDB"), w.path("pdbs/lib.pdb")).unwrap();
+    let store = w.path("store");
+    index(&store, &[w.path("pdbs").to_str().unwrap(), "--build", "a"]);
+    ok(symdex()
+        .args(["delete", "--build", "a", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap());
+    // The PE arrives while its PDB is gone: no alias, and the stale copy is forgotten.
+    index(
+        &store,
+        &[w.path("lib.dll").to_str().unwrap(), "--build", "c"],
+    );
+    let ids: Vec<_> = std::fs::read_dir(store.join("_symdex/ids"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(ids.len(), 1);
+    let record: Value = serde_json::from_slice(&std::fs::read(ids[0].path()).unwrap()).unwrap();
+    assert!(record["pdb_key"].is_null(), "{record}");
+    assert!(!store.join("symbols/Lib.PDB").exists());
+    // The PDB comes back: it is published under the PE's name too.
+    index(&store, &[w.path("pdbs").to_str().unwrap(), "--build", "d"]);
+    assert!(store.join("symbols/Lib.PDB").is_dir());
+    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
+}

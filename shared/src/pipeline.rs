@@ -276,8 +276,16 @@ impl<'s> Indexer<'s> {
         if matches!(id.format, Format::Pdb | Format::PortablePdb) {
             if let Some(first) = outcome.published.first().or(outcome.unchanged.first()) {
                 let first = first.clone();
-                self.refs.update_id(&debug_id, |r| {
-                    r.pdb_key.get_or_insert_with(|| first.clone());
+                let refs = &self.refs;
+                refs.update_id(&debug_id, |r| {
+                    // Keep a live copy; replace one that was unpublished.
+                    let live = r
+                        .pdb_key
+                        .as_deref()
+                        .is_some_and(|k| matches!(refs.key(k), Ok(Some(_))));
+                    if !live {
+                        r.pdb_key = Some(first.clone());
+                    }
                 })?;
             }
         }
@@ -366,6 +374,11 @@ impl<'s> Indexer<'s> {
             let Some(pdb_key) = record.pdb_key else {
                 continue;
             };
+            if self.refs.key(&pdb_key)?.is_none() {
+                // That copy was unpublished since: forget it until the PDB is indexed again.
+                self.refs.update_id(&debug_id, |r| r.pdb_key = None)?;
+                continue;
+            }
             for key in self.prefixed(&layouts::keys_for(&pdb, &name, &self.config.layouts)) {
                 if key == pdb_key {
                     continue;
