@@ -306,9 +306,8 @@ fn zip_archives_are_indexed_entry_by_entry() {
         .contains("unrecognized"));
 }
 
-#[test]
-fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
-    let w = Workdir::new();
+/// A PE whose CodeView record names `pdb_name`, and its PDB saved as `pdbs/<renamed>`.
+fn build_pe_with_renamed_pdb(w: &Workdir, pdb_name: &str, dll: &str, renamed: &str) {
     w.run(
         "clang-19",
         &[
@@ -329,14 +328,20 @@ fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
             "/noentry",
             "/nodefaultlib",
             "/debug",
-            "/pdb:Mixed.PDB",
-            "/out:mixed.dll",
+            &format!("/pdb:{pdb_name}"),
+            &format!("/out:{dll}"),
             "/export:?foo@@YAHH@Z",
             "o.obj",
         ],
     );
     std::fs::create_dir_all(w.path("pdbs")).unwrap();
-    std::fs::rename(w.path("Mixed.PDB"), w.path("pdbs/mixed.pdb")).unwrap();
+    std::fs::rename(w.path(pdb_name), w.path(&format!("pdbs/{renamed}"))).unwrap();
+}
+
+#[test]
+fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
+    let w = Workdir::new();
+    build_pe_with_renamed_pdb(&w, "Mixed.PDB", "mixed.dll", "mixed.pdb");
     let keys_out = ok(symdex()
         .args(["keys", "--json"])
         .arg(w.path("mixed.dll"))
@@ -378,34 +383,7 @@ fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
 #[test]
 fn a_deleted_pdb_is_not_used_as_an_alias_source() {
     let w = Workdir::new();
-    w.run(
-        "clang-19",
-        &[
-            "--target=x86_64-pc-windows-msvc",
-            "-g",
-            "-gcodeview",
-            "-O1",
-            "-c",
-            "src.cpp",
-            "-o",
-            "o.obj",
-        ],
-    );
-    w.run(
-        "lld-link-19",
-        &[
-            "/dll",
-            "/noentry",
-            "/nodefaultlib",
-            "/debug",
-            "/pdb:Lib.PDB",
-            "/out:lib.dll",
-            "/export:?foo@@YAHH@Z",
-            "o.obj",
-        ],
-    );
-    std::fs::create_dir_all(w.path("pdbs")).unwrap();
-    std::fs::rename(w.path("Lib.PDB"), w.path("pdbs/lib.pdb")).unwrap();
+    build_pe_with_renamed_pdb(&w, "Lib.PDB", "lib.dll", "lib.pdb");
     let store = w.path("store");
     index(&store, &[w.path("pdbs").to_str().unwrap(), "--build", "a"]);
     ok(symdex()

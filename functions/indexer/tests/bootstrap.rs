@@ -3,10 +3,6 @@
 #[path = "../../lambda/tests/support/mod.rs"]
 mod support;
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
-use support::runtime_api::RuntimeApi;
 use support::{sqs_event, Fixtures, Stack, SERVING};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -19,27 +15,13 @@ async fn the_bootstrap_binary_indexes_an_sqs_batch() {
     stack.upload("build=1/app", &fx.path("app.stripped")).await;
     let messages = stack.receive(2).await;
     let event = sqs_event(&messages, &stack.queue_arn).to_string();
-    let api = RuntimeApi::start(vec![("req-1".into(), event)]);
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_symdex-indexer"))
-        .envs(support::lambda_env(
-            "symdex-indexer",
-            &api.addr,
-            &stack.moto,
-        ))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let responses =
-        tokio::task::spawn_blocking(move || api.wait_responses(1, Duration::from_secs(120)))
-            .await
-            .unwrap();
-    let _ = child.kill();
-    let output = child.wait_with_output().unwrap();
-    let logs = String::from_utf8_lossy(&output.stdout);
-
-    assert_eq!(responses[0].0, "req-1");
-    let response: serde_json::Value = serde_json::from_str(&responses[0].1).unwrap();
+    let (response, logs) = support::invoke_bootstrap(
+        env!("CARGO_BIN_EXE_symdex-indexer"),
+        "symdex-indexer",
+        &stack.moto,
+        event,
+    )
+    .await;
     assert_eq!(
         response["batchItemFailures"]
             .as_array()

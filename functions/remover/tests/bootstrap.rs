@@ -3,11 +3,8 @@
 #[path = "../../lambda/tests/support/mod.rs"]
 mod support;
 
-use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
 
-use support::runtime_api::RuntimeApi;
 use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,26 +32,14 @@ async fn the_bootstrap_binary_unpublishes_a_removed_object() {
         .await
         .unwrap();
     let removed = stack.receive(1).await;
-    let api = RuntimeApi::start(vec![(
-        "req-9".into(),
-        sqs_event(&removed, &stack.queue_arn).to_string(),
-    )]);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_symdex-remover"))
-        .envs(support::lambda_env(
-            "symdex-remover",
-            &api.addr,
-            &stack.moto,
-        ))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let responses =
-        tokio::task::spawn_blocking(move || api.wait_responses(1, Duration::from_secs(120)))
-            .await
-            .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    let response: serde_json::Value = serde_json::from_str(&responses[0].1).unwrap();
+    let event = sqs_event(&removed, &stack.queue_arn).to_string();
+    let (response, _) = support::invoke_bootstrap(
+        env!("CARGO_BIN_EXE_symdex-remover"),
+        "symdex-remover",
+        &stack.moto,
+        event,
+    )
+    .await;
     assert_eq!(
         response["batchItemFailures"]
             .as_array()

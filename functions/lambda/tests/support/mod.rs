@@ -364,3 +364,31 @@ pub fn config(extra: &[(&str, &str)]) -> symdex_lambda::LambdaConfig {
     }
     symdex_lambda::LambdaConfig::from_lookup(|k| vars.get(k).cloned()).unwrap()
 }
+
+/// Runs a built bootstrap binary for one invocation of `event` under a Runtime API harness:
+/// returns the function's response body and what it logged.
+pub async fn invoke_bootstrap(
+    exe: &str,
+    function: &str,
+    moto: &Moto,
+    event: String,
+) -> (Value, String) {
+    let api = runtime_api::RuntimeApi::start(vec![("req-1".into(), event)]);
+    let mut child = Command::new(exe)
+        .envs(lambda_env(function, &api.addr, moto))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let responses =
+        tokio::task::spawn_blocking(move || api.wait_responses(1, Duration::from_secs(120)))
+            .await
+            .unwrap();
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(responses[0].0, "req-1");
+    let response = serde_json::from_str(&responses[0].1).unwrap();
+    (
+        response,
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
