@@ -2,6 +2,7 @@
 //! blocking thread (the pipeline is synchronous and blocks on the runtime for S3 calls).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
@@ -22,6 +23,8 @@ pub type Error = Box<dyn std::error::Error + Send + Sync>;
 pub struct Context {
     pub config: LambdaConfig,
     pub store: S3Store,
+    /// The store-level marker objects were written (once per process, not per object).
+    prepared: AtomicBool,
 }
 
 impl Context {
@@ -50,7 +53,11 @@ impl Context {
             tokio::runtime::Handle::current(),
         )
         .with_multipart_threshold(config.multipart_threshold);
-        Context { config, store }
+        Context {
+            config,
+            store,
+            prepared: AtomicBool::new(false),
+        }
     }
 }
 
@@ -107,6 +114,8 @@ fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Recor
             bucket: &event.bucket,
             key: &event.key,
             version_id: event.version_id.as_deref(),
+            size: info.size,
+            etag: &info.etag,
         },
         ingest_bucket: Some(event.bucket.clone()),
         ingest_key: event.key.clone(),
@@ -119,7 +128,10 @@ fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Recor
         },
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
-    indexer.prepare()?;
+    if !ctx.prepared.load(Ordering::Relaxed) {
+        indexer.prepare()?;
+        ctx.prepared.store(true, Ordering::Relaxed);
+    }
     let records = indexer.index(&upload, &reader)?;
     for r in &records {
         tracing::info!(

@@ -269,7 +269,9 @@ mod tests {
                 &CopySource::Object {
                     bucket: "b",
                     key: "k",
-                    version_id: None
+                    version_id: None,
+                    size: 1,
+                    etag: "e",
                 },
                 "x"
             )

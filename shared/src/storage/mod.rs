@@ -28,11 +28,14 @@ pub enum CopySource<'a> {
     File(&'a Path),
     /// Another key of the same store (aliases of already published content).
     Key(&'a str),
-    /// An object of another bucket (the ingest bucket), copied server-side.
+    /// An object of another bucket (the ingest bucket), copied server-side. Its size and
+    /// content identity are what the caller already read (one HEAD per upload, not per key).
     Object {
         bucket: &'a str,
         key: &'a str,
         version_id: Option<&'a str>,
+        size: u64,
+        etag: &'a str,
     },
 }
 

@@ -461,21 +461,34 @@ impl Storage for S3Store {
 
     fn copy(&self, source: &CopySource<'_>, key: &str) -> io::Result<ObjectInfo> {
         check_key(key)?;
-        let (bucket, src_key, version) = match source {
+        let (bucket, src_key, version, info) = match *source {
             CopySource::Object {
                 bucket,
                 key,
                 version_id,
-            } => (*bucket, *key, *version_id),
-            CopySource::Key(src) => (self.bucket.as_str(), *src, None),
+                size,
+                etag,
+            } => {
+                let info = ObjectInfo {
+                    size,
+                    etag: etag.to_string(),
+                };
+                (bucket, key, version_id, info)
+            }
+            CopySource::Key(src) => {
+                let (info, _) = self.head_object(&self.bucket, src, None)?.ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("s3://{}/{src}", self.bucket),
+                    )
+                })?;
+                (self.bucket.as_str(), src, None, info)
+            }
             CopySource::File(path) => {
                 let bytes = std::fs::read(path)?;
                 return self.put(key, &bytes);
             }
         };
-        let (info, _) = self.head_object(bucket, src_key, version)?.ok_or_else(|| {
-            io::Error::new(io::ErrorKind::NotFound, format!("s3://{bucket}/{src_key}"))
-        })?;
         let header = copy_source_header(bucket, src_key, version);
         self.handle.block_on(async {
             if info.size >= self.multipart_threshold {
