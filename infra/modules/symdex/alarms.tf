@@ -1,6 +1,10 @@
 locals {
   alarm_queues    = var.enable_alarms ? { events = aws_sqs_queue.events_dlq.name, removals = aws_sqs_queue.removals_dlq.name } : {}
-  alarm_functions = var.enable_alarms ? { indexer = aws_lambda_function.indexer.function_name, remover = aws_lambda_function.remover.function_name } : {}
+  alarm_functions = { indexer = aws_lambda_function.indexer.function_name, remover = aws_lambda_function.remover.function_name }
+  function_alarms = var.enable_alarms ? {
+    for pair in setproduct(keys(local.alarm_functions), ["Errors", "Throttles"]) :
+    "${pair[0]}-${lower(pair[1])}" => { function = local.alarm_functions[pair[0]], metric = pair[1] }
+  } : {}
 }
 
 resource "aws_cloudwatch_metric_alarm" "dlq_depth" {
@@ -20,28 +24,13 @@ resource "aws_cloudwatch_metric_alarm" "dlq_depth" {
   tags                = var.tags
 }
 
-resource "aws_cloudwatch_metric_alarm" "function_errors" {
-  for_each            = local.alarm_functions
-  alarm_name          = "${var.name}-${each.key}-errors"
+# Errors and throttles of each function: one alarm per (function, metric).
+resource "aws_cloudwatch_metric_alarm" "function" {
+  for_each            = local.function_alarms
+  alarm_name          = "${var.name}-${each.key}"
   namespace           = "AWS/Lambda"
-  metric_name         = "Errors"
-  dimensions          = { FunctionName = each.value }
-  statistic           = "Sum"
-  period              = 300
-  evaluation_periods  = 1
-  threshold           = 0
-  comparison_operator = "GreaterThanThreshold"
-  treat_missing_data  = "notBreaching"
-  alarm_actions       = var.alarm_actions
-  tags                = var.tags
-}
-
-resource "aws_cloudwatch_metric_alarm" "function_throttles" {
-  for_each            = local.alarm_functions
-  alarm_name          = "${var.name}-${each.key}-throttles"
-  namespace           = "AWS/Lambda"
-  metric_name         = "Throttles"
-  dimensions          = { FunctionName = each.value }
+  metric_name         = each.value.metric
+  dimensions          = { FunctionName = each.value.function }
   statistic           = "Sum"
   period              = 300
   evaluation_periods  = 1
