@@ -8,8 +8,9 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use symdex_shared::manifest::{Record, UploadMeta};
-use symdex_shared::pipeline::{default_prefixes, Config, Indexer, Summary, Upload};
+use symdex_shared::pipeline::{default_prefixes, Config, Indexed, Indexer, Summary, Upload};
 use symdex_shared::reader::FileReader;
+use symdex_shared::refs::LeasePolicy;
 use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
@@ -84,8 +85,43 @@ fn config(args: &IndexArgs) -> Config {
         layouts: args.layout.layouts(),
         prefixes,
         overwrite: args.overwrite,
+        lease: exclusive_lease(),
         ..Config::default()
     }
+}
+
+/// The CLI holds the store's writer lock for its whole run: every lease it meets that is not
+/// its own was left by a process that died.
+fn exclusive_lease() -> LeasePolicy {
+    LeasePolicy {
+        exclusive: true,
+        ..LeasePolicy::default()
+    }
+}
+
+/// Opens a store for writing: takes the writer lock (waiting for another `symdex index` or
+/// `delete` on the same store, and saying so) and removes what a killed run left in `tmp`.
+pub fn open_for_writing(
+    path: &Path,
+) -> anyhow::Result<(
+    crate::crash::Store,
+    symdex_shared::storage::local::WriterLock,
+)> {
+    let store =
+        LocalStore::open(path).with_context(|| format!("cannot open store {}", path.display()))?;
+    let lock = store
+        .lock_writer(|| {
+            eprintln!(
+                "symdex: another symdex process is writing to {}; waiting for it to finish",
+                path.display()
+            )
+        })
+        .with_context(|| format!("cannot lock store {}", path.display()))?;
+    let leftovers = store.clean_temp(&lock)?;
+    if leftovers > 0 {
+        eprintln!("symdex: removed {leftovers} temporary files left by an interrupted run");
+    }
+    Ok((crate::crash::Store::new(store), lock))
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -102,9 +138,8 @@ fn progress(len: usize) -> ProgressBar {
 }
 
 pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
-    let store = LocalStore::open(&args.store)
-        .with_context(|| format!("cannot open store {}", args.store.display()))?;
-    let store_root = absolute(store.root());
+    let (store, _lock) = open_for_writing(&args.store)?;
+    let store_root = absolute(store.local().root());
     let indexer = Indexer::new(&store, config(args));
     indexer.prepare()?;
     let meta = UploadMeta {
@@ -115,7 +150,7 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
 
     let files = expand_paths_excluding(&args.inputs, Some(&store_root));
     let bar = progress(files.len());
-    let mut records = Vec::new();
+    let mut indexed: Vec<Indexed> = Vec::new();
     let mut failed = false;
     for entry in files {
         bar.inc(1);
@@ -129,12 +164,12 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         };
         bar.set_message(path.display().to_string());
         let result = if is_zip(&path) {
-            index_zip(&indexer, &store, &path, &meta, args)
+            index_zip(&indexer, store.local(), &path, &meta, args)
         } else {
-            index_file(&indexer, &path, &meta, args.sources.wants_source(&path))
+            index_file(&indexer, &path, &meta, args.sources.wants_source(&path)).map(|i| vec![i])
         };
         match result {
-            Ok(mut r) => records.append(&mut r),
+            Ok(mut i) => indexed.append(&mut i),
             Err(e) => {
                 bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
                 failed = true;
@@ -142,7 +177,16 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         }
     }
     bar.finish_and_clear();
+    // The manifest first, then each upload is marked indexed: a run killed in between
+    // reports the same keys again when re-run, never none (at-least-once).
+    let mut records: Vec<Record> = indexed.iter().flat_map(|i| i.records.clone()).collect();
     let manifest_key = indexer.write_manifest(&records)?;
+    let mut undone = Vec::new();
+    for upload in &indexed {
+        undone.extend(indexer.finalize(upload, true)?);
+    }
+    indexer.write_manifest(&undone)?;
+    records.extend(undone);
 
     let mut summary = Summary::default();
     for record in &records {
@@ -166,7 +210,7 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     }
     println!("symdex: {summary} -> {}", args.store.display());
     if let Some(key) = manifest_key {
-        println!("manifest: {}", store.root().join(key).display());
+        println!("manifest: {}", store.local().root().join(key).display());
     }
     Ok(if failed {
         ExitCode::FAILURE
@@ -196,7 +240,7 @@ fn index_file(
     path: &Path,
     meta: &UploadMeta,
     as_source: bool,
-) -> io::Result<Vec<Record>> {
+) -> io::Result<Indexed> {
     let abs = absolute(path);
     let reader = FileReader::open(&abs)?;
     let etag = file_sha1(&abs)?;
@@ -222,12 +266,12 @@ fn index_zip(
     path: &Path,
     meta: &UploadMeta,
     args: &IndexArgs,
-) -> io::Result<Vec<Record>> {
+) -> io::Result<Vec<Indexed>> {
     let abs = absolute(path);
     let mut archive = zip::ZipArchive::new(std::fs::File::open(&abs)?)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad zip archive: {e}")))?;
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
-    let mut records = Vec::new();
+    let mut records: Vec<Indexed> = Vec::new();
     for index in 0..archive.len() {
         let mut entry = archive.by_index(index).map_err(|e| {
             io::Error::new(
@@ -276,13 +320,16 @@ fn index_zip(
                 as_source: args.sources.wants_source(Path::new(&entry_name)),
             },
         };
-        records.extend(indexer.index(&upload, &reader)?);
+        records.push(indexer.index(&upload, &reader)?);
+        // Done with this entry: its bytes are in the store now.
+        drop(reader);
+        let _ = std::fs::remove_file(&temp);
     }
     Ok(records)
 }
 
-fn rejected_entry(ingest_key: &str, meta: &UploadMeta, reason: String) -> Record {
-    Record {
+fn rejected_entry(ingest_key: &str, meta: &UploadMeta, reason: String) -> Indexed {
+    let record = Record {
         schema: symdex_shared::manifest::SCHEMA_VERSION,
         time: symdex_shared::manifest::now_rfc3339(),
         action: Some(symdex_shared::manifest::Action::Rejected),
@@ -292,12 +339,19 @@ fn rejected_entry(ingest_key: &str, meta: &UploadMeta, reason: String) -> Record
         meta: meta.clone(),
         indexer: symdex_shared::manifest::indexer_version(),
         ..Record::default()
-    }
+    };
+    Indexed::nothing_published(vec![record])
 }
 
 pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
-    let store = LocalStore::open(&args.store)?;
-    let indexer = Indexer::new(&store, Config::default());
+    let (store, _lock) = open_for_writing(&args.store)?;
+    let indexer = Indexer::new(
+        &store,
+        Config {
+            lease: exclusive_lease(),
+            ..Config::default()
+        },
+    );
     let inputs: Vec<String> = args
         .input
         .iter()

@@ -177,7 +177,7 @@ pub fn read_all(store: &dyn Storage, prefix: &str) -> io::Result<Vec<Record>> {
     let mut records = Vec::new();
     let prefix = format!("{}/", prefix.trim_end_matches('/'));
     for key in store.list(&prefix)? {
-        let Some(raw) = store.get(&key)? else {
+        let Some(raw) = store.get(&key)?.map(|v| v.bytes) else {
             continue;
         };
         let text = if key.ends_with(".gz") {

@@ -10,7 +10,9 @@ use crate::identity::{file_name_of, Identity};
 use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{indexer_version, now_rfc3339, Action, Record, UploadMeta, SCHEMA_VERSION};
 use crate::reader::RangeReader;
-use crate::refs::{RefStore, UploadRecord};
+use crate::refs::{
+    busy, Content, KeyOutcome, LeasePolicy, RefStore, RemoveOutcome, UploadRecord, UploadState,
+};
 use crate::storage::{CopySource, Storage};
 
 /// Where each layout's keys live in the serving store, and what to do.
@@ -24,6 +26,8 @@ pub struct Config {
     pub manifest_prefix: String,
     /// Gzip manifest objects (the Lambdas do; the local store writes plain JSON Lines).
     pub gzip_manifest: bool,
+    /// How change leases are taken and judged (refs.rs).
+    pub lease: LeasePolicy,
 }
 
 impl Default for Config {
@@ -34,6 +38,7 @@ impl Default for Config {
             overwrite: false,
             manifest_prefix: "_manifest".to_string(),
             gzip_manifest: false,
+            lease: LeasePolicy::default(),
         }
     }
 }
@@ -101,6 +106,14 @@ impl Upload<'_> {
         file_name_of(&self.ingest_key)
     }
 
+    /// The ingest location: `s3://bucket/key`, or the local path.
+    pub fn source_name(&self) -> String {
+        match &self.ingest_bucket {
+            Some(bucket) => format!("s3://{bucket}/{}", self.ingest_key),
+            None => self.ingest_key.clone(),
+        }
+    }
+
     fn record(&self, action: Action) -> Record {
         Record {
             schema: SCHEMA_VERSION,
@@ -138,6 +151,44 @@ impl Outcome {
             Action::Unchanged
         }
     }
+
+    fn add(&mut self, key: &str, outcome: KeyOutcome) {
+        let list = match outcome {
+            KeyOutcome::Published => &mut self.published,
+            KeyOutcome::Unchanged => &mut self.unchanged,
+            KeyOutcome::Conflict => &mut self.conflicts,
+        };
+        list.push(key.to_string());
+    }
+}
+
+/// One upload indexed but not yet finalized: its records go into the manifest first, then
+/// [`Indexer::finalize`] marks it indexed (so a run that dies before its manifest is written
+/// reports the same keys as published when it is re-run: the manifest is at-least-once).
+#[derive(Debug, Default)]
+pub struct Indexed {
+    pub records: Vec<Record>,
+    /// The upload to finalize (`None`: nothing was published, nothing to finalize).
+    pub upload: Option<String>,
+    referenced: BTreeSet<String>,
+}
+
+impl Indexed {
+    /// Records of an upload that published nothing (skipped, rejected).
+    pub fn nothing_published(records: Vec<Record>) -> Self {
+        Indexed {
+            records,
+            ..Indexed::default()
+        }
+    }
+}
+
+/// One identity's keys, computed before anything is published (the plan).
+struct Planned {
+    id: Identity,
+    record: Record,
+    keys: BTreeSet<String>,
+    set: KeySet,
 }
 
 pub struct Indexer<'s> {
@@ -150,7 +201,7 @@ impl<'s> Indexer<'s> {
     pub fn new(store: &'s dyn Storage, config: Config) -> Self {
         Indexer {
             store,
-            refs: RefStore::new(store),
+            refs: RefStore::with_policy(store, config.lease.clone()),
             config,
         }
     }
@@ -184,64 +235,147 @@ impl<'s> Indexer<'s> {
             .collect()
     }
 
-    /// Indexes one upload. `Err` only for storage failures (worth a retry); everything about
-    /// the artifact itself ends in the returned manifest records.
-    pub fn index(&self, upload: &Upload<'_>, reader: &dyn RangeReader) -> io::Result<Vec<Record>> {
+    /// Indexes one upload, then finalizes it: for callers that write no manifest in between
+    /// (tests, tools). The records of both steps are returned.
+    pub fn index_and_finalize(
+        &self,
+        upload: &Upload<'_>,
+        reader: &dyn RangeReader,
+    ) -> io::Result<Vec<Record>> {
+        let mut indexed = self.index(upload, reader)?;
+        let mut more = self.finalize(&indexed, true)?;
+        indexed.records.append(&mut more);
+        Ok(indexed.records)
+    }
+
+    /// Indexes one upload. `Err` only for storage failures and busy keys (worth a retry);
+    /// everything about the artifact itself ends in the returned manifest records. Call
+    /// [`Self::finalize`] once the records are written to the manifest.
+    pub fn index(&self, upload: &Upload<'_>, reader: &dyn RangeReader) -> io::Result<Indexed> {
         let identities = match identify(reader, &upload.options) {
             Ok(ids) => ids,
             Err(FormatError::Io(e)) => return Err(e),
             Err(e @ FormatError::Unrecognized(_)) => {
                 let mut r = upload.record(Action::Skipped);
                 r.reason = Some(e.to_string());
-                return Ok(vec![r]);
+                return Ok(Indexed {
+                    records: vec![r],
+                    ..Indexed::default()
+                });
             }
             Err(e @ FormatError::Malformed { .. }) => {
                 let mut r = upload.record(Action::Rejected);
                 r.reason = Some(e.to_string());
-                return Ok(vec![r]);
+                return Ok(Indexed {
+                    records: vec![r],
+                    ..Indexed::default()
+                });
             }
         };
+        // Plan: every key of every identity, listed in the upload record before any reference
+        // is added (refs.rs, invariant 4).
+        let mut plans = Vec::new();
         let mut records = Vec::new();
-        let mut upload_keys = BTreeSet::new();
         for mut id in identities {
             id.fill_file_names(upload.name());
-            let (record, keys) = self.index_identity(upload, &id)?;
-            upload_keys.extend(keys);
+            match self.plan_identity(upload, id)? {
+                Ok(plan) => plans.push(plan),
+                Err(record) => records.push(record),
+            }
+        }
+        let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
+        if planned.is_empty() {
+            return Ok(Indexed {
+                records,
+                ..Indexed::default()
+            });
+        }
+        let template = UploadRecord {
+            upload: upload.id.clone(),
+            source: upload.source_name(),
+            meta: upload.meta.clone(),
+            etag: upload.etag.clone(),
+            size: upload.size,
+            time: now_rfc3339(),
+            ..UploadRecord::default()
+        };
+        let mut state = self.refs.plan(&template, &planned)?;
+        if state == Some(UploadState::Removing) {
+            if !self.config.lease.exclusive {
+                return Err(busy(&format!("{}: a removal is in progress", upload.id)));
+            }
+            // A removal that died half-way (we hold the writer lock): finish it first.
+            self.unindex(&upload.id)?;
+            state = self.refs.plan(&template, &planned)?;
+        }
+        let fresh = state != Some(UploadState::Indexed);
+        let mut referenced = BTreeSet::new();
+        for plan in plans {
+            let (record, keys) = self.publish_identity(upload, plan, fresh)?;
+            referenced.extend(keys);
             records.push(record);
         }
-        if !upload_keys.is_empty() {
-            self.refs.put_upload(&UploadRecord {
-                upload: upload.id.clone(),
-                source: match &upload.ingest_bucket {
-                    Some(bucket) => format!("s3://{bucket}/{}", upload.ingest_key),
-                    None => upload.ingest_key.clone(),
-                },
-                meta: upload.meta.clone(),
-                etag: upload.etag.clone(),
-                size: upload.size,
-                time: now_rfc3339(),
-                keys: upload_keys,
-            })?;
-        }
-        Ok(records)
+        Ok(Indexed {
+            records,
+            upload: Some(upload.id.clone()),
+            referenced,
+        })
     }
 
-    fn index_identity(
+    /// Marks an indexed upload done, after its records reached the manifest. `alive`: the
+    /// ingest object still exists (a removal that came first found nothing to remove, so the
+    /// indexer takes its own references back). Returns the records of such an undo.
+    pub fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
+        let Some(upload) = &indexed.upload else {
+            return Ok(Vec::new());
+        };
+        let reason = if !alive {
+            "the ingest object was deleted while it was indexed"
+        } else if self.refs.finalize(upload, &indexed.referenced, true)? {
+            return Ok(Vec::new());
+        } else {
+            "removed while it was indexed"
+        };
+        let undone = self.unindex(upload)?;
+        Ok(undone
+            .into_iter()
+            .chain(self.undo_record(upload, indexed, reason))
+            .collect())
+    }
+
+    /// The record of an upload that was removed before anyone could remove it: its references
+    /// were taken back by `finalize` (and, if the removal's own run saw none, no `unpublished`
+    /// record would say so).
+    fn undo_record(&self, upload: &str, indexed: &Indexed, reason: &str) -> Option<Record> {
+        let first = indexed.records.first()?;
+        Some(Record {
+            time: now_rfc3339(),
+            action: Some(Action::Unpublished),
+            reason: Some(reason.to_string()),
+            upload: upload.to_string(),
+            published: Vec::new(),
+            unchanged: Vec::new(),
+            conflicts: Vec::new(),
+            removed: Vec::new(),
+            ..first.clone()
+        })
+    }
+
+    /// The keys of one identity; `Err(record)` when it gets none (skipped or rejected).
+    fn plan_identity(
         &self,
         upload: &Upload<'_>,
-        id: &Identity,
-    ) -> io::Result<(Record, BTreeSet<String>)> {
+        id: Identity,
+    ) -> io::Result<Result<Planned, Record>> {
         let mut record = upload.record(Action::Indexed);
-        fill_identity(&mut record, id);
+        fill_identity(&mut record, &id);
         let layouts = &self.config.layouts;
-        let set = layouts::keys_for(id, upload.name(), layouts);
+        let set = layouts::keys_for(&id, upload.name(), layouts);
         let mut keys = self.prefixed(&set);
-        let debug_id = id.debug_id.to_string();
-
         // A PDB is also reachable under every name PEs' CodeView records gave it.
-        if matches!(id.format, Format::Pdb | Format::PortablePdb) && !id.debug_id.is_nil() {
-            for alias in self.refs.id(&debug_id)?.names {
-                keys.extend(self.prefixed(&layouts::keys_for(id, &alias, layouts)));
+        if is_pdb(&id) {
+            for alias in self.refs.id(&id.debug_id.to_string())?.names {
+                keys.extend(self.prefixed(&layouts::keys_for(&id, &alias, layouts)));
             }
         }
         if keys.is_empty() {
@@ -255,45 +389,74 @@ impl<'s> Indexer<'s> {
             };
             record.action = Some(action);
             record.reason = Some(reason);
-            return Ok((record, BTreeSet::new()));
+            return Ok(Err(record));
         }
         if !set.rejected.is_empty() {
             record.reason = Some(set.rejected.join("; "));
         }
-
-        let mut outcome = Outcome::default();
-        for key in &keys {
-            self.publish(upload, key, None, &mut outcome)?;
+        for sidecar in &set.sidecars {
+            keys.insert(format!(
+                "{}{}",
+                self.config.prefix(sidecar.layout),
+                sidecar.key
+            ));
         }
-        // What this upload references: keys it published or found holding its content.
-        let mut referenced = BTreeSet::new();
+        Ok(Ok(Planned {
+            id,
+            record,
+            keys,
+            set,
+        }))
+    }
+
+    fn publish_identity(
+        &self,
+        upload: &Upload<'_>,
+        plan: Planned,
+        fresh: bool,
+    ) -> io::Result<(Record, BTreeSet<String>)> {
+        let Planned {
+            id,
+            mut record,
+            mut keys,
+            set,
+        } = plan;
+        let content = Content {
+            etag: &upload.etag,
+            size: upload.size,
+            source: upload.source,
+        };
+        let mut sidecar_keys = BTreeSet::new();
         for sidecar in &set.sidecars {
             let key = format!("{}{}", self.config.prefix(sidecar.layout), sidecar.key);
-            self.publish_sidecar(upload, &key, sidecar.content.as_bytes())?;
+            keys.remove(&key);
+            sidecar_keys.insert((key, sidecar.content.as_bytes()));
+        }
+        let mut outcome = Outcome::default();
+        for key in &keys {
+            let result =
+                self.refs
+                    .publish(key, &upload.id, &content, self.config.overwrite, fresh)?;
+            outcome.add(key, result);
+        }
+        // What this upload references: keys it published or found holding its content.
+        let mut referenced: BTreeSet<String> = outcome
+            .published
+            .iter()
+            .chain(&outcome.unchanged)
+            .cloned()
+            .collect();
+        for (key, bytes) in sidecar_keys {
+            self.publish_sidecar(upload, &key, bytes, fresh)?;
             referenced.insert(key);
         }
 
-        if matches!(id.format, Format::Pdb | Format::PortablePdb) {
-            if let Some(first) = outcome.published.first().or(outcome.unchanged.first()) {
-                let first = first.clone();
-                let refs = &self.refs;
-                refs.update_id(&debug_id, |r| {
-                    // Keep a live copy; replace one that was unpublished.
-                    let live = r
-                        .pdb_key
-                        .as_deref()
-                        .is_some_and(|k| matches!(refs.key(k), Ok(Some(_))));
-                    if !live {
-                        r.pdb_key = Some(first.clone());
-                    }
-                })?;
-            }
+        if is_pdb(&id) {
+            referenced.extend(self.remember_pdb(upload, &id, &keys, &mut outcome, fresh)?);
         }
         if id.format == Format::Pe {
-            referenced.extend(self.alias_pdbs(upload, id, &mut outcome)?);
+            self.alias_pdbs(upload, &id, &mut outcome)?;
         }
-        referenced.extend(outcome.published.iter().cloned());
-        referenced.extend(outcome.unchanged.iter().cloned());
 
         record.action = Some(outcome.action());
         if record.action == Some(Action::Conflict) && record.reason.is_none() {
@@ -307,109 +470,203 @@ impl<'s> Indexer<'s> {
         Ok((record, referenced))
     }
 
-    /// Publishes one key with the upload's bytes, or with those of the already published key
-    /// `alias_of` (an alias copy inside the store).
-    fn publish(
+    /// Generated objects (Sentry `.meta`): the first writer's content stays, later uploads
+    /// reference it.
+    fn publish_sidecar(
         &self,
         upload: &Upload<'_>,
         key: &str,
-        alias_of: Option<&str>,
-        outcome: &mut Outcome,
+        bytes: &[u8],
+        fresh: bool,
     ) -> io::Result<()> {
-        let (etag, size, source) = match alias_of {
-            Some(src) => match self.refs.key(src)? {
-                Some(r) => (r.etag, r.size, CopySource::Key(src)),
-                None => return Ok(()),
-            },
-            None => (upload.etag.clone(), upload.size, upload.source),
+        let existing = self.refs.is_live(key)?;
+        let etag = match &existing {
+            Some(record) => record.etag.clone(),
+            None => sha1_smol::Sha1::from(bytes).digest().to_string(),
         };
-        let existing = match self.refs.key(key)? {
-            Some(record) => Some(record.etag),
-            // Not ours: an object written outside symdex counts by its own etag.
-            None => self.store.head(key)?.map(|info| info.etag),
+        let size = existing.map_or(bytes.len() as u64, |r| r.size);
+        let content = Content {
+            etag: &etag,
+            size,
+            source: CopySource::Bytes(bytes),
         };
-        match existing {
-            Some(current) if current == etag => {
-                self.refs.add_ref(key, &upload.id, &etag, size, false)?;
-                outcome.unchanged.push(key.to_string());
-            }
-            Some(_) if !self.config.overwrite => outcome.conflicts.push(key.to_string()),
-            _ => {
-                self.store.copy(&source, key)?;
-                self.refs.add_ref(key, &upload.id, &etag, size, true)?;
-                outcome.published.push(key.to_string());
-            }
-        }
+        self.refs.publish(key, &upload.id, &content, false, fresh)?;
         Ok(())
     }
 
-    /// Generated objects (Sentry `.meta`): the first writer's content stays.
-    fn publish_sidecar(&self, upload: &Upload<'_>, key: &str, content: &[u8]) -> io::Result<()> {
-        let etag = match self.refs.key(key)? {
-            Some(record) => record.etag,
-            None => self.store.put(key, content)?.etag,
+    /// Records where this PDB's content lives (for PEs arriving later), and publishes it under
+    /// the names PEs gave it since the plan was made. Returns the extra keys it references.
+    fn remember_pdb(
+        &self,
+        upload: &Upload<'_>,
+        id: &Identity,
+        planned: &BTreeSet<String>,
+        outcome: &mut Outcome,
+        fresh: bool,
+    ) -> io::Result<BTreeSet<String>> {
+        let mut extra_keys = BTreeSet::new();
+        if id.debug_id.is_nil() {
+            return Ok(extra_keys);
+        }
+        let Some(first) = outcome
+            .published
+            .first()
+            .or(outcome.unchanged.first())
+            .cloned()
+        else {
+            return Ok(extra_keys);
         };
-        self.refs
-            .add_ref(key, &upload.id, &etag, content.len() as u64, false)?;
-        Ok(())
+        let refs = &self.refs;
+        // Keep a live copy; replace one that was unpublished. The same swap tells us every
+        // name recorded so far: a PE that added its name after this swap sees `pdb_key` and
+        // publishes the alias itself, one that added it before is seen here (no name lost).
+        let mut live_checked: Option<bool> = None;
+        let record = refs.update_id(&id.debug_id.to_string(), |r| {
+            let live = match (&r.pdb_key, live_checked) {
+                (None, _) => false,
+                (Some(_), Some(known)) => known,
+                (Some(k), None) => {
+                    let known = matches!(refs.is_live(k), Ok(Some(_)));
+                    live_checked = Some(known);
+                    known
+                }
+            };
+            if live {
+                false
+            } else {
+                r.pdb_key = Some(first.clone());
+                true
+            }
+        })?;
+        for name in &record.names {
+            let keys = self.prefixed(&layouts::keys_for(id, name, &self.config.layouts));
+            extra_keys.extend(keys.difference(planned).cloned());
+        }
+        if extra_keys.is_empty() {
+            return Ok(extra_keys);
+        }
+        if !refs.plan_more(&upload.id, &extra_keys)? {
+            return Ok(BTreeSet::new());
+        }
+        let content = Content {
+            etag: &upload.etag,
+            size: upload.size,
+            source: upload.source,
+        };
+        let mut referenced = BTreeSet::new();
+        for key in &extra_keys {
+            let result = refs.publish(key, &upload.id, &content, self.config.overwrite, fresh)?;
+            outcome.add(key, result);
+            if result != KeyOutcome::Conflict {
+                referenced.insert(key.clone());
+            }
+        }
+        Ok(referenced)
     }
 
     /// For each PDB a PE references: remember the CodeView name, and if that PDB is already
-    /// published, make it reachable under the exact name the PE uses.
+    /// published, make it reachable under the exact name the PE uses. The alias copies are
+    /// held by the PDB's uploads, whose bytes they serve (refs.rs, invariant 5).
     fn alias_pdbs(
         &self,
         upload: &Upload<'_>,
         id: &Identity,
         outcome: &mut Outcome,
-    ) -> io::Result<BTreeSet<String>> {
-        let mut keys = BTreeSet::new();
+    ) -> io::Result<()> {
         for (pdb, name) in layouts::companions(id, upload.name()) {
             if name.is_empty() || layouts::Name::new(&name).is_err() {
                 continue;
             }
             let debug_id = pdb.debug_id.to_string();
-            let record = self.refs.update_id(&debug_id, |r| {
-                r.names.insert(name.clone());
+            // Record the name; forget a PDB copy that was unpublished since (it is replaced
+            // when the PDB is indexed again).
+            let refs = &self.refs;
+            let mut live_checked: Option<bool> = None;
+            let record = refs.update_id(&debug_id, |r| {
+                let mut changed = r.names.insert(name.clone());
+                if let Some(key) = &r.pdb_key {
+                    let live = *live_checked
+                        .get_or_insert_with(|| matches!(refs.is_live(key), Ok(Some(_))));
+                    if !live {
+                        r.pdb_key = None;
+                        changed = true;
+                    }
+                }
+                changed
             })?;
             let Some(pdb_key) = record.pdb_key else {
                 continue;
             };
-            if self.refs.key(&pdb_key)?.is_none() {
-                // That copy was unpublished since: forget it until the PDB is indexed again.
-                self.refs.update_id(&debug_id, |r| r.pdb_key = None)?;
+            let Some(pdb_record) = self.refs.is_live(&pdb_key)? else {
                 continue;
-            }
+            };
+            let content = Content {
+                etag: &pdb_record.etag,
+                size: pdb_record.size,
+                source: CopySource::Key(&pdb_key),
+            };
             for key in self.prefixed(&layouts::keys_for(&pdb, &name, &self.config.layouts)) {
                 if key == pdb_key {
                     continue;
                 }
-                let mut alias = Outcome::default();
-                self.publish(upload, &key, Some(&pdb_key), &mut alias)?;
-                // An alias holding other content is not this PE's conflict: the PE itself
-                // published fine. Only aliases it wrote or shares are referenced.
-                keys.extend(alias.published.iter().chain(&alias.unchanged).cloned());
-                outcome.published.extend(alias.published);
+                for holder in &pdb_record.refs {
+                    // An alias holding other content is not this PE's conflict: the PE itself
+                    // published fine.
+                    if self.hold_for(holder, &key, &content)? == Some(KeyOutcome::Published)
+                        && !outcome.published.contains(&key)
+                    {
+                        outcome.published.push(key.clone());
+                    }
+                }
             }
         }
-        Ok(keys)
+        Ok(())
     }
 
-    /// Deletes one upload: drops its references and unpublishes keys nobody else needs.
+    /// Publishes `key` on behalf of another upload (invariants 4 and 5): listed in its record
+    /// first, referenced, then confirmed, or taken back if that upload is being removed.
+    fn hold_for(
+        &self,
+        holder: &str,
+        key: &str,
+        content: &Content<'_>,
+    ) -> io::Result<Option<KeyOutcome>> {
+        let keys: BTreeSet<String> = [key.to_string()].into();
+        if !self.refs.plan_more(holder, &keys)? {
+            return Ok(None);
+        }
+        let result = match self.refs.publish(key, holder, content, false, false) {
+            Ok(result) => result,
+            // The source copy was unpublished meanwhile: so is its upload, no alias needed.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if result == KeyOutcome::Conflict {
+            return Ok(Some(result));
+        }
+        if !self.refs.finalize(holder, &keys, false)? {
+            self.refs.remove(key, holder)?;
+            return Ok(None);
+        }
+        Ok(Some(result))
+    }
+
+    /// Deletes one upload: marks it removing, takes back its references (unpublishing keys
+    /// nobody else needs), then forgets it. Re-running it after a crash finishes the job.
     pub fn unindex(&self, upload_id: &str) -> io::Result<Option<Record>> {
-        let Some(upload) = self.refs.upload(upload_id)? else {
+        let Some(upload) = self.refs.begin_removal(upload_id)? else {
             return Ok(None);
         };
         let mut removed = Vec::new();
         let mut kept = 0;
-        for key in &upload.keys {
-            if self.refs.remove_ref(key, upload_id)?.is_empty() {
-                self.store.delete(key)?;
-                removed.push(key.clone());
-            } else {
-                kept += 1;
+        for key in upload.all_keys() {
+            match self.refs.remove(&key, upload_id)? {
+                RemoveOutcome::Removed => removed.push(key),
+                RemoveOutcome::Kept => kept += 1,
+                RemoveOutcome::NotReferenced => {}
             }
         }
-        self.refs.delete_upload(upload_id)?;
+        self.refs.end_removal(&upload)?;
         let (bucket, key) = match upload
             .source
             .strip_prefix("s3://")
@@ -448,6 +705,10 @@ impl<'s> Indexer<'s> {
             self.config.gzip_manifest,
         )
     }
+}
+
+fn is_pdb(id: &Identity) -> bool {
+    matches!(id.format, Format::Pdb | Format::PortablePdb) && !id.debug_id.is_nil()
 }
 
 fn fill_identity(record: &mut Record, id: &Identity) {

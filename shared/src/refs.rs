@@ -1,26 +1,66 @@
-//! References: which uploads need each published key (SymStore's `refs.ptr`, as JSON objects).
+//! References: which uploads need each published key (SymStore's `refs.ptr`, as JSON objects),
+//! and the protocol that keeps keys published exactly while they are needed.
 //!
-//! - `_symdex/refs/<key>.json`: the key's content identity and the uploads referencing it.
-//! - `_symdex/uploads/<sha1 of upload id>.json`: one upload, its metadata and its keys.
+//! - `_symdex/refs/<key>.json`: the key's content identity, the uploads referencing it, and the
+//!   lease of a change to the object in progress.
+//! - `_symdex/uploads/<sha1 of upload id>.json`: one upload, its state and its keys.
+//! - `_symdex/sources/<sha1 of source>.json`: the uploads of one ingest location.
 //! - `_symdex/ids/<debug id>.json`: PDB names recorded by PEs' CodeView records, and where a PDB
 //!   with that id was published, so a PDB is reachable under the exact name its PE uses.
 //!
-//! Updates are read-modify-write with a conditional put and retries, so concurrent indexers
-//! (Lambda invocations) do not lose each other's references.
+//! # Invariants
+//!
+//! Every record changes only by compare-and-swap on the version that was read
+//! ([`Storage::put_if`], [`Storage::delete_if`]), so concurrent writers never lose each
+//! other's updates. On top of that:
+//!
+//! 1. **Objects change under a lease.** The object at a key is written or deleted only by
+//!    the holder of the lease in the key's record, taken by compare-and-swap. Nobody else
+//!    writes it, removes a reference that would empty it, or takes the lease while it is live.
+//!    A holder acts only while its lease runs (`until`, longer than any run of the function
+//!    that took it); a lease past its time, or any lease but one's own while holding the local
+//!    store's writer lock, was left by a dead process and is taken over.
+//! 2. **A record without a lease describes its object**: the object exists and holds the
+//!    recorded content. So a key with references and no lease is published.
+//! 3. **Only an empty record is removed.** The object is deleted only after the record was
+//!    swapped to an empty tombstone holding the remover's lease; an indexer meeting a live
+//!    tombstone waits, one meeting a dead one takes it over.
+//! 4. **No reference outlives its upload.** An upload's keys are listed in its upload record
+//!    (`planned`) before any reference to them is added; whoever adds a reference for upload U
+//!    then re-reads U's record (finalize) and takes the reference back if U is being removed;
+//!    the remover marks U `removing` before it removes the references of every listed key.
+//!    Either the remover's list holds the key, or the adder sees the mark.
+//! 5. **A key is held by the uploads whose bytes it serves**: an alias copy of a PDB made
+//!    when its PE arrives is referenced by the PDB's uploads, not the PE's, so the outcome
+//!    does not depend on which arrived first.
 
 use std::collections::BTreeSet;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::UploadMeta;
-use crate::storage::Storage;
+use crate::storage::{CopySource, ObjectInfo, Precondition, Storage};
 
 /// Root of symdex's own bookkeeping inside a store (never served).
 pub const STATE_PREFIX: &str = "_symdex";
-/// Attempts of one read-modify-write before giving up.
-const MAX_ATTEMPTS: usize = 16;
+/// Compare-and-swap attempts of one update before giving up (each attempt lost a race, so
+/// this many means heavy contention; the caller retries the whole message later).
+const MAX_ATTEMPTS: usize = 64;
+
+/// A change of the object at one key in progress (invariant 1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// Who holds it (one id per indexer instance).
+    pub holder: String,
+    /// Unix seconds after which the holder is presumed dead.
+    pub until: u64,
+    /// `copy` or `remove`.
+    pub op: String,
+}
 
 /// Who references one published key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +71,25 @@ pub struct KeyRecord {
     pub size: u64,
     /// Upload ids.
     pub refs: BTreeSet<String>,
+    /// The upload whose bytes were first written here (empty: adopted, written outside
+    /// symdex). Lets a retried run report the keys it published as published again.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<Lease>,
+}
+
+/// Where an upload is in its life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadState {
+    /// Keys are being published (or a run died doing it: a re-run resumes).
+    Indexing,
+    /// Done and recorded in the manifest.
+    #[default]
+    Indexed,
+    /// Its references are being removed (the record disappears when that is done).
+    Removing,
 }
 
 /// One upload and everything it published.
@@ -44,7 +103,27 @@ pub struct UploadRecord {
     pub etag: String,
     pub size: u64,
     pub time: String,
+    #[serde(default)]
+    pub state: UploadState,
+    /// Keys it references.
     pub keys: BTreeSet<String>,
+    /// Every key it may reference (invariant 4); a removal takes the references of all.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub planned: BTreeSet<String>,
+}
+
+impl UploadRecord {
+    /// Every key the upload may hold a reference to.
+    pub fn all_keys(&self) -> BTreeSet<String> {
+        self.keys.union(&self.planned).cloned().collect()
+    }
+}
+
+/// The uploads of one ingest location (for removals by key).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceRecord {
+    pub source: String,
+    pub uploads: BTreeSet<String>,
 }
 
 /// PE <-> PDB name aliasing for one debug id.
@@ -56,9 +135,94 @@ pub struct IdRecord {
     pub names: BTreeSet<String>,
 }
 
-/// Bookkeeping over a store.
-pub struct RefStore<'s> {
-    store: &'s dyn Storage,
+/// How long to wait for somebody else's live lease before giving up (the caller then fails
+/// the message or the run, to be retried).
+#[derive(Debug, Clone, Copy)]
+pub struct Wait {
+    pub attempts: u32,
+    pub first_pause: Duration,
+    pub max_pause: Duration,
+}
+
+impl Default for Wait {
+    fn default() -> Self {
+        Wait {
+            attempts: 30,
+            first_pause: Duration::from_millis(20),
+            max_pause: Duration::from_secs(2),
+        }
+    }
+}
+
+/// How leases are taken and judged.
+#[derive(Debug, Clone)]
+pub struct LeasePolicy {
+    /// Lease length: longer than the longest run of whoever takes one (the Lambda timeout).
+    pub duration: Duration,
+    /// This process holds the store's writer lock: every other holder is dead.
+    pub exclusive: bool,
+    pub wait: Wait,
+}
+
+impl Default for LeasePolicy {
+    fn default() -> Self {
+        LeasePolicy {
+            // Lambda's longest timeout, plus a margin for clock skew.
+            duration: Duration::from_secs(15 * 60 + 60),
+            exclusive: false,
+            wait: Wait::default(),
+        }
+    }
+}
+
+/// What one key's publication came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOutcome {
+    /// Bytes were written now, or by this same upload in an earlier, unfinished attempt.
+    Published,
+    /// The key already held this content; the upload now references it.
+    Unchanged,
+    /// The key holds other content (not overwritten): not referenced.
+    Conflict,
+}
+
+/// What taking one reference back came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoveOutcome {
+    /// It was the last reference: the object was deleted.
+    Removed,
+    /// Other uploads still reference the key.
+    Kept,
+    /// The upload did not reference the key.
+    NotReferenced,
+}
+
+/// The content an upload wants at a key.
+#[derive(Debug, Clone, Copy)]
+pub struct Content<'a> {
+    pub etag: &'a str,
+    pub size: u64,
+    pub source: CopySource<'a>,
+}
+
+/// One step of a read-modify-write.
+enum Step<T, R> {
+    Write(T, R),
+    Delete(R),
+    Keep(R),
+    /// Somebody else's live lease: wait, then read again.
+    Wait(String),
+}
+
+/// What [`RefStore::publish`] does after its compare-and-swap.
+enum PublishPlan {
+    /// We hold the lease now: copy, then release.
+    Copy(Lease),
+    /// Referenced, no lease needed: check the object is there.
+    Check {
+        by_us: bool,
+    },
+    Done(KeyOutcome),
 }
 
 fn upload_file(upload: &str) -> String {
@@ -79,13 +243,6 @@ fn source_file(source: &str) -> String {
     )
 }
 
-/// The uploads of one ingest location (for removals by key).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceRecord {
-    pub source: String,
-    pub uploads: BTreeSet<String>,
-}
-
 fn id_file(debug_id: &str) -> String {
     format!("{STATE_PREFIX}/ids/{debug_id}.json")
 }
@@ -95,96 +252,355 @@ fn parse<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> io::Result<T> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{key}: {e}")))
 }
 
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A holder id unique to this process and instance.
+fn new_holder() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{}-{nanos:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The error of a lease that stayed busy: retryable, never a verdict on the artifact.
+pub fn busy(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::WouldBlock, format!("busy: {what}"))
+}
+
+/// Bookkeeping over a store.
+pub struct RefStore<'s> {
+    store: &'s dyn Storage,
+    holder: String,
+    policy: LeasePolicy,
+}
+
 impl<'s> RefStore<'s> {
     pub fn new(store: &'s dyn Storage) -> Self {
-        RefStore { store }
+        Self::with_policy(store, LeasePolicy::default())
+    }
+
+    pub fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
+        RefStore {
+            store,
+            holder: new_holder(),
+            policy,
+        }
+    }
+
+    pub fn store(&self) -> &'s dyn Storage {
+        self.store
     }
 
     fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
         match self.store.get(file)? {
-            Some(bytes) => parse(file, &bytes).map(Some),
+            Some(v) => parse(file, &v.bytes).map(Some),
             None => Ok(None),
         }
     }
 
-    /// Read-modify-write of one JSON object: `f` gets the current value (or `None`) and returns
-    /// the new one (`None` deletes it). Retried when another writer got there first.
-    fn update<T, F>(&self, file: &str, mut f: F) -> io::Result<Option<T>>
+    /// Read-modify-write of one JSON object by compare-and-swap on the version read; retried
+    /// when another writer got there first, paused while somebody else's lease is live.
+    fn update<T, R, F>(&self, file: &str, f: F) -> io::Result<R>
     where
         T: Serialize + DeserializeOwned,
-        F: FnMut(Option<T>) -> Option<T>,
+        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
     {
+        Ok(self.update_versioned(file, f)?.0)
+    }
+
+    /// [`Self::update`], also returning the version it wrote (`None` when it wrote nothing).
+    fn update_versioned<T, R, F>(&self, file: &str, mut f: F) -> io::Result<(R, Option<String>)>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
+    {
+        let wait = self.policy.wait;
+        let mut waited = 0u32;
+        let mut pause = wait.first_pause;
         for _ in 0..MAX_ATTEMPTS {
             let current = self.store.get(file)?;
-            let etag = match &current {
-                Some(bytes) => Some(sha1_or_etag(self.store, file, bytes)?),
-                None => None,
-            };
-            let value = current.as_deref().map(|b| parse(file, b)).transpose()?;
-            match f(value) {
-                Some(new) => {
-                    let bytes = serde_json::to_vec_pretty(&new)?;
-                    if self.store.put_if(file, &bytes, etag.as_deref())? {
-                        return Ok(Some(new));
+            let version = current.as_ref().map(|v| v.version.clone());
+            let value = current.map(|v| parse(file, &v.bytes)).transpose()?;
+            let done = match (f(value)?, version) {
+                (Step::Keep(r), _) => return Ok((r, None)),
+                (Step::Wait(why), _) => {
+                    waited += 1;
+                    if waited > wait.attempts {
+                        return Err(busy(&why));
                     }
+                    if !pause.is_zero() {
+                        std::thread::sleep(pause);
+                    }
+                    pause = (pause * 2).min(wait.max_pause);
+                    continue;
                 }
-                None => {
-                    self.store.delete(file)?;
-                    return Ok(None);
+                (Step::Write(new, r), version) => {
+                    let bytes = serde_json::to_vec_pretty(&new)?;
+                    let condition = match &version {
+                        Some(v) => Precondition::Version(v),
+                        None => Precondition::Absent,
+                    };
+                    self.store
+                        .put_if(file, &bytes, condition)?
+                        .map(|written| (r, Some(written)))
                 }
+                (Step::Delete(r), Some(version)) => {
+                    self.store.delete_if(file, &version)?.then_some((r, None))
+                }
+                (Step::Delete(r), None) => Some((r, None)),
+            };
+            if let Some(done) = done {
+                return Ok(done);
             }
         }
-        Err(io::Error::other(format!(
-            "{file}: too many concurrent updates"
-        )))
+        Err(busy(&format!("{file}: too many concurrent updates")))
+    }
+
+    fn new_lease(&self, op: &str) -> Lease {
+        Lease {
+            holder: self.holder.clone(),
+            until: now_secs() + self.policy.duration.as_secs(),
+            op: op.to_string(),
+        }
+    }
+
+    /// A lease nobody may act against: somebody else's, still running.
+    fn lease_is_live_other(&self, lease: &Lease) -> bool {
+        lease.holder != self.holder && !self.policy.exclusive && lease.until >= now_secs()
+    }
+
+    /// Before touching an object: our lease must not be past its time (someone may have
+    /// taken it over). A margin keeps the act itself inside the lease.
+    fn check_own_lease(&self, lease: &Lease) -> io::Result<()> {
+        if self.policy.exclusive || lease.until > now_secs() + 30 {
+            Ok(())
+        } else {
+            Err(busy(&format!(
+                "lease on a key ran out (holder {})",
+                lease.holder
+            )))
+        }
     }
 
     pub fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
         self.read(&key_file(key))
     }
 
-    /// Adds `upload` to the references of `key`, creating the record with `etag`/`size`
-    /// (or replacing them when `replace_content`, after an overwrite).
-    pub fn add_ref(
+    /// Publishes `content` at `key` for `upload` and adds the reference (invariants 1–3).
+    /// `fresh`: the upload was not indexed before (a key this upload first wrote in an
+    /// earlier, unfinished attempt counts as published again).
+    pub fn publish(
         &self,
         key: &str,
         upload: &str,
-        etag: &str,
-        size: u64,
-        replace_content: bool,
-    ) -> io::Result<KeyRecord> {
-        let updated = self.update(&key_file(key), |current: Option<KeyRecord>| {
-            let mut record = current.unwrap_or_else(|| KeyRecord {
+        content: &Content<'_>,
+        overwrite: bool,
+        fresh: bool,
+    ) -> io::Result<KeyOutcome> {
+        let file = key_file(key);
+        // An object symdex has no record of (written outside symdex): asked once.
+        let mut external: Option<Option<ObjectInfo>> = None;
+        let plan = self.update(&file, |current: Option<KeyRecord>| {
+            let had_record = current.is_some();
+            let record = match current {
+                Some(r)
+                    if r.lease
+                        .as_ref()
+                        .is_some_and(|l| self.lease_is_live_other(l)) =>
+                {
+                    return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                }
+                // An empty record (a dead remover's tombstone) is as good as none.
+                Some(r) if r.refs.is_empty() => None,
+                other => other,
+            };
+            let lease = self.new_lease("copy");
+            let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
                 key: key.to_string(),
-                etag: etag.to_string(),
-                size,
-                refs: BTreeSet::new(),
-            });
-            if replace_content {
-                record.etag = etag.to_string();
-                record.size = size;
+                etag: content.etag.to_string(),
+                size: content.size,
+                refs,
+                by,
+                lease: Some(lease.clone()),
+            };
+            let Some(mut record) = record else {
+                // Symdex's own objects always have a record (or a tombstone): anything else
+                // at the key was written outside symdex.
+                if external.is_none() {
+                    external = Some(if had_record {
+                        None
+                    } else {
+                        self.store.head(key)?
+                    });
+                }
+                let adopted = match external.as_ref().and_then(Option::as_ref) {
+                    Some(info) if info.etag == content.etag => true,
+                    Some(_) if !overwrite => {
+                        return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
+                    }
+                    _ => false,
+                };
+                if adopted {
+                    let record = KeyRecord {
+                        lease: None,
+                        ..mine([upload.to_string()].into(), String::new())
+                    };
+                    return Ok(Step::Write(record, PublishPlan::Check { by_us: false }));
+                }
+                let record = mine([upload.to_string()].into(), upload.to_string());
+                return Ok(Step::Write(record, PublishPlan::Copy(lease)));
+            };
+            if record.etag != content.etag {
+                if !overwrite {
+                    return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
+                }
+                let mut refs = record.refs;
+                refs.insert(upload.to_string());
+                return Ok(Step::Write(
+                    mine(refs, upload.to_string()),
+                    PublishPlan::Copy(lease),
+                ));
             }
-            record.refs.insert(upload.to_string());
-            Some(record)
+            let by_us = record.by == upload && fresh;
+            if record.lease.is_some() {
+                // A dead holder's change to this same content: finish it ourselves.
+                record.refs.insert(upload.to_string());
+                let by = record.by.clone();
+                return Ok(Step::Write(mine(record.refs, by), PublishPlan::Copy(lease)));
+            }
+            if record.refs.insert(upload.to_string()) {
+                Ok(Step::Write(record, PublishPlan::Check { by_us }))
+            } else {
+                Ok(Step::Keep(PublishPlan::Check { by_us }))
+            }
         })?;
-        updated.ok_or_else(|| io::Error::other("reference record vanished"))
+        match plan {
+            PublishPlan::Done(outcome) => Ok(outcome),
+            PublishPlan::Copy(lease) => {
+                self.copy_under_lease(key, upload, content, &lease)?;
+                Ok(KeyOutcome::Published)
+            }
+            PublishPlan::Check { by_us } => {
+                // Invariant 2 says it is there; a missing or truncated object (removed by
+                // hand, or a store restored from a backup) is repaired under a lease.
+                if self.store.size(key)? == Some(content.size) {
+                    return Ok(if by_us {
+                        KeyOutcome::Published
+                    } else {
+                        KeyOutcome::Unchanged
+                    });
+                }
+                let lease = self.update(&file, |current: Option<KeyRecord>| match current {
+                    Some(r)
+                        if r.lease
+                            .as_ref()
+                            .is_some_and(|l| self.lease_is_live_other(l)) =>
+                    {
+                        Ok(Step::Wait(format!("{key}: a change is in progress")))
+                    }
+                    Some(mut r) if r.etag == content.etag && r.refs.contains(upload) => {
+                        let lease = self.new_lease("copy");
+                        r.lease = Some(lease.clone());
+                        Ok(Step::Write(r, Some(lease)))
+                    }
+                    _ => Ok(Step::Keep(None)),
+                })?;
+                match lease {
+                    Some(lease) => {
+                        self.copy_under_lease(key, upload, content, &lease)?;
+                        Ok(KeyOutcome::Published)
+                    }
+                    // Changed meanwhile (overwritten, or our reference taken back): retry.
+                    None => Err(busy(&format!("{key}: changed while checking it"))),
+                }
+            }
+        }
     }
 
-    /// Removes `upload` from `key`'s references; returns the references left (the record is
-    /// deleted when none are).
-    pub fn remove_ref(&self, key: &str, upload: &str) -> io::Result<BTreeSet<String>> {
-        let left = self.update(&key_file(key), |current: Option<KeyRecord>| {
-            let mut record = current?;
-            record.refs.remove(upload);
-            (!record.refs.is_empty()).then_some(record)
+    /// Copies the content while holding `lease`, then releases it. On a failed copy the
+    /// reference is taken back (the record must not claim an object that is not there).
+    fn copy_under_lease(
+        &self,
+        key: &str,
+        upload: &str,
+        content: &Content<'_>,
+        lease: &Lease,
+    ) -> io::Result<()> {
+        self.check_own_lease(lease)?;
+        if let Err(e) = self.store.copy(&content.source, key) {
+            self.remove(key, upload)?;
+            return Err(e.into());
+        }
+        self.update(&key_file(key), |current: Option<KeyRecord>| match current {
+            Some(mut r) if r.lease.as_ref() == Some(lease) => {
+                r.lease = None;
+                Ok(Step::Write(r, ()))
+            }
+            // Taken over (we were too slow): the new holder decides.
+            _ => Ok(Step::Keep(())),
+        })
+    }
+
+    /// Takes `upload`'s reference to `key` back; the last one out deletes the object under a
+    /// tombstone lease (invariant 3). Also finishes a dead remover's tombstone.
+    pub fn remove(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
+        let file = key_file(key);
+        let (taken, version) = self.update_versioned(&file, |current: Option<KeyRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(None));
+            };
+            if let Some(lease) = &record.lease {
+                if self.lease_is_live_other(lease) {
+                    return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                }
+            }
+            let had = record.refs.remove(upload);
+            if !had && !record.refs.is_empty() {
+                return Ok(Step::Keep(None));
+            }
+            if !record.refs.is_empty() {
+                return Ok(Step::Write(record, Some((RemoveOutcome::Kept, None))));
+            }
+            // The last reference (or a dead remover's tombstone): an empty record holding our
+            // lease, written before the object goes (invariant 3).
+            let lease = self.new_lease("remove");
+            record.lease = Some(lease.clone());
+            let outcome = if had {
+                RemoveOutcome::Removed
+            } else {
+                RemoveOutcome::NotReferenced
+            };
+            Ok(Step::Write(record, Some((outcome, Some(lease)))))
         })?;
-        Ok(left.map(|r| r.refs).unwrap_or_default())
+        match (taken, version) {
+            (None, _) => Ok(RemoveOutcome::NotReferenced),
+            (Some((outcome, Some(lease))), Some(version)) => {
+                self.check_own_lease(&lease)?;
+                self.store.delete(key)?;
+                // Only our tombstone goes: one taken over meanwhile stays its new holder's.
+                self.store.delete_if(&file, &version)?;
+                Ok(outcome)
+            }
+            (Some((outcome, _)), _) => Ok(outcome),
+        }
     }
 
     pub fn all_keys(&self) -> io::Result<Vec<KeyRecord>> {
-        let prefix = format!("{STATE_PREFIX}/refs/");
+        self.list_records(&format!("{STATE_PREFIX}/refs/"))
+    }
+
+    fn list_records<T: DeserializeOwned>(&self, prefix: &str) -> io::Result<Vec<T>> {
         let mut out = Vec::new();
-        for file in self.store.list(&prefix)? {
+        for file in self.store.list(prefix)? {
             if let Some(record) = self.read(&file)? {
                 out.push(record);
             }
@@ -196,44 +612,149 @@ impl<'s> RefStore<'s> {
         self.read(&upload_file(upload))
     }
 
-    /// Records (or extends) an upload with the keys it references.
-    pub fn put_upload(&self, record: &UploadRecord) -> io::Result<()> {
-        self.update(
-            &upload_file(&record.upload),
-            |current: Option<UploadRecord>| {
-                let mut new = record.clone();
-                if let Some(old) = current {
-                    new.keys.extend(old.keys);
-                }
-                Some(new)
-            },
-        )?;
-        self.update(
-            &source_file(&record.source),
-            |current: Option<SourceRecord>| {
-                let mut source = current.unwrap_or_else(|| SourceRecord {
-                    source: record.source.clone(),
-                    ..Default::default()
-                });
-                source.uploads.insert(record.upload.clone());
-                Some(source)
-            },
-        )?;
-        Ok(())
+    pub fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
+        self.list_records(&format!("{STATE_PREFIX}/uploads/"))
     }
 
-    pub fn delete_upload(&self, upload: &str) -> io::Result<()> {
-        if let Some(record) = self.upload(upload)? {
+    /// Lists `keys` as the upload's planned keys before any reference to them is added
+    /// (invariant 4), creating the upload record in `indexing` state, and registers the upload
+    /// with its source. Returns the state it found (`None`: a new upload).
+    pub fn plan(
+        &self,
+        template: &UploadRecord,
+        keys: &BTreeSet<String>,
+    ) -> io::Result<Option<UploadState>> {
+        let found = self.update(
+            &upload_file(&template.upload),
+            |current: Option<UploadRecord>| {
+                let Some(mut record) = current else {
+                    let mut record = template.clone();
+                    record.state = UploadState::Indexing;
+                    record.keys.clear();
+                    record.planned = keys.clone();
+                    return Ok(Step::Write(record, None));
+                };
+                let state = record.state;
+                if state == UploadState::Removing {
+                    return Ok(Step::Keep(Some(state)));
+                }
+                let before = record.planned.len();
+                record.planned.extend(keys.iter().cloned());
+                if record.planned.len() == before {
+                    Ok(Step::Keep(Some(state)))
+                } else {
+                    Ok(Step::Write(record, Some(state)))
+                }
+            },
+        )?;
+        if found != Some(UploadState::Removing) {
             self.update(
-                &source_file(&record.source),
+                &source_file(&template.source),
                 |current: Option<SourceRecord>| {
-                    let mut source = current?;
-                    source.uploads.remove(upload);
-                    (!source.uploads.is_empty()).then_some(source)
+                    let mut source = current.unwrap_or_else(|| SourceRecord {
+                        source: template.source.clone(),
+                        ..Default::default()
+                    });
+                    if source.uploads.insert(template.upload.clone()) {
+                        Ok(Step::Write(source, ()))
+                    } else {
+                        Ok(Step::Keep(()))
+                    }
                 },
             )?;
         }
-        self.store.delete(&upload_file(upload))
+        Ok(found)
+    }
+
+    /// Adds `keys` to the planned keys of an upload that is not being removed (another
+    /// upload's indexer holding a key for it, invariant 5). `false`: removed or gone.
+    pub fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
+        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(false));
+            };
+            if record.state == UploadState::Removing {
+                return Ok(Step::Keep(false));
+            }
+            let before = record.planned.len();
+            record.planned.extend(keys.iter().cloned());
+            if record.planned.len() == before {
+                Ok(Step::Keep(true))
+            } else {
+                Ok(Step::Write(record, true))
+            }
+        })
+    }
+
+    /// Adds `keys` to a live upload's references (`indexing` becomes `indexed` when
+    /// `complete`). `false` when the upload is being removed or gone: the caller takes the
+    /// references back (invariant 4).
+    pub fn finalize(
+        &self,
+        upload: &str,
+        keys: &BTreeSet<String>,
+        complete: bool,
+    ) -> io::Result<bool> {
+        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(false));
+            };
+            if record.state == UploadState::Removing {
+                return Ok(Step::Keep(false));
+            }
+            let before = (record.keys.len(), record.state);
+            record.keys.extend(keys.iter().cloned());
+            record.planned.extend(keys.iter().cloned());
+            if complete {
+                record.state = UploadState::Indexed;
+            }
+            if (record.keys.len(), record.state) == before {
+                Ok(Step::Keep(true))
+            } else {
+                Ok(Step::Write(record, true))
+            }
+        })
+    }
+
+    /// Marks an upload `removing` (invariant 4) and returns it, or `None` when there is none.
+    pub fn begin_removal(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
+        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(None));
+            };
+            if record.state == UploadState::Removing {
+                return Ok(Step::Keep(Some(record)));
+            }
+            record.state = UploadState::Removing;
+            Ok(Step::Write(record.clone(), Some(record)))
+        })
+    }
+
+    /// Forgets a removed upload (after every reference was taken back).
+    pub fn end_removal(&self, record: &UploadRecord) -> io::Result<()> {
+        self.update(
+            &source_file(&record.source),
+            |current: Option<SourceRecord>| {
+                let Some(mut source) = current else {
+                    return Ok(Step::Keep(()));
+                };
+                if !source.uploads.remove(&record.upload) {
+                    return Ok(Step::Keep(()));
+                }
+                if source.uploads.is_empty() {
+                    Ok(Step::Delete(()))
+                } else {
+                    Ok(Step::Write(source, ()))
+                }
+            },
+        )?;
+        self.update(
+            &upload_file(&record.upload),
+            |current: Option<UploadRecord>| match current {
+                Some(r) if r.state == UploadState::Removing => Ok(Step::Delete(())),
+                _ => Ok(Step::Keep(())),
+            },
+        )
     }
 
     /// The uploads indexed from one ingest location (`s3://bucket/key` or a path).
@@ -244,36 +765,31 @@ impl<'s> RefStore<'s> {
             .unwrap_or_default())
     }
 
-    pub fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
-        let prefix = format!("{STATE_PREFIX}/uploads/");
-        let mut out = Vec::new();
-        for file in self.store.list(&prefix)? {
-            if let Some(record) = self.read(&file)? {
-                out.push(record);
-            }
-        }
-        Ok(out)
-    }
-
     pub fn id(&self, debug_id: &str) -> io::Result<IdRecord> {
         Ok(self.read(&id_file(debug_id))?.unwrap_or_default())
     }
 
-    pub fn update_id(&self, debug_id: &str, f: impl Fn(&mut IdRecord)) -> io::Result<IdRecord> {
-        let updated = self.update(&id_file(debug_id), |current: Option<IdRecord>| {
+    /// Updates a debug id's record; `f` returns whether it changed anything.
+    pub fn update_id(
+        &self,
+        debug_id: &str,
+        mut f: impl FnMut(&mut IdRecord) -> bool,
+    ) -> io::Result<IdRecord> {
+        self.update(&id_file(debug_id), |current: Option<IdRecord>| {
             let mut record = current.unwrap_or_default();
-            f(&mut record);
-            Some(record)
-        })?;
-        Ok(updated.unwrap_or_default())
+            if f(&mut record) {
+                Ok(Step::Write(record.clone(), record))
+            } else {
+                Ok(Step::Keep(record))
+            }
+        })
     }
-}
 
-/// The etag a conditional write must name: the store's own (S3 ETag or local SHA-1).
-fn sha1_or_etag(store: &dyn Storage, file: &str, bytes: &[u8]) -> io::Result<String> {
-    match store.head(file)? {
-        Some(info) => Ok(info.etag),
-        None => Ok(sha1_smol::Sha1::from(bytes).digest().to_string()),
+    /// A key is live when its record has references and no removal in progress.
+    pub fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
+        Ok(self
+            .key(key)?
+            .filter(|r| !r.refs.is_empty() && r.lease.as_ref().is_none_or(|l| l.op != "remove")))
     }
 }
 
@@ -282,52 +798,143 @@ mod tests {
     use super::*;
     use crate::storage::LocalStore;
 
-    #[test]
-    fn references_are_counted_per_upload() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path()).unwrap();
-        let refs = RefStore::new(&store);
-        refs.add_ref("symbols/a/1/a", "u1", "e1", 10, false)
-            .unwrap();
-        refs.add_ref("symbols/a/1/a", "u2", "e2", 11, false)
-            .unwrap();
-        let record = refs.key("symbols/a/1/a").unwrap().unwrap();
-        assert_eq!(record.etag, "e1", "content identity is the first writer's");
-        assert_eq!(record.refs.len(), 2);
-        assert_eq!(refs.remove_ref("symbols/a/1/a", "u1").unwrap().len(), 1);
-        assert!(refs.remove_ref("symbols/a/1/a", "u2").unwrap().is_empty());
-        assert_eq!(refs.key("symbols/a/1/a").unwrap(), None);
-        assert!(refs.remove_ref("symbols/a/1/a", "u2").unwrap().is_empty());
+    fn content<'a>(etag: &'a str, path: &'a std::path::Path) -> Content<'a> {
+        Content {
+            etag,
+            size: std::fs::metadata(path).unwrap().len(),
+            source: CopySource::File(path),
+        }
     }
 
     #[test]
-    fn uploads_and_ids() {
+    fn references_are_counted_per_upload() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let refs = RefStore::new(&store);
+        let c = content(&etag, &input);
+        assert_eq!(
+            refs.publish("k/a", "u1", &c, false, true).unwrap(),
+            KeyOutcome::Published
+        );
+        assert_eq!(
+            refs.publish("k/a", "u2", &c, false, true).unwrap(),
+            KeyOutcome::Unchanged
+        );
+        assert_eq!(
+            refs.publish("k/a", "u1", &c, false, false).unwrap(),
+            KeyOutcome::Unchanged,
+            "a finished upload re-indexed reports unchanged"
+        );
+        let record = refs.key("k/a").unwrap().unwrap();
+        assert_eq!(record.refs.len(), 2);
+        assert_eq!(record.by, "u1");
+        assert!(record.lease.is_none(), "the copy lease was released");
+        assert_eq!(refs.remove("k/a", "u1").unwrap(), RemoveOutcome::Kept);
+        assert!(store.size("k/a").unwrap().is_some());
+        assert_eq!(refs.remove("k/a", "u2").unwrap(), RemoveOutcome::Removed);
+        assert_eq!(refs.key("k/a").unwrap(), None, "the tombstone is gone");
+        assert_eq!(store.size("k/a").unwrap(), None);
+        assert_eq!(
+            refs.remove("k/a", "u2").unwrap(),
+            RemoveOutcome::NotReferenced
+        );
+    }
+
+    #[test]
+    fn other_content_is_a_conflict_and_a_live_lease_makes_others_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, b"aaa").unwrap();
+        std::fs::write(&b, b"bbbb").unwrap();
+        let policy = LeasePolicy {
+            wait: Wait {
+                attempts: 2,
+                first_pause: Duration::ZERO,
+                max_pause: Duration::ZERO,
+            },
+            ..LeasePolicy::default()
+        };
+        let refs = RefStore::with_policy(&store, policy.clone());
+        refs.publish("k", "u1", &content("ea", &a), false, true)
+            .unwrap();
+        assert_eq!(
+            refs.publish("k", "u2", &content("eb", &b), false, true)
+                .unwrap(),
+            KeyOutcome::Conflict
+        );
+        // A live lease of another holder (a remover at work): the indexer waits, then gives
+        // up with a retryable error, and changes nothing.
+        let mut record = refs.key("k").unwrap().unwrap();
+        record.lease = Some(Lease {
+            holder: "other".into(),
+            until: now_secs() + 600,
+            op: "remove".into(),
+        });
+        record.refs.clear();
+        store
+            .put(&key_file("k"), &serde_json::to_vec(&record).unwrap())
+            .unwrap();
+        let err = refs
+            .publish("k", "u3", &content("ea", &a), false, true)
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        // The same lease, past its time: taken over.
+        record.lease.as_mut().unwrap().until = 1;
+        store
+            .put(&key_file("k"), &serde_json::to_vec(&record).unwrap())
+            .unwrap();
+        assert_eq!(
+            refs.publish("k", "u3", &content("ea", &a), false, true)
+                .unwrap(),
+            KeyOutcome::Published
+        );
+        assert_eq!(
+            refs.key("k").unwrap().unwrap().refs,
+            ["u3".to_string()].into()
+        );
+    }
+
+    #[test]
+    fn uploads_plan_finalize_and_removal() {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path()).unwrap();
         let refs = RefStore::new(&store);
-        let mut up = UploadRecord {
+        let up = UploadRecord {
             upload: "file:/a".into(),
+            source: "s3://b/k".into(),
             ..Default::default()
         };
-        up.keys.insert("k1".into());
-        refs.put_upload(&up).unwrap();
-        up.keys = ["k2".to_string()].into();
-        refs.put_upload(&up).unwrap();
-        assert_eq!(refs.upload("file:/a").unwrap().unwrap().keys.len(), 2);
-        up.source = "s3://b/k".into();
-        refs.put_upload(&up).unwrap();
+        let keys: BTreeSet<String> = ["k1".to_string(), "k2".to_string()].into();
+        assert_eq!(refs.plan(&up, &keys).unwrap(), None);
+        let record = refs.upload("file:/a").unwrap().unwrap();
+        assert_eq!(record.state, UploadState::Indexing);
+        assert_eq!(record.planned, keys);
         assert!(refs
             .uploads_of_source("s3://b/k")
             .unwrap()
             .contains("file:/a"));
-        assert_eq!(refs.uploads().unwrap().len(), 1);
-        refs.delete_upload("file:/a").unwrap();
+        assert!(refs
+            .finalize("file:/a", &["k1".to_string()].into(), true)
+            .unwrap());
+        let record = refs.upload("file:/a").unwrap().unwrap();
+        assert_eq!(record.state, UploadState::Indexed);
+        assert_eq!(record.keys.len(), 1);
+        let removing = refs.begin_removal("file:/a").unwrap().unwrap();
+        assert_eq!(removing.all_keys(), keys);
+        assert!(
+            !refs.finalize("file:/a", &keys, true).unwrap(),
+            "a removing upload is not finalized"
+        );
+        assert_eq!(refs.plan(&up, &keys).unwrap(), Some(UploadState::Removing));
+        refs.end_removal(&removing).unwrap();
         assert!(refs.upload("file:/a").unwrap().is_none());
         assert!(refs.uploads_of_source("s3://b/k").unwrap().is_empty());
-        refs.update_id("abc", |r| {
-            r.names.insert("Foo.PDB".into());
-        })
-        .unwrap();
+        refs.update_id("abc", |r| r.names.insert("Foo.PDB".into()))
+            .unwrap();
         assert!(refs.id("abc").unwrap().names.contains("Foo.PDB"));
     }
 }

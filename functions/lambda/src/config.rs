@@ -20,6 +20,8 @@ pub struct LambdaConfig {
     pub source_extensions: Vec<String>,
     /// SYMDEX_SOURCE_PREFIX: ingest keys under this prefix are keyed as sources.
     pub source_prefix: Option<String>,
+    /// SYMDEX_CONCURRENCY: messages of one SQS batch processed at once (default 4).
+    pub concurrency: usize,
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -70,14 +72,31 @@ impl LambdaConfig {
                 .map_err(|_| format!("SYMDEX_MULTIPART_THRESHOLD={v:?} is not a number"))?,
             None => DEFAULT_MULTIPART_THRESHOLD,
         };
+        let number = |name: &str, default: u64| -> Result<u64, String> {
+            match lookup(name) {
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("{name}={v:?} is not a number")),
+                None => Ok(default),
+            }
+        };
+        // A lease must outlast the function's timeout (15 minutes at most) plus clock skew.
+        let lease = symdex_shared::refs::LeasePolicy {
+            duration: std::time::Duration::from_secs(number("SYMDEX_LEASE_SECONDS", 960)?),
+            ..Default::default()
+        };
+        let concurrency = number("SYMDEX_CONCURRENCY", 4)?.clamp(1, 64) as usize;
         Ok(LambdaConfig {
             serving_bucket,
+            concurrency,
             pipeline: Config {
                 layouts,
                 prefixes,
                 overwrite: lookup("SYMDEX_OVERWRITE").is_some_and(|v| v == "true" || v == "1"),
                 manifest_prefix,
                 gzip_manifest: true,
+                lease,
             },
             multipart_threshold,
             source_extensions: lookup("SYMDEX_SOURCE_EXTENSIONS")

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
-use symdex_shared::manifest::{Record, UploadMeta};
-use symdex_shared::pipeline::{Indexer, Upload};
+use symdex_shared::manifest::{Action, Record, UploadMeta};
+use symdex_shared::pipeline::{Indexed, Indexer, Upload};
 use symdex_shared::reader::CountingReader;
 use symdex_shared::storage::s3::S3Store;
 use symdex_shared::storage::CopySource;
@@ -88,20 +88,57 @@ fn upload_id(event: &ObjectEvent, etag: &str) -> String {
     format!("s3:{}/{}@{version}", event.bucket, event.key)
 }
 
-/// Indexes one created object (blocking). `Err` means: retry (or dead-letter) this message.
-fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Record>> {
+/// One object's work, waiting to be finalized after the manifest write.
+pub struct Job {
+    indexed: Indexed,
+    /// The ingest object and the ETag that was indexed (for the liveness check).
+    ingest: Option<(ObjectEvent, String)>,
+}
+
+/// The record of a created event whose object is already gone: nothing to index, said so.
+fn vanished(event: &ObjectEvent) -> Record {
+    Record {
+        schema: symdex_shared::manifest::SCHEMA_VERSION,
+        time: symdex_shared::manifest::now_rfc3339(),
+        action: Some(Action::Skipped),
+        reason: Some("the ingest object no longer exists (deleted before it was indexed)".into()),
+        upload: format!("s3:{}/{}", event.bucket, event.key),
+        ingest_bucket: Some(event.bucket.clone()),
+        ingest_key: event.key.clone(),
+        ingest_version: event.version_id.clone(),
+        name: Some(symdex_shared::identity::file_name_of(&event.key).to_string()),
+        indexer: symdex_shared::manifest::indexer_version(),
+        ..Record::default()
+    }
+}
+
+/// Whether the indexed object still exists: its version, and (versioned bucket) no delete
+/// marker on top of it; unversioned, the key still holds the content that was indexed. A
+/// removal processed before its creation found nothing to remove; this check, made after the
+/// upload was registered with its source, catches it (refs.rs, invariant 4).
+fn ingest_alive(ctx: &Context, event: &ObjectEvent, etag: &str) -> std::io::Result<bool> {
     let store = &ctx.store;
-    let (info, metadata) = store
-        .head_object(&event.bucket, &event.key, event.version_id.as_deref())?
-        .ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!(
-                    "s3://{}/{} does not exist (deleted before it was indexed?)",
-                    event.bucket, event.key
-                ),
-            )
-        })?;
+    let current = store.head_object(&event.bucket, &event.key, None)?;
+    Ok(match (&event.version_id, current) {
+        (_, None) => false,
+        (Some(version), Some(_)) => store
+            .head_object(&event.bucket, &event.key, Some(version))?
+            .is_some(),
+        (None, Some((info, _))) => info.etag == etag,
+    })
+}
+
+/// Indexes one created object (blocking). `Err` means: retry (or dead-letter) this message.
+fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
+    let store = &ctx.store;
+    let Some((info, metadata)) =
+        store.head_object(&event.bucket, &event.key, event.version_id.as_deref())?
+    else {
+        return Ok(Job {
+            indexed: Indexed::nothing_published(vec![vanished(event)]),
+            ingest: None,
+        });
+    };
     let reader = CountingReader::new(store.open_object(
         &event.bucket,
         &event.key,
@@ -132,8 +169,8 @@ fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Recor
         indexer.prepare()?;
         ctx.prepared.store(true, Ordering::Relaxed);
     }
-    let records = indexer.index(&upload, &reader)?;
-    for r in &records {
+    let indexed = indexer.index(&upload, &reader)?;
+    for r in &indexed.records {
         tracing::info!(
             action = r.action.map(|a| a.as_str()),
             bucket = %event.bucket,
@@ -149,11 +186,14 @@ fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Recor
             "decision"
         );
     }
-    Ok(records)
+    Ok(Job {
+        indexed,
+        ingest: Some((event.clone(), info.etag)),
+    })
 }
 
 /// Unindexes the uploads of one removed object (blocking).
-fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Record>> {
+fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
     let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
     let source = format!("s3://{}/{}", event.bucket, event.key);
     let uploads = indexer.refs().uploads_of_source(&source)?;
@@ -162,7 +202,7 @@ fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Reco
     let only = match (event.change, &event.version_id) {
         (Change::Removed, Some(version)) => {
             let id = format!("s3:{}/{}@{version}", event.bucket, event.key);
-            uploads.contains(&id).then_some(id)
+            Some(id)
         }
         _ => None,
     };
@@ -179,10 +219,13 @@ fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Vec<Reco
     if records.is_empty() {
         tracing::info!(action = "none", key = %event.key, "no upload of this object was indexed");
     }
-    Ok(records)
+    Ok(Job {
+        indexed: Indexed::nothing_published(records),
+        ingest: None,
+    })
 }
 
-type Work = fn(&Context, &ObjectEvent) -> std::io::Result<Vec<Record>>;
+type Work = fn(&Context, &ObjectEvent) -> std::io::Result<Job>;
 
 /// Processes every event of one message on a blocking thread; `Err` fails the message.
 async fn process(
@@ -190,15 +233,40 @@ async fn process(
     events: Vec<ObjectEvent>,
     wanted: &[Change],
     work: Work,
-) -> Result<Vec<Record>, String> {
+) -> Result<Vec<Job>, String> {
     let ctx = ctx.clone();
     let wanted = wanted.to_vec();
     tokio::task::spawn_blocking(move || {
-        let mut records = Vec::new();
+        let mut jobs = Vec::new();
         for event in events.iter().filter(|e| wanted.contains(&e.change)) {
-            records.extend(
+            jobs.push(
                 work(&ctx, event)
                     .map_err(|e| format!("s3://{}/{}: {e}", event.bucket, event.key))?,
+            );
+        }
+        Ok(jobs)
+    })
+    .await
+    .map_err(|e| format!("worker failed: {e}"))?
+}
+
+/// Marks the jobs' uploads indexed (after the manifest holds their records); returns the
+/// records of uploads that had to be taken back.
+async fn finalize(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<Vec<Record>, String> {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || {
+        let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+        let mut records = Vec::new();
+        for job in &jobs {
+            let alive = match &job.ingest {
+                Some((event, etag)) => ingest_alive(&ctx, event, etag),
+                None => Ok(true),
+            }
+            .map_err(|e| e.to_string())?;
+            records.extend(
+                indexer
+                    .finalize(&job.indexed, alive)
+                    .map_err(|e| e.to_string())?,
             );
         }
         Ok(records)
@@ -217,7 +285,29 @@ async fn write_manifest(ctx: &Arc<Context>, records: Vec<Record>) -> Result<Opti
     .map_err(Into::into)
 }
 
+/// One SQS message: its events, processed.
+async fn process_message(
+    ctx: &Arc<Context>,
+    body: Option<&str>,
+    wanted: &[Change],
+    work: Work,
+) -> Result<Vec<Job>, String> {
+    match body.map(serde_json::from_str::<Value>) {
+        Some(Ok(body)) => match decode(&body) {
+            Ok(events) => process(ctx, events, wanted, work).await,
+            Err(e) => Err(e),
+        },
+        Some(Err(e)) => Err(format!("message body is not JSON: {e}")),
+        None => Err("message without body".to_string()),
+    }
+}
+
 /// SQS batch -> partial batch response; direct S3 / EventBridge events -> all or error.
+///
+/// The messages of a batch run concurrently (at most `SYMDEX_CONCURRENCY` at once): the
+/// store's protocol makes any interleaving safe. Records reach the manifest before any upload
+/// is finalized; a message whose work or finalization failed is reported for a retry, never
+/// acknowledged, and its retry reports the same decisions again.
 async fn handle(
     ctx: &Arc<Context>,
     payload: Value,
@@ -226,37 +316,70 @@ async fn handle(
 ) -> Result<Value, Error> {
     if is_sqs_batch(&payload) {
         let batch: SqsEvent = serde_json::from_value(payload)?;
+        let limit = Arc::new(tokio::sync::Semaphore::new(ctx.config.concurrency));
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, message) in batch.records.into_iter().enumerate() {
+            let (ctx, wanted, limit) = (ctx.clone(), wanted.to_vec(), limit.clone());
+            tasks.spawn(async move {
+                let _permit = limit.acquire_owned().await;
+                let outcome = process_message(&ctx, message.body.as_deref(), &wanted, work).await;
+                (index, message.message_id.unwrap_or_default(), outcome)
+            });
+        }
+        let mut done = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            done.push(joined?);
+        }
+        done.sort_by_key(|(index, _, _)| *index);
         let mut failures = Vec::new();
-        let mut records = Vec::new();
-        for message in batch.records {
-            let id = message.message_id.clone().unwrap_or_default();
-            let outcome = match message.body.as_deref().map(serde_json::from_str::<Value>) {
-                Some(Ok(body)) => match decode(&body) {
-                    Ok(events) => process(ctx, events, wanted, work).await,
-                    Err(e) => Err(e),
-                },
-                Some(Err(e)) => Err(format!("message body is not JSON: {e}")),
-                None => Err("message without body".to_string()),
-            };
+        let mut succeeded = Vec::new();
+        for (_, id, outcome) in done {
             match outcome {
-                Ok(mut r) => records.append(&mut r),
+                Ok(jobs) => succeeded.push((id, jobs)),
                 Err(reason) => {
                     tracing::error!(message_id = %id, reason = %reason, "message failed; it will be retried");
-                    let mut failure = BatchItemFailure::default();
-                    failure.item_identifier = id;
-                    failures.push(failure);
+                    failures.push(id);
                 }
             }
         }
+        let records: Vec<Record> = succeeded
+            .iter()
+            .flat_map(|(_, jobs)| jobs.iter().flat_map(|j| j.indexed.records.clone()))
+            .collect();
         write_manifest(ctx, records).await?;
+        let mut undone = Vec::new();
+        for (id, jobs) in succeeded {
+            match finalize(ctx, jobs).await {
+                Ok(mut records) => undone.append(&mut records),
+                Err(reason) => {
+                    tracing::error!(message_id = %id, reason = %reason, "finalizing failed; it will be retried");
+                    failures.push(id);
+                }
+            }
+        }
+        write_manifest(ctx, undone).await?;
         let mut response = SqsBatchResponse::default();
-        response.batch_item_failures = failures;
+        response.batch_item_failures = failures
+            .into_iter()
+            .map(|id| {
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = id;
+                failure
+            })
+            .collect();
         return Ok(serde_json::to_value(response)?);
     }
     let events = decode(&payload)?;
-    let records = process(ctx, events, wanted, work).await?;
-    let count = records.len();
+    let jobs = process(ctx, events, wanted, work).await?;
+    let records: Vec<Record> = jobs
+        .iter()
+        .flat_map(|j| j.indexed.records.clone())
+        .collect();
+    let mut count = records.len();
     write_manifest(ctx, records).await?;
+    let undone = finalize(ctx, jobs).await?;
+    count += undone.len();
+    write_manifest(ctx, undone).await?;
     Ok(json!({ "records": count }))
 }
 

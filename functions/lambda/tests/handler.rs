@@ -181,8 +181,29 @@ async fn a_failing_object_is_reported_while_the_rest_publishes() {
         .message_id
         .clone()
         .unwrap();
-    assert_eq!(failed.len(), 2, "{response}");
-    assert!(failed.contains(&gone_id) && failed.contains(&"poison".to_string()));
+    assert_eq!(failed, ["poison".to_string()], "{response}");
+    assert!(
+        !failed.contains(&gone_id),
+        "an object deleted before it was indexed is skipped, not retried into the DLQ"
+    );
+    let skipped: Vec<Value> = stack
+        .objects(SERVING, "_manifest/")
+        .await
+        .iter()
+        .flat_map(|(_, body)| {
+            gunzip(body)
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .collect::<Vec<_>>()
+        })
+        .filter(|r| r["ingest_key"] == "gone.debug")
+        .collect();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["action"], "skipped");
+    assert!(skipped[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("no longer exists"));
     let bid = fx.build_id();
     assert!(
         stack
@@ -321,8 +342,14 @@ async fn direct_s3_and_eventbridge_events() {
     assert!(failures(&handle_indexer(&ctx, test_event).await.unwrap()).is_empty());
     let missing = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
         "s3": {"bucket": {"name": INGEST}, "object": {"key": "nope"}}}]});
+    assert_eq!(
+        handle_indexer(&ctx, missing).await.unwrap()["records"],
+        1,
+        "an event for an object that is gone is recorded as skipped"
+    );
+    let poison = json!({"not": "an event"});
     assert!(
-        handle_indexer(&ctx, missing).await.is_err(),
+        handle_indexer(&ctx, poison).await.is_err(),
         "a direct event that fails is an error (retried)"
     );
     assert!(!stack

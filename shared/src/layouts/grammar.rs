@@ -47,7 +47,7 @@ fn triple(key: &str) -> Option<(&str, &str)> {
 fn sym_key(key: &str, any_length: bool) -> bool {
     let check = |id: &str, len: usize| {
         if any_length {
-            lower_hex(id) && id.len() % 2 == 0
+            lower_hex(id) && id.len().is_multiple_of(2)
         } else {
             lower_hex_len(id, len)
         }
@@ -99,7 +99,7 @@ fn ssqp_id(id: &str) -> bool {
             .is_some_and(|(v, sig)| {
                 !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && lower_hex_len(sig, 32)
             })
-        || (lower_hex(id) && id.len() % 2 == 0) // WASM build id
+        || (lower_hex(id) && id.len().is_multiple_of(2)) // WASM build id
 }
 
 fn symstore_id(id: &str) -> bool {

@@ -1,6 +1,15 @@
 //! A directory as a store: keys are relative paths under its root. Writes go to a temporary
 //! file in the store and are renamed into place; copies inside the store are hard links
 //! (stored files are never modified in place, so sharing an inode is safe).
+//!
+//! Conditional writes are atomic across processes: the compare and the rename happen under an
+//! exclusive `flock` of `_symdex/lock/cas` (and a mutex for the threads of one process, which
+//! share nothing with `flock` when they reuse a descriptor). A version is the SHA-1 of the
+//! content, so it survives restarts and needs no side file.
+//!
+//! A whole run that changes references (`symdex index`, `delete`) also holds the *writer lock*
+//! (`_symdex/lock/writer`): a second writer waits for the first. Whoever holds it knows every
+//! change lease in the store that is not its own was left by a process that died.
 
 use std::fs;
 use std::io::{self, Read};
@@ -8,11 +17,22 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::{check_key, CopySource, ObjectInfo, Storage};
+use super::{
+    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageResult,
+    Versioned,
+};
 use crate::reader::{FileReader, RangeReader};
 
 /// Where temporary files live (inside the store, so renames stay on one file system).
 const TMP_DIR: &str = "_symdex/tmp";
+/// Lock files (never served, never listed).
+const LOCK_DIR: &str = "_symdex/lock";
+
+/// Held while a process changes the store; released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct WriterLock {
+    _file: fs::File,
+}
 
 #[derive(Debug)]
 pub struct LocalStore {
@@ -38,8 +58,68 @@ impl LocalStore {
         &self.root
     }
 
+    /// Takes the store's writer lock, waiting for another writer (after calling `waiting`
+    /// once, so the user knows why nothing happens).
+    pub fn lock_writer(&self, waiting: impl FnOnce()) -> io::Result<WriterLock> {
+        fs::create_dir_all(self.root.join(LOCK_DIR))?;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.root.join(LOCK_DIR).join("writer"))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                waiting();
+                file.lock()?;
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(e),
+        }
+        Ok(WriterLock { _file: file })
+    }
+
+    /// Removes temporary files a killed run left behind. Only call it holding the writer lock
+    /// (a live writer's temporary files are its own).
+    pub fn clean_temp(&self, _lock: &WriterLock) -> io::Result<usize> {
+        let mut removed = 0;
+        for entry in fs::read_dir(self.root.join(TMP_DIR))? {
+            let path = entry?.path();
+            let result = if path.is_dir() {
+                fs::remove_dir_all(&path)
+            } else {
+                fs::remove_file(&path)
+            };
+            if result.is_ok() {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Runs `f` holding the compare-and-swap lock (this process's threads and other processes).
+    fn with_cas_lock<T>(&self, f: impl FnOnce() -> StorageResult<T>) -> StorageResult<T> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let lock_dir = self.root.join(LOCK_DIR);
+        fs::create_dir_all(&lock_dir)?;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(lock_dir.join("cas"))?;
+        file.lock()?;
+        let result = f();
+        drop(file);
+        result
+    }
+
+    /// The current version (content SHA-1) of `key`, or `None`.
+    fn version(&self, key: &str) -> StorageResult<Option<String>> {
+        Ok(not_found_is_none(fs::read(self.path_of(key)?))?
+            .map(|bytes| sha1_smol::Sha1::from(&bytes).digest().to_string()))
+    }
+
     /// The file behind `key` (validated: never outside the root).
-    pub fn path_of(&self, key: &str) -> io::Result<PathBuf> {
+    pub fn path_of(&self, key: &str) -> StorageResult<PathBuf> {
         check_key(key)?;
         Ok(self.root.join(key))
     }
@@ -56,15 +136,23 @@ impl LocalStore {
     }
 
     /// Moves a finished temporary file to `key`.
-    fn commit(&self, temp: &Path, key: &str) -> io::Result<PathBuf> {
+    fn commit(&self, temp: &Path, key: &str) -> StorageResult<PathBuf> {
         let dest = self.path_of(key)?;
-        if let Some(parent) = dest.parent() {
-            fs::create_dir_all(parent)?;
+        // A concurrent delete may remove the (empty) parent between create and rename.
+        let mut attempts = 0;
+        loop {
+            if let Some(parent) = dest.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            match fs::rename(temp, &dest) {
+                Ok(()) => return Ok(dest),
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => attempts += 1,
+                Err(e) => {
+                    let _ = fs::remove_file(temp);
+                    return Err(e.into());
+                }
+            }
         }
-        fs::rename(temp, &dest).inspect_err(|_| {
-            let _ = fs::remove_file(temp);
-        })?;
-        Ok(dest)
     }
 }
 
@@ -92,18 +180,25 @@ fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
 }
 
 impl Storage for LocalStore {
-    fn open(&self, key: &str) -> io::Result<Box<dyn RangeReader + '_>> {
-        Ok(Box::new(FileReader::open(&self.path_of(key)?)?))
+    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>> {
+        let path = self.path_of(key)?;
+        match FileReader::open(&path) {
+            Ok(reader) => Ok(Box::new(reader)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                Err(StorageError::NotFound(key.to_string()))
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
-    fn size(&self, key: &str) -> io::Result<Option<u64>> {
+    fn size(&self, key: &str) -> StorageResult<Option<u64>> {
         let path = self.path_of(key)?;
         Ok(not_found_is_none(fs::metadata(path))?
             .filter(|m| m.is_file())
             .map(|m| m.len()))
     }
 
-    fn head(&self, key: &str) -> io::Result<Option<ObjectInfo>> {
+    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
         let Some(size) = self.size(key)? else {
             return Ok(None);
         };
@@ -111,11 +206,16 @@ impl Storage for LocalStore {
         Ok(etag.map(|etag| ObjectInfo { size, etag }))
     }
 
-    fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
-        not_found_is_none(fs::read(self.path_of(key)?))
+    fn get(&self, key: &str) -> StorageResult<Option<Versioned>> {
+        Ok(
+            not_found_is_none(fs::read(self.path_of(key)?))?.map(|bytes| Versioned {
+                version: sha1_smol::Sha1::from(&bytes).digest().to_string(),
+                bytes,
+            }),
+        )
     }
 
-    fn put(&self, key: &str, bytes: &[u8]) -> io::Result<ObjectInfo> {
+    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let temp = self.temp_path();
         fs::write(&temp, bytes)?;
@@ -126,17 +226,43 @@ impl Storage for LocalStore {
         })
     }
 
-    fn put_if(&self, key: &str, bytes: &[u8], expected: Option<&str>) -> io::Result<bool> {
-        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let current = self.head(key)?.map(|info| info.etag);
-        if current.as_deref() != expected {
-            return Ok(false);
-        }
-        self.put(key, bytes)?;
-        Ok(true)
+    fn put_if(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        condition: Precondition<'_>,
+    ) -> StorageResult<Option<String>> {
+        check_key(key)?;
+        // The temporary file is written outside the lock; only compare + rename are inside.
+        let temp = self.temp_path();
+        fs::write(&temp, bytes)?;
+        let result = self.with_cas_lock(|| {
+            let current = self.version(key)?;
+            let holds = match condition {
+                Precondition::Absent => current.is_none(),
+                Precondition::Version(v) => current.as_deref() == Some(v),
+            };
+            if !holds {
+                return Ok(None);
+            }
+            self.commit(&temp, key)?;
+            Ok(Some(sha1_smol::Sha1::from(bytes).digest().to_string()))
+        });
+        let _ = fs::remove_file(&temp);
+        result
     }
 
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> io::Result<ObjectInfo> {
+    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool> {
+        self.with_cas_lock(|| {
+            if self.version(key)?.as_deref() != Some(version) {
+                return Ok(false);
+            }
+            self.delete(key)?;
+            Ok(true)
+        })
+    }
+
+    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let temp = self.temp_path();
         match source {
@@ -144,17 +270,25 @@ impl Storage for LocalStore {
             CopySource::File(path) => {
                 fs::copy(path, &temp)?;
             }
+            CopySource::Bytes(bytes) => fs::write(&temp, bytes)?,
             CopySource::Key(src) => {
-                let src = self.path_of(src)?;
-                if fs::hard_link(&src, &temp).is_err() {
-                    fs::copy(&src, &temp)?;
+                let src_path = self.path_of(src)?;
+                if fs::hard_link(&src_path, &temp).is_err() {
+                    match fs::copy(&src_path, &temp) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                            return Err(StorageError::NotFound(src.to_string()))
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
                 }
             }
             CopySource::Object { bucket, key, .. } => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     format!("a local store cannot copy from s3://{bucket}/{key}"),
-                ))
+                )
+                .into())
             }
         }
         let size = fs::metadata(&temp)?.len();
@@ -163,7 +297,7 @@ impl Storage for LocalStore {
         Ok(ObjectInfo { size, etag })
     }
 
-    fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
+    fn list(&self, prefix: &str) -> StorageResult<Vec<String>> {
         let mut keys = Vec::new();
         // Walk from the deepest directory the prefix names, then filter by the full prefix.
         let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
@@ -177,12 +311,15 @@ impl Storage for LocalStore {
             let entries = match fs::read_dir(&dir) {
                 Ok(e) => e,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             };
             for entry in entries {
-                let entry = entry?;
+                // A directory removed by a concurrent delete is simply no longer listed.
+                let Ok(entry) = entry else { continue };
                 let path = entry.path();
-                let file_type = entry.file_type()?;
+                let Ok(file_type) = entry.file_type() else {
+                    continue;
+                };
                 if file_type.is_dir() {
                     stack.push(path);
                 } else if file_type.is_file() {
@@ -190,7 +327,10 @@ impl Storage for LocalStore {
                         let key = rel
                             .to_string_lossy()
                             .replace(std::path::MAIN_SEPARATOR, "/");
-                        if key.starts_with(prefix) && !key.starts_with(TMP_DIR) {
+                        if key.starts_with(prefix)
+                            && !key.starts_with(TMP_DIR)
+                            && !key.starts_with(LOCK_DIR)
+                        {
                             keys.push(key);
                         }
                     }
@@ -201,14 +341,16 @@ impl Storage for LocalStore {
         Ok(keys)
     }
 
-    fn delete(&self, key: &str) -> io::Result<()> {
+    fn delete(&self, key: &str) -> StorageResult<()> {
         let path = self.path_of(key)?;
         match fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
-        // Tidy empty directories up to the root, so a deleted build leaves no husks.
+        // Tidy empty directories up to the root, so a deleted build leaves no husks. (A
+        // concurrent writer whose `create_dir_all` loses its directory here retries: see
+        // `commit`.)
         let mut dir = path.parent();
         while let Some(d) = dir {
             if d == self.root || fs::remove_dir(d).is_err() {
@@ -235,7 +377,7 @@ mod tests {
         let (_d, s) = store();
         let info = s.put("a/b/c.txt", b"hello").unwrap();
         assert_eq!(info.size, 5);
-        assert_eq!(s.get("a/b/c.txt").unwrap().unwrap(), b"hello");
+        assert_eq!(s.get("a/b/c.txt").unwrap().unwrap().bytes, b"hello");
         assert_eq!(s.head("a/b/c.txt").unwrap().unwrap(), info);
         assert_eq!(s.size("a/b").unwrap(), None, "directories are not objects");
         s.put("a/x", b"1").unwrap();
@@ -263,7 +405,7 @@ mod tests {
         assert_eq!(&buf, b"456");
         // Rewriting the input does not change the store.
         fs::write(&input, b"changed").unwrap();
-        assert_eq!(s.get("k/one").unwrap().unwrap(), b"0123456789");
+        assert_eq!(s.get("k/one").unwrap().unwrap().bytes, b"0123456789");
         assert!(s
             .copy(
                 &CopySource::Object {
@@ -281,12 +423,31 @@ mod tests {
     #[test]
     fn conditional_writes() {
         let (_d, s) = store();
-        assert!(s.put_if("r", b"v1", None).unwrap());
-        assert!(!s.put_if("r", b"v2", None).unwrap(), "already exists");
-        let etag = s.head("r").unwrap().unwrap().etag;
-        assert!(s.put_if("r", b"v2", Some(&etag)).unwrap());
-        assert!(!s.put_if("r", b"v3", Some(&etag)).unwrap(), "stale etag");
-        assert_eq!(s.get("r").unwrap().unwrap(), b"v2");
+        let v1 = s.put_if("r", b"v1", Precondition::Absent).unwrap().unwrap();
+        assert!(s
+            .put_if("r", b"v2", Precondition::Absent)
+            .unwrap()
+            .is_none());
+        let read = s.get("r").unwrap().unwrap();
+        assert_eq!(read.version, v1, "get returns the version it read");
+        let v2 = s
+            .put_if("r", b"v2", Precondition::Version(&v1))
+            .unwrap()
+            .unwrap();
+        assert!(
+            s.put_if("r", b"v3", Precondition::Version(&v1))
+                .unwrap()
+                .is_none(),
+            "stale version"
+        );
+        assert_eq!(s.get("r").unwrap().unwrap().bytes, b"v2");
+        assert!(!s.delete_if("r", &v1).unwrap(), "stale delete refused");
+        assert!(s.delete_if("r", &v2).unwrap());
+        assert!(s.get("r").unwrap().is_none());
+        assert!(
+            s.list("").unwrap().is_empty(),
+            "no temporary or lock files listed"
+        );
     }
 
     #[test]

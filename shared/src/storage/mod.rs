@@ -1,6 +1,12 @@
 //! Storage: the one small trait between the pipeline and where bytes live (a local directory
 //! here, an S3 bucket in the Lambda). Keys are `/`-separated and validated before they touch a
 //! file system or an API.
+//!
+//! The trait is a compare-and-swap store: [`Storage::get`] returns the version it read
+//! (S3's ETag, a SHA-1 of the content locally), and [`Storage::put_if`] / [`Storage::delete_if`]
+//! only act when the object still has the version the caller read. Versions are content
+//! identities, so an A→B→A change is invisible to them — harmless, because every update
+//! through them is a pure function of the content that was read.
 
 pub mod local;
 #[cfg(feature = "s3")]
@@ -13,12 +19,85 @@ use crate::reader::RangeReader;
 
 pub use local::LocalStore;
 
+/// What went wrong in a store, typed so callers can tell a retry from a lost race.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("{0}: no such key")]
+    NotFound(String),
+    /// A conditional write or delete found another version than the one it named.
+    #[error("{0}: changed since it was read")]
+    PreconditionFailed(String),
+    #[error("invalid key {0:?}")]
+    InvalidKey(String),
+    /// The service answered with an error (S3): `retryable` for throttling and 5xx.
+    #[error("{op}: {code} (HTTP {status}): {message}")]
+    Service {
+        op: &'static str,
+        code: String,
+        status: u16,
+        retryable: bool,
+        message: String,
+    },
+    /// A local file system error, or a transport error talking to a service.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl StorageError {
+    /// Worth trying again later (the whole message, or the whole run).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StorageError::Service { retryable, .. } => *retryable,
+            StorageError::Io(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::InvalidInput | io::ErrorKind::PermissionDenied
+            ),
+            StorageError::PreconditionFailed(_) => true,
+            StorageError::NotFound(_) | StorageError::InvalidKey(_) => false,
+        }
+    }
+}
+
+impl From<StorageError> for io::Error {
+    fn from(e: StorageError) -> io::Error {
+        let kind = match &e {
+            StorageError::NotFound(_) => io::ErrorKind::NotFound,
+            StorageError::PreconditionFailed(_) => io::ErrorKind::AlreadyExists,
+            StorageError::InvalidKey(_) => io::ErrorKind::InvalidInput,
+            StorageError::Service { .. } => io::ErrorKind::Other,
+            StorageError::Io(inner) => inner.kind(),
+        };
+        match e {
+            StorageError::Io(inner) => inner,
+            other => io::Error::new(kind, other),
+        }
+    }
+}
+
+pub type StorageResult<T> = Result<T, StorageError>;
+
 /// What a store knows about one object without reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectInfo {
     pub size: u64,
     /// Content identity: S3's ETag, or a SHA-1 of the content for a local store.
     pub etag: String,
+}
+
+/// A small object together with the version that was read (for a later conditional write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Versioned {
+    pub bytes: Vec<u8>,
+    pub version: String,
+}
+
+/// The condition of a conditional write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition<'a> {
+    /// Only if the key does not exist (S3 `If-None-Match: *`).
+    Absent,
+    /// Only if the key holds this version (S3 `If-Match`).
+    Version(&'a str),
 }
 
 /// Where a copy comes from.
@@ -28,6 +107,8 @@ pub enum CopySource<'a> {
     File(&'a Path),
     /// Another key of the same store (aliases of already published content).
     Key(&'a str),
+    /// Bytes made by symdex itself (small generated objects such as Sentry's `.meta`).
+    Bytes(&'a [u8]),
     /// An object of another bucket (the ingest bucket), copied server-side. Its size and
     /// content identity are what the caller already read (one HEAD per upload, not per key).
     Object {
@@ -42,28 +123,38 @@ pub enum CopySource<'a> {
 /// Object storage as the pipeline needs it.
 pub trait Storage: Send + Sync {
     /// Ranged reads of one object.
-    fn open(&self, key: &str) -> io::Result<Box<dyn RangeReader + '_>>;
+    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>>;
     /// Size, or `None` when the key does not exist.
-    fn size(&self, key: &str) -> io::Result<Option<u64>>;
+    fn size(&self, key: &str) -> StorageResult<Option<u64>> {
+        Ok(self.head(key)?.map(|i| i.size))
+    }
     /// Size and content identity, or `None` when the key does not exist.
-    fn head(&self, key: &str) -> io::Result<Option<ObjectInfo>>;
-    /// Whole small object (records, manifests), or `None` when absent.
-    fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>>;
+    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>>;
+    /// Whole small object (records, manifests) and its version, or `None` when absent.
+    fn get(&self, key: &str) -> StorageResult<Option<Versioned>>;
     /// Writes `bytes` atomically: readers see the old object or the new one, never a part.
-    fn put(&self, key: &str, bytes: &[u8]) -> io::Result<ObjectInfo>;
-    /// Conditional write: only if the current etag is `expected` (`None`: only if absent).
-    /// `Ok(false)` when the condition failed (someone else wrote first).
-    fn put_if(&self, key: &str, bytes: &[u8], expected: Option<&str>) -> io::Result<bool>;
+    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo>;
+    /// Conditional write; `Ok(Some(new version))`, or `Ok(None)` when the condition failed
+    /// (someone else wrote first). Atomic against every other writer of the store, in this
+    /// process or another.
+    fn put_if(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        condition: Precondition<'_>,
+    ) -> StorageResult<Option<String>>;
+    /// Deletes `key` only if it still holds `version`; `Ok(false)` when it changed or is gone.
+    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool>;
     /// Copies without passing the bytes through the caller where the store allows it.
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> io::Result<ObjectInfo>;
+    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo>;
     /// Keys under `prefix`, in lexicographic order.
-    fn list(&self, prefix: &str) -> io::Result<Vec<String>>;
+    fn list(&self, prefix: &str) -> StorageResult<Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.
-    fn delete(&self, key: &str) -> io::Result<()>;
+    fn delete(&self, key: &str) -> StorageResult<()>;
 }
 
 /// Rejects keys that could escape a store or mean something else than they say.
-pub fn check_key(key: &str) -> io::Result<()> {
+pub fn check_key(key: &str) -> StorageResult<()> {
     let bad = key.is_empty()
         || key.len() > 1024
         || key.starts_with('/')
@@ -73,10 +164,7 @@ pub fn check_key(key: &str) -> io::Result<()> {
             .split('/')
             .any(|c| c.is_empty() || c == "." || c == "..");
     if bad {
-        Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("invalid key {key:?}"),
-        ))
+        Err(StorageError::InvalidKey(key.to_string()))
     } else {
         Ok(())
     }

@@ -17,7 +17,10 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, MetadataDirecti
 use aws_sdk_s3::Client;
 use tokio::runtime::Handle;
 
-use super::{check_key, CopySource, ObjectInfo, Storage};
+use super::{
+    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageResult,
+    Versioned,
+};
 use crate::reader::RangeReader;
 
 /// Objects at least this large are copied part by part (CopyObject's limit is 5 GiB).
@@ -68,42 +71,47 @@ impl S3Stats {
     }
 }
 
-fn err<E: ProvideErrorMetadata + std::fmt::Debug>(what: &str, e: E) -> io::Error {
-    let code = e.code().unwrap_or("unknown");
-    let kind = match code {
-        "NoSuchKey" | "NotFound" | "NoSuchBucket" => io::ErrorKind::NotFound,
-        "PreconditionFailed" | "ConditionalRequestConflict" => io::ErrorKind::AlreadyExists,
-        _ => io::ErrorKind::Other,
-    };
-    io::Error::new(
-        kind,
-        format!("{what}: {code}: {}", e.message().unwrap_or("")),
-    )
-}
-
-fn sdk_err<E>(what: &str, e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> io::Error
+/// A typed error from an SDK error: 404s and 412s by name, throttling and 5xx as retryable
+/// service errors, transport failures (timeouts, resets) as retryable I/O errors.
+fn sdk_err<E>(
+    op: &'static str,
+    e: SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> StorageError
 where
     E: ProvideErrorMetadata + std::fmt::Debug,
 {
     match e {
         SdkError::ServiceError(service) => {
             let status = service.raw().status().as_u16();
-            let body = service.raw().body().bytes().map(|b| {
-                String::from_utf8_lossy(b)
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
-            });
-            let error = err(what, service.into_err());
-            io::Error::new(
-                error.kind(),
-                format!(
-                    "{error} (HTTP {status}{})",
-                    body.map(|b| format!(": {b}")).unwrap_or_default()
-                ),
-            )
+            let err = service.err();
+            let code = err.code().unwrap_or("").to_string();
+            let message = err.message().unwrap_or("").to_string();
+            match (code.as_str(), status) {
+                ("NoSuchKey" | "NotFound", _) | (_, 404) => {
+                    StorageError::NotFound(format!("{op}: {code} {message}"))
+                }
+                ("PreconditionFailed" | "ConditionalRequestConflict", _) | (_, 412 | 409) => {
+                    StorageError::PreconditionFailed(format!("{op}: {code}"))
+                }
+                _ => StorageError::Service {
+                    op,
+                    retryable: status >= 500
+                        || status == 429
+                        || matches!(
+                            code.as_str(),
+                            "SlowDown" | "Throttling" | "ThrottlingException" | "RequestTimeout"
+                        ),
+                    code: if code.is_empty() {
+                        "unknown".to_string()
+                    } else {
+                        code
+                    },
+                    status,
+                    message,
+                },
+            }
         }
-        other => io::Error::other(format!("{what}: {other:?}")),
+        other => StorageError::Io(io::Error::other(format!("{op}: {other:?}"))),
     }
 }
 
@@ -113,7 +121,11 @@ async fn read_body(
     requests: &AtomicU64,
     bytes: &AtomicU64,
 ) -> io::Result<Vec<u8>> {
-    let data = body.collect().await.map_err(io::Error::other)?.into_bytes();
+    let data = body
+        .collect()
+        .await
+        .map_err(|e| io::Error::new(io::ErrorKind::ConnectionReset, e))?
+        .into_bytes();
     requests.fetch_add(1, Ordering::Relaxed);
     bytes.fetch_add(data.len() as u64, Ordering::Relaxed);
     Ok(data.to_vec())
@@ -188,7 +200,7 @@ impl S3Store {
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
-    ) -> io::Result<Option<(ObjectInfo, HashMap<String, String>)>> {
+    ) -> StorageResult<Option<(ObjectInfo, HashMap<String, String>)>> {
         self.handle.block_on(async {
             let result = self
                 .client
@@ -214,7 +226,7 @@ impl S3Store {
         })
     }
 
-    async fn copy_single(&self, copy_source: &str, key: &str, etag: &str) -> io::Result<()> {
+    async fn copy_single(&self, copy_source: &str, key: &str, etag: &str) -> StorageResult<()> {
         self.client
             .copy_object()
             .bucket(&self.bucket)
@@ -236,7 +248,7 @@ impl S3Store {
         key: &str,
         size: u64,
         etag: &str,
-    ) -> io::Result<()> {
+    ) -> StorageResult<()> {
         let part_size = size
             .div_ceil(MAX_PARTS)
             .max(MIN_PART_SIZE)
@@ -320,7 +332,7 @@ impl S3Store {
                 }
                 tracing_free_note(&error);
             }
-            Ok::<_, io::Error>(())
+            Ok::<_, StorageError>(())
         }
         .await;
         if result.is_err() {
@@ -339,7 +351,7 @@ impl S3Store {
 
 /// A completion error that HEAD proved harmless is not worth failing for; it is reported on
 /// stderr so it stays visible in the function's logs.
-fn tracing_free_note(error: &io::Error) {
+fn tracing_free_note(error: &StorageError) {
     eprintln!("symdex: multipart copy completed despite: {error}");
 }
 
@@ -361,11 +373,11 @@ fn copy_source_header(bucket: &str, key: &str, version_id: Option<&str>) -> Stri
 }
 
 impl Storage for S3Store {
-    fn open(&self, key: &str) -> io::Result<Box<dyn RangeReader + '_>> {
+    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>> {
         check_key(key)?;
         let (info, _) = self
             .head_object(&self.bucket, key, None)?
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, key.to_string()))?;
+            .ok_or_else(|| StorageError::NotFound(key.to_string()))?;
         Ok(Box::new(self.open_object(
             &self.bucket,
             key,
@@ -374,18 +386,14 @@ impl Storage for S3Store {
         )))
     }
 
-    fn size(&self, key: &str) -> io::Result<Option<u64>> {
-        Ok(self.head(key)?.map(|i| i.size))
-    }
-
-    fn head(&self, key: &str) -> io::Result<Option<ObjectInfo>> {
+    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
         check_key(key)?;
         Ok(self
             .head_object(&self.bucket, key, None)?
             .map(|(info, _)| info))
     }
 
-    fn get(&self, key: &str) -> io::Result<Option<Vec<u8>>> {
+    fn get(&self, key: &str) -> StorageResult<Option<Versioned>> {
         check_key(key)?;
         self.handle.block_on(async {
             let result = self
@@ -397,17 +405,22 @@ impl Storage for S3Store {
                 .await;
             match result {
                 Ok(out) => {
+                    // The version is the ETag of exactly the bytes returned (one response).
+                    let version = unquote(out.e_tag().unwrap_or(""));
                     let stats = &self.stats;
                     let bytes = read_body(out.body, &stats.get_requests, &stats.get_bytes).await?;
-                    Ok(Some(bytes))
+                    Ok(Some(Versioned { bytes, version }))
                 }
                 Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => Ok(None),
-                Err(e) => Err(sdk_err("GetObject", e)),
+                Err(e) => match sdk_err("GetObject", e) {
+                    StorageError::NotFound(_) => Ok(None),
+                    other => Err(other),
+                },
             }
         })
     }
 
-    fn put(&self, key: &str, bytes: &[u8]) -> io::Result<ObjectInfo> {
+    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         self.handle.block_on(async {
             let out = self
@@ -427,7 +440,12 @@ impl Storage for S3Store {
         })
     }
 
-    fn put_if(&self, key: &str, bytes: &[u8], expected: Option<&str>) -> io::Result<bool> {
+    fn put_if(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        condition: Precondition<'_>,
+    ) -> StorageResult<Option<String>> {
         check_key(key)?;
         self.handle.block_on(async {
             let mut request = self
@@ -436,30 +454,46 @@ impl Storage for S3Store {
                 .bucket(&self.bucket)
                 .key(key)
                 .body(ByteStream::from(bytes.to_vec()));
-            request = match expected {
-                Some(etag) => request.if_match(format!("\"{etag}\"")),
-                None => request.if_none_match("*"),
+            request = match condition {
+                Precondition::Version(etag) => request.if_match(format!("\"{etag}\"")),
+                Precondition::Absent => request.if_none_match("*"),
             };
             match request.send().await {
-                Ok(_) => {
+                Ok(out) => {
                     self.stats.puts.fetch_add(1, Ordering::Relaxed);
-                    Ok(true)
+                    Ok(Some(unquote(out.e_tag().unwrap_or(""))))
                 }
-                Err(SdkError::ServiceError(e))
-                    if matches!(
-                        e.err().code(),
-                        Some("PreconditionFailed" | "ConditionalRequestConflict")
-                    ) || e.raw().status().as_u16() == 412
-                        || e.raw().status().as_u16() == 409 =>
-                {
-                    Ok(false)
-                }
-                Err(e) => Err(sdk_err("PutObject (conditional)", e)),
+                Err(e) => match sdk_err("PutObject (conditional)", e) {
+                    // If-Match on a key that is gone answers 404: the condition failed too.
+                    StorageError::PreconditionFailed(_) | StorageError::NotFound(_) => Ok(None),
+                    other => Err(other),
+                },
             }
         })
     }
 
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> io::Result<ObjectInfo> {
+    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool> {
+        check_key(key)?;
+        self.handle.block_on(async {
+            let result = self
+                .client
+                .delete_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .if_match(format!("\"{version}\""))
+                .send()
+                .await;
+            match result {
+                Ok(_) => Ok(true),
+                Err(e) => match sdk_err("DeleteObject (conditional)", e) {
+                    StorageError::PreconditionFailed(_) | StorageError::NotFound(_) => Ok(false),
+                    other => Err(other),
+                },
+            }
+        })
+    }
+
+    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let (bucket, src_key, version, info) = match *source {
             CopySource::Object {
@@ -476,18 +510,16 @@ impl Storage for S3Store {
                 (bucket, key, version_id, info)
             }
             CopySource::Key(src) => {
-                let (info, _) = self.head_object(&self.bucket, src, None)?.ok_or_else(|| {
-                    io::Error::new(
-                        io::ErrorKind::NotFound,
-                        format!("s3://{}/{src}", self.bucket),
-                    )
-                })?;
+                let (info, _) = self
+                    .head_object(&self.bucket, src, None)?
+                    .ok_or_else(|| StorageError::NotFound(format!("s3://{}/{src}", self.bucket)))?;
                 (self.bucket.as_str(), src, None, info)
             }
             CopySource::File(path) => {
                 let bytes = std::fs::read(path)?;
                 return self.put(key, &bytes);
             }
+            CopySource::Bytes(bytes) => return self.put(key, bytes),
         };
         let header = copy_source_header(bucket, src_key, version);
         self.handle.block_on(async {
@@ -501,7 +533,7 @@ impl Storage for S3Store {
         Ok(info)
     }
 
-    fn list(&self, prefix: &str) -> io::Result<Vec<String>> {
+    fn list(&self, prefix: &str) -> StorageResult<Vec<String>> {
         self.handle.block_on(async {
             let mut keys = Vec::new();
             let mut pages = self
@@ -524,7 +556,7 @@ impl Storage for S3Store {
         })
     }
 
-    fn delete(&self, key: &str) -> io::Result<()> {
+    fn delete(&self, key: &str) -> StorageResult<()> {
         check_key(key)?;
         self.handle.block_on(async {
             self.client
@@ -553,7 +585,7 @@ pub struct S3Object {
 }
 
 impl S3Object {
-    fn fetch(&self, first: u64, last: u64) -> io::Result<Vec<u8>> {
+    fn fetch(&self, first: u64, last: u64) -> StorageResult<Vec<u8>> {
         let start = first * BLOCK_SIZE;
         let end = ((last + 1) * BLOCK_SIZE).min(self.size) - 1;
         self.handle.block_on(async {
@@ -570,10 +602,9 @@ impl S3Object {
             let stats = &self.stats;
             let bytes = read_body(out.body, &stats.range_requests, &stats.range_bytes).await?;
             if bytes.len() as u64 != end - start + 1 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "short ranged GET",
-                ));
+                return Err(
+                    io::Error::new(io::ErrorKind::UnexpectedEof, "short ranged GET").into(),
+                );
             }
             Ok(bytes.to_vec())
         })
