@@ -7,7 +7,9 @@
 //! - [`storage`]: the store trait (local directory; S3 in the Lambdas).
 //! - [`pipeline`]: index/unindex an upload: identify, publish, reference, record.
 //! - [`refs`], [`manifest`]: who needs each key; the append-only audit trail.
+//! - [`audit`]: the store's invariants, checked from the outside (`symdex verify`).
 
+pub mod audit;
 pub mod formats;
 pub mod identity;
 pub mod layouts;
@@ -16,6 +18,8 @@ pub mod pipeline;
 pub mod reader;
 pub mod refs;
 pub mod storage;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use formats::{identify, Format, FormatError, IdentifyOptions};
 pub use identity::{Identity, Kind};

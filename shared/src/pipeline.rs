@@ -171,6 +171,8 @@ pub struct Indexed {
     /// The upload to finalize (`None`: nothing was published, nothing to finalize).
     pub upload: Option<String>,
     referenced: BTreeSet<String>,
+    /// Every key this attempt may have referenced (taken back if the upload is removed).
+    planned: BTreeSet<String>,
 }
 
 impl Indexed {
@@ -315,10 +317,12 @@ impl<'s> Indexer<'s> {
             referenced.extend(keys);
             records.push(record);
         }
+        let planned = planned.union(&referenced).cloned().collect();
         Ok(Indexed {
             records,
             upload: Some(upload.id.clone()),
             referenced,
+            planned,
         })
     }
 
@@ -336,29 +340,53 @@ impl<'s> Indexer<'s> {
         } else {
             "removed while it was indexed"
         };
-        let undone = self.unindex(upload)?;
-        Ok(undone
+        // Whatever became of the upload record (a removal may have finished and deleted it
+        // while we were publishing), this attempt's references go (refs.rs, invariant 4).
+        let (removed, _) = self.take_back(upload, &indexed.planned)?;
+        Ok(indexed
+            .records
+            .first()
+            .map(|first| Record {
+                time: now_rfc3339(),
+                action: Some(Action::Unpublished),
+                reason: Some(format!("{reason}; {} keys removed", removed.len())),
+                upload: upload.to_string(),
+                published: Vec::new(),
+                unchanged: Vec::new(),
+                conflicts: Vec::new(),
+                removed,
+                ..first.clone()
+            })
             .into_iter()
-            .chain(self.undo_record(upload, indexed, reason))
             .collect())
     }
 
-    /// The record of an upload that was removed before anyone could remove it: its references
-    /// were taken back by `finalize` (and, if the removal's own run saw none, no `unpublished`
-    /// record would say so).
-    fn undo_record(&self, upload: &str, indexed: &Indexed, reason: &str) -> Option<Record> {
-        let first = indexed.records.first()?;
-        Some(Record {
-            time: now_rfc3339(),
-            action: Some(Action::Unpublished),
-            reason: Some(reason.to_string()),
-            upload: upload.to_string(),
-            published: Vec::new(),
-            unchanged: Vec::new(),
-            conflicts: Vec::new(),
-            removed: Vec::new(),
-            ..first.clone()
-        })
+    /// Marks an upload removing (if it still has a record), takes back its references to
+    /// `keys` and to every key its record lists, then forgets it. Returns the keys unpublished
+    /// and the number still referenced by other uploads.
+    fn take_back(
+        &self,
+        upload_id: &str,
+        keys: &BTreeSet<String>,
+    ) -> io::Result<(Vec<String>, usize)> {
+        let record = self.refs.begin_removal(upload_id)?;
+        let mut all = keys.clone();
+        if let Some(record) = &record {
+            all.extend(record.all_keys());
+        }
+        let mut removed = Vec::new();
+        let mut kept = 0;
+        for key in all {
+            match self.refs.remove(&key, upload_id)? {
+                RemoveOutcome::Removed => removed.push(key),
+                RemoveOutcome::Kept => kept += 1,
+                RemoveOutcome::NotReferenced => {}
+            }
+        }
+        if let Some(record) = &record {
+            self.refs.end_removal(record)?;
+        }
+        Ok((removed, kept))
     }
 
     /// The keys of one identity; `Err(record)` when it gets none (skipped or rejected).
@@ -654,19 +682,10 @@ impl<'s> Indexer<'s> {
     /// Deletes one upload: marks it removing, takes back its references (unpublishing keys
     /// nobody else needs), then forgets it. Re-running it after a crash finishes the job.
     pub fn unindex(&self, upload_id: &str) -> io::Result<Option<Record>> {
-        let Some(upload) = self.refs.begin_removal(upload_id)? else {
+        let Some(upload) = self.refs.upload(upload_id)? else {
             return Ok(None);
         };
-        let mut removed = Vec::new();
-        let mut kept = 0;
-        for key in upload.all_keys() {
-            match self.refs.remove(&key, upload_id)? {
-                RemoveOutcome::Removed => removed.push(key),
-                RemoveOutcome::Kept => kept += 1,
-                RemoveOutcome::NotReferenced => {}
-            }
-        }
-        self.refs.end_removal(&upload)?;
+        let (removed, kept) = self.take_back(upload_id, &upload.all_keys())?;
         let (bucket, key) = match upload
             .source
             .strip_prefix("s3://")

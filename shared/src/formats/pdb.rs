@@ -20,8 +20,8 @@ const PDB_INFO_STREAM: u32 = 1;
 const DBI_STREAM: u32 = 3;
 const INFO_HEADER_LEN: usize = 28;
 const DBI_HEADER_LEN: usize = 64;
-const DBI_SIGNATURE: u32 = 0xffff_ffff;
-const DBI_VERSION_V70: u32 = 19990903;
+pub(crate) const DBI_SIGNATURE: u32 = 0xffff_ffff;
+pub(crate) const DBI_VERSION_V70: u32 = 19990903;
 /// The stream directory of a multi-gigabyte PDB is a few megabytes; more is a lie.
 const MAX_DIRECTORY_BYTES: u32 = 256 * 1024 * 1024;
 
@@ -183,79 +183,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 pub(crate) mod tests {
     use super::*;
     use crate::reader::MemReader;
-
-    /// Writes a minimal MSF 7.00 file: the streams given, laid out one block after another.
-    pub(crate) fn build_msf(block_size: u32, streams: &[Option<Vec<u8>>]) -> Vec<u8> {
-        let bs = block_size as usize;
-        // Block 0 superblock, 1-2 free block maps, 3 block map, then directory, then streams.
-        let mut blocks: Vec<Vec<u8>> = vec![vec![0; bs]; 4];
-        let mut stream_blocks = Vec::new();
-        for stream in streams {
-            let mut list = Vec::new();
-            if let Some(data) = stream {
-                for chunk in data.chunks(bs) {
-                    let mut b = chunk.to_vec();
-                    b.resize(bs, 0);
-                    list.push(blocks.len() as u32);
-                    blocks.push(b);
-                }
-            }
-            stream_blocks.push(list);
-        }
-        let mut dir = Vec::new();
-        dir.extend((streams.len() as u32).to_le_bytes());
-        for stream in streams {
-            let size = stream.as_ref().map_or(u32::MAX, |d| d.len() as u32);
-            dir.extend(size.to_le_bytes());
-        }
-        for list in &stream_blocks {
-            for b in list {
-                dir.extend(b.to_le_bytes());
-            }
-        }
-        let mut dir_blocks = Vec::new();
-        for chunk in dir.chunks(bs) {
-            let mut b = chunk.to_vec();
-            b.resize(bs, 0);
-            dir_blocks.push(blocks.len() as u32);
-            blocks.push(b);
-        }
-        let mut map = Vec::new();
-        for b in &dir_blocks {
-            map.extend(b.to_le_bytes());
-        }
-        map.resize(bs, 0);
-        blocks[3] = map;
-        let mut sb = MSF7_MAGIC.to_vec();
-        sb.extend(block_size.to_le_bytes());
-        sb.extend(1u32.to_le_bytes());
-        sb.extend((blocks.len() as u32).to_le_bytes());
-        sb.extend((dir.len() as u32).to_le_bytes());
-        sb.extend(0u32.to_le_bytes());
-        sb.extend(3u32.to_le_bytes());
-        sb.resize(bs, 0);
-        blocks[0] = sb;
-        blocks.concat()
-    }
-
-    pub(crate) fn info_stream(guid: [u8; 16], age: u32) -> Vec<u8> {
-        let mut s = Vec::new();
-        s.extend(20000404u32.to_le_bytes());
-        s.extend(0x5f00_0000u32.to_le_bytes());
-        s.extend(age.to_le_bytes());
-        s.extend(guid);
-        s.extend(0u32.to_le_bytes()); // empty names table
-        s
-    }
-
-    pub(crate) fn dbi_stream(age: u32, machine: u16) -> Vec<u8> {
-        let mut s = vec![0u8; 64];
-        s[0..4].copy_from_slice(&DBI_SIGNATURE.to_le_bytes());
-        s[4..8].copy_from_slice(&DBI_VERSION_V70.to_le_bytes());
-        s[8..12].copy_from_slice(&age.to_le_bytes());
-        s[58..60].copy_from_slice(&machine.to_le_bytes());
-        s
-    }
+    pub(crate) use crate::testing::builders::{build_msf, dbi_stream, info_stream};
 
     const GUID: [u8; 16] = [
         0xf6, 0x72, 0x7b, 0x49, 0x0a, 0x39, 0xfc, 0x44, 0x87, 0x8e, 0x5a, 0x2d, 0x63, 0xb6, 0xcc,

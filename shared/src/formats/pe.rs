@@ -18,7 +18,7 @@ use crate::reader::{read_vec, RangeReader, ReaderCursor};
 /// CodeView entries whose MinorVersion is this describe a Portable PDB ("PM").
 pub const PORTABLE_PDB_MINOR_VERSION: u16 = 0x504d;
 
-const DEBUG_TYPE_CODEVIEW: u32 = 2;
+pub(crate) const DEBUG_TYPE_CODEVIEW: u32 = 2;
 const DEBUG_TYPE_EMBEDDED_PORTABLE_PDB: u32 = 17;
 const DEBUG_TYPE_PDB_CHECKSUM: u32 = 19;
 const DEBUG_TYPE_PERFMAP: u32 = 21;
@@ -264,112 +264,7 @@ pub fn arch_name(machine: u16) -> &'static str {
 pub(crate) mod tests {
     use super::*;
     use crate::reader::MemReader;
-
-    /// One debug-directory entry for [`build_pe`].
-    pub(crate) struct Entry {
-        pub typ: u32,
-        pub minor_version: u16,
-        pub timestamp: u32,
-        pub payload: Vec<u8>,
-    }
-
-    pub(crate) fn codeview(
-        guid: [u8; 16],
-        age: u32,
-        path: &str,
-        minor_version: u16,
-        timestamp: u32,
-    ) -> Entry {
-        let mut payload = b"RSDS".to_vec();
-        payload.extend(guid);
-        payload.extend(age.to_le_bytes());
-        payload.extend(path.as_bytes());
-        payload.push(0);
-        Entry {
-            typ: DEBUG_TYPE_CODEVIEW,
-            minor_version,
-            timestamp,
-            payload,
-        }
-    }
-
-    /// A PE image with one `.rdata` section holding the debug directory and its payloads.
-    /// `file_pointers: false` zeroes PointerToRawData so readers must map the RVA.
-    pub(crate) fn build_pe(
-        is_64: bool,
-        machine: u16,
-        dll: bool,
-        entries: &[Entry],
-        file_pointers: bool,
-    ) -> Vec<u8> {
-        const TIMESTAMP: u32 = 0x542d_574e;
-        const SIZE_OF_IMAGE: u32 = 0xc2000;
-        const SECTION_VA: u32 = 0x1000;
-        const SECTION_RAW: u32 = 0x200;
-        let opt_size: u16 = if is_64 { 240 } else { 224 };
-        let mut f = vec![0u8; 0x40];
-        f[0..2].copy_from_slice(b"MZ");
-        f[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());
-        f.extend(b"PE\0\0");
-        f.extend(machine.to_le_bytes());
-        f.extend(1u16.to_le_bytes());
-        f.extend(TIMESTAMP.to_le_bytes());
-        f.extend([0u8; 8]);
-        f.extend(opt_size.to_le_bytes());
-        let characteristics: u16 = 0x0022 | if dll { 0x2000 } else { 0 };
-        f.extend(characteristics.to_le_bytes());
-        let opt_start = f.len();
-        let mut opt = vec![0u8; opt_size as usize];
-        opt[0..2].copy_from_slice(&(if is_64 { 0x20bu16 } else { 0x10bu16 }).to_le_bytes());
-        opt[32..36].copy_from_slice(&0x1000u32.to_le_bytes()); // SectionAlignment
-        opt[36..40].copy_from_slice(&0x200u32.to_le_bytes()); // FileAlignment
-        opt[56..60].copy_from_slice(&SIZE_OF_IMAGE.to_le_bytes());
-        opt[60..64].copy_from_slice(&0x200u32.to_le_bytes()); // SizeOfHeaders
-        let dirs = if is_64 { 112 } else { 96 };
-        opt[dirs - 4..dirs].copy_from_slice(&16u32.to_le_bytes());
-        let dir_size = (entries.len() * 28) as u32;
-        if !entries.is_empty() {
-            opt[dirs + 48..dirs + 52].copy_from_slice(&SECTION_VA.to_le_bytes());
-            opt[dirs + 52..dirs + 56].copy_from_slice(&dir_size.to_le_bytes());
-        }
-        f.extend(opt);
-        assert_eq!(f.len(), opt_start + opt_size as usize);
-        // Section: directory first, then payloads.
-        let mut body = Vec::new();
-        let mut payload_at = dir_size;
-        for e in entries {
-            body.extend(0u32.to_le_bytes());
-            body.extend(e.timestamp.to_le_bytes());
-            body.extend(0u16.to_le_bytes());
-            body.extend(e.minor_version.to_le_bytes());
-            body.extend(e.typ.to_le_bytes());
-            body.extend((e.payload.len() as u32).to_le_bytes());
-            body.extend((SECTION_VA + payload_at).to_le_bytes());
-            let pointer = if file_pointers {
-                SECTION_RAW + payload_at
-            } else {
-                0
-            };
-            body.extend(pointer.to_le_bytes());
-            payload_at += e.payload.len() as u32;
-        }
-        for e in entries {
-            body.extend(&e.payload);
-        }
-        let raw_size = (body.len() as u32).next_multiple_of(0x200).max(0x200);
-        let mut section = b".rdata\0\0".to_vec();
-        section.extend((body.len() as u32).to_le_bytes());
-        section.extend(SECTION_VA.to_le_bytes());
-        section.extend(raw_size.to_le_bytes());
-        section.extend(SECTION_RAW.to_le_bytes());
-        section.extend([0u8; 12]);
-        section.extend(0x4000_0040u32.to_le_bytes());
-        f.extend(section);
-        f.resize(SECTION_RAW as usize, 0);
-        f.extend(body);
-        f.resize((SECTION_RAW + raw_size) as usize, 0);
-        f
-    }
+    pub(crate) use crate::testing::builders::{build_pe, codeview, Entry};
 
     const GUID: [u8; 16] = [
         0xf6, 0x72, 0x7b, 0x49, 0x0a, 0x39, 0xfc, 0x44, 0x87, 0x8e, 0x5a, 0x2d, 0x63, 0xb6, 0xcc,

@@ -519,7 +519,26 @@ impl Storage for S3Store {
                 let bytes = std::fs::read(path)?;
                 return self.put(key, &bytes);
             }
-            CopySource::Bytes(bytes) => return self.put(key, bytes),
+            // Generated content carries its SHA-1 as its identity, as in a local store.
+            CopySource::Bytes(bytes) => {
+                let sha1 = sha1_smol::Sha1::from(bytes).digest().to_string();
+                self.handle.block_on(async {
+                    self.client
+                        .put_object()
+                        .bucket(&self.bucket)
+                        .key(key)
+                        .metadata(CONTENT_ETAG_META, &sha1)
+                        .body(ByteStream::from(bytes.to_vec()))
+                        .send()
+                        .await
+                        .map_err(|e| sdk_err("PutObject", e))
+                })?;
+                self.stats.puts.fetch_add(1, Ordering::Relaxed);
+                return Ok(ObjectInfo {
+                    size: bytes.len() as u64,
+                    etag: sha1,
+                });
+            }
         };
         let header = copy_source_header(bucket, src_key, version);
         self.handle.block_on(async {

@@ -1,0 +1,148 @@
+//! The store's invariants (refs.rs), checked from the outside: what `symdex verify` prints and
+//! what every concurrency test asserts after each schedule.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use crate::refs::{RefStore, UploadState, STATE_PREFIX};
+use crate::storage::Storage;
+
+/// One broken promise, as `verify` prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `missing`, `changed`, `lease`, `tombstone`, `incomplete`, `unref`, `dangling`, `orphan`.
+    pub kind: &'static str,
+    pub key: String,
+    pub detail: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:<8} {}", self.kind, self.key)?;
+        if !self.detail.is_empty() {
+            write!(f, " ({})", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// The outcome of an audit: the problems, and how many key records were checked.
+#[derive(Debug, Default)]
+pub struct Audit {
+    pub keys: usize,
+    pub problems: Vec<Problem>,
+}
+
+/// Prefixes that hold bookkeeping, not published keys.
+fn is_bookkeeping(key: &str, manifest_prefix: &str) -> bool {
+    key.starts_with(&format!("{STATE_PREFIX}/"))
+        || key.starts_with(&format!("{}/", manifest_prefix.trim_end_matches('/')))
+        || key.ends_with(crate::layouts::symstore_index2::MARKER_KEY)
+}
+
+/// Checks every invariant over a whole store.
+pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
+    let refs = RefStore::new(store);
+    let mut problems = Vec::new();
+    let mut problem = |kind, key: &str, detail: String| {
+        problems.push(Problem {
+            kind,
+            key: key.to_string(),
+            detail,
+        })
+    };
+    let uploads: BTreeMap<String, UploadState> = refs
+        .uploads()?
+        .into_iter()
+        .map(|u| (u.upload.clone(), u.state))
+        .collect();
+    let records = refs.all_keys()?;
+    let mut accounted = BTreeSet::new();
+    for record in &records {
+        accounted.insert(record.key.clone());
+        if let Some(lease) = &record.lease {
+            problem(
+                "lease",
+                &record.key,
+                format!(
+                    "{} by {}: in progress, or left by a killed run; re-run it",
+                    lease.op, lease.holder
+                ),
+            );
+            continue;
+        }
+        if record.refs.is_empty() {
+            problem("tombstone", &record.key, "a removal did not finish".into());
+            continue;
+        }
+        for upload in &record.refs {
+            if !uploads.contains_key(upload) {
+                problem(
+                    "dangling",
+                    &record.key,
+                    format!("referenced by {upload}, which does not exist"),
+                );
+            }
+        }
+        match store.head(&record.key)? {
+            None => problem("missing", &record.key, String::new()),
+            Some(info) if info.size != record.size || info.etag != record.etag => problem(
+                "changed",
+                &record.key,
+                format!(
+                    "size {} etag {}, recorded {} {}",
+                    info.size, info.etag, record.size, record.etag
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+    for upload in refs.uploads()? {
+        if upload.state != UploadState::Indexed {
+            problem(
+                "incomplete",
+                &upload.upload,
+                format!(
+                    "{:?}: a run was interrupted; re-run index or delete",
+                    upload.state
+                ),
+            );
+            continue;
+        }
+        for key in &upload.keys {
+            let referenced = refs
+                .key(key)?
+                .is_some_and(|r| r.refs.contains(&upload.upload));
+            if !referenced {
+                problem(
+                    "unref",
+                    key,
+                    format!("upload {} lists it, its record does not", upload.upload),
+                );
+            }
+        }
+    }
+    // Published objects no record accounts for (what a removal that lost a race would leave).
+    for key in store.list("")? {
+        if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(&key) {
+            problem(
+                "orphan",
+                &key,
+                "published, but no record references it".into(),
+            );
+        }
+    }
+    Ok(Audit {
+        keys: records.len(),
+        problems,
+    })
+}
+
+/// Every published key with the uploads referencing it (for comparing two stores).
+pub fn references(store: &dyn Storage) -> io::Result<BTreeMap<String, BTreeSet<String>>> {
+    Ok(RefStore::new(store)
+        .all_keys()?
+        .into_iter()
+        .map(|r| (r.key, r.refs))
+        .collect())
+}

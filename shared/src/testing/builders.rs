@@ -1,0 +1,315 @@
+//! Byte-level builders of small artifacts (ELF, PE with CodeView records, MSF/PDB), written
+//! from the published formats, for tests here and in the other crates (feature `testing`).
+
+use crate::formats::pdb::{DBI_SIGNATURE, DBI_VERSION_V70, MSF7_MAGIC};
+use crate::formats::pe::DEBUG_TYPE_CODEVIEW;
+
+/// Builds a minimal ELF file: a header, one PT_NOTE segment with the given build id (if any),
+/// and section headers for `.text`, the note, optional `.debug_info`, `.shstrtab`.
+pub fn build_elf(
+    is_64: bool,
+    big_endian: bool,
+    machine: u16,
+    build_id: Option<&[u8]>,
+    with_debug_info: bool,
+) -> Vec<u8> {
+    let w16 = |v: u16| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let w32 = |v: u32| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let w64 = |v: u64| {
+        if big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    };
+    let word = |v: u64| -> Vec<u8> {
+        if is_64 {
+            w64(v).to_vec()
+        } else {
+            w32(v as u32).to_vec()
+        }
+    };
+    let (ehsize, phentsize, shentsize) = if is_64 {
+        (64u16, 56u16, 64u16)
+    } else {
+        (52, 32, 40)
+    };
+
+    let mut note = Vec::new();
+    if let Some(id) = build_id {
+        note.extend(w32(4));
+        note.extend(w32(id.len() as u32));
+        note.extend(w32(3));
+        note.extend(b"GNU\0");
+        note.extend(id);
+        while note.len() % 4 != 0 {
+            note.push(0);
+        }
+    }
+    let text: Vec<u8> = (0..64u8)
+        .map(|i| i.wrapping_mul(7).wrapping_add(3))
+        .collect();
+    let shstrtab = b"\0.text\0.note.gnu.build-id\0.debug_info\0.shstrtab\0".to_vec();
+    let debug_info = vec![0u8; 16];
+
+    let phoff = ehsize as u64;
+    let text_off = phoff + phentsize as u64;
+    let note_off = text_off + text.len() as u64;
+    let debug_off = note_off + note.len() as u64;
+    let shstr_off = debug_off + debug_info.len() as u64;
+    let shoff = (shstr_off + shstrtab.len() as u64 + 7) & !7;
+    let shnum = 5u16;
+
+    let mut f = Vec::new();
+    f.extend(b"\x7fELF");
+    f.push(if is_64 { 2 } else { 1 });
+    f.push(if big_endian { 2 } else { 1 });
+    f.push(1);
+    f.resize(16, 0);
+    f.extend(w16(3)); // ET_DYN
+    f.extend(w16(machine));
+    f.extend(w32(1));
+    f.extend(word(0)); // entry
+    f.extend(word(phoff));
+    f.extend(word(shoff));
+    f.extend(w32(0));
+    f.extend(w16(ehsize));
+    f.extend(w16(phentsize));
+    f.extend(w16(1)); // phnum
+    f.extend(w16(shentsize));
+    f.extend(w16(shnum));
+    f.extend(w16(4)); // shstrndx
+    assert_eq!(f.len(), ehsize as usize);
+    // One PT_NOTE program header.
+    if is_64 {
+        f.extend(w32(4));
+        f.extend(w32(4));
+        f.extend(w64(note_off));
+        f.extend(w64(0));
+        f.extend(w64(0));
+        f.extend(w64(note.len() as u64));
+        f.extend(w64(note.len() as u64));
+        f.extend(w64(4));
+    } else {
+        f.extend(w32(4));
+        f.extend(w32(note_off as u32));
+        f.extend(w32(0));
+        f.extend(w32(0));
+        f.extend(w32(note.len() as u32));
+        f.extend(w32(note.len() as u32));
+        f.extend(w32(4));
+        f.extend(w32(4));
+    }
+    f.extend(&text);
+    f.extend(&note);
+    f.extend(&debug_info);
+    f.extend(&shstrtab);
+    f.resize(shoff as usize, 0);
+    let mut section = |name: u32, typ: u32, off: u64, size: u64| {
+        f.extend(w32(name));
+        f.extend(w32(typ));
+        f.extend(word(0)); // flags
+        f.extend(word(0)); // addr
+        f.extend(word(off));
+        f.extend(word(size));
+        f.extend(w32(0));
+        f.extend(w32(0));
+        f.extend(word(1));
+        f.extend(word(0));
+    };
+    section(0, 0, 0, 0);
+    section(1, 1, text_off, text.len() as u64);
+    section(7, 7, note_off, note.len() as u64);
+    if with_debug_info {
+        section(26, 1, debug_off, debug_info.len() as u64);
+    } else {
+        section(0, 1, debug_off, debug_info.len() as u64);
+    }
+    section(38, 3, shstr_off, shstrtab.len() as u64);
+    f
+}
+
+/// One debug-directory entry for [`build_pe`].
+pub struct Entry {
+    pub typ: u32,
+    pub minor_version: u16,
+    pub timestamp: u32,
+    pub payload: Vec<u8>,
+}
+
+pub fn codeview(guid: [u8; 16], age: u32, path: &str, minor_version: u16, timestamp: u32) -> Entry {
+    let mut payload = b"RSDS".to_vec();
+    payload.extend(guid);
+    payload.extend(age.to_le_bytes());
+    payload.extend(path.as_bytes());
+    payload.push(0);
+    Entry {
+        typ: DEBUG_TYPE_CODEVIEW,
+        minor_version,
+        timestamp,
+        payload,
+    }
+}
+
+/// A PE image with one `.rdata` section holding the debug directory and its payloads.
+/// `file_pointers: false` zeroes PointerToRawData so readers must map the RVA.
+pub fn build_pe(
+    is_64: bool,
+    machine: u16,
+    dll: bool,
+    entries: &[Entry],
+    file_pointers: bool,
+) -> Vec<u8> {
+    const TIMESTAMP: u32 = 0x542d_574e;
+    const SIZE_OF_IMAGE: u32 = 0xc2000;
+    const SECTION_VA: u32 = 0x1000;
+    const SECTION_RAW: u32 = 0x200;
+    let opt_size: u16 = if is_64 { 240 } else { 224 };
+    let mut f = vec![0u8; 0x40];
+    f[0..2].copy_from_slice(b"MZ");
+    f[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());
+    f.extend(b"PE\0\0");
+    f.extend(machine.to_le_bytes());
+    f.extend(1u16.to_le_bytes());
+    f.extend(TIMESTAMP.to_le_bytes());
+    f.extend([0u8; 8]);
+    f.extend(opt_size.to_le_bytes());
+    let characteristics: u16 = 0x0022 | if dll { 0x2000 } else { 0 };
+    f.extend(characteristics.to_le_bytes());
+    let opt_start = f.len();
+    let mut opt = vec![0u8; opt_size as usize];
+    opt[0..2].copy_from_slice(&(if is_64 { 0x20bu16 } else { 0x10bu16 }).to_le_bytes());
+    opt[32..36].copy_from_slice(&0x1000u32.to_le_bytes()); // SectionAlignment
+    opt[36..40].copy_from_slice(&0x200u32.to_le_bytes()); // FileAlignment
+    opt[56..60].copy_from_slice(&SIZE_OF_IMAGE.to_le_bytes());
+    opt[60..64].copy_from_slice(&0x200u32.to_le_bytes()); // SizeOfHeaders
+    let dirs = if is_64 { 112 } else { 96 };
+    opt[dirs - 4..dirs].copy_from_slice(&16u32.to_le_bytes());
+    let dir_size = (entries.len() * 28) as u32;
+    if !entries.is_empty() {
+        opt[dirs + 48..dirs + 52].copy_from_slice(&SECTION_VA.to_le_bytes());
+        opt[dirs + 52..dirs + 56].copy_from_slice(&dir_size.to_le_bytes());
+    }
+    f.extend(opt);
+    assert_eq!(f.len(), opt_start + opt_size as usize);
+    // Section: directory first, then payloads.
+    let mut body = Vec::new();
+    let mut payload_at = dir_size;
+    for e in entries {
+        body.extend(0u32.to_le_bytes());
+        body.extend(e.timestamp.to_le_bytes());
+        body.extend(0u16.to_le_bytes());
+        body.extend(e.minor_version.to_le_bytes());
+        body.extend(e.typ.to_le_bytes());
+        body.extend((e.payload.len() as u32).to_le_bytes());
+        body.extend((SECTION_VA + payload_at).to_le_bytes());
+        let pointer = if file_pointers {
+            SECTION_RAW + payload_at
+        } else {
+            0
+        };
+        body.extend(pointer.to_le_bytes());
+        payload_at += e.payload.len() as u32;
+    }
+    for e in entries {
+        body.extend(&e.payload);
+    }
+    let raw_size = (body.len() as u32).next_multiple_of(0x200).max(0x200);
+    let mut section = b".rdata\0\0".to_vec();
+    section.extend((body.len() as u32).to_le_bytes());
+    section.extend(SECTION_VA.to_le_bytes());
+    section.extend(raw_size.to_le_bytes());
+    section.extend(SECTION_RAW.to_le_bytes());
+    section.extend([0u8; 12]);
+    section.extend(0x4000_0040u32.to_le_bytes());
+    f.extend(section);
+    f.resize(SECTION_RAW as usize, 0);
+    f.extend(body);
+    f.resize((SECTION_RAW + raw_size) as usize, 0);
+    f
+}
+
+/// Writes a minimal MSF 7.00 file: the streams given, laid out one block after another.
+pub fn build_msf(block_size: u32, streams: &[Option<Vec<u8>>]) -> Vec<u8> {
+    let bs = block_size as usize;
+    // Block 0 superblock, 1-2 free block maps, 3 block map, then directory, then streams.
+    let mut blocks: Vec<Vec<u8>> = vec![vec![0; bs]; 4];
+    let mut stream_blocks = Vec::new();
+    for stream in streams {
+        let mut list = Vec::new();
+        if let Some(data) = stream {
+            for chunk in data.chunks(bs) {
+                let mut b = chunk.to_vec();
+                b.resize(bs, 0);
+                list.push(blocks.len() as u32);
+                blocks.push(b);
+            }
+        }
+        stream_blocks.push(list);
+    }
+    let mut dir = Vec::new();
+    dir.extend((streams.len() as u32).to_le_bytes());
+    for stream in streams {
+        let size = stream.as_ref().map_or(u32::MAX, |d| d.len() as u32);
+        dir.extend(size.to_le_bytes());
+    }
+    for list in &stream_blocks {
+        for b in list {
+            dir.extend(b.to_le_bytes());
+        }
+    }
+    let mut dir_blocks = Vec::new();
+    for chunk in dir.chunks(bs) {
+        let mut b = chunk.to_vec();
+        b.resize(bs, 0);
+        dir_blocks.push(blocks.len() as u32);
+        blocks.push(b);
+    }
+    let mut map = Vec::new();
+    for b in &dir_blocks {
+        map.extend(b.to_le_bytes());
+    }
+    map.resize(bs, 0);
+    blocks[3] = map;
+    let mut sb = MSF7_MAGIC.to_vec();
+    sb.extend(block_size.to_le_bytes());
+    sb.extend(1u32.to_le_bytes());
+    sb.extend((blocks.len() as u32).to_le_bytes());
+    sb.extend((dir.len() as u32).to_le_bytes());
+    sb.extend(0u32.to_le_bytes());
+    sb.extend(3u32.to_le_bytes());
+    sb.resize(bs, 0);
+    blocks[0] = sb;
+    blocks.concat()
+}
+
+pub fn info_stream(guid: [u8; 16], age: u32) -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend(20000404u32.to_le_bytes());
+    s.extend(0x5f00_0000u32.to_le_bytes());
+    s.extend(age.to_le_bytes());
+    s.extend(guid);
+    s.extend(0u32.to_le_bytes()); // empty names table
+    s
+}
+
+pub fn dbi_stream(age: u32, machine: u16) -> Vec<u8> {
+    let mut s = vec![0u8; 64];
+    s[0..4].copy_from_slice(&DBI_SIGNATURE.to_le_bytes());
+    s[4..8].copy_from_slice(&DBI_VERSION_V70.to_le_bytes());
+    s[8..12].copy_from_slice(&age.to_le_bytes());
+    s[58..60].copy_from_slice(&machine.to_le_bytes());
+    s
+}
