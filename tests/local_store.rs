@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
-use common::{symdex, Workdir};
+use common::{build_split_elf, symdex, Workdir};
 use serde_json::Value;
 
 fn ok(out: Output) -> String {
@@ -59,38 +59,6 @@ fn manifest(store: &Path, filters: &[&str]) -> Vec<Value> {
     out.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-fn build_split_elf(w: &Workdir, dir: &str, build_id: &str, body: &str) {
-    std::fs::create_dir_all(w.path(dir)).unwrap();
-    std::fs::write(w.path(&format!("{dir}/prog.c")), format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n")).unwrap();
-    let d = |f: &str| format!("{dir}/{f}");
-    w.run(
-        "gcc",
-        &[
-            "-g",
-            "-O0",
-            &format!("-Wl,--build-id={build_id}"),
-            "-o",
-            &d("app"),
-            &d("prog.c"),
-        ],
-    );
-    w.run(
-        "objcopy",
-        &["--only-keep-debug", &d("app"), &d("app.debug")],
-    );
-    w.run(
-        "objcopy",
-        &[
-            "--strip-all",
-            &format!("--add-gnu-debuglink={}", d("app.debug")),
-            &d("app"),
-            &d("app.stripped"),
-        ],
-    );
-    std::fs::remove_file(w.path(&d("app"))).unwrap();
-    std::fs::remove_file(w.path(&d("prog.c"))).unwrap();
 }
 
 const BID: &str = "0x0123456789abcdef0123456789abcdef01234567";

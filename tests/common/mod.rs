@@ -104,3 +104,37 @@ pub fn identify(path: &Path) -> (Vec<symdex_shared::Identity>, u64) {
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     (ids, reader.bytes_read())
 }
+
+/// A small C program built with `--build-id=<build_id>` and split into `<dir>/app.debug` and
+/// `<dir>/app.stripped` (FIXTURES.md: gcc + objcopy).
+pub fn build_split_elf(w: &Workdir, dir: &str, build_id: &str, body: &str) {
+    std::fs::create_dir_all(w.path(dir)).unwrap();
+    std::fs::write(w.path(&format!("{dir}/prog.c")), format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n")).unwrap();
+    let d = |f: &str| format!("{dir}/{f}");
+    w.run(
+        "gcc",
+        &[
+            "-g",
+            "-O0",
+            &format!("-Wl,--build-id={build_id}"),
+            "-o",
+            &d("app"),
+            &d("prog.c"),
+        ],
+    );
+    w.run(
+        "objcopy",
+        &["--only-keep-debug", &d("app"), &d("app.debug")],
+    );
+    w.run(
+        "objcopy",
+        &[
+            "--strip-all",
+            &format!("--add-gnu-debuglink={}", d("app.debug")),
+            &d("app"),
+            &d("app.stripped"),
+        ],
+    );
+    std::fs::remove_file(w.path(&d("app"))).unwrap();
+    std::fs::remove_file(w.path(&d("prog.c"))).unwrap();
+}

@@ -1,0 +1,231 @@
+//! Several writers on one local store, and runs killed at exact points: the store ends
+//! consistent (`verify` clean), with the references a serial run gives, a complete manifest
+//! and no temporary files.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{build_split_elf, symdex, Workdir};
+use serde_json::Value;
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "symdex failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn index_cmd(store: &Path, build: &str, inputs: &[&Path]) -> Command {
+    let mut cmd = symdex();
+    cmd.arg("index")
+        .arg("--store")
+        .arg(store)
+        .args(["--build", build])
+        .args(inputs);
+    cmd
+}
+
+/// Six split programs, each in its own directory, with distinct build ids.
+fn programs(w: &Workdir) -> Vec<std::path::PathBuf> {
+    (0..6)
+        .map(|i| {
+            let dir = format!("p{i}");
+            build_split_elf(
+                w,
+                &dir,
+                &format!("0x{i:02x}{}", "ab".repeat(19)),
+                &format!("x * {}", i + 2),
+            );
+            w.path(&dir)
+        })
+        .collect()
+}
+
+/// key -> uploads referencing it, from the store's reference records.
+fn references(store: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let root = store.join("_symdex/refs");
+    walkdir::WalkDir::new(&root)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let record: Value = serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
+            let refs = record["refs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_str().unwrap().to_string())
+                .collect();
+            (record["key"].as_str().unwrap().to_string(), refs)
+        })
+        .collect()
+}
+
+fn verify_clean(store: &Path) {
+    let out = symdex().arg("verify").arg(store).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(" 0 problems"),
+        "{text}"
+    );
+}
+
+#[test]
+fn four_indexers_and_a_delete_on_one_store() {
+    let w = Workdir::new();
+    let dirs = programs(&w);
+    let inputs = |i: usize| -> Vec<&Path> { (i..i + 3).map(|j| dirs[j % 6].as_path()).collect() };
+    // The serial run: the four builds, one after another.
+    let serial = w.path("serial");
+    for i in 0..4 {
+        ok(index_cmd(&serial, &format!("b{i}"), &inputs(i))
+            .output()
+            .unwrap());
+    }
+    let expected = references(&serial);
+    assert!(!expected.is_empty());
+    for round in 0..3 {
+        let store = w.path(&format!("store{round}"));
+        let all: Vec<&Path> = dirs.iter().map(|d| d.as_path()).collect();
+        ok(index_cmd(&store, "old", &all).output().unwrap());
+        // Four indexers over overlapping inputs and the delete of the old build, at once.
+        let mut children: Vec<_> = (0..4)
+            .map(|i| {
+                index_cmd(&store, &format!("b{i}"), &inputs(i))
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        children.push(
+            symdex()
+                .args(["delete", "--build", "old", "--store"])
+                .arg(&store)
+                .spawn()
+                .unwrap(),
+        );
+        for mut child in children {
+            assert!(child.wait().unwrap().success(), "round {round}");
+        }
+        verify_clean(&store);
+        assert_eq!(
+            references(&store),
+            expected,
+            "round {round}: same as the serial run"
+        );
+    }
+}
+
+/// Every published key was recorded as `published` by the upload that published it.
+fn manifest_complete(store: &Path) {
+    let out = ok(symdex()
+        .args(["manifest", "query", "--json"])
+        .arg(store)
+        .output()
+        .unwrap());
+    let mut published: BTreeSet<(String, String)> = BTreeSet::new();
+    for line in out.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        for key in record["published"].as_array().into_iter().flatten() {
+            published.insert((
+                record["upload"].as_str().unwrap().to_string(),
+                key.as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    for entry in walkdir::WalkDir::new(store.join("_symdex/refs"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+    {
+        let record: Value = serde_json::from_slice(&std::fs::read(entry.path()).unwrap()).unwrap();
+        let (key, by) = (
+            record["key"].as_str().unwrap(),
+            record["by"].as_str().unwrap_or(""),
+        );
+        if key.ends_with(".meta") {
+            continue; // generated sidecars are not artifacts' keys
+        }
+        assert!(
+            published.contains(&(by.to_string(), key.to_string())),
+            "{key}: published by {by}, but no manifest record says so"
+        );
+    }
+}
+
+fn temp_files(store: &Path) -> usize {
+    std::fs::read_dir(store.join("_symdex/tmp")).map_or(0, |d| d.count())
+}
+
+#[test]
+fn a_run_killed_at_any_point_is_repaired_by_running_it_again() {
+    let w = Workdir::new();
+    let dirs = programs(&w);
+    let all: Vec<&Path> = dirs.iter().map(|d| d.as_path()).collect();
+    let clean = w.path("clean");
+    ok(index_cmd(&clean, "x", &all).output().unwrap());
+    let expected = references(&clean);
+    let mut crashed = 0;
+    for crash_after in [0, 1, 2, 3, 5, 8, 13, 40, 90, 150, 260, 400] {
+        let store = w.path(&format!("store{crash_after}"));
+        let killed = index_cmd(&store, "x", &all)
+            .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
+            .output()
+            .unwrap();
+        if !killed.status.success() {
+            crashed += 1;
+        }
+        ok(index_cmd(&store, "x", &all).output().unwrap());
+        verify_clean(&store);
+        assert_eq!(
+            references(&store),
+            expected,
+            "crash after {crash_after} writes"
+        );
+        manifest_complete(&store);
+        assert_eq!(temp_files(&store), 0, "temporary files left behind");
+
+        // And a delete killed half-way, then run again, unpublishes everything.
+        let killed = symdex()
+            .args(["delete", "--build", "x", "--store"])
+            .arg(&store)
+            .env("SYMDEX_CRASH_AFTER_WRITES", (crash_after / 2).to_string())
+            .output()
+            .unwrap();
+        assert!(!killed.status.success() || crash_after > 150);
+        ok(symdex()
+            .args(["delete", "--build", "x", "--store"])
+            .arg(&store)
+            .output()
+            .unwrap());
+        verify_clean(&store);
+        assert!(
+            references(&store).is_empty(),
+            "crash after {crash_after}: all unpublished"
+        );
+        let left: Vec<_> = walkdir::WalkDir::new(&store)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                e.path()
+                    .strip_prefix(&store)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|p| {
+                !p.starts_with("_symdex/")
+                    && !p.starts_with("_manifest/")
+                    && !p.ends_with("index2.txt")
+            })
+            .collect();
+        assert!(left.is_empty(), "still published: {left:?}");
+    }
+    assert!(crashed >= 10, "the crash points were inside the run");
+}
