@@ -374,11 +374,20 @@ impl<'s> Indexer<'s> {
         if let Some(record) = &record {
             all.extend(record.all_keys());
         }
-        let mut removed = Vec::new();
+        // Keys an earlier, interrupted attempt already unpublished are reported again.
+        let mut removed: BTreeSet<String> = record
+            .as_ref()
+            .map(|r| r.removed.clone())
+            .unwrap_or_default();
         let mut kept = 0;
         for key in all {
             match self.refs.remove(&key, upload_id)? {
-                RemoveOutcome::Removed => removed.push(key),
+                RemoveOutcome::Removed => {
+                    if record.is_some() {
+                        self.refs.note_removed(upload_id, &key)?;
+                    }
+                    removed.insert(key);
+                }
                 RemoveOutcome::Kept => kept += 1,
                 RemoveOutcome::NotReferenced => {}
             }
@@ -386,7 +395,7 @@ impl<'s> Indexer<'s> {
         if let Some(record) = &record {
             self.refs.end_removal(record)?;
         }
-        Ok((removed, kept))
+        Ok((removed.into_iter().collect(), kept))
     }
 
     /// The keys of one identity; `Err(record)` when it gets none (skipped or rejected).

@@ -19,7 +19,10 @@
 //!    writes it, removes a reference that would empty it, or takes the lease while it is live.
 //!    A holder acts only while its lease runs (`until`, longer than any run of the function
 //!    that took it); a lease past its time, or any lease but one's own while holding the local
-//!    store's writer lock, was left by a dead process and is taken over.
+//!    store's writer lock, was left by a dead process and is taken over. The holder is the
+//!    operation and the upload (`index:<upload>`, `remove:<upload>`): a retried message takes
+//!    its own earlier attempt's lease over at once, which is safe because both attempts mean
+//!    the same bytes (or the same removal) for the same upload.
 //! 2. **A record without a lease describes its object**: the object exists and holds the
 //!    recorded content. So a key with references and no lease is published.
 //! 3. **Only an empty record is removed.** The object is deleted only after the record was
@@ -36,7 +39,6 @@
 
 use std::collections::BTreeSet;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
@@ -110,6 +112,9 @@ pub struct UploadRecord {
     /// Every key it may reference (invariant 4); a removal takes the references of all.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub planned: BTreeSet<String>,
+    /// While `removing`: keys already unpublished (a retried removal reports them too).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub removed: BTreeSet<String>,
 }
 
 impl UploadRecord {
@@ -258,17 +263,12 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A holder id unique to this process and instance.
-fn new_holder() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{}-{}-{nanos:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
+fn index_holder(upload: &str) -> String {
+    format!("index:{upload}")
+}
+
+fn remove_holder(upload: &str) -> String {
+    format!("remove:{upload}")
 }
 
 /// The error of a lease that stayed busy: retryable, never a verdict on the artifact.
@@ -279,7 +279,6 @@ pub fn busy(what: &str) -> io::Error {
 /// Bookkeeping over a store.
 pub struct RefStore<'s> {
     store: &'s dyn Storage,
-    holder: String,
     policy: LeasePolicy,
 }
 
@@ -289,11 +288,7 @@ impl<'s> RefStore<'s> {
     }
 
     pub fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
-        RefStore {
-            store,
-            holder: new_holder(),
-            policy,
-        }
+        RefStore { store, policy }
     }
 
     pub fn store(&self) -> &'s dyn Storage {
@@ -365,17 +360,17 @@ impl<'s> RefStore<'s> {
         Err(busy(&format!("{file}: too many concurrent updates")))
     }
 
-    fn new_lease(&self, op: &str) -> Lease {
+    fn new_lease(&self, op: &str, holder: &str) -> Lease {
         Lease {
-            holder: self.holder.clone(),
+            holder: holder.to_string(),
             until: now_secs() + self.policy.duration.as_secs(),
             op: op.to_string(),
         }
     }
 
-    /// A lease nobody may act against: somebody else's, still running.
-    fn lease_is_live_other(&self, lease: &Lease) -> bool {
-        lease.holder != self.holder && !self.policy.exclusive && lease.until >= now_secs()
+    /// A lease `holder` may not act against: somebody else's, still running.
+    fn lease_is_live_other(&self, lease: &Lease, holder: &str) -> bool {
+        lease.holder != holder && !self.policy.exclusive && lease.until >= now_secs()
     }
 
     /// Before touching an object: our lease must not be past its time (someone may have
@@ -407,6 +402,7 @@ impl<'s> RefStore<'s> {
         fresh: bool,
     ) -> io::Result<KeyOutcome> {
         let file = key_file(key);
+        let holder = index_holder(upload);
         // An object symdex has no record of (written outside symdex): asked once.
         let mut external: Option<Option<ObjectInfo>> = None;
         let plan = self.update(&file, |current: Option<KeyRecord>| {
@@ -415,7 +411,7 @@ impl<'s> RefStore<'s> {
                 Some(r)
                     if r.lease
                         .as_ref()
-                        .is_some_and(|l| self.lease_is_live_other(l)) =>
+                        .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
                 {
                     return Ok(Step::Wait(format!("{key}: a change is in progress")));
                 }
@@ -423,7 +419,7 @@ impl<'s> RefStore<'s> {
                 Some(r) if r.refs.is_empty() => None,
                 other => other,
             };
-            let lease = self.new_lease("copy");
+            let lease = self.new_lease("copy", &holder);
             let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
                 key: key.to_string(),
                 etag: content.etag.to_string(),
@@ -503,12 +499,12 @@ impl<'s> RefStore<'s> {
                     Some(r)
                         if r.lease
                             .as_ref()
-                            .is_some_and(|l| self.lease_is_live_other(l)) =>
+                            .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
                     {
                         Ok(Step::Wait(format!("{key}: a change is in progress")))
                     }
                     Some(mut r) if r.etag == content.etag && r.refs.contains(upload) => {
-                        let lease = self.new_lease("copy");
+                        let lease = self.new_lease("copy", &holder);
                         r.lease = Some(lease.clone());
                         Ok(Step::Write(r, Some(lease)))
                     }
@@ -554,16 +550,19 @@ impl<'s> RefStore<'s> {
     /// tombstone lease (invariant 3). Also finishes a dead remover's tombstone.
     pub fn remove(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
         let file = key_file(key);
+        let holder = remove_holder(upload);
         let (taken, version) = self.update_versioned(&file, |current: Option<KeyRecord>| {
             let Some(mut record) = current else {
                 return Ok(Step::Keep(None));
             };
+            // Our own earlier attempt's tombstone: its removal is ours to finish and report.
+            let ours = record.lease.as_ref().is_some_and(|l| l.holder == holder);
             if let Some(lease) = &record.lease {
-                if self.lease_is_live_other(lease) {
+                if self.lease_is_live_other(lease, &holder) {
                     return Ok(Step::Wait(format!("{key}: a change is in progress")));
                 }
             }
-            let had = record.refs.remove(upload);
+            let had = record.refs.remove(upload) || (ours && record.refs.is_empty());
             if !had && !record.refs.is_empty() {
                 return Ok(Step::Keep(None));
             }
@@ -572,7 +571,7 @@ impl<'s> RefStore<'s> {
             }
             // The last reference (or a dead remover's tombstone): an empty record holding our
             // lease, written before the object goes (invariant 3).
-            let lease = self.new_lease("remove");
+            let lease = self.new_lease("remove", &holder);
             record.lease = Some(lease.clone());
             let outcome = if had {
                 RemoveOutcome::Removed
@@ -728,6 +727,23 @@ impl<'s> RefStore<'s> {
             record.state = UploadState::Removing;
             Ok(Step::Write(record.clone(), Some(record)))
         })
+    }
+
+    /// Notes a key a removal unpublished, so a retry of an interrupted removal reports it.
+    pub fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
+        self.update(
+            &upload_file(upload),
+            |current: Option<UploadRecord>| match current {
+                Some(mut r) if r.state == UploadState::Removing => {
+                    if r.removed.insert(key.to_string()) {
+                        Ok(Step::Write(r, ()))
+                    } else {
+                        Ok(Step::Keep(()))
+                    }
+                }
+                _ => Ok(Step::Keep(())),
+            },
+        )
     }
 
     /// Forgets a removed upload (after every reference was taken back).

@@ -8,7 +8,7 @@ pub mod events;
 pub mod handler;
 
 pub use config::LambdaConfig;
-pub use handler::{handle_indexer, handle_remover, Context};
+pub use handler::{handle_indexer, handle_remover, Context, Error};
 
 /// JSON logs, one object per line (CloudWatch-friendly); `RUST_LOG` filters.
 pub fn init_logging() {

@@ -1,0 +1,259 @@
+//! Faults on S3: the functions talk to moto_server through a proxy that fails 20% of the
+//! requests (503 SlowDown, 500, resets before and after the request reached moto). Failed
+//! messages are redelivered as SQS would; the indexer and the remover converge to exactly the
+//! serving bucket, references and manifest decisions of a fault-free run.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use aws_sdk_sqs::types::Message;
+use serde_json::Value;
+use support::fault_proxy::FaultProxy;
+use support::{config, sqs_event, Stack, INGEST, SERVING};
+use symdex_lambda::{handle_indexer, handle_remover, Context, Error};
+use symdex_shared::audit::{audit, references};
+use symdex_shared::storage::s3::S3Store;
+use symdex_shared::testing::scenarios::Artifacts;
+
+const FAULTY: &str = "symdex-serving-faulty";
+
+type Handler = for<'a> fn(
+    &'a Arc<Context>,
+    Value,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Value, Error>> + Send + 'a>,
+>;
+
+fn indexer(
+    ctx: &Arc<Context>,
+    v: Value,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, Error>> + Send + '_>> {
+    Box::pin(handle_indexer(ctx, v))
+}
+
+fn remover(
+    ctx: &Arc<Context>,
+    v: Value,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, Error>> + Send + '_>> {
+    Box::pin(handle_remover(ctx, v))
+}
+
+/// Delivers `messages` in batches of 10 until every one succeeded (a failed invocation or a
+/// reported item is delivered again). Returns how many deliveries it took.
+async fn deliver(
+    ctx: &Arc<Context>,
+    handler: Handler,
+    messages: &[Message],
+    queue_arn: &str,
+) -> usize {
+    let mut pending: Vec<Message> = messages.to_vec();
+    let mut rounds = 0;
+    while !pending.is_empty() {
+        rounds += 1;
+        assert!(rounds < 60, "messages never succeeded: {}", pending.len());
+        let mut still = Vec::new();
+        for batch in pending.chunks(10) {
+            match handler(ctx, sqs_event(batch, queue_arn)).await {
+                Ok(response) => {
+                    let failed: BTreeSet<String> = response["batchItemFailures"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|f| f["itemIdentifier"].as_str().unwrap().to_string())
+                        .collect();
+                    still.extend(
+                        batch
+                            .iter()
+                            .filter(|m| failed.contains(m.message_id.as_deref().unwrap()))
+                            .cloned(),
+                    );
+                }
+                // The whole invocation failed (e.g. its manifest write): all of it again.
+                Err(_) => still.extend(batch.iter().cloned()),
+            }
+        }
+        pending = still;
+    }
+    rounds
+}
+
+/// Published objects with their content (bookkeeping and manifest left out).
+async fn published(stack: &Stack, bucket: &str) -> BTreeMap<String, Vec<u8>> {
+    stack
+        .objects(bucket, "")
+        .await
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("_symdex/") && !k.starts_with("_manifest/"))
+        .collect()
+}
+
+/// The manifest's decisions: (upload, key) pairs published or found unchanged, keys published,
+/// (upload, key) pairs removed.
+type Decisions = (
+    BTreeSet<(String, String)>,
+    BTreeSet<String>,
+    BTreeSet<(String, String)>,
+);
+
+async fn decisions(stack: &Stack, bucket: &str) -> Decisions {
+    let mut out = Decisions::default();
+    for (_, body) in stack.objects(bucket, "_manifest/").await {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut text)
+            .unwrap();
+        for line in text.lines() {
+            let r: Value = serde_json::from_str(line).unwrap();
+            let upload = r["upload"].as_str().unwrap().to_string();
+            let keys = |field: &str| -> Vec<String> {
+                r[field]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|k| k.as_str().unwrap().to_string())
+                    .collect()
+            };
+            for key in keys("published") {
+                out.1.insert(key.clone());
+                out.0.insert((upload.clone(), key));
+            }
+            for key in keys("unchanged") {
+                out.0.insert((upload.clone(), key));
+            }
+            for key in keys("removed") {
+                out.2.insert((upload.clone(), key));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn indexer_and_remover_converge_through_a_faulty_network() {
+    let stack = Stack::new().await;
+    stack
+        .s3
+        .create_bucket()
+        .bucket(FAULTY)
+        .send()
+        .await
+        .unwrap();
+    let artifacts = Artifacts::new();
+    let dir = tempfile::tempdir().unwrap();
+    let uploads = [
+        ("b1/app.debug", &artifacts.elf_a),
+        ("b2/app.debug", &artifacts.elf_b),
+        ("win/mixed.dll", &artifacts.pe),
+        ("win/mixed.pdb", &artifacts.pdb),
+    ];
+    for (key, artifact) in uploads {
+        let path = dir.path().join(key.replace('/', "_"));
+        std::fs::write(&path, &artifact.bytes).unwrap();
+        stack.upload(key, &path).await;
+    }
+    let created = stack.receive(uploads.len()).await;
+
+    let clean = Arc::new(Context::new(config(&[]), stack.moto.s3().await));
+    let proxy = FaultProxy::start(&stack.moto.endpoint, 20, 7).await;
+    let faulty_client = {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(support::REGION))
+            .endpoint_url(&proxy.endpoint)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            // What the functions configure: the SDK's standard retries, five attempts.
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
+            .load()
+            .await;
+        aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .force_path_style(true)
+                .build(),
+        )
+    };
+    let faulty = Arc::new(Context::new(
+        config(&[("SYMDEX_SERVING_BUCKET", FAULTY)]),
+        faulty_client,
+    ));
+
+    assert_eq!(
+        deliver(&clean, indexer, &created, &stack.queue_arn).await,
+        1
+    );
+    let rounds = deliver(&faulty, indexer, &created, &stack.queue_arn).await;
+    compare(&stack).await;
+
+    // Removals: the build-1 copy of the debug file and the PDB.
+    for key in ["b1/app.debug", "win/mixed.pdb"] {
+        stack
+            .s3
+            .delete_object()
+            .bucket(INGEST)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+    }
+    let removed = stack.receive(2).await;
+    assert_eq!(
+        deliver(&clean, remover, &removed, &stack.queue_arn).await,
+        1
+    );
+    let rounds = rounds + deliver(&faulty, remover, &removed, &stack.queue_arn).await;
+    compare(&stack).await;
+
+    let f = &proxy.faults;
+    let injected = [
+        &f.slow_down,
+        &f.internal_error,
+        &f.reset_before,
+        &f.reset_after,
+    ]
+    .map(|c| c.load(Ordering::Relaxed));
+    println!(
+        "faults injected (503, 500, reset before, reset after): {injected:?}; {} forwarded; {rounds} deliveries",
+        f.forwarded.load(Ordering::Relaxed)
+    );
+    assert!(
+        injected.iter().all(|&n| n > 0),
+        "every kind of fault was injected: {injected:?}"
+    );
+}
+
+/// The faulty run's serving bucket equals the clean run's: objects, references, decisions.
+async fn compare(stack: &Stack) {
+    assert_eq!(
+        published(stack, FAULTY).await,
+        published(stack, SERVING).await
+    );
+    let (clean_refs, faulty_refs, problems) = tokio::task::spawn_blocking({
+        let client = stack.s3.clone();
+        let handle = tokio::runtime::Handle::current();
+        move || {
+            let clean = S3Store::new(client.clone(), SERVING, handle.clone());
+            let faulty = S3Store::new(client, FAULTY, handle);
+            let problems: Vec<String> = audit(&faulty, "_manifest")
+                .unwrap()
+                .problems
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            (
+                references(&clean).unwrap(),
+                references(&faulty).unwrap(),
+                problems,
+            )
+        }
+    })
+    .await
+    .unwrap();
+    assert!(problems.is_empty(), "{problems:#?}");
+    assert_eq!(faulty_refs, clean_refs);
+    assert_eq!(
+        decisions(stack, FAULTY).await,
+        decisions(stack, SERVING).await
+    );
+}

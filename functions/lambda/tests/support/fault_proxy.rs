@@ -1,0 +1,151 @@
+//! An HTTP proxy between the functions and moto_server that fails a share of the requests the
+//! way S3 and networks do: 503 SlowDown, 500 InternalError, a connection reset before the
+//! request is forwarded, and a reset *after* moto applied it (the answer is lost). Seeded, so
+//! a run can be replayed.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use symdex_shared::testing::interleave::Rng;
+
+/// How many requests met each fault.
+#[derive(Debug, Default)]
+pub struct Faults {
+    pub forwarded: AtomicU64,
+    pub slow_down: AtomicU64,
+    pub internal_error: AtomicU64,
+    pub reset_before: AtomicU64,
+    pub reset_after: AtomicU64,
+}
+
+pub struct FaultProxy {
+    pub endpoint: String,
+    pub faults: Arc<Faults>,
+}
+
+type Upstream = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+fn error_response(status: StatusCode, code: &str) -> Response<Full<Bytes>> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>injected by the test proxy</Message></Error>"
+    );
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/xml")
+        .body(Full::new(Bytes::from(body)))
+        .expect("response")
+}
+
+async fn forward(
+    upstream: &Upstream,
+    authority: &str,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    let (mut parts, body) = request.into_parts();
+    let body = body.collect().await.map_err(BoxError::other)?.to_bytes();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/".to_string(), |p| p.to_string());
+    parts.uri = format!("http://{authority}{path}")
+        .parse()
+        .map_err(BoxError::other)?;
+    let response = upstream
+        .request(Request::from_parts(parts, Full::new(body)))
+        .await
+        .map_err(BoxError::other)?;
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.map_err(BoxError::other)?.to_bytes();
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+/// A concrete error type (a boxed one trips hyper's higher-ranked bounds).
+type BoxError = std::io::Error;
+
+/// One request: `roll` (0..100) below `percent` picks one of the four faults.
+async fn handle(
+    request: Request<Incoming>,
+    client: &Upstream,
+    authority: &str,
+    roll: usize,
+    percent: usize,
+    faults: &Faults,
+) -> Result<Response<Full<Bytes>>, BoxError> {
+    if roll >= percent {
+        faults.forwarded.fetch_add(1, Ordering::Relaxed);
+        return forward(client, authority, request).await;
+    }
+    match roll * 4 / percent.max(1) {
+        0 => {
+            faults.slow_down.fetch_add(1, Ordering::Relaxed);
+            Ok(error_response(StatusCode::SERVICE_UNAVAILABLE, "SlowDown"))
+        }
+        1 => {
+            faults.internal_error.fetch_add(1, Ordering::Relaxed);
+            Ok(error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "InternalError",
+            ))
+        }
+        2 => {
+            faults.reset_before.fetch_add(1, Ordering::Relaxed);
+            Err(BoxError::other("injected reset before forwarding"))
+        }
+        _ => {
+            forward(client, authority, request).await?;
+            faults.reset_after.fetch_add(1, Ordering::Relaxed);
+            Err(BoxError::other("injected reset after moto answered"))
+        }
+    }
+}
+
+impl FaultProxy {
+    /// Proxies to `upstream` (`http://host:port`), failing `percent` of the requests.
+    pub async fn start(upstream: &str, percent: usize, seed: u64) -> FaultProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let authority = upstream.trim_start_matches("http://").to_string();
+        let faults = Arc::new(Faults::default());
+        let rng = Arc::new(Mutex::new(Rng::new(seed)));
+        let client: Upstream = Client::builder(TokioExecutor::new()).build_http();
+        let counters = faults.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (client, authority, rng, faults) = (
+                    client.clone(),
+                    authority.clone(),
+                    rng.clone(),
+                    counters.clone(),
+                );
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let (client, authority, rng, faults) = (
+                            client.clone(),
+                            authority.clone(),
+                            rng.clone(),
+                            faults.clone(),
+                        );
+                        async move {
+                            let roll = rng.lock().unwrap().below(100);
+                            handle(request, &client, &authority, roll, percent, &faults).await
+                        }
+                    });
+                    // An error from the service closes the connection: the client sees a reset.
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        FaultProxy { endpoint, faults }
+    }
+}
