@@ -4,6 +4,8 @@
 //! serving bucket, references and manifest decisions of a fault-free run.
 
 mod support;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -11,7 +13,7 @@ use std::sync::Arc;
 
 use aws_sdk_sqs::types::Message;
 use serde_json::Value;
-use support::fault_proxy::FaultProxy;
+use fault_proxy::FaultProxy;
 use support::{config, sqs_event, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, Context, Error};
 use symdex_shared::audit::{audit, references};

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use aws_sdk_s3::primitives::ByteStream;
 use serde_json::{json, Value};
 
-pub mod fault_proxy;
 pub mod runtime_api;
 
 pub const REGION: &str = "us-east-1";
