@@ -3,17 +3,17 @@
 //! messages are redelivered as SQS would; the indexer and the remover converge to exactly the
 //! serving bucket, references and manifest decisions of a fault-free run.
 
-mod support;
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use aws_sdk_sqs::types::Message;
-use serde_json::Value;
 use fault_proxy::FaultProxy;
+use serde_json::Value;
 use support::{config, sqs_event, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, Context, Error};
 use symdex_shared::audit::{audit, references};
