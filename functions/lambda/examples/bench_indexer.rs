@@ -32,6 +32,19 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// A key as S3 notifications carry it: URL-encoded, a space as `+`.
+fn encode(key: &str) -> String {
+    key.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'/' => {
+                (b as char).to_string()
+            }
+            b' ' => "+".to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -68,17 +81,7 @@ async fn main() {
     let mut max_read = (0u64, String::new());
     for key in &keys {
         let before = ctx.store.stats().range_bytes();
-        // As S3 notifications carry it: URL-encoded, a space as `+`.
-        let encoded: String = key
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'/' => {
-                    (b as char).to_string()
-                }
-                b' ' => "+".to_string(),
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
+        let encoded = encode(key);
         let event = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
             "s3": {"bucket": {"name": INGEST}, "object": {"key": encoded}}}]});
         symdex_lambda::handle_indexer(&ctx, event).await.unwrap();
@@ -103,6 +106,55 @@ async fn main() {
         stats.get_requests() as f64 / n,
         stats.get_bytes() as f64 / n
     );
+
+    // The same objects as SQS batches: one message per invocation, then batches of 10 with the
+    // messages of a batch processed concurrently (SYMDEX_CONCURRENCY), each into a fresh bucket.
+    let batch_objects = keys.len().min(120);
+    println!("SQS batches ({batch_objects} objects, one S3 notification per message):");
+    for (batch, concurrency) in [(1usize, 1usize), (10, 4), (10, 10)] {
+        let bucket = format!("bench-batch-{batch}-{concurrency}");
+        stack
+            .s3
+            .create_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .unwrap();
+        let concurrency_text = concurrency.to_string();
+        let ctx = Arc::new(symdex_lambda::Context::new(
+            config(&[
+                ("SYMDEX_SERVING_BUCKET", bucket.as_str()),
+                ("SYMDEX_CONCURRENCY", concurrency_text.as_str()),
+            ]),
+            stack.moto.s3().await,
+        ));
+        let messages: Vec<aws_sdk_sqs::types::Message> = keys[..batch_objects]
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let body = json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3",
+                    "eventName": "ObjectCreated:Put",
+                    "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(key)}}}]});
+                aws_sdk_sqs::types::Message::builder()
+                    .message_id(format!("m{i}"))
+                    .body(body.to_string())
+                    .build()
+            })
+            .collect();
+        let started = Instant::now();
+        for chunk in messages.chunks(batch) {
+            let response =
+                symdex_lambda::handle_indexer(&ctx, support::sqs_event(chunk, "arn:bench"))
+                    .await
+                    .unwrap();
+            assert_eq!(response["batchItemFailures"], json!([]));
+        }
+        let secs = started.elapsed().as_secs_f64();
+        println!(
+            "  batch {batch:>2}, concurrency {concurrency:>2}: {:8.1} artifacts/s",
+            batch_objects as f64 / secs
+        );
+    }
 
     // Naive: download every object whole, then identify it from memory.
     let started = Instant::now();

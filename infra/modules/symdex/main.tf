@@ -11,6 +11,9 @@ locals {
       SYMDEX_LAYOUTS             = join(",", var.layouts)
       SYMDEX_MANIFEST_PREFIX     = trim(var.manifest_prefix, "/")
       SYMDEX_MULTIPART_THRESHOLD = tostring(var.multipart_threshold_bytes)
+      # A lease on a key outlives any invocation that took it (plus a margin for clock skew).
+      SYMDEX_LEASE_SECONDS = tostring(var.timeout_seconds + 60)
+      SYMDEX_CONCURRENCY   = tostring(var.message_concurrency)
     },
     { for layout, prefix in var.layout_prefixes : "SYMDEX_PREFIX_${upper(layout)}" => prefix },
   )

@@ -76,6 +76,16 @@ variable "timeout_seconds" {
   default     = 120
 }
 
+variable "message_concurrency" {
+  description = "Messages of one SQS batch an invocation processes at once (SYMDEX_CONCURRENCY)."
+  type        = number
+  default     = 4
+  validation {
+    condition     = var.message_concurrency >= 1 && var.message_concurrency <= 64
+    error_message = "message_concurrency must be between 1 and 64."
+  }
+}
+
 variable "batch_size" {
   description = "SQS messages per invocation."
   type        = number
