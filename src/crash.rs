@@ -6,9 +6,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use symdex_shared::reader::RangeReader;
 use symdex_shared::storage::{
-    CopySource, LocalStore, ObjectInfo, Precondition, Storage, StorageResult, Versioned,
+    CopySource, LocalStore, ObjectInfo, Precondition, Storage, StorageFuture, Versioned,
 };
 
 pub struct Store {
@@ -42,43 +41,44 @@ impl Store {
 }
 
 impl Storage for Store {
-    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>> {
-        self.inner.open(key)
-    }
-    fn size(&self, key: &str) -> StorageResult<Option<u64>> {
-        self.inner.size(key)
-    }
-    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
+    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
         self.inner.head(key)
     }
-    fn get(&self, key: &str) -> StorageResult<Option<Versioned>> {
+    fn size<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<u64>> {
+        self.inner.size(key)
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
         self.inner.get(key)
     }
-    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo> {
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
         self.write();
         self.inner.put(key, bytes)
     }
-    fn put_if(
-        &self,
-        key: &str,
-        bytes: &[u8],
-        condition: Precondition<'_>,
-    ) -> StorageResult<Option<String>> {
+    fn put_if<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: &'a [u8],
+        condition: Precondition<'a>,
+    ) -> StorageFuture<'a, Option<String>> {
         self.write();
         self.inner.put_if(key, bytes, condition)
     }
-    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool> {
+    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
         self.write();
         self.inner.delete_if(key, version)
     }
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+    ) -> StorageFuture<'a, ObjectInfo> {
         self.write();
         self.inner.copy(source, key)
     }
-    fn list(&self, prefix: &str) -> StorageResult<Vec<String>> {
+    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         self.inner.list(prefix)
     }
-    fn delete(&self, key: &str) -> StorageResult<()> {
+    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         self.write();
         self.inner.delete(key)
     }

@@ -138,10 +138,14 @@ fn progress(len: usize) -> ProgressBar {
 }
 
 pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
+    crate::block_on(run_async(args))?
+}
+
+async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
     let store_root = absolute(store.local().root());
     let indexer = Indexer::new(&store, config(args));
-    indexer.prepare()?;
+    indexer.prepare().await?;
     let meta = UploadMeta {
         build: args.build.clone(),
         product: args.product.clone(),
@@ -164,9 +168,11 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         };
         bar.set_message(path.display().to_string());
         let result = if is_zip(&path) {
-            index_zip(&indexer, store.local(), &path, &meta, args)
+            index_zip(&indexer, store.local(), &path, &meta, args).await
         } else {
-            index_file(&indexer, &path, &meta, args.sources.wants_source(&path)).map(|i| vec![i])
+            index_file(&indexer, &path, &meta, args.sources.wants_source(&path))
+                .await
+                .map(|i| vec![i])
         };
         match result {
             Ok(mut i) => indexed.append(&mut i),
@@ -180,12 +186,12 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     // The manifest first, then each upload is marked indexed: a run killed in between
     // reports the same keys again when re-run, never none (at-least-once).
     let mut records: Vec<Record> = indexed.iter().flat_map(|i| i.records.clone()).collect();
-    let manifest_key = indexer.write_manifest(&records)?;
+    let manifest_key = indexer.write_manifest(&records).await?;
     let mut undone = Vec::new();
     for upload in &indexed {
-        undone.extend(indexer.finalize(upload, true)?);
+        undone.extend(indexer.finalize(upload, true).await?);
     }
-    indexer.write_manifest(&undone)?;
+    indexer.write_manifest(&undone).await?;
     records.extend(undone);
 
     let mut summary = Summary::default();
@@ -235,7 +241,7 @@ fn is_zip(path: &Path) -> bool {
         .is_ok_and(|()| &magic == b"PK\x03\x04")
 }
 
-fn index_file(
+async fn index_file(
     indexer: &Indexer<'_>,
     path: &Path,
     meta: &UploadMeta,
@@ -256,11 +262,11 @@ fn index_file(
         meta: meta.clone(),
         options: IdentifyOptions { as_source },
     };
-    indexer.index(&upload, &reader)
+    indexer.index(&upload, &reader).await
 }
 
 /// Every file entry of a zip archive is an upload of its own (`<zip>!/<entry>`).
-fn index_zip(
+async fn index_zip(
     indexer: &Indexer<'_>,
     store: &LocalStore,
     path: &Path,
@@ -320,7 +326,7 @@ fn index_zip(
                 as_source: args.sources.wants_source(Path::new(&entry_name)),
             },
         };
-        records.push(indexer.index(&upload, &reader)?);
+        records.push(indexer.index(&upload, &reader).await?);
         // Done with this entry: its bytes are in the store now.
         drop(reader);
         let _ = std::fs::remove_file(&temp);
@@ -344,6 +350,10 @@ fn rejected_entry(ingest_key: &str, meta: &UploadMeta, reason: String) -> Indexe
 }
 
 pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
+    crate::block_on(delete_async(args))?
+}
+
+async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
     let indexer = Indexer::new(
         &store,
@@ -358,7 +368,7 @@ pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
         .map(|p| absolute(p).to_string_lossy().into_owned())
         .collect();
     let mut records = Vec::new();
-    for upload in indexer.refs().uploads()? {
+    for upload in indexer.refs().uploads().await? {
         let by_build = args.build.is_some() && upload.meta.build == args.build;
         let by_input = inputs.iter().any(|input| {
             upload.source == *input
@@ -366,10 +376,10 @@ pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
                 || upload.source.starts_with(&format!("{input}!/"))
         });
         if by_build || by_input {
-            records.extend(indexer.unindex(&upload.upload)?);
+            records.extend(indexer.unindex(&upload.upload).await?);
         }
     }
-    indexer.write_manifest(&records)?;
+    indexer.write_manifest(&records).await?;
     let removed: usize = records.iter().map(|r| r.removed.len()).sum();
     println!(
         "symdex: {} uploads deleted, {removed} keys unpublished",

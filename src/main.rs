@@ -61,6 +61,15 @@ pub struct KeysArgs {
     pub layout: LayoutArgs,
 }
 
+/// Runs one store operation to its end on a single-threaded runtime (the local store answers
+/// at once; the runtime is there because the storage calls are futures).
+pub fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?
+        .block_on(future))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

@@ -53,7 +53,7 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         action: args.action,
         since: args.since.clone(),
     };
-    let records: Vec<_> = read_all(&store, &args.prefix)?
+    let records: Vec<_> = crate::block_on(read_all(&store, &args.prefix))??
         .into_iter()
         .filter(|r| query.matches(r))
         .collect();

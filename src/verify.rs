@@ -20,7 +20,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("no store at {}", args.store.display());
     }
     let store = LocalStore::open(&args.store)?;
-    let audit = symdex_shared::audit::audit(&store, "_manifest")?;
+    let audit = crate::block_on(symdex_shared::audit::audit(&store, "_manifest"))??;
     for problem in &audit.problems {
         println!("{problem}");
     }

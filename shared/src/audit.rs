@@ -41,7 +41,7 @@ fn is_bookkeeping(key: &str, manifest_prefix: &str) -> bool {
 }
 
 /// Checks every invariant over a whole store.
-pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
+pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
     let refs = RefStore::new(store);
     let mut problems = Vec::new();
     let mut problem = |kind, key: &str, detail: String| {
@@ -52,11 +52,12 @@ pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
         })
     };
     let uploads: BTreeMap<String, UploadState> = refs
-        .uploads()?
+        .uploads()
+        .await?
         .into_iter()
         .map(|u| (u.upload.clone(), u.state))
         .collect();
-    let records = refs.all_keys()?;
+    let records = refs.all_keys().await?;
     let mut accounted = BTreeSet::new();
     for record in &records {
         accounted.insert(record.key.clone());
@@ -84,7 +85,7 @@ pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
                 );
             }
         }
-        match store.head(&record.key)? {
+        match store.head(&record.key).await? {
             None => problem("missing", &record.key, String::new()),
             Some(info) if info.size != record.size || info.etag != record.etag => problem(
                 "changed",
@@ -97,7 +98,7 @@ pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
             Some(_) => {}
         }
     }
-    for upload in refs.uploads()? {
+    for upload in refs.uploads().await? {
         if upload.state != UploadState::Indexed {
             problem(
                 "incomplete",
@@ -111,7 +112,8 @@ pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
         }
         for key in &upload.keys {
             let referenced = refs
-                .key(key)?
+                .key(key)
+                .await?
                 .is_some_and(|r| r.refs.contains(&upload.upload));
             if !referenced {
                 problem(
@@ -123,7 +125,7 @@ pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
         }
     }
     // Published objects no record accounts for (what a removal that lost a race would leave).
-    for key in store.list("")? {
+    for key in store.list("").await? {
         if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(&key) {
             problem(
                 "orphan",
@@ -139,9 +141,10 @@ pub fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
 }
 
 /// Every published key with the uploads referencing it (for comparing two stores).
-pub fn references(store: &dyn Storage) -> io::Result<BTreeMap<String, BTreeSet<String>>> {
+pub async fn references(store: &dyn Storage) -> io::Result<BTreeMap<String, BTreeSet<String>>> {
     Ok(RefStore::new(store)
-        .all_keys()?
+        .all_keys()
+        .await?
         .into_iter()
         .map(|r| (r.key, r.refs))
         .collect())

@@ -142,7 +142,7 @@ pub fn indexer_version() -> String {
 }
 
 /// Writes one manifest object holding `records` (nothing when empty). Returns its key.
-pub fn write(
+pub async fn write(
     store: &dyn Storage,
     prefix: &str,
     records: &[Record],
@@ -168,16 +168,16 @@ pub fn write(
     } else {
         format!("{prefix}/dt={date}/{stamp}-{}.jsonl", &unique[..12])
     };
-    store.put(&key, &body)?;
+    store.put(&key, &body).await?;
     Ok(Some(key))
 }
 
 /// Reads every record under `prefix` (plain and gzip objects), oldest object first.
-pub fn read_all(store: &dyn Storage, prefix: &str) -> io::Result<Vec<Record>> {
+pub async fn read_all(store: &dyn Storage, prefix: &str) -> io::Result<Vec<Record>> {
     let mut records = Vec::new();
     let prefix = format!("{}/", prefix.trim_end_matches('/'));
-    for key in store.list(&prefix)? {
-        let Some(raw) = store.get(&key)?.map(|v| v.bytes) else {
+    for key in store.list(&prefix).await? {
+        let Some(raw) = store.get(&key).await?.map(|v| v.bytes) else {
             continue;
         };
         let text = if key.ends_with(".gz") {
@@ -265,26 +265,32 @@ mod tests {
         }
     }
 
-    #[test]
-    fn write_and_read_back_plain_and_gzip() {
+    #[tokio::test]
+    async fn write_and_read_back_plain_and_gzip() {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path()).unwrap();
         let a = vec![record(Action::Indexed, "2026-11-20T10:00:00Z", "1")];
         let b = vec![record(Action::Conflict, "2026-11-21T10:00:00Z", "2")];
-        let ka = write(&store, "_manifest", &a, false).unwrap().unwrap();
-        let kb = write(&store, "_manifest/", &b, true).unwrap().unwrap();
+        let ka = write(&store, "_manifest", &a, false)
+            .await
+            .unwrap()
+            .unwrap();
+        let kb = write(&store, "_manifest/", &b, true)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(
             ka.starts_with("_manifest/dt=2026-11-20/20261120100000-"),
             "{ka}"
         );
         assert!(kb.ends_with(".jsonl.gz"), "{kb}");
-        assert_eq!(write(&store, "_manifest", &[], false).unwrap(), None);
-        let all = read_all(&store, "_manifest").unwrap();
+        assert_eq!(write(&store, "_manifest", &[], false).await.unwrap(), None);
+        let all = read_all(&store, "_manifest").await.unwrap();
         assert_eq!(all, [a[0].clone(), b[0].clone()]);
     }
 
-    #[test]
-    fn queries_filter() {
+    #[tokio::test]
+    async fn queries_filter() {
         let r = record(Action::Indexed, "2026-11-20T10:00:00Z", "1234");
         let q = |f: fn(&mut Query)| {
             let mut q = Query::default();

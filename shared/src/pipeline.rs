@@ -11,7 +11,8 @@ use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{indexer_version, now_rfc3339, Action, Record, UploadMeta, SCHEMA_VERSION};
 use crate::reader::RangeReader;
 use crate::refs::{
-    busy, Content, KeyOutcome, LeasePolicy, RefStore, RemoveOutcome, UploadRecord, UploadState,
+    busy, Content, IdRecord, KeyOutcome, LeasePolicy, RefStore, RemoveOutcome, UploadRecord,
+    UploadState,
 };
 use crate::storage::{CopySource, Storage};
 
@@ -217,10 +218,10 @@ impl<'s> Indexer<'s> {
     }
 
     /// Writes the store-level marker objects once.
-    pub fn prepare(&self) -> io::Result<()> {
+    pub async fn prepare(&self) -> io::Result<()> {
         for (key, body) in self.config.marker_objects() {
-            if self.store.size(&key)?.is_none() {
-                self.store.put(&key, body)?;
+            if self.store.size(&key).await?.is_none() {
+                self.store.put(&key, body).await?;
             }
         }
         Ok(())
@@ -239,13 +240,13 @@ impl<'s> Indexer<'s> {
 
     /// Indexes one upload, then finalizes it: for callers that write no manifest in between
     /// (tests, tools). The records of both steps are returned.
-    pub fn index_and_finalize(
+    pub async fn index_and_finalize(
         &self,
         upload: &Upload<'_>,
         reader: &dyn RangeReader,
     ) -> io::Result<Vec<Record>> {
-        let mut indexed = self.index(upload, reader)?;
-        let mut more = self.finalize(&indexed, true)?;
+        let mut indexed = self.index(upload, reader).await?;
+        let mut more = self.finalize(&indexed, true).await?;
         indexed.records.append(&mut more);
         Ok(indexed.records)
     }
@@ -253,8 +254,23 @@ impl<'s> Indexer<'s> {
     /// Indexes one upload. `Err` only for storage failures and busy keys (worth a retry);
     /// everything about the artifact itself ends in the returned manifest records. Call
     /// [`Self::finalize`] once the records are written to the manifest.
-    pub fn index(&self, upload: &Upload<'_>, reader: &dyn RangeReader) -> io::Result<Indexed> {
-        let identities = match identify(reader, &upload.options) {
+    pub async fn index(
+        &self,
+        upload: &Upload<'_>,
+        reader: &dyn RangeReader,
+    ) -> io::Result<Indexed> {
+        self.index_identified(upload, identify(reader, &upload.options))
+            .await
+    }
+
+    /// [`Self::index`] for an upload already identified (the Lambda identifies with ranged
+    /// GETs first: `S3Object::identify`).
+    pub async fn index_identified(
+        &self,
+        upload: &Upload<'_>,
+        identified: Result<Vec<Identity>, FormatError>,
+    ) -> io::Result<Indexed> {
+        let identities = match identified {
             Ok(ids) => ids,
             Err(FormatError::Io(e)) => return Err(e),
             Err(e @ FormatError::Unrecognized(_)) => {
@@ -280,7 +296,7 @@ impl<'s> Indexer<'s> {
         let mut records = Vec::new();
         for mut id in identities {
             id.fill_file_names(upload.name());
-            match self.plan_identity(upload, id)? {
+            match self.plan_identity(upload, id).await? {
                 Ok(plan) => plans.push(plan),
                 Err(record) => records.push(record),
             }
@@ -301,19 +317,19 @@ impl<'s> Indexer<'s> {
             time: now_rfc3339(),
             ..UploadRecord::default()
         };
-        let mut state = self.refs.plan(&template, &planned)?;
+        let mut state = self.refs.plan(&template, &planned).await?;
         if state == Some(UploadState::Removing) {
             if !self.config.lease.exclusive {
                 return Err(busy(&format!("{}: a removal is in progress", upload.id)));
             }
             // A removal that died half-way (we hold the writer lock): finish it first.
-            self.unindex(&upload.id)?;
-            state = self.refs.plan(&template, &planned)?;
+            self.unindex(&upload.id).await?;
+            state = self.refs.plan(&template, &planned).await?;
         }
         let fresh = state != Some(UploadState::Indexed);
         let mut referenced = BTreeSet::new();
         for plan in plans {
-            let (record, keys) = self.publish_identity(upload, plan, fresh)?;
+            let (record, keys) = self.publish_identity(upload, plan, fresh).await?;
             referenced.extend(keys);
             records.push(record);
         }
@@ -329,20 +345,24 @@ impl<'s> Indexer<'s> {
     /// Marks an indexed upload done, after its records reached the manifest. `alive`: the
     /// ingest object still exists (a removal that came first found nothing to remove, so the
     /// indexer takes its own references back). Returns the records of such an undo.
-    pub fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
+    pub async fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
         let Some(upload) = &indexed.upload else {
             return Ok(Vec::new());
         };
         let reason = if !alive {
             "the ingest object was deleted while it was indexed"
-        } else if self.refs.finalize(upload, &indexed.referenced, true)? {
+        } else if self
+            .refs
+            .finalize(upload, &indexed.referenced, true)
+            .await?
+        {
             return Ok(Vec::new());
         } else {
             "removed while it was indexed"
         };
         // Whatever became of the upload record (a removal may have finished and deleted it
         // while we were publishing), this attempt's references go (refs.rs, invariant 4).
-        let (removed, _) = self.take_back(upload, &indexed.planned)?;
+        let (removed, _) = self.take_back(upload, &indexed.planned).await?;
         Ok(indexed
             .records
             .first()
@@ -364,12 +384,12 @@ impl<'s> Indexer<'s> {
     /// Marks an upload removing (if it still has a record), takes back its references to
     /// `keys` and to every key its record lists, then forgets it. Returns the keys unpublished
     /// and the number still referenced by other uploads.
-    fn take_back(
+    async fn take_back(
         &self,
         upload_id: &str,
         keys: &BTreeSet<String>,
     ) -> io::Result<(Vec<String>, usize)> {
-        let record = self.refs.begin_removal(upload_id)?;
+        let record = self.refs.begin_removal(upload_id).await?;
         let mut all = keys.clone();
         if let Some(record) = &record {
             all.extend(record.all_keys());
@@ -381,10 +401,10 @@ impl<'s> Indexer<'s> {
             .unwrap_or_default();
         let mut kept = 0;
         for key in all {
-            match self.refs.remove(&key, upload_id)? {
+            match self.refs.remove(&key, upload_id).await? {
                 RemoveOutcome::Removed => {
                     if record.is_some() {
-                        self.refs.note_removed(upload_id, &key)?;
+                        self.refs.note_removed(upload_id, &key).await?;
                     }
                     removed.insert(key);
                 }
@@ -393,13 +413,13 @@ impl<'s> Indexer<'s> {
             }
         }
         if let Some(record) = &record {
-            self.refs.end_removal(record)?;
+            self.refs.end_removal(record).await?;
         }
         Ok((removed.into_iter().collect(), kept))
     }
 
     /// The keys of one identity; `Err(record)` when it gets none (skipped or rejected).
-    fn plan_identity(
+    async fn plan_identity(
         &self,
         upload: &Upload<'_>,
         id: Identity,
@@ -411,7 +431,7 @@ impl<'s> Indexer<'s> {
         let mut keys = self.prefixed(&set);
         // A PDB is also reachable under every name PEs' CodeView records gave it.
         if is_pdb(&id) {
-            for alias in self.refs.id(&id.debug_id.to_string())?.names {
+            for alias in self.refs.id(&id.debug_id.to_string()).await?.names {
                 keys.extend(self.prefixed(&layouts::keys_for(&id, &alias, layouts)));
             }
         }
@@ -446,7 +466,7 @@ impl<'s> Indexer<'s> {
         }))
     }
 
-    fn publish_identity(
+    async fn publish_identity(
         &self,
         upload: &Upload<'_>,
         plan: Planned,
@@ -471,9 +491,10 @@ impl<'s> Indexer<'s> {
         }
         let mut outcome = Outcome::default();
         for key in &keys {
-            let result =
-                self.refs
-                    .publish(key, &upload.id, &content, self.config.overwrite, fresh)?;
+            let result = self
+                .refs
+                .publish(key, &upload.id, &content, self.config.overwrite, fresh)
+                .await?;
             outcome.add(key, result);
         }
         // What this upload references: keys it published or found holding its content.
@@ -484,15 +505,18 @@ impl<'s> Indexer<'s> {
             .cloned()
             .collect();
         for (key, bytes) in sidecar_keys {
-            self.publish_sidecar(upload, &key, bytes, fresh)?;
+            self.publish_sidecar(upload, &key, bytes, fresh).await?;
             referenced.insert(key);
         }
 
         if is_pdb(&id) {
-            referenced.extend(self.remember_pdb(upload, &id, &keys, &mut outcome, fresh)?);
+            referenced.extend(
+                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh)
+                    .await?,
+            );
         }
         if id.format == Format::Pe {
-            self.alias_pdbs(upload, &id, &mut outcome)?;
+            self.alias_pdbs(upload, &id, &mut outcome).await?;
         }
 
         record.action = Some(outcome.action());
@@ -509,14 +533,14 @@ impl<'s> Indexer<'s> {
 
     /// Generated objects (Sentry `.meta`): the first writer's content stays, later uploads
     /// reference it.
-    fn publish_sidecar(
+    async fn publish_sidecar(
         &self,
         upload: &Upload<'_>,
         key: &str,
         bytes: &[u8],
         fresh: bool,
     ) -> io::Result<()> {
-        let existing = self.refs.is_live(key)?;
+        let existing = self.refs.is_live(key).await?;
         let etag = match &existing {
             Some(record) => record.etag.clone(),
             None => sha1_smol::Sha1::from(bytes).digest().to_string(),
@@ -527,13 +551,15 @@ impl<'s> Indexer<'s> {
             size,
             source: CopySource::Bytes(bytes),
         };
-        self.refs.publish(key, &upload.id, &content, false, fresh)?;
+        self.refs
+            .publish(key, &upload.id, &content, false, fresh)
+            .await?;
         Ok(())
     }
 
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under
     /// the names PEs gave it since the plan was made. Returns the extra keys it references.
-    fn remember_pdb(
+    async fn remember_pdb(
         &self,
         upload: &Upload<'_>,
         id: &Identity,
@@ -557,24 +583,16 @@ impl<'s> Indexer<'s> {
         // Keep a live copy; replace one that was unpublished. The same swap tells us every
         // name recorded so far: a PE that added its name after this swap sees `pdb_key` and
         // publishes the alias itself, one that added it before is seen here (no name lost).
-        let mut live_checked: Option<bool> = None;
-        let record = refs.update_id(&id.debug_id.to_string(), |r| {
-            let live = match (&r.pdb_key, live_checked) {
-                (None, _) => false,
-                (Some(_), Some(known)) => known,
-                (Some(k), None) => {
-                    let known = matches!(refs.is_live(k), Ok(Some(_)));
-                    live_checked = Some(known);
-                    known
+        let record = self
+            .update_id_knowing_liveness(&id.debug_id.to_string(), |r, live| {
+                if live {
+                    false
+                } else {
+                    r.pdb_key = Some(first.clone());
+                    true
                 }
-            };
-            if live {
-                false
-            } else {
-                r.pdb_key = Some(first.clone());
-                true
-            }
-        })?;
+            })
+            .await?;
         for name in &record.names {
             let keys = self.prefixed(&layouts::keys_for(id, name, &self.config.layouts));
             extra_keys.extend(keys.difference(planned).cloned());
@@ -582,7 +600,7 @@ impl<'s> Indexer<'s> {
         if extra_keys.is_empty() {
             return Ok(extra_keys);
         }
-        if !refs.plan_more(&upload.id, &extra_keys)? {
+        if !refs.plan_more(&upload.id, &extra_keys).await? {
             return Ok(BTreeSet::new());
         }
         let content = Content {
@@ -592,7 +610,9 @@ impl<'s> Indexer<'s> {
         };
         let mut referenced = BTreeSet::new();
         for key in &extra_keys {
-            let result = refs.publish(key, &upload.id, &content, self.config.overwrite, fresh)?;
+            let result = refs
+                .publish(key, &upload.id, &content, self.config.overwrite, fresh)
+                .await?;
             outcome.add(key, result);
             if result != KeyOutcome::Conflict {
                 referenced.insert(key.clone());
@@ -604,7 +624,7 @@ impl<'s> Indexer<'s> {
     /// For each PDB a PE references: remember the CodeView name, and if that PDB is already
     /// published, make it reachable under the exact name the PE uses. The alias copies are
     /// held by the PDB's uploads, whose bytes they serve (refs.rs, invariant 5).
-    fn alias_pdbs(
+    async fn alias_pdbs(
         &self,
         upload: &Upload<'_>,
         id: &Identity,
@@ -617,24 +637,20 @@ impl<'s> Indexer<'s> {
             let debug_id = pdb.debug_id.to_string();
             // Record the name; forget a PDB copy that was unpublished since (it is replaced
             // when the PDB is indexed again).
-            let refs = &self.refs;
-            let mut live_checked: Option<bool> = None;
-            let record = refs.update_id(&debug_id, |r| {
-                let mut changed = r.names.insert(name.clone());
-                if let Some(key) = &r.pdb_key {
-                    let live = *live_checked
-                        .get_or_insert_with(|| matches!(refs.is_live(key), Ok(Some(_))));
-                    if !live {
+            let record = self
+                .update_id_knowing_liveness(&debug_id, |r, live| {
+                    let mut changed = r.names.insert(name.clone());
+                    if r.pdb_key.is_some() && !live {
                         r.pdb_key = None;
                         changed = true;
                     }
-                }
-                changed
-            })?;
+                    changed
+                })
+                .await?;
             let Some(pdb_key) = record.pdb_key else {
                 continue;
             };
-            let Some(pdb_record) = self.refs.is_live(&pdb_key)? else {
+            let Some(pdb_record) = self.refs.is_live(&pdb_key).await? else {
                 continue;
             };
             let content = Content {
@@ -649,7 +665,7 @@ impl<'s> Indexer<'s> {
                 for holder in &pdb_record.refs {
                     // An alias holding other content is not this PE's conflict: the PE itself
                     // published fine.
-                    if self.hold_for(holder, &key, &content)? == Some(KeyOutcome::Published)
+                    if self.hold_for(holder, &key, &content).await? == Some(KeyOutcome::Published)
                         && !outcome.published.contains(&key)
                     {
                         outcome.published.push(key.clone());
@@ -660,19 +676,55 @@ impl<'s> Indexer<'s> {
         Ok(())
     }
 
+    /// Updates a debug id's record with `f`, told whether its current `pdb_key` is live. The
+    /// liveness is asked outside the swap (a swap does no I/O), and asked again when the key
+    /// changed in between.
+    async fn update_id_knowing_liveness(
+        &self,
+        debug_id: &str,
+        f: impl Fn(&mut IdRecord, bool) -> bool,
+    ) -> io::Result<IdRecord> {
+        let mut known: Option<(String, bool)> = None;
+        loop {
+            let current = self.refs.id(debug_id).await?.pdb_key;
+            let live = match &current {
+                None => false,
+                Some(key) => match &known {
+                    Some((k, live)) if k == key => *live,
+                    _ => {
+                        let live = self.refs.is_live(key).await?.is_some();
+                        known = Some((key.clone(), live));
+                        live
+                    }
+                },
+            };
+            let mut stale = false;
+            let record = self
+                .refs
+                .update_id(debug_id, |r| {
+                    stale = r.pdb_key != current;
+                    !stale && f(r, live)
+                })
+                .await?;
+            if !stale {
+                return Ok(record);
+            }
+        }
+    }
+
     /// Publishes `key` on behalf of another upload (invariants 4 and 5): listed in its record
     /// first, referenced, then confirmed, or taken back if that upload is being removed.
-    fn hold_for(
+    async fn hold_for(
         &self,
         holder: &str,
         key: &str,
         content: &Content<'_>,
     ) -> io::Result<Option<KeyOutcome>> {
         let keys: BTreeSet<String> = [key.to_string()].into();
-        if !self.refs.plan_more(holder, &keys)? {
+        if !self.refs.plan_more(holder, &keys).await? {
             return Ok(None);
         }
-        let result = match self.refs.publish(key, holder, content, false, false) {
+        let result = match self.refs.publish(key, holder, content, false, false).await {
             Ok(result) => result,
             // The source copy was unpublished meanwhile: so is its upload, no alias needed.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -681,8 +733,8 @@ impl<'s> Indexer<'s> {
         if result == KeyOutcome::Conflict {
             return Ok(Some(result));
         }
-        if !self.refs.finalize(holder, &keys, false)? {
-            self.refs.remove(key, holder)?;
+        if !self.refs.finalize(holder, &keys, false).await? {
+            self.refs.remove(key, holder).await?;
             return Ok(None);
         }
         Ok(Some(result))
@@ -690,11 +742,11 @@ impl<'s> Indexer<'s> {
 
     /// Deletes one upload: marks it removing, takes back its references (unpublishing keys
     /// nobody else needs), then forgets it. Re-running it after a crash finishes the job.
-    pub fn unindex(&self, upload_id: &str) -> io::Result<Option<Record>> {
-        let Some(upload) = self.refs.upload(upload_id)? else {
+    pub async fn unindex(&self, upload_id: &str) -> io::Result<Option<Record>> {
+        let Some(upload) = self.refs.upload(upload_id).await? else {
             return Ok(None);
         };
-        let (removed, kept) = self.take_back(upload_id, &upload.all_keys())?;
+        let (removed, kept) = self.take_back(upload_id, &upload.all_keys()).await?;
         let (bucket, key) = match upload
             .source
             .strip_prefix("s3://")
@@ -725,13 +777,14 @@ impl<'s> Indexer<'s> {
     }
 
     /// Writes the manifest object for a batch of records.
-    pub fn write_manifest(&self, records: &[Record]) -> io::Result<Option<String>> {
+    pub async fn write_manifest(&self, records: &[Record]) -> io::Result<Option<String>> {
         crate::manifest::write(
             self.store,
             &self.config.manifest_prefix,
             records,
             self.config.gzip_manifest,
         )
+        .await
     }
 }
 

@@ -228,6 +228,8 @@ enum PublishPlan {
         by_us: bool,
     },
     Done(KeyOutcome),
+    /// No record: first ask what is at the key (an object written outside symdex).
+    NeedHead,
 }
 
 fn upload_file(upload: &str) -> String {
@@ -295,8 +297,8 @@ impl<'s> RefStore<'s> {
         self.store
     }
 
-    fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
-        match self.store.get(file)? {
+    async fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
+        match self.store.get(file).await? {
             Some(v) => parse(file, &v.bytes).map(Some),
             None => Ok(None),
         }
@@ -304,16 +306,20 @@ impl<'s> RefStore<'s> {
 
     /// Read-modify-write of one JSON object by compare-and-swap on the version read; retried
     /// when another writer got there first, paused while somebody else's lease is live.
-    fn update<T, R, F>(&self, file: &str, f: F) -> io::Result<R>
+    async fn update<T, R, F>(&self, file: &str, f: F) -> io::Result<R>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
     {
-        Ok(self.update_versioned(file, f)?.0)
+        Ok(self.update_versioned(file, f).await?.0)
     }
 
     /// [`Self::update`], also returning the version it wrote (`None` when it wrote nothing).
-    fn update_versioned<T, R, F>(&self, file: &str, mut f: F) -> io::Result<(R, Option<String>)>
+    async fn update_versioned<T, R, F>(
+        &self,
+        file: &str,
+        mut f: F,
+    ) -> io::Result<(R, Option<String>)>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
@@ -322,7 +328,7 @@ impl<'s> RefStore<'s> {
         let mut waited = 0u32;
         let mut pause = wait.first_pause;
         for _ in 0..MAX_ATTEMPTS {
-            let current = self.store.get(file)?;
+            let current = self.store.get(file).await?;
             let version = current.as_ref().map(|v| v.version.clone());
             let value = current.map(|v| parse(file, &v.bytes)).transpose()?;
             let done = match (f(value)?, version) {
@@ -333,7 +339,7 @@ impl<'s> RefStore<'s> {
                         return Err(busy(&why));
                     }
                     if !pause.is_zero() {
-                        std::thread::sleep(pause);
+                        tokio::time::sleep(pause).await;
                     }
                     pause = (pause * 2).min(wait.max_pause);
                     continue;
@@ -345,12 +351,15 @@ impl<'s> RefStore<'s> {
                         None => Precondition::Absent,
                     };
                     self.store
-                        .put_if(file, &bytes, condition)?
+                        .put_if(file, &bytes, condition)
+                        .await?
                         .map(|written| (r, Some(written)))
                 }
-                (Step::Delete(r), Some(version)) => {
-                    self.store.delete_if(file, &version)?.then_some((r, None))
-                }
+                (Step::Delete(r), Some(version)) => self
+                    .store
+                    .delete_if(file, &version)
+                    .await?
+                    .then_some((r, None)),
                 (Step::Delete(r), None) => Some((r, None)),
             };
             if let Some(done) = done {
@@ -386,14 +395,14 @@ impl<'s> RefStore<'s> {
         }
     }
 
-    pub fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
-        self.read(&key_file(key))
+    pub async fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
+        self.read(&key_file(key)).await
     }
 
     /// Publishes `content` at `key` for `upload` and adds the reference (invariants 1–3).
     /// `fresh`: the upload was not indexed before (a key this upload first wrote in an
     /// earlier, unfinished attempt counts as published again).
-    pub fn publish(
+    pub async fn publish(
         &self,
         key: &str,
         upload: &str,
@@ -405,114 +414,127 @@ impl<'s> RefStore<'s> {
         let holder = index_holder(upload);
         // An object symdex has no record of (written outside symdex): asked once.
         let mut external: Option<Option<ObjectInfo>> = None;
-        let plan = self.update(&file, |current: Option<KeyRecord>| {
-            let had_record = current.is_some();
-            let record = match current {
-                Some(r)
-                    if r.lease
-                        .as_ref()
-                        .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
-                {
-                    return Ok(Step::Wait(format!("{key}: a change is in progress")));
-                }
-                // An empty record (a dead remover's tombstone) is as good as none.
-                Some(r) if r.refs.is_empty() => None,
-                other => other,
-            };
-            let lease = self.new_lease("copy", &holder);
-            let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
-                key: key.to_string(),
-                etag: content.etag.to_string(),
-                size: content.size,
-                refs,
-                by,
-                lease: Some(lease.clone()),
-            };
-            let Some(mut record) = record else {
-                // Symdex's own objects always have a record (or a tombstone): anything else
-                // at the key was written outside symdex.
-                if external.is_none() {
-                    external = Some(if had_record {
-                        None
-                    } else {
-                        self.store.head(key)?
-                    });
-                }
-                let adopted = match external.as_ref().and_then(Option::as_ref) {
-                    Some(info) if info.etag == content.etag => true,
-                    Some(_) if !overwrite => {
-                        return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
-                    }
-                    _ => false,
-                };
-                if adopted {
-                    let record = KeyRecord {
-                        lease: None,
-                        ..mine([upload.to_string()].into(), String::new())
+        let plan = loop {
+            let plan = self
+                .update(&file, |current: Option<KeyRecord>| {
+                    let had_record = current.is_some();
+                    let record = match current {
+                        Some(r)
+                            if r.lease
+                                .as_ref()
+                                .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
+                        {
+                            return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                        }
+                        // An empty record (a dead remover's tombstone) is as good as none.
+                        Some(r) if r.refs.is_empty() => None,
+                        other => other,
                     };
-                    return Ok(Step::Write(record, PublishPlan::Check { by_us: false }));
-                }
-                let record = mine([upload.to_string()].into(), upload.to_string());
-                return Ok(Step::Write(record, PublishPlan::Copy(lease)));
-            };
-            if record.etag != content.etag {
-                if !overwrite {
-                    return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
-                }
-                let mut refs = record.refs;
-                refs.insert(upload.to_string());
-                return Ok(Step::Write(
-                    mine(refs, upload.to_string()),
-                    PublishPlan::Copy(lease),
-                ));
+                    let lease = self.new_lease("copy", &holder);
+                    let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
+                        key: key.to_string(),
+                        etag: content.etag.to_string(),
+                        size: content.size,
+                        refs,
+                        by,
+                        lease: Some(lease.clone()),
+                    };
+                    let Some(mut record) = record else {
+                        // Symdex's own objects always have a record (or a tombstone): anything else
+                        // at the key was written outside symdex (asked once, outside the swap).
+                        if external.is_none() && !had_record {
+                            return Ok(Step::Keep(PublishPlan::NeedHead));
+                        }
+                        let outside = if had_record {
+                            None
+                        } else {
+                            external.as_ref().and_then(Option::as_ref)
+                        };
+                        let adopted = match outside {
+                            Some(info) if info.etag == content.etag => true,
+                            Some(_) if !overwrite => {
+                                return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
+                            }
+                            _ => false,
+                        };
+                        if adopted {
+                            let record = KeyRecord {
+                                lease: None,
+                                ..mine([upload.to_string()].into(), String::new())
+                            };
+                            return Ok(Step::Write(record, PublishPlan::Check { by_us: false }));
+                        }
+                        let record = mine([upload.to_string()].into(), upload.to_string());
+                        return Ok(Step::Write(record, PublishPlan::Copy(lease)));
+                    };
+                    if record.etag != content.etag {
+                        if !overwrite {
+                            return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
+                        }
+                        let mut refs = record.refs;
+                        refs.insert(upload.to_string());
+                        return Ok(Step::Write(
+                            mine(refs, upload.to_string()),
+                            PublishPlan::Copy(lease),
+                        ));
+                    }
+                    let by_us = record.by == upload && fresh;
+                    if record.lease.is_some() {
+                        // A dead holder's change to this same content: finish it ourselves.
+                        record.refs.insert(upload.to_string());
+                        let by = record.by.clone();
+                        return Ok(Step::Write(mine(record.refs, by), PublishPlan::Copy(lease)));
+                    }
+                    if record.refs.insert(upload.to_string()) {
+                        Ok(Step::Write(record, PublishPlan::Check { by_us }))
+                    } else {
+                        Ok(Step::Keep(PublishPlan::Check { by_us }))
+                    }
+                })
+                .await?;
+            if let PublishPlan::NeedHead = plan {
+                external = Some(self.store.head(key).await?);
+                continue;
             }
-            let by_us = record.by == upload && fresh;
-            if record.lease.is_some() {
-                // A dead holder's change to this same content: finish it ourselves.
-                record.refs.insert(upload.to_string());
-                let by = record.by.clone();
-                return Ok(Step::Write(mine(record.refs, by), PublishPlan::Copy(lease)));
-            }
-            if record.refs.insert(upload.to_string()) {
-                Ok(Step::Write(record, PublishPlan::Check { by_us }))
-            } else {
-                Ok(Step::Keep(PublishPlan::Check { by_us }))
-            }
-        })?;
+            break plan;
+        };
         match plan {
+            PublishPlan::NeedHead => Err(busy(&format!("{key}: an object appeared meanwhile"))),
             PublishPlan::Done(outcome) => Ok(outcome),
             PublishPlan::Copy(lease) => {
-                self.copy_under_lease(key, upload, content, &lease)?;
+                self.copy_under_lease(key, upload, content, &lease).await?;
                 Ok(KeyOutcome::Published)
             }
             PublishPlan::Check { by_us } => {
                 // Invariant 2 says it is there; a missing or truncated object (removed by
                 // hand, or a store restored from a backup) is repaired under a lease.
-                if self.store.size(key)? == Some(content.size) {
+                if self.store.size(key).await? == Some(content.size) {
                     return Ok(if by_us {
                         KeyOutcome::Published
                     } else {
                         KeyOutcome::Unchanged
                     });
                 }
-                let lease = self.update(&file, |current: Option<KeyRecord>| match current {
-                    Some(r)
-                        if r.lease
-                            .as_ref()
-                            .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
-                    {
-                        Ok(Step::Wait(format!("{key}: a change is in progress")))
-                    }
-                    Some(mut r) if r.etag == content.etag && r.refs.contains(upload) => {
-                        let lease = self.new_lease("copy", &holder);
-                        r.lease = Some(lease.clone());
-                        Ok(Step::Write(r, Some(lease)))
-                    }
-                    _ => Ok(Step::Keep(None)),
-                })?;
+                let lease = self
+                    .update(&file, |current: Option<KeyRecord>| match current {
+                        Some(r)
+                            if r.lease
+                                .as_ref()
+                                .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
+                        {
+                            Ok(Step::Wait(format!("{key}: a change is in progress")))
+                        }
+                        Some(mut r) if r.etag == content.etag && r.refs.contains(upload) => {
+                            let lease = self.new_lease("copy", &holder);
+                            r.lease = Some(lease.clone());
+                            Ok(Step::Write(r, Some(lease)))
+                        }
+                        _ => Ok(Step::Keep(None)),
+                    })
+                    .await?;
                 match lease {
                     Some(lease) => {
-                        self.copy_under_lease(key, upload, content, &lease)?;
+                        self.copy_under_lease(key, upload, content, &lease).await?;
                         Ok(KeyOutcome::Published)
                     }
                     // Changed meanwhile (overwritten, or our reference taken back): retry.
@@ -524,7 +546,7 @@ impl<'s> RefStore<'s> {
 
     /// Copies the content while holding `lease`, then releases it. On a failed copy the
     /// reference is taken back (the record must not claim an object that is not there).
-    fn copy_under_lease(
+    async fn copy_under_lease(
         &self,
         key: &str,
         upload: &str,
@@ -532,8 +554,8 @@ impl<'s> RefStore<'s> {
         lease: &Lease,
     ) -> io::Result<()> {
         self.check_own_lease(lease)?;
-        if let Err(e) = self.store.copy(&content.source, key) {
-            self.remove(key, upload)?;
+        if let Err(e) = self.store.copy(&content.source, key).await {
+            self.remove(key, upload).await?;
             return Err(e.into());
         }
         self.update(&key_file(key), |current: Option<KeyRecord>| match current {
@@ -544,108 +566,113 @@ impl<'s> RefStore<'s> {
             // Taken over (we were too slow): the new holder decides.
             _ => Ok(Step::Keep(())),
         })
+        .await
     }
 
     /// Takes `upload`'s reference to `key` back; the last one out deletes the object under a
     /// tombstone lease (invariant 3). Also finishes a dead remover's tombstone.
-    pub fn remove(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
+    pub async fn remove(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
         let file = key_file(key);
         let holder = remove_holder(upload);
-        let (taken, version) = self.update_versioned(&file, |current: Option<KeyRecord>| {
-            let Some(mut record) = current else {
-                return Ok(Step::Keep(None));
-            };
-            // Our own earlier attempt's tombstone: its removal is ours to finish and report.
-            let ours = record.lease.as_ref().is_some_and(|l| l.holder == holder);
-            if let Some(lease) = &record.lease {
-                if self.lease_is_live_other(lease, &holder) {
-                    return Ok(Step::Wait(format!("{key}: a change is in progress")));
+        let (taken, version) = self
+            .update_versioned(&file, |current: Option<KeyRecord>| {
+                let Some(mut record) = current else {
+                    return Ok(Step::Keep(None));
+                };
+                // Our own earlier attempt's tombstone: its removal is ours to finish and report.
+                let ours = record.lease.as_ref().is_some_and(|l| l.holder == holder);
+                if let Some(lease) = &record.lease {
+                    if self.lease_is_live_other(lease, &holder) {
+                        return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                    }
                 }
-            }
-            let had = record.refs.remove(upload) || (ours && record.refs.is_empty());
-            if !had && !record.refs.is_empty() {
-                return Ok(Step::Keep(None));
-            }
-            if !record.refs.is_empty() {
-                return Ok(Step::Write(record, Some((RemoveOutcome::Kept, None))));
-            }
-            // The last reference (or a dead remover's tombstone): an empty record holding our
-            // lease, written before the object goes (invariant 3).
-            let lease = self.new_lease("remove", &holder);
-            record.lease = Some(lease.clone());
-            let outcome = if had {
-                RemoveOutcome::Removed
-            } else {
-                RemoveOutcome::NotReferenced
-            };
-            Ok(Step::Write(record, Some((outcome, Some(lease)))))
-        })?;
+                let had = record.refs.remove(upload) || (ours && record.refs.is_empty());
+                if !had && !record.refs.is_empty() {
+                    return Ok(Step::Keep(None));
+                }
+                if !record.refs.is_empty() {
+                    return Ok(Step::Write(record, Some((RemoveOutcome::Kept, None))));
+                }
+                // The last reference (or a dead remover's tombstone): an empty record holding our
+                // lease, written before the object goes (invariant 3).
+                let lease = self.new_lease("remove", &holder);
+                record.lease = Some(lease.clone());
+                let outcome = if had {
+                    RemoveOutcome::Removed
+                } else {
+                    RemoveOutcome::NotReferenced
+                };
+                Ok(Step::Write(record, Some((outcome, Some(lease)))))
+            })
+            .await?;
         match (taken, version) {
             (None, _) => Ok(RemoveOutcome::NotReferenced),
             (Some((outcome, Some(lease))), Some(version)) => {
                 self.check_own_lease(&lease)?;
-                self.store.delete(key)?;
+                self.store.delete(key).await?;
                 // Only our tombstone goes: one taken over meanwhile stays its new holder's.
-                self.store.delete_if(&file, &version)?;
+                self.store.delete_if(&file, &version).await?;
                 Ok(outcome)
             }
             (Some((outcome, _)), _) => Ok(outcome),
         }
     }
 
-    pub fn all_keys(&self) -> io::Result<Vec<KeyRecord>> {
-        self.list_records(&format!("{STATE_PREFIX}/refs/"))
+    pub async fn all_keys(&self) -> io::Result<Vec<KeyRecord>> {
+        self.list_records(&format!("{STATE_PREFIX}/refs/")).await
     }
 
-    fn list_records<T: DeserializeOwned>(&self, prefix: &str) -> io::Result<Vec<T>> {
+    async fn list_records<T: DeserializeOwned>(&self, prefix: &str) -> io::Result<Vec<T>> {
         let mut out = Vec::new();
-        for file in self.store.list(prefix)? {
-            if let Some(record) = self.read(&file)? {
+        for file in self.store.list(prefix).await? {
+            if let Some(record) = self.read(&file).await? {
                 out.push(record);
             }
         }
         Ok(out)
     }
 
-    pub fn upload(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
-        self.read(&upload_file(upload))
+    pub async fn upload(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
+        self.read(&upload_file(upload)).await
     }
 
-    pub fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
-        self.list_records(&format!("{STATE_PREFIX}/uploads/"))
+    pub async fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
+        self.list_records(&format!("{STATE_PREFIX}/uploads/")).await
     }
 
     /// Lists `keys` as the upload's planned keys before any reference to them is added
     /// (invariant 4), creating the upload record in `indexing` state, and registers the upload
     /// with its source. Returns the state it found (`None`: a new upload).
-    pub fn plan(
+    pub async fn plan(
         &self,
         template: &UploadRecord,
         keys: &BTreeSet<String>,
     ) -> io::Result<Option<UploadState>> {
-        let found = self.update(
-            &upload_file(&template.upload),
-            |current: Option<UploadRecord>| {
-                let Some(mut record) = current else {
-                    let mut record = template.clone();
-                    record.state = UploadState::Indexing;
-                    record.keys.clear();
-                    record.planned = keys.clone();
-                    return Ok(Step::Write(record, None));
-                };
-                let state = record.state;
-                if state == UploadState::Removing {
-                    return Ok(Step::Keep(Some(state)));
-                }
-                let before = record.planned.len();
-                record.planned.extend(keys.iter().cloned());
-                if record.planned.len() == before {
-                    Ok(Step::Keep(Some(state)))
-                } else {
-                    Ok(Step::Write(record, Some(state)))
-                }
-            },
-        )?;
+        let found = self
+            .update(
+                &upload_file(&template.upload),
+                |current: Option<UploadRecord>| {
+                    let Some(mut record) = current else {
+                        let mut record = template.clone();
+                        record.state = UploadState::Indexing;
+                        record.keys.clear();
+                        record.planned = keys.clone();
+                        return Ok(Step::Write(record, None));
+                    };
+                    let state = record.state;
+                    if state == UploadState::Removing {
+                        return Ok(Step::Keep(Some(state)));
+                    }
+                    let before = record.planned.len();
+                    record.planned.extend(keys.iter().cloned());
+                    if record.planned.len() == before {
+                        Ok(Step::Keep(Some(state)))
+                    } else {
+                        Ok(Step::Write(record, Some(state)))
+                    }
+                },
+            )
+            .await?;
         if found != Some(UploadState::Removing) {
             self.update(
                 &source_file(&template.source),
@@ -660,14 +687,15 @@ impl<'s> RefStore<'s> {
                         Ok(Step::Keep(()))
                     }
                 },
-            )?;
+            )
+            .await?;
         }
         Ok(found)
     }
 
     /// Adds `keys` to the planned keys of an upload that is not being removed (another
     /// upload's indexer holding a key for it, invariant 5). `false`: removed or gone.
-    pub fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
+    pub async fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
         self.update(&upload_file(upload), |current: Option<UploadRecord>| {
             let Some(mut record) = current else {
                 return Ok(Step::Keep(false));
@@ -683,12 +711,13 @@ impl<'s> RefStore<'s> {
                 Ok(Step::Write(record, true))
             }
         })
+        .await
     }
 
     /// Adds `keys` to a live upload's references (`indexing` becomes `indexed` when
     /// `complete`). `false` when the upload is being removed or gone: the caller takes the
     /// references back (invariant 4).
-    pub fn finalize(
+    pub async fn finalize(
         &self,
         upload: &str,
         keys: &BTreeSet<String>,
@@ -713,10 +742,11 @@ impl<'s> RefStore<'s> {
                 Ok(Step::Write(record, true))
             }
         })
+        .await
     }
 
     /// Marks an upload `removing` (invariant 4) and returns it, or `None` when there is none.
-    pub fn begin_removal(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
+    pub async fn begin_removal(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
         self.update(&upload_file(upload), |current: Option<UploadRecord>| {
             let Some(mut record) = current else {
                 return Ok(Step::Keep(None));
@@ -727,10 +757,11 @@ impl<'s> RefStore<'s> {
             record.state = UploadState::Removing;
             Ok(Step::Write(record.clone(), Some(record)))
         })
+        .await
     }
 
     /// Notes a key a removal unpublished, so a retry of an interrupted removal reports it.
-    pub fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
+    pub async fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
         self.update(
             &upload_file(upload),
             |current: Option<UploadRecord>| match current {
@@ -744,10 +775,11 @@ impl<'s> RefStore<'s> {
                 _ => Ok(Step::Keep(())),
             },
         )
+        .await
     }
 
     /// Forgets a removed upload (after every reference was taken back).
-    pub fn end_removal(&self, record: &UploadRecord) -> io::Result<()> {
+    pub async fn end_removal(&self, record: &UploadRecord) -> io::Result<()> {
         self.update(
             &source_file(&record.source),
             |current: Option<SourceRecord>| {
@@ -763,7 +795,8 @@ impl<'s> RefStore<'s> {
                     Ok(Step::Write(source, ()))
                 }
             },
-        )?;
+        )
+        .await?;
         self.update(
             &upload_file(&record.upload),
             |current: Option<UploadRecord>| match current {
@@ -771,22 +804,24 @@ impl<'s> RefStore<'s> {
                 _ => Ok(Step::Keep(())),
             },
         )
+        .await
     }
 
     /// The uploads indexed from one ingest location (`s3://bucket/key` or a path).
-    pub fn uploads_of_source(&self, source: &str) -> io::Result<BTreeSet<String>> {
+    pub async fn uploads_of_source(&self, source: &str) -> io::Result<BTreeSet<String>> {
         Ok(self
-            .read::<SourceRecord>(&source_file(source))?
+            .read::<SourceRecord>(&source_file(source))
+            .await?
             .map(|r| r.uploads)
             .unwrap_or_default())
     }
 
-    pub fn id(&self, debug_id: &str) -> io::Result<IdRecord> {
-        Ok(self.read(&id_file(debug_id))?.unwrap_or_default())
+    pub async fn id(&self, debug_id: &str) -> io::Result<IdRecord> {
+        Ok(self.read(&id_file(debug_id)).await?.unwrap_or_default())
     }
 
     /// Updates a debug id's record; `f` returns whether it changed anything.
-    pub fn update_id(
+    pub async fn update_id(
         &self,
         debug_id: &str,
         mut f: impl FnMut(&mut IdRecord) -> bool,
@@ -799,12 +834,14 @@ impl<'s> RefStore<'s> {
                 Ok(Step::Keep(record))
             }
         })
+        .await
     }
 
     /// A key is live when its record has references and no removal in progress.
-    pub fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
+    pub async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
         Ok(self
-            .key(key)?
+            .key(key)
+            .await?
             .filter(|r| !r.refs.is_empty() && r.lease.as_ref().is_none_or(|l| l.op != "remove")))
     }
 }
@@ -822,8 +859,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn references_are_counted_per_upload() {
+    #[tokio::test]
+    async fn references_are_counted_per_upload() {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path().join("s")).unwrap();
         let input = dir.path().join("in");
@@ -832,35 +869,42 @@ mod tests {
         let refs = RefStore::new(&store);
         let c = content(&etag, &input);
         assert_eq!(
-            refs.publish("k/a", "u1", &c, false, true).unwrap(),
+            refs.publish("k/a", "u1", &c, false, true).await.unwrap(),
             KeyOutcome::Published
         );
         assert_eq!(
-            refs.publish("k/a", "u2", &c, false, true).unwrap(),
+            refs.publish("k/a", "u2", &c, false, true).await.unwrap(),
             KeyOutcome::Unchanged
         );
         assert_eq!(
-            refs.publish("k/a", "u1", &c, false, false).unwrap(),
+            refs.publish("k/a", "u1", &c, false, false).await.unwrap(),
             KeyOutcome::Unchanged,
             "a finished upload re-indexed reports unchanged"
         );
-        let record = refs.key("k/a").unwrap().unwrap();
+        let record = refs.key("k/a").await.unwrap().unwrap();
         assert_eq!(record.refs.len(), 2);
         assert_eq!(record.by, "u1");
         assert!(record.lease.is_none(), "the copy lease was released");
-        assert_eq!(refs.remove("k/a", "u1").unwrap(), RemoveOutcome::Kept);
-        assert!(store.size("k/a").unwrap().is_some());
-        assert_eq!(refs.remove("k/a", "u2").unwrap(), RemoveOutcome::Removed);
-        assert_eq!(refs.key("k/a").unwrap(), None, "the tombstone is gone");
-        assert_eq!(store.size("k/a").unwrap(), None);
+        assert_eq!(refs.remove("k/a", "u1").await.unwrap(), RemoveOutcome::Kept);
+        assert!(store.size("k/a").await.unwrap().is_some());
         assert_eq!(
-            refs.remove("k/a", "u2").unwrap(),
+            refs.remove("k/a", "u2").await.unwrap(),
+            RemoveOutcome::Removed
+        );
+        assert_eq!(
+            refs.key("k/a").await.unwrap(),
+            None,
+            "the tombstone is gone"
+        );
+        assert_eq!(store.size("k/a").await.unwrap(), None);
+        assert_eq!(
+            refs.remove("k/a", "u2").await.unwrap(),
             RemoveOutcome::NotReferenced
         );
     }
 
-    #[test]
-    fn other_content_is_a_conflict_and_a_live_lease_makes_others_wait() {
+    #[tokio::test]
+    async fn other_content_is_a_conflict_and_a_live_lease_makes_others_wait() {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path().join("s")).unwrap();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
@@ -876,15 +920,17 @@ mod tests {
         };
         let refs = RefStore::with_policy(&store, policy.clone());
         refs.publish("k", "u1", &content("ea", &a), false, true)
+            .await
             .unwrap();
         assert_eq!(
             refs.publish("k", "u2", &content("eb", &b), false, true)
+                .await
                 .unwrap(),
             KeyOutcome::Conflict
         );
         // A live lease of another holder (a remover at work): the indexer waits, then gives
         // up with a retryable error, and changes nothing.
-        let mut record = refs.key("k").unwrap().unwrap();
+        let mut record = refs.key("k").await.unwrap().unwrap();
         record.lease = Some(Lease {
             holder: "other".into(),
             until: now_secs() + 600,
@@ -893,29 +939,33 @@ mod tests {
         record.refs.clear();
         store
             .put(&key_file("k"), &serde_json::to_vec(&record).unwrap())
+            .await
             .unwrap();
         let err = refs
             .publish("k", "u3", &content("ea", &a), false, true)
+            .await
             .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
         // The same lease, past its time: taken over.
         record.lease.as_mut().unwrap().until = 1;
         store
             .put(&key_file("k"), &serde_json::to_vec(&record).unwrap())
+            .await
             .unwrap();
         assert_eq!(
             refs.publish("k", "u3", &content("ea", &a), false, true)
+                .await
                 .unwrap(),
             KeyOutcome::Published
         );
         assert_eq!(
-            refs.key("k").unwrap().unwrap().refs,
+            refs.key("k").await.unwrap().unwrap().refs,
             ["u3".to_string()].into()
         );
     }
 
-    #[test]
-    fn uploads_plan_finalize_and_removal() {
+    #[tokio::test]
+    async fn uploads_plan_finalize_and_removal() {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path()).unwrap();
         let refs = RefStore::new(&store);
@@ -925,32 +975,38 @@ mod tests {
             ..Default::default()
         };
         let keys: BTreeSet<String> = ["k1".to_string(), "k2".to_string()].into();
-        assert_eq!(refs.plan(&up, &keys).unwrap(), None);
-        let record = refs.upload("file:/a").unwrap().unwrap();
+        assert_eq!(refs.plan(&up, &keys).await.unwrap(), None);
+        let record = refs.upload("file:/a").await.unwrap().unwrap();
         assert_eq!(record.state, UploadState::Indexing);
         assert_eq!(record.planned, keys);
         assert!(refs
             .uploads_of_source("s3://b/k")
+            .await
             .unwrap()
             .contains("file:/a"));
         assert!(refs
             .finalize("file:/a", &["k1".to_string()].into(), true)
+            .await
             .unwrap());
-        let record = refs.upload("file:/a").unwrap().unwrap();
+        let record = refs.upload("file:/a").await.unwrap().unwrap();
         assert_eq!(record.state, UploadState::Indexed);
         assert_eq!(record.keys.len(), 1);
-        let removing = refs.begin_removal("file:/a").unwrap().unwrap();
+        let removing = refs.begin_removal("file:/a").await.unwrap().unwrap();
         assert_eq!(removing.all_keys(), keys);
         assert!(
-            !refs.finalize("file:/a", &keys, true).unwrap(),
+            !refs.finalize("file:/a", &keys, true).await.unwrap(),
             "a removing upload is not finalized"
         );
-        assert_eq!(refs.plan(&up, &keys).unwrap(), Some(UploadState::Removing));
-        refs.end_removal(&removing).unwrap();
-        assert!(refs.upload("file:/a").unwrap().is_none());
-        assert!(refs.uploads_of_source("s3://b/k").unwrap().is_empty());
+        assert_eq!(
+            refs.plan(&up, &keys).await.unwrap(),
+            Some(UploadState::Removing)
+        );
+        refs.end_removal(&removing).await.unwrap();
+        assert!(refs.upload("file:/a").await.unwrap().is_none());
+        assert!(refs.uploads_of_source("s3://b/k").await.unwrap().is_empty());
         refs.update_id("abc", |r| r.names.insert("Foo.PDB".into()))
+            .await
             .unwrap();
-        assert!(refs.id("abc").unwrap().names.contains("Foo.PDB"));
+        assert!(refs.id("abc").await.unwrap().names.contains("Foo.PDB"));
     }
 }

@@ -4,6 +4,8 @@
 //!
 //! Usage: bench_indexer DIR [COUNT]   (DIR: artifacts to upload, repeated up to COUNT objects)
 
+#[path = "../tests/support/fault_proxy.rs"]
+mod fault_proxy;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -110,9 +112,36 @@ async fn main() {
     // The same objects as SQS batches: one message per invocation, then batches of 10 with the
     // messages of a batch processed concurrently (SYMDEX_CONCURRENCY), each into a fresh bucket.
     let batch_objects = keys.len().min(120);
+    // Through a proxy adding S3-like latency too: concurrency hides latency; against moto
+    // alone the single Python process is the bottleneck, whatever the concurrency.
+    let latency = std::time::Duration::from_millis(20);
+    let proxy =
+        fault_proxy::FaultProxy::start_with_latency(&stack.moto.endpoint, 0, 1, latency).await;
+    let slow_client = {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(support::REGION))
+            .endpoint_url(&proxy.endpoint)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "testing", "testing", None, None, "bench",
+            ))
+            .load()
+            .await;
+        aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .force_path_style(true)
+                .build(),
+        )
+    };
     println!("SQS batches ({batch_objects} objects, one S3 notification per message):");
-    for (batch, concurrency) in [(1usize, 1usize), (10, 4), (10, 10)] {
-        let bucket = format!("bench-batch-{batch}-{concurrency}");
+    for (slow, batch, concurrency) in [
+        (false, 1usize, 1usize),
+        (false, 10, 4),
+        (false, 10, 10),
+        (true, 1, 1),
+        (true, 10, 4),
+        (true, 10, 10),
+    ] {
+        let bucket = format!("bench-batch-{slow}-{batch}-{concurrency}");
         stack
             .s3
             .create_bucket()
@@ -121,12 +150,17 @@ async fn main() {
             .await
             .unwrap();
         let concurrency_text = concurrency.to_string();
+        let client = if slow {
+            slow_client.clone()
+        } else {
+            stack.moto.s3().await
+        };
         let ctx = Arc::new(symdex_lambda::Context::new(
             config(&[
                 ("SYMDEX_SERVING_BUCKET", bucket.as_str()),
                 ("SYMDEX_CONCURRENCY", concurrency_text.as_str()),
             ]),
-            stack.moto.s3().await,
+            client,
         ));
         let messages: Vec<aws_sdk_sqs::types::Message> = keys[..batch_objects]
             .iter()
@@ -151,7 +185,12 @@ async fn main() {
         }
         let secs = started.elapsed().as_secs_f64();
         println!(
-            "  batch {batch:>2}, concurrency {concurrency:>2}: {:8.1} artifacts/s",
+            "  {:<22} batch {batch:>2}, concurrency {concurrency:>2}: {:8.1} artifacts/s",
+            if slow {
+                "+20 ms per request,"
+            } else {
+                "moto directly,"
+            },
             batch_objects as f64 / secs
         );
     }

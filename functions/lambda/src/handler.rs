@@ -1,5 +1,6 @@
-//! The handlers: plain async fns over the event payload. Each object is processed on a
-//! blocking thread (the pipeline is synchronous and blocks on the runtime for S3 calls).
+//! The handlers: plain async fns over the event payload. The pipeline is async end to end:
+//! identification runs over prefetched ranges (`S3Object::identify`), every S3 call is awaited,
+//! and the messages of a batch run as concurrent tasks on the function's runtime.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,9 +10,8 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{Indexed, Indexer, Upload};
-use symdex_shared::reader::CountingReader;
 use symdex_shared::storage::s3::S3Store;
-use symdex_shared::storage::CopySource;
+use symdex_shared::storage::{CopySource, StorageError};
 use symdex_shared::IdentifyOptions;
 
 use crate::config::LambdaConfig;
@@ -47,12 +47,8 @@ impl Context {
     }
 
     pub fn new(config: LambdaConfig, client: aws_sdk_s3::Client) -> Self {
-        let store = S3Store::new(
-            client,
-            config.serving_bucket.clone(),
-            tokio::runtime::Handle::current(),
-        )
-        .with_multipart_threshold(config.multipart_threshold);
+        let store = S3Store::new(client, config.serving_bucket.clone())
+            .with_multipart_threshold(config.multipart_threshold);
         Context {
             config,
             store,
@@ -116,35 +112,60 @@ fn vanished(event: &ObjectEvent) -> Record {
 /// marker on top of it; unversioned, the key still holds the content that was indexed. A
 /// removal processed before its creation found nothing to remove; this check, made after the
 /// upload was registered with its source, catches it (refs.rs, invariant 4).
-fn ingest_alive(ctx: &Context, event: &ObjectEvent, etag: &str) -> std::io::Result<bool> {
+async fn ingest_alive(ctx: &Context, event: &ObjectEvent, etag: &str) -> std::io::Result<bool> {
     let store = &ctx.store;
-    let current = store.head_object(&event.bucket, &event.key, None)?;
+    let current = store.head_object(&event.bucket, &event.key, None).await?;
     Ok(match (&event.version_id, current) {
         (_, None) => false,
         (Some(version), Some(_)) => store
-            .head_object(&event.bucket, &event.key, Some(version))?
+            .head_object(&event.bucket, &event.key, Some(version))
+            .await?
             .is_some(),
         (None, Some((info, _))) => info.etag == etag,
     })
 }
 
-/// Indexes one created object (blocking). `Err` means: retry (or dead-letter) this message.
-fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
+/// Indexes one created object. `Err` means: retry (or dead-letter) this message.
+async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<Job> {
     let store = &ctx.store;
-    let Some((info, metadata)) =
-        store.head_object(&event.bucket, &event.key, event.version_id.as_deref())?
+    let event = &event;
+    let Some((info, metadata)) = store
+        .head_object(&event.bucket, &event.key, event.version_id.as_deref())
+        .await?
     else {
         return Ok(Job {
             indexed: Indexed::nothing_published(vec![vanished(event)]),
             ingest: None,
         });
     };
-    let reader = CountingReader::new(store.open_object(
+    let object = store.open_object(
         &event.bucket,
         &event.key,
         event.version_id.as_deref(),
         info.size,
-    ));
+    );
+    let options = IdentifyOptions {
+        as_source: ctx.config.is_source(&event.key),
+    };
+    let (identified, bytes_read) = match object
+        .identify(|reader| symdex_shared::identify(reader, &options))
+        .await
+    {
+        Ok(done) => done,
+        // Not a storage failure: the artifact asks for more reads than identification allows.
+        Err(StorageError::TooLarge(reason)) => {
+            let mut record = vanished(event);
+            record.action = Some(Action::Rejected);
+            record.reason = Some(reason);
+            record.ingest_etag = Some(info.etag.clone());
+            record.ingest_size = Some(info.size);
+            return Ok(Job {
+                indexed: Indexed::nothing_published(vec![record]),
+                ingest: None,
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
     let upload = Upload {
         id: upload_id(event, &info.etag),
         source: CopySource::Object {
@@ -160,16 +181,14 @@ fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
         etag: info.etag.clone(),
         size: info.size,
         meta: upload_meta(&event.key, &metadata),
-        options: IdentifyOptions {
-            as_source: ctx.config.is_source(&event.key),
-        },
+        options,
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
     if !ctx.prepared.load(Ordering::Relaxed) {
-        indexer.prepare()?;
+        indexer.prepare().await?;
         ctx.prepared.store(true, Ordering::Relaxed);
     }
-    let indexed = indexer.index(&upload, &reader)?;
+    let indexed = indexer.index_identified(&upload, identified).await?;
     for r in &indexed.records {
         tracing::info!(
             action = r.action.map(|a| a.as_str()),
@@ -181,7 +200,7 @@ fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
             published = r.published.len(),
             unchanged = r.unchanged.len(),
             conflicts = r.conflicts.len(),
-            bytes_read = reader.bytes_read(),
+            bytes_read,
             reason = r.reason.as_deref(),
             "decision"
         );
@@ -192,11 +211,12 @@ fn index_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
     })
 }
 
-/// Unindexes the uploads of one removed object (blocking).
-fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
+/// Unindexes the uploads of one removed object.
+async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<Job> {
+    let event = &event;
     let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
     let source = format!("s3://{}/{}", event.bucket, event.key);
-    let uploads = indexer.refs().uploads_of_source(&source)?;
+    let uploads = indexer.refs().uploads_of_source(&source).await?;
     // A specific version deleted: only that upload; a delete marker or an unversioned delete:
     // every upload of the key.
     let only = match (event.change, &event.version_id) {
@@ -211,7 +231,7 @@ fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
         .iter()
         .filter(|u| only.as_ref().is_none_or(|o| o == *u))
     {
-        if let Some(record) = indexer.unindex(upload)? {
+        if let Some(record) = indexer.unindex(upload).await? {
             tracing::info!(action = "unpublished", key = %event.key, upload = %upload, removed = record.removed.len(), "decision");
             records.push(record);
         }
@@ -225,64 +245,64 @@ fn remove_object(ctx: &Context, event: &ObjectEvent) -> std::io::Result<Job> {
     })
 }
 
-type Work = fn(&Context, &ObjectEvent) -> std::io::Result<Job>;
+/// The work for one event: index a created object, or remove a deleted one.
+#[derive(Clone, Copy)]
+enum Work {
+    Index,
+    Remove,
+}
 
-/// Processes every event of one message on a blocking thread; `Err` fails the message.
+async fn work(ctx: &Arc<Context>, kind: Work, event: ObjectEvent) -> std::io::Result<Job> {
+    // Boxed: the pipeline's futures are deep, and a task's size should not be.
+    match kind {
+        Work::Index => Box::pin(index_object(ctx.clone(), event)).await,
+        Work::Remove => Box::pin(remove_object(ctx.clone(), event)).await,
+    }
+}
+
+/// Processes every event of one message; `Err` fails the message.
 async fn process(
     ctx: &Arc<Context>,
     events: Vec<ObjectEvent>,
     wanted: &[Change],
-    work: Work,
+    kind: Work,
 ) -> Result<Vec<Job>, String> {
-    let ctx = ctx.clone();
-    let wanted = wanted.to_vec();
-    tokio::task::spawn_blocking(move || {
-        let mut jobs = Vec::new();
-        for event in events.iter().filter(|e| wanted.contains(&e.change)) {
-            jobs.push(
-                work(&ctx, event)
-                    .map_err(|e| format!("s3://{}/{}: {e}", event.bucket, event.key))?,
-            );
-        }
-        Ok(jobs)
-    })
-    .await
-    .map_err(|e| format!("worker failed: {e}"))?
+    let mut jobs = Vec::new();
+    for event in events.into_iter().filter(|e| wanted.contains(&e.change)) {
+        let name = format!("s3://{}/{}", event.bucket, event.key);
+        jobs.push(
+            work(ctx, kind, event)
+                .await
+                .map_err(|e| format!("{name}: {e}"))?,
+        );
+    }
+    Ok(jobs)
 }
 
 /// Marks the jobs' uploads indexed (after the manifest holds their records); returns the
 /// records of uploads that had to be taken back.
 async fn finalize(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<Vec<Record>, String> {
-    let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || {
-        let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
-        let mut records = Vec::new();
-        for job in &jobs {
-            let alive = match &job.ingest {
-                Some((event, etag)) => ingest_alive(&ctx, event, etag),
-                None => Ok(true),
-            }
-            .map_err(|e| e.to_string())?;
-            records.extend(
-                indexer
-                    .finalize(&job.indexed, alive)
-                    .map_err(|e| e.to_string())?,
-            );
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+    let mut records = Vec::new();
+    for job in &jobs {
+        let alive = match &job.ingest {
+            Some((event, etag)) => ingest_alive(ctx, event, etag).await,
+            None => Ok(true),
         }
-        Ok(records)
-    })
-    .await
-    .map_err(|e| format!("worker failed: {e}"))?
+        .map_err(|e| e.to_string())?;
+        records.extend(
+            indexer
+                .finalize(&job.indexed, alive)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(records)
 }
 
 async fn write_manifest(ctx: &Arc<Context>, records: Vec<Record>) -> Result<Option<String>, Error> {
-    let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || {
-        let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
-        indexer.write_manifest(&records)
-    })
-    .await?
-    .map_err(Into::into)
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+    Ok(indexer.write_manifest(&records).await?)
 }
 
 /// One SQS message: its events, processed.
@@ -290,11 +310,11 @@ async fn process_message(
     ctx: &Arc<Context>,
     body: Option<&str>,
     wanted: &[Change],
-    work: Work,
+    kind: Work,
 ) -> Result<Vec<Job>, String> {
     match body.map(serde_json::from_str::<Value>) {
         Some(Ok(body)) => match decode(&body) {
-            Ok(events) => process(ctx, events, wanted, work).await,
+            Ok(events) => process(ctx, events, wanted, kind).await,
             Err(e) => Err(e),
         },
         Some(Err(e)) => Err(format!("message body is not JSON: {e}")),
@@ -312,7 +332,7 @@ async fn handle(
     ctx: &Arc<Context>,
     payload: Value,
     wanted: &[Change],
-    work: Work,
+    kind: Work,
 ) -> Result<Value, Error> {
     if is_sqs_batch(&payload) {
         let batch: SqsEvent = serde_json::from_value(payload)?;
@@ -322,7 +342,7 @@ async fn handle(
             let (ctx, wanted, limit) = (ctx.clone(), wanted.to_vec(), limit.clone());
             tasks.spawn(async move {
                 let _permit = limit.acquire_owned().await;
-                let outcome = process_message(&ctx, message.body.as_deref(), &wanted, work).await;
+                let outcome = process_message(&ctx, message.body.as_deref(), &wanted, kind).await;
                 (index, message.message_id.unwrap_or_default(), outcome)
             });
         }
@@ -370,7 +390,7 @@ async fn handle(
         return Ok(serde_json::to_value(response)?);
     }
     let events = decode(&payload)?;
-    let jobs = process(ctx, events, wanted, work).await?;
+    let jobs = process(ctx, events, wanted, kind).await?;
     let records: Vec<Record> = jobs
         .iter()
         .flat_map(|j| j.indexed.records.clone())
@@ -385,17 +405,17 @@ async fn handle(
 
 /// The indexer: ObjectCreated events.
 pub async fn handle_indexer(ctx: &Arc<Context>, payload: Value) -> Result<Value, Error> {
-    handle(ctx, payload, &[Change::Created], index_object).await
+    Box::pin(handle(ctx, payload, &[Change::Created], Work::Index)).await
 }
 
 /// The remover: ObjectRemoved events.
 pub async fn handle_remover(ctx: &Arc<Context>, payload: Value) -> Result<Value, Error> {
-    handle(
+    Box::pin(handle(
         ctx,
         payload,
         &[Change::Removed, Change::DeleteMarker],
-        remove_object,
-    )
+        Work::Remove,
+    ))
     .await
 }
 

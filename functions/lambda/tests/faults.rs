@@ -231,27 +231,17 @@ async fn compare(stack: &Stack) {
         published(stack, FAULTY).await,
         published(stack, SERVING).await
     );
-    let (clean_refs, faulty_refs, problems) = tokio::task::spawn_blocking({
-        let client = stack.s3.clone();
-        let handle = tokio::runtime::Handle::current();
-        move || {
-            let clean = S3Store::new(client.clone(), SERVING, handle.clone());
-            let faulty = S3Store::new(client, FAULTY, handle);
-            let problems: Vec<String> = audit(&faulty, "_manifest")
-                .unwrap()
-                .problems
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            (
-                references(&clean).unwrap(),
-                references(&faulty).unwrap(),
-                problems,
-            )
-        }
-    })
-    .await
-    .unwrap();
+    let clean = S3Store::new(stack.s3.clone(), SERVING);
+    let faulty = S3Store::new(stack.s3.clone(), FAULTY);
+    let problems: Vec<String> = audit(&faulty, "_manifest")
+        .await
+        .unwrap()
+        .problems
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let clean_refs = references(&clean).await.unwrap();
+    let faulty_refs = references(&faulty).await.unwrap();
     assert!(problems.is_empty(), "{problems:#?}");
     assert_eq!(faulty_refs, clean_refs);
     assert_eq!(

@@ -10,15 +10,10 @@ use support::Moto;
 use symdex_shared::storage::s3::S3Store;
 use symdex_shared::testing::scenarios::{check, scenarios, Artifacts};
 
-#[test]
-fn every_scenario_over_s3_through_random_interleavings() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_over_s3_through_random_interleavings() {
     let moto = Moto::start();
-    let client = runtime.block_on(moto.s3());
+    let client = moto.s3().await;
     let buckets = AtomicUsize::new(0);
     let artifacts = Artifacts::new();
     let mut retried = 0;
@@ -31,11 +26,13 @@ fn every_scenario_over_s3_through_random_interleavings() {
     for scenario in scenarios(&artifacts) {
         retried += check(&scenario, 1000..1000 + seeds, || {
             let bucket = format!("schedule-{}", buckets.fetch_add(1, Ordering::Relaxed));
-            runtime
-                .block_on(client.create_bucket().bucket(&bucket).send())
-                .unwrap();
-            S3Store::new(client.clone(), bucket, runtime.handle().clone())
-        });
+            let client = client.clone();
+            async move {
+                client.create_bucket().bucket(&bucket).send().await.unwrap();
+                S3Store::new(client, bucket)
+            }
+        })
+        .await;
     }
     println!(
         "{} schedules over moto_server, {retried} operations retried after a busy key",

@@ -156,23 +156,15 @@ async fn every_order_of_pe_pdb_and_removal_ends_the_same() {
                 );
             }
         }
-        let (refs, problems) = tokio::task::spawn_blocking({
-            let client = stack.s3.clone();
-            let handle = tokio::runtime::Handle::current();
-            let serving = serving.clone();
-            move || {
-                let store = S3Store::new(client, serving, handle);
-                let problems: Vec<String> = audit(&store, "_manifest")
-                    .unwrap()
-                    .problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
-                (references(&store).unwrap(), problems)
-            }
-        })
-        .await
-        .unwrap();
+        let store = S3Store::new(stack.s3.clone(), serving.clone());
+        let problems: Vec<String> = audit(&store, "_manifest")
+            .await
+            .unwrap()
+            .problems
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let refs = references(&store).await.unwrap();
         assert!(problems.is_empty(), "script {n}: {problems:#?}");
         let objects = stack
             .objects(&serving, "")

@@ -18,10 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::{
-    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageResult,
-    Versioned,
+    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageFuture,
+    StorageResult, Versioned,
 };
-use crate::reader::{FileReader, RangeReader};
 
 /// Where temporary files live (inside the store, so renames stay on one file system).
 const TMP_DIR: &str = "_symdex/tmp";
@@ -179,34 +178,25 @@ fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     }
 }
 
-impl Storage for LocalStore {
-    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>> {
-        let path = self.path_of(key)?;
-        match FileReader::open(&path) {
-            Ok(reader) => Ok(Box::new(reader)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                Err(StorageError::NotFound(key.to_string()))
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    fn size(&self, key: &str) -> StorageResult<Option<u64>> {
+/// The store's operations, synchronous (the trait wraps them in ready futures: a local file
+/// system call is quick and the CLI runs one operation at a time).
+impl LocalStore {
+    pub fn size_now(&self, key: &str) -> StorageResult<Option<u64>> {
         let path = self.path_of(key)?;
         Ok(not_found_is_none(fs::metadata(path))?
             .filter(|m| m.is_file())
             .map(|m| m.len()))
     }
 
-    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
-        let Some(size) = self.size(key)? else {
+    pub fn head_now(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
+        let Some(size) = self.size_now(key)? else {
             return Ok(None);
         };
         let etag = not_found_is_none(file_sha1(&self.path_of(key)?))?;
         Ok(etag.map(|etag| ObjectInfo { size, etag }))
     }
 
-    fn get(&self, key: &str) -> StorageResult<Option<Versioned>> {
+    pub fn get_now(&self, key: &str) -> StorageResult<Option<Versioned>> {
         Ok(
             not_found_is_none(fs::read(self.path_of(key)?))?.map(|bytes| Versioned {
                 version: sha1_smol::Sha1::from(&bytes).digest().to_string(),
@@ -215,7 +205,7 @@ impl Storage for LocalStore {
         )
     }
 
-    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo> {
+    pub fn put_now(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let temp = self.temp_path();
         fs::write(&temp, bytes)?;
@@ -226,7 +216,7 @@ impl Storage for LocalStore {
         })
     }
 
-    fn put_if(
+    pub fn put_if_now(
         &self,
         key: &str,
         bytes: &[u8],
@@ -252,17 +242,17 @@ impl Storage for LocalStore {
         result
     }
 
-    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool> {
+    pub fn delete_if_now(&self, key: &str, version: &str) -> StorageResult<bool> {
         self.with_cas_lock(|| {
             if self.version(key)?.as_deref() != Some(version) {
                 return Ok(false);
             }
-            self.delete(key)?;
+            self.delete_now(key)?;
             Ok(true)
         })
     }
 
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
+    pub fn copy_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let temp = self.temp_path();
         match source {
@@ -297,7 +287,7 @@ impl Storage for LocalStore {
         Ok(ObjectInfo { size, etag })
     }
 
-    fn list(&self, prefix: &str) -> StorageResult<Vec<String>> {
+    pub fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
         let mut keys = Vec::new();
         // Walk from the deepest directory the prefix names, then filter by the full prefix.
         let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
@@ -341,7 +331,7 @@ impl Storage for LocalStore {
         Ok(keys)
     }
 
-    fn delete(&self, key: &str) -> StorageResult<()> {
+    pub fn delete_now(&self, key: &str) -> StorageResult<()> {
         let path = self.path_of(key)?;
         match fs::remove_file(&path) {
             Ok(()) => {}
@@ -362,9 +352,49 @@ impl Storage for LocalStore {
     }
 }
 
+impl Storage for LocalStore {
+    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
+        Box::pin(async move { self.head_now(key) })
+    }
+    fn size<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<u64>> {
+        Box::pin(async move { self.size_now(key) })
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
+        Box::pin(async move { self.get_now(key) })
+    }
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
+        Box::pin(async move { self.put_now(key, bytes) })
+    }
+    fn put_if<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: &'a [u8],
+        condition: Precondition<'a>,
+    ) -> StorageFuture<'a, Option<String>> {
+        Box::pin(async move { self.put_if_now(key, bytes, condition) })
+    }
+    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(async move { self.delete_if_now(key, version) })
+    }
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+    ) -> StorageFuture<'a, ObjectInfo> {
+        Box::pin(async move { self.copy_now(source, key) })
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
+        Box::pin(async move { self.list_now(prefix) })
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
+        Box::pin(async move { self.delete_now(key) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reader::RangeReader;
 
     fn store() -> (tempfile::TempDir, LocalStore) {
         let dir = tempfile::tempdir().unwrap();
@@ -375,21 +405,25 @@ mod tests {
     #[test]
     fn put_get_head_list_delete() {
         let (_d, s) = store();
-        let info = s.put("a/b/c.txt", b"hello").unwrap();
+        let info = s.put_now("a/b/c.txt", b"hello").unwrap();
         assert_eq!(info.size, 5);
-        assert_eq!(s.get("a/b/c.txt").unwrap().unwrap().bytes, b"hello");
-        assert_eq!(s.head("a/b/c.txt").unwrap().unwrap(), info);
-        assert_eq!(s.size("a/b").unwrap(), None, "directories are not objects");
-        s.put("a/x", b"1").unwrap();
-        assert_eq!(s.list("a/").unwrap(), ["a/b/c.txt", "a/x"]);
-        assert_eq!(s.list("a/b").unwrap(), ["a/b/c.txt"]);
-        s.delete("a/b/c.txt").unwrap();
-        s.delete("a/b/c.txt").unwrap();
+        assert_eq!(s.get_now("a/b/c.txt").unwrap().unwrap().bytes, b"hello");
+        assert_eq!(s.head_now("a/b/c.txt").unwrap().unwrap(), info);
+        assert_eq!(
+            s.size_now("a/b").unwrap(),
+            None,
+            "directories are not objects"
+        );
+        s.put_now("a/x", b"1").unwrap();
+        assert_eq!(s.list_now("a/").unwrap(), ["a/b/c.txt", "a/x"]);
+        assert_eq!(s.list_now("a/b").unwrap(), ["a/b/c.txt"]);
+        s.delete_now("a/b/c.txt").unwrap();
+        s.delete_now("a/b/c.txt").unwrap();
         assert!(
             !s.root().join("a/b").exists(),
             "empty directories are removed"
         );
-        assert_eq!(s.get("a/b/c.txt").unwrap(), None);
+        assert_eq!(s.get_now("a/b/c.txt").unwrap(), None);
     }
 
     #[test]
@@ -397,17 +431,20 @@ mod tests {
         let (d, s) = store();
         let input = d.path().join("input.bin");
         fs::write(&input, b"0123456789").unwrap();
-        let info = s.copy(&CopySource::File(&input), "k/one").unwrap();
-        s.copy(&CopySource::Key("k/one"), "k/two").unwrap();
-        assert_eq!(s.head("k/two").unwrap().unwrap(), info);
+        let info = s.copy_now(&CopySource::File(&input), "k/one").unwrap();
+        s.copy_now(&CopySource::Key("k/one"), "k/two").unwrap();
+        assert_eq!(s.head_now("k/two").unwrap().unwrap(), info);
         let mut buf = [0u8; 3];
-        s.open("k/two").unwrap().read_exact_at(4, &mut buf).unwrap();
+        crate::reader::FileReader::open(&s.path_of("k/two").unwrap())
+            .unwrap()
+            .read_exact_at(4, &mut buf)
+            .unwrap();
         assert_eq!(&buf, b"456");
         // Rewriting the input does not change the store.
         fs::write(&input, b"changed").unwrap();
-        assert_eq!(s.get("k/one").unwrap().unwrap().bytes, b"0123456789");
+        assert_eq!(s.get_now("k/one").unwrap().unwrap().bytes, b"0123456789");
         assert!(s
-            .copy(
+            .copy_now(
                 &CopySource::Object {
                     bucket: "b",
                     key: "k",
@@ -423,29 +460,32 @@ mod tests {
     #[test]
     fn conditional_writes() {
         let (_d, s) = store();
-        let v1 = s.put_if("r", b"v1", Precondition::Absent).unwrap().unwrap();
+        let v1 = s
+            .put_if_now("r", b"v1", Precondition::Absent)
+            .unwrap()
+            .unwrap();
         assert!(s
-            .put_if("r", b"v2", Precondition::Absent)
+            .put_if_now("r", b"v2", Precondition::Absent)
             .unwrap()
             .is_none());
-        let read = s.get("r").unwrap().unwrap();
+        let read = s.get_now("r").unwrap().unwrap();
         assert_eq!(read.version, v1, "get returns the version it read");
         let v2 = s
-            .put_if("r", b"v2", Precondition::Version(&v1))
+            .put_if_now("r", b"v2", Precondition::Version(&v1))
             .unwrap()
             .unwrap();
         assert!(
-            s.put_if("r", b"v3", Precondition::Version(&v1))
+            s.put_if_now("r", b"v3", Precondition::Version(&v1))
                 .unwrap()
                 .is_none(),
             "stale version"
         );
-        assert_eq!(s.get("r").unwrap().unwrap().bytes, b"v2");
-        assert!(!s.delete_if("r", &v1).unwrap(), "stale delete refused");
-        assert!(s.delete_if("r", &v2).unwrap());
-        assert!(s.get("r").unwrap().is_none());
+        assert_eq!(s.get_now("r").unwrap().unwrap().bytes, b"v2");
+        assert!(!s.delete_if_now("r", &v1).unwrap(), "stale delete refused");
+        assert!(s.delete_if_now("r", &v2).unwrap());
+        assert!(s.get_now("r").unwrap().is_none());
         assert!(
-            s.list("").unwrap().is_empty(),
+            s.list_now("").unwrap().is_empty(),
             "no temporary or lock files listed"
         );
     }
@@ -454,8 +494,8 @@ mod tests {
     fn keys_cannot_escape_the_root() {
         let (_d, s) = store();
         for key in ["../x", "/etc/passwd", "a/../../x", ""] {
-            assert!(s.put(key, b"x").is_err(), "{key}");
-            assert!(s.get(key).is_err(), "{key}");
+            assert!(s.put_now(key, b"x").is_err(), "{key}");
+            assert!(s.get_now(key).is_err(), "{key}");
         }
     }
 }

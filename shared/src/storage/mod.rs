@@ -12,10 +12,10 @@ pub mod local;
 #[cfg(feature = "s3")]
 pub mod s3;
 
+use std::future::Future;
 use std::io;
 use std::path::Path;
-
-use crate::reader::RangeReader;
+use std::pin::Pin;
 
 pub use local::LocalStore;
 
@@ -29,6 +29,9 @@ pub enum StorageError {
     PreconditionFailed(String),
     #[error("invalid key {0:?}")]
     InvalidKey(String),
+    /// An input asks for more than a bounded operation allows (never retried).
+    #[error("{0}")]
+    TooLarge(String),
     /// The service answered with an error (S3): `retryable` for throttling and 5xx.
     #[error("{op}: {code} (HTTP {status}): {message}")]
     Service {
@@ -53,7 +56,9 @@ impl StorageError {
                 io::ErrorKind::InvalidInput | io::ErrorKind::PermissionDenied
             ),
             StorageError::PreconditionFailed(_) => true,
-            StorageError::NotFound(_) | StorageError::InvalidKey(_) => false,
+            StorageError::NotFound(_) | StorageError::InvalidKey(_) | StorageError::TooLarge(_) => {
+                false
+            }
         }
     }
 }
@@ -64,6 +69,7 @@ impl From<StorageError> for io::Error {
             StorageError::NotFound(_) => io::ErrorKind::NotFound,
             StorageError::PreconditionFailed(_) => io::ErrorKind::AlreadyExists,
             StorageError::InvalidKey(_) => io::ErrorKind::InvalidInput,
+            StorageError::TooLarge(_) => io::ErrorKind::InvalidData,
             StorageError::Service { .. } => io::ErrorKind::Other,
             StorageError::Io(inner) => inner.kind(),
         };
@@ -120,37 +126,43 @@ pub enum CopySource<'a> {
     },
 }
 
+/// What every storage call returns: a future, so the Lambda runs its pipeline on the async
+/// runtime (no thread parked per S3 request) and the local store answers at once.
+pub type StorageFuture<'a, T> = Pin<Box<dyn Future<Output = StorageResult<T>> + Send + 'a>>;
+
 /// Object storage as the pipeline needs it.
 pub trait Storage: Send + Sync {
-    /// Ranged reads of one object.
-    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>>;
-    /// Size, or `None` when the key does not exist.
-    fn size(&self, key: &str) -> StorageResult<Option<u64>> {
-        Ok(self.head(key)?.map(|i| i.size))
-    }
     /// Size and content identity, or `None` when the key does not exist.
-    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>>;
+    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>>;
+    /// Size, or `None` when the key does not exist.
+    fn size<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<u64>> {
+        Box::pin(async move { Ok(self.head(key).await?.map(|i| i.size)) })
+    }
     /// Whole small object (records, manifests) and its version, or `None` when absent.
-    fn get(&self, key: &str) -> StorageResult<Option<Versioned>>;
+    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>>;
     /// Writes `bytes` atomically: readers see the old object or the new one, never a part.
-    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo>;
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo>;
     /// Conditional write; `Ok(Some(new version))`, or `Ok(None)` when the condition failed
     /// (someone else wrote first). Atomic against every other writer of the store, in this
     /// process or another.
-    fn put_if(
-        &self,
-        key: &str,
-        bytes: &[u8],
-        condition: Precondition<'_>,
-    ) -> StorageResult<Option<String>>;
+    fn put_if<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: &'a [u8],
+        condition: Precondition<'a>,
+    ) -> StorageFuture<'a, Option<String>>;
     /// Deletes `key` only if it still holds `version`; `Ok(false)` when it changed or is gone.
-    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool>;
+    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool>;
     /// Copies without passing the bytes through the caller where the store allows it.
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo>;
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+    ) -> StorageFuture<'a, ObjectInfo>;
     /// Keys under `prefix`, in lexicographic order.
-    fn list(&self, prefix: &str) -> StorageResult<Vec<String>>;
+    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.
-    fn delete(&self, key: &str) -> StorageResult<()>;
+    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()>;
 }
 
 /// Rejects keys that could escape a store or mean something else than they say.

@@ -3,8 +3,9 @@
 //! records. The SDK's standard retry policy (exponential backoff on throttling and 5xx) is
 //! configured by whoever builds the client.
 //!
-//! The pipeline is synchronous (the `object` crate's readers are), so each call blocks on the
-//! runtime handle: call it from `spawn_blocking`, never from an async task.
+//! Every call is async: the pipeline runs on the function's runtime, several messages at once,
+//! with no thread parked per request. Identification (synchronous, the `object` crate's
+//! readers are) runs over a prefetching reader instead: see [`S3Object::identify`].
 
 use std::collections::HashMap;
 use std::io;
@@ -15,11 +16,10 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, MetadataDirective};
 use aws_sdk_s3::Client;
-use tokio::runtime::Handle;
 
 use super::{
-    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageResult,
-    Versioned,
+    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageFuture,
+    StorageResult, Versioned,
 };
 use crate::reader::RangeReader;
 
@@ -30,8 +30,6 @@ const MAX_PARTS: u64 = 10_000;
 const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 /// Ranged reads fetch whole blocks of this size, so neighbouring small reads cost one GET.
 pub const BLOCK_SIZE: u64 = 32 * 1024;
-/// Blocks kept per object (2 MiB): headers, tables and notes fit many times over.
-const MAX_CACHED_BLOCKS: usize = 64;
 /// Metadata key holding the content identity (the source's ETag) of a copied object, so a
 /// multipart copy (whose ETag differs) still compares equal to its source.
 const CONTENT_ETAG_META: &str = "symdex-content-etag";
@@ -140,17 +138,15 @@ fn unquote(etag: &str) -> String {
 pub struct S3Store {
     client: Client,
     bucket: String,
-    handle: Handle,
     multipart_threshold: u64,
     stats: Arc<S3Stats>,
 }
 
 impl S3Store {
-    pub fn new(client: Client, bucket: impl Into<String>, handle: Handle) -> Self {
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
         S3Store {
             client,
             bucket: bucket.into(),
-            handle,
             multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
             stats: Arc::new(S3Stats::default()),
         }
@@ -174,7 +170,7 @@ impl S3Store {
         &self.stats
     }
 
-    /// Opens any object (e.g. in the ingest bucket) for ranged reads.
+    /// Any object (e.g. in the ingest bucket), for ranged reads.
     pub fn open_object(
         &self,
         bucket: &str,
@@ -184,46 +180,42 @@ impl S3Store {
     ) -> S3Object {
         S3Object {
             client: self.client.clone(),
-            handle: self.handle.clone(),
             bucket: bucket.to_string(),
             key: key.to_string(),
             version_id: version_id.map(str::to_string),
             size,
-            blocks: Mutex::new(HashMap::new()),
             stats: self.stats.clone(),
         }
     }
 
     /// HEAD of any object: size, ETag and user metadata.
-    pub fn head_object(
+    pub async fn head_object(
         &self,
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
     ) -> StorageResult<Option<(ObjectInfo, HashMap<String, String>)>> {
-        self.handle.block_on(async {
-            let result = self
-                .client
-                .head_object()
-                .bucket(bucket)
-                .key(key)
-                .set_version_id(version_id.map(str::to_string))
-                .send()
-                .await;
-            match result {
-                Ok(out) => {
-                    let meta = out.metadata().cloned().unwrap_or_default();
-                    let etag = meta
-                        .get(CONTENT_ETAG_META)
-                        .cloned()
-                        .unwrap_or_else(|| unquote(out.e_tag().unwrap_or("")));
-                    let size = u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0);
-                    Ok(Some((ObjectInfo { size, etag }, meta)))
-                }
-                Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(None),
-                Err(e) => Err(sdk_err("HeadObject", e)),
+        let result = self
+            .client
+            .head_object()
+            .bucket(bucket)
+            .key(key)
+            .set_version_id(version_id.map(str::to_string))
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let meta = out.metadata().cloned().unwrap_or_default();
+                let etag = meta
+                    .get(CONTENT_ETAG_META)
+                    .cloned()
+                    .unwrap_or_else(|| unquote(out.e_tag().unwrap_or("")));
+                let size = u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0);
+                Ok(Some((ObjectInfo { size, etag }, meta)))
             }
-        })
+            Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(None),
+            Err(e) => Err(sdk_err("HeadObject", e)),
+        }
     }
 
     async fn copy_single(&self, copy_source: &str, key: &str, etag: &str) -> StorageResult<()> {
@@ -372,128 +364,108 @@ fn copy_source_header(bucket: &str, key: &str, version_id: Option<&str>) -> Stri
     }
 }
 
-impl Storage for S3Store {
-    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>> {
+impl S3Store {
+    async fn get_now(&self, key: &str) -> StorageResult<Option<Versioned>> {
         check_key(key)?;
-        let (info, _) = self
-            .head_object(&self.bucket, key, None)?
-            .ok_or_else(|| StorageError::NotFound(key.to_string()))?;
-        Ok(Box::new(self.open_object(
-            &self.bucket,
-            key,
-            None,
-            info.size,
-        )))
-    }
-
-    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
-        check_key(key)?;
-        Ok(self
-            .head_object(&self.bucket, key, None)?
-            .map(|(info, _)| info))
-    }
-
-    fn get(&self, key: &str) -> StorageResult<Option<Versioned>> {
-        check_key(key)?;
-        self.handle.block_on(async {
-            let result = self
-                .client
-                .get_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .send()
-                .await;
-            match result {
-                Ok(out) => {
-                    // The version is the ETag of exactly the bytes returned (one response).
-                    let version = unquote(out.e_tag().unwrap_or(""));
-                    let stats = &self.stats;
-                    let bytes = read_body(out.body, &stats.get_requests, &stats.get_bytes).await?;
-                    Ok(Some(Versioned { bytes, version }))
-                }
-                Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => Ok(None),
-                Err(e) => match sdk_err("GetObject", e) {
-                    StorageError::NotFound(_) => Ok(None),
-                    other => Err(other),
-                },
+        let result = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                // The version is the ETag of exactly the bytes returned (one response).
+                let version = unquote(out.e_tag().unwrap_or(""));
+                let stats = &self.stats;
+                let bytes = read_body(out.body, &stats.get_requests, &stats.get_bytes).await?;
+                Ok(Some(Versioned { bytes, version }))
             }
-        })
+            Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => Ok(None),
+            Err(e) => match sdk_err("GetObject", e) {
+                StorageError::NotFound(_) => Ok(None),
+                other => Err(other),
+            },
+        }
     }
 
-    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo> {
+    async fn put_now(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        content_etag: Option<&str>,
+    ) -> StorageResult<ObjectInfo> {
         check_key(key)?;
-        self.handle.block_on(async {
-            let out = self
-                .client
-                .put_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .body(ByteStream::from(bytes.to_vec()))
-                .send()
-                .await
-                .map_err(|e| sdk_err("PutObject", e))?;
-            self.stats.puts.fetch_add(1, Ordering::Relaxed);
-            Ok(ObjectInfo {
-                size: bytes.len() as u64,
-                etag: unquote(out.e_tag().unwrap_or("")),
-            })
+        let out = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_metadata(
+                content_etag.map(|e| [(CONTENT_ETAG_META.to_string(), e.to_string())].into()),
+            )
+            .body(ByteStream::from(bytes.to_vec()))
+            .send()
+            .await
+            .map_err(|e| sdk_err("PutObject", e))?;
+        self.stats.puts.fetch_add(1, Ordering::Relaxed);
+        Ok(ObjectInfo {
+            size: bytes.len() as u64,
+            etag: content_etag.map_or_else(|| unquote(out.e_tag().unwrap_or("")), str::to_string),
         })
     }
 
-    fn put_if(
+    async fn put_if_now(
         &self,
         key: &str,
         bytes: &[u8],
         condition: Precondition<'_>,
     ) -> StorageResult<Option<String>> {
         check_key(key)?;
-        self.handle.block_on(async {
-            let mut request = self
-                .client
-                .put_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .body(ByteStream::from(bytes.to_vec()));
-            request = match condition {
-                Precondition::Version(etag) => request.if_match(format!("\"{etag}\"")),
-                Precondition::Absent => request.if_none_match("*"),
-            };
-            match request.send().await {
-                Ok(out) => {
-                    self.stats.puts.fetch_add(1, Ordering::Relaxed);
-                    Ok(Some(unquote(out.e_tag().unwrap_or(""))))
-                }
-                Err(e) => match sdk_err("PutObject (conditional)", e) {
-                    // If-Match on a key that is gone answers 404: the condition failed too.
-                    StorageError::PreconditionFailed(_) | StorageError::NotFound(_) => Ok(None),
-                    other => Err(other),
-                },
+        let mut request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(ByteStream::from(bytes.to_vec()));
+        request = match condition {
+            Precondition::Version(etag) => request.if_match(format!("\"{etag}\"")),
+            Precondition::Absent => request.if_none_match("*"),
+        };
+        match request.send().await {
+            Ok(out) => {
+                self.stats.puts.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(unquote(out.e_tag().unwrap_or(""))))
             }
-        })
+            Err(e) => match sdk_err("PutObject (conditional)", e) {
+                // If-Match on a key that is gone answers 404: the condition failed too.
+                StorageError::PreconditionFailed(_) | StorageError::NotFound(_) => Ok(None),
+                other => Err(other),
+            },
+        }
     }
 
-    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool> {
+    async fn delete_if_now(&self, key: &str, version: &str) -> StorageResult<bool> {
         check_key(key)?;
-        self.handle.block_on(async {
-            let result = self
-                .client
-                .delete_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .if_match(format!("\"{version}\""))
-                .send()
-                .await;
-            match result {
-                Ok(_) => Ok(true),
-                Err(e) => match sdk_err("DeleteObject (conditional)", e) {
-                    StorageError::PreconditionFailed(_) | StorageError::NotFound(_) => Ok(false),
-                    other => Err(other),
-                },
-            }
-        })
+        let result = self
+            .client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .if_match(format!("\"{version}\""))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => match sdk_err("DeleteObject (conditional)", e) {
+                StorageError::PreconditionFailed(_) | StorageError::NotFound(_) => Ok(false),
+                other => Err(other),
+            },
+        }
     }
 
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
+    async fn copy_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let (bucket, src_key, version, info) = match *source {
             CopySource::Object {
@@ -511,126 +483,215 @@ impl Storage for S3Store {
             }
             CopySource::Key(src) => {
                 let (info, _) = self
-                    .head_object(&self.bucket, src, None)?
+                    .head_object(&self.bucket, src, None)
+                    .await?
                     .ok_or_else(|| StorageError::NotFound(format!("s3://{}/{src}", self.bucket)))?;
                 (self.bucket.as_str(), src, None, info)
             }
             CopySource::File(path) => {
-                let bytes = std::fs::read(path)?;
-                return self.put(key, &bytes);
+                let bytes = tokio::fs::read(path).await?;
+                return self.put_now(key, &bytes, None).await;
             }
             // Generated content carries its SHA-1 as its identity, as in a local store.
             CopySource::Bytes(bytes) => {
                 let sha1 = sha1_smol::Sha1::from(bytes).digest().to_string();
-                self.handle.block_on(async {
-                    self.client
-                        .put_object()
-                        .bucket(&self.bucket)
-                        .key(key)
-                        .metadata(CONTENT_ETAG_META, &sha1)
-                        .body(ByteStream::from(bytes.to_vec()))
-                        .send()
-                        .await
-                        .map_err(|e| sdk_err("PutObject", e))
-                })?;
-                self.stats.puts.fetch_add(1, Ordering::Relaxed);
-                return Ok(ObjectInfo {
-                    size: bytes.len() as u64,
-                    etag: sha1,
-                });
+                return self.put_now(key, bytes, Some(&sha1)).await;
             }
         };
         let header = copy_source_header(bucket, src_key, version);
-        self.handle.block_on(async {
-            if info.size >= self.multipart_threshold {
-                self.copy_multipart(&header, key, info.size, &info.etag)
-                    .await
-            } else {
-                self.copy_single(&header, key, &info.etag).await
-            }
-        })?;
+        if info.size >= self.multipart_threshold {
+            self.copy_multipart(&header, key, info.size, &info.etag)
+                .await?;
+        } else {
+            self.copy_single(&header, key, &info.etag).await?;
+        }
         Ok(info)
     }
 
-    fn list(&self, prefix: &str) -> StorageResult<Vec<String>> {
-        self.handle.block_on(async {
-            let mut keys = Vec::new();
-            let mut pages = self
-                .client
-                .list_objects_v2()
-                .bucket(&self.bucket)
-                .prefix(prefix)
-                .into_paginator()
-                .send();
-            while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| sdk_err("ListObjectsV2", e))?;
-                keys.extend(
-                    page.contents()
-                        .iter()
-                        .filter_map(|o| o.key().map(str::to_string)),
-                );
-            }
-            keys.sort();
-            Ok(keys)
-        })
+    async fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
+        let mut keys = Vec::new();
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_err("ListObjectsV2", e))?;
+            keys.extend(
+                page.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(str::to_string)),
+            );
+        }
+        keys.sort();
+        Ok(keys)
     }
 
-    fn delete(&self, key: &str) -> StorageResult<()> {
+    async fn delete_now(&self, key: &str) -> StorageResult<()> {
         check_key(key)?;
-        self.handle.block_on(async {
-            self.client
-                .delete_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .send()
-                .await
-                .map_err(|e| sdk_err("DeleteObject", e))?;
-            Ok(())
-        })
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|e| sdk_err("DeleteObject", e))?;
+        Ok(())
     }
 }
 
-/// One S3 object read by ranges: each miss fetches the covering run of [`BLOCK_SIZE`] blocks
-/// with one ranged GET; blocks are cached for the reader's lifetime (bounded).
+impl Storage for S3Store {
+    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
+        Box::pin(async move {
+            check_key(key)?;
+            Ok(self
+                .head_object(&self.bucket, key, None)
+                .await?
+                .map(|(info, _)| info))
+        })
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
+        Box::pin(self.get_now(key))
+    }
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
+        Box::pin(self.put_now(key, bytes, None))
+    }
+    fn put_if<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: &'a [u8],
+        condition: Precondition<'a>,
+    ) -> StorageFuture<'a, Option<String>> {
+        Box::pin(self.put_if_now(key, bytes, condition))
+    }
+    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(self.delete_if_now(key, version))
+    }
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+    ) -> StorageFuture<'a, ObjectInfo> {
+        Box::pin(self.copy_now(source, key))
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
+        Box::pin(self.list_now(prefix))
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
+        Box::pin(self.delete_now(key))
+    }
+}
+
+/// One S3 object read by ranges of whole [`BLOCK_SIZE`] blocks (one GET per run of missing
+/// blocks).
 pub struct S3Object {
     client: Client,
-    handle: Handle,
     bucket: String,
     key: String,
     version_id: Option<String>,
     size: u64,
-    blocks: Mutex<HashMap<u64, Arc<Vec<u8>>>>,
     stats: Arc<S3Stats>,
 }
 
+/// Blocks one identification may fetch (8 MiB): headers, tables and notes fit many times over;
+/// past this the object is not worth identifying remotely.
+const MAX_PREFETCH_BLOCKS: usize = 256;
+/// Passes of one identification (each one fetches what the previous pass missed).
+const MAX_PASSES: usize = 64;
+
 impl S3Object {
-    fn fetch(&self, first: u64, last: u64) -> StorageResult<Vec<u8>> {
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    async fn fetch(&self, first: u64, last: u64) -> StorageResult<Vec<u8>> {
         let start = first * BLOCK_SIZE;
         let end = ((last + 1) * BLOCK_SIZE).min(self.size) - 1;
-        self.handle.block_on(async {
-            let out = self
-                .client
-                .get_object()
-                .bucket(&self.bucket)
-                .key(&self.key)
-                .set_version_id(self.version_id.clone())
-                .range(format!("bytes={start}-{end}"))
-                .send()
-                .await
-                .map_err(|e| sdk_err("GetObject (range)", e))?;
-            let stats = &self.stats;
-            let bytes = read_body(out.body, &stats.range_requests, &stats.range_bytes).await?;
-            if bytes.len() as u64 != end - start + 1 {
-                return Err(
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "short ranged GET").into(),
-                );
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(&self.key)
+            .set_version_id(self.version_id.clone())
+            .range(format!("bytes={start}-{end}"))
+            .send()
+            .await
+            .map_err(|e| sdk_err("GetObject (range)", e))?;
+        let stats = &self.stats;
+        let bytes = read_body(out.body, &stats.range_requests, &stats.range_bytes).await?;
+        if bytes.len() as u64 != end - start + 1 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short ranged GET").into());
+        }
+        Ok(bytes)
+    }
+
+    /// Runs `identify` (synchronous, over a [`RangeReader`]) with ranged GETs, no thread
+    /// blocked: each pass reads from the blocks fetched so far, notes the blocks it missed
+    /// (reading zeros there), and its result is thrown away; the missed blocks are fetched
+    /// (one GET per run) and the next pass starts. The first pass that missed nothing read only
+    /// real bytes, and its result is the answer. Returns it with the bytes fetched.
+    ///
+    /// Written by hand: the `object` crate's readers are synchronous, and this keeps them so
+    /// without parking a thread on every request.
+    pub async fn identify<T>(
+        &self,
+        identify: impl Fn(&dyn RangeReader) -> T,
+    ) -> StorageResult<(T, u64)> {
+        let reader = Prefetched {
+            size: self.size,
+            blocks: Mutex::new(HashMap::new()),
+            missing: Mutex::new(std::collections::BTreeSet::new()),
+        };
+        let mut fetched = 0u64;
+        for _ in 0..MAX_PASSES {
+            let result = identify(&reader);
+            let missing = std::mem::take(&mut *lock(&reader.missing));
+            if missing.is_empty() {
+                return Ok((result, fetched));
             }
-            Ok(bytes.to_vec())
-        })
+            if lock(&reader.blocks).len() + missing.len() > MAX_PREFETCH_BLOCKS {
+                return Err(StorageError::TooLarge(format!(
+                    "identification would read more than {} MiB of the object",
+                    (MAX_PREFETCH_BLOCKS as u64 * BLOCK_SIZE) >> 20
+                )));
+            }
+            // One GET per run of consecutive missing blocks.
+            let missing: Vec<u64> = missing.into_iter().collect();
+            let mut i = 0;
+            while i < missing.len() {
+                let mut j = i;
+                while j + 1 < missing.len() && missing[j + 1] == missing[j] + 1 {
+                    j += 1;
+                }
+                let data = self.fetch(missing[i], missing[j]).await?;
+                fetched += data.len() as u64;
+                let mut blocks = lock(&reader.blocks);
+                for (k, chunk) in data.chunks(BLOCK_SIZE as usize).enumerate() {
+                    blocks.insert(missing[i] + k as u64, chunk.to_vec());
+                }
+                i = j + 1;
+            }
+        }
+        Err(StorageError::TooLarge(format!(
+            "identification did not settle in {MAX_PASSES} rounds of reads"
+        )))
     }
 }
 
-impl RangeReader for S3Object {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The blocks fetched so far; reads of others give zeros and are noted.
+struct Prefetched {
+    size: u64,
+    blocks: Mutex<HashMap<u64, Vec<u8>>>,
+    missing: Mutex<std::collections::BTreeSet<u64>>,
+}
+
+impl RangeReader for Prefetched {
     fn size(&self) -> u64 {
         self.size
     }
@@ -648,38 +709,21 @@ impl RangeReader for S3Object {
         if buf.is_empty() {
             return Ok(());
         }
-        let first = offset / BLOCK_SIZE;
-        let last = (end - 1) / BLOCK_SIZE;
-        let mut blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
-        if blocks.len() > MAX_CACHED_BLOCKS {
-            blocks.clear();
-        }
-        // Fetch each run of missing blocks with one GET.
-        let mut block = first;
-        while block <= last {
-            if blocks.contains_key(&block) {
-                block += 1;
-                continue;
-            }
-            let mut run_end = block;
-            while run_end < last && !blocks.contains_key(&(run_end + 1)) {
-                run_end += 1;
-            }
-            let data = self.fetch(block, run_end)?;
-            for (i, chunk) in data.chunks(BLOCK_SIZE as usize).enumerate() {
-                blocks.insert(block + i as u64, Arc::new(chunk.to_vec()));
-            }
-            block = run_end + 1;
-        }
+        let blocks = lock(&self.blocks);
         let mut written = 0usize;
-        for b in first..=last {
-            let data = blocks
-                .get(&b)
-                .ok_or_else(|| io::Error::other("block cache lost a block"))?;
+        for b in offset / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
             let block_start = b * BLOCK_SIZE;
             let from = (offset + written as u64 - block_start) as usize;
-            let take = (data.len() - from).min(buf.len() - written);
-            buf[written..written + take].copy_from_slice(&data[from..from + take]);
+            let take = (BLOCK_SIZE as usize - from).min(buf.len() - written);
+            match blocks.get(&b) {
+                Some(data) => {
+                    buf[written..written + take].copy_from_slice(&data[from..from + take])
+                }
+                None => {
+                    buf[written..written + take].fill(0);
+                    lock(&self.missing).insert(b);
+                }
+            }
             written += take;
         }
         Ok(())

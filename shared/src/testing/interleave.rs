@@ -1,23 +1,24 @@
 //! Drives concurrent operations on a store through chosen interleavings of their storage steps.
 //!
-//! [`Scheduled`] wraps any [`Storage`]: every call made by an *actor* thread stops at a barrier
+//! [`Scheduled`] wraps any [`Storage`]: every call made by an *actor* stops at a barrier
 //! before it reaches the store, and [`Scheduler::run`] lets exactly one actor through at a
 //! time, picking which by a seeded random choice. Between two barriers an actor runs alone, so
 //! a schedule is one interleaving of the actors' storage steps at their finest grain, and the
-//! same seed replays it. Calls from other threads (test setup, checks) pass straight through.
-//! No sleeps: the only waiting is on the scheduler's condition variable.
+//! same seed replays it. Calls from outside an actor (test setup, checks) pass straight
+//! through. No sleeps: actors wait on the scheduler's notifications.
 
-use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::reader::RangeReader;
-use crate::storage::{CopySource, ObjectInfo, Precondition, Storage, StorageResult, Versioned};
+use tokio::sync::Notify;
 
-thread_local! {
-    /// (scheduler identity, actor index) of the current thread, when it is an actor.
-    static ACTOR: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+use crate::storage::{CopySource, ObjectInfo, Precondition, Storage, StorageFuture, Versioned};
+
+tokio::task_local! {
+    /// (scheduler identity, actor index) of the future being polled, when it is an actor.
+    static ACTOR: (usize, usize);
 }
 
 #[derive(Default)]
@@ -36,7 +37,7 @@ struct State {
 #[derive(Default)]
 pub struct Scheduler {
     state: Mutex<State>,
-    wake: Condvar,
+    changed: Notify,
 }
 
 /// A small, seedable generator (xorshift64*): schedules must replay from their seed.
@@ -55,6 +56,9 @@ impl Rng {
     }
 }
 
+/// One actor: a future run under the scheduler.
+pub type Actor<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 impl Scheduler {
     pub fn new() -> Arc<Self> {
         Arc::new(Scheduler::default())
@@ -68,92 +72,95 @@ impl Scheduler {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Waits until `done` holds of the state (re-checked at every change).
+    async fn until(&self, done: impl Fn(&State) -> bool) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if done(&self.lock()) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     /// Called before every storage step: an actor waits here until it is picked.
-    fn barrier(&self, step: &str) {
-        let Some((scheduler, actor)) = ACTOR.with(Cell::get) else {
+    async fn barrier(&self, step: &str) {
+        let Ok((scheduler, actor)) = ACTOR.try_with(|a| *a) else {
             return;
         };
         if scheduler != self.id() {
             return;
         }
-        let mut state = self.lock();
-        state.waiting.insert(actor, step.to_string());
-        if state.running == Some(actor) {
-            state.running = None;
+        {
+            let mut state = self.lock();
+            state.waiting.insert(actor, step.to_string());
+            if state.running == Some(actor) {
+                state.running = None;
+            }
         }
-        self.wake.notify_all();
-        while state.running != Some(actor) {
-            state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
+        self.changed.notify_waiters();
+        self.until(|state| state.running == Some(actor)).await;
     }
 
     fn finish(&self, actor: usize) {
-        let mut state = self.lock();
-        state.finished.insert(actor);
-        state.waiting.remove(&actor);
-        if state.running == Some(actor) {
-            state.running = None;
+        {
+            let mut state = self.lock();
+            state.finished.insert(actor);
+            state.waiting.remove(&actor);
+            if state.running == Some(actor) {
+                state.running = None;
+            }
         }
-        self.wake.notify_all();
+        self.changed.notify_waiters();
     }
 
     /// Runs the actors to their ends, one storage step at a time in the order `seed` picks.
-    /// Returns each actor's result (an actor that panicked re-panics here) and the trace.
-    pub fn run<T: Send>(
+    /// Returns each actor's result and the trace.
+    pub async fn run<T: Send>(
         self: &Arc<Self>,
         seed: u64,
-        actors: Vec<Box<dyn FnOnce() -> T + Send + '_>>,
+        actors: Vec<Actor<'_, T>>,
     ) -> (Vec<T>, Vec<String>) {
         let mut rng = Rng::new(seed);
-        {
-            let mut state = self.lock();
-            *state = State {
-                actors: actors.len(),
-                ..State::default()
-            };
-        }
-        let results = std::thread::scope(|scope| {
-            let handles: Vec<_> = actors
-                .into_iter()
-                .enumerate()
-                .map(|(index, actor)| {
-                    let scheduler = self.clone();
-                    scope.spawn(move || {
-                        ACTOR.with(|a| a.set(Some((scheduler.id(), index))));
-                        // Every actor starts at a barrier, so the first step is chosen too.
-                        scheduler.barrier("start");
-                        let result = catch_unwind(AssertUnwindSafe(actor));
-                        scheduler.finish(index);
-                        ACTOR.with(|a| a.set(None));
-                        result
-                    })
-                })
-                .collect();
-            loop {
-                let mut state = self.lock();
-                while state.running.is_some()
-                    || state.waiting.len() + state.finished.len() < state.actors
-                {
-                    state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
-                }
-                if state.finished.len() == state.actors {
-                    break;
-                }
-                let ready: Vec<usize> = state.waiting.keys().copied().collect();
-                let pick = ready[rng.below(ready.len())];
-                let step = state.waiting.remove(&pick).unwrap_or_default();
-                state.trace.push(format!("{pick}: {step}"));
-                state.running = Some(pick);
-                self.wake.notify_all();
-            }
-            handles
-                .into_iter()
-                .map(|h| match h.join() {
-                    Ok(Ok(value)) => value,
-                    Ok(Err(panic)) | Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect::<Vec<T>>()
+        let count = actors.len();
+        *self.lock() = State {
+            actors: count,
+            ..State::default()
+        };
+        let id = self.id();
+        let actors = actors.into_iter().enumerate().map(|(index, actor)| {
+            let scheduler = self.clone();
+            ACTOR.scope((id, index), async move {
+                // Every actor starts at a barrier, so the first step is chosen too.
+                scheduler.barrier("start").await;
+                let result = actor.await;
+                scheduler.finish(index);
+                result
+            })
         });
+        let driver = async {
+            loop {
+                self.until(|s| {
+                    s.running.is_none() && s.waiting.len() + s.finished.len() == s.actors
+                })
+                .await;
+                {
+                    let mut state = self.lock();
+                    if state.finished.len() == state.actors {
+                        break;
+                    }
+                    let ready: Vec<usize> = state.waiting.keys().copied().collect();
+                    let pick = ready[rng.below(ready.len())];
+                    let step = state.waiting.remove(&pick).unwrap_or_default();
+                    state.trace.push(format!("{pick}: {step}"));
+                    state.running = Some(pick);
+                }
+                self.changed.notify_waiters();
+            }
+        };
+        let (results, ()) = tokio::join!(futures_util::future::join_all(actors), driver);
         let trace = std::mem::take(&mut self.lock().trace);
         (results, trace)
     }
@@ -172,50 +179,68 @@ impl<'a> Scheduled<'a> {
 }
 
 impl Storage for Scheduled<'_> {
-    fn open(&self, key: &str) -> StorageResult<Box<dyn RangeReader + '_>> {
-        self.scheduler.barrier(&format!("open {key}"));
-        self.inner.open(key)
+    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("head {key}")).await;
+            self.inner.head(key).await
+        })
     }
-    fn size(&self, key: &str) -> StorageResult<Option<u64>> {
-        self.scheduler.barrier(&format!("size {key}"));
-        self.inner.size(key)
+    fn size<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("size {key}")).await;
+            self.inner.size(key).await
+        })
     }
-    fn head(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
-        self.scheduler.barrier(&format!("head {key}"));
-        self.inner.head(key)
+    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("get {key}")).await;
+            self.inner.get(key).await
+        })
     }
-    fn get(&self, key: &str) -> StorageResult<Option<Versioned>> {
-        self.scheduler.barrier(&format!("get {key}"));
-        self.inner.get(key)
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("put {key}")).await;
+            self.inner.put(key, bytes).await
+        })
     }
-    fn put(&self, key: &str, bytes: &[u8]) -> StorageResult<ObjectInfo> {
-        self.scheduler.barrier(&format!("put {key}"));
-        self.inner.put(key, bytes)
+    fn put_if<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: &'a [u8],
+        condition: Precondition<'a>,
+    ) -> StorageFuture<'a, Option<String>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("put_if {key}")).await;
+            self.inner.put_if(key, bytes, condition).await
+        })
     }
-    fn put_if(
-        &self,
-        key: &str,
-        bytes: &[u8],
-        condition: Precondition<'_>,
-    ) -> StorageResult<Option<String>> {
-        self.scheduler.barrier(&format!("put_if {key}"));
-        self.inner.put_if(key, bytes, condition)
+    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("delete_if {key}")).await;
+            self.inner.delete_if(key, version).await
+        })
     }
-    fn delete_if(&self, key: &str, version: &str) -> StorageResult<bool> {
-        self.scheduler.barrier(&format!("delete_if {key}"));
-        self.inner.delete_if(key, version)
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+    ) -> StorageFuture<'a, ObjectInfo> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("copy {key}")).await;
+            self.inner.copy(source, key).await
+        })
     }
-    fn copy(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
-        self.scheduler.barrier(&format!("copy {key}"));
-        self.inner.copy(source, key)
+    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("list {prefix}")).await;
+            self.inner.list(prefix).await
+        })
     }
-    fn list(&self, prefix: &str) -> StorageResult<Vec<String>> {
-        self.scheduler.barrier(&format!("list {prefix}"));
-        self.inner.list(prefix)
-    }
-    fn delete(&self, key: &str) -> StorageResult<()> {
-        self.scheduler.barrier(&format!("delete {key}"));
-        self.inner.delete(key)
+    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("delete {key}")).await;
+            self.inner.delete(key).await
+        })
     }
 }
 
@@ -224,24 +249,24 @@ mod tests {
     use super::*;
     use crate::storage::LocalStore;
 
-    #[test]
-    fn a_seed_replays_its_interleaving_and_seeds_differ() {
+    #[tokio::test]
+    async fn a_seed_replays_its_interleaving_and_seeds_differ() {
         let dir = tempfile::tempdir().unwrap();
         let local = LocalStore::open(dir.path()).unwrap();
         let scheduler = Scheduler::new();
         let store = Scheduled::new(&local, scheduler.clone());
-        let actor = |name: &'static str| {
+        let actor = |name: &'static str| -> Actor<'_, ()> {
             let store = &store;
-            Box::new(move || {
+            Box::pin(async move {
                 for i in 0..4 {
-                    store.put(&format!("{name}/{i}"), b"x").unwrap();
+                    store.put(&format!("{name}/{i}"), b"x").await.unwrap();
                 }
-            }) as Box<dyn FnOnce() + Send + '_>
+            })
         };
         let mut traces = BTreeSet::new();
         for seed in 0..20 {
-            let (_, first) = scheduler.run(seed, vec![actor("a"), actor("b")]);
-            let (_, again) = scheduler.run(seed, vec![actor("a"), actor("b")]);
+            let (_, first) = scheduler.run(seed, vec![actor("a"), actor("b")]).await;
+            let (_, again) = scheduler.run(seed, vec![actor("a"), actor("b")]).await;
             assert_eq!(first, again, "seed {seed} replays");
             assert_eq!(first.len(), 10, "2 starts + 8 puts, one at a time");
             traces.insert(first);

@@ -16,7 +16,7 @@ use crate::reader::MemReader;
 use crate::refs::{LeasePolicy, Wait};
 use crate::storage::{CopySource, LocalStore, Storage};
 use crate::testing::builders::{build_elf, build_msf, build_pe, codeview, dbi_stream, info_stream};
-use crate::testing::interleave::{Scheduled, Scheduler};
+use crate::testing::interleave::{Actor, Scheduled, Scheduler};
 use crate::IdentifyOptions;
 
 /// One artifact as uploaded.
@@ -204,31 +204,31 @@ pub fn config() -> Config {
 }
 
 /// Runs one operation to its end on `store` (`Err`: it should be retried).
-pub fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> {
+pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> {
     let indexer = Indexer::new(store, config());
     match op {
         Op::Index(artifact, alive) => {
             let upload = artifact.upload();
-            let indexed = indexer.index(&upload, &MemReader(&artifact.bytes))?;
+            let indexed = indexer.index(&upload, &MemReader(&artifact.bytes)).await?;
             let mut records = indexed.records.clone();
-            records.extend(indexer.finalize(&indexed, alive)?);
+            records.extend(indexer.finalize(&indexed, alive).await?);
             Ok(records)
         }
-        Op::Delete(artifact) => Ok(indexer.unindex(&artifact.id)?.into_iter().collect()),
+        Op::Delete(artifact) => Ok(indexer.unindex(&artifact.id).await?.into_iter().collect()),
     }
 }
 
 /// Published objects (outside bookkeeping) with their content.
-fn published(store: &dyn Storage) -> io::Result<BTreeMap<String, String>> {
+async fn published(store: &dyn Storage) -> io::Result<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
-    for key in store.list("")? {
+    for key in store.list("").await? {
         if key.starts_with("_symdex/")
             || key.starts_with("_manifest/")
             || key.ends_with("index2.txt")
         {
             continue;
         }
-        if let Some(info) = store.head(&key)? {
+        if let Some(info) = store.head(&key).await? {
             out.insert(key, info.etag);
         }
     }
@@ -238,15 +238,17 @@ fn published(store: &dyn Storage) -> io::Result<BTreeMap<String, String>> {
 /// What a serial run of `uploads` leaves: references and published objects.
 type Expected = (BTreeMap<String, BTreeSet<String>>, BTreeMap<String, String>);
 
-fn serial(uploads: &[&Artifact]) -> Expected {
+async fn serial(uploads: &[&Artifact]) -> Expected {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LocalStore::open(dir.path()).expect("store");
     for artifact in uploads {
-        run_op(&store, Op::Index(artifact, true)).expect("serial run");
+        run_op(&store, Op::Index(artifact, true))
+            .await
+            .expect("serial run");
     }
     (
-        references(&store).expect("references"),
-        published(&store).expect("published"),
+        references(&store).await.expect("references"),
+        published(&store).await.expect("published"),
     )
 }
 
@@ -261,31 +263,35 @@ pub fn schedules(default: u64) -> u64 {
 /// Runs `scenario` through the interleavings of `seeds`, each on a fresh store from
 /// `fresh_store`. Panics with the seed and the trace of the first schedule that breaks an
 /// invariant or ends differently from the serial run.
-pub fn check<S: Storage>(
+pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
     scenario: &Scenario<'_>,
     seeds: std::ops::Range<u64>,
-    mut fresh_store: impl FnMut() -> S,
+    mut fresh_store: impl FnMut() -> F,
 ) -> usize {
-    let expected = scenario.survivors.as_ref().map(|s| serial(s));
+    let expected = match &scenario.survivors {
+        Some(survivors) => Some(serial(survivors).await),
+        None => None,
+    };
     let scheduler = Scheduler::new();
     let mut retried = 0;
     for seed in seeds {
-        let store = fresh_store();
+        let store = fresh_store().await;
         for artifact in &scenario.before {
-            run_op(&store, Op::Index(artifact, true)).expect("setup");
+            run_op(&store, Op::Index(artifact, true))
+                .await
+                .expect("setup");
         }
         let scheduled = Scheduled::new(&store, scheduler.clone());
-        let actors: Vec<Box<dyn FnOnce() -> io::Result<Vec<Record>> + Send + '_>> = scenario
+        let actors: Vec<Actor<'_, io::Result<Vec<Record>>>> = scenario
             .ops
             .iter()
             .map(|op| {
                 let scheduled = &scheduled;
                 let op = *op;
-                Box::new(move || run_op(scheduled, op))
-                    as Box<dyn FnOnce() -> io::Result<Vec<Record>> + Send + '_>
+                Box::pin(async move { run_op(scheduled, op).await }) as Actor<'_, _>
             })
             .collect();
-        let (results, trace) = scheduler.run(seed, actors);
+        let (results, trace) = scheduler.run(seed, actors).await;
         let context = |what: &str| {
             format!(
                 "scenario {:?}, seed {seed}: {what}\ntrace:\n  {}",
@@ -299,7 +305,7 @@ pub fn check<S: Storage>(
                 retried += 1;
                 let mut last = Err(first);
                 for _ in 0..3 {
-                    last = run_op(&store, *op);
+                    last = run_op(&store, *op).await;
                     if last.is_ok() {
                         break;
                     }
@@ -312,7 +318,7 @@ pub fn check<S: Storage>(
                 }
             }
         }
-        let found = audit(&store, "_manifest").expect("audit");
+        let found = audit(&store, "_manifest").await.expect("audit");
         if !found.problems.is_empty() {
             let lines: Vec<String> = found.problems.iter().map(ToString::to_string).collect();
             panic!(
@@ -320,8 +326,8 @@ pub fn check<S: Storage>(
                 context(&format!("invariants broken:\n{}", lines.join("\n")))
             );
         }
-        let refs = references(&store).expect("references");
-        let objects = published(&store).expect("published");
+        let refs = references(&store).await.expect("references");
+        let objects = published(&store).await.expect("published");
         match &expected {
             Some((want_refs, want_objects)) => {
                 if &refs != want_refs || &objects != want_objects {
@@ -352,8 +358,8 @@ pub fn check<S: Storage>(
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_scenario_over_a_local_store_through_random_interleavings() {
+    #[tokio::test]
+    async fn every_scenario_over_a_local_store_through_random_interleavings() {
         let artifacts = Artifacts::new();
         let mut retried = 0;
         for scenario in scenarios(&artifacts) {
@@ -362,18 +368,19 @@ mod tests {
                 let dir = tempfile::tempdir().expect("tempdir");
                 let store = LocalStore::open(dir.path()).expect("store");
                 dirs.push(dir);
-                store
-            });
+                std::future::ready(store)
+            })
+            .await;
         }
         // Some schedules make an actor meet a live lease: the retry path is exercised too.
         assert!(retried > 0, "no schedule made an actor wait");
     }
 
-    #[test]
-    fn serial_runs_do_not_depend_on_the_order_of_pe_and_pdb() {
+    #[tokio::test]
+    async fn serial_runs_do_not_depend_on_the_order_of_pe_and_pdb() {
         let a = Artifacts::new();
-        let pe_first = serial(&[&a.pe, &a.pdb]);
-        let pdb_first = serial(&[&a.pdb, &a.pe]);
+        let pe_first = serial(&[&a.pe, &a.pdb]).await;
+        let pdb_first = serial(&[&a.pdb, &a.pe]).await;
         assert_eq!(pe_first, pdb_first);
         assert!(
             pe_first.0.keys().any(|k| k.contains("Mixed.PDB")),
@@ -385,12 +392,12 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let store = LocalStore::open(dir.path()).unwrap();
             for artifact in order {
-                run_op(&store, Op::Index(artifact, true)).unwrap();
+                run_op(&store, Op::Index(artifact, true)).await.unwrap();
             }
-            run_op(&store, Op::Delete(&a.pdb)).unwrap();
+            run_op(&store, Op::Delete(&a.pdb)).await.unwrap();
             assert_eq!(
-                references(&store).unwrap(),
-                serial(&[&a.pe]).0,
+                references(&store).await.unwrap(),
+                serial(&[&a.pe]).await.0,
                 "deleting the PDB leaves what the PE alone publishes"
             );
         }

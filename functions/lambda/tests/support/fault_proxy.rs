@@ -3,6 +3,8 @@
 //! request is forwarded, and a reset *after* moto applied it (the answer is lost). Seeded, so
 //! a run can be replayed.
 
+#![allow(dead_code)] // shared by tests and the bench, each using a part
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -108,6 +110,16 @@ async fn handle(
 impl FaultProxy {
     /// Proxies to `upstream` (`http://host:port`), failing `percent` of the requests.
     pub async fn start(upstream: &str, percent: usize, seed: u64) -> FaultProxy {
+        Self::start_with_latency(upstream, percent, seed, std::time::Duration::ZERO).await
+    }
+
+    /// [`Self::start`], each request also delayed by `latency` (S3's is tens of ms).
+    pub async fn start_with_latency(
+        upstream: &str,
+        percent: usize,
+        seed: u64,
+        latency: std::time::Duration,
+    ) -> FaultProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let authority = upstream.trim_start_matches("http://").to_string();
@@ -135,6 +147,9 @@ impl FaultProxy {
                             faults.clone(),
                         );
                         async move {
+                            if !latency.is_zero() {
+                                tokio::time::sleep(latency).await;
+                            }
                             let roll = rng.lock().unwrap().below(100);
                             handle(request, &client, &authority, roll, percent, &faults).await
                         }
