@@ -157,6 +157,41 @@ fn every_fixture_is_processed_without_a_panic() {
     assert!(identified > 0);
 }
 
+/// Microsoft.SymbolStore's own PDZ vector: the same PDB in an MSF and an MSFZ container has one
+/// debug id, and the PDZ is keyed `<name>/<guid><age>/msfz0/<name>` (nothing else).
+#[test]
+#[ignore = "needs ../shared; run by `make conformance`"]
+fn symbol_stores_pdz_and_wasm_vectors() {
+    let dir = shared_dir().join("fixtures/ssqp-upstream");
+    let (pdb, _) = keys_json(&[], &dir.join("HelloWorld.pdb"));
+    let (pdz, status) = keys_json(&[], &dir.join("HelloWorld.pdz"));
+    assert!(status.success());
+    assert_eq!(pdz[0]["format"], "pdz");
+    assert_eq!(pdz[0]["debug_id"], pdb[0]["debug_id"]);
+    let ssqp = pdb[0]["keys"]["ssqp"][0].as_str().unwrap();
+    let id = ssqp.split('/').nth(1).unwrap();
+    assert_eq!(
+        pdz[0]["keys"]["ssqp"],
+        serde_json::json!([format!("helloworld.pdz/{id}/msfz0/helloworld.pdz")])
+    );
+    println!("conformance: HelloWorld.pdz -> helloworld.pdz/{id}/msfz0/helloworld.pdz");
+
+    // Its WASM vectors: the whole build_id payload is the key; a module of custom sections
+    // only is a debug companion; no build id, no key.
+    let wasm = |name: &str| keys_json(&[], &dir.join(name)).0.remove(0);
+    let module = wasm("test_module.wasm");
+    let id = module["build_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        module["keys"]["ssqp"][0],
+        format!("test_module.wasm/{id}/test_module.wasm")
+    );
+    assert_eq!(wasm("test_module_symbols.wasm")["kind"], "debug");
+    assert!(wasm("test_module_no_buildid.wasm")["keys"]["ssqp"].is_null());
+    println!(
+        "conformance: SymbolStore WASM vectors keyed as test_module.wasm/{id}/test_module.wasm"
+    );
+}
+
 /// The key a client would request for a corpus row, from expected.tsv's columns only.
 #[allow(clippy::too_many_arguments)]
 fn expected_key(

@@ -132,6 +132,14 @@ pub struct Identity {
     /// Position of this slice in a fat Mach-O.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slice: Option<u32>,
+    /// The platform a Breakpad `MODULE` record names (`windows`, `Linux`, `mac`, ...): it
+    /// decides which id symbolicator requests the file under.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<String>,
+    /// WASM: hex of the whole `build_id` section payload when it differs from the id (LLVM's
+    /// length-prefixed form), which is what Microsoft.SymbolStore and symbolic key by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub build_id_payload: Option<String>,
 }
 
 impl Identity {
@@ -158,6 +166,8 @@ impl Identity {
             perfmap: None,
             debuglink: None,
             slice: None,
+            os: None,
+            build_id_payload: None,
         }
     }
 

@@ -11,6 +11,7 @@ fn malformed(reason: impl Into<String>) -> FormatError {
 
 /// The parsed MODULE record.
 struct Module<'a> {
+    os: &'a str,
     arch: &'a str,
     id: &'a str,
     name: &'a str,
@@ -36,7 +37,7 @@ fn parse_module(line: &str) -> Option<Module<'_>> {
         && (33..=40).contains(&id.len())
         && id.bytes().all(|b| b.is_ascii_hexdigit())
         && !name.is_empty();
-    plausible.then_some(Module { arch, id, name })
+    plausible.then_some(Module { os, arch, id, name })
 }
 
 pub fn is_breakpad(head: &[u8]) -> bool {
@@ -56,6 +57,7 @@ pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
     id.debug_id = DebugId::from_breakpad(module.id)
         .map_err(|_| malformed(format!("bad module id {}", module.id)))?;
     id.debug_file = Some(module.name.to_string());
+    id.os = Some(module.os.to_string());
     let text = String::from_utf8_lossy(head);
     for line in text.lines().skip(1).take(32) {
         if let Some(rest) = line.strip_prefix("INFO CODE_ID ") {

@@ -9,6 +9,7 @@ pub mod breakpad;
 pub mod elf;
 pub mod macho;
 pub mod pdb;
+pub mod pdz;
 pub mod pe;
 pub mod perfmap;
 pub mod portable_pdb;
@@ -36,6 +37,8 @@ pub const SNIFF_LEN: usize = 4096;
 pub enum Format {
     Pe,
     Pdb,
+    /// A PDB in the compressed MSFZ container.
+    Pdz,
     #[serde(rename = "portablepdb")]
     PortablePdb,
     Elf,
@@ -51,6 +54,7 @@ impl Format {
         match self {
             Format::Pe => "pe",
             Format::Pdb => "pdb",
+            Format::Pdz => "pdz",
             Format::PortablePdb => "portablepdb",
             Format::Elf => "elf",
             Format::Macho => "macho",
@@ -124,6 +128,9 @@ pub fn sniff(head: &[u8], reader: &dyn RangeReader) -> Result<Option<Format>, io
     if head.starts_with(pdb::MSF7_MAGIC) {
         return Ok(Some(Format::Pdb));
     }
+    if head.starts_with(pdz::MSFZ_MAGIC) {
+        return Ok(Some(Format::Pdz));
+    }
     if head.starts_with(b"MZ") && pe::has_pe_signature(head, reader)? {
         return Ok(Some(Format::Pe));
     }
@@ -156,6 +163,7 @@ pub fn identify(
     match format {
         Some(Format::Elf) => one(elf::identify(reader)),
         Some(Format::Pdb) => one(pdb::identify(reader)),
+        Some(Format::Pdz) => one(pdz::identify(reader)),
         Some(Format::Pe) => one(pe::identify(reader)),
         Some(Format::Macho) => macho::identify(reader),
         Some(Format::Wasm) => one(wasm::identify(reader)),

@@ -16,10 +16,10 @@ use crate::reader::{read_vec, RangeReader};
 pub const MSF7_MAGIC: &[u8; 32] = b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0";
 
 const SUPERBLOCK_LEN: usize = 56;
-const PDB_INFO_STREAM: u32 = 1;
-const DBI_STREAM: u32 = 3;
-const INFO_HEADER_LEN: usize = 28;
-const DBI_HEADER_LEN: usize = 64;
+pub(crate) const PDB_INFO_STREAM: u32 = 1;
+pub(crate) const DBI_STREAM: u32 = 3;
+pub(crate) const INFO_HEADER_LEN: usize = 28;
+pub(crate) const DBI_HEADER_LEN: usize = 64;
 pub(crate) const DBI_SIGNATURE: u32 = 0xffff_ffff;
 pub(crate) const DBI_VERSION_V70: u32 = 19990903;
 /// The stream directory of a multi-gigabyte PDB is a few megabytes; more is a lie.
@@ -157,20 +157,33 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let info = msf
         .stream_head(PDB_INFO_STREAM, INFO_HEADER_LEN)?
         .ok_or_else(|| malformed("no PDB info stream"))?;
+    let dbi = msf.stream_head(DBI_STREAM, DBI_HEADER_LEN)?;
+    identity_from_streams(Format::Pdb, &info, dbi.as_deref())
+}
+
+/// The identity of a PDB from the heads of its info stream (1) and DBI stream (3), whatever
+/// container they came from (MSF here, MSFZ in `pdz.rs`).
+pub(crate) fn identity_from_streams(
+    format: Format,
+    info: &[u8],
+    dbi: Option<&[u8]>,
+) -> Result<Identity, FormatError> {
+    let malformed = |reason: &str| FormatError::malformed(format, reason);
+    if info.len() < INFO_HEADER_LEN {
+        return Err(malformed("PDB info stream too short"));
+    }
     // Info stream header: version, signature (timestamp), age, GUID.
-    let info_age = le_u32(&info, 8).unwrap_or(0);
+    let info_age = le_u32(info, 8).unwrap_or(0);
     let guid = &info[12..28];
 
-    let dbi = msf.stream_head(DBI_STREAM, DBI_HEADER_LEN)?;
     let dbi_header = dbi
-        .as_deref()
         .filter(|h| le_u32(h, 0) == Some(DBI_SIGNATURE) && le_u32(h, 4) == Some(DBI_VERSION_V70));
     // KEYS.md §2: the DBI age wins when its header is valid (it is what the PE's CodeView
     // record carries after incremental links), else the info-stream age.
     let age = dbi_header.and_then(|h| le_u32(h, 8)).unwrap_or(info_age);
     let machine = dbi_header.and_then(|h| le_u16(h, 58));
 
-    let mut id = Identity::new(Format::Pdb, Kind::Debug);
+    let mut id = Identity::new(format, Kind::Debug);
     id.debug_id =
         DebugId::from_guid_age(guid, age).map_err(|_| malformed("bad GUID in info stream"))?;
     id.age = Some(age);

@@ -45,6 +45,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let size = reader.size();
     let mut offset = 8u64;
     let mut sections = 0;
+    let mut has_code = false;
     while offset < size {
         sections += 1;
         if sections > MAX_SECTIONS {
@@ -62,6 +63,8 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
                 "section at offset {offset} runs past the end"
             )));
         }
+        // Section 10 is the code section: a module without one is a debug companion.
+        has_code |= section_id == 10;
         if section_id == 0 {
             let name_len = varuint32(&head, &mut pos)
                 .ok_or_else(|| malformed("bad custom section name"))?
@@ -83,6 +86,9 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
                         _ => &raw[..],
                     };
                     if !bytes.is_empty() {
+                        if bytes.len() != raw.len() {
+                            id.build_id_payload = Some(hex(&raw));
+                        }
                         let mut first16 = [0u8; 16];
                         let k = bytes.len().min(16);
                         first16[..k].copy_from_slice(&bytes[..k]);
@@ -96,6 +102,11 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
             }
         }
         offset = end;
+    }
+    // KEYS.md §2: custom sections only (what `llvm-objcopy --only-keep-debug` leaves) plus
+    // DWARF is a debug companion, not a second module that would conflict with the real one.
+    if !has_code && id.has_debug_info {
+        id.kind = Kind::Debug;
     }
     Ok(id)
 }
@@ -128,10 +139,12 @@ pub(crate) mod tests {
         s
     }
 
-    /// A module with a type section, an optional build id and optional `.debug_info`.
+    /// A module with one empty function, an optional build id and optional `.debug_info`.
     pub(crate) fn build_wasm(build_id: Option<&[u8]>, debug_info: bool) -> Vec<u8> {
         let mut m = b"\0asm\x01\0\0\0".to_vec();
         m.extend([1u8, 4, 1, 0x60, 0, 0]); // type section: one func type () -> ()
+        m.extend([3u8, 2, 1, 0]); // function section: one function of type 0
+        m.extend([10u8, 4, 1, 2, 0, 0x0b]); // code section: one body, no locals, `end`
         if debug_info {
             m.extend(custom(".debug_info", &[0u8; 200]));
         }
@@ -174,6 +187,34 @@ pub(crate) mod tests {
         m.extend(custom("build_id", &raw));
         let id = identify(&MemReader(m)).unwrap();
         assert_eq!(id.build_id.as_deref(), Some(hex(&raw).as_str()));
+    }
+
+    #[test]
+    fn the_whole_payload_is_kept_when_it_has_a_length_byte() {
+        let bid = [0xabu8; 20];
+        let id = identify(&MemReader(build_wasm(Some(&bid), true))).unwrap();
+        assert_eq!(
+            id.build_id_payload.as_deref(),
+            Some(format!("14{}", "ab".repeat(20)).as_str()),
+            "LLVM's payload: varuint32 length 20, then the id"
+        );
+        assert_eq!(id.kind, Kind::Library, "a module with code");
+        let mut legacy = b"\0asm\x01\0\0\0".to_vec();
+        legacy.extend(custom("build_id", &bid));
+        assert_eq!(identify(&MemReader(legacy)).unwrap().build_id_payload, None);
+    }
+
+    #[test]
+    fn custom_sections_only_with_dwarf_is_a_debug_companion() {
+        let bid = [0x11u8; 16];
+        let mut m = b"\0asm\x01\0\0\0".to_vec();
+        m.extend(custom(".debug_info", &[0u8; 64]));
+        let mut payload = leb(16);
+        payload.extend(bid);
+        m.extend(custom("build_id", &payload));
+        let id = identify(&MemReader(m)).unwrap();
+        assert_eq!(id.kind, Kind::Debug);
+        assert_eq!(id.build_id.as_deref(), Some("11".repeat(16).as_str()));
     }
 
     #[test]

@@ -17,18 +17,45 @@ pub fn sym_name(debug_file: &str) -> String {
     }
 }
 
+/// The `.sym` name of a code file: its stem (without the last extension) and `.sym`, so
+/// `crash.exe` gives `crash.sym` (what Tecken serves by code file and code id).
+pub fn code_sym_name(code_file: &str) -> String {
+    let stem = match code_file.rfind('.') {
+        Some(dot) if dot > 0 => &code_file[..dot],
+        _ => code_file,
+    };
+    format!("{stem}.sym")
+}
+
 pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
-    match (id.format, name) {
-        (Format::Breakpad, Some(name)) => {
-            let breakpad_id = id.debug_id.breakpad().to_string();
-            vec![triple(
-                name.as_given(),
-                &breakpad_id,
-                &sym_name(name.as_given()),
-            )]
-        }
-        _ => Vec::new(),
+    if id.format != Format::Breakpad {
+        return Vec::new();
     }
+    let mut keys = Vec::new();
+    if let Some(name) = name {
+        let breakpad_id = id.debug_id.breakpad().to_string();
+        keys.push(triple(
+            name.as_given(),
+            &breakpad_id,
+            &sym_name(name.as_given()),
+        ));
+    }
+    // By code file and code id (`INFO CODE_ID <id> <code_file>`), when the code file is a
+    // valid name: `crash.exe/5AB380779000/crash.sym`.
+    let code_file = id.code_file.as_deref().map(crate::identity::file_name_of);
+    // A PE code id is at least 9 hex digits, a GNU build id at least 8 (4 bytes).
+    let code_id = id
+        .code_id
+        .as_ref()
+        .filter(|c| (8..=80).contains(&c.as_str().len()));
+    if let (Some(code_id), Some(Ok(code_file))) = (code_id, code_file.map(Name::new)) {
+        keys.push(triple(
+            code_file.as_given(),
+            &code_id.as_str().to_ascii_uppercase(),
+            &code_sym_name(code_file.as_given()),
+        ));
+    }
+    keys
 }
 
 #[cfg(test)]

@@ -9,15 +9,14 @@ pub fn keys(id: &Identity) -> Vec<String> {
     if !matches!(id.format, Format::Elf | Format::Wasm) {
         return Vec::new();
     }
-    let Some(bid) = id.build_id.as_deref() else {
-        return Vec::new();
-    };
     let mut keys = Vec::new();
-    if is_debug_file(id) {
-        keys.push(format!("buildid/{bid}/debuginfo"));
-    }
-    if id.kind.is_binary() {
-        keys.push(format!("buildid/{bid}/executable"));
+    for bid in super::build_ids(id) {
+        if is_debug_file(id) {
+            keys.push(format!("buildid/{bid}/debuginfo"));
+        }
+        if id.kind.is_binary() {
+            keys.push(format!("buildid/{bid}/executable"));
+        }
     }
     keys
 }

@@ -5,17 +5,21 @@ use super::is_debug_file;
 use crate::formats::Format;
 use crate::identity::Identity;
 
+/// ELF, and WASM modules (symbolicator's native lookup of a WASM code file, under either id
+/// form where they differ).
 pub fn keys(id: &Identity) -> Vec<String> {
-    let Some(bid) = id.build_id.as_deref().filter(|b| b.len() > 2) else {
+    if !matches!(id.format, Format::Elf | Format::Wasm) {
         return Vec::new();
-    };
-    let (head, rest) = bid.split_at(2);
-    let mut keys = Vec::new();
-    if id.format == Format::Elf && id.kind.is_binary() {
-        keys.push(format!("{head}/{rest}"));
     }
-    if matches!(id.format, Format::Elf | Format::Wasm) && is_debug_file(id) {
-        keys.push(format!("{head}/{rest}.debug"));
+    let mut keys = Vec::new();
+    for bid in super::build_ids(id).into_iter().filter(|b| b.len() > 2) {
+        let (head, rest) = bid.split_at(2);
+        if id.kind.is_binary() {
+            keys.push(format!("{head}/{rest}"));
+        }
+        if is_debug_file(id) {
+            keys.push(format!("{head}/{rest}.debug"));
+        }
     }
     keys
 }

@@ -5,7 +5,7 @@
 //! needs its two names to be equal, which regular expressions cannot say without
 //! back-references.
 
-use super::breakpad::sym_name;
+use super::breakpad::{code_sym_name, sym_name};
 use super::{Layout, Name};
 
 fn is_hex(s: &str, upper: bool) -> bool {
@@ -125,6 +125,23 @@ fn symstore_key(key: &str) -> bool {
     sym_key(key, true) || triple(key).is_some_and(|(_, id)| symstore_id(id))
 }
 
+/// `<name>/<guid 32 lowercase hex><age hex>/msfz0/<name>`: a PDB in an MSFZ container.
+fn msfz_key(key: &str) -> bool {
+    let mut parts = key.split('/');
+    match (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) {
+        (Some(a), Some(id), Some("msfz0"), Some(b), None) => {
+            a == b && valid_name(a) && a == a.to_ascii_lowercase() && id.len() > 32 && lower_hex(id)
+        }
+        _ => false,
+    }
+}
+
 /// True when `key` is a well-formed key of `layout`.
 pub fn is_valid_key(layout: Layout, key: &str) -> bool {
     match layout {
@@ -132,6 +149,7 @@ pub fn is_valid_key(layout: Layout, key: &str) -> bool {
             sym_key(key, false)
                 || triple(key)
                     .is_some_and(|(name, id)| name == name.to_ascii_lowercase() && ssqp_id(id))
+                || msfz_key(key)
         }
         Layout::Symstore => symstore_key(key),
         Layout::SymstoreIndex2 => key.split_once('/').is_some_and(|(dir, rest)| {
@@ -141,12 +159,15 @@ pub fn is_valid_key(layout: Layout, key: &str) -> bool {
             let mut parts = key.split('/');
             match (parts.next(), parts.next(), parts.next(), parts.next()) {
                 (Some(name), Some(id), Some(sym), None) => {
-                    valid_name(name)
-                        && sym == sym_name(name)
+                    let by_debug_id = sym == sym_name(name)
                         && id.len() > 32
                         && id.is_char_boundary(32)
                         && upper_hex(&id[..32])
-                        && lower_hex(&id[32..])
+                        && lower_hex(&id[32..]);
+                    // By code file: `<code_file>/<CODE_ID uppercase>/<stem>.sym`.
+                    let by_code_id =
+                        sym == code_sym_name(name) && (8..=80).contains(&id.len()) && upper_hex(id);
+                    valid_name(name) && (by_debug_id || by_code_id)
                 }
                 _ => false,
             }

@@ -242,6 +242,16 @@ pub fn keys_for(id: &Identity, name: &str, layouts: &[Layout]) -> KeySet {
     set
 }
 
+/// The build ids an ELF or WASM file is requested under: the id, and for WASM the whole
+/// `build_id` payload where it differs (Microsoft.SymbolStore's and symbolic's form).
+pub(crate) fn build_ids(id: &Identity) -> Vec<&str> {
+    id.build_id
+        .as_deref()
+        .into_iter()
+        .chain(id.build_id_payload.as_deref())
+        .collect()
+}
+
 fn dedup(keys: Vec<String>) -> Vec<String> {
     let mut seen = BTreeSet::new();
     keys.into_iter()
@@ -505,5 +515,100 @@ pub(crate) mod tests {
             Layout::SymstoreIndex2
         );
         assert!("nope".parse::<Layout>().is_err());
+    }
+
+    /// KEYS.md §4 (unified, breakpad): a `.sym` goes under the id of the module it describes,
+    /// and under its Breakpad id; by code file and code id when `INFO CODE_ID` names them.
+    #[test]
+    fn breakpad_files_for_linux_mac_and_windows_modules() {
+        let debug_id = "1d8f2556-30ed-c02f-74f5-a3c1fc68f0ed-0";
+        let unified = |os: &str, code: Option<(&str, &str)>| {
+            let mut sym = breakpad_sym(debug_id);
+            sym.debug_file = Some("libfoo.so".into());
+            sym.os = Some(os.into());
+            if let Some((code_id, code_file)) = code {
+                sym.code_id = Some(CodeId::new(code_id.into()));
+                sym.code_file = Some(code_file.into());
+            }
+            keys_for(&sym, "x.sym", &Layout::ALL)
+        };
+        let bid = "8f2556ed30c02f74f5a3c1fc68f0ed70ac2477";
+        let linux = unified("Linux", Some((&format!("1d{bid}"), "libfoo.so")));
+        assert_eq!(
+            linux.keys[&Layout::Unified],
+            [
+                format!("1d/{bid}/breakpad"),
+                "1d/8f255630edc02f74f5a3c1fc68f0ed0/breakpad".to_string(),
+            ],
+            "symbolicator's form (the ELF code id) and symsorter's (the Breakpad id)"
+        );
+        assert_eq!(
+            linux.keys[&Layout::Breakpad],
+            [
+                "libfoo.so/1D8F255630EDC02F74F5A3C1FC68F0ED0/libfoo.so.sym".to_string(),
+                format!("libfoo.so/1D{}/libfoo.sym", bid.to_ascii_uppercase()),
+            ]
+        );
+        let mac = unified("mac", None);
+        assert_eq!(
+            mac.keys[&Layout::Unified],
+            [
+                "1d/8f255630edc02f74f5a3c1fc68f0ed/breakpad",
+                "1d/8f255630edc02f74f5a3c1fc68f0ed0/breakpad"
+            ],
+            "the UUID without age, then the Breakpad id"
+        );
+        let windows = unified("windows", Some(("5AB380779000", "crash.exe")));
+        assert_eq!(
+            windows.keys[&Layout::Unified],
+            ["1d/8f255630edc02f74f5a3c1fc68f0ed0/breakpad"]
+        );
+        assert!(windows.keys[&Layout::Breakpad]
+            .contains(&"crash.exe/5AB380779000/crash.sym".to_string()));
+        // An ELF module without INFO CODE_ID: only the Breakpad id form.
+        assert_eq!(unified("Linux", None).keys[&Layout::Unified].len(), 1);
+        // A hostile code file name gets no code-id key, the rest stands.
+        let hostile = unified("windows", Some(("5AB380779000", "..")));
+        assert_eq!(hostile.keys[&Layout::Breakpad].len(), 1);
+    }
+
+    /// KEYS.md §4 (ssqp, unified, debuginfod, gdb): a wasm-ld build id is keyed both by the
+    /// whole payload (its length byte first: Microsoft.SymbolStore, symbolic) and stripped.
+    #[test]
+    fn wasm_modules_under_both_id_forms() {
+        let id16: Vec<u8> = (0x53..0x63).collect();
+        let mut module = wasm(&id16);
+        let stripped = crate::formats::hex(&id16);
+        let payload = format!("10{stripped}");
+        module.build_id_payload = Some(payload.clone());
+        module.has_debug_info = true;
+        let set = keys_for(&module, "App.wasm", &Layout::ALL);
+        assert_eq!(
+            set.keys[&Layout::Ssqp],
+            [
+                format!("app.wasm/{payload}/app.wasm"),
+                format!("app.wasm/{stripped}/app.wasm")
+            ]
+        );
+        for form in [&stripped, &payload] {
+            let (head, rest) = form.split_at(2);
+            for key in [
+                format!("{head}/{rest}/executable"),
+                format!("{head}/{rest}/debuginfo"),
+            ] {
+                assert!(set.keys[&Layout::Unified].contains(&key), "{key}");
+            }
+            assert!(set.keys[&Layout::Debuginfod].contains(&format!("buildid/{form}/executable")));
+            assert!(
+                set.keys[&Layout::Gdb].contains(&format!("{head}/{rest}")),
+                "a WASM code module gets symbolicator's native key"
+            );
+        }
+        // A payload with no length byte is one form only.
+        let plain = keys_for(&wasm(&id16), "app.wasm", &[Layout::Ssqp]);
+        assert_eq!(
+            plain.keys[&Layout::Ssqp],
+            [format!("app.wasm/{stripped}/app.wasm")]
+        );
     }
 }

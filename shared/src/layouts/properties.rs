@@ -43,7 +43,7 @@ fn kind() -> impl Strategy<Value = Kind> {
 
 fn identity() -> impl Strategy<Value = Identity> {
     (
-        0usize..9,
+        0usize..10,
         kind(),
         any::<[u8; 16]>(),
         any::<u32>(),
@@ -65,6 +65,7 @@ fn identity() -> impl Strategy<Value = Identity> {
                     Format::Breakpad,
                     Format::Perfmap,
                     Format::Source,
+                    Format::Pdz,
                 ][format];
                 let mut id = Identity::new(format, kind);
                 id.debug_id = DebugId::from_guid_age(&guid, a).unwrap();
@@ -84,6 +85,11 @@ fn identity() -> impl Strategy<Value = Identity> {
                     Format::Elf | Format::Wasm if !build_id.is_empty() => {
                         id.build_id = Some(hex(&build_id));
                         id.code_id = Some(CodeId::new(hex(&build_id)));
+                        if format == Format::Wasm && a % 2 == 0 {
+                            let mut payload = vec![build_id.len() as u8];
+                            payload.extend(&build_id);
+                            id.build_id_payload = Some(hex(&payload));
+                        }
                     }
                     Format::Macho => {
                         id.uuid = Some(hex(&guid));
@@ -97,7 +103,15 @@ fn identity() -> impl Strategy<Value = Identity> {
                         });
                     }
                     Format::Source => id.sha1 = Some(hex(&sha1)),
-                    Format::Breakpad => id.debug_file = Some(pdb_path),
+                    Format::Breakpad => {
+                        id.os =
+                            Some(["windows", "Linux", "mac", "ios", "x"][b as usize % 5].into());
+                        if !build_id.is_empty() {
+                            id.code_id = Some(CodeId::new(hex(&build_id)));
+                            id.code_file = Some(pdb_path.clone());
+                        }
+                        id.debug_file = Some(pdb_path);
+                    }
                     _ => {}
                 }
                 id

@@ -38,6 +38,14 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
             id.debug_id.appendix()
         )),
         Format::PortablePdb => named(format!("{}FFFFFFFF", guid_hex(&id.debug_id))),
+        // Microsoft.SymbolStore: a PDB in an MSFZ container, its container kind in the key.
+        Format::Pdz => lower.as_deref().map(|n| {
+            format!(
+                "{n}/{}{:x}/msfz0/{n}",
+                guid_hex(&id.debug_id),
+                id.debug_id.appendix()
+            )
+        }),
         Format::Elf => {
             let padded = build_id_bytes(id).and_then(|b| padded_elf_id(&b));
             match padded {
@@ -51,7 +59,12 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
             Some(uuid) => named(format!("mach-uuid-{uuid}")),
             None => None,
         },
-        Format::Wasm => id.build_id.clone().and_then(named),
+        // Microsoft.SymbolStore keys the whole payload (with LLVM's length byte): first.
+        Format::Wasm => id
+            .build_id_payload
+            .clone()
+            .or_else(|| id.build_id.clone())
+            .and_then(named),
         Format::Perfmap => id
             .perfmap
             .as_ref()
@@ -62,7 +75,12 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
             .and_then(|sha1| named(format!("sha1-{sha1}"))),
         Format::Breakpad => None,
     };
-    key.into_iter().collect()
+    let mut keys: Vec<String> = key.into_iter().collect();
+    // WASM: also the length-stripped id form, where the payload had a length byte.
+    if id.format == Format::Wasm && id.build_id_payload.is_some() {
+        keys.extend(id.build_id.clone().and_then(named));
+    }
+    keys
 }
 
 #[cfg(test)]

@@ -63,7 +63,8 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
                 }
             }
         }
-        Format::Wasm | Format::Breakpad | Format::Perfmap | Format::Source => {}
+        // SymSrv requests no PDZ: only Microsoft.SymbolStore knows the container (ssqp).
+        Format::Pdz | Format::Wasm | Format::Breakpad | Format::Perfmap | Format::Source => {}
     }
     keys
 }

@@ -7,17 +7,42 @@ use super::{is_debug_file, Layout, Name, Sidecar};
 use crate::formats::Format;
 use crate::identity::Identity;
 
-/// The unified id: lowercase Breakpad id for PE/PDB/Portable PDB/Breakpad (the real age or
-/// stamp, never ffffffff), the code id for ELF/Mach-O/WASM.
-fn unified_id(id: &Identity) -> Option<String> {
+/// The unified ids: lowercase Breakpad id for PE/PDB/Portable PDB (the real age or stamp,
+/// never ffffffff), the code id for ELF/Mach-O/WASM (and, for WASM, the raw build-id payload
+/// where it differs). A Breakpad file goes under the id of the module it describes, as
+/// symbolicator requests it (KEYS.md §4): Windows modules by Breakpad id, ELF platforms by the
+/// `INFO CODE_ID`, macOS/iOS by the UUID without age; and also by its Breakpad id (what
+/// symsorter writes).
+fn unified_ids(id: &Identity) -> Vec<String> {
+    let breakpad_id =
+        || (!id.debug_id.is_nil()).then(|| id.debug_id.breakpad().to_string().to_ascii_lowercase());
     match id.format {
-        Format::Pe | Format::Pdb | Format::PortablePdb | Format::Breakpad => {
-            (!id.debug_id.is_nil()).then(|| id.debug_id.breakpad().to_string().to_ascii_lowercase())
+        Format::Pe | Format::Pdb | Format::PortablePdb => breakpad_id().into_iter().collect(),
+        Format::Breakpad => {
+            let os = id.os.as_deref().unwrap_or("").to_ascii_lowercase();
+            let module_id = match os.as_str() {
+                "windows" => None,
+                "mac" | "ios" => (!id.debug_id.is_nil())
+                    .then(|| id.debug_id.uuid().simple().to_string().to_ascii_lowercase()),
+                _ => id.code_id.as_ref().map(|c| c.as_str().to_ascii_lowercase()),
+            };
+            module_id.into_iter().chain(breakpad_id()).collect()
         }
-        Format::Elf | Format::Macho | Format::Wasm => {
-            id.code_id.as_ref().map(|c| c.as_str().to_string())
-        }
-        Format::Perfmap | Format::Source => None,
+        Format::Elf | Format::Macho => id
+            .code_id
+            .as_ref()
+            .map(|c| c.as_str().to_string())
+            .into_iter()
+            .collect(),
+        Format::Wasm => id
+            .code_id
+            .as_ref()
+            .map(|c| c.as_str().to_string())
+            .into_iter()
+            .chain(id.build_id_payload.clone())
+            .collect(),
+        // Sentry reads no PDZ.
+        Format::Pdz | Format::Perfmap | Format::Source => Vec::new(),
     }
 }
 
@@ -36,18 +61,21 @@ fn file_types(id: &Identity) -> Vec<&'static str> {
             }
             types
         }
-        Format::Perfmap | Format::Source => Vec::new(),
+        Format::Pdz | Format::Perfmap | Format::Source => Vec::new(),
     }
 }
 
 pub fn keys(id: &Identity) -> Vec<String> {
-    let Some(uid) = unified_id(id).filter(|u| u.len() > 2) else {
-        return Vec::new();
-    };
-    file_types(id)
-        .into_iter()
-        .map(|t| format!("{}/{}/{t}", &uid[..2], &uid[2..]))
-        .collect()
+    let mut keys = Vec::new();
+    for uid in unified_ids(id).into_iter().filter(|u| u.len() > 2) {
+        for t in file_types(id) {
+            let key = format!("{}/{}/{t}", &uid[..2], &uid[2..]);
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+    }
+    keys
 }
 
 /// The `.meta` objects symsorter writes beside each key: name, arch and file format.

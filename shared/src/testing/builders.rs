@@ -313,3 +313,77 @@ pub fn dbi_stream(age: u32, machine: u16) -> Vec<u8> {
     s[58..60].copy_from_slice(&machine.to_le_bytes());
     s
 }
+
+/// An MSFZ (PDZ) container of `streams` (`None`: a nil stream), laid out as the MSFZ
+/// specification describes: the 80-byte header, the stream data (uncompressed fragments, or
+/// all of it in one zstd chunk when `compressed`), the stream directory (zstd-compressed too
+/// when `compressed`), the chunk table.
+pub fn build_msfz(streams: &[Option<Vec<u8>>], compressed: bool) -> Vec<u8> {
+    use ruzstd::encoding::{compress_to_vec, CompressionLevel};
+    let mut file = vec![0u8; 80];
+    let mut directory = Vec::new();
+    let mut chunk_table = Vec::new();
+    let mut num_chunks = 0u32;
+    if compressed {
+        let mut plain = Vec::new();
+        let mut offsets = Vec::new();
+        for stream in streams {
+            offsets.push(plain.len() as u64);
+            plain.extend(stream.iter().flatten());
+        }
+        let packed = compress_to_vec(&plain[..], CompressionLevel::Fastest);
+        chunk_table.extend((file.len() as u64).to_le_bytes());
+        chunk_table.extend(1u32.to_le_bytes());
+        chunk_table.extend((packed.len() as u32).to_le_bytes());
+        chunk_table.extend((plain.len() as u32).to_le_bytes());
+        num_chunks = 1;
+        file.extend(packed);
+        for (stream, offset) in streams.iter().zip(offsets) {
+            match stream {
+                None => directory.extend(u32::MAX.to_le_bytes()),
+                Some(bytes) => {
+                    if !bytes.is_empty() {
+                        directory.extend((bytes.len() as u32).to_le_bytes());
+                        directory.extend(((1u64 << 63) | offset).to_le_bytes());
+                    }
+                    directory.extend(0u32.to_le_bytes());
+                }
+            }
+        }
+    } else {
+        for stream in streams {
+            match stream {
+                None => directory.extend(u32::MAX.to_le_bytes()),
+                Some(bytes) => {
+                    if !bytes.is_empty() {
+                        directory.extend((bytes.len() as u32).to_le_bytes());
+                        directory.extend((file.len() as u64).to_le_bytes());
+                        file.extend(bytes);
+                    }
+                    directory.extend(0u32.to_le_bytes());
+                }
+            }
+        }
+    }
+    let directory_on_disk = if compressed {
+        compress_to_vec(&directory[..], CompressionLevel::Fastest)
+    } else {
+        directory.clone()
+    };
+    let directory_offset = file.len() as u64;
+    file.extend(&directory_on_disk);
+    let table_offset = file.len() as u64;
+    file.extend(&chunk_table);
+    let mut header = crate::formats::pdz::MSFZ_MAGIC.to_vec();
+    header.extend(0u64.to_le_bytes());
+    header.extend(directory_offset.to_le_bytes());
+    header.extend(table_offset.to_le_bytes());
+    header.extend((streams.len() as u32).to_le_bytes());
+    header.extend(u32::from(compressed).to_le_bytes());
+    header.extend((directory_on_disk.len() as u32).to_le_bytes());
+    header.extend((directory.len() as u32).to_le_bytes());
+    header.extend(num_chunks.to_le_bytes());
+    header.extend((chunk_table.len() as u32).to_le_bytes());
+    file[..80].copy_from_slice(&header);
+    file
+}
