@@ -1,6 +1,14 @@
 //! `symdex serve`: a store over HTTP, as debuggers expect a symbol server to behave: GET and
 //! HEAD, byte ranges, `application/octet-stream`, 404 (never 403) for anything missing, and
 //! nothing outside the store or inside symdex's own bookkeeping.
+//!
+//! What is private is decided on the path that will be opened: the request path is decoded and
+//! normalised here (empty and `.` segments dropped; `..`, backslashes, control characters,
+//! components over 255 bytes and non-UTF-8 refused), and the file service is handed exactly
+//! that path, so no spelling (`//_symdex`, `/./_symdex`, `/%2e/_symdex`, `/.%2f_manifest`, the
+//! absolute form) reaches a private file. Connections are served here, not by `axum::serve`:
+//! TCP_NODELAY (no 40 ms stall per kept-alive request), a header-read timeout (idle
+//! connections are closed) and a cap on open connections (accepting pauses at the cap).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -25,10 +33,65 @@ pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free port; the chosen address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
+    /// Seconds a client has to send a request's headers (idle connections are closed then).
+    #[arg(long, default_value_t = 10)]
+    pub header_timeout: u64,
+    /// Connections served at once (default: what the open-files limit allows).
+    #[arg(long)]
+    pub max_connections: Option<usize>,
 }
 
 /// Top-level directories that are symdex's state, never symbols.
-const PRIVATE_PREFIXES: [&str; 2] = ["/_symdex", "/_manifest"];
+const PRIVATE_DIRS: [&str; 2] = ["_symdex", "_manifest"];
+/// The longest file name a store holds (and most file systems allow).
+const MAX_COMPONENT: usize = 255;
+
+/// The store-relative path a request names, normalised, or `None` when it names nothing that
+/// may be served (outside the store, symdex's state, or not representable as a file name).
+fn servable_path(raw: &str) -> Option<Vec<String>> {
+    let decoded = percent_encoding::percent_decode_str(raw)
+        .decode_utf8()
+        .ok()?;
+    let mut parts = Vec::new();
+    for part in decoded.split('/') {
+        match part {
+            "" | "." => continue,
+            ".." => return None,
+            _ if part.len() > MAX_COMPONENT
+                || part.contains('\\')
+                || part.chars().any(char::is_control) =>
+            {
+                return None
+            }
+            _ => parts.push(part.to_string()),
+        }
+    }
+    if parts
+        .first()
+        .is_some_and(|p| PRIVATE_DIRS.contains(&p.as_str()))
+    {
+        return None;
+    }
+    Some(parts)
+}
+
+/// The normalised path as a URI path again (each component percent-encoded).
+fn encoded(parts: &[String]) -> String {
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    let mut out = String::from("/");
+    out.push_str(
+        &parts
+            .iter()
+            .map(|p| percent_encoding::utf8_percent_encode(p, KEEP).to_string())
+            .collect::<Vec<_>>()
+            .join("/"),
+    );
+    out
+}
 
 fn not_found() -> Response {
     (
@@ -41,22 +104,29 @@ fn not_found() -> Response {
 
 /// Answers 404 for private paths, non-GET/HEAD methods and anything the file service refuses;
 /// sets the content type; writes one access-log line per request.
-async fn guard(request: Request, next: Next) -> Response {
+async fn guard(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
-    // Compare what the file service will see: the percent-decoded path.
-    let path = percent_encoding::percent_decode_str(request.uri().path())
-        .decode_utf8_lossy()
-        .into_owned();
+    let path = request.uri().path().to_string();
     let range = request
         .headers()
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let private = PRIVATE_PREFIXES
-        .iter()
-        .any(|p| path == *p || path.starts_with(&format!("{p}/")));
-    let response = if private {
+    // Several ranges: answer the whole file (200), which every client accepts, rather than the
+    // file service's 416.
+    if range.as_deref().is_some_and(|r| r.contains(',')) {
+        request.headers_mut().remove(header::RANGE);
+    }
+    let servable = servable_path(&path);
+    if let Some(parts) = &servable {
+        // The file service opens exactly the path that was checked.
+        match encoded(parts).parse() {
+            Ok(uri) => *request.uri_mut() = uri,
+            Err(_) => return not_found(),
+        }
+    }
+    let response = if servable.is_none() {
         not_found()
     } else if method != Method::GET && method != Method::HEAD {
         (
@@ -109,6 +179,22 @@ pub fn router(store: PathBuf) -> Router {
         .layer(middleware::from_fn(guard))
 }
 
+/// Connections the open-files limit leaves room for (each one is a descriptor; files being
+/// served and the listener need some too).
+fn default_max_connections() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            limits
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+        })
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1024);
+    (soft.saturating_sub(32) / 2).clamp(16, 4096)
+}
+
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if !args.store.is_dir() {
         anyhow::bail!("no store at {}", args.store.display());
@@ -131,13 +217,87 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "  WinDbg/VS:  srv*http://{addr}/symbols   dotnet-symbol: --server-path http://{addr}/symbols"
         );
         let _ = out.flush();
-        let app = router(store).into_make_service();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+        let app = router(store);
+        let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(
+            args.max_connections.unwrap_or_else(default_max_connections).max(1),
+        ));
+        let header_timeout = std::time::Duration::from_secs(args.header_timeout.max(1));
+        let shutdown = tokio::signal::ctrl_c();
+        tokio::pin!(shutdown);
+        loop {
+            // At the cap, stop accepting: new connections wait in the listen backlog.
+            let permit = tokio::select! {
+                permit = limit.clone().acquire_owned() => permit?,
+                _ = &mut shutdown => break,
+            };
+            let (stream, _) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    // Out of descriptors and the like: wait for a connection to end.
+                    Err(_) => {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                _ = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(header_timeout)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_state_is_refused_in_every_spelling() {
+        for path in [
+            "/_symdex/refs/x.json",
+            "//_symdex/refs/x.json",
+            "///_manifest/dt=2026-11-23/a.jsonl",
+            "/./_symdex/x",
+            "/%2e/_symdex/x",
+            "/.%2f_manifest/x",
+            "/%2F_symdex/x",
+            "/%5fsymdex/x",
+            "/symbols/../_symdex/x",
+            "/symbols/%2e%2e/%2e%2e/etc/passwd",
+            "/_manifest",
+            "/a\\\\b",
+            "/a%00b",
+            "/%ff%fe",
+        ] {
+            assert_eq!(servable_path(path), None, "{path}");
+        }
+        let long = format!("/symbols/{}/x", "x".repeat(256));
+        assert_eq!(
+            servable_path(&long),
+            None,
+            "unrepresentable names are misses"
+        );
+    }
+
+    #[test]
+    fn ordinary_keys_are_normalised_and_encoded_back() {
+        let parts = servable_path("//symbols/./Foo%20Bar.pdb/ABC1/Foo%20Bar.pdb").unwrap();
+        assert_eq!(parts, ["symbols", "Foo Bar.pdb", "ABC1", "Foo Bar.pdb"]);
+        assert_eq!(encoded(&parts), "/symbols/Foo%20Bar.pdb/ABC1/Foo%20Bar.pdb");
+        assert_eq!(servable_path("/").unwrap(), Vec::<String>::new());
+        assert!(
+            servable_path("/_symdexx/a").is_some(),
+            "only the exact directories"
+        );
+    }
 }

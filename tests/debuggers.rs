@@ -3,75 +3,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-use common::{readelf_build_id, symdex, Workdir};
-
-/// A running `symdex serve`, stopped on drop.
-struct Server {
-    child: Child,
-    addr: String,
-    /// Kept open so the server never writes to a closed pipe.
-    _stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Server {
-    fn start(store: &Path) -> Server {
-        let mut child = symdex()
-            .arg("serve")
-            .arg(store)
-            .args(["--addr", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        stdout.read_line(&mut first).unwrap();
-        let addr = first
-            .split("http://")
-            .nth(1)
-            .unwrap_or_else(|| panic!("no address in {first:?}"))
-            .trim()
-            .to_string();
-        Server {
-            child,
-            addr,
-            _stdout: stdout,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// One raw HTTP/1.1 request: (status, headers lowercased, body).
-    fn request(&self, method: &str, path: &str, extra: &str) -> (u16, String, Vec<u8>) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{extra}\r\n",
-            self.addr
-        )
-        .unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        (status, head, raw[split + 4..].to_vec())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{readelf_build_id, symdex, Server, Workdir};
 
 const PROGRAM: &str = r#"#include <stdio.h>
 int compute(int x) {

@@ -138,3 +138,87 @@ pub fn build_split_elf(w: &Workdir, dir: &str, build_id: &str, body: &str) {
     std::fs::remove_file(w.path(&d("app"))).unwrap();
     std::fs::remove_file(w.path(&d("prog.c"))).unwrap();
 }
+
+/// A running `symdex serve`, stopped on drop.
+pub struct Server {
+    child: std::process::Child,
+    pub addr: String,
+    /// Kept open so the server never writes to a closed pipe.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Server {
+    pub fn start(store: &Path) -> Server {
+        Self::start_with(store, &[], None)
+    }
+
+    /// `serve` with extra arguments, under `ulimit -n <open_files>` when given.
+    pub fn start_with(store: &Path, args: &[&str], open_files: Option<u32>) -> Server {
+        use std::io::BufRead;
+        let mut command = match open_files {
+            Some(limit) => {
+                let mut c = Command::new("bash");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_symdex"));
+                c
+            }
+            None => symdex(),
+        };
+        let mut child = command
+            .arg("serve")
+            .arg(store)
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        stdout.read_line(&mut first).unwrap();
+        let addr = first
+            .split("http://")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .trim()
+            .to_string();
+        Server {
+            child,
+            addr,
+            _stdout: stdout,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// One raw HTTP/1.1 request: (status, headers lowercased, body).
+    pub fn request(&self, method: &str, path: &str, extra: &str) -> (u16, String, Vec<u8>) {
+        self.raw(&format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{extra}\r\n",
+            self.addr
+        ))
+    }
+
+    /// Sends `request` as it is: (status, headers lowercased, body).
+    pub fn raw(&self, request: &str) -> (u16, String, Vec<u8>) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (status, head, raw[split + 4..].to_vec())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

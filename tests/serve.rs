@@ -1,0 +1,112 @@
+//! `symdex serve` against what an attacker or a careless client sends: every spelling of a
+//! private path, idle connections under a small open-files limit, names no file can have,
+//! several ranges at once.
+
+mod common;
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{build_split_elf, symdex, Server, Workdir};
+
+fn store_with_state(w: &Workdir) -> std::path::PathBuf {
+    build_split_elf(
+        w,
+        "p",
+        "0x11223344556677889900aabbccddeeff00112233",
+        "x + 1",
+    );
+    let store = w.path("store");
+    let out = symdex()
+        .args(["index", "--store"])
+        .arg(&store)
+        .arg(w.path("p"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(store.join("_symdex/refs").is_dir() && store.join("_manifest").is_dir());
+    store
+}
+
+#[test]
+fn private_records_are_not_found_in_any_spelling() {
+    let w = Workdir::new();
+    let store = store_with_state(&w);
+    let server = Server::start(&store);
+    let debuginfo = "/buildid/11223344556677889900aabbccddeeff00112233/debuginfo";
+    assert_eq!(
+        server.request("GET", debuginfo, "").0,
+        200,
+        "a published key is served"
+    );
+    let record = "_symdex/refs/buildid/11223344556677889900aabbccddeeff00112233/debuginfo.json";
+    assert!(store.join(record).is_file());
+    let manifest = std::fs::read_dir(store.join("_manifest"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    for path in [
+        format!("/{record}"),
+        format!("//{record}"),
+        format!("///{record}"),
+        format!("/./{record}"),
+        format!("/%2e/{record}"),
+        format!("/.%2f{record}"),
+        format!("/%5fsymdex/{}", record.trim_start_matches("_symdex/")),
+        format!("/symbols/../{record}"),
+        format!("///_manifest/{manifest}"),
+        "/_manifest/".to_string(),
+    ] {
+        let (status, _, body) = server.request("GET", &path, "");
+        assert_eq!(status, 404, "{path}: {}", String::from_utf8_lossy(&body));
+    }
+    // The absolute form of the request target.
+    let absolute = format!(
+        "GET http://{0}//{record} HTTP/1.1\r\nHost: {0}\r\nConnection: close\r\n\r\n",
+        server.addr
+    );
+    assert_eq!(server.raw(&absolute).0, 404);
+}
+
+#[test]
+fn idle_connections_do_not_lock_clients_out() {
+    let w = Workdir::new();
+    let store = store_with_state(&w);
+    // 256 open files, 300 connections that never send a byte.
+    let server = Server::start_with(&store, &["--header-timeout", "1"], Some(256));
+    let idle: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(&server.addr).ok())
+        .collect();
+    assert!(idle.len() > 200, "the listen backlog took the connections");
+    let started = Instant::now();
+    let (status, _, _) = server.request(
+        "GET",
+        "/buildid/11223344556677889900aabbccddeeff00112233/debuginfo",
+        "",
+    );
+    assert_eq!(status, 200);
+    // Not a speed check: the idle connections were closed for the real client to get in.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    drop(idle);
+}
+
+#[test]
+fn long_names_are_misses_and_several_ranges_get_the_whole_file() {
+    let w = Workdir::new();
+    let store = store_with_state(&w);
+    let server = Server::start(&store);
+    let long = format!("/symbols/{}/ab/{}", "x".repeat(300), "x".repeat(300));
+    assert_eq!(server.request("GET", &long, "").0, 404, "not a 500");
+    let key = "/buildid/11223344556677889900aabbccddeeff00112233/debuginfo";
+    let file = std::fs::read(store.join(key.trim_start_matches('/'))).unwrap();
+    let (status, _, body) = server.request("GET", key, "Range: bytes=0-1,4-5\r\n");
+    assert_eq!(status, 200, "two ranges: the whole file, never 416");
+    assert_eq!(body, file);
+    let (status, head, body) = server.request("GET", key, "Range: bytes=4-5\r\n");
+    assert_eq!((status, body.as_slice()), (206, &file[4..6]));
+    assert!(head.contains("content-range: bytes 4-5/"));
+}
