@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use symdex_shared::manifest::{Record, UploadMeta};
+use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{default_prefixes, Config, Indexed, Indexer, Summary, Upload};
 use symdex_shared::reader::FileReader;
 use symdex_shared::refs::LeasePolicy;
@@ -15,11 +15,8 @@ use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
-use crate::inputs::{expand_paths_excluding, LayoutArgs, SourceArgs};
+use crate::inputs::{expand_paths_excluding, LayoutArgs, SourceArgs, Walked};
 use crate::DEFAULT_STORE;
-
-/// Zip entries larger than this are not extracted (a zip bomb, or not a symbol file).
-const MAX_ZIP_ENTRY: u64 = 16 * 1024 * 1024 * 1024;
 
 #[derive(Args)]
 pub struct IndexArgs {
@@ -46,6 +43,8 @@ pub struct IndexArgs {
     pub overwrite: bool,
     #[command(flatten)]
     pub sources: SourceArgs,
+    #[command(flatten)]
+    pub limits: ArchiveLimits,
     /// Print every manifest record (JSON Lines) instead of only the summary.
     #[arg(long)]
     pub json: bool,
@@ -159,8 +158,19 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     for entry in files {
         bar.inc(1);
         let path = match entry {
-            Ok(p) => p,
-            Err((p, e)) => {
+            Walked::File(p) => p,
+            Walked::Skipped(p, reason) => {
+                // The link's own absolute path (canonicalising it would name its target).
+                let shown = match (p.parent(), p.file_name()) {
+                    (Some(dir), Some(name)) => absolute(dir).join(name),
+                    _ => p.clone(),
+                }
+                .to_string_lossy()
+                .into_owned();
+                indexed.push(input_record("file", &shown, &meta, Action::Skipped, reason));
+                continue;
+            }
+            Walked::Error(p, e) => {
                 bar.suspend(|| eprintln!("symdex: {}: {e}", p.display()));
                 failed = true;
                 continue;
@@ -265,7 +275,24 @@ async fn index_file(
     indexer.index(&upload, &reader).await
 }
 
-/// Every file entry of a zip archive is an upload of its own (`<zip>!/<entry>`).
+/// How far an archive may expand (zip bombs). Each breach is a `rejected` record with its
+/// reason; what was indexed before it stays indexed and recorded.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct ArchiveLimits {
+    /// Largest archive entry indexed, in bytes (larger entries are rejected).
+    #[arg(long, default_value_t = 4 << 30)]
+    pub max_entry_size: u64,
+    /// Bytes one archive may expand to in all (the rest of the archive is rejected).
+    #[arg(long, default_value_t = 64 << 30)]
+    pub max_expanded: u64,
+    /// Largest expansion ratio of an entry (expanded / compressed size).
+    #[arg(long, default_value_t = 1000)]
+    pub max_ratio: u64,
+}
+
+/// Every file entry of a zip archive is an upload of its own (`<zip>!/<entry>`). Entries are
+/// expanded one at a time into a temporary file that is removed as soon as the entry is
+/// indexed, so the disk holds at most one entry (bounded by the limits) at any time.
 async fn index_zip(
     indexer: &Indexer<'_>,
     store: &LocalStore,
@@ -273,11 +300,13 @@ async fn index_zip(
     meta: &UploadMeta,
     args: &IndexArgs,
 ) -> io::Result<Vec<Indexed>> {
+    let limits = args.limits;
     let abs = absolute(path);
     let mut archive = zip::ZipArchive::new(std::fs::File::open(&abs)?)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad zip archive: {e}")))?;
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
     let mut records: Vec<Indexed> = Vec::new();
+    let mut expanded_total = 0u64;
     for index in 0..archive.len() {
         let mut entry = archive.by_index(index).map_err(|e| {
             io::Error::new(
@@ -285,30 +314,60 @@ async fn index_zip(
                 format!("zip entry {index}: {e}"),
             )
         })?;
-        if !entry.is_file() {
-            continue;
-        }
         // The entry name is untrusted: it names the upload, never a path we write to.
         let entry_name = entry.name().to_string();
         let ingest_key = format!("{}!/{entry_name}", abs.display());
-        if entry.size() > MAX_ZIP_ENTRY {
-            records.push(rejected_entry(
+        let reject =
+            |reason: String| input_record("zip", &ingest_key, meta, Action::Rejected, reason);
+        if entry.is_symlink() {
+            records.push(input_record(
+                "zip",
                 &ingest_key,
                 meta,
-                format!("entry of {} bytes", entry.size()),
+                Action::Skipped,
+                "a symbolic link entry (not followed)".into(),
             ));
+            continue;
+        }
+        if !entry.is_file() {
+            continue;
+        }
+        let left = limits.max_expanded.saturating_sub(expanded_total);
+        if left == 0 {
+            records.push(reject(format!(
+                "the archive expands past its limit of {} bytes; entries from here on are not indexed",
+                limits.max_expanded
+            )));
+            break;
+        }
+        // What this entry may expand to: the smallest of the limits (sizes in the archive are
+        // the archive's claims; the copy below counts the real bytes).
+        let by_ratio = entry
+            .compressed_size()
+            .max(1)
+            .saturating_mul(limits.max_ratio);
+        let allowed = limits.max_entry_size.min(left).min(by_ratio);
+        if entry.size() > allowed {
+            records.push(reject(format!(
+                "entry of {} bytes ({} compressed) is over the limits (entry {}, ratio {}, left in the archive {left})",
+                entry.size(),
+                entry.compressed_size(),
+                limits.max_entry_size,
+                limits.max_ratio
+            )));
             continue;
         }
         let temp = scratch.path().join(index.to_string());
         let mut out = std::fs::File::create(&temp)?;
-        let copied = io::copy(&mut (&mut entry).take(MAX_ZIP_ENTRY + 1), &mut out)?;
+        let copied = io::copy(&mut (&mut entry).take(allowed + 1), &mut out)?;
         drop(out);
-        if copied > MAX_ZIP_ENTRY {
-            records.push(rejected_entry(
-                &ingest_key,
-                meta,
-                "entry expands past the size limit".into(),
-            ));
+        expanded_total += copied.min(allowed);
+        if copied > allowed {
+            let _ = std::fs::remove_file(&temp);
+            records.push(reject(format!(
+                "entry expands past {allowed} bytes (the archive claimed {})",
+                entry.size()
+            )));
             continue;
         }
         let reader = FileReader::open(&temp)?;
@@ -334,13 +393,22 @@ async fn index_zip(
     Ok(records)
 }
 
-fn rejected_entry(ingest_key: &str, meta: &UploadMeta, reason: String) -> Indexed {
+/// The record of an input that published nothing for a reason found before identification (a
+/// symbolic link in a walk, an archive entry over a limit).
+fn input_record(
+    scheme: &str,
+    ingest_key: &str,
+    meta: &UploadMeta,
+    action: Action,
+    reason: String,
+) -> Indexed {
     let record = Record {
         schema: symdex_shared::manifest::SCHEMA_VERSION,
         time: symdex_shared::manifest::now_rfc3339(),
-        action: Some(symdex_shared::manifest::Action::Rejected),
+        action: Some(action),
         reason: Some(reason),
-        upload: format!("zip:{ingest_key}"),
+        name: Some(symdex_shared::identity::file_name_of(ingest_key).to_string()),
+        upload: format!("{scheme}:{ingest_key}"),
         ingest_key: ingest_key.to_string(),
         meta: meta.clone(),
         indexer: symdex_shared::manifest::indexer_version(),

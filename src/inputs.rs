@@ -57,12 +57,29 @@ pub fn file_name(path: &Path) -> String {
     file_name_of(&name).to_string()
 }
 
+/// One input met while expanding the command line.
+pub enum Walked {
+    File(PathBuf),
+    /// Not indexed, for a reason that belongs in the manifest (a symbolic link in a walk).
+    Skipped(PathBuf, String),
+    Error(PathBuf, io::Error),
+}
+
+/// Why a symbolic link met in a directory walk is not followed: what it points at.
+fn symlink_reason(path: &Path) -> String {
+    let what = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => "a symbolic link to a directory",
+        Ok(_) => "a symbolic link to a file",
+        Err(e) if e.kind() == io::ErrorKind::NotFound => "a dangling symbolic link",
+        Err(_) => "a symbolic link that cannot be resolved (a loop?)",
+    };
+    format!("{what}: links met in a directory walk are not followed (name the target to index it)")
+}
+
 /// Expands directories (recursively, in a stable order) into files, leaving out `exclude`
-/// (the store itself, when it sits among the inputs).
-pub fn expand_paths_excluding(
-    paths: &[PathBuf],
-    exclude: Option<&Path>,
-) -> Vec<Result<PathBuf, (PathBuf, io::Error)>> {
+/// (the store itself, when it sits among the inputs). Paths named on the command line are
+/// taken as they are (a link named there is followed).
+pub fn expand_paths_excluding(paths: &[PathBuf], exclude: Option<&Path>) -> Vec<Walked> {
     let mut out = Vec::new();
     for path in paths {
         if path.is_dir() {
@@ -72,21 +89,25 @@ pub fn expand_paths_excluding(
             });
             for entry in walk {
                 match entry {
-                    Ok(e) if e.file_type().is_file() => out.push(Ok(e.into_path())),
+                    Ok(e) if e.file_type().is_file() => out.push(Walked::File(e.into_path())),
+                    Ok(e) if e.path_is_symlink() => {
+                        let reason = symlink_reason(e.path());
+                        out.push(Walked::Skipped(e.into_path(), reason));
+                    }
                     Ok(_) => {}
                     Err(err) => {
                         let at = err.path().unwrap_or(path).to_path_buf();
-                        out.push(Err((at, io::Error::other(err.to_string()))));
+                        out.push(Walked::Error(at, io::Error::other(err.to_string())));
                     }
                 }
             }
         } else {
-            out.push(Ok(path.clone()));
+            out.push(Walked::File(path.clone()));
         }
     }
     out
 }
 
-pub fn expand_paths(paths: &[PathBuf]) -> Vec<Result<PathBuf, (PathBuf, io::Error)>> {
+pub fn expand_paths(paths: &[PathBuf]) -> Vec<Walked> {
     expand_paths_excluding(paths, None)
 }

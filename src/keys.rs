@@ -12,7 +12,7 @@ use symdex_shared::{
     KeySet, Layout,
 };
 
-use crate::inputs::{expand_paths, file_name};
+use crate::inputs::{expand_paths, file_name, Walked};
 use crate::KeysArgs;
 
 /// One output row: the identity with where it came from, what reading it cost, its keys and
@@ -84,8 +84,12 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     }
     for entry in expand_paths(&args.paths) {
         let path = match entry {
-            Ok(path) => path,
-            Err((path, err)) => {
+            Walked::File(path) => path,
+            Walked::Skipped(path, reason) => {
+                eprintln!("symdex: {}: skipped: {reason}", path.display());
+                continue;
+            }
+            Walked::Error(path, err) => {
                 eprintln!("symdex: {}: {err}", path.display());
                 failed = true;
                 continue;

@@ -435,6 +435,20 @@ impl<'s> Indexer<'s> {
                 keys.extend(self.prefixed(&layouts::keys_for(&id, &alias, layouts)));
             }
         }
+        // The reference record of a key lives at `_symdex/refs/<key>.json`: with a long layout
+        // prefix it could outgrow S3's 1,024-byte keys, so such keys are refused here.
+        let mut set = set;
+        keys.retain(|key| {
+            let fits = crate::refs::STATE_PREFIX.len() + "/refs/".len() + key.len() + ".json".len()
+                <= 1024;
+            if !fits {
+                set.rejected.push(format!(
+                    "key of {} bytes is too long for its record",
+                    key.len()
+                ));
+            }
+            fits
+        });
         if keys.is_empty() {
             let (action, reason) = if set.rejected.is_empty() {
                 (

@@ -49,6 +49,13 @@ pub fn is_breakpad(head: &[u8]) -> bool {
 
 /// Identifies from the head of the file: MODULE is line 1 and INFO records follow it.
 pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
+    // A file cut inside its MODULE line would be published under a truncated name: a real
+    // symbol file always has records after that line.
+    if !head.contains(&b'\n') {
+        return Err(malformed(
+            "the MODULE line does not end (a truncated file?)",
+        ));
+    }
     let line =
         std::str::from_utf8(first_line(head)).map_err(|_| malformed("MODULE line is not UTF-8"))?;
     let module = parse_module(line).ok_or_else(|| malformed("bad MODULE line"))?;
@@ -131,5 +138,12 @@ mod tests {
             b"MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0\n"
         ));
         assert!(identify(b"MODULE Linux x86_64 nothex name\n").is_err());
+    }
+
+    #[test]
+    fn a_file_cut_inside_its_module_line_is_malformed() {
+        let cut = b"MODULE windows x86 878E82E5E282481B88FCBBA2CFF8C7F12 basic32-mi";
+        let err = identify(cut).unwrap_err().to_string();
+        assert!(err.contains("does not end"), "{err}");
     }
 }

@@ -25,8 +25,9 @@ use serde::Serialize;
 use crate::formats::Format;
 use crate::identity::{file_name_of, Identity, Kind};
 
-/// Longest name accepted in a key component (common file-system limit).
-pub const MAX_NAME_LEN: usize = 255;
+/// Longest name accepted in a key: a component may be 255 bytes (file systems), and the
+/// longest component derived from a name (Breakpad's `<stem>.sym`) adds 4.
+pub const MAX_NAME_LEN: usize = 250;
 
 /// The key layouts symdex can write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -103,8 +104,48 @@ impl FromStr for Layout {
     }
 }
 
+/// Why a name would break a Windows symbol cache (SymSrv, Visual Studio and dotnet-symbol
+/// save files under the key's name), or a reader: device names, `:` (alternate data streams),
+/// trailing dots and spaces (silently dropped), invisible bidirectional and format characters
+/// (a name that displays as another), and U+FFFD (a file name that was not UTF-8).
+fn windows_unsafe(name: &str) -> Option<&'static str> {
+    const DEVICES: [&str; 4] = ["con", "prn", "aux", "nul"];
+    let stem = name
+        .split('.')
+        .next()
+        .unwrap_or(name)
+        .trim_end()
+        .to_ascii_lowercase();
+    let numbered = |prefix: &str| {
+        stem.strip_prefix(prefix)
+            .is_some_and(|n| n.len() == 1 && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    if DEVICES.contains(&stem.as_str()) || numbered("com") || numbered("lpt") {
+        return Some("is a Windows device name");
+    }
+    if name.contains(':') {
+        return Some("contains ':' (a Windows alternate data stream)");
+    }
+    if name.ends_with('.') || name.ends_with(' ') {
+        return Some("ends with a dot or a space (Windows drops them)");
+    }
+    // Bidirectional controls and other invisible format characters (Unicode category Cf).
+    let invisible = |c: char| {
+        matches!(c,
+            '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+    };
+    if name.chars().any(invisible) {
+        return Some("contains an invisible bidirectional or format character");
+    }
+    if name.contains('\u{FFFD}') {
+        return Some("is not valid UTF-8 (U+FFFD)");
+    }
+    None
+}
+
 /// A file name that is safe inside a key: one component, no control characters, not `.` or
-/// `..`, at most [`MAX_NAME_LEN`] bytes.
+/// `..`, at most [`MAX_NAME_LEN`] bytes, nothing that breaks a Windows symbol cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Name<'a>(&'a str);
 
@@ -129,6 +170,9 @@ impl<'a> Name<'a> {
                 "name {name:?} contains the control character {:?}",
                 c
             ));
+        }
+        if let Some(reason) = windows_unsafe(name) {
+            return Err(format!("name {name:?} {reason}"));
         }
         Ok(Name(name))
     }
@@ -216,12 +260,28 @@ impl KeySet {
 /// The keys under which `id` is published, for each enabled layout. `name` is the artifact's
 /// file name as given (for Breakpad files the MODULE name is used instead).
 pub fn keys_for(id: &Identity, name: &str, layouts: &[Layout]) -> KeySet {
+    let mut set = KeySet::default();
+    // Identifiers longer than any real one (a 64-byte build id is already twice SHA-256's)
+    // make no keys: clients could not request them, and they would outgrow S3's key limit.
+    let capped;
+    let id = if too_long(id).is_some() {
+        let mut c = id.clone();
+        if let Some(reason) = too_long(id) {
+            set.rejected.push(reason);
+        }
+        c.build_id = None;
+        c.build_id_payload = None;
+        c.code_id = None;
+        capped = c;
+        &capped
+    } else {
+        id
+    };
     let raw_name = match (id.format, id.debug_file.as_deref()) {
         (Format::Breakpad, Some(module_name)) => module_name,
         _ => name,
     };
     let valid = Name::new(raw_name);
-    let mut set = KeySet::default();
     if let Err(reason) = &valid {
         set.rejected.push(reason.clone());
     }
@@ -240,6 +300,28 @@ pub fn keys_for(id: &Identity, name: &str, layouts: &[Layout]) -> KeySet {
         set.keys.insert(layout, keys);
     }
     set
+}
+
+/// Longest identifier keyed, in bytes (hex digits are twice as many).
+pub const MAX_ID_BYTES: usize = 64;
+
+/// Why an identity's build id or code id is too long to key, if it is.
+fn too_long(id: &Identity) -> Option<String> {
+    [
+        ("build id", id.build_id.as_deref()),
+        ("build id payload", id.build_id_payload.as_deref()),
+        ("code id", id.code_id.as_ref().map(|c| c.as_str())),
+    ]
+    .into_iter()
+    .find_map(|(what, hex)| {
+        let hex = hex?;
+        (hex.len() > 2 * MAX_ID_BYTES).then(|| {
+            format!(
+                "{what} of {} bytes (at most {MAX_ID_BYTES} are keyed)",
+                hex.len() / 2
+            )
+        })
+    })
 }
 
 /// The build ids an ELF or WASM file is requested under: the id, and for WASM the whole
@@ -500,8 +582,32 @@ pub(crate) mod tests {
         ] {
             assert!(Name::new(bad).is_err(), "{bad:?} accepted");
         }
-        assert!(Name::new(&"x".repeat(255)).is_ok());
-        assert!(Name::new(&"x".repeat(256)).is_err());
+        assert!(Name::new(&"x".repeat(250)).is_ok());
+        assert!(Name::new(&"x".repeat(251)).is_err());
+        for unsafe_name in [
+            "CON",
+            "nul.pdb",
+            "Com1.dll",
+            "lpt9.sym",
+            "a:b.dll",
+            "...",
+            "trailing.",
+            "space ",
+            "evil\u{202E}lld.exe",
+            "zero\u{200B}width.pdb",
+            "lossy\u{FFFD}.so",
+        ] {
+            assert!(Name::new(unsafe_name).is_err(), "{unsafe_name:?} accepted");
+        }
+        for fine in [
+            "console.dll",
+            "com10.dll",
+            "nullable.pdb",
+            "con-1.pdb",
+            "a.b.c",
+        ] {
+            assert!(Name::new(fine).is_ok(), "{fine:?} refused");
+        }
         assert!(Name::new("naïve.pdb").is_ok());
     }
 
@@ -574,6 +680,38 @@ pub(crate) mod tests {
 
     /// KEYS.md §4 (ssqp, unified, debuginfod, gdb): a wasm-ld build id is keyed both by the
     /// whole payload (its length byte first: Microsoft.SymbolStore, symbolic) and stripped.
+    /// Issue 10: an identifier longer than any real one is rejected with a reason, and so is
+    /// a name a Windows cache cannot hold, while name-independent keys are still written.
+    #[test]
+    fn over_long_ids_and_unsafe_names_are_rejected_with_reasons() {
+        let long = elf(&[0xab; 600], true);
+        let set = keys_for(&long, "app.debug", &Layout::ALL);
+        assert!(set.distinct().is_empty(), "{:?}", set.distinct());
+        assert!(
+            set.rejected.iter().any(|r| r.contains("600 bytes")),
+            "{:?}",
+            set.rejected
+        );
+        let limit = elf(&[0xab; 64], true);
+        assert!(!keys_for(&limit, "app.debug", &Layout::ALL)
+            .distinct()
+            .is_empty());
+
+        let set = keys_for(&elf(&ID20, false), "CON", &Layout::ALL);
+        assert!(set.rejected.iter().any(|r| r.contains("device name")));
+        assert!(
+            !set.keys[&Layout::Debuginfod].is_empty(),
+            "name-independent keys stay"
+        );
+        assert!(
+            !set.distinct()
+                .iter()
+                .any(|k| k.to_ascii_lowercase().contains("con/")),
+            "{:?}",
+            set.distinct()
+        );
+    }
+
     #[test]
     fn wasm_modules_under_both_id_forms() {
         let id16: Vec<u8> = (0x53..0x63).collect();

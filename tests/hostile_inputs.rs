@@ -1,0 +1,208 @@
+//! Inputs as an attacker or a careless CI job makes them: every one ends in a manifest record
+//! with a reason, nothing panics, and the store stays consistent.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+
+use common::{build_split_elf, symdex, Workdir};
+use serde_json::Value;
+
+/// `symdex index --json` records (the run must succeed).
+fn index(store: &Path, args: &[&str]) -> Vec<Value> {
+    let out = symdex()
+        .args(["index", "--json", "--store"])
+        .arg(store)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn verify_clean(store: &Path) {
+    let out = symdex().arg("verify").arg(store).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" 0 problems"));
+}
+
+#[test]
+fn an_over_long_build_id_is_rejected_with_its_reason() {
+    let w = Workdir::new();
+    build_split_elf(&w, "long", &format!("0x{}", "ab".repeat(512)), "x + 2");
+    let store = w.path("store");
+    let records = index(&store, &[w.path("long/app.debug").to_str().unwrap()]);
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0]["action"], "rejected");
+    assert!(
+        records[0]["reason"].as_str().unwrap().contains("512 bytes"),
+        "{}",
+        records[0]
+    );
+    verify_clean(&store);
+}
+
+#[test]
+fn reserved_names_keep_their_name_independent_keys() {
+    let w = Workdir::new();
+    build_split_elf(
+        &w,
+        "p",
+        "0x5555555555555555555555555555555555555555",
+        "x + 3",
+    );
+    std::fs::create_dir_all(w.path("odd")).unwrap();
+    for name in [
+        "CON",
+        "nul.debug",
+        "a:b.debug",
+        "trailing.",
+        "evil\u{202E}gubed.so",
+    ] {
+        std::fs::copy(w.path("p/app.stripped"), w.path(&format!("odd/{name}"))).unwrap();
+    }
+    let store = w.path("store");
+    let records = index(&store, &[w.path("odd").to_str().unwrap()]);
+    assert_eq!(records.len(), 5);
+    for r in &records {
+        assert!(
+            r["reason"].as_str().is_some(),
+            "every unsafe name says why: {r}"
+        );
+    }
+    // The binary is still published by build id (debuginfod), under no unsafe name.
+    assert!(store
+        .join("buildid/5555555555555555555555555555555555555555/executable")
+        .is_file());
+    assert!(!store.join("symbols/CON").exists() && !store.join("symbols/con").exists());
+    verify_clean(&store);
+}
+
+#[test]
+fn symbolic_links_in_a_walk_are_recorded_as_skipped() {
+    let w = Workdir::new();
+    build_split_elf(
+        &w,
+        "p",
+        "0x6666666666666666666666666666666666666666",
+        "x + 4",
+    );
+    let dir = w.path("walk");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(w.path("p/app.debug"), dir.join("real.debug")).unwrap();
+    std::os::unix::fs::symlink(w.path("p/app.stripped"), dir.join("to-file")).unwrap();
+    std::os::unix::fs::symlink(w.path("p"), dir.join("to-dir")).unwrap();
+    std::os::unix::fs::symlink(w.path("nowhere"), dir.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(dir.join("loop"), dir.join("loop")).unwrap();
+    let store = w.path("store");
+    let records = index(&store, &[dir.to_str().unwrap()]);
+    let skipped: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["action"] == "skipped")
+        .collect();
+    assert_eq!(skipped.len(), 4, "{records:#?}");
+    for (name, says) in [
+        ("to-file", "to a file"),
+        ("to-dir", "to a directory"),
+        ("dangling", "dangling"),
+        ("loop", "cannot be resolved"),
+    ] {
+        let r = skipped.iter().find(|r| r["name"] == name).unwrap();
+        assert!(r["reason"].as_str().unwrap().contains(says), "{r}");
+    }
+    assert!(
+        records.iter().any(|r| r["action"] == "indexed"),
+        "the real file is indexed"
+    );
+    // A link named on the command line is followed.
+    let named = index(&store, &[dir.join("to-file").to_str().unwrap()]);
+    assert_eq!(named[0]["action"], "indexed");
+    verify_clean(&store);
+}
+
+fn write_zip(path: &Path, entries: &[(&str, Vec<u8>)]) {
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    for (name, data) in entries {
+        zip.start_file(*name, options).unwrap();
+        zip.write_all(data).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
+#[test]
+fn zip_bombs_are_rejected_by_their_limits_before_they_fill_the_disk() {
+    let w = Workdir::new();
+    let bomb = w.path("bomb.zip");
+    let zeros = vec![0u8; 40 << 20];
+    write_zip(
+        &bomb,
+        &[
+            ("a.bin", zeros.clone()),
+            ("b.bin", zeros.clone()),
+            ("c.bin", zeros),
+        ],
+    );
+    assert!(
+        std::fs::metadata(&bomb).unwrap().len() < 1 << 20,
+        "a small archive"
+    );
+    let store = w.path("store");
+    let records = index(&store, &["--max-ratio", "100", bomb.to_str().unwrap()]);
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        assert_eq!(r["action"], "rejected");
+        assert!(
+            r["reason"].as_str().unwrap().contains("over the limits"),
+            "{r}"
+        );
+    }
+    // Nothing was expanded: no temporary files, nothing large anywhere in the store.
+    let largest = walkdir::WalkDir::new(&store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.metadata().unwrap().len())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        largest < 1 << 20,
+        "largest file in the store: {largest} bytes"
+    );
+
+    // A total limit: what fits is indexed, the rest rejected with the reason.
+    let noise = |seed: u8| -> Vec<u8> {
+        (0..600_000u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8 ^ seed)
+            .collect()
+    };
+    let many = w.path("many.zip");
+    write_zip(
+        &many,
+        &[
+            ("1.bin", noise(1)),
+            ("2.bin", noise(2)),
+            ("3.bin", noise(3)),
+        ],
+    );
+    let records = index(
+        &store,
+        &["--max-expanded", "1000000", many.to_str().unwrap()],
+    );
+    let actions: Vec<&str> = records
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["skipped", "rejected", "rejected"], "{records:#?}");
+    verify_clean(&store);
+}
