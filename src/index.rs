@@ -153,7 +153,7 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
 
     let files = expand_paths_excluding(&args.inputs, Some(&store_root));
     let bar = progress(files.len());
-    let mut indexed: Vec<Indexed> = Vec::new();
+    let mut sink = Sink::new(&indexer, args.json);
     let mut failed = false;
     for entry in files {
         bar.inc(1);
@@ -167,7 +167,8 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
                 }
                 .to_string_lossy()
                 .into_owned();
-                indexed.push(input_record("file", &shown, &meta, Action::Skipped, reason));
+                sink.push(input_record("file", &shown, &meta, Action::Skipped, reason))
+                    .await?;
                 continue;
             }
             Walked::Error(p, e) => {
@@ -178,54 +179,22 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         };
         bar.set_message(path.display().to_string());
         let result = if is_zip(&path) {
-            index_zip(&indexer, store.local(), &path, &meta, args).await
+            index_zip(&mut sink, store.local(), &path, &meta, args).await
         } else {
-            index_file(&indexer, &path, &meta, args.sources.wants_source(&path))
-                .await
-                .map(|i| vec![i])
-        };
-        match result {
-            Ok(mut i) => indexed.append(&mut i),
-            Err(e) => {
-                bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
-                failed = true;
+            match index_file(&indexer, &path, &meta, args.sources.wants_source(&path)).await {
+                Ok(indexed) => sink.push(indexed).await,
+                Err(e) => Err(e),
             }
+        };
+        if let Err(e) = result {
+            bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
+            failed = true;
         }
     }
     bar.finish_and_clear();
-    // The manifest first, then each upload is marked indexed: a run killed in between
-    // reports the same keys again when re-run, never none (at-least-once).
-    let mut records: Vec<Record> = indexed.iter().flat_map(|i| i.records.clone()).collect();
-    let manifest_key = indexer.write_manifest(&records).await?;
-    let mut undone = Vec::new();
-    for upload in &indexed {
-        undone.extend(indexer.finalize(upload, true).await?);
-    }
-    indexer.write_manifest(&undone).await?;
-    records.extend(undone);
-
-    let mut summary = Summary::default();
-    for record in &records {
-        summary.add(record);
-        if args.json {
-            println!("{}", serde_json::to_string(record)?);
-        }
-    }
-    for record in records
-        .iter()
-        .filter(|r| r.conflicts.len() + usize::from(r.reason.is_some()) > 0)
-    {
-        if !args.json && record.action != Some(symdex_shared::manifest::Action::Skipped) {
-            eprintln!(
-                "symdex: {} {}: {}",
-                record.action.map_or("", |a| a.as_str()),
-                record.ingest_key,
-                record.reason.as_deref().unwrap_or("")
-            );
-        }
-    }
-    println!("symdex: {summary} -> {}", args.store.display());
-    if let Some(key) = manifest_key {
+    sink.flush().await?;
+    println!("symdex: {} -> {}", sink.summary, args.store.display());
+    for key in &sink.manifests {
         println!("manifest: {}", store.local().root().join(key).display());
     }
     Ok(if failed {
@@ -233,6 +202,71 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Uploads recorded and finalized together: a huge input (100,000 archive entries) is held in
+/// memory this many at a time, and a killed run re-reports at most this many.
+const FLUSH_EVERY: usize = 5_000;
+
+/// Where indexed uploads go: buffered, then written to the manifest and finalized (the
+/// manifest first: a run killed in between reports the same keys again when re-run, never
+/// none; the manifest is at-least-once).
+struct Sink<'i, 's> {
+    indexer: &'i Indexer<'s>,
+    pending: Vec<Indexed>,
+    summary: Summary,
+    manifests: Vec<String>,
+    json: bool,
+}
+
+impl<'i, 's> Sink<'i, 's> {
+    fn new(indexer: &'i Indexer<'s>, json: bool) -> Self {
+        Sink {
+            indexer,
+            pending: Vec::new(),
+            summary: Summary::default(),
+            manifests: Vec::new(),
+            json,
+        }
+    }
+
+    async fn push(&mut self, indexed: Indexed) -> io::Result<()> {
+        self.pending.push(indexed);
+        if self.pending.len() >= FLUSH_EVERY {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> io::Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut records: Vec<Record> = pending.iter().flat_map(|i| i.records.clone()).collect();
+        self.manifests
+            .extend(self.indexer.write_manifest(&records).await?);
+        let mut undone = Vec::new();
+        for upload in &pending {
+            undone.extend(self.indexer.finalize(upload, true).await?);
+        }
+        self.manifests
+            .extend(self.indexer.write_manifest(&undone).await?);
+        records.extend(undone);
+        for record in &records {
+            self.summary.add(record);
+            if self.json {
+                println!("{}", serde_json::to_string(record)?);
+            } else if record.action != Some(Action::Skipped)
+                && record.conflicts.len() + usize::from(record.reason.is_some()) > 0
+            {
+                eprintln!(
+                    "symdex: {} {}: {}",
+                    record.action.map_or("", |a| a.as_str()),
+                    record.ingest_key,
+                    record.reason.as_deref().unwrap_or("")
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// An upload is one input's content published for one build: the same file indexed for two
@@ -294,18 +328,18 @@ pub struct ArchiveLimits {
 /// expanded one at a time into a temporary file that is removed as soon as the entry is
 /// indexed, so the disk holds at most one entry (bounded by the limits) at any time.
 async fn index_zip(
-    indexer: &Indexer<'_>,
+    sink: &mut Sink<'_, '_>,
     store: &LocalStore,
     path: &Path,
     meta: &UploadMeta,
     args: &IndexArgs,
-) -> io::Result<Vec<Indexed>> {
+) -> io::Result<()> {
+    let indexer = sink.indexer;
     let limits = args.limits;
     let abs = absolute(path);
     let mut archive = zip::ZipArchive::new(std::fs::File::open(&abs)?)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad zip archive: {e}")))?;
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
-    let mut records: Vec<Indexed> = Vec::new();
     let mut expanded_total = 0u64;
     for index in 0..archive.len() {
         let mut entry = archive.by_index(index).map_err(|e| {
@@ -320,13 +354,14 @@ async fn index_zip(
         let reject =
             |reason: String| input_record("zip", &ingest_key, meta, Action::Rejected, reason);
         if entry.is_symlink() {
-            records.push(input_record(
+            sink.push(input_record(
                 "zip",
                 &ingest_key,
                 meta,
                 Action::Skipped,
                 "a symbolic link entry (not followed)".into(),
-            ));
+            ))
+            .await?;
             continue;
         }
         if !entry.is_file() {
@@ -334,10 +369,10 @@ async fn index_zip(
         }
         let left = limits.max_expanded.saturating_sub(expanded_total);
         if left == 0 {
-            records.push(reject(format!(
+            sink.push(reject(format!(
                 "the archive expands past its limit of {} bytes; entries from here on are not indexed",
                 limits.max_expanded
-            )));
+            ))).await?;
             break;
         }
         // What this entry may expand to: the smallest of the limits (sizes in the archive are
@@ -348,13 +383,13 @@ async fn index_zip(
             .saturating_mul(limits.max_ratio);
         let allowed = limits.max_entry_size.min(left).min(by_ratio);
         if entry.size() > allowed {
-            records.push(reject(format!(
+            sink.push(reject(format!(
                 "entry of {} bytes ({} compressed) is over the limits (entry {}, ratio {}, left in the archive {left})",
                 entry.size(),
                 entry.compressed_size(),
                 limits.max_entry_size,
                 limits.max_ratio
-            )));
+            ))).await?;
             continue;
         }
         let temp = scratch.path().join(index.to_string());
@@ -364,10 +399,11 @@ async fn index_zip(
         expanded_total += copied.min(allowed);
         if copied > allowed {
             let _ = std::fs::remove_file(&temp);
-            records.push(reject(format!(
+            sink.push(reject(format!(
                 "entry expands past {allowed} bytes (the archive claimed {})",
                 entry.size()
-            )));
+            )))
+            .await?;
             continue;
         }
         let reader = FileReader::open(&temp)?;
@@ -385,12 +421,12 @@ async fn index_zip(
                 as_source: args.sources.wants_source(Path::new(&entry_name)),
             },
         };
-        records.push(indexer.index(&upload, &reader).await?);
+        sink.push(indexer.index(&upload, &reader).await?).await?;
         // Done with this entry: its bytes are in the store now.
         drop(reader);
         let _ = std::fs::remove_file(&temp);
     }
-    Ok(records)
+    Ok(())
 }
 
 /// The record of an input that published nothing for a reason found before identification (a
