@@ -3,7 +3,7 @@ SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
 RUN_STORE ?= ./symbols
 
-.PHONY: all build release setup lint tf-check test conformance bench run lambda deploy clean
+.PHONY: all build release setup lint tf-check test conformance bench fuzz run lambda deploy clean
 
 all: build
 
@@ -36,6 +36,11 @@ conformance:
 # Throughput figures (files/s), symdex beside Sentry's symbolic on the same files.
 bench: release
 	bash scripts/bench.sh $(SHARED)
+
+# Coverage-guided fuzzing (fuzz/, cargo-fuzz) for FUZZ_SECONDS per target, when a nightly
+# toolchain is present; says so when it is not.
+fuzz:
+	bash scripts/fuzz.sh
 
 # The main job on the embedded default: index symdex's own release binary (split into binary +
 # debug file) and the system libraries it links against into ./symbols, show what was published.

@@ -64,3 +64,7 @@ PY
 # Indexer part: the Lambda handler over a local S3 endpoint, beside a naive whole download.
 echo
 cargo run --release --quiet -p symdex-lambda --example bench_indexer -- "$corpus" "${BENCH_OBJECTS:-300}"
+
+# Serve part: `symdex serve` beside nginx on the same store.
+echo
+bash "$root/scripts/bench_serve.sh" "$corpus"

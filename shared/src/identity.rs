@@ -3,7 +3,8 @@
 //! Identifiers follow Sentry's conventions (KEYS.md §3) through the `debugid` crate, so a
 //! manifest lines up with what Sentry and symbolicator print.
 
-use debugid::{CodeId, DebugId};
+// Re-exported: identities are built with them (tests, fuzz targets).
+pub use debugid::{CodeId, DebugId};
 use serde::Serialize;
 
 use crate::formats::Format;

@@ -3,3 +3,54 @@
 pub mod builders;
 pub mod interleave;
 pub mod scenarios;
+
+/// Seed inputs for the fuzz targets, made by the same builders the tests use: one well-formed
+/// artifact of each format the builders know.
+pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use builders::*;
+    let guid = [7u8; 16];
+    let pdb_streams = vec![
+        Some(vec![]),
+        Some(info_stream(guid, 1)),
+        None,
+        Some(dbi_stream(1, 0x8664)),
+    ];
+    vec![
+        ("elf64.bin", build_elf(true, false, 62, Some(&[0x5a; 20]), true)),
+        ("elf32be.bin", build_elf(false, true, 8, Some(&[0x11; 8]), false)),
+        ("elf-no-id.bin", build_elf(true, false, 183, None, false)),
+        (
+            "pe.bin",
+            build_pe(true, 0x8664, true, &[codeview(guid, 1, "C:\\b\\a.pdb", 0, 0)], true),
+        ),
+        ("pdb.bin", build_msf(4096, &pdb_streams)),
+        ("pdz.bin", build_msfz(&pdb_streams, true)),
+        ("pdz-plain.bin", build_msfz(&pdb_streams, false)),
+        (
+            "breakpad.sym",
+            b"MODULE Linux x86_64 56258F1D30ED2FC074F5A3C1FC68F0ED0 libfoo.so\nINFO CODE_ID 1D8F2556ED30C02F74F5A3C1FC68F0ED70AC2477 libfoo.so\n".to_vec(),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    /// `make fuzz` runs this to write the seed corpus into `$SYMDEX_FUZZ_SEEDS`.
+    #[test]
+    #[ignore = "writes the fuzz seed corpus; run by `make fuzz`"]
+    fn write_fuzz_seeds() {
+        let dir = std::env::var("SYMDEX_FUZZ_SEEDS").expect("set SYMDEX_FUZZ_SEEDS");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in super::fuzz_seeds() {
+            std::fs::write(std::path::Path::new(&dir).join(name), bytes).unwrap();
+        }
+    }
+
+    #[test]
+    fn every_fuzz_seed_is_identified() {
+        for (name, bytes) in super::fuzz_seeds() {
+            let ids = crate::identify(&crate::MemReader(&bytes), &Default::default());
+            assert!(ids.is_ok(), "{name}: {ids:?}");
+        }
+    }
+}

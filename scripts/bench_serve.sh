@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `make bench` (serve part): `symdex serve` beside nginx serving the same store directory,
+# loaded by wrk (keep-alive connections, one small and one larger key). Prints req/s and p99
+# for each; the issue's goal is serve within 2x of nginx. Installs nginx and wrk (Debian) when
+# missing; asserts nothing. Usage: bench_serve.sh STORE_INPUTS_DIR
+set -euo pipefail
+inputs=${1:?usage: bench_serve.sh DIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work="$root/.work/bench-serve"
+symdex="$root/target/release/symdex"
+need=()
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
+command -v wrk >/dev/null 2>&1 || need+=(wrk)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "bench: installing ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+rm -rf "$work" && mkdir -p "$work"
+"$symdex" index --store "$work/store" "$inputs" >/dev/null
+small=$(cd "$work/store" && find unified -name '*.meta' | head -1)
+large=$(cd "$work/store" && find buildid symbols -type f -size +100k 2>/dev/null | head -1)
+[ -n "$large" ] || large=$(cd "$work/store" && find symbols -type f | head -1)
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+sport=$(port); nport=$(port)
+"$symdex" serve "$work/store" --addr "127.0.0.1:$sport" >/dev/null 2>"$work/serve.log" &
+spid=$!
+cat > "$work/nginx.conf" <<CONF
+worker_processes 2;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  sendfile on;
+  tcp_nodelay on;
+  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
+  server { listen 127.0.0.1:$nport; root $work/store; location ~ ^/_(symdex|manifest)/ { return 404; } }
+}
+CONF
+mkdir -p "$work/tmp"
+"$nginx_bin" -c "$work/nginx.conf" -p "$work"
+trap 'kill $spid 2>/dev/null; "$nginx_bin" -c "$work/nginx.conf" -p "$work" -s stop 2>/dev/null || true' EXIT
+sleep 1
+
+run() { # name url
+  local out rps p99
+  out=$(wrk -t2 -c32 -d5s --latency "$2")
+  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
+  printf "  %-7s %10s req/s  p99 %8s\n" "$1" "$rps" "$p99"
+}
+for key in "$small" "$large"; do
+  size=$(stat -c %s "$work/store/$key")
+  echo "serve bench: GET /$key ($size bytes), 32 keep-alive connections, 5 s"
+  run symdex "http://127.0.0.1:$sport/$key"
+  run nginx "http://127.0.0.1:$nport/$key"
+done
