@@ -18,10 +18,10 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 rm -rf "$work" && mkdir -p "$work"
-"$symdex" index --store "$work/store" "$inputs" >/dev/null
-small=$(cd "$work/store" && find unified -name '*.meta' | head -1)
-large=$(cd "$work/store" && find buildid symbols -type f -size +100k 2>/dev/null | head -1)
-[ -n "$large" ] || large=$(cd "$work/store" && find symbols -type f | head -1)
+"$symdex" index --store "$work/store" "$inputs" >/dev/null 2>&1 || true
+small=$(cd "$work/store" && find unified -name '*.meta' -print -quit)
+large=$(cd "$work/store" && find buildid symbols -type f -size +100k -print -quit 2>/dev/null || true)
+[ -n "$large" ] || large=$(cd "$work/store" && find symbols -type f -print -quit)
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 sport=$(port); nport=$(port)

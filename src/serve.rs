@@ -75,6 +75,99 @@ fn servable_path(raw: &str) -> Option<Vec<String>> {
     Some(parts)
 }
 
+/// Files up to this size are answered in one blocking task (open, stat, read); larger ones
+/// are streamed by the file service.
+const FAST_MAX: u64 = 8 << 20;
+/// Files up to this size are read on the runtime's own thread.
+const INLINE_MAX: u64 = 256 << 10;
+
+/// One `bytes=` range of a file of `len` bytes: `Ok(None)` for no (or an unparsable, hence
+/// ignored) range, `Err(())` for an unsatisfiable one.
+fn single_range(header: Option<&str>, len: u64) -> Result<Option<(u64, u64)>, ()> {
+    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
+        return Ok(None);
+    };
+    let Some((first, last)) = spec.trim().split_once('-') else {
+        return Ok(None);
+    };
+    let (first, last) = (first.trim(), last.trim());
+    let range = match (first.parse::<u64>(), last.parse::<u64>()) {
+        (Ok(a), Ok(b)) if a <= b => (a, b.min(len.saturating_sub(1))),
+        (Ok(a), Err(_)) if last.is_empty() => (a, len.saturating_sub(1)),
+        (Err(_), Ok(n)) if first.is_empty() && n > 0 => {
+            (len.saturating_sub(n), len.saturating_sub(1))
+        }
+        _ => return Ok(None),
+    };
+    if range.0 >= len {
+        return Err(());
+    }
+    Ok(Some(range))
+}
+
+/// Answers a GET/HEAD of a regular file of at most [`FAST_MAX`] bytes in one blocking task;
+/// `None` to let the file service answer (larger files, directories, misses).
+async fn fast_file(
+    root: &std::path::Path,
+    parts: &[String],
+    head: bool,
+    range: Option<String>,
+) -> Option<Response> {
+    use std::os::unix::fs::FileExt;
+    let mut path = root.to_path_buf();
+    path.extend(parts);
+    let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= INLINE_MAX);
+    let answer = move || -> Option<Response> {
+        let file = std::fs::File::open(&path).ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.is_file() || meta.len() > FAST_MAX {
+            return None;
+        }
+        let len = meta.len();
+        let modified = meta.modified().ok().map(httpdate::fmt_http_date);
+        let (status, (start, end)) = match single_range(range.as_deref(), len) {
+            Ok(Some(r)) => (StatusCode::PARTIAL_CONTENT, r),
+            Ok(None) => (StatusCode::OK, (0, len.saturating_sub(1))),
+            Err(()) => {
+                return Some(
+                    (
+                        StatusCode::RANGE_NOT_SATISFIABLE,
+                        [(header::CONTENT_RANGE, format!("bytes */{len}"))],
+                    )
+                        .into_response(),
+                )
+            }
+        };
+        let count = if len == 0 { 0 } else { end - start + 1 };
+        let body = if head {
+            Vec::new()
+        } else {
+            let mut buf = vec![0u8; count as usize];
+            file.read_exact_at(&mut buf, start).ok()?;
+            buf
+        };
+        let mut response = Response::builder()
+            .status(status)
+            .header(header::CONTENT_TYPE, "application/octet-stream")
+            .header(header::ACCEPT_RANGES, "bytes")
+            .header(header::CONTENT_LENGTH, count);
+        if status == StatusCode::PARTIAL_CONTENT {
+            response = response.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"));
+        }
+        if let Some(modified) = modified {
+            response = response.header(header::LAST_MODIFIED, modified);
+        }
+        response.body(axum::body::Body::from(body)).ok()
+    };
+    // Symbol files are read again and again (page cache): opening and reading a small one is
+    // microseconds, less than handing it to the blocking pool and back.
+    if small {
+        answer()
+    } else {
+        tokio::task::spawn_blocking(answer).await.ok()?
+    }
+}
+
 /// The normalised path as a URI path again (each component percent-encoded).
 fn encoded(parts: &[String]) -> String {
     const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -104,7 +197,11 @@ fn not_found() -> Response {
 
 /// Answers 404 for private paths, non-GET/HEAD methods and anything the file service refuses;
 /// sets the content type; writes one access-log line per request.
-async fn guard(mut request: Request, next: Next) -> Response {
+async fn guard(
+    axum::extract::State(root): axum::extract::State<std::sync::Arc<PathBuf>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
@@ -134,6 +231,18 @@ async fn guard(mut request: Request, next: Next) -> Response {
             [(header::ALLOW, "GET, HEAD")],
         )
             .into_response()
+    } else if let Some(fast) = match &servable {
+        Some(parts) if !parts.is_empty() => {
+            let range = request
+                .headers()
+                .get(header::RANGE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            fast_file(&root, parts, method == Method::HEAD, range).await
+        }
+        _ => None,
+    } {
+        fast
     } else {
         let mut response = next.run(request).await;
         let status = response.status();
@@ -173,10 +282,13 @@ async fn guard(mut request: Request, next: Next) -> Response {
 }
 
 pub fn router(store: PathBuf) -> Router {
-    let files = ServeDir::new(store).append_index_html_on_directories(false);
+    let files = ServeDir::new(&store).append_index_html_on_directories(false);
     Router::new()
         .fallback_service(files)
-        .layer(middleware::from_fn(guard))
+        .layer(middleware::from_fn_with_state(
+            std::sync::Arc::new(store),
+            guard,
+        ))
 }
 
 /// Connections the open-files limit leaves room for (each one is a descriptor; files being
@@ -287,6 +399,22 @@ mod tests {
             None,
             "unrepresentable names are misses"
         );
+    }
+
+    #[test]
+    fn single_ranges() {
+        assert_eq!(single_range(None, 100), Ok(None));
+        assert_eq!(single_range(Some("bytes=0-9"), 100), Ok(Some((0, 9))));
+        assert_eq!(single_range(Some("bytes=90-200"), 100), Ok(Some((90, 99))));
+        assert_eq!(single_range(Some("bytes=95-"), 100), Ok(Some((95, 99))));
+        assert_eq!(single_range(Some("bytes=-10"), 100), Ok(Some((90, 99))));
+        assert_eq!(single_range(Some("bytes=100-"), 100), Err(()));
+        assert_eq!(
+            single_range(Some("bytes=9-2"), 100),
+            Ok(None),
+            "invalid: ignored"
+        );
+        assert_eq!(single_range(Some("items=0-1"), 100), Ok(None));
     }
 
     #[test]
