@@ -18,7 +18,7 @@ fi
 seeds="$root/fuzz/corpus/identify"
 SYMDEX_FUZZ_SEEDS="$seeds" cargo test -q -p symdex-shared --features testing --lib \
   write_fuzz_seeds -- --ignored >/dev/null
-for target in identify keys events; do
+for target in identify keys events archive; do
   mkdir -p "$root/fuzz/corpus/$target"
   echo "make fuzz: $target for ${seconds}s"
   (cd "$root/fuzz" && cargo +nightly fuzz run "$target" "corpus/$target" -- \

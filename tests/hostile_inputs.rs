@@ -52,6 +52,30 @@ fn an_over_long_build_id_is_rejected_with_its_reason() {
 }
 
 #[test]
+fn keys_too_long_for_their_records_are_rejected_with_the_reason() {
+    let w = Workdir::new();
+    build_split_elf(&w, "p", &format!("0x{}", "cd".repeat(64)), "x + 5");
+    let store = w.path("store");
+    // A layout prefix that leaves no room for a 64-byte build id under `_symdex/refs/`.
+    let prefix = format!("debuginfod={}", "long/".repeat(180));
+    let records = index(
+        &store,
+        &["--prefix", &prefix, w.path("p/app.debug").to_str().unwrap()],
+    );
+    assert_eq!(records[0]["action"], "indexed", "the other layouts publish");
+    assert!(
+        records[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("too long for its record"),
+        "{}",
+        records[0]
+    );
+    assert!(!store.join("long").exists());
+    verify_clean(&store);
+}
+
+#[test]
 fn reserved_names_keep_their_name_independent_keys() {
     let w = Workdir::new();
     build_split_elf(

@@ -92,6 +92,27 @@ fn idle_connections_do_not_lock_clients_out() {
     // Not a speed check: the idle connections were closed for the real client to get in.
     assert!(started.elapsed() < Duration::from_secs(60));
     drop(idle);
+
+    // A kept-alive connection that goes quiet after a request is closed as well.
+    use std::io::{Read, Write};
+    let mut kept = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        kept,
+        "GET /buildid/11223344556677889900aabbccddeeff00112233/debuginfo HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    .unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut response = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        match kept.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&buf[..n]),
+            Err(e) => panic!("the idle kept-alive connection stayed open: {e}"),
+        }
+    }
+    assert!(response.starts_with(b"HTTP/1.1 200"));
 }
 
 #[test]
