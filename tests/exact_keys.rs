@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{symdex, Workdir};
+use common::{build_pe_and_pdb, build_wasm_module, symdex, Workdir};
 use serde_json::Value;
 
 fn ok(out: Output) -> String {
@@ -52,21 +52,7 @@ fn payload(w: &Workdir, module: &str) -> Vec<u8> {
 fn wasm_ld_modules_under_both_id_forms_and_a_debug_companion() {
     let w = Workdir::new();
     for (module, style) in [("m16.wasm", "uuid"), ("m20.wasm", "sha1")] {
-        w.run(
-            "clang-19",
-            &[
-                "--target=wasm32",
-                "-nostdlib",
-                "-g",
-                "-O1",
-                "-Wl,--no-entry",
-                "-Wl,--export=_Z3fooi",
-                &format!("-Wl,--build-id={style}"),
-                "-o",
-                module,
-                "src.cpp",
-            ],
-        );
+        build_wasm_module(&w, module, style);
     }
     // m20 split: code without DWARF, and the DWARF alone (custom sections only).
     w.run(
@@ -202,32 +188,7 @@ fn breakpad_files_for_linux_mac_and_windows_modules() {
 #[test]
 fn a_pdz_gets_symbol_stores_msfz0_key_and_its_pdbs_debug_id() {
     let w = Workdir::new();
-    w.run(
-        "clang-19",
-        &[
-            "--target=x86_64-pc-windows-msvc",
-            "-g",
-            "-gcodeview",
-            "-O1",
-            "-c",
-            "src.cpp",
-            "-o",
-            "o.obj",
-        ],
-    );
-    w.run(
-        "lld-link-19",
-        &[
-            "/dll",
-            "/noentry",
-            "/nodefaultlib",
-            "/debug",
-            "/pdb:lib.pdb",
-            "/out:lib.dll",
-            "/export:?foo@@YAHH@Z",
-            "o.obj",
-        ],
-    );
+    build_pe_and_pdb(&w, "lib.pdb", "lib.dll");
     let streams: Vec<Option<Vec<u8>>> = (0..5)
         .map(|n| {
             let out = format!("s{n}.bin");

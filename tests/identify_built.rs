@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{elf_debug_id, identify, padded_copy, readelf_build_id, Workdir};
+use common::{build_wasm_module, elf_debug_id, identify, padded_copy, readelf_build_id, Workdir};
 use symdex_shared::{Format, Kind};
 
 /// `{EC2E5FC5-E5CE-2BA6-4C4C-44205044422E}` -> `ec2e5fc5-e5ce-2ba6-4c4c-44205044422e`.
@@ -345,21 +345,7 @@ fn mach_o_thin_fat_and_dsym() {
 #[test]
 fn wasm_build_id_matches_the_section() {
     let w = Workdir::new();
-    w.run(
-        "clang-19",
-        &[
-            "--target=wasm32",
-            "-nostdlib",
-            "-g",
-            "-O1",
-            "-Wl,--no-entry",
-            "-Wl,--export=_Z3fooi",
-            "-Wl,--build-id=sha1",
-            "-o",
-            "m.wasm",
-            "src.cpp",
-        ],
-    );
+    build_wasm_module(&w, "m.wasm", "sha1");
     w.run(
         "llvm-objcopy-19",
         &["--dump-section=build_id=bid.bin", "m.wasm"],

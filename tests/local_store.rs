@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
 
-use common::{build_split_elf, symdex, Workdir};
+use common::{build_pe_and_pdb, build_split_elf, symdex, Workdir};
 use serde_json::Value;
 
 fn ok(out: Output) -> String {
@@ -276,32 +276,7 @@ fn zip_archives_are_indexed_entry_by_entry() {
 
 /// A PE whose CodeView record names `pdb_name`, and its PDB saved as `pdbs/<renamed>`.
 fn build_pe_with_renamed_pdb(w: &Workdir, pdb_name: &str, dll: &str, renamed: &str) {
-    w.run(
-        "clang-19",
-        &[
-            "--target=x86_64-pc-windows-msvc",
-            "-g",
-            "-gcodeview",
-            "-O1",
-            "-c",
-            "src.cpp",
-            "-o",
-            "o.obj",
-        ],
-    );
-    w.run(
-        "lld-link-19",
-        &[
-            "/dll",
-            "/noentry",
-            "/nodefaultlib",
-            "/debug",
-            &format!("/pdb:{pdb_name}"),
-            &format!("/out:{dll}"),
-            "/export:?foo@@YAHH@Z",
-            "o.obj",
-        ],
-    );
+    build_pe_and_pdb(w, pdb_name, dll);
     std::fs::create_dir_all(w.path("pdbs")).unwrap();
     std::fs::rename(w.path(pdb_name), w.path(&format!("pdbs/{renamed}"))).unwrap();
 }

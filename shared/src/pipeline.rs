@@ -329,9 +329,10 @@ impl<'s> Indexer<'s> {
         let fresh = state != Some(UploadState::Indexed);
         let mut referenced = BTreeSet::new();
         for plan in plans {
-            let (record, keys) = self.publish_identity(upload, plan, fresh).await?;
+            let (record, keys, others) = self.publish_identity(upload, plan, fresh).await?;
             referenced.extend(keys);
             records.push(record);
+            records.extend(others);
         }
         let planned = planned.union(&referenced).cloned().collect();
         Ok(Indexed {
@@ -485,7 +486,7 @@ impl<'s> Indexer<'s> {
         upload: &Upload<'_>,
         plan: Planned,
         fresh: bool,
-    ) -> io::Result<(Record, BTreeSet<String>)> {
+    ) -> io::Result<(Record, BTreeSet<String>, Vec<Record>)> {
         let Planned {
             id,
             mut record,
@@ -529,8 +530,9 @@ impl<'s> Indexer<'s> {
                     .await?,
             );
         }
+        let mut others = Vec::new();
         if id.format == Format::Pe {
-            self.alias_pdbs(upload, &id, &mut outcome).await?;
+            others = self.alias_pdbs(upload, &id).await?;
         }
 
         record.action = Some(outcome.action());
@@ -542,7 +544,7 @@ impl<'s> Indexer<'s> {
         record.published = outcome.published;
         record.unchanged = outcome.unchanged;
         record.conflicts = outcome.conflicts;
-        Ok((record, referenced))
+        Ok((record, referenced, others))
     }
 
     /// Generated objects (Sentry `.meta`): the first writer's content stays, later uploads
@@ -638,12 +640,8 @@ impl<'s> Indexer<'s> {
     /// For each PDB a PE references: remember the CodeView name, and if that PDB is already
     /// published, make it reachable under the exact name the PE uses. The alias copies are
     /// held by the PDB's uploads, whose bytes they serve (refs.rs, invariant 5).
-    async fn alias_pdbs(
-        &self,
-        upload: &Upload<'_>,
-        id: &Identity,
-        outcome: &mut Outcome,
-    ) -> io::Result<()> {
+    async fn alias_pdbs(&self, upload: &Upload<'_>, id: &Identity) -> io::Result<Vec<Record>> {
+        let mut records = Vec::new();
         for (pdb, name) in layouts::companions(id, upload.name()) {
             if name.is_empty() || layouts::Name::new(&name).is_err() {
                 continue;
@@ -672,22 +670,37 @@ impl<'s> Indexer<'s> {
                 size: pdb_record.size,
                 source: CopySource::Key(&pdb_key),
             };
+            // The copies are the PDB uploads' keys (invariant 5), so they are recorded as
+            // theirs, whichever of PE and PDB came first. An alias holding other content is
+            // not this PE's conflict: the PE itself published fine.
+            let mut published: BTreeMap<String, Vec<String>> = BTreeMap::new();
             for key in self.prefixed(&layouts::keys_for(&pdb, &name, &self.config.layouts)) {
                 if key == pdb_key {
                     continue;
                 }
                 for holder in &pdb_record.refs {
-                    // An alias holding other content is not this PE's conflict: the PE itself
-                    // published fine.
-                    if self.hold_for(holder, &key, &content).await? == Some(KeyOutcome::Published)
-                        && !outcome.published.contains(&key)
-                    {
-                        outcome.published.push(key.clone());
+                    if self.hold_for(holder, &key, &content).await? == Some(KeyOutcome::Published) {
+                        published
+                            .entry(holder.clone())
+                            .or_default()
+                            .push(key.clone());
                     }
                 }
             }
+            for (holder, keys) in published {
+                if let Some(holder_upload) = self.refs.upload(&holder).await? {
+                    let mut record = upload_record_of(&holder_upload, Action::Indexed);
+                    fill_identity(&mut record, &pdb);
+                    record.published = keys;
+                    record.reason = Some(format!(
+                        "published under {name:?}, the name {} gives this PDB",
+                        upload.id
+                    ));
+                    records.push(record);
+                }
+            }
         }
-        Ok(())
+        Ok(records)
     }
 
     /// Updates a debug id's record with `f`, told whether its current `pdb_key` is live. The
@@ -738,7 +751,9 @@ impl<'s> Indexer<'s> {
         if !self.refs.plan_more(holder, &keys).await? {
             return Ok(None);
         }
-        let result = match self.refs.publish(key, holder, content, false, false).await {
+        // `fresh`: copies first written for this holder are reported as published again by a
+        // retry (at-least-once, as for the holder's own keys).
+        let result = match self.refs.publish(key, holder, content, false, true).await {
             Ok(result) => result,
             // The source copy was unpublished meanwhile: so is its upload, no alias needed.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -761,33 +776,13 @@ impl<'s> Indexer<'s> {
             return Ok(None);
         };
         let (removed, kept) = self.take_back(upload_id, &upload.all_keys()).await?;
-        let (bucket, key) = match upload
-            .source
-            .strip_prefix("s3://")
-            .and_then(|s| s.split_once('/'))
-        {
-            Some((bucket, key)) => (Some(bucket.to_string()), key.to_string()),
-            None => (None, upload.source.clone()),
-        };
-        Ok(Some(Record {
-            schema: SCHEMA_VERSION,
-            time: now_rfc3339(),
-            action: Some(Action::Unpublished),
-            reason: Some(format!(
-                "{} keys removed, {kept} still referenced by other uploads",
-                removed.len()
-            )),
-            upload: upload.upload.clone(),
-            ingest_bucket: bucket,
-            name: Some(file_name_of(&key).to_string()),
-            ingest_key: key,
-            ingest_etag: Some(upload.etag.clone()),
-            ingest_size: Some(upload.size),
-            meta: upload.meta.clone(),
-            removed,
-            indexer: indexer_version(),
-            ..Record::default()
-        }))
+        let mut record = upload_record_of(&upload, Action::Unpublished);
+        record.reason = Some(format!(
+            "{} keys removed, {kept} still referenced by other uploads",
+            removed.len()
+        ));
+        record.removed = removed;
+        Ok(Some(record))
     }
 
     /// Writes the manifest object for a batch of records.
@@ -799,6 +794,32 @@ impl<'s> Indexer<'s> {
             self.config.gzip_manifest,
         )
         .await
+    }
+}
+
+/// A manifest record about an upload known only from its upload record.
+fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
+    let (bucket, key) = match upload
+        .source
+        .strip_prefix("s3://")
+        .and_then(|s| s.split_once('/'))
+    {
+        Some((bucket, key)) => (Some(bucket.to_string()), key.to_string()),
+        None => (None, upload.source.clone()),
+    };
+    Record {
+        schema: SCHEMA_VERSION,
+        time: now_rfc3339(),
+        action: Some(action),
+        upload: upload.upload.clone(),
+        ingest_bucket: bucket,
+        name: Some(file_name_of(&key).to_string()),
+        ingest_key: key,
+        ingest_etag: Some(upload.etag.clone()),
+        ingest_size: Some(upload.size),
+        meta: upload.meta.clone(),
+        indexer: indexer_version(),
+        ..Record::default()
     }
 }
 

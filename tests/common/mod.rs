@@ -222,3 +222,52 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// A PE DLL and its PDB (FIXTURES.md: clang-19 + lld-link-19), the PDB named `pdb_name`.
+pub fn build_pe_and_pdb(w: &Workdir, pdb_name: &str, dll: &str) {
+    w.run(
+        "clang-19",
+        &[
+            "--target=x86_64-pc-windows-msvc",
+            "-g",
+            "-gcodeview",
+            "-O1",
+            "-c",
+            "src.cpp",
+            "-o",
+            "o.obj",
+        ],
+    );
+    w.run(
+        "lld-link-19",
+        &[
+            "/dll",
+            "/noentry",
+            "/nodefaultlib",
+            "/debug",
+            &format!("/pdb:{pdb_name}"),
+            &format!("/out:{dll}"),
+            "/export:?foo@@YAHH@Z",
+            "o.obj",
+        ],
+    );
+}
+
+/// A WASM module built by clang-19/wasm-ld with `--build-id=<style>` (FIXTURES.md).
+pub fn build_wasm_module(w: &Workdir, out: &str, style: &str) {
+    w.run(
+        "clang-19",
+        &[
+            "--target=wasm32",
+            "-nostdlib",
+            "-g",
+            "-O1",
+            "-Wl,--no-entry",
+            "-Wl,--export=_Z3fooi",
+            &format!("-Wl,--build-id={style}"),
+            "-o",
+            out,
+            "src.cpp",
+        ],
+    );
+}

@@ -117,21 +117,7 @@ async fn main() {
     let latency = std::time::Duration::from_millis(20);
     let proxy =
         fault_proxy::FaultProxy::start_with_latency(&stack.moto.endpoint, 0, 1, latency).await;
-    let slow_client = {
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new(support::REGION))
-            .endpoint_url(&proxy.endpoint)
-            .credentials_provider(aws_sdk_s3::config::Credentials::new(
-                "testing", "testing", None, None, "bench",
-            ))
-            .load()
-            .await;
-        aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&sdk)
-                .force_path_style(true)
-                .build(),
-        )
-    };
+    let slow_client = stack.moto.s3_via(&proxy.endpoint).await;
     println!("SQS batches ({batch_objects} objects, one S3 notification per message):");
     for (slow, batch, concurrency) in [
         (false, 1usize, 1usize),

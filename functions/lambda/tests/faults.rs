@@ -159,23 +159,8 @@ async fn indexer_and_remover_converge_through_a_faulty_network() {
 
     let clean = Arc::new(Context::new(config(&[]), stack.moto.s3().await));
     let proxy = FaultProxy::start(&stack.moto.endpoint, 20, 7).await;
-    let faulty_client = {
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .region(aws_config::Region::new(support::REGION))
-            .endpoint_url(&proxy.endpoint)
-            .credentials_provider(aws_sdk_s3::config::Credentials::new(
-                "testing", "testing", None, None, "test",
-            ))
-            // What the functions configure: the SDK's standard retries, five attempts.
-            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
-            .load()
-            .await;
-        aws_sdk_s3::Client::from_conf(
-            aws_sdk_s3::config::Builder::from(&sdk)
-                .force_path_style(true)
-                .build(),
-        )
-    };
+    // What the functions configure: the SDK's standard retries, five attempts.
+    let faulty_client = stack.moto.s3_via(&proxy.endpoint).await;
     let faulty = Arc::new(Context::new(
         config(&[("SYMDEX_SERVING_BUCKET", FAULTY)]),
         faulty_client,

@@ -75,6 +75,25 @@ impl Moto {
         aws_sdk_s3::Client::from_conf(conf)
     }
 
+    /// An S3 client for another endpoint (a proxy in front of this moto), with the SDK's
+    /// standard retries as the functions configure them.
+    pub async fn s3_via(&self, endpoint: &str) -> aws_sdk_s3::Client {
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(REGION))
+            .endpoint_url(endpoint)
+            .credentials_provider(aws_sdk_s3::config::Credentials::new(
+                "testing", "testing", None, None, "test",
+            ))
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
+            .load()
+            .await;
+        aws_sdk_s3::Client::from_conf(
+            aws_sdk_s3::config::Builder::from(&sdk)
+                .force_path_style(true)
+                .build(),
+        )
+    }
+
     pub async fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.sdk_config().await)
     }
