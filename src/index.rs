@@ -439,16 +439,14 @@ fn input_record(
     reason: String,
 ) -> Indexed {
     let record = Record {
-        schema: symdex_shared::manifest::SCHEMA_VERSION,
-        time: symdex_shared::manifest::now_rfc3339(),
-        action: Some(action),
         reason: Some(reason),
-        name: Some(symdex_shared::identity::file_name_of(ingest_key).to_string()),
-        upload: format!("{scheme}:{ingest_key}"),
-        ingest_key: ingest_key.to_string(),
         meta: meta.clone(),
-        indexer: symdex_shared::manifest::indexer_version(),
-        ..Record::default()
+        ..Record::about(
+            action,
+            format!("{scheme}:{ingest_key}"),
+            None,
+            ingest_key.to_string(),
+        )
     };
     Indexed::nothing_published(vec![record])
 }

@@ -116,13 +116,14 @@ async fn fast_file(
     use std::os::unix::fs::FileExt;
     let mut path = root.to_path_buf();
     path.extend(parts);
-    let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= INLINE_MAX);
+    // One open and one stat decide everything (a miss or a directory: the file service).
+    let file = std::fs::File::open(&path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > FAST_MAX {
+        return None;
+    }
+    let small = meta.len() <= INLINE_MAX;
     let answer = move || -> Option<Response> {
-        let file = std::fs::File::open(&path).ok()?;
-        let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.len() > FAST_MAX {
-            return None;
-        }
         let len = meta.len();
         let modified = meta.modified().ok().map(httpdate::fmt_http_date);
         let (status, (start, end)) = match single_range(range.as_deref(), len) {

@@ -16,7 +16,12 @@ fuzz_target!(|data: &[u8]| {
         let Ok(mut entry) = archive.by_index(index) else {
             continue;
         };
-        let _ = (entry.name().len(), entry.is_symlink(), entry.size(), entry.compressed_size());
+        let _ = (
+            entry.name().len(),
+            entry.is_symlink(),
+            entry.size(),
+            entry.compressed_size(),
+        );
         let mut sink = Vec::new();
         let read = (&mut entry).take(LIMIT + 1).read_to_end(&mut sink);
         assert!(read.map_or(true, |n| n as u64 <= LIMIT + 1));

@@ -51,13 +51,14 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
             detail,
         })
     };
-    let uploads: BTreeMap<String, UploadState> = refs
-        .uploads()
-        .await?
-        .into_iter()
-        .map(|u| (u.upload.clone(), u.state))
+    let uploads = refs.uploads().await?;
+    let states: BTreeMap<&str, UploadState> = uploads
+        .iter()
+        .map(|u| (u.upload.as_str(), u.state))
         .collect();
     let records = refs.all_keys().await?;
+    let referencing: BTreeMap<&str, &BTreeSet<String>> =
+        records.iter().map(|r| (r.key.as_str(), &r.refs)).collect();
     let mut accounted = BTreeSet::new();
     for record in &records {
         accounted.insert(record.key.clone());
@@ -77,7 +78,7 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
             continue;
         }
         for upload in &record.refs {
-            if !uploads.contains_key(upload) {
+            if !states.contains_key(upload.as_str()) {
                 problem(
                     "dangling",
                     &record.key,
@@ -98,7 +99,7 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
             Some(_) => {}
         }
     }
-    for upload in refs.uploads().await? {
+    for upload in &uploads {
         if upload.state != UploadState::Indexed {
             problem(
                 "incomplete",
@@ -111,10 +112,9 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
             continue;
         }
         for key in &upload.keys {
-            let referenced = refs
-                .key(key)
-                .await?
-                .is_some_and(|r| r.refs.contains(&upload.upload));
+            let referenced = referencing
+                .get(key.as_str())
+                .is_some_and(|refs| refs.contains(&upload.upload));
             if !referenced {
                 problem(
                     "unref",

@@ -121,6 +121,27 @@ pub struct Record {
 }
 
 impl Record {
+    /// A record of `action` about `upload`, which came from `ingest_key` (in `ingest_bucket`
+    /// on S3): the fields every record has; callers add what they know.
+    pub fn about(
+        action: Action,
+        upload: String,
+        ingest_bucket: Option<String>,
+        ingest_key: String,
+    ) -> Record {
+        Record {
+            schema: SCHEMA_VERSION,
+            time: now_rfc3339(),
+            action: Some(action),
+            upload,
+            ingest_bucket,
+            name: Some(crate::identity::file_name_of(&ingest_key).to_string()),
+            ingest_key,
+            indexer: indexer_version(),
+            ..Record::default()
+        }
+    }
+
     /// Every key this record says the artifact is (or was) reachable under.
     pub fn all_keys(&self) -> impl Iterator<Item = &String> {
         self.published

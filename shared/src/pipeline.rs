@@ -8,7 +8,7 @@ use std::io;
 use crate::formats::{identify, Format, FormatError, IdentifyOptions};
 use crate::identity::{file_name_of, Identity};
 use crate::layouts::{self, symstore_index2, KeySet, Layout};
-use crate::manifest::{indexer_version, now_rfc3339, Action, Record, UploadMeta, SCHEMA_VERSION};
+use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
     busy, Content, IdRecord, KeyOutcome, LeasePolicy, RefStore, RemoveOutcome, UploadRecord,
@@ -107,6 +107,15 @@ impl Upload<'_> {
         file_name_of(&self.ingest_key)
     }
 
+    /// The upload's bytes, as a key is published with them.
+    fn content(&self) -> Content<'_> {
+        Content {
+            etag: &self.etag,
+            size: self.size,
+            source: self.source,
+        }
+    }
+
     /// The ingest location: `s3://bucket/key`, or the local path.
     pub fn source_name(&self) -> String {
         match &self.ingest_bucket {
@@ -117,19 +126,16 @@ impl Upload<'_> {
 
     fn record(&self, action: Action) -> Record {
         Record {
-            schema: SCHEMA_VERSION,
-            time: now_rfc3339(),
-            action: Some(action),
-            upload: self.id.clone(),
-            ingest_bucket: self.ingest_bucket.clone(),
-            ingest_key: self.ingest_key.clone(),
             ingest_version: self.ingest_version.clone(),
             ingest_etag: Some(self.etag.clone()),
             ingest_size: Some(self.size),
             meta: self.meta.clone(),
-            name: Some(self.name().to_string()),
-            indexer: indexer_version(),
-            ..Record::default()
+            ..Record::about(
+                action,
+                self.id.clone(),
+                self.ingest_bucket.clone(),
+                self.ingest_key.clone(),
+            )
         }
     }
 }
@@ -238,19 +244,6 @@ impl<'s> Indexer<'s> {
             .collect()
     }
 
-    /// Indexes one upload, then finalizes it: for callers that write no manifest in between
-    /// (tests, tools). The records of both steps are returned.
-    pub async fn index_and_finalize(
-        &self,
-        upload: &Upload<'_>,
-        reader: &dyn RangeReader,
-    ) -> io::Result<Vec<Record>> {
-        let mut indexed = self.index(upload, reader).await?;
-        let mut more = self.finalize(&indexed, true).await?;
-        indexed.records.append(&mut more);
-        Ok(indexed.records)
-    }
-
     /// Indexes one upload. `Err` only for storage failures and busy keys (worth a retry);
     /// everything about the artifact itself ends in the returned manifest records. Call
     /// [`Self::finalize`] once the records are written to the manifest.
@@ -273,21 +266,14 @@ impl<'s> Indexer<'s> {
         let identities = match identified {
             Ok(ids) => ids,
             Err(FormatError::Io(e)) => return Err(e),
-            Err(e @ FormatError::Unrecognized(_)) => {
-                let mut r = upload.record(Action::Skipped);
+            Err(e) => {
+                let action = match e {
+                    FormatError::Unrecognized(_) => Action::Skipped,
+                    _ => Action::Rejected,
+                };
+                let mut r = upload.record(action);
                 r.reason = Some(e.to_string());
-                return Ok(Indexed {
-                    records: vec![r],
-                    ..Indexed::default()
-                });
-            }
-            Err(e @ FormatError::Malformed { .. }) => {
-                let mut r = upload.record(Action::Rejected);
-                r.reason = Some(e.to_string());
-                return Ok(Indexed {
-                    records: vec![r],
-                    ..Indexed::default()
-                });
+                return Ok(Indexed::nothing_published(vec![r]));
             }
         };
         // Plan: every key of every identity, listed in the upload record before any reference
@@ -303,10 +289,7 @@ impl<'s> Indexer<'s> {
         }
         let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
         if planned.is_empty() {
-            return Ok(Indexed {
-                records,
-                ..Indexed::default()
-            });
+            return Ok(Indexed::nothing_published(records));
         }
         let template = UploadRecord {
             upload: upload.id.clone(),
@@ -493,11 +476,6 @@ impl<'s> Indexer<'s> {
             mut keys,
             set,
         } = plan;
-        let content = Content {
-            etag: &upload.etag,
-            size: upload.size,
-            source: upload.source,
-        };
         let mut sidecar_keys = BTreeSet::new();
         for sidecar in &set.sidecars {
             let key = format!("{}{}", self.config.prefix(sidecar.layout), sidecar.key);
@@ -505,20 +483,8 @@ impl<'s> Indexer<'s> {
             sidecar_keys.insert((key, sidecar.content.as_bytes()));
         }
         let mut outcome = Outcome::default();
-        for key in &keys {
-            let result = self
-                .refs
-                .publish(key, &upload.id, &content, self.config.overwrite, fresh)
-                .await?;
-            outcome.add(key, result);
-        }
         // What this upload references: keys it published or found holding its content.
-        let mut referenced: BTreeSet<String> = outcome
-            .published
-            .iter()
-            .chain(&outcome.unchanged)
-            .cloned()
-            .collect();
+        let mut referenced = self.publish_own(upload, &keys, fresh, &mut outcome).await?;
         for (key, bytes) in sidecar_keys {
             self.publish_sidecar(upload, &key, bytes, fresh).await?;
             referenced.insert(key);
@@ -559,7 +525,7 @@ impl<'s> Indexer<'s> {
         let existing = self.refs.is_live(key).await?;
         let etag = match &existing {
             Some(record) => record.etag.clone(),
-            None => sha1_smol::Sha1::from(bytes).digest().to_string(),
+            None => crate::storage::content_sha1(bytes),
         };
         let size = existing.map_or(bytes.len() as u64, |r| r.size);
         let content = Content {
@@ -619,14 +585,23 @@ impl<'s> Indexer<'s> {
         if !refs.plan_more(&upload.id, &extra_keys).await? {
             return Ok(BTreeSet::new());
         }
-        let content = Content {
-            etag: &upload.etag,
-            size: upload.size,
-            source: upload.source,
-        };
+        self.publish_own(upload, &extra_keys, fresh, outcome).await
+    }
+
+    /// Publishes the upload's own bytes under `keys`, noting each outcome; returns the keys it
+    /// now references (all but the conflicts).
+    async fn publish_own(
+        &self,
+        upload: &Upload<'_>,
+        keys: &BTreeSet<String>,
+        fresh: bool,
+        outcome: &mut Outcome,
+    ) -> io::Result<BTreeSet<String>> {
+        let content = upload.content();
         let mut referenced = BTreeSet::new();
-        for key in &extra_keys {
-            let result = refs
+        for key in keys {
+            let result = self
+                .refs
                 .publish(key, &upload.id, &content, self.config.overwrite, fresh)
                 .await?;
             outcome.add(key, result);
@@ -808,18 +783,10 @@ fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
         None => (None, upload.source.clone()),
     };
     Record {
-        schema: SCHEMA_VERSION,
-        time: now_rfc3339(),
-        action: Some(action),
-        upload: upload.upload.clone(),
-        ingest_bucket: bucket,
-        name: Some(file_name_of(&key).to_string()),
-        ingest_key: key,
         ingest_etag: Some(upload.etag.clone()),
         ingest_size: Some(upload.size),
         meta: upload.meta.clone(),
-        indexer: indexer_version(),
-        ..Record::default()
+        ..Record::about(action, upload.upload.clone(), bucket, key)
     }
 }
 

@@ -293,10 +293,6 @@ impl<'s> RefStore<'s> {
         RefStore { store, policy }
     }
 
-    pub fn store(&self) -> &'s dyn Storage {
-        self.store
-    }
-
     async fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
         match self.store.get(file).await? {
             Some(v) => parse(file, &v.bytes).map(Some),
@@ -382,6 +378,14 @@ impl<'s> RefStore<'s> {
         lease.holder != holder && !self.policy.exclusive && lease.until >= now_secs()
     }
 
+    /// Whether `record` is held by somebody else's live lease (then `holder` waits).
+    fn blocked(&self, record: &KeyRecord, holder: &str) -> bool {
+        record
+            .lease
+            .as_ref()
+            .is_some_and(|l| self.lease_is_live_other(l, holder))
+    }
+
     /// Before touching an object: our lease must not be past its time (someone may have
     /// taken it over). A margin keeps the act itself inside the lease.
     fn check_own_lease(&self, lease: &Lease) -> io::Result<()> {
@@ -419,11 +423,7 @@ impl<'s> RefStore<'s> {
                 .update(&file, |current: Option<KeyRecord>| {
                     let had_record = current.is_some();
                     let record = match current {
-                        Some(r)
-                            if r.lease
-                                .as_ref()
-                                .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
-                        {
+                        Some(r) if self.blocked(&r, &holder) => {
                             return Ok(Step::Wait(format!("{key}: a change is in progress")));
                         }
                         // An empty record (a dead remover's tombstone) is as good as none.
@@ -499,7 +499,8 @@ impl<'s> RefStore<'s> {
             break plan;
         };
         match plan {
-            PublishPlan::NeedHead => Err(busy(&format!("{key}: an object appeared meanwhile"))),
+            // Never reached: the loop above asks and swaps again instead.
+            PublishPlan::NeedHead => Err(busy(&format!("{key}: no plan"))),
             PublishPlan::Done(outcome) => Ok(outcome),
             PublishPlan::Copy(lease) => {
                 self.copy_under_lease(key, upload, content, &lease).await?;
@@ -517,11 +518,7 @@ impl<'s> RefStore<'s> {
                 }
                 let lease = self
                     .update(&file, |current: Option<KeyRecord>| match current {
-                        Some(r)
-                            if r.lease
-                                .as_ref()
-                                .is_some_and(|l| self.lease_is_live_other(l, &holder)) =>
-                        {
+                        Some(r) if self.blocked(&r, &holder) => {
                             Ok(Step::Wait(format!("{key}: a change is in progress")))
                         }
                         Some(mut r) if r.etag == content.etag && r.refs.contains(upload) => {
@@ -581,10 +578,8 @@ impl<'s> RefStore<'s> {
                 };
                 // Our own earlier attempt's tombstone: its removal is ours to finish and report.
                 let ours = record.lease.as_ref().is_some_and(|l| l.holder == holder);
-                if let Some(lease) = &record.lease {
-                    if self.lease_is_live_other(lease, &holder) {
-                        return Ok(Step::Wait(format!("{key}: a change is in progress")));
-                    }
+                if self.blocked(&record, &holder) {
+                    return Ok(Step::Wait(format!("{key}: a change is in progress")));
                 }
                 let had = record.refs.remove(upload) || (ours && record.refs.is_empty());
                 if !had && !record.refs.is_empty() {

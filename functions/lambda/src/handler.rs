@@ -79,6 +79,7 @@ fn upload_meta(key: &str, metadata: &HashMap<String, String>) -> UploadMeta {
     }
 }
 
+/// `s3:<bucket>/<key>@<version>`: the version id, or the ETag in an unversioned bucket.
 fn upload_id(event: &ObjectEvent, etag: &str) -> String {
     let version = event.version_id.as_deref().unwrap_or(etag);
     format!("s3:{}/{}@{version}", event.bucket, event.key)
@@ -94,17 +95,14 @@ pub struct Job {
 /// The record of a created event whose object is already gone: nothing to index, said so.
 fn vanished(event: &ObjectEvent) -> Record {
     Record {
-        schema: symdex_shared::manifest::SCHEMA_VERSION,
-        time: symdex_shared::manifest::now_rfc3339(),
-        action: Some(Action::Skipped),
         reason: Some("the ingest object no longer exists (deleted before it was indexed)".into()),
-        upload: format!("s3:{}/{}", event.bucket, event.key),
-        ingest_bucket: Some(event.bucket.clone()),
-        ingest_key: event.key.clone(),
         ingest_version: event.version_id.clone(),
-        name: Some(symdex_shared::identity::file_name_of(&event.key).to_string()),
-        indexer: symdex_shared::manifest::indexer_version(),
-        ..Record::default()
+        ..Record::about(
+            Action::Skipped,
+            format!("s3:{}/{}", event.bucket, event.key),
+            Some(event.bucket.clone()),
+            event.key.clone(),
+        )
     }
 }
 
@@ -220,10 +218,7 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
     // A specific version deleted: only that upload; a delete marker or an unversioned delete:
     // every upload of the key.
     let only = match (event.change, &event.version_id) {
-        (Change::Removed, Some(version)) => {
-            let id = format!("s3:{}/{}@{version}", event.bucket, event.key);
-            Some(id)
-        }
+        (Change::Removed, Some(_)) => Some(upload_id(event, "")),
         _ => None,
     };
     let mut records = Vec::new();

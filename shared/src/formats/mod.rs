@@ -50,6 +50,20 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, in declaration order.
+    pub const ALL: [Format; 10] = [
+        Format::Pe,
+        Format::Pdb,
+        Format::Pdz,
+        Format::PortablePdb,
+        Format::Elf,
+        Format::Macho,
+        Format::Wasm,
+        Format::Breakpad,
+        Format::Perfmap,
+        Format::Source,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Pe => "pe",

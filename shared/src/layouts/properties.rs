@@ -43,7 +43,7 @@ fn kind() -> impl Strategy<Value = Kind> {
 
 fn identity() -> impl Strategy<Value = Identity> {
     (
-        0usize..10,
+        0usize..Format::ALL.len(),
         kind(),
         any::<[u8; 16]>(),
         any::<u32>(),
@@ -55,18 +55,7 @@ fn identity() -> impl Strategy<Value = Identity> {
     )
         .prop_map(
             |(format, kind, guid, a, b, build_id, debug_info, sha1, pdb_path)| {
-                let format = [
-                    Format::Pe,
-                    Format::Pdb,
-                    Format::PortablePdb,
-                    Format::Elf,
-                    Format::Macho,
-                    Format::Wasm,
-                    Format::Breakpad,
-                    Format::Perfmap,
-                    Format::Source,
-                    Format::Pdz,
-                ][format];
+                let format = Format::ALL[format];
                 let mut id = Identity::new(format, kind);
                 id.debug_id = DebugId::from_guid_age(&guid, a).unwrap();
                 id.has_debug_info = debug_info;

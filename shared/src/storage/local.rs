@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::{
-    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageFuture,
-    StorageResult, Versioned,
+    check_key, content_sha1, CopySource, ObjectInfo, Precondition, Storage, StorageError,
+    StorageFuture, StorageResult, Versioned,
 };
 
 /// Where temporary files live (inside the store, so renames stay on one file system).
@@ -113,8 +113,7 @@ impl LocalStore {
 
     /// The current version (content SHA-1) of `key`, or `None`.
     fn version(&self, key: &str) -> StorageResult<Option<String>> {
-        Ok(not_found_is_none(fs::read(self.path_of(key)?))?
-            .map(|bytes| sha1_smol::Sha1::from(&bytes).digest().to_string()))
+        Ok(not_found_is_none(fs::read(self.path_of(key)?))?.map(|bytes| content_sha1(&bytes)))
     }
 
     /// The file behind `key` (validated: never outside the root).
@@ -199,7 +198,7 @@ impl LocalStore {
     pub fn get_now(&self, key: &str) -> StorageResult<Option<Versioned>> {
         Ok(
             not_found_is_none(fs::read(self.path_of(key)?))?.map(|bytes| Versioned {
-                version: sha1_smol::Sha1::from(&bytes).digest().to_string(),
+                version: content_sha1(&bytes),
                 bytes,
             }),
         )
@@ -212,7 +211,7 @@ impl LocalStore {
         self.commit(&temp, key)?;
         Ok(ObjectInfo {
             size: bytes.len() as u64,
-            etag: sha1_smol::Sha1::from(bytes).digest().to_string(),
+            etag: content_sha1(bytes),
         })
     }
 
@@ -236,7 +235,7 @@ impl LocalStore {
                 return Ok(None);
             }
             self.commit(&temp, key)?;
-            Ok(Some(sha1_smol::Sha1::from(bytes).digest().to_string()))
+            Ok(Some(content_sha1(bytes)))
         });
         let _ = fs::remove_file(&temp);
         result

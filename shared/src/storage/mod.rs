@@ -46,23 +46,6 @@ pub enum StorageError {
     Io(#[from] io::Error),
 }
 
-impl StorageError {
-    /// Worth trying again later (the whole message, or the whole run).
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            StorageError::Service { retryable, .. } => *retryable,
-            StorageError::Io(e) => !matches!(
-                e.kind(),
-                io::ErrorKind::InvalidInput | io::ErrorKind::PermissionDenied
-            ),
-            StorageError::PreconditionFailed(_) => true,
-            StorageError::NotFound(_) | StorageError::InvalidKey(_) | StorageError::TooLarge(_) => {
-                false
-            }
-        }
-    }
-}
-
 impl From<StorageError> for io::Error {
     fn from(e: StorageError) -> io::Error {
         let kind = match &e {
@@ -81,6 +64,12 @@ impl From<StorageError> for io::Error {
 }
 
 pub type StorageResult<T> = Result<T, StorageError>;
+
+/// The content identity symdex gives bytes it holds itself (a local store's versions and
+/// ETags, generated objects on S3): their SHA-1, hex.
+pub fn content_sha1(bytes: &[u8]) -> String {
+    sha1_smol::Sha1::from(bytes).digest().to_string()
+}
 
 /// What a store knows about one object without reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -494,7 +494,7 @@ impl S3Store {
             }
             // Generated content carries its SHA-1 as its identity, as in a local store.
             CopySource::Bytes(bytes) => {
-                let sha1 = sha1_smol::Sha1::from(bytes).digest().to_string();
+                let sha1 = super::content_sha1(bytes);
                 return self.put_now(key, bytes, Some(&sha1)).await;
             }
         };
@@ -602,10 +602,6 @@ const MAX_PREFETCH_BLOCKS: usize = 256;
 const MAX_PASSES: usize = 64;
 
 impl S3Object {
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
     async fn fetch(&self, first: u64, last: u64) -> StorageResult<Vec<u8>> {
         let start = first * BLOCK_SIZE;
         let end = ((last + 1) * BLOCK_SIZE).min(self.size) - 1;

@@ -49,7 +49,7 @@ impl Artifact {
             ingest_bucket: None,
             ingest_key: format!("/ci/{}", self.name),
             ingest_version: None,
-            etag: sha1_smol::Sha1::from(&self.bytes).digest().to_string(),
+            etag: crate::storage::content_sha1(&self.bytes),
             size: self.bytes.len() as u64,
             meta: UploadMeta::default(),
             options: IdentifyOptions::default(),
