@@ -6,20 +6,10 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{build_split_elf, symdex, Workdir};
+use common::{build_split_elf, ok, symdex, verify_clean, Workdir};
 use serde_json::Value;
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "symdex failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn index_cmd(store: &Path, build: &str, inputs: &[&Path]) -> Command {
     let mut cmd = symdex();
@@ -65,15 +55,6 @@ fn references(store: &Path) -> BTreeMap<String, BTreeSet<String>> {
             (record["key"].as_str().unwrap().to_string(), refs)
         })
         .collect()
-}
-
-fn verify_clean(store: &Path) {
-    let out = symdex().arg("verify").arg(store).output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && text.contains(" 0 problems"),
-        "{text}"
-    );
 }
 
 #[test]

@@ -6,33 +6,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::Output;
 
-use common::{build_pe_and_pdb, build_wasm_module, symdex, Workdir};
+use common::{build_pe_and_pdb, build_wasm_module, index_json, verify_clean, Workdir};
 use serde_json::Value;
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn index(store: &Path, inputs: &[&Path]) -> Vec<Value> {
-    let out = ok(symdex()
-        .args(["index", "--json", "--store"])
-        .arg(store)
-        .args(inputs)
-        .output()
-        .unwrap());
-    out.lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -78,7 +54,7 @@ fn wasm_ld_modules_under_both_id_forms_and_a_debug_companion() {
     assert_eq!((p20[0], p20.len()), (20, 21));
 
     let store = w.path("store");
-    let records = index(
+    let records = index_json(
         &store,
         &[
             &w.path("m16.wasm"),
@@ -129,7 +105,7 @@ fn wasm_ld_modules_under_both_id_forms_and_a_debug_companion() {
         "debuginfod serves the companion as the module's debug info"
     );
     assert!(exists(&format!("gdb/{}/{}.debug", &id20[..2], &id20[2..])));
-    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains(" 0 problems"));
+    verify_clean(&store);
 }
 
 #[test]
@@ -159,7 +135,7 @@ fn breakpad_files_for_linux_mac_and_windows_modules() {
     let store = w.path("store");
     let inputs: Vec<_> = files.iter().map(|(n, _)| w.path(n)).collect();
     let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
-    index(&store, &inputs);
+    index_json(&store, &inputs);
     for key in [
         // symbolicator: an ELF module's .sym under its code id (the GNU build id) ...
         format!("unified/1d/{}/breakpad", &build_id[2..]),
@@ -178,7 +154,7 @@ fn breakpad_files_for_linux_mac_and_windows_modules() {
     ] {
         assert!(store.join(&key).is_file(), "{key}");
     }
-    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains(" 0 problems"));
+    verify_clean(&store);
 }
 
 /// A PDZ: the streams of a PDB built by clang/lld-link, exported by llvm-pdbutil and written
@@ -208,7 +184,7 @@ fn a_pdz_gets_symbol_stores_msfz0_key_and_its_pdbs_debug_id() {
     std::fs::write(w.path("lib.pdz"), &pdz).unwrap();
 
     let store = w.path("store");
-    let records = index(&store, &[&w.path("lib.pdb"), &w.path("lib.pdz")]);
+    let records = index_json(&store, &[&w.path("lib.pdb"), &w.path("lib.pdz")]);
     let of = |format: &str| records.iter().find(|r| r["format"] == format).unwrap();
     let (pdb, pdz_record) = (of("pdb"), of("pdz"));
     assert_eq!(
@@ -227,5 +203,5 @@ fn a_pdz_gets_symbol_stores_msfz0_key_and_its_pdbs_debug_id() {
         "only SymbolStore's key"
     );
     assert_eq!(std::fs::read(store.join(&key)).unwrap(), pdz);
-    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains(" 0 problems"));
+    verify_clean(&store);
 }

@@ -6,41 +6,15 @@ mod common;
 use std::io::Write;
 use std::path::Path;
 
-use common::{build_split_elf, symdex, Workdir};
+use common::{build_split_elf, index_json, symdex, verify_clean, Workdir};
 use serde_json::Value;
-
-/// `symdex index --json` records (the run must succeed).
-fn index(store: &Path, args: &[&str]) -> Vec<Value> {
-    let out = symdex()
-        .args(["index", "--json", "--store"])
-        .arg(store)
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn verify_clean(store: &Path) {
-    let out = symdex().arg("verify").arg(store).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains(" 0 problems"));
-}
 
 #[test]
 fn an_over_long_build_id_is_rejected_with_its_reason() {
     let w = Workdir::new();
     build_split_elf(&w, "long", &format!("0x{}", "ab".repeat(512)), "x + 2");
     let store = w.path("store");
-    let records = index(&store, &[w.path("long/app.debug").to_str().unwrap()]);
+    let records = index_json(&store, &[w.path("long/app.debug").to_str().unwrap()]);
     assert_eq!(records.len(), 1);
     assert_eq!(records[0]["action"], "rejected");
     assert!(
@@ -58,7 +32,7 @@ fn keys_too_long_for_their_records_are_rejected_with_the_reason() {
     let store = w.path("store");
     // A layout prefix that leaves no room for a 64-byte build id under `_symdex/refs/`.
     let prefix = format!("debuginfod={}", "long/".repeat(180));
-    let records = index(
+    let records = index_json(
         &store,
         &["--prefix", &prefix, w.path("p/app.debug").to_str().unwrap()],
     );
@@ -95,7 +69,7 @@ fn reserved_names_keep_their_name_independent_keys() {
         std::fs::copy(w.path("p/app.stripped"), w.path(&format!("odd/{name}"))).unwrap();
     }
     let store = w.path("store");
-    let records = index(&store, &[w.path("odd").to_str().unwrap()]);
+    let records = index_json(&store, &[w.path("odd").to_str().unwrap()]);
     assert_eq!(records.len(), 5);
     for r in &records {
         assert!(
@@ -128,7 +102,7 @@ fn symbolic_links_in_a_walk_are_recorded_as_skipped() {
     std::os::unix::fs::symlink(w.path("nowhere"), dir.join("dangling")).unwrap();
     std::os::unix::fs::symlink(dir.join("loop"), dir.join("loop")).unwrap();
     let store = w.path("store");
-    let records = index(&store, &[dir.to_str().unwrap()]);
+    let records = index_json(&store, &[dir.to_str().unwrap()]);
     let skipped: Vec<&Value> = records
         .iter()
         .filter(|r| r["action"] == "skipped")
@@ -148,7 +122,7 @@ fn symbolic_links_in_a_walk_are_recorded_as_skipped() {
         "the real file is indexed"
     );
     // A link named on the command line is followed.
-    let named = index(&store, &[dir.join("to-file").to_str().unwrap()]);
+    let named = index_json(&store, &[dir.join("to-file").to_str().unwrap()]);
     assert_eq!(named[0]["action"], "indexed");
     verify_clean(&store);
 }
@@ -182,7 +156,7 @@ fn zip_bombs_are_rejected_by_their_limits_before_they_fill_the_disk() {
         "a small archive"
     );
     let store = w.path("store");
-    let records = index(&store, &["--max-ratio", "100", bomb.to_str().unwrap()]);
+    let records = index_json(&store, &["--max-ratio", "100", bomb.to_str().unwrap()]);
     assert_eq!(records.len(), 3);
     for r in &records {
         assert_eq!(r["action"], "rejected");
@@ -219,7 +193,7 @@ fn zip_bombs_are_rejected_by_their_limits_before_they_fill_the_disk() {
             ("3.bin", noise(3)),
         ],
     );
-    let records = index(
+    let records = index_json(
         &store,
         &["--max-expanded", "1000000", many.to_str().unwrap()],
     );

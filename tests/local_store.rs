@@ -5,20 +5,9 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Output;
 
-use common::{build_pe_and_pdb, build_split_elf, symdex, Workdir};
+use common::{build_pe_and_pdb, build_split_elf, ok, symdex, verify_clean, Workdir};
 use serde_json::Value;
-
-fn ok(out: Output) -> String {
-    assert!(
-        out.status.success(),
-        "symdex failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn index(store: &Path, args: &[&str]) -> String {
     ok(symdex()
@@ -132,7 +121,7 @@ fn index_publishes_every_layout_and_reindex_changes_nothing() {
         .output()
         .unwrap());
     assert!(table.contains("4 records"), "{table}");
-    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
+    verify_clean(&store);
 }
 
 #[test]
@@ -320,7 +309,7 @@ fn a_pdb_is_reachable_under_the_name_its_pe_uses() {
             guid_age.to_ascii_lowercase()
         ))
         .is_file());
-    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
+    verify_clean(&store);
 }
 
 #[test]
@@ -350,5 +339,5 @@ fn a_deleted_pdb_is_not_used_as_an_alias_source() {
     // The PDB comes back: it is published under the PE's name too.
     index(&store, &[w.path("pdbs").to_str().unwrap(), "--build", "d"]);
     assert!(store.join("symbols/Lib.PDB").is_dir());
-    assert!(ok(symdex().arg("verify").arg(&store).output().unwrap()).contains("0 problems"));
+    verify_clean(&store);
 }

@@ -271,3 +271,38 @@ pub fn build_wasm_module(w: &Workdir, out: &str, style: &str) {
         ],
     );
 }
+
+/// The output of a run that must succeed (its stdout; both streams shown when it failed).
+pub fn ok(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "symdex failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The manifest records of a successful `symdex index --json --store STORE ARGS...`.
+pub fn index_json<S: AsRef<std::ffi::OsStr>>(store: &Path, args: &[S]) -> Vec<serde_json::Value> {
+    ok(symdex()
+        .args(["index", "--json", "--store"])
+        .arg(store)
+        .args(args)
+        .output()
+        .unwrap())
+    .lines()
+    .filter(|l| l.starts_with('{'))
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect()
+}
+
+/// `symdex verify` succeeds and finds no problem.
+pub fn verify_clean(store: &Path) {
+    let out = symdex().arg("verify").arg(store).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains(" 0 problems"),
+        "{text}"
+    );
+}

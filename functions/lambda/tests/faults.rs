@@ -3,11 +3,13 @@
 //! messages are redelivered as SQS would; the indexer and the remover converge to exactly the
 //! serving bucket, references and manifest decisions of a fault-free run.
 
+#[path = "support/checks.rs"]
+mod checks;
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -16,8 +18,6 @@ use fault_proxy::FaultProxy;
 use serde_json::Value;
 use support::{config, sqs_event, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, Context, Error};
-use symdex_shared::audit::{audit, references};
-use symdex_shared::storage::s3::S3Store;
 use symdex_shared::testing::scenarios::Artifacts;
 
 const FAULTY: &str = "symdex-serving-faulty";
@@ -82,16 +82,6 @@ async fn deliver(
     rounds
 }
 
-/// Published objects with their content (bookkeeping and manifest left out).
-async fn published(stack: &Stack, bucket: &str) -> BTreeMap<String, Vec<u8>> {
-    stack
-        .objects(bucket, "")
-        .await
-        .into_iter()
-        .filter(|(k, _)| !k.starts_with("_symdex/") && !k.starts_with("_manifest/"))
-        .collect()
-}
-
 /// The manifest's decisions: (upload, key) pairs published or found unchanged, keys published,
 /// (upload, key) pairs removed.
 type Decisions = (
@@ -102,31 +92,25 @@ type Decisions = (
 
 async fn decisions(stack: &Stack, bucket: &str) -> Decisions {
     let mut out = Decisions::default();
-    for (_, body) in stack.objects(bucket, "_manifest/").await {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut text)
-            .unwrap();
-        for line in text.lines() {
-            let r: Value = serde_json::from_str(line).unwrap();
-            let upload = r["upload"].as_str().unwrap().to_string();
-            let keys = |field: &str| -> Vec<String> {
-                r[field]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|k| k.as_str().unwrap().to_string())
-                    .collect()
-            };
-            for key in keys("published") {
-                out.1.insert(key.clone());
-                out.0.insert((upload.clone(), key));
-            }
-            for key in keys("unchanged") {
-                out.0.insert((upload.clone(), key));
-            }
-            for key in keys("removed") {
-                out.2.insert((upload.clone(), key));
-            }
+    for r in checks::manifest_records(stack, bucket).await {
+        let upload = r["upload"].as_str().unwrap().to_string();
+        let keys = |field: &str| -> Vec<String> {
+            r[field]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|k| k.as_str().unwrap().to_string())
+                .collect()
+        };
+        for key in keys("published") {
+            out.1.insert(key.clone());
+            out.0.insert((upload.clone(), key));
+        }
+        for key in keys("unchanged") {
+            out.0.insert((upload.clone(), key));
+        }
+        for key in keys("removed") {
+            out.2.insert((upload.clone(), key));
         }
     }
     out
@@ -213,20 +197,11 @@ async fn indexer_and_remover_converge_through_a_faulty_network() {
 /// The faulty run's serving bucket equals the clean run's: objects, references, decisions.
 async fn compare(stack: &Stack) {
     assert_eq!(
-        published(stack, FAULTY).await,
-        published(stack, SERVING).await
+        checks::published(stack, FAULTY).await,
+        checks::published(stack, SERVING).await
     );
-    let clean = S3Store::new(stack.s3.clone(), SERVING);
-    let faulty = S3Store::new(stack.s3.clone(), FAULTY);
-    let problems: Vec<String> = audit(&faulty, "_manifest")
-        .await
-        .unwrap()
-        .problems
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let clean_refs = references(&clean).await.unwrap();
-    let faulty_refs = references(&faulty).await.unwrap();
+    let (problems, faulty_refs) = checks::audited(stack, FAULTY).await;
+    let (_, clean_refs) = checks::audited(stack, SERVING).await;
     assert!(problems.is_empty(), "{problems:#?}");
     assert_eq!(faulty_refs, clean_refs);
     assert_eq!(

@@ -1,6 +1,8 @@
 //! The handlers driven by what a real S3 -> SQS notification pipeline delivers, against
 //! moto_server on 127.0.0.1.
 
+#[path = "support/checks.rs"]
+mod checks;
 mod support;
 
 use std::sync::Arc;
@@ -186,16 +188,9 @@ async fn a_failing_object_is_reported_while_the_rest_publishes() {
         !failed.contains(&gone_id),
         "an object deleted before it was indexed is skipped, not retried into the DLQ"
     );
-    let skipped: Vec<Value> = stack
-        .objects(SERVING, "_manifest/")
+    let skipped: Vec<Value> = checks::manifest_records(&stack, SERVING)
         .await
-        .iter()
-        .flat_map(|(_, body)| {
-            gunzip(body)
-                .lines()
-                .map(|l| serde_json::from_str::<Value>(l).unwrap())
-                .collect::<Vec<_>>()
-        })
+        .into_iter()
         .filter(|r| r["ingest_key"] == "gone.debug")
         .collect();
     assert_eq!(skipped.len(), 1, "{skipped:?}");

@@ -3,17 +3,17 @@
 //! and after the creation — each delivered three times, end in the same serving bucket and
 //! references, and the same keys unpublished whenever the PDB was published.
 
+#[path = "support/checks.rs"]
+mod checks;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use aws_sdk_sqs::types::Message;
-use serde_json::{json, Value};
+use serde_json::json;
 use support::{config, sqs_event, Stack, INGEST};
 use symdex_lambda::{handle_indexer, handle_remover, Context};
-use symdex_shared::audit::{audit, references};
-use symdex_shared::storage::s3::S3Store;
 use symdex_shared::testing::scenarios::Artifacts;
 
 const PE: &str = "win/mixed.dll";
@@ -156,34 +156,15 @@ async fn every_order_of_pe_pdb_and_removal_ends_the_same() {
                 );
             }
         }
-        let store = S3Store::new(stack.s3.clone(), serving.clone());
-        let problems: Vec<String> = audit(&store, "_manifest")
-            .await
-            .unwrap()
-            .problems
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let refs = references(&store).await.unwrap();
+        let (problems, refs) = checks::audited(&stack, &serving).await;
         assert!(problems.is_empty(), "script {n}: {problems:#?}");
-        let objects = stack
-            .objects(&serving, "")
+        let objects = checks::published(&stack, &serving).await;
+        let removed = checks::manifest_records(&stack, &serving)
             .await
-            .into_iter()
-            .filter(|(k, _)| !k.starts_with("_symdex/") && !k.starts_with("_manifest/"))
+            .iter()
+            .flat_map(|r| r["removed"].as_array().cloned().unwrap_or_default())
+            .map(|k| k.as_str().unwrap().to_string())
             .collect();
-        let mut removed = BTreeSet::new();
-        for (_, body) in stack.objects(&serving, "_manifest/").await {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&body[..]), &mut text)
-                .unwrap();
-            for line in text.lines() {
-                let record: Value = serde_json::from_str(line).unwrap();
-                for key in record["removed"].as_array().into_iter().flatten() {
-                    removed.insert(key.as_str().unwrap().to_string());
-                }
-            }
-        }
         outcomes.push(Outcome {
             objects,
             refs,
