@@ -11,6 +11,7 @@ use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{default_prefixes, Config, Indexed, Indexer, Summary, Upload};
 use symdex_shared::reader::FileReader;
 use symdex_shared::refs::LeasePolicy;
+use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
@@ -38,6 +39,11 @@ pub struct IndexArgs {
     pub product: Option<String>,
     #[arg(long = "version", name = "product-version")]
     pub version: Option<String>,
+    /// Retention channel of these uploads (`try`, `nightly`, `release`...).
+    #[arg(long)]
+    pub channel: Option<String>,
+    #[command(flatten)]
+    pub policy: PolicyArg,
     /// Replace keys whose content differs instead of reporting a conflict.
     #[arg(long)]
     pub overwrite: bool,
@@ -85,13 +91,23 @@ fn config(args: &IndexArgs) -> Config {
         prefixes,
         overwrite: args.overwrite,
         lease: exclusive_lease(),
+        retention: args.policy.policy.clone(),
         ..Config::default()
     }
 }
 
+/// `--policy`: channel -> retention.
+#[derive(Args, Clone)]
+pub struct PolicyArg {
+    /// Retention per channel, e.g. `try=28d,nightly=90d,release=forever` (units s, m, h, d,
+    /// w, y). Uploads without a channel, or of a channel not named, never expire.
+    #[arg(long = "policy", value_name = "POLICY", default_value = DEFAULT_POLICY)]
+    pub policy: RetentionPolicy,
+}
+
 /// The CLI holds the store's writer lock for its whole run: every lease it meets that is not
 /// its own was left by a process that died.
-fn exclusive_lease() -> LeasePolicy {
+pub fn exclusive_lease() -> LeasePolicy {
     LeasePolicy {
         exclusive: true,
         ..LeasePolicy::default()
@@ -149,6 +165,8 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         build: args.build.clone(),
         product: args.product.clone(),
         version: args.version.clone(),
+        channel: args.channel.clone(),
+        expires: None,
     };
 
     let files = expand_paths_excluding(&args.inputs, Some(&store_root));

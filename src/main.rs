@@ -6,6 +6,7 @@ mod index;
 mod inputs;
 mod keys;
 mod manifest_cmd;
+mod retention;
 mod serve;
 mod verify;
 
@@ -38,6 +39,10 @@ enum Command {
     Index(index::IndexArgs),
     /// Delete uploads (by build or input path); unpublish keys nothing else references.
     Delete(index::DeleteArgs),
+    /// Move a build's uploads to another retention channel (default: release, kept forever).
+    Promote(retention::PromoteArgs),
+    /// Remove the uploads whose retention has passed (keys still referenced stay).
+    Expire(retention::ExpireArgs),
     /// Query the manifest of a store.
     #[command(subcommand)]
     Manifest(manifest_cmd::ManifestCommand),
@@ -76,6 +81,8 @@ fn main() -> ExitCode {
         Command::Keys(args) => keys::run(&args),
         Command::Index(args) => index::run(&args),
         Command::Delete(args) => index::delete(&args),
+        Command::Promote(args) => retention::promote(&args),
+        Command::Expire(args) => retention::expire(&args),
         Command::Manifest(cmd) => manifest_cmd::run(&cmd),
         Command::Serve(args) => serve::run(&args),
         Command::Verify(args) => verify::run(&args),

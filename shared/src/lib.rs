@@ -7,6 +7,7 @@
 //! - [`storage`]: the store trait (local directory; S3 in the Lambdas).
 //! - [`pipeline`]: index/unindex an upload: identify, publish, reference, record.
 //! - [`refs`], [`manifest`]: who needs each key; the append-only audit trail.
+//! - [`retention`]: channels, retention policies and expiry.
 //! - [`audit`]: the store's invariants, checked from the outside (`symdex verify`).
 
 pub mod audit;
@@ -17,6 +18,7 @@ pub mod manifest;
 pub mod pipeline;
 pub mod reader;
 pub mod refs;
+pub mod retention;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

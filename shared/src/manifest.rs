@@ -29,6 +29,11 @@ pub enum Action {
     Conflict,
     /// An upload was deleted: keys no other upload references were removed.
     Unpublished,
+    /// An upload's retention passed: removed like a deletion (keys other uploads still
+    /// reference stay).
+    Expired,
+    /// An upload's channel (and so its expiry) was changed by `symdex promote`.
+    Promoted,
 }
 
 impl Action {
@@ -40,6 +45,8 @@ impl Action {
             Action::Rejected => "rejected",
             Action::Conflict => "conflict",
             Action::Unpublished => "unpublished",
+            Action::Expired => "expired",
+            Action::Promoted => "promoted",
         }
     }
 }
@@ -62,6 +69,12 @@ pub struct UploadMeta {
     pub product: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Retention channel (`try`, `nightly`, `release`...): see retention.rs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// When the upload expires (RFC 3339, UTC); absent: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
 }
 
 /// One manifest record. Optional fields are omitted when unknown.

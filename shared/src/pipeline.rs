@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::time::SystemTime;
 
 use crate::formats::{identify, Format, FormatError, IdentifyOptions};
 use crate::identity::{file_name_of, Identity};
@@ -14,6 +15,7 @@ use crate::refs::{
     busy, Content, IdRecord, KeyOutcome, LeasePolicy, RefStore, RemoveOutcome, UploadRecord,
     UploadState,
 };
+use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::storage::{CopySource, Storage};
 
 /// Where each layout's keys live in the serving store, and what to do.
@@ -29,6 +31,8 @@ pub struct Config {
     pub gzip_manifest: bool,
     /// How change leases are taken and judged (refs.rs).
     pub lease: LeasePolicy,
+    /// Channel -> retention: stamps each new upload's expiry (retention.rs).
+    pub retention: RetentionPolicy,
 }
 
 impl Default for Config {
@@ -40,6 +44,7 @@ impl Default for Config {
             manifest_prefix: "_manifest".to_string(),
             gzip_manifest: false,
             lease: LeasePolicy::default(),
+            retention: RetentionPolicy::default(),
         }
     }
 }
@@ -263,6 +268,18 @@ impl<'s> Indexer<'s> {
         upload: &Upload<'_>,
         identified: Result<Vec<Identity>, FormatError>,
     ) -> io::Result<Indexed> {
+        // The expiry of the upload's channel, counted from now (an upload indexed before
+        // keeps the time and expiry of its record: `plan` never rewrites them).
+        let stamped = Upload {
+            meta: self.config.retention.stamp(&upload.meta, &now_rfc3339()),
+            ..upload.clone()
+        };
+        let upload = &stamped;
+        if let Some(Err(reason)) = upload.meta.channel.as_deref().map(check_channel) {
+            let mut r = upload.record(Action::Rejected);
+            r.reason = Some(reason);
+            return Ok(Indexed::nothing_published(vec![r]));
+        }
         let identities = match identified {
             Ok(ids) => ids,
             Err(FormatError::Io(e)) => return Err(e),
@@ -374,15 +391,29 @@ impl<'s> Indexer<'s> {
         keys: &BTreeSet<String>,
     ) -> io::Result<(Vec<String>, usize)> {
         let record = self.refs.begin_removal(upload_id).await?;
+        let taken = self
+            .take_back_references(upload_id, keys, record.as_ref())
+            .await?;
+        if let Some(record) = &record {
+            self.refs.end_removal(record).await?;
+        }
+        Ok(taken)
+    }
+
+    /// Takes back an upload's references to `keys` and to every key its `removing` record
+    /// lists, noting each key unpublished in the record.
+    async fn take_back_references(
+        &self,
+        upload_id: &str,
+        keys: &BTreeSet<String>,
+        record: Option<&UploadRecord>,
+    ) -> io::Result<(Vec<String>, usize)> {
         let mut all = keys.clone();
         if let Some(record) = &record {
             all.extend(record.all_keys());
         }
         // Keys an earlier, interrupted attempt already unpublished are reported again.
-        let mut removed: BTreeSet<String> = record
-            .as_ref()
-            .map(|r| r.removed.clone())
-            .unwrap_or_default();
+        let mut removed: BTreeSet<String> = record.map(|r| r.removed.clone()).unwrap_or_default();
         let mut kept = 0;
         for key in all {
             match self.refs.remove(&key, upload_id).await? {
@@ -395,9 +426,6 @@ impl<'s> Indexer<'s> {
                 RemoveOutcome::Kept => kept += 1,
                 RemoveOutcome::NotReferenced => {}
             }
-        }
-        if let Some(record) = &record {
-            self.refs.end_removal(record).await?;
         }
         Ok((removed.into_iter().collect(), kept))
     }
@@ -760,6 +788,111 @@ impl<'s> Indexer<'s> {
         Ok(Some(record))
     }
 
+    /// Removes one upload if its retention has passed at `now` (by its recorded expiry, or
+    /// counted under `policy` from its indexing time), through the reference-counted delete:
+    /// keys other uploads still reference stay. The decision is taken on the record version
+    /// the removal mark is swapped into, so a promotion swapped in first wins
+    /// ([`RefStore::begin_removal_if`]); a removal found already begun (a run that died) is
+    /// finished. Call [`Self::end_removal`] once the returned record is in the manifest.
+    pub async fn expire(
+        &self,
+        upload_id: &str,
+        now: SystemTime,
+        policy: Option<&RetentionPolicy>,
+    ) -> io::Result<Option<Removal>> {
+        let expired = |r: &UploadRecord| is_expired(&r.meta, &r.time, now, policy);
+        let Some(upload) = self.refs.begin_removal_if(upload_id, expired).await? else {
+            return Ok(None);
+        };
+        let (removed, kept) = self
+            .take_back_references(upload_id, &upload.all_keys(), Some(&upload))
+            .await?;
+        let mut record = upload_record_of(&upload, Action::Expired);
+        let why = match (&upload.meta.channel, &upload.meta.expires) {
+            _ if !expired(&upload) => "a removal in progress was finished".to_string(),
+            (Some(channel), Some(at)) => format!("retention of channel {channel} ended at {at}"),
+            (channel, _) => format!(
+                "retention of channel {} ended under the given policy",
+                channel.as_deref().unwrap_or("(none)")
+            ),
+        };
+        record.reason = Some(format!(
+            "{why}; {} keys removed, {kept} still referenced by other uploads",
+            removed.len()
+        ));
+        record.removed = removed;
+        Ok(Some(Removal { record, upload }))
+    }
+
+    /// Forgets a removed upload, after its record reached the manifest.
+    pub async fn end_removal(&self, removal: &Removal) -> io::Result<()> {
+        self.refs.end_removal(&removal.upload).await
+    }
+
+    /// Moves an upload to `channel`, its expiry recomputed under `policy` from its indexing
+    /// time. `None`: no such upload, or it is being removed (an expiry came first).
+    pub async fn promote(
+        &self,
+        upload_id: &str,
+        channel: &str,
+        policy: &RetentionPolicy,
+    ) -> io::Result<Option<Record>> {
+        check_channel(channel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut before = None;
+        let updated = self
+            .refs
+            .update_meta(upload_id, |r| {
+                before = Some(r.meta.clone());
+                let moved = UploadMeta {
+                    channel: Some(channel.to_string()),
+                    ..r.meta.clone()
+                };
+                policy.stamp(&moved, &r.time)
+            })
+            .await?;
+        let Some(upload) = updated else {
+            return Ok(None);
+        };
+        let old = before.unwrap_or_default();
+        let mut record = upload_record_of(&upload, Action::Promoted);
+        record.reason = Some(format!(
+            "channel {} -> {channel}; expires {} (was {})",
+            old.channel.as_deref().unwrap_or("(none)"),
+            upload.meta.expires.as_deref().unwrap_or("never"),
+            old.expires.as_deref().unwrap_or("never"),
+        ));
+        Ok(Some(record))
+    }
+
+    /// What an expiry at `now` would remove, without changing anything: the expired uploads,
+    /// and the keys no unexpired upload references (with their sizes).
+    pub async fn plan_expiry(
+        &self,
+        now: SystemTime,
+        policy: Option<&RetentionPolicy>,
+    ) -> io::Result<ExpiryPlan> {
+        let uploads: Vec<UploadRecord> = self
+            .refs
+            .uploads()
+            .await?
+            .into_iter()
+            .filter(|r| {
+                r.state == UploadState::Removing || is_expired(&r.meta, &r.time, now, policy)
+            })
+            .collect();
+        let going: BTreeSet<&str> = uploads.iter().map(|u| u.upload.as_str()).collect();
+        let mut freed = BTreeMap::new();
+        let keys: BTreeSet<String> = uploads.iter().flat_map(|u| u.all_keys()).collect();
+        for key in keys {
+            if let Some(record) = self.refs.key(&key).await? {
+                if record.refs.iter().all(|r| going.contains(r.as_str())) {
+                    freed.insert(key, record.size);
+                }
+            }
+        }
+        Ok(ExpiryPlan { uploads, freed })
+    }
+
     /// Writes the manifest object for a batch of records.
     pub async fn write_manifest(&self, records: &[Record]) -> io::Result<Option<String>> {
         crate::manifest::write(
@@ -769,6 +902,29 @@ impl<'s> Indexer<'s> {
             self.config.gzip_manifest,
         )
         .await
+    }
+}
+
+/// An upload removed but not yet forgotten: its record stays (`removing`, listing the keys it
+/// unpublished) until [`Indexer::end_removal`], called once `record` is in the manifest, so a
+/// run that dies in between reports the same keys again (the manifest is at-least-once).
+#[derive(Debug)]
+pub struct Removal {
+    pub record: Record,
+    upload: UploadRecord,
+}
+
+/// The outcome of an expiry computed ahead (`--dry-run`, and the bytes an expiry frees).
+#[derive(Debug, Default)]
+pub struct ExpiryPlan {
+    pub uploads: Vec<UploadRecord>,
+    /// Keys that would be unpublished, and their sizes.
+    pub freed: BTreeMap<String, u64>,
+}
+
+impl ExpiryPlan {
+    pub fn bytes_freed(&self) -> u64 {
+        self.freed.values().sum()
     }
 }
 
@@ -813,6 +969,8 @@ pub struct Summary {
     pub rejected: usize,
     pub conflicts: usize,
     pub unpublished: usize,
+    pub expired: usize,
+    pub promoted: usize,
     pub keys_published: usize,
 }
 
@@ -825,6 +983,8 @@ impl Summary {
             Some(Action::Rejected) => self.rejected += 1,
             Some(Action::Conflict) => self.conflicts += 1,
             Some(Action::Unpublished) => self.unpublished += 1,
+            Some(Action::Expired) => self.expired += 1,
+            Some(Action::Promoted) => self.promoted += 1,
             None => {}
         }
         self.keys_published += record.published.len();
@@ -845,6 +1005,12 @@ impl std::fmt::Display for Summary {
         )?;
         if self.unpublished > 0 {
             write!(f, ", {} unpublished", self.unpublished)?;
+        }
+        if self.expired > 0 {
+            write!(f, ", {} expired", self.expired)?;
+        }
+        if self.promoted > 0 {
+            write!(f, ", {} promoted", self.promoted)?;
         }
         Ok(())
     }

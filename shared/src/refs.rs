@@ -631,6 +631,31 @@ impl<'s> RefStore<'s> {
         self.read(&upload_file(upload)).await
     }
 
+    /// One page of upload records in the order of their record files: those after the file
+    /// `after` (a cursor; empty: from the start), at most `limit`. Returns them and the cursor
+    /// of the next page (`None` when this page reached the end).
+    pub async fn uploads_after(
+        &self,
+        after: &str,
+        limit: usize,
+    ) -> io::Result<(Vec<UploadRecord>, Option<String>)> {
+        let mut files = self.store.list(&format!("{STATE_PREFIX}/uploads/")).await?;
+        files.sort();
+        let rest: Vec<String> = files.into_iter().filter(|f| f.as_str() > after).collect();
+        let page = &rest[..rest.len().min(limit)];
+        let mut records = Vec::new();
+        for file in page {
+            // Gone since the listing: removed meanwhile.
+            if let Some(record) = self.read(file).await? {
+                records.push(record);
+            }
+        }
+        let next = (rest.len() > page.len())
+            .then(|| page.last().cloned())
+            .flatten();
+        Ok((records, next))
+    }
+
     pub async fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
         self.list_records(&format!("{STATE_PREFIX}/uploads/")).await
     }
@@ -742,6 +767,18 @@ impl<'s> RefStore<'s> {
 
     /// Marks an upload `removing` (invariant 4) and returns it, or `None` when there is none.
     pub async fn begin_removal(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
+        self.begin_removal_if(upload, |_| true).await
+    }
+
+    /// [`Self::begin_removal`] only if `wanted` holds for the record as it is swapped (an
+    /// expiry decided on the version it changes, so a promotion swapped in meanwhile wins);
+    /// a removal already begun is returned as it is (whoever began it decided). `None`: no
+    /// such upload, or not wanted.
+    pub async fn begin_removal_if(
+        &self,
+        upload: &str,
+        wanted: impl Fn(&UploadRecord) -> bool,
+    ) -> io::Result<Option<UploadRecord>> {
         self.update(&upload_file(upload), |current: Option<UploadRecord>| {
             let Some(mut record) = current else {
                 return Ok(Step::Keep(None));
@@ -749,8 +786,37 @@ impl<'s> RefStore<'s> {
             if record.state == UploadState::Removing {
                 return Ok(Step::Keep(Some(record)));
             }
+            if !wanted(&record) {
+                return Ok(Step::Keep(None));
+            }
             record.state = UploadState::Removing;
             Ok(Step::Write(record.clone(), Some(record)))
+        })
+        .await
+    }
+
+    /// Changes the metadata of an upload that is not being removed (a promotion). Returns the
+    /// record as written, or `None` when the upload is gone or being removed (an expiry that
+    /// won the race: the promotion comes too late for it).
+    pub async fn update_meta(
+        &self,
+        upload: &str,
+        mut change: impl FnMut(&UploadRecord) -> UploadMeta,
+    ) -> io::Result<Option<UploadRecord>> {
+        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(None));
+            };
+            if record.state == UploadState::Removing {
+                return Ok(Step::Keep(None));
+            }
+            let meta = change(&record);
+            if record.meta == meta {
+                Ok(Step::Keep(Some(record)))
+            } else {
+                record.meta = meta;
+                Ok(Step::Write(record.clone(), Some(record)))
+            }
         })
         .await
     }

@@ -22,6 +22,15 @@ pub struct LambdaConfig {
     pub source_prefix: Option<String>,
     /// SYMDEX_CONCURRENCY: messages of one SQS batch processed at once (default 4).
     pub concurrency: usize,
+    /// SYMDEX_PRODUCT_PREFIXES=true: an upload's first key segment is its product (CI roles
+    /// may only write under their own, the module's `ci_upload_policies`); a `product`
+    /// metadata value naming another is rejected.
+    pub product_prefixes: bool,
+    /// SYMDEX_SWEEP_MAX_UPLOADS: upload records the sweeper examines per run (default 2000).
+    pub sweep_max_uploads: usize,
+    /// SYMDEX_SWEEP_DELETE_INGEST (default true): the sweeper deletes the ingest object of
+    /// each upload it expires (that version, or that content when unversioned).
+    pub sweep_delete_ingest: bool,
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -87,17 +96,31 @@ impl LambdaConfig {
             ..Default::default()
         };
         let concurrency = number("SYMDEX_CONCURRENCY", 4)?.clamp(1, 64) as usize;
+        // SYMDEX_RETENTION: channel -> retention (retention.rs), stamped on new uploads.
+        let retention = match lookup("SYMDEX_RETENTION") {
+            Some(policy) => policy
+                .parse()
+                .map_err(|e| format!("SYMDEX_RETENTION: {e}"))?,
+            None => Default::default(),
+        };
+        let flag = |name: &str, default: bool| {
+            lookup(name).map_or(default, |v| matches!(v.trim(), "true" | "1" | "yes"))
+        };
         Ok(LambdaConfig {
             serving_bucket,
             concurrency,
             pipeline: Config {
                 layouts,
                 prefixes,
-                overwrite: lookup("SYMDEX_OVERWRITE").is_some_and(|v| v == "true" || v == "1"),
+                overwrite: flag("SYMDEX_OVERWRITE", false),
                 manifest_prefix,
                 gzip_manifest: true,
                 lease,
+                retention,
             },
+            product_prefixes: flag("SYMDEX_PRODUCT_PREFIXES", false),
+            sweep_max_uploads: number("SYMDEX_SWEEP_MAX_UPLOADS", 2000)?.clamp(1, 100_000) as usize,
+            sweep_delete_ingest: flag("SYMDEX_SWEEP_DELETE_INGEST", true),
             multipart_threshold,
             source_extensions: lookup("SYMDEX_SOURCE_EXTENSIONS")
                 .map(|v| list(&v))
@@ -155,5 +178,19 @@ mod tests {
         assert_eq!(c.multipart_threshold, 1 << 20);
         assert!(c.is_source("src/a.CS") && !c.is_source("bin/a.dll"));
         assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_LAYOUTS", "bogus")]).is_err());
+        assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_RETENTION", "try")]).is_err());
+        let c = config(&[
+            ("SYMDEX_SERVING_BUCKET", "s"),
+            ("SYMDEX_RETENTION", "pr=3d"),
+            ("SYMDEX_PRODUCT_PREFIXES", "true"),
+        ])
+        .unwrap();
+        assert_eq!(c.pipeline.retention.to_string(), "pr=3d");
+        assert!(c.product_prefixes && c.sweep_delete_ingest);
+        assert!(
+            !config(&[("SYMDEX_SERVING_BUCKET", "s")])
+                .unwrap()
+                .product_prefixes
+        );
     }
 }

@@ -57,8 +57,9 @@ impl Context {
     }
 }
 
-/// Upload metadata: `x-amz-meta-build` / `-product` / `-version` (also with a `symdex-`
-/// prefix), else `build=`, `product=`, `version=` path segments of the key.
+/// Upload metadata: `x-amz-meta-build` / `-product` / `-version` / `-channel` (also with a
+/// `symdex-` prefix), else `build=`, `product=`, `version=`, `channel=` path segments of the
+/// key.
 fn upload_meta(key: &str, metadata: &HashMap<String, String>) -> UploadMeta {
     let from_meta = |name: &str| {
         metadata
@@ -76,6 +77,31 @@ fn upload_meta(key: &str, metadata: &HashMap<String, String>) -> UploadMeta {
         build: get("build"),
         product: get("product"),
         version: get("version"),
+        channel: get("channel"),
+        expires: None,
+    }
+}
+
+/// With product prefixes enforced (SYMDEX_PRODUCT_PREFIXES), the first segment of the ingest
+/// key is the upload's product: IAM lets each CI role write only under its own, so metadata
+/// naming another product is a lie (or a mistake) and is rejected. The product recorded is
+/// the prefix's.
+fn check_product_prefix(key: &str, meta: &mut UploadMeta) -> Result<(), String> {
+    let prefix = key.split('/').next().unwrap_or("");
+    let product = prefix.strip_prefix("product=").unwrap_or(prefix);
+    if product.is_empty() || !key.contains('/') {
+        return Err(format!(
+            "{key:?} is not under a product prefix (<product>/...)"
+        ));
+    }
+    match &meta.product {
+        Some(claimed) if claimed != product => Err(format!(
+            "product {claimed:?} in the upload's metadata does not match its key prefix {product:?}"
+        )),
+        _ => {
+            meta.product = Some(product.to_string());
+            Ok(())
+        }
     }
 }
 
@@ -136,6 +162,24 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
             ingest: None,
         });
     };
+    let rejected = |reason: String, meta: UploadMeta| {
+        let mut record = vanished(event);
+        record.action = Some(Action::Rejected);
+        record.reason = Some(reason);
+        record.ingest_etag = Some(info.etag.clone());
+        record.ingest_size = Some(info.size);
+        record.meta = meta;
+        Job {
+            indexed: Indexed::nothing_published(vec![record]),
+            ingest: None,
+        }
+    };
+    let mut meta = upload_meta(&event.key, &metadata);
+    if ctx.config.product_prefixes {
+        if let Err(reason) = check_product_prefix(&event.key, &mut meta) {
+            return Ok(rejected(reason, meta));
+        }
+    }
     let object = store.open_object(
         &event.bucket,
         &event.key,
@@ -151,17 +195,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
     {
         Ok(done) => done,
         // Not a storage failure: the artifact asks for more reads than identification allows.
-        Err(StorageError::TooLarge(reason)) => {
-            let mut record = vanished(event);
-            record.action = Some(Action::Rejected);
-            record.reason = Some(reason);
-            record.ingest_etag = Some(info.etag.clone());
-            record.ingest_size = Some(info.size);
-            return Ok(Job {
-                indexed: Indexed::nothing_published(vec![record]),
-                ingest: None,
-            });
-        }
+        Err(StorageError::TooLarge(reason)) => return Ok(rejected(reason, meta)),
         Err(e) => return Err(e.into()),
     };
     let upload = Upload {
@@ -178,7 +212,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         ingest_version: event.version_id.clone(),
         etag: info.etag.clone(),
         size: info.size,
-        meta: upload_meta(&event.key, &metadata),
+        meta,
         options,
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
@@ -417,6 +451,24 @@ pub async fn handle_remover(ctx: &Arc<Context>, payload: Value) -> Result<Value,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn product_prefixes_are_checked_against_metadata() {
+        let meta = |product: Option<&str>| UploadMeta {
+            product: product.map(str::to_string),
+            ..UploadMeta::default()
+        };
+        let mut m = meta(None);
+        assert!(check_product_prefix("demo/b/app.debug", &mut m).is_ok());
+        assert_eq!(m.product.as_deref(), Some("demo"), "the prefix names it");
+        let mut m = meta(Some("demo"));
+        assert!(check_product_prefix("product=demo/app.debug", &mut m).is_ok());
+        let mut m = meta(Some("other"));
+        let err = check_product_prefix("demo/app.debug", &mut m).unwrap_err();
+        assert!(err.contains("does not match"), "{err}");
+        assert!(check_product_prefix("app.debug", &mut meta(None)).is_err());
+        assert!(check_product_prefix("/app.debug", &mut meta(None)).is_err());
+    }
 
     #[test]
     fn metadata_from_headers_or_path() {

@@ -1,14 +1,16 @@
 //! The symdex Lambda functions' shared part: configuration from the environment, event
-//! decoding, and the two handlers (plain async fns over the event payload) driving the shared
-//! pipeline over S3. The `functions/indexer` and `functions/remover` binaries only wire these
+//! decoding, and the handlers (plain async fns over the event payload) driving the shared
+//! pipeline over S3. The `functions/indexer`, `functions/remover` and `functions/sweeper` binaries only wire these
 //! into `lambda_runtime`.
 
 pub mod config;
 pub mod events;
 pub mod handler;
+pub mod sweeper;
 
 pub use config::LambdaConfig;
 pub use handler::{handle_indexer, handle_remover, Context, Error};
+pub use sweeper::handle_sweeper;
 
 /// JSON logs, one object per line (CloudWatch-friendly); `RUST_LOG` filters.
 pub fn init_logging() {
@@ -28,6 +30,8 @@ pub fn init_logging() {
 pub enum Function {
     Indexer,
     Remover,
+    /// Scheduled: removes expired uploads (sweeper.rs).
+    Sweeper,
 }
 
 /// The whole `main` of a bootstrap binary: logging, context from the environment, and the
@@ -43,6 +47,7 @@ pub async fn run(function: Function) -> Result<(), lambda_runtime::Error> {
                 match function {
                     Function::Indexer => handle_indexer(&ctx, event.payload).await,
                     Function::Remover => handle_remover(&ctx, event.payload).await,
+                    Function::Sweeper => handle_sweeper(&ctx, event.payload).await,
                 }
             }
         },

@@ -352,3 +352,45 @@ async fn direct_s3_and_eventbridge_events() {
         .await
         .is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_product_prefixes_a_lying_product_is_rejected() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    for (key, product) in [("demo/app.debug", Some("other")), ("demo/app", None)] {
+        let file = if key.ends_with(".debug") {
+            "app.debug"
+        } else {
+            "app.stripped"
+        };
+        stack
+            .s3
+            .put_object()
+            .bucket(INGEST)
+            .key(key)
+            .body(std::fs::read(fx.path(file)).unwrap().into())
+            .set_metadata(product.map(|p| [("product".to_string(), p.to_string())].into()))
+            .send()
+            .await
+            .unwrap();
+    }
+    let messages = stack.receive(2).await;
+    let ctx = context(&stack, &[("SYMDEX_PRODUCT_PREFIXES", "true")]).await;
+    let response = handle_indexer(&ctx, sqs_event(&messages, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty(), "{response}");
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let by_key = |k: &str| records.iter().find(|r| r["ingest_key"] == k).unwrap();
+    let lying = by_key("demo/app.debug");
+    assert_eq!(lying["action"], "rejected");
+    assert!(lying["reason"]
+        .as_str()
+        .unwrap()
+        .contains("does not match its key prefix"));
+    assert_eq!(by_key("demo/app")["action"], "indexed");
+    assert_eq!(by_key("demo/app")["product"], "demo");
+    let published = checks::published(&stack, SERVING).await;
+    assert!(!published.contains_key(&format!("buildid/{}/debuginfo", fx.build_id())));
+    assert!(published.contains_key(&format!("buildid/{}/executable", fx.build_id())));
+}

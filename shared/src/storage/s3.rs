@@ -218,6 +218,30 @@ impl S3Store {
         }
     }
 
+    /// Deletes one ingest object of another bucket: the version `version_id`, or (an
+    /// unversioned bucket) the object only while it still holds `etag`, so a newer upload
+    /// under the same key stays. `false`: it was already gone or had changed.
+    pub async fn delete_object_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        etag: &str,
+    ) -> StorageResult<bool> {
+        let request = self.client.delete_object().bucket(bucket).key(key);
+        let request = match version_id {
+            Some(version) => request.version_id(version),
+            None => request.if_match(format!("\"{etag}\"")),
+        };
+        match request.send().await {
+            Ok(_) => Ok(true),
+            Err(e) => match sdk_err("DeleteObject (ingest)", e) {
+                StorageError::PreconditionFailed(_) | StorageError::NotFound(_) => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+
     async fn copy_single(&self, copy_source: &str, key: &str, etag: &str) -> StorageResult<()> {
         self.client
             .copy_object()

@@ -25,6 +25,8 @@ pub struct Artifact {
     pub id: String,
     pub name: String,
     pub bytes: Vec<u8>,
+    /// Retention channel (`try` uploads expire in the expiry scenarios).
+    pub channel: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Artifact {
@@ -39,7 +41,13 @@ impl Artifact {
             id: id.to_string(),
             name: name.to_string(),
             bytes,
+            channel: None,
         }
+    }
+
+    fn in_channel(mut self, channel: &'static str) -> Self {
+        self.channel = Some(channel);
+        self
     }
 
     fn upload(&self) -> Upload<'_> {
@@ -51,7 +59,10 @@ impl Artifact {
             ingest_version: None,
             etag: crate::storage::content_sha1(&self.bytes),
             size: self.bytes.len() as u64,
-            meta: UploadMeta::default(),
+            meta: UploadMeta {
+                channel: self.channel.map(str::to_string),
+                ..UploadMeta::default()
+            },
             options: IdentifyOptions::default(),
         }
     }
@@ -91,7 +102,8 @@ impl Artifacts {
             ],
         );
         Artifacts {
-            elf_a: Artifact::new("file:/ci/app.debug#a", "app.debug", elf.clone()),
+            elf_a: Artifact::new("file:/ci/app.debug#a", "app.debug", elf.clone())
+                .in_channel("try"),
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
             elf_other: Artifact::new("file:/ci/app.debug#other", "app.debug", other),
             pe: Artifact::new("file:/ci/mixed.dll", "mixed.dll", pe),
@@ -112,6 +124,20 @@ pub enum Op<'a> {
     /// Index and finalize; `alive: false` when the ingest object was deleted meanwhile.
     Index(&'a Artifact, bool),
     Delete(&'a Artifact),
+    /// Expire (at a time every `try` upload has expired), record, forget.
+    Expire(&'a Artifact),
+    /// Promote to `release`.
+    Promote(&'a Artifact),
+}
+
+/// What a scenario must end with: the references and objects of a serial run of ...
+pub enum Survivors<'a> {
+    /// ... exactly these uploads;
+    Exactly(Vec<&'a Artifact>),
+    /// ... one of these sets (a race either side may win; `check` ties it to the outcome);
+    OneOf(Vec<Vec<&'a Artifact>>),
+    /// ... or, for conflicting bytes under one key, one upload's bytes per key.
+    Conflict,
 }
 
 /// One scenario: uploads indexed before, the concurrent operations, the uploads expected to
@@ -120,7 +146,7 @@ pub struct Scenario<'a> {
     pub name: &'static str,
     pub before: Vec<&'a Artifact>,
     pub ops: Vec<Op<'a>>,
-    pub survivors: Option<Vec<&'a Artifact>>,
+    pub survivors: Survivors<'a>,
 }
 
 pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
@@ -129,25 +155,25 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
             name: "the same upload delivered twice at once",
             before: vec![],
             ops: vec![Op::Index(&a.elf_a, true), Op::Index(&a.elf_a, true)],
-            survivors: Some(vec![&a.elf_a]),
+            survivors: Survivors::Exactly(vec![&a.elf_a]),
         },
         Scenario {
             name: "two builds upload the same bytes at once",
             before: vec![],
             ops: vec![Op::Index(&a.elf_a, true), Op::Index(&a.elf_b, true)],
-            survivors: Some(vec![&a.elf_a, &a.elf_b]),
+            survivors: Survivors::Exactly(vec![&a.elf_a, &a.elf_b]),
         },
         Scenario {
             name: "index build B while build A is deleted",
             before: vec![&a.elf_a],
             ops: vec![Op::Index(&a.elf_b, true), Op::Delete(&a.elf_a)],
-            survivors: Some(vec![&a.elf_b]),
+            survivors: Survivors::Exactly(vec![&a.elf_b]),
         },
         Scenario {
             name: "delete both builds at once",
             before: vec![&a.elf_a, &a.elf_b],
             ops: vec![Op::Delete(&a.elf_a), Op::Delete(&a.elf_b)],
-            survivors: Some(vec![]),
+            survivors: Survivors::Exactly(vec![]),
         },
         Scenario {
             name: "the same delete delivered twice, beside a re-index",
@@ -157,31 +183,53 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Delete(&a.elf_a),
                 Op::Index(&a.elf_b, true),
             ],
-            survivors: Some(vec![&a.elf_b]),
+            survivors: Survivors::Exactly(vec![&a.elf_b]),
         },
         Scenario {
             name: "a PE and its PDB arrive at once",
             before: vec![],
             ops: vec![Op::Index(&a.pe, true), Op::Index(&a.pdb, true)],
-            survivors: Some(vec![&a.pe, &a.pdb]),
+            survivors: Survivors::Exactly(vec![&a.pe, &a.pdb]),
         },
         Scenario {
             name: "a PDB is deleted while its PE arrives",
             before: vec![&a.pdb],
             ops: vec![Op::Index(&a.pe, true), Op::Delete(&a.pdb)],
-            survivors: Some(vec![&a.pe]),
+            survivors: Survivors::Exactly(vec![&a.pe]),
         },
         Scenario {
             name: "a removal processed before its creation",
             before: vec![],
             ops: vec![Op::Index(&a.elf_a, false), Op::Delete(&a.elf_a)],
-            survivors: Some(vec![]),
+            survivors: Survivors::Exactly(vec![]),
         },
         Scenario {
             name: "different bytes under one key at once",
             before: vec![],
             ops: vec![Op::Index(&a.elf_a, true), Op::Index(&a.elf_other, true)],
-            survivors: None,
+            survivors: Survivors::Conflict,
+        },
+        Scenario {
+            name: "a try build expires while a release build of the same bytes arrives",
+            before: vec![&a.elf_a],
+            ops: vec![Op::Expire(&a.elf_a), Op::Index(&a.elf_b, true)],
+            survivors: Survivors::Exactly(vec![&a.elf_b]),
+        },
+        Scenario {
+            name: "a try build is promoted while it expires",
+            before: vec![&a.elf_a, &a.pdb],
+            ops: vec![Op::Expire(&a.elf_a), Op::Promote(&a.elf_a)],
+            survivors: Survivors::OneOf(vec![vec![&a.pdb], vec![&a.elf_a, &a.pdb]]),
+        },
+        Scenario {
+            name: "the same expiry run twice, beside a redelivery of the upload",
+            before: vec![&a.elf_a, &a.elf_b],
+            ops: vec![
+                Op::Expire(&a.elf_a),
+                Op::Expire(&a.elf_a),
+                Op::Index(&a.elf_b, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.elf_b]),
         },
     ]
 }
@@ -215,7 +263,27 @@ pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> 
             Ok(records)
         }
         Op::Delete(artifact) => Ok(indexer.unindex(&artifact.id).await?.into_iter().collect()),
+        Op::Expire(artifact) => {
+            let Some(removal) = indexer.expire(&artifact.id, far_future(), None).await? else {
+                return Ok(Vec::new());
+            };
+            indexer
+                .write_manifest(std::slice::from_ref(&removal.record))
+                .await?;
+            indexer.end_removal(&removal).await?;
+            Ok(vec![removal.record])
+        }
+        Op::Promote(artifact) => Ok(indexer
+            .promote(&artifact.id, "release", &Default::default())
+            .await?
+            .into_iter()
+            .collect()),
     }
+}
+
+/// A time at which every upload of a finite retention has expired.
+fn far_future() -> std::time::SystemTime {
+    std::time::SystemTime::now() + Duration::from_secs(1000 * 86_400)
 }
 
 /// Published objects (outside bookkeeping) with their content.
@@ -268,10 +336,16 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
     seeds: std::ops::Range<u64>,
     mut fresh_store: impl FnMut() -> F,
 ) -> usize {
-    let expected = match &scenario.survivors {
-        Some(survivors) => Some(serial(survivors).await),
-        None => None,
-    };
+    let mut expected = Vec::new();
+    match &scenario.survivors {
+        Survivors::Exactly(survivors) => expected.push(serial(survivors).await),
+        Survivors::OneOf(sets) => {
+            for survivors in sets {
+                expected.push(serial(survivors).await);
+            }
+        }
+        Survivors::Conflict => {}
+    }
     let scheduler = Scheduler::new();
     let mut retried = 0;
     for seed in seeds {
@@ -299,6 +373,16 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 trace.join("\n  ")
             )
         };
+        // A promotion that reports success keeps its upload, whatever the expiry did.
+        let promoted: Vec<&str> = scenario
+            .ops
+            .iter()
+            .zip(&results)
+            .filter_map(|(op, result)| match (op, result) {
+                (Op::Promote(a), Ok(records)) if !records.is_empty() => Some(a.id.as_str()),
+                _ => None,
+            })
+            .collect();
         // Redelivery: what failed runs again, alone, as SQS would retry the message.
         for (op, result) in scenario.ops.iter().zip(results) {
             if let Err(first) = result {
@@ -328,18 +412,16 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
         }
         let refs = references(&store).await.expect("references");
         let objects = published(&store).await.expect("published");
-        match &expected {
-            Some((want_refs, want_objects)) => {
-                if &refs != want_refs || &objects != want_objects {
-                    panic!(
-                        "{}",
-                        context(&format!(
-                            "differs from a serial run\n got refs {refs:#?}\nwant refs {want_refs:#?}\n got objects {objects:#?}\nwant objects {want_objects:#?}"
-                        ))
-                    );
-                }
+        for upload in &promoted {
+            if !refs.values().any(|owners| owners.contains(*upload)) {
+                panic!(
+                    "{}",
+                    context(&format!("{upload} was promoted, yet expired"))
+                );
             }
-            None => {
+        }
+        match expected.as_slice() {
+            [] => {
                 // Conflicting bytes: each key holds one upload's bytes (the audit checked they
                 // match its record) and is referenced by that upload alone; generated
                 // sidecars (`.meta`) are shared. Different keys may go to different uploads.
@@ -347,6 +429,17 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                     if owners.len() != 1 && !key.ends_with(".meta") {
                         panic!("{}", context(&format!("{key} claimed by {owners:?}")));
                     }
+                }
+            }
+            outcomes => {
+                if !outcomes.iter().any(|(r, o)| r == &refs && o == &objects) {
+                    let (want_refs, want_objects) = &outcomes[0];
+                    panic!(
+                        "{}",
+                        context(&format!(
+                            "differs from a serial run\n got refs {refs:#?}\nwant refs {want_refs:#?}\n got objects {objects:#?}\nwant objects {want_objects:#?}"
+                        ))
+                    );
                 }
             }
         }

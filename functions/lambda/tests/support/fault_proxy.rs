@@ -24,6 +24,16 @@ pub struct Faults {
     pub internal_error: AtomicU64,
     pub reset_before: AtomicU64,
     pub reset_after: AtomicU64,
+    /// When set (`cut_after(n)`): requests still forwarded before every later one is reset,
+    /// as if the function died there. `i64::MAX` (the default of `start`): no cut.
+    pub budget: std::sync::atomic::AtomicI64,
+}
+
+impl Faults {
+    /// Forwards `n` more requests, then resets every one until the next call.
+    pub fn cut_after(&self, n: i64) {
+        self.budget.store(n, Ordering::SeqCst);
+    }
 }
 
 pub struct FaultProxy {
@@ -79,6 +89,10 @@ async fn handle(
     percent: usize,
     faults: &Faults,
 ) -> Result<Response<Full<Bytes>>, BoxError> {
+    if faults.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
+        faults.reset_before.fetch_add(1, Ordering::Relaxed);
+        return Err(BoxError::other("cut: the function died here"));
+    }
     if roll >= percent {
         faults.forwarded.fetch_add(1, Ordering::Relaxed);
         return forward(client, authority, request).await;
@@ -123,7 +137,10 @@ impl FaultProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let authority = upstream.trim_start_matches("http://").to_string();
-        let faults = Arc::new(Faults::default());
+        let faults = Arc::new(Faults {
+            budget: std::sync::atomic::AtomicI64::new(i64::MAX),
+            ..Faults::default()
+        });
         let rng = Arc::new(Mutex::new(Rng::new(seed)));
         let client: Upstream = Client::builder(TokioExecutor::new()).build_http();
         let counters = faults.clone();

@@ -78,13 +78,18 @@ impl Moto {
     /// An S3 client for another endpoint (a proxy in front of this moto), with the SDK's
     /// standard retries as the functions configure them.
     pub async fn s3_via(&self, endpoint: &str) -> aws_sdk_s3::Client {
+        self.s3_via_with(endpoint, 5).await
+    }
+
+    /// [`Self::s3_via`] with `attempts` tries per request (1: the first failure is final).
+    pub async fn s3_via_with(&self, endpoint: &str, attempts: u32) -> aws_sdk_s3::Client {
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .region(aws_config::Region::new(REGION))
             .endpoint_url(endpoint)
             .credentials_provider(aws_sdk_s3::config::Credentials::new(
                 "testing", "testing", None, None, "test",
             ))
-            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts))
             .load()
             .await;
         aws_sdk_s3::Client::from_conf(

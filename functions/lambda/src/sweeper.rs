@@ -1,0 +1,249 @@
+//! The sweeper: a scheduled function (EventBridge) that removes expired uploads from the
+//! serving bucket through the reference-counted delete, as `symdex expire` does locally.
+//!
+//! Each run examines one page of upload records (SYMDEX_SWEEP_MAX_UPLOADS) after a cursor kept
+//! in `_symdex/sweeper.json`, so a large store is swept over several runs and a run never
+//! outlasts its timeout. Per page:
+//!
+//! 1. expire the page's expired uploads (their records stay `removing`, listing what they
+//!    unpublished);
+//! 2. write their `expired` records to the manifest;
+//! 3. note their ingest objects as pending deletions in the sweeper state;
+//! 4. forget the uploads, then delete the ingest objects (that version; unversioned, only
+//!    while it still holds the indexed content), then clear the pending list and advance the
+//!    cursor.
+//!
+//! A run that dies anywhere is resumed by the next: before 2, the uploads are still
+//! `removing` and are expired again (the same keys reported: the manifest is at-least-once);
+//! after 3, the pending deletions are done first. The ingest object goes only after the upload
+//! is forgotten, so the remover's event for it finds nothing left to do. One sweeper runs at
+//! a time (the module reserves a concurrency of 1), so the state needs no compare-and-swap.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use symdex_shared::pipeline::Indexer;
+use symdex_shared::refs::{UploadState, STATE_PREFIX};
+use symdex_shared::retention::{format_time, is_expired, parse_time, RELEASE_CHANNEL};
+use symdex_shared::storage::Storage;
+
+use crate::handler::{Context, Error};
+
+/// One ingest object to delete.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct IngestObject {
+    bucket: String,
+    key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    version_id: Option<String>,
+    etag: String,
+}
+
+/// What survives between runs.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct SweepState {
+    /// The upload record file the last finished page ended at (empty: start over).
+    #[serde(default)]
+    after: String,
+    /// Ingest objects of forgotten uploads not yet deleted.
+    #[serde(default)]
+    pending: Vec<IngestObject>,
+}
+
+fn state_key() -> String {
+    format!("{STATE_PREFIX}/sweeper.json")
+}
+
+async fn load(store: &dyn Storage) -> Result<SweepState, Error> {
+    Ok(match store.get(&state_key()).await? {
+        Some(found) => serde_json::from_slice(&found.bytes)?,
+        None => SweepState::default(),
+    })
+}
+
+async fn save(store: &dyn Storage, state: &SweepState) -> Result<(), Error> {
+    store.put(&state_key(), &serde_json::to_vec(state)?).await?;
+    Ok(())
+}
+
+/// The ingest object an S3 upload came from: `s3:<bucket>/<key>@<version id or ETag>`.
+fn ingest_object(upload: &str, etag: &str) -> Option<IngestObject> {
+    let location = upload.strip_prefix("s3:")?;
+    let (path, version) = location.rsplit_once('@')?;
+    let (bucket, key) = path.split_once('/')?;
+    Some(IngestObject {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+        version_id: (version != etag).then(|| version.to_string()),
+        etag: etag.to_string(),
+    })
+}
+
+async fn delete_ingest(ctx: &Context, objects: &[IngestObject]) -> Result<usize, Error> {
+    let mut deleted = 0;
+    for object in objects {
+        let done = ctx
+            .store
+            .delete_object_version(
+                &object.bucket,
+                &object.key,
+                object.version_id.as_deref(),
+                &object.etag,
+            )
+            .await?;
+        deleted += usize::from(done);
+    }
+    Ok(deleted)
+}
+
+/// A promotion asked of the function (`aws lambda invoke --payload
+/// '{"promote": {"build": "B", "channel": "release"}}'`): the S3 form of `symdex promote`.
+/// Bounded like a sweep: a page of upload records after `after`; the answer's `next` is the
+/// `after` of the next call (`null`: done).
+#[derive(Debug, Deserialize)]
+struct Promote {
+    build: String,
+    #[serde(default)]
+    product: Option<String>,
+    #[serde(default)]
+    channel: Option<String>,
+    #[serde(default)]
+    after: String,
+}
+
+async fn promote(ctx: &Context, request: Promote) -> Result<Value, Error> {
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+    let channel = request.channel.as_deref().unwrap_or(RELEASE_CHANNEL);
+    let (uploads, next) = indexer
+        .refs()
+        .uploads_after(&request.after, ctx.config.sweep_max_uploads)
+        .await?;
+    let mut records = Vec::new();
+    for upload in uploads {
+        let wanted = upload.meta.build.as_deref() == Some(request.build.as_str())
+            && request
+                .product
+                .as_ref()
+                .is_none_or(|p| upload.meta.product.as_ref() == Some(p));
+        if wanted {
+            let policy = &ctx.config.pipeline.retention;
+            records.extend(indexer.promote(&upload.upload, channel, policy).await?);
+        }
+    }
+    indexer.write_manifest(&records).await?;
+    for record in &records {
+        tracing::info!(action = "promoted", upload = %record.upload, reason = record.reason.as_deref(), "decision");
+    }
+    Ok(json!({ "promoted": records.len(), "channel": channel, "next": next }))
+}
+
+/// One sweeper run. The payload is EventBridge's scheduled event: its `time` is the time to
+/// expire at (so a replayed event decides as the original would); `detail.dry_run: true`
+/// reports without changing anything. A `promote` payload promotes instead ([`Promote`]).
+pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value, Error> {
+    if let Some(request) = payload.get("promote") {
+        return promote(ctx, serde_json::from_value(request.clone())?).await;
+    }
+    let now = match payload.get("time").and_then(Value::as_str) {
+        Some(time) => parse_time(time)?,
+        None => SystemTime::now(),
+    };
+    let dry_run = payload
+        .pointer("/detail/dry_run")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let store: &dyn Storage = &ctx.store;
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+    let mut state = load(store).await?;
+
+    // A run that died after noting its ingest deletions: finish them first.
+    let mut ingest_deleted = 0;
+    if !dry_run && !state.pending.is_empty() {
+        ingest_deleted += delete_ingest(ctx, &state.pending).await?;
+        state.pending.clear();
+        save(store, &state).await?;
+    }
+
+    let (uploads, next) = indexer
+        .refs()
+        .uploads_after(&state.after, ctx.config.sweep_max_uploads)
+        .await?;
+    let examined = uploads.len();
+    let due: Vec<_> = uploads
+        .into_iter()
+        .filter(|u| u.state == UploadState::Removing || is_expired(&u.meta, &u.time, now, None))
+        .collect();
+    if dry_run {
+        let would: Vec<&str> = due.iter().map(|u| u.source.as_str()).collect();
+        return Ok(json!({
+            "now": format_time(now),
+            "examined": examined,
+            "would_expire": would,
+            "next": next,
+        }));
+    }
+
+    let mut removals = Vec::new();
+    for upload in &due {
+        removals.extend(indexer.expire(&upload.upload, now, None).await?);
+    }
+    let records: Vec<_> = removals.iter().map(|r| r.record.clone()).collect();
+    indexer.write_manifest(&records).await?;
+    if ctx.config.sweep_delete_ingest {
+        state.pending = removals
+            .iter()
+            .filter_map(|r| ingest_object(&r.record.upload, r.record.ingest_etag.as_deref()?))
+            .collect();
+        if !state.pending.is_empty() {
+            save(store, &state).await?;
+        }
+    }
+    for removal in &removals {
+        indexer.end_removal(removal).await?;
+    }
+    ingest_deleted += delete_ingest(ctx, &state.pending).await?;
+    state.pending.clear();
+    state.after = next.clone().unwrap_or_default();
+    save(store, &state).await?;
+
+    let keys_removed: usize = records.iter().map(|r| r.removed.len()).sum();
+    for record in &records {
+        tracing::info!(
+            action = "expired",
+            upload = %record.upload,
+            channel = record.meta.channel.as_deref(),
+            expires = record.meta.expires.as_deref(),
+            removed = record.removed.len(),
+            "decision"
+        );
+    }
+    Ok(json!({
+        "now": format_time(now),
+        "examined": examined,
+        "expired": records.len(),
+        "keys_removed": keys_removed,
+        "ingest_deleted": ingest_deleted,
+        "next": next,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ingest_objects_from_upload_ids() {
+        let versioned = ingest_object("s3:in/a/b@c.debug@v123", "etag1").unwrap();
+        assert_eq!(versioned.bucket, "in");
+        assert_eq!(versioned.key, "a/b@c.debug");
+        assert_eq!(versioned.version_id.as_deref(), Some("v123"));
+        let plain = ingest_object("s3:in/x.pdb@etag1", "etag1").unwrap();
+        assert_eq!(
+            plain.version_id, None,
+            "unversioned: conditional on the ETag"
+        );
+        assert!(ingest_object("file:/ci/x.pdb@etag1", "etag1").is_none());
+    }
+}

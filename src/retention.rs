@@ -1,0 +1,166 @@
+//! `symdex promote` and `symdex expire` over a local store directory.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use clap::Args;
+use symdex_shared::manifest::Record;
+use symdex_shared::pipeline::{Config, Indexer};
+use symdex_shared::retention::{parse_time, RetentionPolicy, RELEASE_CHANNEL};
+
+use crate::index::{exclusive_lease, open_for_writing, PolicyArg};
+use crate::DEFAULT_STORE;
+
+#[derive(Args)]
+pub struct PromoteArgs {
+    /// The store directory.
+    #[arg(long, default_value = DEFAULT_STORE)]
+    pub store: PathBuf,
+    /// Promote every upload of this build.
+    #[arg(long)]
+    pub build: String,
+    /// Only the uploads of this product.
+    #[arg(long)]
+    pub product: Option<String>,
+    /// The channel the uploads move to (their expiry is recomputed under the policy).
+    #[arg(long, default_value = RELEASE_CHANNEL)]
+    pub channel: String,
+    #[command(flatten)]
+    pub policy: PolicyArg,
+}
+
+#[derive(Args)]
+pub struct ExpireArgs {
+    /// The store directory.
+    #[arg(long, default_value = DEFAULT_STORE)]
+    pub store: PathBuf,
+    /// Print what would be removed and the bytes freed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The time to expire at (RFC 3339, e.g. 2026-12-24T00:00:00Z; default: now).
+    #[arg(long, value_parser = parse_time)]
+    pub now: Option<SystemTime>,
+    /// Recompute every upload's expiry under this policy (from its channel and indexing
+    /// time) instead of the expiry recorded when it was indexed or promoted.
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<RetentionPolicy>,
+    /// Print every manifest record (JSON Lines).
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn indexer_config() -> Config {
+    Config {
+        lease: exclusive_lease(),
+        ..Config::default()
+    }
+}
+
+fn print_records(records: &[Record], json: bool) -> anyhow::Result<()> {
+    for record in records {
+        if json {
+            println!("{}", serde_json::to_string(record)?);
+        } else {
+            println!(
+                "{} {}: {}",
+                record.action.map_or("", |a| a.as_str()),
+                record.ingest_key,
+                record.reason.as_deref().unwrap_or("")
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn promote(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
+    crate::block_on(promote_async(args))?
+}
+
+async fn promote_async(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
+    let (store, _lock) = open_for_writing(&args.store)?;
+    let indexer = Indexer::new(&store, indexer_config());
+    let mut records = Vec::new();
+    for upload in indexer.refs().uploads().await? {
+        let wanted = upload.meta.build.as_deref() == Some(args.build.as_str())
+            && args
+                .product
+                .as_ref()
+                .is_none_or(|p| upload.meta.product.as_ref() == Some(p));
+        if wanted {
+            records.extend(
+                indexer
+                    .promote(&upload.upload, &args.channel, &args.policy.policy)
+                    .await?,
+            );
+        }
+    }
+    indexer.write_manifest(&records).await?;
+    print_records(&records, false)?;
+    println!(
+        "symdex: {} uploads of build {} promoted to {}",
+        records.len(),
+        args.build,
+        args.channel
+    );
+    Ok(if records.is_empty() {
+        eprintln!("symdex: no upload of build {} found", args.build);
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn expire(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
+    crate::block_on(expire_async(args))?
+}
+
+async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
+    let (store, _lock) = open_for_writing(&args.store)?;
+    let indexer = Indexer::new(&store, indexer_config());
+    let now = args.now.unwrap_or_else(SystemTime::now);
+    let plan = indexer.plan_expiry(now, args.policy.as_ref()).await?;
+    if args.dry_run {
+        for upload in &plan.uploads {
+            println!(
+                "would expire {} (channel {}, expires {})",
+                upload.source,
+                upload.meta.channel.as_deref().unwrap_or("(none)"),
+                upload.meta.expires.as_deref().unwrap_or("never")
+            );
+        }
+        for (key, size) in &plan.freed {
+            println!("would unpublish {key} ({size} bytes)");
+        }
+        println!(
+            "symdex: dry run: {} uploads would expire, {} keys unpublished, {} bytes freed",
+            plan.uploads.len(),
+            plan.freed.len(),
+            plan.bytes_freed()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut removals = Vec::new();
+    for upload in &plan.uploads {
+        removals.extend(
+            indexer
+                .expire(&upload.upload, now, args.policy.as_ref())
+                .await?,
+        );
+    }
+    let records: Vec<Record> = removals.iter().map(|r| r.record.clone()).collect();
+    // The manifest first: a run killed before the uploads are forgotten reports them again.
+    indexer.write_manifest(&records).await?;
+    for removal in &removals {
+        indexer.end_removal(removal).await?;
+    }
+    print_records(&records, args.json)?;
+    let removed: Vec<&String> = records.iter().flat_map(|r| &r.removed).collect();
+    let bytes: u64 = removed.iter().filter_map(|k| plan.freed.get(*k)).sum();
+    println!(
+        "symdex: {} uploads expired, {} keys unpublished, {bytes} bytes freed",
+        records.len(),
+        removed.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
