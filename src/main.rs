@@ -1,6 +1,7 @@
 //! `symdex`: the command-line face of the symdex engine. Argument parsing lives here; each
 //! subcommand is a module over the shared crate.
 
+mod auth;
 mod crash;
 mod index;
 mod inputs;

@@ -39,6 +39,28 @@ pub struct ServeArgs {
     /// Connections served at once (default: what the open-files limit allows).
     #[arg(long)]
     pub max_connections: Option<usize>,
+    /// Require credentials: one token, `user:password` or `sha256:<hex>` per line (auth.rs);
+    /// requests without them get 401 and a basic-auth challenge.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+}
+
+/// What every request is checked against.
+struct Served {
+    root: PathBuf,
+    credentials: Option<crate::auth::Credentials>,
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [
+            (header::WWW_AUTHENTICATE, "Basic realm=\"symdex\""),
+            (header::CONTENT_TYPE, "text/plain"),
+        ],
+        "credentials required\n",
+    )
+        .into_response()
 }
 
 /// Top-level directories that are symdex's state, never symbols.
@@ -199,10 +221,11 @@ fn not_found() -> Response {
 /// Answers 404 for private paths, non-GET/HEAD methods and anything the file service refuses;
 /// sets the content type; writes one access-log line per request.
 async fn guard(
-    axum::extract::State(root): axum::extract::State<std::sync::Arc<PathBuf>>,
+    axum::extract::State(served): axum::extract::State<std::sync::Arc<Served>>,
     mut request: Request,
     next: Next,
 ) -> Response {
+    let root = &served.root;
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
@@ -216,6 +239,15 @@ async fn guard(
     if range.as_deref().is_some_and(|r| r.contains(',')) {
         request.headers_mut().remove(header::RANGE);
     }
+    // Without credentials nothing is told, not even whether a key exists.
+    let allowed = served.credentials.as_ref().is_none_or(|c| {
+        c.allows(
+            request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok()),
+        )
+    });
     let servable = servable_path(&path);
     if let Some(parts) = &servable {
         // The file service opens exactly the path that was checked.
@@ -224,7 +256,9 @@ async fn guard(
             Err(_) => return not_found(),
         }
     }
-    let response = if servable.is_none() {
+    let response = if !allowed {
+        unauthorized()
+    } else if servable.is_none() {
         not_found()
     } else if method != Method::GET && method != Method::HEAD {
         (
@@ -239,7 +273,7 @@ async fn guard(
                 .get(header::RANGE)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            fast_file(&root, parts, method == Method::HEAD, range).await
+            fast_file(root, parts, method == Method::HEAD, range).await
         }
         _ => None,
     } {
@@ -282,12 +316,16 @@ async fn guard(
     response
 }
 
-pub fn router(store: PathBuf) -> Router {
+fn router(store: PathBuf, credentials: Option<crate::auth::Credentials>) -> Router {
     let files = ServeDir::new(&store).append_index_html_on_directories(false);
+    let served = Served {
+        root: store,
+        credentials,
+    };
     Router::new()
         .fallback_service(files)
         .layer(middleware::from_fn_with_state(
-            std::sync::Arc::new(store),
+            std::sync::Arc::new(served),
             guard,
         ))
 }
@@ -313,6 +351,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("no store at {}", args.store.display());
     }
     let store = args.store.canonicalize()?;
+    let credentials = args
+        .auth_token_file
+        .as_deref()
+        .map(crate::auth::Credentials::load)
+        .transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -330,7 +373,13 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "  WinDbg/VS:  srv*http://{addr}/symbols   dotnet-symbol: --server-path http://{addr}/symbols"
         );
         let _ = out.flush();
-        let app = router(store);
+        if credentials.is_some() {
+            let _ = writeln!(
+                out,
+                "  credentials required (Authorization: Bearer <token>, or basic auth)"
+            );
+        }
+        let app = router(store, credentials);
         let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(
             args.max_connections.unwrap_or_else(default_max_connections).max(1),
         ));

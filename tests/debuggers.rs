@@ -175,3 +175,62 @@ fn the_server_speaks_symbol_server_http() {
         assert_eq!(status, 404, "{missing}");
     }
 }
+
+#[test]
+fn debuginfod_find_sends_the_token_of_its_headers_file() {
+    let (w, _open, build_id) = setup();
+    // The server's file holds the token's hash only.
+    let token = "ci-reader-7f3a";
+    let hash = String::from_utf8(
+        Command::new("sha256sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(token.as_bytes())?;
+                child.wait_with_output()
+            })
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let hash = hash.split_whitespace().next().unwrap();
+    std::fs::write(w.path("tokens"), format!("# readers\nsha256:{hash}\n")).unwrap();
+    let server = Server::start_with(
+        &w.path("store"),
+        &["--auth-token-file", w.path("tokens").to_str().unwrap()],
+        None,
+    );
+    let path = format!("/buildid/{build_id}/debuginfo");
+    let (status, headers, _) = server.request("HEAD", &path, "");
+    assert_eq!(status, 401);
+    assert!(headers.contains("www-authenticate: basic"), "{headers}");
+    let (status, _, _) = server.request("HEAD", "/buildid/00/debuginfo", "");
+    assert_eq!(status, 401, "a miss tells nothing either");
+
+    let mut without = client("debuginfod-find", &w, &server);
+    without.args(["debuginfo", &build_id]);
+    assert!(!without.output().unwrap().status.success(), "401 must fail");
+
+    std::fs::write(
+        w.path("headers"),
+        format!("Authorization: Bearer {token}\n"),
+    )
+    .unwrap();
+    let mut with = client("debuginfod-find", &w, &server);
+    with.env("DEBUGINFOD_HEADERS_FILE", w.path("headers"))
+        .env("DEBUGINFOD_CACHE_PATH", w.path("cache-with-token"))
+        .args(["debuginfo", &build_id]);
+    let out = with.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        std::fs::read(fetched.trim()).unwrap(),
+        std::fs::read(w.path("app.debug")).unwrap()
+    );
+}
