@@ -3,7 +3,7 @@ SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
 RUN_STORE ?= ./symbols
 
-.PHONY: all build release setup lint tf-check test conformance bench fuzz run lambda deploy clean
+.PHONY: all build release setup lint tf-check edge-test test conformance bench fuzz run lambda deploy clean
 
 all: build
 
@@ -24,9 +24,13 @@ lint:
 tf-check:
 	bash scripts/terraform-check.sh
 
+# The CloudFront Functions (infra/modules/symdex/edge/*.js) under node's test runner.
+edge-test:
+	node --test infra/modules/symdex/edge/*.test.mjs
+
 # Every test: unit tests next to the code, end-to-end tests in tests/ and functions/*/tests/
-# (moto_server, real debuggers, the Terraform module applied to moto).
-test: setup lint tf-check
+# (moto_server, real debuggers, the Terraform module applied to moto), the edge functions.
+test: setup lint tf-check edge-test
 	$(CARGO) test --workspace
 
 # Extra run over the reference corpus and fixtures in ../shared (not needed for `make test`).

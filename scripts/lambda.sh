@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# `make lambda`: deployable bootstrap zips for the indexer and remover functions
+# `make lambda`: deployable bootstrap zips for the indexer, remover and sweeper functions
 # (provided.al2023, x86_64 on this machine). Each binary carries a GNU build id
 # (.cargo/config.toml), so symdex can index its own functions.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 out=target/lambda
-cargo build --release --quiet -p symdex-indexer -p symdex-remover
-for fn in indexer remover; do
+cargo build --release --quiet -p symdex-indexer -p symdex-remover -p symdex-sweeper
+for fn in indexer remover sweeper; do
   dir="$out/$fn"
   rm -rf "$dir" && mkdir -p "$dir"
   # Ship a stripped bootstrap; keep its debug file beside it (index both with symdex).

@@ -19,7 +19,7 @@ if [ ! -d "$mirror/registry.terraform.io/hashicorp/aws" ]; then
   exit 0
 fi
 cp -r "$root/infra" "$work/"
-for dir in modules/symdex examples/complete; do
+for dir in modules/symdex examples/complete examples/private; do
   (cd "$work/infra/$dir" &&
     terraform init -backend=false -input=false -plugin-dir="$mirror" >/dev/null &&
     terraform validate -no-color)

@@ -54,6 +54,7 @@ fn root_config(module: &Path, endpoint: &str) -> String {
         "cloudfront",
         "glue",
         "athena",
+        "events",
     ];
     let endpoints: String = services
         .iter()
@@ -77,8 +78,14 @@ module "symdex" {{
   architecture = "x86_64"
   indexer_zip  = "bootstrap.zip"
   remover_zip  = "bootstrap.zip"
+  sweeper_zip  = "bootstrap.zip"
   # moto_server speaks plain HTTP.
   require_tls  = false
+  # Retention and upload permissions on. (The edge access function and its KeyValueStore
+  # are checked by `terraform validate` only: moto implements neither.)
+  retention_policy         = "try=7d,release=forever"
+  ci_products              = ["demo"]
+  enforce_product_prefixes = true
 }}
 
 output "ingest_bucket" {{ value = module.symdex.ingest_bucket }}
@@ -87,6 +94,8 @@ output "events_queue_url" {{ value = module.symdex.events_queue_url }}
 output "removals_queue_url" {{ value = module.symdex.removals_queue_url }}
 output "debuginfod_urls" {{ value = module.symdex.debuginfod_urls }}
 output "windbg_symbol_path" {{ value = module.symdex.windbg_symbol_path }}
+output "sweeper_function" {{ value = module.symdex.sweeper_function }}
+output "ci_upload_policies" {{ value = module.symdex.ci_upload_policies }}
 "#,
         module = module.display()
     )
@@ -160,6 +169,26 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         "CloudFront URL: {outputs}"
     );
     assert!(out("windbg_symbol_path").starts_with("srv*"));
+    assert_eq!(out("sweeper_function"), "symdex-tf-sweeper");
+    let policy: Value = serde_json::from_str(
+        outputs["ci_upload_policies"]["value"]["demo"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        policy.to_string().contains("symdex-tf-ingest/demo/*"),
+        "uploads only under the product's prefix: {policy}"
+    );
+    let state = terraform(d, &["state", "list"]);
+    for resource in [
+        "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",
+        "module.symdex.aws_cloudwatch_event_target.sweeper[0]",
+        "module.symdex.aws_lambda_permission.sweeper[0]",
+        "module.symdex.aws_cloudwatch_metric_alarm.function[\"sweeper-errors\"]",
+    ] {
+        assert!(state.contains(resource), "{resource} not created:\n{state}");
+    }
 
     let s3 = moto.s3().await;
     let sqs = moto.sqs().await;

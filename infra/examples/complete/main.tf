@@ -37,6 +37,11 @@ variable "remover_zip" {
   default = "../../../target/lambda/symdex-remover.zip"
 }
 
+variable "sweeper_zip" {
+  type    = string
+  default = "../../../target/lambda/symdex-sweeper.zip"
+}
+
 provider "aws" {
   region = var.region
 }
@@ -47,6 +52,7 @@ module "symdex" {
   architecture = var.architecture
   indexer_zip  = var.indexer_zip
   remover_zip  = var.remover_zip
+  sweeper_zip  = var.sweeper_zip
 }
 
 output "ingest_bucket" {

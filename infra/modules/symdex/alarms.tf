@@ -1,6 +1,9 @@
 locals {
-  alarm_queues    = var.enable_alarms ? { events = aws_sqs_queue.events_dlq.name, removals = aws_sqs_queue.removals_dlq.name } : {}
-  alarm_functions = { indexer = aws_lambda_function.indexer.function_name, remover = aws_lambda_function.remover.function_name }
+  alarm_queues = var.enable_alarms ? { events = aws_sqs_queue.events_dlq.name, removals = aws_sqs_queue.removals_dlq.name } : {}
+  alarm_functions = merge(
+    { indexer = aws_lambda_function.indexer.function_name, remover = aws_lambda_function.remover.function_name },
+    { for f in aws_lambda_function.sweeper : "sweeper" => f.function_name },
+  )
   function_alarms = var.enable_alarms ? {
     for pair in setproduct(keys(local.alarm_functions), ["Errors", "Throttles"]) :
     "${pair[0]}-${lower(pair[1])}" => { function = local.alarm_functions[pair[0]], metric = pair[1] }

@@ -43,6 +43,13 @@ resource "aws_cloudfront_distribution" "symbols" {
       cached_methods         = ["GET", "HEAD"]
       viewer_protocol_policy = "redirect-to-https"
       cache_policy_id        = "658327ea-f89d-4fab-a63d-7e88639e58f6"
+      dynamic "function_association" {
+        for_each = aws_cloudfront_function.access
+        content {
+          event_type   = "viewer-request"
+          function_arn = function_association.value.arn
+        }
+      }
     }
   }
 
@@ -54,6 +61,14 @@ resource "aws_cloudfront_distribution" "symbols" {
     compress               = false
     # Managed-CachingOptimized: symbols are immutable under their keys.
     cache_policy_id = "658327ea-f89d-4fab-a63d-7e88639e58f6"
+    # Access control (access.tf) runs before the cache, on hits too.
+    dynamic "function_association" {
+      for_each = aws_cloudfront_function.access
+      content {
+        event_type   = "viewer-request"
+        function_arn = function_association.value.arn
+      }
+    }
   }
 
   # A miss may be uploaded a minute later: cache 404s only briefly.

@@ -14,6 +14,9 @@ locals {
       # A lease on a key outlives any invocation that took it (plus a margin for clock skew).
       SYMDEX_LEASE_SECONDS = tostring(var.timeout_seconds + 60)
       SYMDEX_CONCURRENCY   = tostring(var.message_concurrency)
+      # Channel -> retention, stamped on each new upload; the sweeper acts on it.
+      SYMDEX_RETENTION        = var.retention_policy
+      SYMDEX_PRODUCT_PREFIXES = tostring(var.enforce_product_prefixes)
     },
     { for layout, prefix in var.layout_prefixes : "SYMDEX_PREFIX_${upper(layout)}" => prefix },
   )

@@ -67,3 +67,18 @@ output "athena_workgroup" {
 output "manifest_table" {
   value = local.table
 }
+
+output "sweeper_function" {
+  description = "The scheduled sweeper (empty without sweeper_zip). Promote a build: aws lambda invoke --function-name <this> --payload '{\"promote\":{\"build\":\"B\"}}' out.json"
+  value       = join("", aws_lambda_function.sweeper[*].function_name)
+}
+
+output "ci_upload_policies" {
+  description = "Product -> IAM policy JSON for that product's CI role (uploads only under <product>/)."
+  value       = { for product, doc in data.aws_iam_policy_document.ci_upload : product => doc.json }
+}
+
+output "access_tokens_kvs_arn" {
+  description = "KeyValueStore of reader credential hashes (require_auth)."
+  value       = join("", aws_cloudfront_key_value_store.tokens[*].arn)
+}

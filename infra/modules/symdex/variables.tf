@@ -26,6 +26,62 @@ variable "remover_zip" {
   type        = string
 }
 
+variable "sweeper_zip" {
+  description = "Path of the sweeper bootstrap zip (make lambda); null: no sweeper, nothing expires."
+  type        = string
+  default     = null
+}
+
+variable "retention_policy" {
+  description = "Retention per upload channel (x-amz-meta-channel or a channel= key segment); uploads without a channel, or of a channel not named, never expire."
+  type        = string
+  default     = "try=28d,nightly=90d,release=forever"
+  validation {
+    condition     = can(regex("^\\s*([A-Za-z0-9._-]+\\s*=\\s*([0-9]+[smhdwy]|forever)\\s*(,\\s*|$))*$", var.retention_policy))
+    error_message = "retention_policy is CHANNEL=RETENTION,... with RETENTION like 28d, 12h, 2w, 1y or forever."
+  }
+}
+
+variable "sweep_schedule" {
+  description = "EventBridge schedule of the sweeper."
+  type        = string
+  default     = "rate(15 minutes)"
+}
+
+variable "sweep_max_uploads" {
+  description = "Upload records the sweeper examines per run (the rest in later runs)."
+  type        = number
+  default     = 2000
+}
+
+variable "ci_products" {
+  description = "Products whose CI may upload: one IAM policy each (output ci_upload_policies), writes limited to <product>/ in the ingest bucket."
+  type        = list(string)
+  default     = []
+}
+
+variable "enforce_product_prefixes" {
+  description = "Reject uploads whose product metadata differs from their key's first segment (SYMDEX_PRODUCT_PREFIXES)."
+  type        = bool
+  default     = false
+}
+
+variable "allowed_cidrs" {
+  description = "If set, only these viewer networks (IPv4/IPv6 CIDRs) may read symbols through CloudFront."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for c in var.allowed_cidrs : can(cidrhost(c, 0))])
+    error_message = "allowed_cidrs must be CIDR blocks, e.g. 203.0.113.0/24 or 2001:db8::/32."
+  }
+}
+
+variable "require_auth" {
+  description = "Require a bearer token or basic credentials (hashes in the access_tokens KeyValueStore) for every read through CloudFront."
+  type        = bool
+  default     = false
+}
+
 variable "architecture" {
   description = "Lambda architecture: arm64 (default) or x86_64."
   type        = string

@@ -1,0 +1,105 @@
+// node --test: the access function as CloudFront runs it, with the `cloudfront` module's
+// KeyValueStore played by a map (the function is loaded from its own source, its two imports
+// provided, its CONFIG line replaced as the Terraform module replaces it).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { readFileSync } from 'node:fs';
+
+const source = readFileSync(new URL('./access.js', import.meta.url), 'utf8');
+
+function load(config, secrets = []) {
+    const kvs = new Map(secrets.map((s) => [
+        'sha256:' + crypto.createHash('sha256').update(s).digest('hex'), '1',
+    ]));
+    const cf = {
+        kvs(id) {
+            assert.equal(id, config.kvsId);
+            return {
+                async get(key) {
+                    if (!kvs.has(key)) throw new Error('key not found');
+                    return kvs.get(key);
+                },
+            };
+        },
+    };
+    const body = source
+        .replace(/^import .*$/gm, '')
+        .replace(/^var CONFIG = .*$/m, `var CONFIG = ${JSON.stringify(config)};`);
+    assert.notEqual(body, source, 'the CONFIG line is where Terraform expects it');
+    return new Function('cf', 'crypto', 'Buffer', `${body}\nreturn handler;`)(cf, crypto, Buffer);
+}
+
+function event(uri, ip, headers = {}) {
+    return {
+        version: '1.0',
+        context: { eventType: 'viewer-request' },
+        viewer: { ip },
+        request: { method: 'GET', uri, querystring: {}, headers, cookies: {} },
+    };
+}
+
+const basic = (pair) => ({ value: 'Basic ' + Buffer.from(pair).toString('base64') });
+const KEY = '/symbols/Foo.PDB/ABCDEF0123456789ABCDEF01234567891/Foo.PDB';
+
+test('no configuration: every request passes unchanged', async () => {
+    const handler = load({ allowCidrs: [], auth: false, kvsId: '' });
+    const e = event(KEY, '203.0.113.9');
+    assert.deepEqual(await handler(e), e.request);
+    assert.equal((await handler(e)).uri, KEY, 'case and path untouched');
+});
+
+test('IP allow-list: IPv4 and IPv6 CIDRs', async () => {
+    const handler = load({
+        allowCidrs: ['10.0.0.0/8', '192.168.1.17/32', '2001:db8:abcd::/48', '::ffff:198.51.100.0/120'],
+        auth: false,
+        kvsId: '',
+    });
+    for (const ip of ['10.1.2.3', '192.168.1.17', '2001:db8:abcd:12::1', '::ffff:198.51.100.77']) {
+        const out = await handler(event(KEY, ip));
+        assert.equal(out.uri, KEY, `${ip} allowed`);
+    }
+    for (const ip of ['11.0.0.1', '192.168.1.18', '2001:db8:abce::1', '', 'not-an-ip', '1.2.3', '1:2:3:4:5:6:7:8:9']) {
+        const out = await handler(event(KEY, ip));
+        assert.equal(out.statusCode, 403, `${ip || '(none)'} denied`);
+    }
+});
+
+test('tokens and basic credentials against hashed keys', async () => {
+    const handler = load({ allowCidrs: [], auth: true, kvsId: 'kvs-1' }, ['tok-123', 'ci:s3cret']);
+    const allowed = [
+        { value: 'Bearer tok-123' },
+        { value: 'bearer tok-123' },
+        basic('ci:s3cret'),
+        basic('anyone:tok-123'),
+    ];
+    for (const authorization of allowed) {
+        const out = await handler(event(KEY, '203.0.113.9', { authorization }));
+        assert.equal(out.uri, KEY, authorization.value);
+        assert.equal(out.headers.authorization, undefined, 'not forwarded to the origin');
+    }
+    const denied = [
+        undefined,
+        { value: '' },
+        { value: 'Bearer' },
+        { value: 'Bearer wrong' },
+        { value: 'Digest tok-123' },
+        basic('other:s3cret'),
+        basic('no-colon'),
+        { value: 'Basic %%%' },
+    ];
+    for (const authorization of denied) {
+        const headers = authorization ? { authorization } : {};
+        const out = await handler(event(KEY, '203.0.113.9', headers));
+        assert.equal(out.statusCode, 401, JSON.stringify(authorization));
+        assert.match(out.headers['www-authenticate'].value, /^Basic realm=/);
+    }
+});
+
+test('both: the IP is checked first, then the credentials', async () => {
+    const handler = load({ allowCidrs: ['10.0.0.0/8'], auth: true, kvsId: 'kvs-1' }, ['tok']);
+    const good = { authorization: { value: 'Bearer tok' } };
+    assert.equal((await handler(event(KEY, '8.8.8.8', good))).statusCode, 403);
+    assert.equal((await handler(event(KEY, '10.0.0.1', {}))).statusCode, 401);
+    assert.equal((await handler(event(KEY, '10.0.0.1', good))).uri, KEY);
+});
