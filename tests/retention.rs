@@ -173,6 +173,20 @@ fn a_promoted_build_does_not_expire() {
         out.contains("channel nightly -> release; expires never"),
         "{out}"
     );
+    // The same upload delivered again keeps what the promotion made of it.
+    let again = index_json(
+        &store,
+        &[
+            "--build".as_ref(),
+            "nightly-9".as_ref(),
+            "--channel".as_ref(),
+            "nightly".as_ref(),
+            debug.as_os_str(),
+        ],
+    );
+    assert_eq!(again[0]["action"], "unchanged");
+    assert_eq!(again[0]["channel"], "release", "{again:?}");
+    assert!(again[0].get("expires").is_none(), "{again:?}");
     let out = expire(&store, &["--now", &days_from_now(4000)]);
     assert!(out.contains("0 uploads expired"), "{out}");
     assert!(store

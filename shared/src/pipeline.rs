@@ -317,22 +317,31 @@ impl<'s> Indexer<'s> {
             time: now_rfc3339(),
             ..UploadRecord::default()
         };
-        let mut state = self.refs.plan(&template, &planned).await?;
-        if state == Some(UploadState::Removing) {
+        let mut found = self.refs.plan(&template, &planned).await?;
+        if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
             if !self.config.lease.exclusive {
                 return Err(busy(&format!("{}: a removal is in progress", upload.id)));
             }
             // A removal that died half-way (we hold the writer lock): finish it first.
             self.unindex(&upload.id).await?;
-            state = self.refs.plan(&template, &planned).await?;
+            found = self.refs.plan(&template, &planned).await?;
         }
-        let fresh = state != Some(UploadState::Indexed);
+        let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
+        // An upload indexed before keeps its channel and expiry (a promotion may have changed
+        // them since): its records say so, not what this delivery would have stamped.
+        let retained = found.map(|r| (r.meta.channel, r.meta.expires));
         let mut referenced = BTreeSet::new();
         for plan in plans {
             let (record, keys, others) = self.publish_identity(upload, plan, fresh).await?;
             referenced.extend(keys);
             records.push(record);
             records.extend(others);
+        }
+        if let Some((channel, expires)) = retained {
+            for record in records.iter_mut().filter(|r| r.upload == upload.id) {
+                record.meta.channel.clone_from(&channel);
+                record.meta.expires.clone_from(&expires);
+            }
         }
         let planned = planned.union(&referenced).cloned().collect();
         Ok(Indexed {

@@ -662,12 +662,12 @@ impl<'s> RefStore<'s> {
 
     /// Lists `keys` as the upload's planned keys before any reference to them is added
     /// (invariant 4), creating the upload record in `indexing` state, and registers the upload
-    /// with its source. Returns the state it found (`None`: a new upload).
+    /// with its source. Returns the record it found, as it was (`None`: a new upload).
     pub async fn plan(
         &self,
         template: &UploadRecord,
         keys: &BTreeSet<String>,
-    ) -> io::Result<Option<UploadState>> {
+    ) -> io::Result<Option<UploadRecord>> {
         let found = self
             .update(
                 &upload_file(&template.upload),
@@ -679,21 +679,21 @@ impl<'s> RefStore<'s> {
                         record.planned = keys.clone();
                         return Ok(Step::Write(record, None));
                     };
-                    let state = record.state;
-                    if state == UploadState::Removing {
-                        return Ok(Step::Keep(Some(state)));
+                    let found = record.clone();
+                    if record.state == UploadState::Removing {
+                        return Ok(Step::Keep(Some(found)));
                     }
                     let before = record.planned.len();
                     record.planned.extend(keys.iter().cloned());
                     if record.planned.len() == before {
-                        Ok(Step::Keep(Some(state)))
+                        Ok(Step::Keep(Some(found)))
                     } else {
-                        Ok(Step::Write(record, Some(state)))
+                        Ok(Step::Write(record, Some(found)))
                     }
                 },
             )
             .await?;
-        if found != Some(UploadState::Removing) {
+        if found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
             self.update(
                 &source_file(&template.source),
                 |current: Option<SourceRecord>| {
@@ -1037,6 +1037,11 @@ mod tests {
         };
         let keys: BTreeSet<String> = ["k1".to_string(), "k2".to_string()].into();
         assert_eq!(refs.plan(&up, &keys).await.unwrap(), None);
+        assert_eq!(
+            refs.plan(&up, &keys).await.unwrap().map(|r| r.state),
+            Some(UploadState::Indexing),
+            "the second plan finds the first"
+        );
         let record = refs.upload("file:/a").await.unwrap().unwrap();
         assert_eq!(record.state, UploadState::Indexing);
         assert_eq!(record.planned, keys);
@@ -1059,7 +1064,7 @@ mod tests {
             "a removing upload is not finalized"
         );
         assert_eq!(
-            refs.plan(&up, &keys).await.unwrap(),
+            refs.plan(&up, &keys).await.unwrap().map(|r| r.state),
             Some(UploadState::Removing)
         );
         refs.end_removal(&removing).await.unwrap();

@@ -281,3 +281,116 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         "buckets left behind"
     );
 }
+
+/// moto implements neither CloudFront Functions nor KeyValueStores, so the access function is
+/// not applied there; the plan shows what would be deployed: exactly the source the node tests
+/// exercise (infra/modules/symdex/edge/access.js), its CONFIG line set from the variables, on
+/// the viewer-request of every cache behaviour, with the token store when credentials are on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_planned_access_function_is_the_tested_source_with_its_configuration() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
+        return;
+    }
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../infra/modules/symdex")
+        .canonicalize()
+        .unwrap();
+    std::fs::write(d.join("terraformrc"), "").unwrap();
+    std::fs::write(d.join("bootstrap.zip"), "not read by a plan").unwrap();
+    let config = root_config(&module, &moto.endpoint).replace(
+        "  enforce_product_prefixes = true\n",
+        "  enforce_product_prefixes = true\n  allowed_cidrs = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n  require_auth = var.require_auth\n",
+    );
+    std::fs::write(
+        d.join("main.tf"),
+        format!("variable \"require_auth\" {{\n  type = bool\n}}\n\n{config}"),
+    )
+    .unwrap();
+    terraform(
+        d,
+        &[
+            "init",
+            "-backend=false",
+            "-input=false",
+            "-no-color",
+            &format!("-plugin-dir={MIRROR}"),
+        ],
+    );
+    let plan = |require_auth: bool| -> Value {
+        terraform(
+            d,
+            &[
+                "plan",
+                "-input=false",
+                "-no-color",
+                "-out=tfplan",
+                &format!("-var=require_auth={require_auth}"),
+            ],
+        );
+        serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap()
+    };
+    let planned = |plan: &Value, address: &str| -> Value {
+        plan["resource_changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["address"] == address)
+            .unwrap_or_else(|| panic!("{address} is not planned"))["change"]["after"]
+            .clone()
+    };
+
+    // IP allow-list only: the whole code is known at plan time.
+    let ips = plan(false);
+    let function = planned(&ips, "module.symdex.aws_cloudfront_function.access[0]");
+    let source = std::fs::read_to_string(module.join("edge/access.js")).unwrap();
+    let expected = source.replace(
+        "var CONFIG = { allowCidrs: [], auth: false, kvsId: '' };",
+        r#"var CONFIG = {"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":false,"kvsId":""};"#,
+    );
+    assert_ne!(expected, source, "the CONFIG line of access.js moved");
+    assert_eq!(function["code"].as_str().unwrap(), expected);
+    assert_eq!(function["runtime"], "cloudfront-js-2.0");
+    let distribution = planned(&ips, "module.symdex.aws_cloudfront_distribution.symbols[0]");
+    let behaviours = std::iter::once(&distribution["default_cache_behavior"][0]).chain(
+        distribution["ordered_cache_behavior"]
+            .as_array()
+            .unwrap()
+            .iter(),
+    );
+    for behaviour in behaviours {
+        assert_eq!(
+            behaviour["function_association"][0]["event_type"], "viewer-request",
+            "{behaviour}"
+        );
+    }
+    assert!(ips["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["type"] != "aws_cloudfront_key_value_store"));
+
+    // Credentials on: the token store is created and associated.
+    let tokens = plan(true);
+    planned(
+        &tokens,
+        "module.symdex.aws_cloudfront_key_value_store.tokens[0]",
+    );
+    let unknown = tokens["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["address"] == "module.symdex.aws_cloudfront_function.access[0]")
+        .unwrap()["change"]["after_unknown"]
+        .clone();
+    assert_eq!(unknown["code"], true, "the code names the store's id");
+    // The association (the store's ARN) is known only once the store exists.
+    let association = &unknown["key_value_store_associations"];
+    assert!(
+        *association == true || *association == serde_json::json!([true]),
+        "{unknown}"
+    );
+}
