@@ -17,6 +17,19 @@ fn days_from_now(days: u32) -> String {
     format_time(SystemTime::now() + days * DAY)
 }
 
+/// `symdex index --build BUILD --channel CHANNEL FILES...`: its manifest records.
+fn index_build(
+    store: &Path,
+    build: &str,
+    channel: &str,
+    files: &[&std::path::PathBuf],
+) -> Vec<serde_json::Value> {
+    let flags = ["--build", build, "--channel", channel];
+    let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|a| a.as_ref()).collect();
+    args.extend(files.iter().map(|f| f.as_os_str()));
+    index_json(store, &args)
+}
+
 fn expire(store: &Path, args: &[&str]) -> String {
     ok(symdex()
         .args(["expire", "--store"])
@@ -64,31 +77,12 @@ fn try_builds_expire_and_keys_shared_with_a_release_stay() {
     let store = w.path("store");
     let debug = w.path("b/app.debug");
     let stripped = w.path("b/app.stripped");
-    let try_records = index_json(
-        &store,
-        &[
-            "--build".as_ref(),
-            "try-1".as_ref(),
-            "--channel".as_ref(),
-            "try".as_ref(),
-            debug.as_os_str(),
-            stripped.as_os_str(),
-        ],
-    );
+    let try_records = index_build(&store, "try-1", "try", &[&debug, &stripped]);
     for record in &try_records {
         assert_eq!(record["channel"], "try");
         assert!(record["expires"].as_str().is_some(), "{record}");
     }
-    let release = index_json(
-        &store,
-        &[
-            "--build".as_ref(),
-            "rel-1".as_ref(),
-            "--channel".as_ref(),
-            "release".as_ref(),
-            debug.as_os_str(),
-        ],
-    );
+    let release = index_build(&store, "rel-1", "release", &[&debug]);
     assert!(release[0].get("expires").is_none(), "release: forever");
     let bid = "5e1ec7ed00000000000000000000000000000001";
     let debuginfo = store.join(format!("buildid/{bid}/debuginfo"));
@@ -150,16 +144,7 @@ fn a_promoted_build_does_not_expire() {
     );
     let store = w.path("store");
     let debug = w.path("b/app.debug");
-    index_json(
-        &store,
-        &[
-            "--build".as_ref(),
-            "nightly-9".as_ref(),
-            "--channel".as_ref(),
-            "nightly".as_ref(),
-            debug.as_os_str(),
-        ],
-    );
+    index_build(&store, "nightly-9", "nightly", &[&debug]);
     let out = ok(symdex()
         .args(["promote", "--build", "nightly-9", "--store"])
         .arg(&store)
@@ -174,16 +159,7 @@ fn a_promoted_build_does_not_expire() {
         "{out}"
     );
     // The same upload delivered again keeps what the promotion made of it.
-    let again = index_json(
-        &store,
-        &[
-            "--build".as_ref(),
-            "nightly-9".as_ref(),
-            "--channel".as_ref(),
-            "nightly".as_ref(),
-            debug.as_os_str(),
-        ],
-    );
+    let again = index_build(&store, "nightly-9", "nightly", &[&debug]);
     assert_eq!(again[0]["action"], "unchanged");
     assert_eq!(again[0]["channel"], "release", "{again:?}");
     assert!(again[0].get("expires").is_none(), "{again:?}");
@@ -212,16 +188,7 @@ fn a_policy_given_to_expire_recomputes_and_bad_channels_are_rejected() {
     );
     let store = w.path("store");
     let debug = w.path("b/app.debug");
-    index_json(
-        &store,
-        &[
-            "--build".as_ref(),
-            "n-1".as_ref(),
-            "--channel".as_ref(),
-            "nightly".as_ref(),
-            debug.as_os_str(),
-        ],
-    );
+    index_build(&store, "n-1", "nightly", &[&debug]);
     // Recorded: 90 days. Under a 7-day policy it is due after 8.
     let out = expire(&store, &["--dry-run", "--now", &days_from_now(8)]);
     assert!(out.contains("0 uploads would expire"), "{out}");

@@ -357,23 +357,12 @@ async fn direct_s3_and_eventbridge_events() {
 async fn with_product_prefixes_a_lying_product_is_rejected() {
     let stack = Stack::new().await;
     let fx = Fixtures::build();
-    for (key, product) in [("demo/app.debug", Some("other")), ("demo/app", None)] {
-        let file = if key.ends_with(".debug") {
-            "app.debug"
-        } else {
-            "app.stripped"
-        };
-        stack
-            .s3
-            .put_object()
-            .bucket(INGEST)
-            .key(key)
-            .body(std::fs::read(fx.path(file)).unwrap().into())
-            .set_metadata(product.map(|p| [("product".to_string(), p.to_string())].into()))
-            .send()
-            .await
-            .unwrap();
-    }
+    let debug = std::fs::read(fx.path("app.debug")).unwrap();
+    stack
+        .put("demo/app.debug", debug, &[("product", "other")])
+        .await;
+    let stripped = std::fs::read(fx.path("app.stripped")).unwrap();
+    stack.put("demo/app", stripped, &[]).await;
     let messages = stack.receive(2).await;
     let ctx = context(&stack, &[("SYMDEX_PRODUCT_PREFIXES", "true")]).await;
     let response = handle_indexer(&ctx, sqs_event(&messages, &stack.queue_arn))

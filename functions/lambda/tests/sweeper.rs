@@ -45,14 +45,8 @@ async fn indexed_store(stack: &Stack, fx: &Fixtures, ctx: &Arc<Context>) {
         (RELEASE_DEBUG, "app.debug"),
     ] {
         stack
-            .s3
-            .put_object()
-            .bucket(INGEST)
-            .key(key)
-            .body(std::fs::read(fx.path(file)).unwrap().into())
-            .send()
-            .await
-            .unwrap();
+            .put(key, std::fs::read(fx.path(file)).unwrap(), &[])
+            .await;
     }
     let created = stack.receive(3).await;
     let response = handle_indexer(ctx, sqs_event(&created, &stack.queue_arn))

@@ -29,6 +29,20 @@ fn terraform(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `terraform init` offline, from the provider mirror.
+fn init(dir: &Path) {
+    terraform(
+        dir,
+        &[
+            "init",
+            "-backend=false",
+            "-input=false",
+            "-no-color",
+            &format!("-plugin-dir={MIRROR}"),
+        ],
+    );
+}
+
 fn prerequisites() -> Result<(), String> {
     if Command::new("terraform").arg("version").output().is_err() {
         return Err("terraform is not installed".into());
@@ -151,16 +165,7 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     .unwrap();
 
     let d = dir.path();
-    terraform(
-        d,
-        &[
-            "init",
-            "-backend=false",
-            "-input=false",
-            "-no-color",
-            &format!("-plugin-dir={MIRROR}"),
-        ],
-    );
+    init(d);
     terraform(d, &["apply", "-auto-approve", "-input=false", "-no-color"]);
     let outputs: Value = serde_json::from_str(&terraform(d, &["output", "-json"])).unwrap();
     let out = |name: &str| outputs[name]["value"].as_str().unwrap().to_string();
@@ -310,16 +315,7 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
         format!("variable \"require_auth\" {{\n  type = bool\n}}\n\n{config}"),
     )
     .unwrap();
-    terraform(
-        d,
-        &[
-            "init",
-            "-backend=false",
-            "-input=false",
-            "-no-color",
-            &format!("-plugin-dir={MIRROR}"),
-        ],
-    );
+    init(d);
     let plan = |require_auth: bool| -> Value {
         terraform(
             d,

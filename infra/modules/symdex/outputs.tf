@@ -69,7 +69,7 @@ output "manifest_table" {
 }
 
 output "sweeper_function" {
-  description = "The scheduled sweeper (empty without sweeper_zip). Promote a build: aws lambda invoke --function-name <this> --payload '{\"promote\":{\"build\":\"B\"}}' out.json"
+  description = "The scheduled sweeper (empty without sweeper_zip). Promote a build: aws lambda invoke --cli-binary-format raw-in-base64-out --function-name <this> --payload '{\"promote\":{\"build\":\"B\"}}' out.json"
   value       = join("", aws_lambda_function.sweeper[*].function_name)
 }
 

@@ -213,6 +213,23 @@ impl Stack {
             .unwrap();
     }
 
+    /// Puts `bytes` at `key` of the ingest bucket with exactly `metadata`.
+    pub async fn put(&self, key: &str, bytes: Vec<u8>, metadata: &[(&str, &str)]) {
+        let metadata = metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.s3
+            .put_object()
+            .bucket(INGEST)
+            .key(key)
+            .body(bytes.into())
+            .set_metadata(Some(metadata))
+            .send()
+            .await
+            .unwrap();
+    }
+
     /// Receives messages until `count` arrived (or 30 s passed), deleting them from the queue
     /// as a Lambda event source mapping would after a successful batch.
     pub async fn receive(&self, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
