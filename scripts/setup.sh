@@ -34,7 +34,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # moto_server: the real S3 + SQS endpoint the Lambda tests start on 127.0.0.1 (pinned).
-MOTO_VERSION=5.2.1
+MOTO_VERSION=5.2.5
 if ! python3 -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')" 2>/dev/null || ! have moto_server; then
   echo "setup: installing moto[server]==$MOTO_VERSION"
   python3 -m pip install --quiet "moto[server]==$MOTO_VERSION"

@@ -1,5 +1,6 @@
-//! The Terraform module applied to moto_server: buckets, queues, notifications, functions, IAM,
-//! CloudFront, Glue/Athena and alarms are created; an upload to the ingest bucket arrives on the
+//! The Terraform module applied to moto_server: buckets, queues, notifications, functions (the
+//! sweeper and its schedule too), IAM, CloudFront with its access function and token store,
+//! Glue/Athena and alarms are created; an upload to the ingest bucket arrives on the
 //! events queue and a delete on the removals queue; then everything is destroyed again.
 
 mod support;
@@ -95,11 +96,14 @@ module "symdex" {{
   sweeper_zip  = "bootstrap.zip"
   # moto_server speaks plain HTTP.
   require_tls  = false
-  # Retention and upload permissions on. (The edge access function and its KeyValueStore
-  # are checked by `terraform validate` only: moto implements neither.)
+  # Retention, upload permissions and read access control on (moto creates the access
+  # function and its KeyValueStore, but has no PublishFunction).
   retention_policy         = "try=7d,release=forever"
   ci_products              = ["demo"]
   enforce_product_prefixes = true
+  allowed_cidrs            = ["10.0.0.0/8", "2001:db8::/32"]
+  require_auth             = true
+  publish_edge_function    = false
 }}
 
 output "ingest_bucket" {{ value = module.symdex.ingest_bucket }}
@@ -186,6 +190,31 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         "uploads only under the product's prefix: {policy}"
     );
     let state = terraform(d, &["state", "list"]);
+    // Read access control: the function is deployed with the real store's id in its CONFIG.
+    let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json"])).unwrap();
+    let resources: Vec<&Value> = shown["values"]["root_module"]["child_modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["resources"].as_array().unwrap())
+        .collect();
+    let find = |address: &str| {
+        resources
+            .iter()
+            .find(|r| r["address"] == address)
+            .unwrap_or_else(|| panic!("{address} not created"))["values"]
+            .clone()
+    };
+    let kvs = find("module.symdex.aws_cloudfront_key_value_store.tokens[0]");
+    let function = find("module.symdex.aws_cloudfront_function.access[0]");
+    let code = function["code"].as_str().unwrap();
+    assert!(
+        code.contains(&format!(
+            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":true,"kvsId":"{}"}};"#,
+            kvs["id"].as_str().unwrap()
+        )),
+        "{code}"
+    );
     for resource in [
         "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",
         "module.symdex.aws_cloudwatch_event_target.sweeper[0]",
@@ -287,10 +316,9 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     );
 }
 
-/// moto implements neither CloudFront Functions nor KeyValueStores, so the access function is
-/// not applied there; the plan shows what would be deployed: exactly the source the node tests
-/// exercise (infra/modules/symdex/edge/access.js), its CONFIG line set from the variables, on
-/// the viewer-request of every cache behaviour, with the token store when credentials are on.
+/// What the module deploys at the edge is what the node tests exercise: exactly the source of
+/// infra/modules/symdex/edge/access.js with its CONFIG line set from the variables, on the
+/// viewer-request of every cache behaviour, with the token store when credentials are on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_planned_access_function_is_the_tested_source_with_its_configuration() {
     if let Err(missing) = prerequisites() {
@@ -307,8 +335,8 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
     std::fs::write(d.join("terraformrc"), "").unwrap();
     std::fs::write(d.join("bootstrap.zip"), "not read by a plan").unwrap();
     let config = root_config(&module, &moto.endpoint).replace(
-        "  enforce_product_prefixes = true\n",
-        "  enforce_product_prefixes = true\n  allowed_cidrs = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n  require_auth = var.require_auth\n",
+        "  require_auth             = true\n",
+        "  require_auth             = var.require_auth\n",
     );
     std::fs::write(
         d.join("main.tf"),

@@ -26,7 +26,7 @@ resource "aws_cloudfront_function" "access" {
   name    = "${var.name}-access"
   runtime = "cloudfront-js-2.0"
   comment = "symdex: IP allow-list and credentials"
-  publish = true
+  publish = var.publish_edge_function
   code = replace(
     file("${path.module}/edge/access.js"),
     "/var CONFIG = .*;/",

@@ -82,6 +82,12 @@ variable "require_auth" {
   default     = false
 }
 
+variable "publish_edge_function" {
+  description = "Publish the access function to LIVE (CloudFront runs only published functions; false only for test endpoints without PublishFunction, such as moto_server)."
+  type        = bool
+  default     = true
+}
+
 variable "architecture" {
   description = "Lambda architecture: arm64 (default) or x86_64."
   type        = string
