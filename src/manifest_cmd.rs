@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand};
-use symdex_shared::manifest::{read_all, Action, Query};
+use clap::{Args, Subcommand, ValueEnum};
+use symdex_shared::manifest::{read_all, Action, Query, Record};
+use symdex_shared::refs::RefStore;
 use symdex_shared::storage::LocalStore;
 
 #[derive(Subcommand)]
@@ -32,11 +33,72 @@ pub struct QueryArgs {
     /// RFC 3339 time or YYYY-MM-DD.
     #[arg(long)]
     pub since: Option<String>,
+    /// Records naming this key (who published it, who found it, who removed it); the table
+    /// also says which uploads reference it now.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Only records that met a key holding other content.
+    #[arg(long)]
+    pub conflicts: bool,
+    /// Retention channel.
+    #[arg(long)]
+    pub channel: Option<String>,
+    /// Output: a table, JSON Lines (the records as stored) or CSV.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
     /// The manifest prefix inside the store.
     #[arg(long, default_value = "_manifest")]
     pub prefix: String,
+    /// Same as `--format json`.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+/// One CSV field (RFC 4180: quoted when it holds a comma, quote or line break). Three lines
+/// do not need the csv crate.
+fn csv_field(value: &str) -> String {
+    if value.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value.to_string()
+    }
+}
+
+const CSV_HEADER: &str =
+    "time,action,upload,build,product,version,channel,expires,format,arch,debug_id,code_id,name,keys,reason";
+
+fn csv_row(r: &Record) -> String {
+    let keys = r.published.len() + r.unchanged.len() + r.removed.len();
+    let keys = keys.to_string();
+    let o = |v: &Option<String>| v.clone().unwrap_or_default();
+    [
+        r.time.clone(),
+        r.action.map_or("", |a| a.as_str()).to_string(),
+        r.upload.clone(),
+        o(&r.meta.build),
+        o(&r.meta.product),
+        o(&r.meta.version),
+        o(&r.meta.channel),
+        o(&r.meta.expires),
+        o(&r.format),
+        o(&r.arch),
+        o(&r.debug_id),
+        o(&r.code_id),
+        r.name.clone().unwrap_or_else(|| r.ingest_key.clone()),
+        keys,
+        o(&r.reason),
+    ]
+    .iter()
+    .map(|f| csv_field(f))
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
@@ -52,16 +114,30 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         build: args.build.clone(),
         action: args.action,
         since: args.since.clone(),
+        key: args.key.clone(),
+        conflicts: args.conflicts,
+        channel: args.channel.clone(),
     };
+    let format = if args.json { Format::Json } else { args.format };
     let records: Vec<_> = crate::block_on(read_all(&store, &args.prefix))??
         .into_iter()
         .filter(|r| query.matches(r))
         .collect();
-    if args.json {
-        for r in &records {
-            println!("{}", serde_json::to_string(r)?);
+    match format {
+        Format::Json => {
+            for r in &records {
+                println!("{}", serde_json::to_string(r)?);
+            }
+            return Ok(ExitCode::SUCCESS);
         }
-        return Ok(ExitCode::SUCCESS);
+        Format::Csv => {
+            println!("{CSV_HEADER}");
+            for r in &records {
+                println!("{}", csv_row(r));
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        Format::Table => {}
     }
     println!(
         "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} NAME",
@@ -86,5 +162,42 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         );
     }
     println!("{} records", records.len());
+    if let Some(key) = &args.key {
+        let key = key.trim_start_matches('/');
+        let now = crate::block_on(RefStore::new(&store).key(key))??;
+        match now {
+            Some(k) if !k.refs.is_empty() => {
+                println!("{key}: published, referenced by {} uploads:", k.refs.len());
+                for upload in &k.refs {
+                    println!("  {upload}");
+                }
+            }
+            _ => println!("{key}: not published now"),
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_when_they_must_be() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("a, b"), "\"a, b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+        let header_fields = CSV_HEADER.split(',').count();
+        let row = csv_row(&Record {
+            reason: Some("a, b".into()),
+            ..Record::default()
+        });
+        assert!(row.ends_with(",\"a, b\""), "{row}");
+        assert_eq!(
+            row.matches(',').count(),
+            header_fields,
+            "one comma is inside quotes"
+        );
+    }
 }

@@ -147,6 +147,45 @@ fn conflicts_are_reported_and_not_overwritten() {
         .unwrap()
         .iter()
         .any(|k| k.as_str().unwrap().contains("buildid/")));
+    // The audit questions in one command each.
+    assert_eq!(manifest(&store, &["--conflicts"]).len(), 2);
+    let key_name = format!("buildid/{BID_HEX}/debuginfo");
+    let about_key = manifest(&store, &["--key", &key_name]);
+    let actions: Vec<&str> = about_key
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["indexed", "conflict"],
+        "who published it, who met it"
+    );
+    let table = ok(symdex()
+        .args(["manifest", "query", "--key", &key_name])
+        .arg(&store)
+        .output()
+        .unwrap());
+    assert!(
+        table.contains(&format!("{key_name}: published, referenced by 1 uploads:")),
+        "{table}"
+    );
+    assert!(
+        table.contains(&w.path("a/app.debug").display().to_string()),
+        "{table}"
+    );
+    let csv = ok(symdex()
+        .args(["manifest", "query", "--conflicts", "--format", "csv"])
+        .arg(&store)
+        .output()
+        .unwrap());
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().starts_with("time,action,upload,"));
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 2, "{csv}");
+    assert!(
+        rows.iter().all(|r| r.split(',').nth(1) == Some("conflict")),
+        "{csv}"
+    );
     let out = index(&store, &[w.path("b").to_str().unwrap(), "--overwrite"]);
     assert!(out.contains("2 published"), "{out}");
     assert_eq!(

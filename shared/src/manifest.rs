@@ -248,6 +248,11 @@ pub struct Query {
     pub action: Option<Action>,
     /// RFC 3339 time or `YYYY-MM-DD`: records at or after it.
     pub since: Option<String>,
+    /// Records naming this key (published, unchanged, conflicting or removed).
+    pub key: Option<String>,
+    /// Only records that met a key holding other content.
+    pub conflicts: bool,
+    pub channel: Option<String>,
 }
 
 impl Query {
@@ -264,8 +269,12 @@ impl Query {
                 })
             })
         });
+        let key = self.key.as_ref().map(|k| k.trim_start_matches('/'));
         eq(&self.debug_id, &r.debug_id)
             && eq(&self.code_id, &r.code_id)
+            && eq(&self.channel, &r.meta.channel)
+            && key.is_none_or(|k| r.all_keys().any(|have| have == k))
+            && (!self.conflicts || !r.conflicts.is_empty())
             && eq(&self.build, &r.meta.build)
             && name_matches
             && self.action.is_none_or(|a| r.action == Some(a))
@@ -323,6 +332,29 @@ mod tests {
         assert_eq!(all, [a[0].clone(), b[0].clone()]);
     }
 
+    #[test]
+    fn queries_by_key_conflicts_and_channel() {
+        let mut r = record(Action::Conflict, "2026-11-20T10:00:00Z", "1");
+        r.published = vec!["symbols/a".into()];
+        r.conflicts = vec!["symbols/b".into()];
+        r.meta.channel = Some("try".into());
+        let matches = |q: Query| q.matches(&r);
+        assert!(matches(Query {
+            key: Some("symbols/a".into()),
+            ..Query::default()
+        }));
+        assert!(matches(Query {
+            key: Some("/symbols/b".into()),
+            conflicts: true,
+            channel: Some("TRY".into()),
+            ..Query::default()
+        }));
+        assert!(!matches(Query {
+            key: Some("symbols/c".into()),
+            ..Query::default()
+        }));
+    }
+
     #[tokio::test]
     async fn queries_filter() {
         let r = record(Action::Indexed, "2026-11-20T10:00:00Z", "1234");
@@ -333,6 +365,9 @@ mod tests {
         };
         assert!(q(|_| {}));
         assert!(q(|q| q.build = Some("1234".into())));
+        assert!(!q(|q| q.conflicts = true), "no conflicting key");
+        assert!(!q(|q| q.key = Some("symbols/x".into())));
+        assert!(!q(|q| q.channel = Some("try".into())));
         assert!(!q(|q| q.build = Some("999".into())));
         assert!(q(|q| q.name = Some("foo.PDB".into())));
         assert!(q(
