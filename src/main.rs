@@ -7,6 +7,7 @@ mod index;
 mod inputs;
 mod keys;
 mod manifest_cmd;
+mod report;
 mod retention;
 mod serve;
 mod verify;
@@ -47,6 +48,9 @@ enum Command {
     /// Query the manifest of a store.
     #[command(subcommand)]
     Manifest(manifest_cmd::ManifestCommand),
+    /// Reports from access logs (`report misses`: what debuggers asked for and did not get).
+    #[command(subcommand)]
+    Report(report::ReportCommand),
     /// Serve a store over HTTP for debuggers (GET, HEAD, ranges; 404 for misses).
     Serve(serve::ServeArgs),
     /// Check that every referenced key exists and matches its record.
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
         Command::Expire(args) => retention::expire(&args),
         Command::Manifest(cmd) => manifest_cmd::run(&cmd),
         Command::Serve(args) => serve::run(&args),
+        Command::Report(cmd) => report::run(&cmd),
         Command::Verify(args) => verify::run(&args),
     };
     match result {

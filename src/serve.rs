@@ -43,12 +43,19 @@ pub struct ServeArgs {
     /// requests without them get 401 and a basic-auth challenge.
     #[arg(long, value_name = "FILE")]
     pub auth_token_file: Option<PathBuf>,
+    /// Append a JSON access log (one object per request: time, method, path, status, bytes,
+    /// range, ms, agent) to FILE; `symdex report misses FILE` reads it.
+    #[arg(long, value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
 }
 
 /// What every request is checked against.
 struct Served {
     root: PathBuf,
     credentials: Option<crate::auth::Credentials>,
+    /// One `write` per line on an append-only file: lines of concurrent requests never
+    /// interleave, and a killed server leaves whole lines.
+    access_log: Option<std::sync::Mutex<std::fs::File>>,
 }
 
 fn unauthorized() -> Response {
@@ -227,6 +234,11 @@ async fn guard(
 ) -> Response {
     let root = &served.root;
     let started = Instant::now();
+    let agent = request
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let range = request
@@ -306,21 +318,44 @@ async fn guard(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
         .to_string();
+    let time = symdex_shared::manifest::now_rfc3339();
+    let status = response.status().as_u16();
+    let ms = started.elapsed().as_millis();
+    if let Some(log) = &served.access_log {
+        let line = serde_json::json!({
+            "time": time,
+            "method": method.as_str(),
+            "path": path,
+            "status": status,
+            "bytes": length.parse::<u64>().ok(),
+            "range": range,
+            "ms": ms,
+            "agent": agent,
+        });
+        if let Ok(mut file) = log.lock() {
+            // A failed log write must not fail the request; it is said on stderr.
+            if let Err(e) = writeln!(file, "{line}") {
+                eprintln!("symdex: access log: {e}");
+            }
+        }
+    }
     eprintln!(
-        "{} {method} {path} {} {length}{} {}ms",
-        symdex_shared::manifest::now_rfc3339(),
-        response.status().as_u16(),
+        "{time} {method} {path} {status} {length}{} {ms}ms",
         range.map(|r| format!(" range={r}")).unwrap_or_default(),
-        started.elapsed().as_millis()
     );
     response
 }
 
-fn router(store: PathBuf, credentials: Option<crate::auth::Credentials>) -> Router {
+fn router(
+    store: PathBuf,
+    credentials: Option<crate::auth::Credentials>,
+    access_log: Option<std::fs::File>,
+) -> Router {
     let files = ServeDir::new(&store).append_index_html_on_directories(false);
     let served = Served {
         root: store,
         credentials,
+        access_log: access_log.map(std::sync::Mutex::new),
     };
     Router::new()
         .fallback_service(files)
@@ -356,6 +391,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(crate::auth::Credentials::load)
         .transpose()?;
+    let access_log = match &args.access_log {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open the access log {}", path.display()))?,
+        ),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -379,7 +424,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 "  credentials required (Authorization: Bearer <token>, or basic auth)"
             );
         }
-        let app = router(store, credentials);
+        let app = router(store, credentials, access_log);
         let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(
             args.max_connections.unwrap_or_else(default_max_connections).max(1),
         ));

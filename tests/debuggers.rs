@@ -234,3 +234,51 @@ fn debuginfod_find_sends_the_token_of_its_headers_file() {
         std::fs::read(w.path("app.debug")).unwrap()
     );
 }
+
+#[test]
+fn report_misses_lists_what_debuginfod_find_did_not_get() {
+    let (w, _open, build_id) = setup();
+    let log = w.path("access.jsonl");
+    let server = Server::start_with(
+        &w.path("store"),
+        &["--access-log", log.to_str().unwrap()],
+        None,
+    );
+    let missing = "00112233445566778899aabbccddeeff00112233";
+    // Each run with its own cache (a client's negative cache would not ask twice).
+    for (run, id) in [missing, missing, &build_id].into_iter().enumerate() {
+        let mut cmd = client("debuginfod-find", &w, &server);
+        cmd.env("DEBUGINFOD_CACHE_PATH", w.path(&format!("cache-run-{run}")))
+            .args(["debuginfo", id]);
+        let found = cmd.output().unwrap().status.success();
+        assert_eq!(found, id == build_id, "{id}");
+    }
+    // The log holds what the client requested, as it requested it.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines
+        .iter()
+        .any(|l| l["path"] == format!("/buildid/{missing}/debuginfo")
+            && l["status"] == 404
+            && l["agent"].as_str().unwrap_or("").contains("elfutils")));
+
+    let out = symdex()
+        .args(["report", "misses", "--json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let rows: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "only the missing build id: {rows:?}");
+    assert_eq!(rows[0]["layout"], "debuginfod");
+    assert_eq!(rows[0]["id"], missing);
+    assert_eq!(rows[0]["name"], "debuginfo");
+    assert_eq!(rows[0]["requests"], 2, "asked twice");
+}
