@@ -220,6 +220,8 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         "module.symdex.aws_cloudwatch_event_target.sweeper[0]",
         "module.symdex.aws_lambda_permission.sweeper[0]",
         "module.symdex.aws_cloudwatch_metric_alarm.function[\"sweeper-errors\"]",
+        "module.symdex.aws_s3_bucket.logs[0]",
+        "module.symdex.aws_glue_catalog_table.cloudfront_logs[0]",
     ] {
         assert!(state.contains(resource), "{resource} not created:\n{state}");
     }
@@ -267,6 +269,7 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         "build_published",
         "who_published_debug_id",
         "rejected_last_day",
+        "missing_this_week",
     ] {
         terraform(
             d,

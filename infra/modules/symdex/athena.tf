@@ -51,6 +51,8 @@ locals {
     build          = "string"
     product        = "string"
     version        = "string"
+    channel        = "string"
+    expires        = "string"
     format         = "string"
     kind           = "string"
     arch           = "string"

@@ -77,6 +77,15 @@ resource "aws_cloudfront_distribution" "symbols" {
     error_caching_min_ttl = var.negative_cache_ttl_seconds
   }
 
+  dynamic "logging_config" {
+    for_each = aws_s3_bucket.logs
+    content {
+      bucket          = logging_config.value.bucket_domain_name
+      prefix          = "cloudfront/"
+      include_cookies = false
+    }
+  }
+
   restrictions {
     geo_restriction {
       restriction_type = "none"
@@ -87,5 +96,6 @@ resource "aws_cloudfront_distribution" "symbols" {
     cloudfront_default_certificate = true
   }
 
-  tags = var.tags
+  tags       = var.tags
+  depends_on = [aws_s3_bucket_ownership_controls.logs]
 }

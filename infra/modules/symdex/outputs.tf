@@ -82,3 +82,8 @@ output "access_tokens_kvs_arn" {
   description = "KeyValueStore of reader credential hashes (require_auth)."
   value       = join("", aws_cloudfront_key_value_store.tokens[*].arn)
 }
+
+output "access_logs_bucket" {
+  description = "CloudFront access logs (cloudfront/ prefix): symdex report misses reads them."
+  value       = join("", aws_s3_bucket.logs[*].id)
+}

@@ -200,6 +200,18 @@ variable "enable_website" {
   default     = false
 }
 
+variable "enable_access_logs" {
+  description = "CloudFront standard access logs to a <serving>-logs bucket (and an Athena table over them)."
+  type        = bool
+  default     = true
+}
+
+variable "access_log_retention_days" {
+  description = "Days access logs are kept."
+  type        = number
+  default     = 90
+}
+
 variable "negative_cache_ttl_seconds" {
   description = "How long CloudFront caches a 404 (a symbol may be uploaded soon after a miss)."
   type        = number
