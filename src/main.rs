@@ -2,6 +2,7 @@
 //! subcommand is a module over the shared crate.
 
 mod auth;
+mod check;
 mod crash;
 mod index;
 mod inputs;
@@ -48,6 +49,9 @@ enum Command {
     /// Query the manifest of a store.
     #[command(subcommand)]
     Manifest(manifest_cmd::ManifestCommand),
+    /// Which symbols a module, binary or list of modules needs, where each client looks, and
+    /// whether a server (or store) has them. Exit 0: all found, 1: something missing, 2: error.
+    Check(check::CheckArgs),
     /// Reports from access logs (`report misses`: what debuggers asked for and did not get).
     #[command(subcommand)]
     Report(report::ReportCommand),
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
         Command::Manifest(cmd) => manifest_cmd::run(&cmd),
         Command::Serve(args) => serve::run(&args),
         Command::Report(cmd) => report::run(&cmd),
+        Command::Check(args) => check::run(&args),
         Command::Verify(args) => verify::run(&args),
     };
     match result {

@@ -1,0 +1,513 @@
+//! `symdex check`: for every module an input names, the exact keys each client requests, asked
+//! of a server (HEAD, redirects followed) or looked up in a store, and reported as found,
+//! missing, forbidden or wrong content (size differs from what the store recorded), with who
+//! published the key when the store knows. Exit status: 0 all found, 1 something missing,
+//! 2 an error (unreadable input, a server that did not answer).
+//!
+//! Inputs: anything `symdex keys` identifies (a binary also needs its companions: a PE's PDBs
+//! from its CodeView records, an ELF's debug file, a Mach-O's dSYM), or a JSON list of modules
+//! (`[{code_file, code_id, debug_file, debug_id, arch}]`, as crash pipelines carry them).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use symdex_shared::formats::Format;
+use symdex_shared::identity::{CodeId, DebugId};
+use symdex_shared::pipeline::default_prefixes;
+use symdex_shared::refs::RefStore;
+use symdex_shared::storage::LocalStore;
+use symdex_shared::{keys_for, lookup_keys_for, Identity, Kind, Layout};
+
+use crate::inputs::{expand_paths, file_name, Walked};
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// Binaries, debug files, directories, or JSON module lists (`.json`).
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// A symbol server's base URL (symdex serve, CloudFront, any static host).
+    #[arg(long, required_unless_present = "store")]
+    pub server: Option<String>,
+    /// A store directory: checked directly, or (with --server) only for who published each key
+    /// and the size it should have.
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// Which clients' requests to check (repeatable; default all).
+    #[arg(long = "client", value_enum)]
+    pub clients: Vec<Client>,
+    /// JSON Lines output: one object per key checked.
+    #[arg(long)]
+    pub json: bool,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Seconds a request may take.
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+}
+
+/// The clients symdex serves, each with the layout its requests follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Client {
+    All,
+    Windbg,
+    DotnetSymbol,
+    Gdb,
+    Lldb,
+    Debuginfod,
+    SentryUnified,
+    SentryNative,
+    Breakpad,
+}
+
+impl Client {
+    const EACH: [Client; 8] = [
+        Client::Windbg,
+        Client::DotnetSymbol,
+        Client::Gdb,
+        Client::Lldb,
+        Client::Debuginfod,
+        Client::SentryUnified,
+        Client::SentryNative,
+        Client::Breakpad,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Client::All => "all",
+            Client::Windbg => "windbg",
+            Client::DotnetSymbol => "dotnet-symbol",
+            Client::Gdb => "gdb",
+            Client::Lldb => "lldb",
+            Client::Debuginfod => "debuginfod",
+            Client::SentryUnified => "sentry-unified",
+            Client::SentryNative => "sentry-native",
+            Client::Breakpad => "breakpad",
+        }
+    }
+
+    /// The layouts whose keys this client requests (gdb and lldb-19 ask debuginfod; Sentry's
+    /// "native" source is the gdb layout for ELF, the lldb one for Mach-O).
+    fn layouts(self) -> &'static [Layout] {
+        match self {
+            Client::All => &[],
+            Client::Windbg => &[Layout::Symstore],
+            Client::DotnetSymbol => &[Layout::Ssqp],
+            Client::Gdb | Client::Lldb | Client::Debuginfod => &[Layout::Debuginfod],
+            Client::SentryUnified => &[Layout::Unified],
+            Client::SentryNative => &[Layout::Gdb, Layout::Lldb],
+            Client::Breakpad => &[Layout::Breakpad],
+        }
+    }
+}
+
+/// One module from a JSON list (Sentry's and crash pipelines' field names).
+#[derive(Debug, Deserialize)]
+struct ModuleEntry {
+    code_file: Option<String>,
+    code_id: Option<String>,
+    debug_file: Option<String>,
+    debug_id: Option<String>,
+    arch: Option<String>,
+}
+
+/// The identities a listed module stands for: what a debugger looks up for it.
+fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
+    let name_of = |p: &Option<String>| {
+        p.as_deref()
+            .map(|p| symdex_shared::identity::file_name_of(p).to_string())
+    };
+    let debug_id = m
+        .debug_id
+        .as_deref()
+        .and_then(|d| DebugId::from_str(d).ok())
+        .filter(|d| !d.is_nil());
+    let arch = m.arch.clone().unwrap_or_else(|| "unknown".into());
+    let mut out = Vec::new();
+    let debug_name = name_of(&m.debug_file);
+    let code_name = name_of(&m.code_file);
+    let is_pdb = debug_name
+        .as_deref()
+        .is_some_and(|n| n.to_ascii_lowercase().ends_with(".pdb"));
+    if let (true, Some(debug_id), Some(name)) = (is_pdb, debug_id, debug_name.clone()) {
+        let mut pdb = Identity::new(Format::Pdb, Kind::Debug);
+        pdb.debug_id = debug_id;
+        pdb.age = Some(debug_id.appendix());
+        pdb.arch = arch.clone();
+        pdb.has_debug_info = true;
+        out.push((pdb, name));
+        if let (Some(code_id), Some(code_name)) = (&m.code_id, code_name) {
+            let mut pe = Identity::new(Format::Pe, Kind::Library);
+            pe.code_id = Some(CodeId::new(code_id.to_ascii_lowercase()));
+            pe.arch = arch;
+            out.push((pe, code_name));
+        }
+        return out;
+    }
+    // ELF (code id = the build id): the debug file and the binary by build id.
+    if let Some(code_id) = m
+        .code_id
+        .as_deref()
+        .filter(|c| c.len() >= 2 && c.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        let build_id = code_id.to_ascii_lowercase();
+        for kind in [Kind::Debug, Kind::Library] {
+            let mut elf = Identity::new(Format::Elf, kind);
+            elf.build_id = Some(build_id.clone());
+            elf.code_id = Some(CodeId::new(build_id.clone()));
+            elf.debug_id = debug_id.unwrap_or_default();
+            elf.arch = arch.clone();
+            elf.has_debug_info = kind == Kind::Debug;
+            let name = code_name.clone().unwrap_or_else(|| "_".into());
+            out.push((elf, name));
+        }
+    }
+    out
+}
+
+/// One key to check.
+#[derive(Debug, Clone, Serialize)]
+struct Wanted {
+    input: String,
+    module: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    debug_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_id: Option<String>,
+    client: &'static str,
+    key: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Status {
+    Found,
+    Missing,
+    Forbidden,
+    WrongContent,
+    Error,
+}
+
+#[derive(Debug, Serialize)]
+struct Checked {
+    #[serde(flatten)]
+    wanted: Wanted,
+    url: String,
+    status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+    /// The upload whose bytes the store recorded at this key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    published_by: Option<String>,
+}
+
+/// The keys each selected client requests for one identity.
+fn wanted_keys(input: &str, id: &Identity, name: &str, clients: &[Client], out: &mut Vec<Wanted>) {
+    let prefixes = default_prefixes();
+    for &client in clients {
+        let layouts = client.layouts();
+        let mut keys: BTreeSet<String> = BTreeSet::new();
+        for set in [
+            keys_for(id, name, layouts),
+            lookup_keys_for(id, name, layouts),
+        ] {
+            for (layout, list) in set.keys {
+                let prefix = prefixes.get(&layout).map_or("", String::as_str);
+                keys.extend(list.iter().map(|k| format!("{prefix}{k}")));
+            }
+        }
+        for key in keys {
+            out.push(Wanted {
+                input: input.to_string(),
+                module: name.to_string(),
+                debug_id: (!id.debug_id.is_nil()).then(|| id.debug_id.to_string()),
+                code_id: id.code_id.as_ref().map(|c| c.as_str().to_string()),
+                client: client.name(),
+                key,
+            });
+        }
+    }
+}
+
+fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Wanted>, bool)> {
+    let mut wanted = Vec::new();
+    let mut failed = false;
+    for entry in expand_paths(&args.inputs) {
+        let path = match entry {
+            Walked::File(p) => p,
+            Walked::Skipped(..) => continue,
+            Walked::Error(p, e) => {
+                eprintln!("symdex: {}: {e}", p.display());
+                failed = true;
+                continue;
+            }
+        };
+        let shown = path.display().to_string();
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
+            let text = std::fs::read_to_string(&path).with_context(|| shown.clone())?;
+            let modules: Vec<ModuleEntry> = serde_json::from_str(&text)
+                .with_context(|| format!("{shown}: expected a JSON list of modules"))?;
+            for module in &modules {
+                for (id, name) in module_identities(module) {
+                    wanted_keys(&shown, &id, &name, clients, &mut wanted);
+                }
+            }
+            continue;
+        }
+        match identify(&path) {
+            Ok(ids) => {
+                let name = file_name(&path);
+                for id in ids {
+                    wanted_keys(&shown, &id, &name, clients, &mut wanted);
+                }
+            }
+            Err(e) => {
+                eprintln!("symdex: {shown}: {e}");
+                failed = true;
+            }
+        }
+    }
+    Ok((wanted, failed))
+}
+
+fn identify(path: &Path) -> Result<Vec<Identity>, symdex_shared::FormatError> {
+    let reader = symdex_shared::FileReader::open(path).map_err(symdex_shared::FormatError::Io)?;
+    let mut ids = symdex_shared::identify(&reader, &Default::default())?;
+    let name = file_name(path);
+    for id in &mut ids {
+        id.fill_file_names(&name);
+    }
+    Ok(ids)
+}
+
+/// What the store recorded at a key: its size and who first published it.
+fn recorded(refs: Option<&RefStore<'_>>, key: &str) -> Option<(u64, String)> {
+    let refs = refs?;
+    let record = crate::block_on(refs.key(key)).ok()?.ok()??;
+    (!record.refs.is_empty()).then_some((record.size, record.by))
+}
+
+fn check_one(
+    wanted: Wanted,
+    server: Option<&(String, ureq::Agent)>,
+    store_root: Option<&Path>,
+    refs: Option<&RefStore<'_>>,
+) -> Checked {
+    let record = recorded(refs, &wanted.key);
+    let published_by = record
+        .as_ref()
+        .map(|(_, by)| by.clone())
+        .filter(|b| !b.is_empty());
+    let (url, status, size, detail) = match (server, store_root) {
+        (Some((base, agent)), _) => {
+            let url = format!("{}/{}", base.trim_end_matches('/'), encode(&wanted.key));
+            match agent.head(&url).call() {
+                Ok(response) => {
+                    let code = response.status().as_u16();
+                    let size = response
+                        .headers()
+                        .get("content-length")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok());
+                    let status = match code {
+                        200..=299 => Status::Found,
+                        404 | 410 => Status::Missing,
+                        401 | 403 => Status::Forbidden,
+                        _ => Status::Error,
+                    };
+                    (url, status, size, Some(format!("HTTP {code}")))
+                }
+                Err(e) => (url, Status::Error, None, Some(e.to_string())),
+            }
+        }
+        (None, Some(root)) => {
+            let path = root.join(&wanted.key);
+            let url = path.display().to_string();
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => (url, Status::Found, Some(m.len()), None),
+                _ => (url, Status::Missing, None, None),
+            }
+        }
+        (None, None) => (String::new(), Status::Error, None, None),
+    };
+    let (status, detail) = match (status, size, &record) {
+        (Status::Found, Some(got), Some((want, _))) if got != *want => (
+            Status::WrongContent,
+            Some(format!("{got} bytes, the store recorded {want}")),
+        ),
+        _ => (status, detail),
+    };
+    Checked {
+        wanted,
+        url,
+        status,
+        detail,
+        published_by,
+    }
+}
+
+/// A key as a URL path: each component percent-encoded (keys hold spaces, `+`, `#`...).
+fn encode(key: &str) -> String {
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    key.split('/')
+        .map(|part| percent_encoding::utf8_percent_encode(part, KEEP).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let clients: Vec<Client> = if args.clients.is_empty() || args.clients.contains(&Client::All) {
+        Client::EACH.to_vec()
+    } else {
+        let mut c = args.clients.clone();
+        c.sort();
+        c.dedup();
+        c
+    };
+    let (wanted, input_failed) = read_inputs(args, &clients)?;
+    let store = match &args.store {
+        Some(dir) => Some(
+            LocalStore::open(dir)
+                .with_context(|| format!("cannot open store {}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let refs = store.as_ref().map(|s| RefStore::new(s));
+    let server = args.server.as_ref().map(|base| {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(args.timeout.max(1))))
+            .http_status_as_error(false)
+            .max_redirects(5)
+            .build()
+            .into();
+        (base.clone(), agent)
+    });
+    let store_root = args.store.as_deref();
+    let bar = if args.json || wanted.len() < 50 {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(wanted.len() as u64)
+    };
+    let queue = Mutex::new(wanted.into_iter().enumerate());
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..args.concurrency.clamp(1, 64) {
+            scope.spawn(|| loop {
+                let next = queue.lock().ok().and_then(|mut q| q.next());
+                let Some((index, item)) = next else { break };
+                let checked = check_one(item, server.as_ref(), store_root, refs.as_ref());
+                bar.inc(1);
+                if let Ok(mut results) = results.lock() {
+                    results.push((index, checked));
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    let mut results = results.into_inner().unwrap_or_default();
+    results.sort_by_key(|(index, _)| *index);
+    let mut counts = [0usize; 5];
+    for (_, checked) in &results {
+        counts[checked.status as usize] += 1;
+        if args.json {
+            println!("{}", serde_json::to_string(checked)?);
+        } else {
+            println!(
+                "{:<13} {:<14} {:<24} {}{}{}",
+                serde_json::to_value(checked.status)?.as_str().unwrap_or(""),
+                checked.wanted.client,
+                checked.wanted.module,
+                checked.url,
+                checked
+                    .detail
+                    .as_deref()
+                    .filter(|_| checked.status != Status::Found)
+                    .map(|d| format!("  ({d})"))
+                    .unwrap_or_default(),
+                checked
+                    .published_by
+                    .as_deref()
+                    .map(|b| format!("  [published by {b}]"))
+                    .unwrap_or_default(),
+            );
+        }
+    }
+    let [found, missing, forbidden, wrong, errors] = counts;
+    eprintln!(
+        "symdex: {found} found, {missing} missing, {forbidden} forbidden, {wrong} wrong content, {errors} errors"
+    );
+    Ok(if input_failed || errors > 0 {
+        ExitCode::from(2)
+    } else if missing + forbidden + wrong > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listed_modules_stand_for_their_debug_files() {
+        let pdb: ModuleEntry = serde_json::from_value(serde_json::json!({
+            "code_file": "C:\\app\\app.exe", "code_id": "5F2B2D4A1000",
+            "debug_file": "C:\\build\\App.pdb",
+            "debug_id": "497b72f6-390a-44fc-878e-5a2d63b6cc4b-1", "arch": "x86_64"
+        }))
+        .unwrap();
+        let ids = module_identities(&pdb);
+        assert_eq!(ids[0].1, "App.pdb");
+        assert_eq!(ids[0].0.format, Format::Pdb);
+        assert_eq!(ids[1].1, "app.exe");
+        let mut keys = Vec::new();
+        wanted_keys("m.json", &ids[0].0, &ids[0].1, &[Client::Windbg], &mut keys);
+        assert_eq!(
+            keys[0].key,
+            "symbols/App.pdb/497B72F6390A44FC878E5A2D63B6CC4B1/App.pdb"
+        );
+        let elf: ModuleEntry = serde_json::from_value(serde_json::json!({
+            "code_file": "/usr/lib/libc.so.6", "code_id": "AABBCCDD00112233"
+        }))
+        .unwrap();
+        let mut keys = Vec::new();
+        for (id, name) in module_identities(&elf) {
+            wanted_keys("m.json", &id, &name, &[Client::Debuginfod], &mut keys);
+        }
+        let keys: Vec<&str> = keys.iter().map(|w| w.key.as_str()).collect();
+        assert!(
+            keys.contains(&"buildid/aabbccdd00112233/debuginfo"),
+            "{keys:?}"
+        );
+        assert!(
+            keys.contains(&"buildid/aabbccdd00112233/executable"),
+            "{keys:?}"
+        );
+        let nothing: ModuleEntry = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert!(module_identities(&nothing).is_empty());
+    }
+
+    #[test]
+    fn keys_become_url_paths() {
+        assert_eq!(
+            encode("symbols/my app+1/ID/my app+1"),
+            "symbols/my%20app%2B1/ID/my%20app%2B1"
+        );
+    }
+}

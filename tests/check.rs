@@ -1,0 +1,233 @@
+//! `symdex check` against `symdex serve` and a store: exactly the modules left out are missing,
+//! for each client family, with the URLs the real clients request (debuginfod-find's request,
+//! read from serve's access log, is the URL check asked).
+
+mod common;
+
+use std::process::Command;
+
+use common::{build_split_elf, ok, readelf_build_id, symdex, Server, Workdir};
+use serde_json::Value;
+
+fn check(args: &[&str]) -> (i32, Vec<Value>) {
+    let out = symdex()
+        .arg("check")
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    let rows = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.code().unwrap_or(-1), rows)
+}
+
+/// Two programs, split; only the first one's files are indexed.
+fn setup() -> (Workdir, String, String) {
+    let w = Workdir::new();
+    build_split_elf(
+        &w,
+        "in",
+        "0x5e1ec7ed0000000000000000000000000000000a",
+        "x * 11",
+    );
+    build_split_elf(
+        &w,
+        "out",
+        "0x5e1ec7ed0000000000000000000000000000000b",
+        "x * 13",
+    );
+    let store = w.path("store");
+    ok(symdex()
+        .args(["index", "--store"])
+        .arg(&store)
+        .arg(w.path("in"))
+        .output()
+        .unwrap());
+    (
+        w,
+        "5e1ec7ed0000000000000000000000000000000a".into(),
+        "5e1ec7ed0000000000000000000000000000000b".into(),
+    )
+}
+
+#[test]
+fn exactly_the_modules_left_out_are_missing_for_every_client() {
+    let (w, indexed, left_out) = setup();
+    let server = Server::start(&w.path("store"));
+    let store = w.path("store");
+    let binaries = [w.path("in/app.stripped"), w.path("out/app.stripped")];
+    let args: Vec<String> = [
+        "--server",
+        &server.url(),
+        "--store",
+        store.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(binaries.iter().map(|p| p.display().to_string()))
+    .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, rows) = check(&args);
+    assert_eq!(code, 1, "something is missing");
+    let clients: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r["client"].as_str().unwrap()).collect();
+    for client in [
+        "gdb",
+        "lldb",
+        "debuginfod",
+        "sentry-unified",
+        "sentry-native",
+    ] {
+        assert!(clients.contains(client), "{client}: {clients:?}");
+    }
+    for row in &rows {
+        let key = row["key"].as_str().unwrap();
+        let from_indexed = row["input"].as_str().unwrap().contains("/in/");
+        let want = if from_indexed { "found" } else { "missing" };
+        assert_eq!(row["status"], want, "{row}");
+        if from_indexed {
+            assert!(
+                row["published_by"].as_str().unwrap().contains("/in/"),
+                "{row}"
+            );
+        }
+        let id = if from_indexed { &indexed } else { &left_out };
+        assert!(key.contains(&id[..2]), "{key} names the module's id");
+    }
+
+    // The store alone answers the same.
+    let (code, only_store) = check(&[
+        "--store",
+        store.to_str().unwrap(),
+        "--client",
+        "debuginfod",
+        binaries[1].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(only_store.iter().all(|r| r["status"] == "missing"));
+    let (code, all_found) = check(&[
+        "--store",
+        store.to_str().unwrap(),
+        binaries[0].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{all_found:?}");
+
+    // A key whose bytes changed behind symdex's back: wrong content.
+    let debuginfo = store.join(format!("buildid/{indexed}/debuginfo"));
+    std::fs::write(&debuginfo, b"truncated").unwrap();
+    let (code, rows) = check(&[
+        "--server",
+        &server.url(),
+        "--store",
+        store.to_str().unwrap(),
+        "--client",
+        "debuginfod",
+        binaries[0].to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    let row = rows
+        .iter()
+        .find(|r| r["key"] == format!("buildid/{indexed}/debuginfo"))
+        .unwrap();
+    assert_eq!(row["status"], "wrong-content", "{row}");
+}
+
+#[test]
+fn check_asks_the_url_debuginfod_find_requests() {
+    let (w, _, left_out) = setup();
+    let log = w.path("access.jsonl");
+    let server = Server::start_with(
+        &w.path("store"),
+        &["--access-log", log.to_str().unwrap()],
+        None,
+    );
+    let found = Command::new("debuginfod-find")
+        .env("DEBUGINFOD_URLS", server.url())
+        .env("DEBUGINFOD_CACHE_PATH", w.path("cache"))
+        .args(["debuginfo", &left_out])
+        .output()
+        .unwrap();
+    assert!(!found.status.success());
+    let requested: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["path"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let (code, rows) = check(&[
+        "--server",
+        &server.url(),
+        "--client",
+        "debuginfod",
+        w.path("out/app.stripped").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    let urls: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            r["url"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches(&server.url())
+                .to_string()
+        })
+        .collect();
+    for path in &requested {
+        assert!(
+            urls.contains(path),
+            "debuginfod-find asked {path}; check asked {urls:?}"
+        );
+    }
+    let build_id = readelf_build_id(&w, "out/app.stripped").unwrap();
+    assert_eq!(build_id, left_out);
+}
+
+#[test]
+fn a_private_server_is_forbidden_not_missing_and_a_module_list_works() {
+    let (w, indexed, _) = setup();
+    std::fs::write(w.path("tokens"), "reader-token\n").unwrap();
+    let server = Server::start_with(
+        &w.path("store"),
+        &["--auth-token-file", w.path("tokens").to_str().unwrap()],
+        None,
+    );
+    std::fs::write(
+        w.path("modules.json"),
+        serde_json::json!([{ "code_file": "/opt/app", "code_id": indexed }]).to_string(),
+    )
+    .unwrap();
+    let (code, rows) = check(&[
+        "--server",
+        &server.url(),
+        "--client",
+        "debuginfod",
+        w.path("modules.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r["status"] == "forbidden"), "{rows:?}");
+    let open = Server::start(&w.path("store"));
+    let (code, rows) = check(&[
+        "--server",
+        &open.url(),
+        "--client",
+        "debuginfod",
+        w.path("modules.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{rows:?}");
+    // A server that does not answer is an error (2), not a miss.
+    let (code, _) = check(&[
+        "--server",
+        "http://127.0.0.1:9",
+        "--timeout",
+        "2",
+        w.path("modules.json").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+}
