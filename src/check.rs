@@ -146,6 +146,11 @@ fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
         out.push((pdb, name));
         if let (Some(code_id), Some(code_name)) = (&m.code_id, code_name) {
             let mut pe = Identity::new(Format::Pe, Kind::Library);
+            // A PE's code id is its TimeDateStamp (8 hex digits) and SizeOfImage.
+            if code_id.len() > 8 && code_id.is_ascii() {
+                pe.pe_timestamp = u32::from_str_radix(&code_id[..8], 16).ok();
+                pe.pe_size_of_image = u32::from_str_radix(&code_id[8..], 16).ok();
+            }
             pe.code_id = Some(CodeId::new(code_id.to_ascii_lowercase()));
             pe.arch = arch;
             out.push((pe, code_name));
@@ -251,6 +256,27 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
             }
         };
         let shown = path.display().to_string();
+        let mut magic = [0u8; 4];
+        let is_minidump = std::fs::File::open(&path)
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+            .is_ok()
+            && &magic == b"MDMP";
+        if is_minidump {
+            match minidump_modules(&path) {
+                Ok(modules) => {
+                    for module in &modules {
+                        for (id, name) in module_identities(module) {
+                            wanted_keys(&shown, &id, &name, clients, &mut wanted);
+                        }
+                    }
+                }
+                Err(e) => {
+                    eprintln!("symdex: {shown}: {e:#}");
+                    failed = true;
+                }
+            }
+            continue;
+        }
         if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"))
@@ -278,7 +304,30 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
             }
         }
     }
+    // A binary and its debug file both name some keys (debuginfod's `debuginfo`): once each.
+    let mut seen = BTreeSet::new();
+    wanted.retain(|w| seen.insert((w.input.clone(), w.client, w.key.clone())));
     Ok((wanted, failed))
+}
+
+/// The module list of a minidump (its code and debug files and ids), read by rust-minidump
+/// from a memory map: a dump of any size costs what its module list does.
+fn minidump_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
+    use minidump::{Minidump, MinidumpModuleList, Module};
+    let dump = Minidump::read_path(path).context("not a readable minidump")?;
+    let list: MinidumpModuleList = dump
+        .get_stream()
+        .context("the minidump has no module list")?;
+    Ok(list
+        .iter()
+        .map(|m| ModuleEntry {
+            code_file: Some(m.code_file().into_owned()),
+            code_id: m.code_identifier().map(|c| c.to_string()),
+            debug_file: m.debug_file().map(|d| d.into_owned()),
+            debug_id: m.debug_identifier().map(|d| d.to_string()),
+            arch: None,
+        })
+        .collect())
 }
 
 fn identify(path: &Path) -> Result<Vec<Identity>, symdex_shared::FormatError> {

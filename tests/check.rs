@@ -231,3 +231,116 @@ fn a_private_server_is_forbidden_not_missing_and_a_module_list_works() {
     ]);
     assert_eq!(code, 2);
 }
+
+/// A minidump written byte by byte from the published format (MINIDUMP_HEADER, one
+/// ModuleListStream, MINIDUMP_MODULE records with their name strings and CodeView records).
+fn write_minidump(path: &std::path::Path, modules: &[(&str, Vec<u8>)]) {
+    let list_rva = 32 + 12;
+    let mut tail_rva = list_rva + 4 + 108 * modules.len() as u32;
+    let mut records = Vec::new();
+    let mut tail = Vec::new();
+    for (index, (name, cv)) in modules.iter().enumerate() {
+        let name_rva = tail_rva + tail.len() as u32;
+        let utf16: Vec<u8> = name.encode_utf16().flat_map(u16::to_le_bytes).collect();
+        tail.extend((utf16.len() as u32).to_le_bytes());
+        tail.extend(&utf16);
+        tail.extend([0, 0]);
+        let cv_rva = tail_rva + tail.len() as u32;
+        tail.extend(cv);
+        let mut m = Vec::new();
+        m.extend((0x7f00_0000_0000u64 + (index as u64) * 0x10_0000).to_le_bytes());
+        m.extend(0x1000u32.to_le_bytes()); // SizeOfImage
+        m.extend(0u32.to_le_bytes()); // CheckSum
+        m.extend(0x5f2b_2d4au32.to_le_bytes()); // TimeDateStamp
+        m.extend(name_rva.to_le_bytes());
+        m.extend([0u8; 52]); // VS_FIXEDFILEINFO
+        m.extend((cv.len() as u32).to_le_bytes());
+        m.extend(cv_rva.to_le_bytes());
+        m.extend([0u8; 8 + 16]); // MiscRecord, Reserved0, Reserved1
+        assert_eq!(m.len(), 108);
+        records.extend(m);
+    }
+    tail_rva += 0;
+    let mut out = Vec::new();
+    out.extend(b"MDMP");
+    out.extend(0xa793u32.to_le_bytes());
+    out.extend(1u32.to_le_bytes()); // streams
+    out.extend(32u32.to_le_bytes()); // directory
+    out.extend([0u8; 4 + 4 + 8]); // checksum, time, flags
+    out.extend(4u32.to_le_bytes()); // ModuleListStream
+    out.extend((4 + records.len() as u32).to_le_bytes());
+    out.extend(list_rva.to_le_bytes());
+    out.extend((modules.len() as u32).to_le_bytes());
+    out.extend(records);
+    assert_eq!(out.len() as u32, tail_rva);
+    out.extend(tail);
+    std::fs::write(path, out).unwrap();
+}
+
+/// Breakpad's ELF CodeView record: `BpEL` and the build id.
+fn cv_elf(build_id_hex: &str) -> Vec<u8> {
+    let mut cv = 0x4270_454cu32.to_le_bytes().to_vec();
+    cv.extend(
+        (0..build_id_hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&build_id_hex[i..i + 2], 16).unwrap()),
+    );
+    cv
+}
+
+/// A PDB 7.0 CodeView record: `RSDS`, GUID, age, PDB path.
+fn cv_pdb(guid: [u8; 16], age: u32, pdb: &str) -> Vec<u8> {
+    let mut cv = b"RSDS".to_vec();
+    cv.extend(guid);
+    cv.extend(age.to_le_bytes());
+    cv.extend(pdb.as_bytes());
+    cv.push(0);
+    cv
+}
+
+#[test]
+fn a_minidump_lists_the_modules_to_check() {
+    let (w, indexed, left_out) = setup();
+    let store = w.path("store");
+    let dump = w.path("crash.dmp");
+    write_minidump(
+        &dump,
+        &[
+            ("/opt/in/app", cv_elf(&indexed)),
+            ("/opt/out/app", cv_elf(&left_out)),
+            (
+                "C:\\app\\plugin.dll",
+                cv_pdb([7; 16], 3, "C:\\build\\Plugin.pdb"),
+            ),
+        ],
+    );
+    let (code, rows) = check(&["--store", store.to_str().unwrap(), dump.to_str().unwrap()]);
+    assert_eq!(code, 1, "{rows:?}");
+    let status = |needle: &str, client: &str| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["key"].as_str().unwrap().contains(needle) && r["client"] == client)
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        status(&indexed, "debuginfod"),
+        ["found", "found"],
+        "{rows:?}"
+    );
+    assert_eq!(status(&left_out, "debuginfod"), ["missing", "missing"]);
+    let pdb = status("Plugin.pdb/07070707070707070707070707070707", "windbg");
+    assert_eq!(pdb, ["missing"], "{rows:?}");
+    let dll = status("plugin.dll/5F2B2D4A1000/plugin.dll", "windbg");
+    assert_eq!(dll, ["missing"], "the PE by its code id: {rows:?}");
+
+    // Garbage that starts like a minidump is an error, not a panic.
+    let mut broken = std::fs::read(&dump).unwrap();
+    broken.truncate(40);
+    std::fs::write(w.path("broken.dmp"), broken).unwrap();
+    let (code, _) = check(&[
+        "--store",
+        store.to_str().unwrap(),
+        w.path("broken.dmp").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+}
