@@ -277,6 +277,29 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
             }
             continue;
         }
+        if is_elf_core(&path) {
+            match crate::core_file::modules(&path) {
+                Ok(modules) => {
+                    for (code_file, build_id) in modules {
+                        let module = ModuleEntry {
+                            code_file: Some(code_file),
+                            code_id: build_id,
+                            debug_file: None,
+                            debug_id: None,
+                            arch: None,
+                        };
+                        for (id, name) in module_identities(&module) {
+                            wanted_keys(&shown, &id, &name, clients, &mut wanted);
+                        }
+                    }
+                }
+                Err(e) => {
+                    eprintln!("symdex: {shown}: {e:#}");
+                    failed = true;
+                }
+            }
+            continue;
+        }
         if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"))
@@ -308,6 +331,21 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
     let mut seen = BTreeSet::new();
     wanted.retain(|w| seen.insert((w.input.clone(), w.client, w.key.clone())));
     Ok((wanted, failed))
+}
+
+/// An ELF file of type ET_CORE.
+fn is_elf_core(path: &Path) -> bool {
+    let mut head = [0u8; 18];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok();
+    // e_type at offset 16: ET_CORE (4), in the file's byte order (EI_DATA at 5).
+    let e_type = if head[5] == 2 {
+        u16::from_be_bytes([head[16], head[17]])
+    } else {
+        u16::from_le_bytes([head[16], head[17]])
+    };
+    read && head.starts_with(b"\x7fELF") && e_type == 4
 }
 
 /// The module list of a minidump (its code and debug files and ids), read by rust-minidump
@@ -430,6 +468,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     };
     let (wanted, input_failed) = read_inputs(args, &clients)?;
     let store = match &args.store {
+        Some(dir) if !dir.is_dir() => anyhow::bail!("no store at {}", dir.display()),
         Some(dir) => Some(
             LocalStore::open(dir)
                 .with_context(|| format!("cannot open store {}", dir.display()))?,

@@ -3,6 +3,7 @@
 
 mod auth;
 mod check;
+mod core_file;
 mod crash;
 mod index;
 mod inputs;

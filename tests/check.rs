@@ -344,3 +344,88 @@ fn a_minidump_lists_the_modules_to_check() {
     ]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn an_elf_core_lists_the_mapped_images_to_check() {
+    let w = Workdir::new();
+    std::fs::write(
+        w.path("crash.c"),
+        "#include <stdlib.h>\nint main(void) { abort(); }\n",
+    )
+    .unwrap();
+    w.run(
+        "gcc",
+        &[
+            "-g",
+            "-Wl,--build-id=0x5e1ec7ed000000000000000000000000000000cc",
+            "-o",
+            "crash",
+            "crash.c",
+        ],
+    );
+    let store = w.path("store");
+    ok(symdex()
+        .args(["index", "--store"])
+        .arg(&store)
+        .arg(w.path("crash"))
+        .output()
+        .unwrap());
+    // A real core: the program dies of SIGABRT under gdb, which writes the core (gcore).
+    let gdb = Command::new("gdb")
+        .current_dir(w.path(""))
+        .args([
+            "-batch",
+            "-nx",
+            "-ex",
+            "run",
+            "-ex",
+            "gcore core.crash",
+            "./crash",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        w.path("core.crash").is_file(),
+        "gdb wrote no core: {}",
+        String::from_utf8_lossy(&gdb.stderr)
+    );
+    let (code, rows) = check(&[
+        "--store",
+        store.to_str().unwrap(),
+        "--client",
+        "debuginfod",
+        w.path("core.crash").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "libc is not in the store");
+    let status_of = |module: &str| -> Vec<&str> {
+        rows.iter()
+            .filter(|r| r["module"] == module)
+            .map(|r| r["status"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(status_of("crash"), ["found", "found"], "{rows:?}");
+    let crash_key = rows.iter().find(|r| r["module"] == "crash").unwrap()["key"].clone();
+    assert!(
+        crash_key
+            .as_str()
+            .unwrap()
+            .contains("5e1ec7ed000000000000000000000000000000cc"),
+        "the build id read from the core: {crash_key}"
+    );
+    let libc: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["module"].as_str().unwrap().starts_with("libc.so"))
+        .collect();
+    assert!(!libc.is_empty(), "libc's build id was read: {rows:?}");
+    assert!(libc.iter().all(|r| r["status"] == "missing"));
+
+    // A truncated core is an error, not a panic.
+    let core = std::fs::read(w.path("core.crash")).unwrap();
+    std::fs::write(w.path("core.cut"), &core[..200]).unwrap();
+    let (code, _) = check(&[
+        "--store",
+        store.to_str().unwrap(),
+        w.path("core.cut").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+}
