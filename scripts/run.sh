@@ -27,6 +27,9 @@ echo "== symdex manifest query $store --build $build"
 echo
 echo "== symdex verify $store"
 ./target/release/symdex verify "$store"
+echo
+echo "== symdex check $work/bin/symdex --store $store --client gdb   (what gdb will ask for)"
+./target/release/symdex check "$work/bin/symdex" --store "$store" --client gdb
 cat <<TXT
 
 Serve it:   ./target/release/symdex serve $store --addr 127.0.0.1:8080
