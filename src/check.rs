@@ -157,6 +157,24 @@ fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
         }
         return out;
     }
+    // Mach-O: the code id is the LC_UUID, the same UUID as the debug id (an ELF's debug id is
+    // its build id byte-swapped, so the two differ for ELF).
+    if let (Some(code_id), Some(debug_id)) = (m.code_id.as_deref(), debug_id) {
+        let uuid = debug_id.uuid().simple().to_string();
+        if debug_id.appendix() == 0 && code_id.eq_ignore_ascii_case(&uuid) {
+            for kind in [Kind::Debug, Kind::Library] {
+                let mut macho = Identity::new(Format::Macho, kind);
+                macho.uuid = Some(uuid.clone());
+                macho.debug_id = debug_id;
+                macho.code_id = Some(CodeId::new(uuid.clone()));
+                macho.arch = arch.clone();
+                macho.has_debug_info = kind == Kind::Debug;
+                let name = code_name.clone().unwrap_or_else(|| "_".into());
+                out.push((macho, name));
+            }
+            return out;
+        }
+    }
     // ELF (code id = the build id): the debug file and the binary by build id.
     if let Some(code_id) = m
         .code_id
@@ -585,6 +603,23 @@ mod tests {
         );
         assert!(
             keys.contains(&"buildid/aabbccdd00112233/executable"),
+            "{keys:?}"
+        );
+        // A Mach-O module (code id = debug id = LC_UUID): the lldb layout's UUID directories.
+        let macho: ModuleEntry = serde_json::from_value(serde_json::json!({
+            "code_file": "/Applications/App.app/Contents/MacOS/App",
+            "code_id": "c0bcc3f19827324bbfa6a0ea5d1c9b42",
+            "debug_id": "c0bcc3f1-9827-324b-bfa6-a0ea5d1c9b42"
+        }))
+        .unwrap();
+        let mut keys = Vec::new();
+        for (id, name) in module_identities(&macho) {
+            assert_eq!(id.format, Format::Macho);
+            wanted_keys("m.json", &id, &name, &[Client::SentryNative], &mut keys);
+        }
+        let keys: Vec<&str> = keys.iter().map(|w| w.key.as_str()).collect();
+        assert!(
+            keys.contains(&"lldb/C0BC/C3F1/9827/324B/BFA6/A0EA5D1C9B42"),
             "{keys:?}"
         );
         let nothing: ModuleEntry = serde_json::from_value(serde_json::json!({})).unwrap();
