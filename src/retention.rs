@@ -80,21 +80,16 @@ pub fn promote(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
 async fn promote_async(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
     let indexer = Indexer::new(&store, indexer_config());
-    let mut records = Vec::new();
-    for upload in indexer.refs().uploads().await? {
-        let wanted = upload.meta.build.as_deref() == Some(args.build.as_str())
-            && args
-                .product
-                .as_ref()
-                .is_none_or(|p| upload.meta.product.as_ref() == Some(p));
-        if wanted {
-            records.extend(
-                indexer
-                    .promote(&upload.upload, &args.channel, &args.policy.policy)
-                    .await?,
-            );
-        }
-    }
+    let uploads = indexer.refs().uploads().await?;
+    let records = indexer
+        .promote_build(
+            uploads,
+            &args.build,
+            args.product.as_deref(),
+            &args.channel,
+            &args.policy.policy,
+        )
+        .await?;
     indexer.write_manifest(&records).await?;
     print_records(&records, false)?;
     println!(

@@ -873,6 +873,27 @@ impl<'s> Indexer<'s> {
         Ok(Some(record))
     }
 
+    /// Promotes the uploads of `build` (of `product`, when given) among `uploads` to
+    /// `channel`: `symdex promote` over every record, the sweeper over a page of them.
+    pub async fn promote_build(
+        &self,
+        uploads: Vec<UploadRecord>,
+        build: &str,
+        product: Option<&str>,
+        channel: &str,
+        policy: &RetentionPolicy,
+    ) -> io::Result<Vec<Record>> {
+        let mut records = Vec::new();
+        for upload in uploads {
+            let wanted = upload.meta.build.as_deref() == Some(build)
+                && product.is_none_or(|p| upload.meta.product.as_deref() == Some(p));
+            if wanted {
+                records.extend(self.promote(&upload.upload, channel, policy).await?);
+            }
+        }
+        Ok(records)
+    }
+
     /// What an expiry at `now` would remove, without changing anything: the expired uploads,
     /// and the keys no unexpired upload references (with their sizes).
     pub async fn plan_expiry(
@@ -885,9 +906,7 @@ impl<'s> Indexer<'s> {
             .uploads()
             .await?
             .into_iter()
-            .filter(|r| {
-                r.state == UploadState::Removing || is_expired(&r.meta, &r.time, now, policy)
-            })
+            .filter(|r| is_due(r, now, policy))
             .collect();
         let going: BTreeSet<&str> = uploads.iter().map(|u| u.upload.as_str()).collect();
         let mut freed = BTreeMap::new();
@@ -935,6 +954,12 @@ impl ExpiryPlan {
     pub fn bytes_freed(&self) -> u64 {
         self.freed.values().sum()
     }
+}
+
+/// Whether an expiry at `now` acts on this upload: its retention has passed, or a removal of
+/// it was begun and not finished (a run that died; the expiry finishes it).
+pub fn is_due(upload: &UploadRecord, now: SystemTime, policy: Option<&RetentionPolicy>) -> bool {
+    upload.state == UploadState::Removing || is_expired(&upload.meta, &upload.time, now, policy)
 }
 
 /// A manifest record about an upload known only from its upload record.

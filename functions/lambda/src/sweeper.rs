@@ -24,9 +24,9 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use symdex_shared::pipeline::Indexer;
-use symdex_shared::refs::{UploadState, STATE_PREFIX};
-use symdex_shared::retention::{format_time, is_expired, parse_time, RELEASE_CHANNEL};
+use symdex_shared::pipeline::{is_due, Indexer};
+use symdex_shared::refs::STATE_PREFIX;
+use symdex_shared::retention::{format_time, parse_time, RELEASE_CHANNEL};
 use symdex_shared::storage::Storage;
 
 use crate::handler::{Context, Error};
@@ -120,18 +120,15 @@ async fn promote(ctx: &Context, request: Promote) -> Result<Value, Error> {
         .refs()
         .uploads_after(&request.after, ctx.config.sweep_max_uploads)
         .await?;
-    let mut records = Vec::new();
-    for upload in uploads {
-        let wanted = upload.meta.build.as_deref() == Some(request.build.as_str())
-            && request
-                .product
-                .as_ref()
-                .is_none_or(|p| upload.meta.product.as_ref() == Some(p));
-        if wanted {
-            let policy = &ctx.config.pipeline.retention;
-            records.extend(indexer.promote(&upload.upload, channel, policy).await?);
-        }
-    }
+    let records = indexer
+        .promote_build(
+            uploads,
+            &request.build,
+            request.product.as_deref(),
+            channel,
+            &ctx.config.pipeline.retention,
+        )
+        .await?;
     indexer.write_manifest(&records).await?;
     for record in &records {
         tracing::info!(action = "promoted", upload = %record.upload, reason = record.reason.as_deref(), "decision");
@@ -173,7 +170,7 @@ pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value,
     let examined = uploads.len();
     let due: Vec<_> = uploads
         .into_iter()
-        .filter(|u| u.state == UploadState::Removing || is_expired(&u.meta, &u.time, now, None))
+        .filter(|u| is_due(u, now, None))
         .collect();
     if dry_run {
         let would: Vec<&str> = due.iter().map(|u| u.source.as_str()).collect();
