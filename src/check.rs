@@ -8,7 +8,7 @@
 //! from its CodeView records, an ELF's debug file, a Mach-O's dSYM), or a JSON list of modules
 //! (`[{code_file, code_id, debug_file, debug_id, arch}]`, as crash pipelines carry them).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr;
@@ -25,7 +25,8 @@ use symdex_shared::refs::RefStore;
 use symdex_shared::storage::LocalStore;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, Kind, Layout};
 
-use crate::inputs::{expand_paths, file_name, Walked};
+use crate::inputs::{expand_paths, file_head, file_name, Walked};
+use crate::keys::identify_file;
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -274,66 +275,38 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
             }
         };
         let shown = path.display().to_string();
-        let mut magic = [0u8; 4];
-        let is_minidump = std::fs::File::open(&path)
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-            .is_ok()
-            && &magic == b"MDMP";
-        if is_minidump {
-            match minidump_modules(&path) {
-                Ok(modules) => {
-                    for module in &modules {
-                        for (id, name) in module_identities(module) {
-                            wanted_keys(&shown, &id, &name, clients, &mut wanted);
-                        }
-                    }
-                }
-                Err(e) => {
-                    eprintln!("symdex: {shown}: {e:#}");
-                    failed = true;
-                }
-            }
-            continue;
-        }
-        if is_elf_core(&path) {
-            match crate::core_file::modules(&path) {
-                Ok(modules) => {
-                    for (code_file, build_id) in modules {
-                        let module = ModuleEntry {
-                            code_file: Some(code_file),
-                            code_id: build_id,
-                            debug_file: None,
-                            debug_id: None,
-                            arch: None,
-                        };
-                        for (id, name) in module_identities(&module) {
-                            wanted_keys(&shown, &id, &name, clients, &mut wanted);
-                        }
-                    }
-                }
-                Err(e) => {
-                    eprintln!("symdex: {shown}: {e:#}");
-                    failed = true;
-                }
-            }
-            continue;
-        }
-        if path
+        // Inputs that list modules (by content; a JSON list by its name) ...
+        let modules = if file_head(&path) == Some(*b"MDMP") {
+            Some(minidump_modules(&path))
+        } else if is_elf_core(&path) {
+            Some(core_modules(&path))
+        } else if path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"))
         {
-            let text = std::fs::read_to_string(&path).with_context(|| shown.clone())?;
-            let modules: Vec<ModuleEntry> = serde_json::from_str(&text)
-                .with_context(|| format!("{shown}: expected a JSON list of modules"))?;
-            for module in &modules {
-                for (id, name) in module_identities(module) {
-                    wanted_keys(&shown, &id, &name, clients, &mut wanted);
+            Some(json_modules(&path))
+        } else {
+            None
+        };
+        match modules {
+            Some(Ok(modules)) => {
+                for module in &modules {
+                    for (id, name) in module_identities(module) {
+                        wanted_keys(&shown, &id, &name, clients, &mut wanted);
+                    }
                 }
+                continue;
             }
-            continue;
+            Some(Err(e)) => {
+                eprintln!("symdex: {shown}: {e:#}");
+                failed = true;
+                continue;
+            }
+            // ... and the artifacts themselves.
+            None => {}
         }
-        match identify(&path) {
-            Ok(ids) => {
+        match identify_file(&path, false) {
+            Ok((ids, _)) => {
                 let name = file_name(&path);
                 for id in ids {
                     wanted_keys(&shown, &id, &name, clients, &mut wanted);
@@ -353,17 +326,16 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
 
 /// An ELF file of type ET_CORE.
 fn is_elf_core(path: &Path) -> bool {
-    let mut head = [0u8; 18];
-    let read = std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-        .is_ok();
+    let Some(head) = file_head::<18>(path) else {
+        return false;
+    };
     // e_type at offset 16: ET_CORE (4), in the file's byte order (EI_DATA at 5).
     let e_type = if head[5] == 2 {
         u16::from_be_bytes([head[16], head[17]])
     } else {
         u16::from_le_bytes([head[16], head[17]])
     };
-    read && head.starts_with(b"\x7fELF") && e_type == 4
+    head.starts_with(b"\x7fELF") && e_type == 4
 }
 
 /// The module list of a minidump (its code and debug files and ids), read by rust-minidump
@@ -386,37 +358,65 @@ fn minidump_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
         .collect())
 }
 
-fn identify(path: &Path) -> Result<Vec<Identity>, symdex_shared::FormatError> {
-    let reader = symdex_shared::FileReader::open(path).map_err(symdex_shared::FormatError::Io)?;
-    let mut ids = symdex_shared::identify(&reader, &Default::default())?;
-    let name = file_name(path);
-    for id in &mut ids {
-        id.fill_file_names(&name);
-    }
-    Ok(ids)
+/// A JSON list of modules, as crash pipelines carry them.
+fn json_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
+    let text = std::fs::read_to_string(path)?;
+    serde_json::from_str(&text).context("expected a JSON list of modules")
+}
+
+/// The ELF images mapped in a core file, by their build ids.
+fn core_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
+    Ok(crate::core_file::modules(path)?
+        .into_iter()
+        .map(|(code_file, build_id)| ModuleEntry {
+            code_file: Some(code_file),
+            code_id: build_id,
+            debug_file: None,
+            debug_id: None,
+            arch: None,
+        })
+        .collect())
 }
 
 /// What the store recorded at a key: its size and who first published it.
-fn recorded(refs: Option<&RefStore<'_>>, key: &str) -> Option<(u64, String)> {
-    let refs = refs?;
-    let record = crate::block_on(refs.key(key)).ok()?.ok()??;
-    (!record.refs.is_empty()).then_some((record.size, record.by))
+/// What the store recorded at each wanted key (its size, and the upload that first published
+/// it), read once before the checks start. A record that cannot be read counts as none.
+fn recorded(
+    store: Option<&LocalStore>,
+    wanted: &[Wanted],
+) -> anyhow::Result<HashMap<String, (u64, String)>> {
+    let Some(store) = store else {
+        return Ok(HashMap::new());
+    };
+    let refs = RefStore::new(store);
+    let keys: BTreeSet<&str> = wanted.iter().map(|w| w.key.as_str()).collect();
+    crate::block_on(async {
+        let mut out = HashMap::new();
+        for key in keys {
+            if let Ok(Some(record)) = refs.key(key).await {
+                if !record.refs.is_empty() {
+                    out.insert(key.to_string(), (record.size, record.by));
+                }
+            }
+        }
+        out
+    })
 }
 
 fn check_one(
     wanted: Wanted,
     server: Option<&(String, ureq::Agent)>,
     store_root: Option<&Path>,
-    refs: Option<&RefStore<'_>>,
+    record: Option<&(u64, String)>,
 ) -> Checked {
-    let record = recorded(refs, &wanted.key);
-    let published_by = record
-        .as_ref()
-        .map(|(_, by)| by.clone())
-        .filter(|b| !b.is_empty());
+    let published_by = record.map(|(_, by)| by.clone()).filter(|b| !b.is_empty());
     let (url, status, size, detail) = match (server, store_root) {
         (Some((base, agent)), _) => {
-            let url = format!("{}/{}", base.trim_end_matches('/'), encode(&wanted.key));
+            let url = format!(
+                "{}/{}",
+                base.trim_end_matches('/'),
+                crate::serve::url_path(wanted.key.split('/'))
+            );
             match agent.head(&url).call() {
                 Ok(response) => {
                     let code = response.status().as_u16();
@@ -446,7 +446,7 @@ fn check_one(
         }
         (None, None) => (String::new(), Status::Error, None, None),
     };
-    let (status, detail) = match (status, size, &record) {
+    let (status, detail) = match (status, size, record) {
         (Status::Found, Some(got), Some((want, _))) if got != *want => (
             Status::WrongContent,
             Some(format!("{got} bytes, the store recorded {want}")),
@@ -460,19 +460,6 @@ fn check_one(
         detail,
         published_by,
     }
-}
-
-/// A key as a URL path: each component percent-encoded (keys hold spaces, `+`, `#`...).
-fn encode(key: &str) -> String {
-    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-        .remove(b'-')
-        .remove(b'_')
-        .remove(b'.')
-        .remove(b'~');
-    key.split('/')
-        .map(|part| percent_encoding::utf8_percent_encode(part, KEEP).to_string())
-        .collect::<Vec<_>>()
-        .join("/")
 }
 
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
@@ -493,7 +480,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let refs = store.as_ref().map(|s| RefStore::new(s));
+    let records = recorded(store.as_ref(), &wanted)?;
     let server = args.server.as_ref().map(|base| {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(args.timeout.max(1))))
@@ -516,7 +503,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             scope.spawn(|| loop {
                 let next = queue.lock().ok().and_then(|mut q| q.next());
                 let Some((index, item)) = next else { break };
-                let checked = check_one(item, server.as_ref(), store_root, refs.as_ref());
+                let record = records.get(&item.key);
+                let checked = check_one(item, server.as_ref(), store_root, record);
                 bar.inc(1);
                 if let Ok(mut results) = results.lock() {
                     results.push((index, checked));
@@ -629,7 +617,7 @@ mod tests {
     #[test]
     fn keys_become_url_paths() {
         assert_eq!(
-            encode("symbols/my app+1/ID/my app+1"),
+            crate::serve::url_path("symbols/my app+1/ID/my app+1".split('/')),
             "symbols/my%20app%2B1/ID/my%20app%2B1"
         );
     }

@@ -16,7 +16,7 @@ use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
-use crate::inputs::{expand_paths_excluding, LayoutArgs, SourceArgs, Walked};
+use crate::inputs::{expand_paths_excluding, file_head, LayoutArgs, SourceArgs, Walked};
 use crate::DEFAULT_STORE;
 
 #[derive(Args)]
@@ -275,16 +275,21 @@ impl<'i, 's> Sink<'i, 's> {
             } else if record.action != Some(Action::Skipped)
                 && record.conflicts.len() + usize::from(record.reason.is_some()) > 0
             {
-                eprintln!(
-                    "symdex: {} {}: {}",
-                    record.action.map_or("", |a| a.as_str()),
-                    record.ingest_key,
-                    record.reason.as_deref().unwrap_or("")
-                );
+                eprintln!("symdex: {}", describe(record));
             }
         }
         Ok(())
     }
+}
+
+/// One decision in a line: `action input: reason`.
+pub fn describe(record: &Record) -> String {
+    format!(
+        "{} {}: {}",
+        record.action.map_or("", |a| a.as_str()),
+        record.ingest_key,
+        record.reason.as_deref().unwrap_or("")
+    )
 }
 
 /// An upload is one input's content published for one build: the same file indexed for two
@@ -297,10 +302,7 @@ fn upload_id(scheme: &str, location: &str, etag: &str, meta: &UploadMeta) -> Str
 }
 
 fn is_zip(path: &Path) -> bool {
-    let mut magic = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| &magic == b"PK\x03\x04")
+    file_head(path) == Some(*b"PK\x03\x04")
 }
 
 async fn index_file(

@@ -111,3 +111,12 @@ pub fn expand_paths_excluding(paths: &[PathBuf], exclude: Option<&Path>) -> Vec<
 pub fn expand_paths(paths: &[PathBuf]) -> Vec<Walked> {
     expand_paths_excluding(paths, None)
 }
+
+/// The first `N` bytes of a file (`None`: shorter, or unreadable): content detection.
+pub fn file_head<const N: usize>(path: &Path) -> Option<[u8; N]> {
+    let mut head = [0u8; N];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .ok()?;
+    Some(head)
+}

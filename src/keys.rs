@@ -47,7 +47,10 @@ struct ErrorRow<'a> {
 }
 
 /// Identifies one file; `Err` only for I/O failures.
-fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), FormatError> {
+pub(crate) fn identify_file(
+    path: &Path,
+    as_source: bool,
+) -> Result<(Vec<Identity>, u64), FormatError> {
     let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
     let options = IdentifyOptions { as_source };
     let mut ids = symdex_shared::identify(&reader, &options)?;

@@ -9,7 +9,7 @@ use symdex_shared::manifest::Record;
 use symdex_shared::pipeline::{Config, Indexer};
 use symdex_shared::retention::{parse_time, RetentionPolicy, RELEASE_CHANNEL};
 
-use crate::index::{exclusive_lease, open_for_writing, PolicyArg};
+use crate::index::{describe, exclusive_lease, open_for_writing, PolicyArg};
 use crate::DEFAULT_STORE;
 
 #[derive(Args)]
@@ -62,12 +62,7 @@ fn print_records(records: &[Record], json: bool) -> anyhow::Result<()> {
         if json {
             println!("{}", serde_json::to_string(record)?);
         } else {
-            println!(
-                "{} {}: {}",
-                record.action.map_or("", |a| a.as_str()),
-                record.ingest_key,
-                record.reason.as_deref().unwrap_or("")
-            );
+            println!("{}", describe(record));
         }
     }
     Ok(())

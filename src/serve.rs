@@ -198,22 +198,24 @@ async fn fast_file(
     }
 }
 
-/// The normalised path as a URI path again (each component percent-encoded).
-fn encoded(parts: &[String]) -> String {
+/// Path components as a URL path (each percent-encoded; keys hold spaces, `+`, `#`...):
+/// what `serve` hands its file service, and what `check` asks a server for.
+pub fn url_path<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
         .remove(b'-')
         .remove(b'_')
         .remove(b'.')
         .remove(b'~');
-    let mut out = String::from("/");
-    out.push_str(
-        &parts
-            .iter()
-            .map(|p| percent_encoding::utf8_percent_encode(p, KEEP).to_string())
-            .collect::<Vec<_>>()
-            .join("/"),
-    );
-    out
+    parts
+        .into_iter()
+        .map(|p| percent_encoding::utf8_percent_encode(p, KEEP).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// The normalised path as a URI path again.
+fn encoded(parts: &[String]) -> String {
+    format!("/{}", url_path(parts.iter().map(String::as_str)))
 }
 
 fn not_found() -> Response {
