@@ -5,13 +5,22 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use common::{build_split_elf, index_json, ok, symdex, verify_clean, Workdir};
 use symdex_shared::retention::format_time;
 
 const DAY: Duration = Duration::from_secs(86_400);
+
+/// A split ELF program (`b/app.debug`, `b/app.stripped`) built with `build_id`, in a work
+/// directory whose `store` is the store: (work dir, store, debug file).
+fn program(build_id: &str, body: &str) -> (Workdir, PathBuf, PathBuf) {
+    let w = Workdir::new();
+    build_split_elf(&w, "b", build_id, body);
+    let (store, debug) = (w.path("store"), w.path("b/app.debug"));
+    (w, store, debug)
+}
 
 fn days_from_now(days: u32) -> String {
     format_time(SystemTime::now() + days * DAY)
@@ -22,7 +31,7 @@ fn index_build(
     store: &Path,
     build: &str,
     channel: &str,
-    files: &[&std::path::PathBuf],
+    files: &[&PathBuf],
 ) -> Vec<serde_json::Value> {
     let flags = ["--build", build, "--channel", channel];
     let mut args: Vec<&std::ffi::OsStr> = flags.iter().map(|a| a.as_ref()).collect();
@@ -67,15 +76,7 @@ fn number_before(text: &str, what: &str) -> u64 {
 
 #[test]
 fn try_builds_expire_and_keys_shared_with_a_release_stay() {
-    let w = Workdir::new();
-    build_split_elf(
-        &w,
-        "b",
-        "0x5e1ec7ed00000000000000000000000000000001",
-        "x * 5",
-    );
-    let store = w.path("store");
-    let debug = w.path("b/app.debug");
+    let (w, store, debug) = program("0x5e1ec7ed00000000000000000000000000000001", "x * 5");
     let stripped = w.path("b/app.stripped");
     let try_records = index_build(&store, "try-1", "try", &[&debug, &stripped]);
     for record in &try_records {
@@ -135,15 +136,7 @@ fn try_builds_expire_and_keys_shared_with_a_release_stay() {
 
 #[test]
 fn a_promoted_build_does_not_expire() {
-    let w = Workdir::new();
-    build_split_elf(
-        &w,
-        "b",
-        "0x5e1ec7ed00000000000000000000000000000002",
-        "x * 7",
-    );
-    let store = w.path("store");
-    let debug = w.path("b/app.debug");
+    let (_work, store, debug) = program("0x5e1ec7ed00000000000000000000000000000002", "x * 7");
     index_build(&store, "nightly-9", "nightly", &[&debug]);
     let out = ok(symdex()
         .args(["promote", "--build", "nightly-9", "--store"])
@@ -179,15 +172,7 @@ fn a_promoted_build_does_not_expire() {
 
 #[test]
 fn a_policy_given_to_expire_recomputes_and_bad_channels_are_rejected() {
-    let w = Workdir::new();
-    build_split_elf(
-        &w,
-        "b",
-        "0x5e1ec7ed00000000000000000000000000000003",
-        "x * 9",
-    );
-    let store = w.path("store");
-    let debug = w.path("b/app.debug");
+    let (_work, store, debug) = program("0x5e1ec7ed00000000000000000000000000000003", "x * 9");
     index_build(&store, "n-1", "nightly", &[&debug]);
     // Recorded: 90 days. Under a 7-day policy it is due after 8.
     let out = expire(&store, &["--dry-run", "--now", &days_from_now(8)]);

@@ -12,26 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{json, Value};
-use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use support::{config, scheduled_event, sqs_event, Fixtures, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, handle_sweeper, Context};
-use symdex_shared::retention::format_time;
 
 const DAY: Duration = Duration::from_secs(86_400);
-
-/// EventBridge's scheduled event, as the rule delivers it.
-fn scheduled(at: SystemTime) -> Value {
-    json!({
-        "version": "0",
-        "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": "123456789012",
-        "time": format_time(at),
-        "region": "us-east-1",
-        "resources": ["arn:aws:events:us-east-1:123456789012:rule/symdex-sweeper"],
-        "detail": {}
-    })
-}
 
 const TRY_DEBUG: &str = "channel=try/build=1/app.debug";
 const TRY_BIN: &str = "channel=try/build=1/app";
@@ -60,7 +44,7 @@ async fn indexed_store(stack: &Stack, fx: &Fixtures, ctx: &Arc<Context>) {
 async fn sweep_all(ctx: &Arc<Context>, at: SystemTime) -> Vec<Value> {
     let mut runs = Vec::new();
     loop {
-        let answer = handle_sweeper(ctx, scheduled(at)).await.unwrap();
+        let answer = handle_sweeper(ctx, scheduled_event(at)).await.unwrap();
         let done = answer["next"].is_null();
         runs.push(answer);
         if done {
@@ -107,7 +91,7 @@ async fn try_uploads_expire_while_keys_shared_with_a_release_stay() {
     assert_eq!(checks::published(&stack, SERVING).await, before);
 
     // A dry run after the retention reports and changes nothing.
-    let mut dry = scheduled(now + 29 * DAY);
+    let mut dry = scheduled_event(now + 29 * DAY);
     dry["detail"] = json!({ "dry_run": true });
     let answer = handle_sweeper(&ctx, dry.clone()).await.unwrap();
     let answer2 = handle_sweeper(&ctx, dry).await.unwrap();
@@ -211,7 +195,7 @@ async fn a_sweeper_dying_part_way_is_resumed_by_the_next_run() {
     let mut passes = 0;
     for cut in 1..2000 {
         proxy.faults.cut_after(cut);
-        match handle_sweeper(&dying, scheduled(at)).await {
+        match handle_sweeper(&dying, scheduled_event(at)).await {
             Ok(answer) if answer["next"].is_null() => {
                 passes += 1;
                 // Two passes over the records: everything due was expired by then.

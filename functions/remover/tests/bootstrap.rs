@@ -3,23 +3,15 @@
 #[path = "../../lambda/tests/support/mod.rs"]
 mod support;
 
-use std::sync::Arc;
-
-use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use support::{sqs_event, Fixtures, Stack, INGEST, SERVING};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bootstrap_binary_unpublishes_a_removed_object() {
     let stack = Stack::new().await;
     let fx = Fixtures::build();
-    stack.upload("app.debug", &fx.path("app.debug")).await;
-    let created = stack.receive(1).await;
-    let ctx = Arc::new(symdex_lambda::Context::new(
-        config(&[]),
-        stack.moto.s3().await,
-    ));
-    symdex_lambda::handle_indexer(&ctx, sqs_event(&created, &stack.queue_arn))
-        .await
-        .unwrap();
+    stack
+        .upload_and_index("app.debug", &fx.path("app.debug"))
+        .await;
     let key = format!("buildid/{}/debuginfo", fx.build_id());
     assert_eq!(stack.objects(SERVING, &key).await.len(), 1);
 

@@ -230,6 +230,20 @@ impl Stack {
             .unwrap();
     }
 
+    /// Uploads `path` at `key` and runs the indexer on the notification that arrives.
+    pub async fn upload_and_index(&self, key: &str, path: &Path) {
+        self.upload(key, path).await;
+        let created = self.receive(1).await;
+        let ctx = std::sync::Arc::new(symdex_lambda::Context::new(
+            config(&[]),
+            self.moto.s3().await,
+        ));
+        let response = symdex_lambda::handle_indexer(&ctx, sqs_event(&created, &self.queue_arn))
+            .await
+            .unwrap();
+        assert_eq!(response["batchItemFailures"], json!([]), "{response}");
+    }
+
     /// Receives messages until `count` arrived (or 30 s passed), deleting them from the queue
     /// as a Lambda event source mapping would after a successful batch.
     pub async fn receive(&self, count: usize) -> Vec<aws_sdk_sqs::types::Message> {
@@ -324,6 +338,21 @@ impl Stack {
         out.sort();
         out
     }
+}
+
+/// EventBridge's scheduled event for the sweeper, as its rule delivers it at `at`.
+pub fn scheduled_event(at: std::time::SystemTime) -> Value {
+    json!({
+        "version": "0",
+        "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": symdex_shared::retention::format_time(at),
+        "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/symdex-sweeper"],
+        "detail": {}
+    })
 }
 
 /// The Lambda SQS event for a set of received messages (what the event source mapping sends).
