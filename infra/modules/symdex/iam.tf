@@ -79,7 +79,8 @@ data "aws_iam_policy_document" "indexer" {
   }
 }
 
-data "aws_iam_policy_document" "remover" {
+# What unpublishing needs: the remover's and the sweeper's (retention.tf) common part.
+data "aws_iam_policy_document" "unpublish" {
   statement {
     sid       = "UnpublishServingKeys"
     actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
@@ -90,6 +91,10 @@ data "aws_iam_policy_document" "remover" {
     actions   = ["s3:ListBucket"]
     resources = [aws_s3_bucket.serving.arn]
   }
+}
+
+data "aws_iam_policy_document" "remover" {
+  source_policy_documents = [data.aws_iam_policy_document.unpublish.json]
   statement {
     sid       = "ConsumeRemovals"
     actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]

@@ -23,16 +23,8 @@ resource "aws_iam_role" "sweeper" {
 
 data "aws_iam_policy_document" "sweeper" {
   count = local.enable_sweeper ? 1 : 0
-  statement {
-    sid       = "UnpublishExpiredKeys"
-    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
-    resources = local.writable_objects
-  }
-  statement {
-    sid       = "ListRecordsAndHeadMissingKeys"
-    actions   = ["s3:ListBucket"]
-    resources = [aws_s3_bucket.serving.arn]
-  }
+  # Unpublishing expired keys, listing upload records (iam.tf).
+  source_policy_documents = [data.aws_iam_policy_document.unpublish.json]
   statement {
     sid       = "DeleteExpiredIngestVersions"
     actions   = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
