@@ -15,7 +15,7 @@ for tool in llvm-readobj-19 llvm-pdbutil-19 llvm-objdump-19 llvm-objcopy-19 llvm
   have "$tool" || need_apt+=(llvm-19)
 done
 have zip || need_apt+=(zip)
-# The edge functions' tests (node --test infra/) and `sha256sum` in the auth test.
+# The edge functions' tests (`make edge-test`: node --test) and `sha256sum` in the auth test.
 have node || need_apt+=(nodejs)
 have sha256sum || need_apt+=(coreutils)
 # Real symbol clients the end-to-end tests drive.
