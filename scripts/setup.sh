@@ -15,6 +15,12 @@ for tool in llvm-readobj-19 llvm-pdbutil-19 llvm-objdump-19 llvm-objcopy-19 llvm
   have "$tool" || need_apt+=(llvm-19)
 done
 have zip || need_apt+=(zip)
+# The archive shapes CI uploads, made with the real tools (tests/archives.rs): symstore's
+# /compress CAB files with gcab, tarballs in every compression.
+have gcab || need_apt+=(gcab)
+for tool in zstd xz bzip2 gzip tar; do
+  have "$tool" || need_apt+=(zstd xz-utils bzip2 gzip tar)
+done
 # The edge functions' tests (`make edge-test`: node --test) and `sha256sum` in the auth test.
 have node || need_apt+=(nodejs)
 have sha256sum || need_apt+=(coreutils)

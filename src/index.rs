@@ -7,21 +7,24 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use symdex_shared::archive::{self, Event, ExpandError, Expanded};
+use symdex_shared::identity::file_name_of;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{default_prefixes, Config, Indexed, Indexer, Summary, Upload};
-use symdex_shared::reader::FileReader;
+use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::LeasePolicy;
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
-use crate::inputs::{expand_paths_excluding, file_head, LayoutArgs, SourceArgs, Walked};
+use crate::inputs::{expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked};
 use crate::DEFAULT_STORE;
 
 #[derive(Args)]
 pub struct IndexArgs {
-    /// Files, directories (recursive) or zip archives (every entry is indexed).
+    /// Files, directories (recursive) or archives (zip, nupkg, tar, tar.gz/zst/xz/bz2, single
+    /// .gz/.zst/.xz/.bz2 files, CAB `.pd_`): every entry is indexed.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The store directory (created if missing).
@@ -196,8 +199,10 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
             }
         };
         bar.set_message(path.display().to_string());
-        let result = if is_zip(&path) {
-            index_zip(&mut sink, store.local(), &path, &meta, args).await
+        let container = file_head::<{ archive::DETECT_LEN }>(&path)
+            .map_or_else(|| detect_short(&path), |head| archive::detect(&head));
+        let result = if let Some(container) = container {
+            index_archive(&mut sink, store.local(), &path, container, &meta, args).await
         } else {
             match index_file(&indexer, &path, &meta, args.sources.wants_source(&path)).await {
                 Ok(indexed) => sink.push(indexed).await,
@@ -301,8 +306,13 @@ fn upload_id(scheme: &str, location: &str, etag: &str, meta: &UploadMeta) -> Str
     }
 }
 
-fn is_zip(path: &Path) -> bool {
-    file_head(path) == Some(*b"PK\x03\x04")
+/// The container a file shorter than [`archive::DETECT_LEN`] is (a tiny gzip file).
+fn detect_short(path: &Path) -> Option<archive::Container> {
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(archive::DETECT_LEN as u64).read_to_end(&mut head))
+        .ok()?;
+    archive::detect(&head)
 }
 
 async fn index_file(
@@ -320,6 +330,7 @@ async fn index_file(
         source: CopySource::File(&abs),
         ingest_bucket: None,
         ingest_key: shown,
+        entry: None,
         ingest_version: None,
         etag,
         size: std::fs::metadata(&abs)?.len(),
@@ -329,124 +340,141 @@ async fn index_file(
     indexer.index(&upload, &reader).await
 }
 
-/// How far an archive may expand (zip bombs). Each breach is a `rejected` record with its
+/// How far an archive may expand (archive bombs). Each breach is a `rejected` record with its
 /// reason; what was indexed before it stays indexed and recorded.
 #[derive(Args, Clone, Copy, Debug)]
 pub struct ArchiveLimits {
     /// Largest archive entry indexed, in bytes (larger entries are rejected).
-    #[arg(long, default_value_t = 4 << 30)]
+    #[arg(long, default_value_t = archive::Limits::default().max_entry_size)]
     pub max_entry_size: u64,
     /// Bytes one archive may expand to in all (the rest of the archive is rejected).
-    #[arg(long, default_value_t = 64 << 30)]
+    #[arg(long, default_value_t = archive::Limits::default().max_expanded)]
     pub max_expanded: u64,
-    /// Largest expansion ratio of an entry (expanded / compressed size).
-    #[arg(long, default_value_t = 1000)]
+    /// Largest expansion ratio: of a zip entry, and of a whole archive (expanded / its size).
+    #[arg(long, default_value_t = archive::Limits::default().max_ratio)]
     pub max_ratio: u64,
+    /// Most entries indexed from one archive.
+    #[arg(long, default_value_t = archive::Limits::default().max_entries)]
+    pub max_entries: u64,
 }
 
-/// Every file entry of a zip archive is an upload of its own (`<zip>!/<entry>`). Entries are
-/// expanded one at a time into a temporary file that is removed as soon as the entry is
-/// indexed, so the disk holds at most one entry (bounded by the limits) at any time.
-async fn index_zip(
+impl From<ArchiveLimits> for archive::Limits {
+    fn from(l: ArchiveLimits) -> Self {
+        archive::Limits {
+            max_entry_size: l.max_entry_size,
+            max_expanded: l.max_expanded,
+            max_ratio: l.max_ratio,
+            max_entries: l.max_entries,
+        }
+    }
+}
+
+/// Every file entry of an archive is an upload of its own (the archive's path and the entry's).
+/// Entries are expanded one at a time into a scratch file that is removed as soon as the entry
+/// is indexed, so the disk holds at most one entry (bounded by the limits) at any time.
+async fn index_archive(
     sink: &mut Sink<'_, '_>,
     store: &LocalStore,
     path: &Path,
+    container: archive::Container,
     meta: &UploadMeta,
     args: &IndexArgs,
 ) -> io::Result<()> {
     let indexer = sink.indexer;
-    let limits = args.limits;
     let abs = absolute(path);
-    let mut archive = zip::ZipArchive::new(std::fs::File::open(&abs)?)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("bad zip archive: {e}")))?;
+    let shown = abs.to_string_lossy().into_owned();
+    let reader = std::sync::Arc::new(FileReader::open(&abs)?);
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
-    let mut expanded_total = 0u64;
-    for index in 0..archive.len() {
-        let mut entry = archive.by_index(index).map_err(|e| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("zip entry {index}: {e}"),
-            )
-        })?;
-        // The entry name is untrusted: it names the upload, never a path we write to.
-        let entry_name = entry.name().to_string();
-        let ingest_key = format!("{}!/{entry_name}", abs.display());
-        let reject =
-            |reason: String| input_record("zip", &ingest_key, meta, Action::Rejected, reason);
-        if entry.is_symlink() {
-            sink.push(input_record(
-                "zip",
-                &ingest_key,
-                meta,
-                Action::Skipped,
-                "a symbolic link entry (not followed)".into(),
-            ))
-            .await?;
-            continue;
+    let options = archive::Options {
+        limits: args.limits.into(),
+        stored_ranges: false,
+    };
+    let name = file_name(&abs);
+    let walked = archive::expand_each(
+        reader,
+        container,
+        name,
+        options,
+        scratch.path().to_path_buf(),
+        async |entry| {
+            let indexed = match entry {
+                Event::File {
+                    entry,
+                    data,
+                    size,
+                    sha1,
+                } => {
+                    let (source, reader): (_, Box<dyn RangeReader>) = match &data {
+                        Expanded::Bytes(bytes) => (
+                            CopySource::Bytes(bytes),
+                            Box::new(MemReader(bytes.as_slice())),
+                        ),
+                        Expanded::File(file) => {
+                            (CopySource::File(file), Box::new(FileReader::open(file)?))
+                        }
+                    };
+                    let upload = Upload {
+                        id: upload_id("file", &format!("{shown}!/{entry}"), &sha1, meta),
+                        source,
+                        ingest_bucket: None,
+                        ingest_key: shown.clone(),
+                        entry: Some(entry.clone()),
+                        ingest_version: None,
+                        etag: sha1,
+                        size,
+                        meta: meta.clone(),
+                        options: IdentifyOptions {
+                            as_source: args.sources.wants_source(Path::new(&entry)),
+                        },
+                    };
+                    indexer.index(&upload, &*reader).await?
+                }
+                Event::Skipped { entry, reason } => {
+                    entry_record(&shown, &entry, meta, Action::Skipped, reason)
+                }
+                Event::Rejected { entry, reason } => {
+                    entry_record(&shown, &entry, meta, Action::Rejected, reason)
+                }
+                // Not asked for (stored_ranges is off): ranges are for S3's server-side copy.
+                Event::Stored { entry, .. } => entry_record(
+                    &shown,
+                    &entry,
+                    meta,
+                    Action::Rejected,
+                    "a stored entry given as a range".into(),
+                ),
+            };
+            sink.push(indexed).await
+        },
+    )
+    .await;
+    match walked {
+        Ok(()) => Ok(()),
+        // A malformed archive is the input's problem: recorded, and the run goes on.
+        Err(ExpandError::Malformed(reason)) => {
+            let reason = format!("a malformed {} archive: {reason}", container.as_str());
+            sink.push(input_record("file", &shown, meta, Action::Rejected, reason))
+                .await
         }
-        if !entry.is_file() {
-            continue;
-        }
-        let left = limits.max_expanded.saturating_sub(expanded_total);
-        if left == 0 {
-            sink.push(reject(format!(
-                "the archive expands past its limit of {} bytes; entries from here on are not indexed",
-                limits.max_expanded
-            ))).await?;
-            break;
-        }
-        // What this entry may expand to: the smallest of the limits (sizes in the archive are
-        // the archive's claims; the copy below counts the real bytes).
-        let by_ratio = entry
-            .compressed_size()
-            .max(1)
-            .saturating_mul(limits.max_ratio);
-        let allowed = limits.max_entry_size.min(left).min(by_ratio);
-        if entry.size() > allowed {
-            sink.push(reject(format!(
-                "entry of {} bytes ({} compressed) is over the limits (entry {}, ratio {}, left in the archive {left})",
-                entry.size(),
-                entry.compressed_size(),
-                limits.max_entry_size,
-                limits.max_ratio
-            ))).await?;
-            continue;
-        }
-        let temp = scratch.path().join(index.to_string());
-        let mut out = std::fs::File::create(&temp)?;
-        let copied = io::copy(&mut (&mut entry).take(allowed + 1), &mut out)?;
-        drop(out);
-        expanded_total += copied.min(allowed);
-        if copied > allowed {
-            let _ = std::fs::remove_file(&temp);
-            sink.push(reject(format!(
-                "entry expands past {allowed} bytes (the archive claimed {})",
-                entry.size()
-            )))
-            .await?;
-            continue;
-        }
-        let reader = FileReader::open(&temp)?;
-        let etag = file_sha1(&temp)?;
-        let upload = Upload {
-            id: upload_id("zip", &ingest_key, &etag, meta),
-            source: CopySource::File(&temp),
-            ingest_bucket: None,
-            ingest_key: ingest_key.clone(),
-            ingest_version: None,
-            etag,
-            size: copied,
-            meta: meta.clone(),
-            options: IdentifyOptions {
-                as_source: args.sources.wants_source(Path::new(&entry_name)),
-            },
-        };
-        sink.push(indexer.index(&upload, &reader).await?).await?;
-        // Done with this entry: its bytes are in the store now.
-        drop(reader);
-        let _ = std::fs::remove_file(&temp);
+        Err(ExpandError::Io(e)) => Err(e),
     }
-    Ok(())
+}
+
+/// The record of an archive entry that published nothing (skipped, over a limit).
+fn entry_record(
+    archive: &str,
+    entry: &str,
+    meta: &UploadMeta,
+    action: Action,
+    reason: String,
+) -> Indexed {
+    let mut indexed = input_record("file", &format!("{archive}!/{entry}"), meta, action, reason);
+    for record in &mut indexed.records {
+        record.ingest_key = archive.to_string();
+        record.name = Some(file_name_of(entry).to_string());
+        record.entry = Some(entry.to_string());
+    }
+    indexed
 }
 
 /// The record of an input that published nothing for a reason found before identification (a

@@ -1,5 +1,6 @@
 //! symdex: identify debug artifacts and compute the keys symbol clients request.
 //!
+//! - [`archive`]: containers (zip, tar, compressed streams, CAB) expanded entry by entry.
 //! - [`reader`]: the ranged-read trait every parser goes through.
 //! - [`formats`]: detection by content and one parser per artifact format.
 //! - [`identity`]: the identity model (Sentry-compatible debug and code ids).
@@ -10,6 +11,7 @@
 //! - [`retention`]: channels, retention policies and expiry.
 //! - [`audit`]: the store's invariants, checked from the outside (`symdex verify`).
 
+pub mod archive;
 pub mod audit;
 pub mod formats;
 pub mod identity;

@@ -92,6 +92,10 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingest_bucket: Option<String>,
     pub ingest_key: String,
+    /// The path inside the ingest object, when the upload is an archive's entry (nested
+    /// archives: `inner.tar.gz!/path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingest_version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -98,6 +98,8 @@ pub struct Upload<'a> {
     pub ingest_bucket: Option<String>,
     /// Ingest key (S3) or path (local).
     pub ingest_key: String,
+    /// The path inside the ingest object when this upload is one of an archive's entries.
+    pub entry: Option<String>,
     pub ingest_version: Option<String>,
     /// Content identity, comparable with the store's etags.
     pub etag: String,
@@ -109,7 +111,7 @@ pub struct Upload<'a> {
 impl Upload<'_> {
     /// The file name the artifact was uploaded as.
     pub fn name(&self) -> &str {
-        file_name_of(&self.ingest_key)
+        file_name_of(self.entry.as_deref().unwrap_or(&self.ingest_key))
     }
 
     /// The upload's bytes, as a key is published with them.
@@ -131,6 +133,8 @@ impl Upload<'_> {
 
     fn record(&self, action: Action) -> Record {
         Record {
+            name: Some(self.name().to_string()),
+            entry: self.entry.clone(),
             ingest_version: self.ingest_version.clone(),
             ingest_etag: Some(self.etag.clone()),
             ingest_size: Some(self.size),

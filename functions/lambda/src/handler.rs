@@ -209,6 +209,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         },
         ingest_bucket: Some(event.bucket.clone()),
         ingest_key: event.key.clone(),
+        entry: None,
         ingest_version: event.version_id.clone(),
         etag: info.etag.clone(),
         size: info.size,

@@ -169,6 +169,39 @@ pub fn file_sha1(path: &Path) -> io::Result<String> {
     Ok(hasher.digest().to_string())
 }
 
+/// A writer that hashes what passes through it (SHA-1, the local store's content identity):
+/// an archive entry is hashed while it is expanded, not read again.
+pub struct Sha1Writer<W> {
+    inner: W,
+    hasher: sha1_smol::Sha1,
+}
+
+impl<W: io::Write> Sha1Writer<W> {
+    pub fn new(inner: W) -> Self {
+        Sha1Writer {
+            inner,
+            hasher: sha1_smol::Sha1::new(),
+        }
+    }
+
+    /// The writer and the hex SHA-1 of everything written.
+    pub fn finish(self) -> (W, String) {
+        (self.inner, self.hasher.digest().to_string())
+    }
+}
+
+impl<W: io::Write> io::Write for Sha1Writer<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),

@@ -56,6 +56,7 @@ impl Artifact {
             source: CopySource::Bytes(&self.bytes),
             ingest_bucket: None,
             ingest_key: format!("/ci/{}", self.name),
+            entry: None,
             ingest_version: None,
             etag: crate::storage::content_sha1(&self.bytes),
             size: self.bytes.len() as u64,

@@ -1,0 +1,640 @@
+//! Containers CI uploads instead of loose files: zip (and its renamings: nupkg, snupkg, aar,
+//! apk, ipa, jar), tar (plain, gzip, zstd, xz, bzip2), single-file gzip/zstd/xz/bzip2, and
+//! Microsoft CAB (what `symstore /compress` writes as `foo.pd_`).
+//!
+//! Detection is by content ([`detect`]), never by name. [`expand`] walks one container and
+//! hands each entry to a visitor as an [`Event`]: a file expanded into a scratch file (one at a
+//! time: the visitor indexes it before the next is written, so the disk holds at most one
+//! entry), a zip entry stored uncompressed (its byte range in the archive, when the caller can
+//! copy ranges server-side), or an entry that is skipped or rejected with its reason.
+//! Containers inside containers are expanded one level deep; deeper ones are entries like any
+//! other (and so `unrecognized`).
+//!
+//! Every entry name is untrusted: it names an upload in the manifest, never a path written to.
+//! Every size an archive claims is a claim: the bytes are counted as they are expanded, and
+//! [`Limits`] bound each entry, the whole archive and the expansion ratio.
+
+mod cab;
+mod compressed;
+mod tar;
+mod zip;
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::identity::file_name_of;
+use crate::reader::{read_up_to, FileReader, MemReader, RangeReader};
+use crate::storage::local::Sha1Writer;
+
+/// The kinds of container symdex expands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Container {
+    Zip,
+    Tar,
+    Gzip,
+    Zstd,
+    Xz,
+    Bzip2,
+    Cab,
+}
+
+impl Container {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Container::Zip => "zip",
+            Container::Tar => "tar",
+            Container::Gzip => "gzip",
+            Container::Zstd => "zstd",
+            Container::Xz => "xz",
+            Container::Bzip2 => "bzip2",
+            Container::Cab => "cab",
+        }
+    }
+}
+
+/// How many bytes [`detect`] wants: tar's magic sits at offset 257.
+pub const DETECT_LEN: usize = 512;
+
+/// The container `head` (the first [`DETECT_LEN`] bytes, or all of a shorter file) starts,
+/// by its magic bytes.
+pub fn detect(head: &[u8]) -> Option<Container> {
+    let starts = |magic: &[u8]| head.starts_with(magic);
+    if starts(b"PK\x03\x04") || starts(b"PK\x05\x06") {
+        Some(Container::Zip)
+    } else if starts(b"\x1f\x8b") {
+        Some(Container::Gzip)
+    } else if starts(b"\x28\xb5\x2f\xfd") {
+        Some(Container::Zstd)
+    } else if starts(b"\xfd7zXZ\x00") {
+        Some(Container::Xz)
+    } else if head.len() >= 4 && starts(b"BZh") && (b'1'..=b'9').contains(&head[3]) {
+        Some(Container::Bzip2)
+    } else if starts(b"MSCF\0\0\0\0") {
+        Some(Container::Cab)
+    } else if head.get(257..262) == Some(b"ustar") {
+        Some(Container::Tar)
+    } else {
+        None
+    }
+}
+
+/// The container a reader holds, from its first bytes.
+pub fn detect_reader(reader: &dyn RangeReader) -> io::Result<Option<Container>> {
+    Ok(detect(&read_up_to(reader, 0, DETECT_LEN)?))
+}
+
+/// How far an archive may expand (archive bombs). Each breach is a `Rejected` event with its
+/// reason; entries expanded before it stay expanded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest entry, in bytes.
+    pub max_entry_size: u64,
+    /// Bytes one archive may expand to in all.
+    pub max_expanded: u64,
+    /// Largest expansion ratio: of a zip entry (its own compressed size), and of the whole
+    /// archive (expanded bytes / archive bytes) for streams and cabinets.
+    pub max_ratio: u64,
+    /// Most entries of one archive (each becomes an upload and a manifest record).
+    pub max_entries: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_entry_size: 4 << 30,
+            max_expanded: 64 << 30,
+            max_ratio: 1000,
+            max_entries: 1_000_000,
+        }
+    }
+}
+
+/// What [`expand`] does besides its limits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    pub limits: Limits,
+    /// Report zip entries stored uncompressed as byte ranges of the archive ([`Event::Stored`])
+    /// instead of expanding them (the caller copies ranges server-side).
+    pub stored_ranges: bool,
+}
+
+/// An expanded entry's bytes: small entries in memory, larger ones in a scratch file that
+/// exists until the visitor returns.
+#[derive(Debug)]
+pub enum Expanded {
+    Bytes(Vec<u8>),
+    File(PathBuf),
+}
+
+/// Entries up to this size are held in memory (no scratch file to write, read and remove);
+/// larger ones go to a scratch file.
+const IN_MEMORY: u64 = 4 << 20;
+
+/// One entry of an archive, as the visitor sees it. `entry` is the path inside the archive
+/// (nested: `inner.tar.gz!/path`).
+#[derive(Debug)]
+pub enum Event {
+    /// Expanded; `sha1` is of its bytes.
+    File {
+        entry: String,
+        data: Expanded,
+        size: u64,
+        sha1: String,
+    },
+    /// Stored uncompressed at `offset..offset + size` of the archive (only with
+    /// [`Options::stored_ranges`]; the archive's CRC is not checked, the bytes are not read).
+    Stored {
+        entry: String,
+        offset: u64,
+        size: u64,
+    },
+    /// Not indexed, for a reason (a link, a device).
+    Skipped { entry: String, reason: String },
+    /// Over a limit, or unreadable: not indexed, with the reason.
+    Rejected { entry: String, reason: String },
+}
+
+/// Why [`expand`] stopped before the end.
+#[derive(Debug, thiserror::Error)]
+pub enum ExpandError {
+    /// The archive itself is malformed (not worth retrying): its record says why.
+    #[error("{0}")]
+    Malformed(String),
+    /// Reading the archive or writing scratch files failed (worth retrying), or the visitor
+    /// failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// The entry a visitor is handed and the limits' bookkeeping, shared by every container.
+struct Walk<'v> {
+    options: Options,
+    scratch: PathBuf,
+    /// Bytes of the outermost archive (the whole-archive ratio).
+    archive_size: u64,
+    expanded: u64,
+    entries: u64,
+    /// Set once the whole-archive budget is spent: the remaining entries are not expanded.
+    exhausted: bool,
+    /// Nesting: the outer entry's path and `!/`, while expanding an archive inside one.
+    prefix: String,
+    depth: u8,
+    /// Set by [`WatchedReader`] when reading an archive failed (the error is retried).
+    failed: Arc<AtomicBool>,
+    visit: &'v mut dyn FnMut(Event) -> io::Result<()>,
+}
+
+/// A nested archive is expanded; one inside it is not.
+const MAX_DEPTH: u8 = 1;
+
+impl Walk<'_> {
+    fn name(&self, entry: &str) -> String {
+        format!("{}{entry}", self.prefix)
+    }
+
+    fn skip(&mut self, entry: &str, reason: impl Into<String>) -> io::Result<()> {
+        let entry = self.name(entry);
+        (self.visit)(Event::Skipped {
+            entry,
+            reason: reason.into(),
+        })
+    }
+
+    fn reject(&mut self, entry: &str, reason: impl Into<String>) -> io::Result<()> {
+        let entry = self.name(entry);
+        (self.visit)(Event::Rejected {
+            entry,
+            reason: reason.into(),
+        })
+    }
+
+    /// Bytes the whole archive may still expand to.
+    fn left(&self) -> u64 {
+        let by_ratio = self
+            .archive_size
+            .max(1)
+            .saturating_mul(self.options.limits.max_ratio);
+        self.options
+            .limits
+            .max_expanded
+            .min(by_ratio)
+            .saturating_sub(self.expanded)
+    }
+
+    /// Counts one more entry; `false` (after a rejection) when the archive has no budget left,
+    /// so the caller stops.
+    fn admit(&mut self, entry: &str) -> io::Result<bool> {
+        if self.exhausted {
+            return Ok(false);
+        }
+        self.entries += 1;
+        let limits = self.options.limits;
+        let reason = if self.entries > limits.max_entries {
+            format!(
+                "the archive has more than {} entries; entries from here on are not indexed",
+                limits.max_entries
+            )
+        } else if self.left() == 0 {
+            format!(
+                "the archive expands past its limit ({} bytes, or {}x its size); entries from here on are not indexed",
+                limits.max_expanded, limits.max_ratio
+            )
+        } else {
+            return Ok(true);
+        };
+        self.exhausted = true;
+        self.reject(entry, reason)?;
+        Ok(false)
+    }
+
+    /// The most one entry may expand to: `claimed` is the archive's word for its size and
+    /// `compressed` its compressed size where the container tells (zip).
+    fn allowed(&self, compressed: Option<u64>) -> u64 {
+        let limits = self.options.limits;
+        let by_ratio = compressed.map_or(u64::MAX, |c| c.max(1).saturating_mul(limits.max_ratio));
+        limits.max_entry_size.min(self.left()).min(by_ratio)
+    }
+
+    fn over_limits(&self, claimed: u64, compressed: Option<u64>) -> Option<String> {
+        let allowed = self.allowed(compressed);
+        (claimed > allowed).then(|| {
+            let compressed = compressed.map_or(String::new(), |c| format!(" ({c} compressed)"));
+            format!(
+                "entry of {claimed} bytes{compressed} is over the limits (entry {}, ratio {}, left in the archive {})",
+                self.options.limits.max_entry_size,
+                self.options.limits.max_ratio,
+                self.left()
+            )
+        })
+    }
+
+    /// Expands one entry from `data` into a scratch file and hands it to the visitor (or, if it
+    /// is an archive itself and nesting allows, expands that). `compressed`: as in
+    /// [`Walk::allowed`].
+    fn entry(
+        &mut self,
+        entry: &str,
+        data: &mut dyn Read,
+        compressed: Option<u64>,
+    ) -> Result<(), ExpandError> {
+        let allowed = self.allowed(compressed);
+        let path = self
+            .scratch
+            .join(format!("entry-{}-{}", self.depth, self.entries));
+        let result = match copy_entry(data, &path, allowed.saturating_add(1)) {
+            Ok((data, copied, sha1)) => self.expanded_entry(entry, data, copied, allowed, sha1),
+            // The entry's bytes do not decode (a bad deflate stream, a CRC mismatch, a
+            // truncated stream): that entry's problem, unless reading the archive failed.
+            Err(CopyError::Read(e)) if !self.failed.load(Ordering::Relaxed) => self
+                .reject(entry, format!("unreadable entry: {e}"))
+                .map_err(ExpandError::from),
+            Err(CopyError::Read(e) | CopyError::Write(e)) => Err(e.into()),
+        };
+        let _ = std::fs::remove_file(&path);
+        result
+    }
+
+    fn expanded_entry(
+        &mut self,
+        entry: &str,
+        data: Expanded,
+        copied: u64,
+        allowed: u64,
+        sha1: String,
+    ) -> Result<(), ExpandError> {
+        self.expanded += copied.min(allowed);
+        if copied > allowed {
+            let limits = self.options.limits;
+            self.reject(
+                entry,
+                format!(
+                    "entry expands past {allowed} bytes (the limits: entry {}, ratio {}, archive {})",
+                    limits.max_entry_size, limits.max_ratio, limits.max_expanded
+                ),
+            )?;
+            return Ok(());
+        }
+        if self.depth < MAX_DEPTH {
+            let reader: Box<dyn RangeReader + '_> = match &data {
+                Expanded::Bytes(bytes) => Box::new(MemReader(bytes.as_slice())),
+                Expanded::File(path) => Box::new(FileReader::open(path)?),
+            };
+            if let Some(container) = detect_reader(&*reader)? {
+                let prefix = std::mem::take(&mut self.prefix);
+                self.prefix = format!("{prefix}{entry}!/");
+                self.depth += 1;
+                let nested = walk(self, &*reader, container, file_name_of(entry));
+                self.depth -= 1;
+                self.prefix = prefix;
+                return match nested {
+                    Err(ExpandError::Malformed(reason)) => {
+                        let what = container.as_str();
+                        self.reject(entry, format!("a malformed {what} archive: {reason}"))?;
+                        Ok(())
+                    }
+                    other => other,
+                };
+            }
+        }
+        let entry = self.name(entry);
+        (self.visit)(Event::File {
+            entry,
+            data,
+            size: copied,
+            sha1,
+        })?;
+        Ok(())
+    }
+}
+
+enum CopyError {
+    Read(io::Error),
+    Write(io::Error),
+}
+
+/// Copies at most `max` bytes of `data`, hashing them: into memory up to [`IN_MEMORY`] bytes,
+/// else into a new file at `path`. Read and write errors told apart.
+fn copy_entry(
+    data: &mut dyn Read,
+    path: &Path,
+    max: u64,
+) -> Result<(Expanded, u64, String), CopyError> {
+    let mut data = data.take(max);
+    let mut head = Vec::new();
+    (&mut data)
+        .take(IN_MEMORY + 1)
+        .read_to_end(&mut head)
+        .map_err(CopyError::Read)?;
+    if head.len() as u64 <= IN_MEMORY {
+        let sha1 = crate::storage::content_sha1(&head);
+        let size = head.len() as u64;
+        return Ok((Expanded::Bytes(head), size, sha1));
+    }
+    let mut out = Sha1Writer::new(File::create(path).map_err(CopyError::Write)?);
+    out.write_all(&head).map_err(CopyError::Write)?;
+    let mut copied = head.len() as u64;
+    drop(head);
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match data.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CopyError::Read(e)),
+        };
+        out.write_all(&buf[..n]).map_err(CopyError::Write)?;
+        copied += n as u64;
+    }
+    let (_, sha1) = out.finish();
+    Ok((Expanded::File(path.to_path_buf()), copied, sha1))
+}
+
+fn walk(
+    walk_state: &mut Walk<'_>,
+    reader: &dyn RangeReader,
+    container: Container,
+    name: &str,
+) -> Result<(), ExpandError> {
+    let reader = &WatchedReader::new(reader, walk_state.failed.clone());
+    match container {
+        Container::Zip => zip::expand(walk_state, reader),
+        Container::Tar => tar::expand(walk_state, reader, &mut sequential(reader)),
+        Container::Gzip | Container::Zstd | Container::Xz | Container::Bzip2 => {
+            compressed::expand(walk_state, reader, container, name)
+        }
+        Container::Cab => cab::expand(walk_state, reader),
+    }
+}
+
+/// Expands `container` (as [`detect`] found it) read from `reader`, whose file name is
+/// `name` (a single compressed file's entry is named after it: `foo.debug.gz` → `foo.debug`).
+/// Scratch files go to `scratch`, one at a time. The visitor's errors stop the walk and are
+/// returned.
+pub fn expand(
+    reader: &dyn RangeReader,
+    container: Container,
+    name: &str,
+    options: &Options,
+    scratch: &Path,
+    visit: &mut dyn FnMut(Event) -> io::Result<()>,
+) -> Result<(), ExpandError> {
+    let mut state = Walk {
+        options: *options,
+        scratch: scratch.to_path_buf(),
+        archive_size: reader.size(),
+        expanded: 0,
+        entries: 0,
+        exhausted: false,
+        prefix: String::new(),
+        depth: 0,
+        failed: Arc::new(AtomicBool::new(false)),
+        visit,
+    };
+    walk(&mut state, reader, container, name)
+}
+
+/// [`expand`] for async callers (the pipeline publishes each entry with awaits): the parsers
+/// and decoders, which are synchronous, run on a thread of their own and hand over one entry
+/// at a time; the next entry is expanded only once `visit` returned (the disk holds one).
+/// A `visit` error stops the walk and is returned.
+pub async fn expand_each<V>(
+    reader: std::sync::Arc<dyn RangeReader>,
+    container: Container,
+    name: String,
+    options: Options,
+    scratch: PathBuf,
+    mut visit: V,
+) -> Result<(), ExpandError>
+where
+    V: AsyncFnMut(Event) -> io::Result<()>,
+{
+    type Ack = std::sync::mpsc::Sender<io::Result<()>>;
+    let (events, mut received) = tokio::sync::mpsc::channel::<(Event, Ack)>(1);
+    let walker = std::thread::Builder::new()
+        .name("symdex-archive".into())
+        .spawn(move || {
+            expand(
+                &*reader,
+                container,
+                &name,
+                &options,
+                &scratch,
+                &mut |event| {
+                    let (ack, acked) = std::sync::mpsc::channel();
+                    let stopped = || io::Error::other("the archive's reader stopped");
+                    events.blocking_send((event, ack)).map_err(|_| stopped())?;
+                    acked.recv().map_err(|_| stopped())?
+                },
+            )
+        })?;
+    while let Some((entry, ack)) = received.recv().await {
+        let result = visit(entry).await;
+        let failed = result
+            .as_ref()
+            .err()
+            .map(|e| io::Error::new(e.kind(), e.to_string()));
+        let _ = ack.send(result);
+        if let Some(error) = failed {
+            drop(received);
+            let _ = walker.join();
+            return Err(error.into());
+        }
+    }
+    // The channel closed: the walker is done (or about to be), so joining does not wait.
+    walker
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the archive walker panicked").into()))
+}
+
+/// A [`RangeReader`] that remembers whether reading the archive itself failed, so a parser's or
+/// decoder's error can be told apart from a read error: S3 timing out is worth a retry, a
+/// corrupt stream is not.
+pub(crate) struct WatchedReader<'r> {
+    inner: &'r dyn RangeReader,
+    failed: Arc<AtomicBool>,
+}
+
+impl<'r> WatchedReader<'r> {
+    fn new(inner: &'r dyn RangeReader, failed: Arc<AtomicBool>) -> Self {
+        WatchedReader { inner, failed }
+    }
+
+    /// `error` (from parsing or decoding what this reader holds) as a retryable I/O error if
+    /// reading failed, else as a malformed archive.
+    fn classify(&self, what: &str, error: impl std::fmt::Display) -> ExpandError {
+        if self.failed.load(Ordering::Relaxed) {
+            ExpandError::Io(io::Error::other(format!("{what}: {error}")))
+        } else {
+            ExpandError::Malformed(format!("{what}: {error}"))
+        }
+    }
+}
+
+impl RangeReader for WatchedReader<'_> {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.inner.read_exact_at(offset, buf).inspect_err(|e| {
+            // Reading past the end is the archive's lie about its own layout, not a failure.
+            if e.kind() != io::ErrorKind::UnexpectedEof {
+                self.failed.store(true, Ordering::Relaxed);
+            }
+        })
+    }
+}
+
+/// Reads ahead in blocks this large: archives are mostly read sequentially, and each read of
+/// the archive may be a ranged GET.
+const READ_AHEAD: usize = 1 << 20;
+
+/// The archive as a buffered `Read + Seek`.
+fn sequential<'r>(reader: &'r WatchedReader<'r>) -> Window<'r> {
+    Window {
+        reader,
+        pos: 0,
+        start: 0,
+        buf: Vec::new(),
+    }
+}
+
+/// A read-ahead window over a [`RangeReader`] that, unlike `BufReader`, keeps its buffer when a
+/// seek lands inside it: the zip crate seeks to every entry's header and then to its data,
+/// which are usually in the window already.
+struct Window<'r> {
+    reader: &'r dyn RangeReader,
+    pos: u64,
+    /// Archive offset of `buf[0]`.
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Read for Window<'_> {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let end = self.start + self.buf.len() as u64;
+        if self.pos < self.start || self.pos >= end {
+            let size = self.reader.size();
+            if self.pos >= size {
+                return Ok(0);
+            }
+            // Large reads skip the window.
+            if out.len() >= READ_AHEAD {
+                let n = usize::try_from(size - self.pos)
+                    .unwrap_or(usize::MAX)
+                    .min(out.len());
+                self.reader.read_exact_at(self.pos, &mut out[..n])?;
+                self.pos += n as u64;
+                return Ok(n);
+            }
+            self.buf = read_up_to(self.reader, self.pos, READ_AHEAD)?;
+            self.start = self.pos;
+        }
+        // pos is inside the window: start <= pos < start + len.
+        let at = (self.pos - self.start) as usize;
+        let n = (self.buf.len() - at).min(out.len());
+        out[..n].copy_from_slice(&self.buf[at..at + n]);
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl io::BufRead for Window<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        let end = self.start + self.buf.len() as u64;
+        if self.pos < self.start || self.pos >= end {
+            if self.pos >= self.reader.size() {
+                return Ok(&[]);
+            }
+            self.buf = read_up_to(self.reader, self.pos, READ_AHEAD)?;
+            self.start = self.pos;
+        }
+        Ok(&self.buf[(self.pos - self.start) as usize..])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.pos += amount as u64;
+    }
+}
+
+impl io::Seek for Window<'_> {
+    fn seek(&mut self, to: io::SeekFrom) -> io::Result<u64> {
+        let size = self.reader.size();
+        let new = match to {
+            io::SeekFrom::Start(p) => Some(p),
+            io::SeekFrom::End(d) => size.checked_add_signed(d),
+            io::SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+        };
+        self.pos = new.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad seek"))?;
+        Ok(self.pos)
+    }
+}
+
+/// The file name of a single compressed file once expanded: its compression suffix dropped
+/// (`.tgz` → `.tar`), else the name as it is.
+pub fn expanded_name(name: &str) -> String {
+    let name = file_name_of(name);
+    let lower = name.to_ascii_lowercase();
+    for suffix in [".gz", ".zst", ".zstd", ".xz", ".bz2"] {
+        if lower.len() > suffix.len() && lower.ends_with(suffix) {
+            return name[..name.len() - suffix.len()].to_string();
+        }
+    }
+    for (suffix, tar) in [
+        (".tgz", ".tar"),
+        (".tzst", ".tar"),
+        (".txz", ".tar"),
+        (".tbz2", ".tar"),
+    ] {
+        if lower.len() > suffix.len() && lower.ends_with(suffix) {
+            return format!("{}{tar}", &name[..name.len() - suffix.len()]);
+        }
+    }
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests;

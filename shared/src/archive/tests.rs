@@ -1,0 +1,357 @@
+//! Archives built in memory with the writers of the same crates (the integration tests use the
+//! real tools: zip, tar, gzip, zstd, xz, bzip2, gcab).
+
+use std::io::{Cursor, Write};
+
+use super::*;
+use crate::reader::MemReader;
+
+/// What the visitor saw, in order: (kind, entry, content or reason).
+#[derive(Debug, PartialEq)]
+enum Seen {
+    File(String, Vec<u8>),
+    Stored(String, u64, u64),
+    Skipped(String, String),
+    Rejected(String, String),
+}
+
+fn expand_all(bytes: &[u8], name: &str, options: Options) -> Result<Vec<Seen>, ExpandError> {
+    let (seen, result) = expand_seen(bytes, name, options);
+    result.map(|()| seen)
+}
+
+/// What the visitor saw, and how the walk ended.
+fn expand_seen(bytes: &[u8], name: &str, options: Options) -> (Vec<Seen>, Result<(), ExpandError>) {
+    let scratch = tempfile::tempdir().unwrap();
+    let reader = MemReader(bytes.to_vec());
+    let container = detect_reader(&reader).unwrap().expect("a container");
+    let mut seen = Vec::new();
+    let result = expand(
+        &reader,
+        container,
+        name,
+        &options,
+        scratch.path(),
+        &mut |event| {
+            seen.push(match event {
+                Event::File {
+                    entry,
+                    data,
+                    size,
+                    sha1,
+                } => {
+                    let bytes = match data {
+                        Expanded::Bytes(bytes) => bytes,
+                        Expanded::File(file) => std::fs::read(file)?,
+                    };
+                    assert_eq!(bytes.len() as u64, size);
+                    assert_eq!(crate::storage::content_sha1(&bytes), sha1);
+                    Seen::File(entry, bytes)
+                }
+                Event::Stored {
+                    entry,
+                    offset,
+                    size,
+                } => Seen::Stored(entry, offset, size),
+                Event::Skipped { entry, reason } => Seen::Skipped(entry, reason),
+                Event::Rejected { entry, reason } => Seen::Rejected(entry, reason),
+            });
+            Ok(())
+        },
+    );
+    // Every scratch file is gone once the walk is over.
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+    (seen, result)
+}
+
+fn files(seen: &[Seen]) -> Vec<(&str, &[u8])> {
+    seen.iter()
+        .filter_map(|s| match s {
+            Seen::File(name, bytes) => Some((name.as_str(), bytes.as_slice())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn zip_of(entries: &[(&str, &[u8], ::zip::CompressionMethod)]) -> Vec<u8> {
+    let mut zip = ::zip::ZipWriter::new(Cursor::new(Vec::new()));
+    for (name, data, method) in entries {
+        let options = ::zip::write::SimpleFileOptions::default().compression_method(*method);
+        zip.start_file(*name, options).unwrap();
+        zip.write_all(data).unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}
+
+fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut tar = ::tar::Builder::new(Vec::new());
+    for (name, data) in entries {
+        let mut header = ::tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, name, *data).unwrap();
+    }
+    tar.into_inner().unwrap()
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+fn zstd(bytes: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(bytes, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+fn bzip2(bytes: &[u8]) -> Vec<u8> {
+    let mut bz = ::bzip2::write::BzEncoder::new(Vec::new(), ::bzip2::Compression::default());
+    bz.write_all(bytes).unwrap();
+    bz.finish().unwrap()
+}
+
+fn xz(bytes: &[u8]) -> Vec<u8> {
+    let mut xz =
+        lzma_rust2::XzWriter::new(Vec::new(), lzma_rust2::XzOptions::with_preset(1)).unwrap();
+    xz.write_all(bytes).unwrap();
+    xz.finish().unwrap()
+}
+
+const A: &[u8] = b"first entry\n";
+const B: &[u8] = b"second entry, a little longer\n";
+
+#[test]
+fn containers_are_detected_by_content() {
+    assert_eq!(detect(&gzip(A)), Some(Container::Gzip));
+    assert_eq!(detect(&zstd(A)), Some(Container::Zstd));
+    assert_eq!(detect(&bzip2(A)), Some(Container::Bzip2));
+    assert_eq!(detect(&xz(A)), Some(Container::Xz));
+    assert_eq!(detect(&tar_of(&[("a", A)])), Some(Container::Tar));
+    let zip = zip_of(&[("a", A, ::zip::CompressionMethod::Stored)]);
+    assert_eq!(detect(&zip), Some(Container::Zip));
+    assert_eq!(detect(b"\x7fELF\x02\x01\x01"), None);
+    assert_eq!(detect(b"BZh"), None);
+    assert_eq!(detect(b""), None);
+}
+
+#[test]
+fn zip_entries_are_expanded_or_given_as_ranges() {
+    use ::zip::CompressionMethod::{Deflated, Stored};
+    let bytes = zip_of(&[("dir/a.txt", A, Stored), ("b.txt", B, Deflated)]);
+    let seen = expand_all(&bytes, "x.zip", Options::default()).unwrap();
+    assert_eq!(files(&seen), [("dir/a.txt", A), ("b.txt", B)]);
+
+    let ranges = Options {
+        stored_ranges: true,
+        ..Options::default()
+    };
+    let seen = expand_all(&bytes, "x.zip", ranges).unwrap();
+    let Seen::Stored(name, offset, size) = &seen[0] else {
+        panic!("{seen:?}")
+    };
+    assert_eq!(name, "dir/a.txt");
+    assert_eq!(&bytes[*offset as usize..(*offset + *size) as usize], A);
+    assert_eq!(files(&seen), [("b.txt", B)]);
+}
+
+#[test]
+fn tarballs_in_every_compression_are_expanded_entry_by_entry() {
+    let tar = tar_of(&[("src/a.c", A), ("lib/b.debug", B)]);
+    for (name, bytes) in [
+        ("t.tar", tar.clone()),
+        ("t.tar.gz", gzip(&tar)),
+        ("t.tar.zst", zstd(&tar)),
+        ("t.tar.xz", xz(&tar)),
+        ("t.tar.bz2", bzip2(&tar)),
+    ] {
+        let seen = expand_all(&bytes, name, Options::default()).unwrap();
+        assert_eq!(files(&seen), [("src/a.c", A), ("lib/b.debug", B)], "{name}");
+    }
+}
+
+#[test]
+fn a_single_compressed_file_is_one_entry_named_after_it() {
+    for (name, bytes, entry) in [
+        ("foo.debug.gz", gzip(B), "foo.debug"),
+        ("foo.sym.zst", zstd(B), "foo.sym"),
+        ("Foo.DBG.XZ", xz(B), "Foo.DBG"),
+        ("foo.bz2", bzip2(B), "foo"),
+        ("noext", gzip(B), "noext"),
+    ] {
+        let seen = expand_all(&bytes, name, Options::default()).unwrap();
+        assert_eq!(files(&seen), [(entry, B)], "{name}");
+    }
+    // Concatenated streams (pigz, zstd -T, pbzip2) are one file.
+    let mut two = zstd(A);
+    two.extend(zstd(B));
+    let seen = expand_all(&two, "ab.zst", Options::default()).unwrap();
+    assert_eq!(files(&seen), [("ab", [A, B].concat().as_slice())]);
+}
+
+#[test]
+fn cabinets_are_expanded() {
+    let mut builder = ::cab::CabinetBuilder::new();
+    builder
+        .add_folder(::cab::CompressionType::MsZip)
+        .add_file("foo.pdb");
+    let mut writer = builder.build(Cursor::new(Vec::new())).unwrap();
+    while let Some(mut file) = writer.next_file().unwrap() {
+        file.write_all(B).unwrap();
+    }
+    let bytes = writer.finish().unwrap().into_inner();
+    let seen = expand_all(&bytes, "foo.pd_", Options::default()).unwrap();
+    assert_eq!(files(&seen), [("foo.pdb", B)]);
+}
+
+#[test]
+fn archives_nest_one_level_deep() {
+    use ::zip::CompressionMethod::Deflated;
+    let inner = gzip(&tar_of(&[("a.debug", A)]));
+    let innermost = zip_of(&[("deep.txt", B, Deflated)]);
+    let middle = zip_of(&[("deep.zip", &innermost, Deflated)]);
+    let outer = zip_of(&[
+        ("syms/inner.tar.gz", &inner, Deflated),
+        ("middle.zip", &middle, Deflated),
+    ]);
+    let seen = expand_all(&outer, "outer.zip", Options::default()).unwrap();
+    assert_eq!(
+        files(&seen),
+        [
+            ("syms/inner.tar.gz!/a.debug", A),
+            ("middle.zip!/deep.zip", innermost.as_slice())
+        ]
+    );
+}
+
+#[test]
+fn bombs_are_stopped_by_the_limits() {
+    let zeros = vec![0u8; 8 << 20];
+    let limits = Limits {
+        max_ratio: 100,
+        ..Limits::default()
+    };
+    let options = Options {
+        limits,
+        ..Options::default()
+    };
+    // A gzip bomb: no entry larger than 100x the archive is written.
+    let seen = expand_all(&gzip(&zeros), "zeros.gz", options).unwrap();
+    assert!(
+        matches!(&seen[..], [Seen::Rejected(name, reason)] if name == "zeros" && reason.contains("expands past")),
+        "{seen:?}"
+    );
+    // A zip bomb is refused on its own claims, before a byte is expanded.
+    let bomb = zip_of(&[("z", &zeros, ::zip::CompressionMethod::Deflated)]);
+    let seen = expand_all(&bomb, "z.zip", options).unwrap();
+    assert!(
+        matches!(&seen[..], [Seen::Rejected(_, reason)] if reason.contains("over the limits")),
+        "{seen:?}"
+    );
+    // A tar.gz whose stream is a bomb: the big entry is rejected, and the stream stops at
+    // the archive's budget (decoding the skipped bytes costs time too).
+    let tar = tar_of(&[("a", A), ("zeros", &zeros), ("b", B)]);
+    let (seen, result) = expand_seen(&gzip(&tar), "t.tar.gz", options);
+    assert_eq!(files(&seen), [("a", A)]);
+    assert!(
+        matches!(&seen[1], Seen::Rejected(name, _) if name == "zeros"),
+        "{seen:?}"
+    );
+    assert!(
+        matches!(result, Err(ExpandError::Malformed(reason)) if reason.contains("expands past"))
+    );
+
+    // The number of entries.
+    let many: Vec<(String, &[u8])> = (0..10).map(|i| (format!("e{i}"), A)).collect();
+    let many: Vec<(&str, &[u8])> = many.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+    let options = Options {
+        limits: Limits {
+            max_entries: 3,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let seen = expand_all(&tar_of(&many), "many.tar", options).unwrap();
+    assert_eq!(files(&seen).len(), 3);
+    assert!(
+        matches!(&seen[3], Seen::Rejected(name, reason) if name == "e3" && reason.contains("more than 3 entries"))
+    );
+    assert_eq!(seen.len(), 4);
+}
+
+#[test]
+fn a_huge_tar_extension_header_is_refused_before_it_is_read() {
+    // A GNU long-name header declaring 1 GiB of name.
+    let mut header = ::tar::Header::new_gnu();
+    header.set_entry_type(::tar::EntryType::GNULongName);
+    header.set_size(1 << 30);
+    header.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
+    header.set_cksum();
+    let mut bytes = header.as_bytes().to_vec();
+    bytes.extend(vec![b'a'; 4 << 20]);
+    let mut ustar = tar_of(&[("x", A)]);
+    ustar.truncate(512);
+    let err = expand_all(&gzip(&bytes), "long.tar.gz", Options::default()).unwrap_err();
+    assert!(
+        matches!(&err, ExpandError::Malformed(reason) if reason.contains("extension header")),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_archives_say_so_and_corrupt_entries_are_rejected() {
+    use ::zip::CompressionMethod::Deflated;
+    let zip = zip_of(&[("a", A, Deflated)]);
+    let err = expand_all(&zip[..zip.len() - 10], "cut.zip", Options::default()).unwrap_err();
+    assert!(matches!(err, ExpandError::Malformed(_)), "{err}");
+
+    // A gzip stream cut in the middle: the one entry is unreadable.
+    let gz = gzip(&vec![7u8; 100_000]);
+    let seen = expand_all(&gz[..gz.len() / 2], "cut.gz", Options::default()).unwrap();
+    assert!(
+        matches!(&seen[..], [Seen::Rejected(name, reason)] if name == "cut" && reason.contains("unreadable")),
+        "{seen:?}"
+    );
+
+    // A corrupt deflate stream inside a zip: that entry is rejected, the next one indexed.
+    let data = vec![9u8; 50_000];
+    let mut zip = zip_of(&[("bad", &data, Deflated), ("good", B, Deflated)]);
+    zip[60] ^= 0xff;
+    zip[70] ^= 0xff;
+    let seen = expand_all(&zip, "x.zip", Options::default()).unwrap();
+    assert!(
+        matches!(&seen[0], Seen::Rejected(name, _) if name == "bad"),
+        "{seen:?}"
+    );
+    assert_eq!(files(&seen), [("good", B)]);
+}
+
+#[test]
+fn a_visitor_error_stops_the_walk() {
+    let tar = tar_of(&[("a", A), ("b", B)]);
+    let scratch = tempfile::tempdir().unwrap();
+    let reader = MemReader(tar);
+    let mut calls = 0;
+    let err = expand(
+        &reader,
+        Container::Tar,
+        "t.tar",
+        &Options::default(),
+        scratch.path(),
+        &mut |_| {
+            calls += 1;
+            Err(io::Error::other("publishing failed"))
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, ExpandError::Io(_)));
+    assert_eq!(calls, 1);
+}
+
+#[test]
+fn names_of_single_compressed_files() {
+    assert_eq!(expanded_name("a/b/foo.debug.gz"), "foo.debug");
+    assert_eq!(expanded_name("syms.tgz"), "syms.tar");
+    assert_eq!(expanded_name(".gz"), ".gz");
+    assert_eq!(expanded_name("plain"), "plain");
+}

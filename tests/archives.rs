@@ -1,0 +1,240 @@
+//! Every upload shape CI produces, made with the real tools (zip, tar with gzip/zstd/xz/bzip2,
+//! gzip, zstd, gcab for symstore's `/compress` CAB files): each entry publishes exactly what
+//! the same file publishes uploaded loose, and a real client fetches a file that arrived
+//! inside an archive.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::{
+    build_pe_and_pdb, build_split_elf, index_json, ok, symdex, verify_clean, Server, Workdir,
+    SOURCE_CPP,
+};
+
+const BID: &str = "0x5ca1ab1e0123456789abcdef0123456789abcdef";
+const BID_HEX: &str = "5ca1ab1e0123456789abcdef0123456789abcdef";
+
+/// Every published key of a store and its bytes (bookkeeping and manifests left out).
+fn published(store: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let key = e
+                .path()
+                .strip_prefix(store)
+                .ok()?
+                .to_string_lossy()
+                .into_owned();
+            (!key.starts_with("_symdex/") && !key.starts_with("_manifest/"))
+                .then(|| (key, std::fs::read(e.path()).unwrap()))
+        })
+        .collect()
+}
+
+fn index_into(store: &Path, inputs: &[&Path]) -> Vec<serde_json::Value> {
+    let args: Vec<&std::ffi::OsStr> = inputs.iter().map(|p| p.as_os_str()).collect();
+    index_json(store, &args)
+}
+
+/// An ELF program split into `out/app.debug` + `out/app.stripped`, and a DLL with its PDB.
+fn artifacts() -> Workdir {
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x * 7");
+    std::fs::write(w.path("src.cpp"), SOURCE_CPP).unwrap();
+    build_pe_and_pdb(&w, "lib.pdb", "lib.dll");
+    w
+}
+
+#[test]
+fn every_archive_shape_publishes_what_its_files_publish_loose() {
+    let w = artifacts();
+    let (debug, stripped, pdb) = (
+        w.path("out/app.debug"),
+        w.path("out/app.stripped"),
+        w.path("lib.pdb"),
+    );
+    // What the files publish loose.
+    let loose = |name: &str, files: &[&Path]| {
+        let store = w.path(&format!("loose-{name}"));
+        index_into(&store, files);
+        published(&store)
+    };
+    let elf_pair = loose("elf", &[&debug, &stripped]);
+    let debug_only = loose("debug", &[&debug]);
+    let stripped_only = loose("stripped", &[&stripped]);
+    let pdb_only = loose("pdb", &[&pdb]);
+    assert!(elf_pair.contains_key(&format!("buildid/{BID_HEX}/debuginfo")));
+    assert!(pdb_only.keys().any(|k| k.starts_with("symbols/lib.pdb/")));
+
+    // The shapes, made by the tools CI uses.
+    w.run("zip", &["-q", "-0", "-r", "stored.zip", "out"]);
+    w.run("zip", &["-q", "-9", "-r", "deflated.zip", "out"]);
+    w.run("cp", &["deflated.zip", "symbols.snupkg"]);
+    w.run("tar", &["-czf", "debug.tar.gz", "out"]);
+    w.run("tar", &["--zstd", "-cf", "debug.tar.zst", "out"]);
+    w.run("tar", &["-cJf", "debug.tar.xz", "out"]);
+    w.run("tar", &["-cjf", "debug.tar.bz2", "out"]);
+    w.run("tar", &["-cf", "debug.tar", "out"]);
+    w.run("sh", &["-c", "gzip -c out/app.debug > app.debug.gz"]);
+    w.run(
+        "sh",
+        &["-c", "zstd -q -c out/app.stripped > app.stripped.zst"],
+    );
+    w.run("sh", &["-c", "xz -c out/app.debug > app.debug.xz"]);
+    w.run("sh", &["-c", "bzip2 -c out/app.debug > app.debug.bz2"]);
+    // symstore /compress: a cabinet holding the file under its own name, MSZIP-compressed.
+    w.run("gcab", &["-c", "-n", "-z", "lib.pd_", "lib.pdb"]);
+
+    for (shape, expected) in [
+        ("stored.zip", &elf_pair),
+        ("deflated.zip", &elf_pair),
+        ("symbols.snupkg", &elf_pair),
+        ("debug.tar.gz", &elf_pair),
+        ("debug.tar.zst", &elf_pair),
+        ("debug.tar.xz", &elf_pair),
+        ("debug.tar.bz2", &elf_pair),
+        ("debug.tar", &elf_pair),
+        ("app.debug.gz", &debug_only),
+        ("app.debug.xz", &debug_only),
+        ("app.debug.bz2", &debug_only),
+        ("app.stripped.zst", &stripped_only),
+        ("lib.pd_", &pdb_only),
+    ] {
+        let store = w.path(&format!("store-{shape}"));
+        let archive = w.path(shape);
+        let records = index_into(&store, &[&archive]);
+        let got = published(&store);
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            expected.keys().collect::<Vec<_>>(),
+            "{shape}: keys differ from the loose files'"
+        );
+        assert!(got == *expected, "{shape}: contents differ");
+        // Each entry is its own upload: the archive and the path inside it.
+        let indexed: Vec<_> = records
+            .iter()
+            .filter(|r| r["action"] == "indexed")
+            .collect();
+        assert!(!indexed.is_empty(), "{shape}: {records:#?}");
+        for r in indexed {
+            assert_eq!(r["ingest_key"], archive.to_str().unwrap(), "{r}");
+            assert!(r["entry"].is_string(), "{r}");
+        }
+        verify_clean(&store);
+    }
+}
+
+#[test]
+fn deleting_an_archive_unpublishes_what_only_it_referenced() {
+    let w = artifacts();
+    w.run("tar", &["-czf", "debug.tar.gz", "out"]);
+    let store = w.path("store");
+    index_json(
+        &store,
+        &[w.path("debug.tar.gz").to_str().unwrap(), "--build", "a"],
+    );
+    // The stripped binary also uploaded loose, by another build.
+    index_json(
+        &store,
+        &[w.path("out/app.stripped").to_str().unwrap(), "--build", "b"],
+    );
+    ok(symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(w.path("debug.tar.gz"))
+        .output()
+        .unwrap());
+    let keys = published(&store);
+    assert!(!keys.contains_key(&format!("buildid/{BID_HEX}/debuginfo")));
+    assert_eq!(
+        keys.get(&format!("buildid/{BID_HEX}/executable")),
+        Some(&std::fs::read(w.path("out/app.stripped")).unwrap()),
+        "the loose upload still references the binary"
+    );
+    verify_clean(&store);
+}
+
+#[test]
+fn hostile_archives_are_recorded_not_fatal() {
+    let w = Workdir::new();
+    std::fs::write(w.path("a.txt"), "hello").unwrap();
+    w.run("tar", &["-czf", "good.tar.gz", "a.txt"]);
+    let good = std::fs::read(w.path("good.tar.gz")).unwrap();
+    // A truncated gzip stream, a cabinet header over garbage, a zip with a cut directory.
+    std::fs::write(w.path("cut.tar.gz"), &good[..good.len() / 2]).unwrap();
+    let mut cab = b"MSCF\0\0\0\0".to_vec();
+    cab.extend([0xffu8; 64]);
+    std::fs::write(w.path("bad.cab"), &cab).unwrap();
+    std::fs::write(w.path("bad.zip"), b"PK\x03\x04 not really a zip").unwrap();
+    let store = w.path("store");
+    let out = symdex()
+        .args(["index", "--json", "--store"])
+        .arg(&store)
+        .args(["cut.tar.gz", "bad.cab", "bad.zip", "good.tar.gz"].map(|f| w.path(f)))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_input = |name: &str| -> Vec<&serde_json::Value> {
+        records
+            .iter()
+            .filter(|r| r["ingest_key"].as_str().unwrap().ends_with(name))
+            .collect()
+    };
+    for bad in ["cut.tar.gz", "bad.cab", "bad.zip"] {
+        let rs = by_input(bad);
+        assert!(
+            !rs.is_empty()
+                && rs
+                    .iter()
+                    .all(|r| r["action"] == "rejected" && r["reason"].is_string()),
+            "{bad}: {rs:#?}"
+        );
+    }
+    // The good archive after them was still indexed (its text entry is not an artifact).
+    let good = by_input("good.tar.gz");
+    assert_eq!(good.len(), 1);
+    assert_eq!(good[0]["entry"], "a.txt");
+    assert_eq!(good[0]["action"], "skipped");
+    verify_clean(&store);
+}
+
+#[test]
+fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x - 5");
+    w.run("tar", &["--zstd", "-cf", "debug.tar.zst", "out"]);
+    let store = w.path("store");
+    index_json(&store, &[w.path("debug.tar.zst").to_str().unwrap()]);
+    let server = Server::start(&store);
+    let out = Command::new("debuginfod-find")
+        .args(["debuginfo", BID_HEX])
+        .env("DEBUGINFOD_URLS", server.url())
+        .env("DEBUGINFOD_CACHE_PATH", w.path("cache"))
+        .output()
+        .expect("debuginfod-find (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        std::fs::read(fetched.trim()).unwrap(),
+        std::fs::read(w.path("out/app.debug")).unwrap()
+    );
+}
