@@ -46,6 +46,13 @@ if ! python3 -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO_VERSION')
   python3 -m pip install --quiet "moto[server]==$MOTO_VERSION"
 fi
 
+# sentry-cli (PyPI, pinned): the tests make real Sentry source bundles with it.
+SENTRY_CLI_VERSION=2.58.2
+if ! sentry-cli --version 2>/dev/null | grep -qx "sentry-cli $SENTRY_CLI_VERSION"; then
+  echo "setup: installing sentry-cli==$SENTRY_CLI_VERSION"
+  python3 -m pip install --quiet "sentry-cli==$SENTRY_CLI_VERSION"
+fi
+
 if ! have cargo; then
   echo "setup: cargo is missing; install Rust (rustup) first" >&2
   exit 1

@@ -10,7 +10,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use symdex_shared::archive::{self, Event, ExpandError, Expanded};
 use symdex_shared::identity::file_name_of;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
-use symdex_shared::pipeline::{default_prefixes, Config, Indexed, Indexer, Summary, Upload};
+use symdex_shared::pipeline::{
+    default_prefixes, Config, EntryOf, Indexed, Indexer, Summary, Upload,
+};
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::LeasePolicy;
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
@@ -384,71 +386,85 @@ async fn index_archive(
     let abs = absolute(path);
     let shown = abs.to_string_lossy().into_owned();
     let reader = std::sync::Arc::new(FileReader::open(&abs)?);
+    let reader_size = reader.size();
+    let archive_etag = file_sha1(&abs)?;
+    let mut entries = 0usize;
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
     let options = archive::Options {
         limits: args.limits.into(),
         stored_ranges: false,
     };
     let name = file_name(&abs);
-    let walked = archive::expand_each(
+    let mut walk = archive::Walker::start(
         reader,
         container,
         name,
         options,
         scratch.path().to_path_buf(),
-        async |entry| {
-            let indexed = match entry {
-                Event::File {
-                    entry,
-                    data,
+    )?;
+    while let Some(event) = walk.next().await {
+        entries += 1;
+        let indexed = match event {
+            Event::File {
+                entry,
+                data,
+                size,
+                sha1,
+            } => {
+                let (source, reader): (_, Box<dyn RangeReader>) = match &data {
+                    Expanded::Bytes(bytes) => (
+                        CopySource::Bytes(bytes),
+                        Box::new(MemReader(bytes.as_slice())),
+                    ),
+                    Expanded::File(file) => {
+                        (CopySource::File(file), Box::new(FileReader::open(file)?))
+                    }
+                };
+                let upload = Upload {
+                    id: upload_id("file", &format!("{shown}!/{entry}"), &sha1, meta),
+                    source,
+                    ingest_bucket: None,
+                    ingest_key: shown.clone(),
+                    entry: Some(EntryOf {
+                        path: entry.clone(),
+                        archive_etag: archive_etag.clone(),
+                        archive_size: reader_size,
+                    }),
+                    ingest_version: None,
+                    etag: sha1,
                     size,
-                    sha1,
-                } => {
-                    let (source, reader): (_, Box<dyn RangeReader>) = match &data {
-                        Expanded::Bytes(bytes) => (
-                            CopySource::Bytes(bytes),
-                            Box::new(MemReader(bytes.as_slice())),
-                        ),
-                        Expanded::File(file) => {
-                            (CopySource::File(file), Box::new(FileReader::open(file)?))
-                        }
-                    };
-                    let upload = Upload {
-                        id: upload_id("file", &format!("{shown}!/{entry}"), &sha1, meta),
-                        source,
-                        ingest_bucket: None,
-                        ingest_key: shown.clone(),
-                        entry: Some(entry.clone()),
-                        ingest_version: None,
-                        etag: sha1,
-                        size,
-                        meta: meta.clone(),
-                        options: IdentifyOptions {
-                            as_source: args.sources.wants_source(Path::new(&entry)),
-                        },
-                    };
-                    indexer.index(&upload, &*reader).await?
-                }
-                Event::Skipped { entry, reason } => {
-                    entry_record(&shown, &entry, meta, Action::Skipped, reason)
-                }
-                Event::Rejected { entry, reason } => {
-                    entry_record(&shown, &entry, meta, Action::Rejected, reason)
-                }
-                // Not asked for (stored_ranges is off): ranges are for S3's server-side copy.
-                Event::Stored { entry, .. } => entry_record(
-                    &shown,
-                    &entry,
-                    meta,
-                    Action::Rejected,
-                    "a stored entry given as a range".into(),
-                ),
-            };
-            sink.push(indexed).await
-        },
-    )
-    .await;
+                    meta: meta.clone(),
+                    options: IdentifyOptions {
+                        as_source: args.sources.wants_source(Path::new(&entry)),
+                    },
+                };
+                indexer.index(&upload, &*reader).await?
+            }
+            Event::Skipped { entry, reason } => {
+                entry_record(&shown, &entry, meta, Action::Skipped, reason)
+            }
+            Event::Rejected { entry, reason } => {
+                entry_record(&shown, &entry, meta, Action::Rejected, reason)
+            }
+            // Not asked for (stored_ranges is off): ranges are for S3's server-side copy.
+            Event::Stored { entry, .. } => entry_record(
+                &shown,
+                &entry,
+                meta,
+                Action::Rejected,
+                "a stored entry given as a range".into(),
+            ),
+        };
+        sink.push(indexed).await?;
+    }
+    let walked = walk.finish();
     match walked {
+        // Every input gets a record, an archive without a file in it too.
+        Ok(()) if entries == 0 => {
+            let reason = format!("an empty {} archive (no file entries)", container.as_str());
+            sink.push(input_record("file", &shown, meta, Action::Skipped, reason))
+                .await
+        }
         Ok(()) => Ok(()),
         // A malformed archive is the input's problem: recorded, and the run goes on.
         Err(ExpandError::Malformed(reason)) => {

@@ -238,3 +238,68 @@ fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
         std::fs::read(w.path("out/app.debug")).unwrap()
     );
 }
+
+#[test]
+fn a_sentry_source_bundle_is_published_where_symbolicator_looks() {
+    let w = Workdir::new();
+    std::fs::write(
+        w.path("prog.c"),
+        "int twice(int x) { return 2 * x; }\nint main(int c, char **v) { return twice(c); }\n",
+    )
+    .unwrap();
+    w.run(
+        "gcc",
+        &[
+            "-g",
+            "-O0",
+            &format!("-Wl,--build-id={BID}"),
+            "-o",
+            "app",
+            "prog.c",
+        ],
+    );
+    w.run("objcopy", &["--only-keep-debug", "app", "app.debug"]);
+    // sentry-cli reads the DWARF line tables and bundles the sources they name.
+    let out = Command::new("sentry-cli")
+        .args(["debug-files", "bundle-sources", "app.debug"])
+        .current_dir(w.path("."))
+        .output()
+        .expect("sentry-cli (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bundle = std::fs::read(w.path("app.src.zip")).unwrap();
+    // Loose, and inside a CI zip as well.
+    w.run("zip", &["-q", "bundles.zip", "app.src.zip"]);
+    for input in ["app.src.zip", "bundles.zip"] {
+        let store = w.path(&format!("store-{input}"));
+        let records = index_json(&store, &[w.path(input).to_str().unwrap()]);
+        let r = records
+            .iter()
+            .find(|r| r["action"] == "indexed")
+            .unwrap_or_else(|| panic!("{records:#?}"));
+        assert_eq!(r["format"], "sourcebundle");
+        assert_eq!(r["code_id"], BID_HEX);
+        assert_eq!(r["debug_file"], "app.debug");
+        let keys = published(&store);
+        let breakpad_id = {
+            let id = r["debug_id"].as_str().unwrap().replace('-', "");
+            format!("{}0", id.to_ascii_uppercase())
+        };
+        for key in [
+            format!("unified/{}/{}/sourcebundle", &BID_HEX[..2], &BID_HEX[2..]),
+            format!("gdb/{}/{}.src.zip", &BID_HEX[..2], &BID_HEX[2..]),
+            format!("symbols/app.debug/{breakpad_id}/app.debug.src.zip"),
+        ] {
+            assert_eq!(
+                keys.get(&key),
+                Some(&bundle),
+                "{input}: {key} in {:?}",
+                keys.keys()
+            );
+        }
+        verify_clean(&store);
+    }
+}

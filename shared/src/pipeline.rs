@@ -98,8 +98,8 @@ pub struct Upload<'a> {
     pub ingest_bucket: Option<String>,
     /// Ingest key (S3) or path (local).
     pub ingest_key: String,
-    /// The path inside the ingest object when this upload is one of an archive's entries.
-    pub entry: Option<String>,
+    /// Set when this upload is one of an archive's entries.
+    pub entry: Option<EntryOf>,
     pub ingest_version: Option<String>,
     /// Content identity, comparable with the store's etags.
     pub etag: String,
@@ -108,10 +108,20 @@ pub struct Upload<'a> {
     pub options: IdentifyOptions,
 }
 
+/// The archive an entry upload came from, and where inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryOf {
+    /// Path inside the archive (nested archives: `inner.tar.gz!/path`).
+    pub path: String,
+    /// The archive object's content identity and size (the ingest object's).
+    pub archive_etag: String,
+    pub archive_size: u64,
+}
+
 impl Upload<'_> {
     /// The file name the artifact was uploaded as.
     pub fn name(&self) -> &str {
-        file_name_of(self.entry.as_deref().unwrap_or(&self.ingest_key))
+        file_name_of(self.entry.as_ref().map_or(&self.ingest_key, |e| &e.path))
     }
 
     /// The upload's bytes, as a key is published with them.
@@ -134,10 +144,17 @@ impl Upload<'_> {
     fn record(&self, action: Action) -> Record {
         Record {
             name: Some(self.name().to_string()),
-            entry: self.entry.clone(),
+            entry: self.entry.as_ref().map(|e| e.path.clone()),
             ingest_version: self.ingest_version.clone(),
-            ingest_etag: Some(self.etag.clone()),
-            ingest_size: Some(self.size),
+            // The ingest object's identity (the archive's, for an entry): what a sweeper
+            // deletes, conditionally on it.
+            ingest_etag: Some(
+                self.entry
+                    .as_ref()
+                    .map_or(&self.etag, |e| &e.archive_etag)
+                    .clone(),
+            ),
+            ingest_size: Some(self.entry.as_ref().map_or(self.size, |e| e.archive_size)),
             meta: self.meta.clone(),
             ..Record::about(
                 action,
@@ -319,6 +336,9 @@ impl<'s> Indexer<'s> {
             etag: upload.etag.clone(),
             size: upload.size,
             time: now_rfc3339(),
+            ingest_version: upload.ingest_version.clone(),
+            ingest_etag: upload.record(Action::Indexed).ingest_etag,
+            entry: upload.entry.as_ref().map(|e| e.path.clone()),
             ..UploadRecord::default()
         };
         let mut found = self.refs.plan(&template, &planned).await?;
@@ -976,12 +996,30 @@ fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
         Some((bucket, key)) => (Some(bucket.to_string()), key.to_string()),
         None => (None, upload.source.clone()),
     };
-    Record {
-        ingest_etag: Some(upload.etag.clone()),
-        ingest_size: Some(upload.size),
+    let ingest_etag = upload
+        .ingest_etag
+        .clone()
+        .unwrap_or_else(|| upload.etag.clone());
+    // Records written before the version was kept: the upload id says it
+    // (`s3:<bucket>/<key>@<version id, or the ETag unversioned>[!/<entry>]`).
+    let ingest_version = upload.ingest_version.clone().or_else(|| {
+        let bucket = bucket.as_deref()?;
+        let rest = upload.upload.strip_prefix(&format!("s3:{bucket}/{key}@"))?;
+        let version = rest.split("!/").next()?;
+        (version != ingest_etag && version != upload.etag).then(|| version.to_string())
+    });
+    let mut record = Record {
+        ingest_etag: Some(ingest_etag),
+        ingest_size: upload.entry.is_none().then_some(upload.size),
+        ingest_version,
+        entry: upload.entry.clone(),
         meta: upload.meta.clone(),
         ..Record::about(action, upload.upload.clone(), bucket, key)
+    };
+    if let Some(entry) = &upload.entry {
+        record.name = Some(file_name_of(entry).to_string());
     }
+    record
 }
 
 fn is_pdb(id: &Identity) -> bool {

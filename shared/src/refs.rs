@@ -105,6 +105,15 @@ pub struct UploadRecord {
     pub etag: String,
     pub size: u64,
     pub time: String,
+    /// The ingest object's version id (S3, versioned bucket) and content identity (for an
+    /// archive entry, the archive's), and the path inside it for an archive entry: what a
+    /// sweeper deletes and what records name. Absent in records written before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
     #[serde(default)]
     pub state: UploadState,
     /// Keys it references.

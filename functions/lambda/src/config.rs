@@ -8,6 +8,9 @@ use symdex_shared::Layout;
 
 #[derive(Debug, Clone)]
 pub struct LambdaConfig {
+    /// How far an archive may expand: SYMDEX_ARCHIVE_MAX_ENTRY_SIZE, _MAX_EXPANDED, _MAX_RATIO,
+    /// _MAX_ENTRIES (defaults as the CLI's).
+    pub archive_limits: symdex_shared::archive::Limits,
     /// SYMDEX_SERVING_BUCKET (required): where keys, references and the manifest go.
     pub serving_bucket: String,
     /// The pipeline: SYMDEX_LAYOUTS (comma list, default all), SYMDEX_MANIFEST_PREFIX
@@ -106,7 +109,15 @@ impl LambdaConfig {
         let flag = |name: &str, default: bool| {
             lookup(name).map_or(default, |v| matches!(v.trim(), "true" | "1" | "yes"))
         };
+        let defaults = symdex_shared::archive::Limits::default();
+        let archive_limits = symdex_shared::archive::Limits {
+            max_entry_size: number("SYMDEX_ARCHIVE_MAX_ENTRY_SIZE", defaults.max_entry_size)?,
+            max_expanded: number("SYMDEX_ARCHIVE_MAX_EXPANDED", defaults.max_expanded)?,
+            max_ratio: number("SYMDEX_ARCHIVE_MAX_RATIO", defaults.max_ratio)?,
+            max_entries: number("SYMDEX_ARCHIVE_MAX_ENTRIES", defaults.max_entries)?,
+        };
         Ok(LambdaConfig {
+            archive_limits,
             serving_bucket,
             concurrency,
             pipeline: Config {

@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
+use symdex_shared::archive;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{Indexed, Indexer, Upload};
 use symdex_shared::storage::s3::S3Store;
 use symdex_shared::storage::{CopySource, StorageError};
-use symdex_shared::IdentifyOptions;
+use symdex_shared::{FormatError, IdentifyOptions};
 
 use crate::config::LambdaConfig;
 use crate::events::{decode, is_sqs_batch, Change, ObjectEvent};
@@ -106,16 +107,23 @@ fn check_product_prefix(key: &str, meta: &mut UploadMeta) -> Result<(), String> 
 }
 
 /// `s3:<bucket>/<key>@<version>`: the version id, or the ETag in an unversioned bucket.
-fn upload_id(event: &ObjectEvent, etag: &str) -> String {
+pub(crate) fn upload_id(event: &ObjectEvent, etag: &str) -> String {
     let version = event.version_id.as_deref().unwrap_or(etag);
     format!("s3:{}/{}@{version}", event.bucket, event.key)
 }
 
-/// One object's work, waiting to be finalized after the manifest write.
+/// One object's work, waiting to be finalized after the manifest write: one upload, or an
+/// archive's entries.
 pub struct Job {
-    indexed: Indexed,
+    pub(crate) indexed: Vec<Indexed>,
     /// The ingest object and the ETag that was indexed (for the liveness check).
-    ingest: Option<(ObjectEvent, String)>,
+    pub(crate) ingest: Option<(ObjectEvent, String)>,
+}
+
+impl Job {
+    fn records(&self) -> impl Iterator<Item = &Record> {
+        self.indexed.iter().flat_map(|i| &i.records)
+    }
 }
 
 /// The record of a created event whose object is already gone: nothing to index, said so.
@@ -136,7 +144,11 @@ fn vanished(event: &ObjectEvent) -> Record {
 /// marker on top of it; unversioned, the key still holds the content that was indexed. A
 /// removal processed before its creation found nothing to remove; this check, made after the
 /// upload was registered with its source, catches it (refs.rs, invariant 4).
-async fn ingest_alive(ctx: &Context, event: &ObjectEvent, etag: &str) -> std::io::Result<bool> {
+pub(crate) async fn ingest_alive(
+    ctx: &Context,
+    event: &ObjectEvent,
+    etag: &str,
+) -> std::io::Result<bool> {
     let store = &ctx.store;
     let current = store.head_object(&event.bucket, &event.key, None).await?;
     Ok(match (&event.version_id, current) {
@@ -158,7 +170,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         .await?
     else {
         return Ok(Job {
-            indexed: Indexed::nothing_published(vec![vanished(event)]),
+            indexed: vec![Indexed::nothing_published(vec![vanished(event)])],
             ingest: None,
         });
     };
@@ -170,7 +182,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         record.ingest_size = Some(info.size);
         record.meta = meta;
         Job {
-            indexed: Indexed::nothing_published(vec![record]),
+            indexed: vec![Indexed::nothing_published(vec![record])],
             ingest: None,
         }
     };
@@ -189,15 +201,24 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
     let options = IdentifyOptions {
         as_source: ctx.config.is_source(&event.key),
     };
-    let (identified, bytes_read) = match object
-        .identify(|reader| symdex_shared::identify(reader, &options))
-        .await
-    {
+    let identify = |reader: &dyn symdex_shared::RangeReader| {
+        let identified = symdex_shared::identify(reader, &options);
+        // Only what no format claims is looked at as an archive.
+        let container = match &identified {
+            Err(FormatError::Unrecognized(_)) => archive::detect_reader(reader).ok().flatten(),
+            _ => None,
+        };
+        (identified, container)
+    };
+    let ((identified, container), bytes_read) = match object.identify(identify).await {
         Ok(done) => done,
         // Not a storage failure: the artifact asks for more reads than identification allows.
         Err(StorageError::TooLarge(reason)) => return Ok(rejected(reason, meta)),
         Err(e) => return Err(e.into()),
     };
+    if let Some(container) = container {
+        return crate::archives::index_archive(&ctx, event, &info, meta, container).await;
+    }
     let upload = Upload {
         id: upload_id(event, &info.etag),
         source: CopySource::Object {
@@ -239,7 +260,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         );
     }
     Ok(Job {
-        indexed,
+        indexed: vec![indexed],
         ingest: Some((event.clone(), info.etag)),
     })
 }
@@ -257,10 +278,15 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
         _ => None,
     };
     let mut records = Vec::new();
-    for upload in uploads
-        .iter()
-        .filter(|u| only.as_ref().is_none_or(|o| o == *u))
-    {
+    // An archive's entries are uploads of the same object (`<upload>!/<entry>`).
+    let of_only = |u: &str| {
+        only.as_ref().is_none_or(|o| {
+            u == o
+                || u.strip_prefix(o.as_str())
+                    .is_some_and(|r| r.starts_with("!/"))
+        })
+    };
+    for upload in uploads.iter().filter(|u| of_only(u)) {
         if let Some(record) = indexer.unindex(upload).await? {
             tracing::info!(action = "unpublished", key = %event.key, upload = %upload, removed = record.removed.len(), "decision");
             records.push(record);
@@ -270,7 +296,7 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
         tracing::info!(action = "none", key = %event.key, "no upload of this object was indexed");
     }
     Ok(Job {
-        indexed: Indexed::nothing_published(records),
+        indexed: vec![Indexed::nothing_published(records)],
         ingest: None,
     })
 }
@@ -320,12 +346,14 @@ async fn finalize(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<Vec<Record>, Str
             None => Ok(true),
         }
         .map_err(|e| e.to_string())?;
-        records.extend(
-            indexer
-                .finalize(&job.indexed, alive)
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        for indexed in &job.indexed {
+            records.extend(
+                indexer
+                    .finalize(indexed, alive)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
     }
     Ok(records)
 }
@@ -394,7 +422,7 @@ async fn handle(
         }
         let records: Vec<Record> = succeeded
             .iter()
-            .flat_map(|(_, jobs)| jobs.iter().flat_map(|j| j.indexed.records.clone()))
+            .flat_map(|(_, jobs)| jobs.iter().flat_map(|j| j.records().cloned()))
             .collect();
         write_manifest(ctx, records).await?;
         let mut undone = Vec::new();
@@ -421,10 +449,7 @@ async fn handle(
     }
     let events = decode(&payload)?;
     let jobs = process(ctx, events, wanted, kind).await?;
-    let records: Vec<Record> = jobs
-        .iter()
-        .flat_map(|j| j.indexed.records.clone())
-        .collect();
+    let records: Vec<Record> = jobs.iter().flat_map(|j| j.records().cloned()).collect();
     let mut count = records.len();
     write_manifest(ctx, records).await?;
     let undone = finalize(ctx, jobs).await?;

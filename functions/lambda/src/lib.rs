@@ -3,6 +3,7 @@
 //! pipeline over S3. The `functions/indexer`, `functions/remover` and `functions/sweeper` binaries only wire these
 //! into `lambda_runtime`.
 
+pub mod archives;
 pub mod config;
 pub mod events;
 pub mod handler;

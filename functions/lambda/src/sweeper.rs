@@ -24,6 +24,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use symdex_shared::manifest::Record;
 use symdex_shared::pipeline::{is_due, Indexer};
 use symdex_shared::refs::STATE_PREFIX;
 use symdex_shared::retention::{format_time, parse_time, RELEASE_CHANNEL};
@@ -68,16 +69,14 @@ async fn save(store: &dyn Storage, state: &SweepState) -> Result<(), Error> {
     Ok(())
 }
 
-/// The ingest object an S3 upload came from: `s3:<bucket>/<key>@<version id or ETag>`.
-fn ingest_object(upload: &str, etag: &str) -> Option<IngestObject> {
-    let location = upload.strip_prefix("s3:")?;
-    let (path, version) = location.rsplit_once('@')?;
-    let (bucket, key) = path.split_once('/')?;
+/// The ingest object an S3 upload came from, from its record: the object (an archive, for an
+/// entry's upload), its version, or in an unversioned bucket its ETag. Local uploads have none.
+fn ingest_object(record: &Record) -> Option<IngestObject> {
     Some(IngestObject {
-        bucket: bucket.to_string(),
-        key: key.to_string(),
-        version_id: (version != etag).then(|| version.to_string()),
-        etag: etag.to_string(),
+        bucket: record.ingest_bucket.clone()?,
+        key: record.ingest_key.clone(),
+        version_id: record.ingest_version.clone(),
+        etag: record.ingest_etag.clone()?,
     })
 }
 
@@ -189,10 +188,14 @@ pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value,
     let records: Vec<_> = removals.iter().map(|r| r.record.clone()).collect();
     indexer.write_manifest(&records).await?;
     if ctx.config.sweep_delete_ingest {
-        state.pending = removals
-            .iter()
-            .filter_map(|r| ingest_object(&r.record.upload, r.record.ingest_etag.as_deref()?))
-            .collect();
+        // An archive's entries expire together and name the same object: deleted once.
+        let mut pending: Vec<IngestObject> = Vec::new();
+        for object in removals.iter().filter_map(|r| ingest_object(&r.record)) {
+            if !pending.contains(&object) {
+                pending.push(object);
+            }
+        }
+        state.pending = pending;
         if !state.pending.is_empty() {
             save(store, &state).await?;
         }
@@ -230,17 +233,46 @@ pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value,
 mod tests {
     use super::*;
 
+    fn record(upload: &str, bucket: Option<&str>, key: &str, version: Option<&str>) -> Record {
+        Record {
+            ingest_version: version.map(str::to_string),
+            ingest_etag: Some("etag1".into()),
+            ..Record::about(
+                symdex_shared::manifest::Action::Expired,
+                upload.into(),
+                bucket.map(str::to_string),
+                key.into(),
+            )
+        }
+    }
+
     #[test]
-    fn ingest_objects_from_upload_ids() {
-        let versioned = ingest_object("s3:in/a/b@c.debug@v123", "etag1").unwrap();
+    fn ingest_objects_from_records() {
+        let versioned = ingest_object(&record(
+            "s3:in/a/b@c.debug@v123",
+            Some("in"),
+            "a/b@c.debug",
+            Some("v123"),
+        ))
+        .unwrap();
         assert_eq!(versioned.bucket, "in");
         assert_eq!(versioned.key, "a/b@c.debug");
         assert_eq!(versioned.version_id.as_deref(), Some("v123"));
-        let plain = ingest_object("s3:in/x.pdb@etag1", "etag1").unwrap();
+        let plain = ingest_object(&record("s3:in/x.pdb@etag1", Some("in"), "x.pdb", None)).unwrap();
         assert_eq!(
-            plain.version_id, None,
+            (plain.version_id, plain.etag.as_str()),
+            (None, "etag1"),
             "unversioned: conditional on the ETag"
         );
-        assert!(ingest_object("file:/ci/x.pdb@etag1", "etag1").is_none());
+        // An archive entry's upload names its archive.
+        let entry = ingest_object(&record(
+            "s3:in/s.zip@etag1!/a@b/c.pdb",
+            Some("in"),
+            "s.zip",
+            None,
+        ))
+        .unwrap();
+        assert_eq!(entry.key, "s.zip");
+        assert!(ingest_object(&record("file:/ci/x.pdb@etag1", None, "/ci/x.pdb", None)).is_none());
     }
 }

@@ -21,6 +21,10 @@ resource "aws_lambda_function" "indexer" {
   memory_size                    = var.indexer_memory_mb
   timeout                        = var.timeout_seconds
   reserved_concurrent_executions = var.reserved_concurrency
+  # Archive entries larger than 4 MiB are expanded into /tmp, one per message in flight.
+  ephemeral_storage {
+    size = var.indexer_ephemeral_storage_mb
+  }
   environment {
     variables = local.function_env
   }

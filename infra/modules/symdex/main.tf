@@ -17,6 +17,11 @@ locals {
       # Channel -> retention, stamped on each new upload; the sweeper acts on it.
       SYMDEX_RETENTION        = var.retention_policy
       SYMDEX_PRODUCT_PREFIXES = tostring(var.enforce_product_prefixes)
+      # How far one archive may expand (archive bombs): each breach is a rejected record.
+      SYMDEX_ARCHIVE_MAX_ENTRY_SIZE = tostring(var.archive_max_entry_bytes)
+      SYMDEX_ARCHIVE_MAX_EXPANDED   = tostring(var.archive_max_expanded_bytes)
+      SYMDEX_ARCHIVE_MAX_RATIO      = tostring(var.archive_max_ratio)
+      SYMDEX_ARCHIVE_MAX_ENTRIES    = tostring(var.archive_max_entries)
     },
     { for layout, prefix in var.layout_prefixes : "SYMDEX_PREFIX_${upper(layout)}" => prefix },
   )

@@ -127,6 +127,40 @@ variable "indexer_memory_mb" {
   default = 512
 }
 
+variable "indexer_ephemeral_storage_mb" {
+  description = "The indexer's /tmp (512-10240 MB): archive entries over 4 MiB are expanded there, one per message in flight (message_concurrency), so it bounds the largest entry indexed."
+  type        = number
+  default     = 4096
+  validation {
+    condition     = var.indexer_ephemeral_storage_mb >= 512 && var.indexer_ephemeral_storage_mb <= 10240
+    error_message = "Lambda ephemeral storage is 512 to 10240 MB."
+  }
+}
+
+variable "archive_max_entry_bytes" {
+  description = "Largest archive entry indexed (larger ones are rejected with the reason). Keep it below indexer_ephemeral_storage_mb / message_concurrency."
+  type        = number
+  default     = 1073741824
+}
+
+variable "archive_max_expanded_bytes" {
+  description = "Bytes one archive may expand to in all (the rest of it is rejected)."
+  type        = number
+  default     = 68719476736
+}
+
+variable "archive_max_ratio" {
+  description = "Largest expansion ratio of an archive entry and of a whole archive."
+  type        = number
+  default     = 1000
+}
+
+variable "archive_max_entries" {
+  description = "Most entries indexed from one archive."
+  type        = number
+  default     = 1000000
+}
+
 variable "remover_memory_mb" {
   type    = number
   default = 256

@@ -150,6 +150,8 @@ pub enum Event {
         entry: String,
         offset: u64,
         size: u64,
+        /// The CRC-32 the archive records for it (a claim, not checked).
+        crc32: u32,
     },
     /// Not indexed, for a reason (a link, a device).
     Skipped { entry: String, reason: String },
@@ -438,55 +440,77 @@ pub fn expand(
 
 /// [`expand`] for async callers (the pipeline publishes each entry with awaits): the parsers
 /// and decoders, which are synchronous, run on a thread of their own and hand over one entry
-/// at a time; the next entry is expanded only once `visit` returned (the disk holds one).
-/// A `visit` error stops the walk and is returned.
-pub async fn expand_each<V>(
-    reader: std::sync::Arc<dyn RangeReader>,
-    container: Container,
-    name: String,
-    options: Options,
-    scratch: PathBuf,
-    mut visit: V,
-) -> Result<(), ExpandError>
-where
-    V: AsyncFnMut(Event) -> io::Result<()>,
-{
-    type Ack = std::sync::mpsc::Sender<io::Result<()>>;
-    let (events, mut received) = tokio::sync::mpsc::channel::<(Event, Ack)>(1);
-    let walker = std::thread::Builder::new()
-        .name("symdex-archive".into())
-        .spawn(move || {
-            expand(
-                &*reader,
-                container,
-                &name,
-                &options,
-                &scratch,
-                &mut |event| {
-                    let (ack, acked) = std::sync::mpsc::channel();
-                    let stopped = || io::Error::other("the archive's reader stopped");
-                    events.blocking_send((event, ack)).map_err(|_| stopped())?;
-                    acked.recv().map_err(|_| stopped())?
-                },
-            )
-        })?;
-    while let Some((entry, ack)) = received.recv().await {
-        let result = visit(entry).await;
-        let failed = result
-            .as_ref()
-            .err()
-            .map(|e| io::Error::new(e.kind(), e.to_string()));
-        let _ = ack.send(result);
-        if let Some(error) = failed {
-            drop(received);
-            let _ = walker.join();
-            return Err(error.into());
+/// at a time; the next entry is expanded only once the caller asks for it (the disk holds one).
+///
+/// ```ignore
+/// let mut walk = Walker::start(reader, container, name, options, scratch)?;
+/// while let Some(event) = walk.next().await { /* index it */ }
+/// walk.finish()?;
+/// ```
+/// Dropping a walker before its end stops the walk at its next entry.
+pub struct Walker {
+    received: tokio::sync::mpsc::Receiver<(Event, Ack)>,
+    /// The entry handed out last, acknowledged when the next one is asked for.
+    handed: Option<Ack>,
+    thread: Option<std::thread::JoinHandle<Result<(), ExpandError>>>,
+}
+
+type Ack = std::sync::mpsc::Sender<()>;
+
+impl Walker {
+    pub fn start(
+        reader: Arc<dyn RangeReader>,
+        container: Container,
+        name: String,
+        options: Options,
+        scratch: PathBuf,
+    ) -> io::Result<Walker> {
+        let (events, received) = tokio::sync::mpsc::channel::<(Event, Ack)>(1);
+        let thread = std::thread::Builder::new()
+            .name("symdex-archive".into())
+            .spawn(move || {
+                expand(
+                    &*reader,
+                    container,
+                    &name,
+                    &options,
+                    &scratch,
+                    &mut |event| {
+                        let (ack, acked) = std::sync::mpsc::channel();
+                        let stopped = || io::Error::other("the archive walk was stopped");
+                        events.blocking_send((event, ack)).map_err(|_| stopped())?;
+                        acked.recv().map_err(|_| stopped())
+                    },
+                )
+            })?;
+        Ok(Walker {
+            received,
+            handed: None,
+            thread: Some(thread),
+        })
+    }
+
+    /// The next entry (`None`: the walk is over; [`Walker::finish`] says how). The entry
+    /// handed out before is done with: its scratch file goes.
+    pub async fn next(&mut self) -> Option<Event> {
+        if let Some(ack) = self.handed.take() {
+            let _ = ack.send(());
+        }
+        let (event, ack) = self.received.recv().await?;
+        self.handed = Some(ack);
+        Some(event)
+    }
+
+    /// How the walk ended, once [`Walker::next`] returned `None`.
+    pub fn finish(mut self) -> Result<(), ExpandError> {
+        self.handed = None;
+        self.received.close();
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(io::Error::other("the archive walker panicked").into()),
+            None => Ok(()),
         }
     }
-    // The channel closed: the walker is done (or about to be), so joining does not wait.
-    walker
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("the archive walker panicked").into()))
 }
 
 /// A [`RangeReader`] that remembers whether reading the archive itself failed, so a parser's or
@@ -532,10 +556,16 @@ impl RangeReader for WatchedReader<'_> {
 /// the archive may be a ranged GET.
 const READ_AHEAD: usize = 1 << 20;
 
-/// The archive as a buffered `Read + Seek`.
+/// The archive as a buffered `Read + Seek`, for streams read from start to end.
 fn sequential<'r>(reader: &'r WatchedReader<'r>) -> Window<'r> {
+    windowed(reader, READ_AHEAD)
+}
+
+/// The archive as a `Read + Seek` reading `ahead` bytes at a time.
+fn windowed<'r>(reader: &'r WatchedReader<'r>, ahead: usize) -> Window<'r> {
     Window {
         reader,
+        ahead,
         pos: 0,
         start: 0,
         buf: Vec::new(),
@@ -547,6 +577,7 @@ fn sequential<'r>(reader: &'r WatchedReader<'r>) -> Window<'r> {
 /// which are usually in the window already.
 struct Window<'r> {
     reader: &'r dyn RangeReader,
+    ahead: usize,
     pos: u64,
     /// Archive offset of `buf[0]`.
     start: u64,
@@ -562,7 +593,7 @@ impl Read for Window<'_> {
                 return Ok(0);
             }
             // Large reads skip the window.
-            if out.len() >= READ_AHEAD {
+            if out.len() >= self.ahead {
                 let n = usize::try_from(size - self.pos)
                     .unwrap_or(usize::MAX)
                     .min(out.len());
@@ -570,7 +601,7 @@ impl Read for Window<'_> {
                 self.pos += n as u64;
                 return Ok(n);
             }
-            self.buf = read_up_to(self.reader, self.pos, READ_AHEAD)?;
+            self.buf = read_up_to(self.reader, self.pos, self.ahead)?;
             self.start = self.pos;
         }
         // pos is inside the window: start <= pos < start + len.
@@ -589,7 +620,7 @@ impl io::BufRead for Window<'_> {
             if self.pos >= self.reader.size() {
                 return Ok(&[]);
             }
-            self.buf = read_up_to(self.reader, self.pos, READ_AHEAD)?;
+            self.buf = read_up_to(self.reader, self.pos, self.ahead)?;
             self.start = self.pos;
         }
         Ok(&self.buf[(self.pos - self.start) as usize..])

@@ -52,6 +52,7 @@ fn expand_seen(bytes: &[u8], name: &str, options: Options) -> (Vec<Seen>, Result
                     entry,
                     offset,
                     size,
+                    ..
                 } => Seen::Stored(entry, offset, size),
                 Event::Skipped { entry, reason } => Seen::Skipped(entry, reason),
                 Event::Rejected { entry, reason } => Seen::Rejected(entry, reason),

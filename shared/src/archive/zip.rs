@@ -4,12 +4,18 @@
 use ::zip::result::ZipError;
 use ::zip::{CompressionMethod, ZipArchive};
 
-use super::{sequential, Event, ExpandError, Walk, WatchedReader};
+use super::{windowed, Event, ExpandError, Walk, WatchedReader};
 use crate::reader::RangeReader;
+
+/// Read-ahead of zip reads: the central directory in GETs of this size, and a deflated entry's
+/// data (whose large reads skip the window anyway).
+const ZIP_WINDOW: usize = 64 << 10;
 
 pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<(), ExpandError> {
     let bad = |e: ZipError| reader.classify("bad zip archive", e);
-    let mut archive = ZipArchive::new(sequential(reader)).map_err(bad)?;
+    // A zip is read where its directory and headers are, and its stored entries are not read
+    // at all (with ranges): a small window wastes little.
+    let mut archive = ZipArchive::new(windowed(reader, ZIP_WINDOW)).map_err(bad)?;
     for index in 0..archive.len() {
         let entry = archive.by_index_raw(index).map_err(bad)?;
         let name = entry.name().to_string();
@@ -27,7 +33,8 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
             walk.reject(&name, "an encrypted zip entry")?;
             continue;
         }
-        let (size, compressed) = (entry.size(), entry.compressed_size());
+        let (size, compressed, entry_crc32) =
+            (entry.size(), entry.compressed_size(), entry.crc32());
         if let Some(reason) = walk.over_limits(size, Some(compressed)) {
             walk.reject(&name, reason)?;
             continue;
@@ -47,10 +54,12 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
             }
             walk.expanded += size;
             let entry = walk.name(&name);
+            let crc32 = entry_crc32;
             (walk.visit)(Event::Stored {
                 entry,
                 offset,
                 size,
+                crc32,
             })?;
             continue;
         }

@@ -14,6 +14,7 @@ pub mod pe;
 pub mod perfmap;
 pub mod portable_pdb;
 pub mod source;
+pub mod sourcebundle;
 pub mod wasm;
 
 #[cfg(test)]
@@ -47,11 +48,14 @@ pub enum Format {
     Breakpad,
     Perfmap,
     Source,
+    /// A Sentry source bundle (the sources of one debug file).
+    #[serde(rename = "sourcebundle")]
+    SourceBundle,
 }
 
 impl Format {
     /// Every format, in declaration order.
-    pub const ALL: [Format; 10] = [
+    pub const ALL: [Format; 11] = [
         Format::Pe,
         Format::Pdb,
         Format::Pdz,
@@ -62,6 +66,7 @@ impl Format {
         Format::Breakpad,
         Format::Perfmap,
         Format::Source,
+        Format::SourceBundle,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +81,7 @@ impl Format {
             Format::Breakpad => "breakpad",
             Format::Perfmap => "perfmap",
             Format::Source => "source",
+            Format::SourceBundle => "sourcebundle",
         }
     }
 }
@@ -163,6 +169,9 @@ pub fn sniff(head: &[u8], reader: &dyn RangeReader) -> Result<Option<Format>, io
     if perfmap::is_perfmap(head) {
         return Ok(Some(Format::Perfmap));
     }
+    if head.starts_with(sourcebundle::MAGIC) {
+        return Ok(Some(Format::SourceBundle));
+    }
     Ok(None)
 }
 
@@ -184,6 +193,7 @@ pub fn identify(
         Some(Format::PortablePdb) => one(portable_pdb::identify(reader)),
         Some(Format::Breakpad) => one(breakpad::identify(&head)),
         Some(Format::Perfmap) => one(perfmap::identify(&head)),
+        Some(Format::SourceBundle) => one(sourcebundle::identify(reader)),
         Some(Format::Source) | None if options.as_source => one(source::identify(reader)),
         Some(Format::Source) | None => Err(FormatError::Unrecognized(describe_unknown(&head))),
     }

@@ -27,7 +27,25 @@ pub fn code_sym_name(code_file: &str) -> String {
     format!("{stem}.sym")
 }
 
+/// A source bundle's name in symbolicator's Breakpad-derived native lookup: the debug file
+/// without a trailing `.pdb` (only that suffix, case-sensitive, as symbolicator strips it),
+/// then `.src.zip` (`app.debug` → `app.debug.src.zip`).
+pub fn bundle_name(debug_file: &str) -> String {
+    let stem = debug_file.strip_suffix(".pdb").unwrap_or(debug_file);
+    format!("{stem}.src.zip")
+}
+
 pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
+    if id.format == Format::SourceBundle {
+        return match name {
+            Some(name) if !id.debug_id.is_nil() => vec![triple(
+                name.as_given(),
+                &id.debug_id.breakpad().to_string(),
+                &bundle_name(name.as_given()),
+            )],
+            _ => Vec::new(),
+        };
+    }
     if id.format != Format::Breakpad {
         return Vec::new();
     }

@@ -8,6 +8,17 @@ use crate::identity::Identity;
 /// ELF, and WASM modules (symbolicator's native lookup of a WASM code file, under either id
 /// form where they differ).
 pub fn keys(id: &Identity) -> Vec<String> {
+    // A source bundle of an ELF module: symbolicator's native lookup, `<gdb path>.src.zip`.
+    if id.format == Format::SourceBundle {
+        return id
+            .code_id
+            .as_ref()
+            .map(|c| c.as_str().to_ascii_lowercase())
+            .filter(|c| c.len() > 2)
+            .map(|c| format!("{}/{}.src.zip", &c[..2], &c[2..]))
+            .into_iter()
+            .collect();
+    }
     if !matches!(id.format, Format::Elf | Format::Wasm) {
         return Vec::new();
     }

@@ -5,7 +5,7 @@
 //! needs its two names to be equal, which regular expressions cannot say without
 //! back-references.
 
-use super::breakpad::{code_sym_name, sym_name};
+use super::breakpad::{bundle_name, code_sym_name, sym_name};
 use super::{Layout, Name};
 
 fn is_hex(s: &str, upper: bool) -> bool {
@@ -121,8 +121,22 @@ fn symstore_id(id: &str) -> bool {
             .is_some_and(|u| lower_hex_len(u, 32))
 }
 
+/// `<debug file>/<PDB id>/<stem>.src.zip`: a PE module's source bundle.
+fn bundle_key(key: &str) -> bool {
+    let mut parts = key.split('/');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(name), Some(id), Some(file), None) => {
+            valid_name(name)
+                && file == super::src_zip_name(name)
+                && id.len() > 32
+                && symstore_id(id)
+        }
+        _ => false,
+    }
+}
+
 fn symstore_key(key: &str) -> bool {
-    sym_key(key, true) || triple(key).is_some_and(|(_, id)| symstore_id(id))
+    sym_key(key, true) || triple(key).is_some_and(|(_, id)| symstore_id(id)) || bundle_key(key)
 }
 
 /// `<name>/<guid 32 lowercase hex><age hex>/msfz0/<name>`: a PDB in an MSFZ container.
@@ -176,7 +190,12 @@ pub fn is_valid_key(layout: Layout, key: &str) -> bool {
                     // By code file: `<code_file>/<CODE_ID uppercase>/<stem>.sym`.
                     let by_code_id =
                         sym == code_sym_name(name) && (8..=80).contains(&id.len()) && upper_hex(id);
-                    valid_name(name) && (by_debug_id || by_code_id)
+                    let bundle = sym == bundle_name(name)
+                        && id.len() > 32
+                        && id.is_char_boundary(32)
+                        && upper_hex(&id[..32])
+                        && lower_hex(&id[32..]);
+                    valid_name(name) && (by_debug_id || by_code_id || bundle)
                 }
                 _ => false,
             }
@@ -201,12 +220,18 @@ pub fn is_valid_key(layout: Layout, key: &str) -> bool {
             }
         }
         Layout::Gdb => {
-            let key = key.strip_suffix(".debug").unwrap_or(key);
+            let key = key
+                .strip_suffix(".debug")
+                .or_else(|| key.strip_suffix(".src.zip"))
+                .unwrap_or(key);
             key.split_once('/')
                 .is_some_and(|(head, rest)| lower_hex_len(head, 2) && lower_hex(rest))
         }
         Layout::Lldb => {
-            let key = key.strip_suffix(".app").unwrap_or(key);
+            let key = key
+                .strip_suffix(".app")
+                .or_else(|| key.strip_suffix(".src.zip"))
+                .unwrap_or(key);
             let parts: Vec<&str> = key.split('/').collect();
             parts.len() == 6
                 && parts[..5].iter().all(|p| p.len() == 4 && upper_hex(p))

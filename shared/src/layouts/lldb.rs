@@ -5,11 +5,18 @@ use crate::formats::Format;
 use crate::identity::{Identity, Kind};
 
 pub fn keys(id: &Identity) -> Vec<String> {
-    let Some(uuid) = id
-        .uuid
-        .as_deref()
-        .filter(|u| u.len() == 32 && id.format == Format::Macho)
-    else {
+    // A source bundle of a Mach-O module: symbolicator's native lookup, `<lldb path>.src.zip`,
+    // the UUID being the code id (or, without one, the debug id's).
+    let bundle_uuid = || match &id.code_id {
+        Some(code) => Some(code.as_str().to_ascii_lowercase()).filter(|c| c.len() == 32),
+        None => (!id.debug_id.is_nil()).then(|| id.debug_id.uuid().simple().to_string()),
+    };
+    let uuid = match id.format {
+        Format::Macho => id.uuid.clone().filter(|u| u.len() == 32),
+        Format::SourceBundle => bundle_uuid(),
+        _ => None,
+    };
+    let Some(uuid) = uuid.filter(|u| u.bytes().all(|b| b.is_ascii_hexdigit())) else {
         return Vec::new();
     };
     let u = uuid.to_ascii_uppercase();
@@ -22,7 +29,9 @@ pub fn keys(id: &Identity) -> Vec<String> {
         &u[16..20],
         &u[20..]
     );
-    let key = if id.kind == Kind::Debug {
+    let key = if id.format == Format::SourceBundle {
+        format!("{path}.src.zip")
+    } else if id.kind == Kind::Debug {
         path
     } else {
         format!("{path}.app")

@@ -194,6 +194,15 @@ pub(crate) fn triple(dir: &str, id: &str, file: &str) -> String {
 }
 
 /// GUID in .NET `ToString("N")` order (= the debug id's UUID as plain hex), lowercase.
+/// The name of a source bundle beside a debug file, as symbolicator requests it: the name
+/// cut at its last dot, then `.src.zip` (`foo.pdb` → `foo.src.zip`).
+pub(crate) fn src_zip_name(debug_file: &str) -> String {
+    let stem = debug_file
+        .rfind('.')
+        .map_or(debug_file, |dot| &debug_file[..dot]);
+    format!("{stem}.src.zip")
+}
+
 pub(crate) fn guid_hex(id: &DebugId) -> String {
     id.uuid().simple().to_string()
 }
@@ -277,8 +286,10 @@ pub fn keys_for(id: &Identity, name: &str, layouts: &[Layout]) -> KeySet {
     } else {
         id
     };
+    // A Breakpad file and a source bundle are keyed under the debug file they describe.
     let raw_name = match (id.format, id.debug_file.as_deref()) {
         (Format::Breakpad, Some(module_name)) => module_name,
+        (Format::SourceBundle, Some(debug_file)) => crate::identity::file_name_of(debug_file),
         _ => name,
     };
     let valid = Name::new(raw_name);

@@ -2,7 +2,7 @@
 //! given, plus the lowercase-name variants and the forms symbolicator sends (KEYS.md §4).
 
 use super::ssqp::{dwarf_sym_key, elf_sym_key};
-use super::{guid_hex, is_debug_file, triple, Name};
+use super::{guid_hex, is_debug_file, src_zip_name, triple, Name};
 use crate::formats::Format;
 use crate::identity::{Identity, Kind};
 
@@ -61,6 +61,23 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
                 } else {
                     both_cases(&mut keys, &format!("mach-uuid-{uuid}"));
                 }
+            }
+        }
+        // The source bundle of a PE module, beside its PDB: `foo.pdb/<GUID><age>/foo.src.zip`
+        // (and symbolicator's lowercase ssqp form).
+        Format::SourceBundle => {
+            let is_pdb = name.is_some_and(|n| n.lower().ends_with(".pdb"));
+            if let (Some(name), true, false) = (name, is_pdb, id.debug_id.is_nil()) {
+                let guid = guid_hex(&id.debug_id);
+                let age = id.debug_id.appendix();
+                let given = name.as_given();
+                keys.push(format!(
+                    "{given}/{}{age:x}/{}",
+                    guid.to_ascii_uppercase(),
+                    src_zip_name(given)
+                ));
+                let lower = name.lower();
+                keys.push(format!("{lower}/{guid}{age:X}/{}", src_zip_name(&lower)));
             }
         }
         // SymSrv requests no PDZ: only Microsoft.SymbolStore knows the container (ssqp).

@@ -41,6 +41,19 @@ fn unified_ids(id: &Identity) -> Vec<String> {
             .into_iter()
             .chain(id.build_id_payload.clone())
             .collect(),
+        // A source bundle is requested under the id of the module it belongs to, whose kind
+        // it does not record: the code id (ELF, Mach-O), the Breakpad id (PE), and for a
+        // Mach-O module without a code id its UUID.
+        Format::SourceBundle => {
+            let code_id = id.code_id.as_ref().map(|c| c.as_str().to_ascii_lowercase());
+            let uuid = (code_id.is_none() && !id.debug_id.is_nil() && id.debug_id.appendix() == 0)
+                .then(|| id.debug_id.uuid().simple().to_string());
+            code_id
+                .into_iter()
+                .chain(breakpad_id())
+                .chain(uuid)
+                .collect()
+        }
         // Sentry reads no PDZ.
         Format::Pdz | Format::Perfmap | Format::Source => Vec::new(),
     }
@@ -61,6 +74,7 @@ fn file_types(id: &Identity) -> Vec<&'static str> {
             }
             types
         }
+        Format::SourceBundle => vec!["sourcebundle"],
         Format::Pdz | Format::Perfmap | Format::Source => Vec::new(),
     }
 }
@@ -149,6 +163,59 @@ mod tests {
             keys(&macho(Kind::Debug)),
             ["49/7b72f6390a44fc878e5a2d63b6cc4b/debuginfo"]
         );
+    }
+
+    #[test]
+    fn source_bundles_go_where_symbolicator_asks_for_their_module() {
+        use crate::layouts::{keys_for, Layout};
+        let mut bundle = Identity::new(Format::SourceBundle, Kind::Source);
+        bundle.debug_id = "faa9207b-627f-3c60-4bae-ac1cd514e670".parse().unwrap();
+        bundle.code_id = Some(crate::identity::CodeId::new(
+            "7b20a9fa7f62603c4baeac1cd514e670d0b02ac1".into(),
+        ));
+        bundle.debug_file = Some("/build/app.debug".into());
+        let set = keys_for(&bundle, "app.src.zip", &Layout::ALL);
+        let keys = |layout| set.keys.get(&layout).cloned().unwrap_or_default();
+        assert_eq!(
+            keys(Layout::Unified),
+            [
+                "7b/20a9fa7f62603c4baeac1cd514e670d0b02ac1/sourcebundle",
+                "fa/a9207b627f3c604baeac1cd514e6700/sourcebundle"
+            ]
+        );
+        assert_eq!(
+            keys(Layout::Gdb),
+            ["7b/20a9fa7f62603c4baeac1cd514e670d0b02ac1.src.zip"]
+        );
+        assert_eq!(
+            keys(Layout::Breakpad),
+            ["app.debug/FAA9207B627F3C604BAEAC1CD514E6700/app.debug.src.zip"]
+        );
+        assert!(keys(Layout::Symstore).is_empty(), "not a PDB's bundle");
+        assert!(
+            keys(Layout::Lldb).is_empty(),
+            "a 20-byte code id is no UUID"
+        );
+        assert!(set.rejected.is_empty(), "{:?}", set.rejected);
+
+        // A PE module's bundle: beside its PDB, and by Breakpad id.
+        let mut pe = Identity::new(Format::SourceBundle, Kind::Source);
+        pe.debug_id = pdb(0x1b).debug_id;
+        pe.debug_file = Some(r"C:\out\Foo.pdb".into());
+        let set = keys_for(&pe, "Foo.src.zip", &Layout::ALL);
+        let keys = |layout| set.keys.get(&layout).cloned().unwrap_or_default();
+        assert_eq!(
+            keys(Layout::Symstore),
+            [
+                "Foo.pdb/497B72F6390A44FC878E5A2D63B6CC4B1b/Foo.src.zip",
+                "foo.pdb/497b72f6390a44fc878e5a2d63b6cc4b1B/foo.src.zip"
+            ]
+        );
+        assert_eq!(
+            keys(Layout::Unified),
+            ["49/7b72f6390a44fc878e5a2d63b6cc4b1b/sourcebundle"]
+        );
+        assert!(set.rejected.is_empty(), "{:?}", set.rejected);
     }
 
     #[test]

@@ -305,7 +305,7 @@ impl LocalStore {
                     }
                 }
             }
-            CopySource::Object { bucket, key, .. } => {
+            CopySource::Object { bucket, key, .. } | CopySource::Range { bucket, key, .. } => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     format!("a local store cannot copy from s3://{bucket}/{key}"),

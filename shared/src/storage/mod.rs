@@ -113,6 +113,16 @@ pub enum CopySource<'a> {
         size: u64,
         etag: &'a str,
     },
+    /// `size` bytes at `offset` of another bucket's object (an archive entry stored
+    /// uncompressed), copied server-side by ranged part copies; `etag` is its content identity.
+    Range {
+        bucket: &'a str,
+        key: &'a str,
+        version_id: Option<&'a str>,
+        offset: u64,
+        size: u64,
+        etag: &'a str,
+    },
 }
 
 /// What every storage call returns: a future, so the Lambda runs its pipeline on the async

@@ -28,6 +28,9 @@ pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 5 * 1024 * 1024 * 1024;
 /// S3 allows at most this many parts per multipart upload.
 const MAX_PARTS: u64 = 10_000;
 const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+/// Files (expanded archive entries) up to this size are one PUT; larger ones are uploaded in
+/// parts of at least this size, one part in memory at a time.
+pub const UPLOAD_PART_SIZE: u64 = 16 * 1024 * 1024;
 /// Ranged reads fetch whole blocks of this size, so neighbouring small reads cost one GET.
 pub const BLOCK_SIZE: u64 = 32 * 1024;
 /// Metadata key holding the content identity (the source's ETag) of a copied object, so a
@@ -178,14 +181,124 @@ impl S3Store {
         version_id: Option<&str>,
         size: u64,
     ) -> S3Object {
+        self.open_object_range(bucket, key, version_id, 0, size)
+    }
+
+    /// `size` bytes at `offset` of an object (an archive entry stored uncompressed), read as
+    /// if they were an object of their own.
+    pub fn open_object_range(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+        offset: u64,
+        size: u64,
+    ) -> S3Object {
         S3Object {
             client: self.client.clone(),
             bucket: bucket.to_string(),
             key: key.to_string(),
             version_id: version_id.map(str::to_string),
+            offset,
             size,
             stats: self.stats.clone(),
         }
+    }
+
+    /// Writes a local file (an expanded archive entry) under `key`, its SHA-1 as its content
+    /// identity (as a local store has it): one PUT up to [`UPLOAD_PART_SIZE`], else a multipart
+    /// upload read part by part, so memory holds one part, never the file.
+    async fn put_file(&self, key: &str, path: &std::path::Path) -> StorageResult<ObjectInfo> {
+        use tokio::io::AsyncReadExt;
+        check_key(key)?;
+        let size = tokio::fs::metadata(path).await?.len();
+        let sha1 = {
+            let mut file = tokio::fs::File::open(path).await?;
+            let mut hasher = sha1_smol::Sha1::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = file.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                hasher.update(&buf[..n]);
+            }
+            hasher.digest().to_string()
+        };
+        if size <= UPLOAD_PART_SIZE {
+            let bytes = tokio::fs::read(path).await?;
+            return self.put_now(key, &bytes, Some(&sha1)).await;
+        }
+        let part_size = size.div_ceil(MAX_PARTS).max(UPLOAD_PART_SIZE);
+        let upload = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .metadata(CONTENT_ETAG_META, &sha1)
+            .content_type("application/octet-stream")
+            .send()
+            .await
+            .map_err(|e| sdk_err("CreateMultipartUpload", e))?;
+        let upload_id = upload.upload_id().unwrap_or_default().to_string();
+        let result = async {
+            let mut file = tokio::fs::File::open(path).await?;
+            let mut parts = Vec::new();
+            let mut number = 1i32;
+            let mut left = size;
+            while left > 0 {
+                let len = part_size.min(left);
+                let mut part = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+                file.read_exact(&mut part).await?;
+                left -= len;
+                let out = self
+                    .client
+                    .upload_part()
+                    .bucket(&self.bucket)
+                    .key(key)
+                    .upload_id(&upload_id)
+                    .part_number(number)
+                    .body(ByteStream::from(part))
+                    .send()
+                    .await
+                    .map_err(|e| sdk_err("UploadPart", e))?;
+                self.stats.puts.fetch_add(1, Ordering::Relaxed);
+                parts.push(
+                    CompletedPart::builder()
+                        .part_number(number)
+                        .e_tag(out.e_tag().unwrap_or_default())
+                        .build(),
+                );
+                number += 1;
+            }
+            self.client
+                .complete_multipart_upload()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .multipart_upload(
+                    CompletedMultipartUpload::builder()
+                        .set_parts(Some(parts))
+                        .build(),
+                )
+                .send()
+                .await
+                .map_err(|e| sdk_err("CompleteMultipartUpload", e))?;
+            Ok::<_, StorageError>(())
+        }
+        .await;
+        if let Err(e) = result {
+            let _ = self
+                .client
+                .abort_multipart_upload()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .send()
+                .await;
+            return Err(e);
+        }
+        Ok(ObjectInfo { size, etag: sha1 })
     }
 
     /// HEAD of any object: size, ETag and user metadata.
@@ -258,10 +371,13 @@ impl S3Store {
         Ok(())
     }
 
+    /// Copies `size` bytes at `offset` of `copy_source` part by part (UploadPartCopy with
+    /// `x-amz-copy-source-range`): a whole large object, or one range of it.
     async fn copy_multipart(
         &self,
         copy_source: &str,
         key: &str,
+        offset: u64,
         size: u64,
         etag: &str,
     ) -> StorageResult<()> {
@@ -286,6 +402,7 @@ impl S3Store {
             let mut number = 1i32;
             while start < size {
                 let end = (start + part_size).min(size) - 1;
+                let (first, last) = (offset + start, offset + end);
                 let out = self
                     .client
                     .upload_part_copy()
@@ -294,7 +411,7 @@ impl S3Store {
                     .upload_id(&upload_id)
                     .part_number(number)
                     .copy_source(copy_source)
-                    .copy_source_range(format!("bytes={start}-{end}"))
+                    .copy_source_range(format!("bytes={first}-{last}"))
                     .send()
                     .await
                     .map_err(|e| sdk_err("UploadPartCopy", e))?;
@@ -512,9 +629,25 @@ impl S3Store {
                     .ok_or_else(|| StorageError::NotFound(format!("s3://{}/{src}", self.bucket)))?;
                 (self.bucket.as_str(), src, None, info)
             }
-            CopySource::File(path) => {
-                let bytes = tokio::fs::read(path).await?;
-                return self.put_now(key, &bytes, None).await;
+            CopySource::File(path) => return self.put_file(key, path).await,
+            CopySource::Range {
+                bucket,
+                key: src_key,
+                version_id,
+                offset,
+                size,
+                etag,
+            } => {
+                if size == 0 {
+                    return self.put_now(key, &[], Some(etag)).await;
+                }
+                let header = copy_source_header(bucket, src_key, version_id);
+                self.copy_multipart(&header, key, offset, size, etag)
+                    .await?;
+                return Ok(ObjectInfo {
+                    size,
+                    etag: etag.to_string(),
+                });
             }
             // Generated content carries its SHA-1 as its identity, as in a local store.
             CopySource::Bytes(bytes) => {
@@ -524,7 +657,7 @@ impl S3Store {
         };
         let header = copy_source_header(bucket, src_key, version);
         if info.size >= self.multipart_threshold {
-            self.copy_multipart(&header, key, info.size, &info.etag)
+            self.copy_multipart(&header, key, 0, info.size, &info.etag)
                 .await?;
         } else {
             self.copy_single(&header, key, &info.etag).await?;
@@ -610,11 +743,14 @@ impl Storage for S3Store {
 
 /// One S3 object read by ranges of whole [`BLOCK_SIZE`] blocks (one GET per run of missing
 /// blocks).
+#[derive(Clone)]
 pub struct S3Object {
     client: Client,
     bucket: String,
     key: String,
     version_id: Option<String>,
+    /// Where this object's bytes start in the S3 object (a range of it: an archive entry).
+    offset: u64,
     size: u64,
     stats: Arc<S3Stats>,
 }
@@ -629,13 +765,20 @@ impl S3Object {
     async fn fetch(&self, first: u64, last: u64) -> StorageResult<Vec<u8>> {
         let start = first * BLOCK_SIZE;
         let end = ((last + 1) * BLOCK_SIZE).min(self.size) - 1;
+        let bytes = self.fetch_range(start, end).await?;
+        Ok(bytes)
+    }
+
+    /// Bytes `start..=end` of this object (relative to its range), one GET.
+    async fn fetch_range(&self, start: u64, end: u64) -> StorageResult<Vec<u8>> {
+        let (first, last) = (self.offset + start, self.offset + end);
         let out = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(&self.key)
             .set_version_id(self.version_id.clone())
-            .range(format!("bytes={start}-{end}"))
+            .range(format!("bytes={first}-{last}"))
             .send()
             .await
             .map_err(|e| sdk_err("GetObject (range)", e))?;
@@ -697,6 +840,51 @@ impl S3Object {
         Err(StorageError::TooLarge(format!(
             "identification did not settle in {MAX_PASSES} rounds of reads"
         )))
+    }
+}
+
+impl S3Object {
+    /// This object as a synchronous [`RangeReader`] for a thread outside the runtime (the
+    /// archive walker: decoders are synchronous), each read one ranged GET run on `handle`.
+    pub fn blocking(self, handle: tokio::runtime::Handle) -> BlockingObject {
+        BlockingObject {
+            object: self,
+            handle,
+        }
+    }
+}
+
+/// See [`S3Object::blocking`]. Callers read in large windows (the archive layer reads ahead a
+/// MiB at a time), so a GET per read is cheap enough. Never used on a runtime thread:
+/// `Handle::block_on` there would panic.
+pub struct BlockingObject {
+    object: S3Object,
+    handle: tokio::runtime::Handle,
+}
+
+impl RangeReader for BlockingObject {
+    fn size(&self) -> u64 {
+        self.object.size
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|end| *end <= self.object.size)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "read past the end of the object",
+                )
+            })?;
+        let bytes = self
+            .handle
+            .block_on(self.object.fetch_range(offset, end - 1))?;
+        buf.copy_from_slice(&bytes);
+        Ok(())
     }
 }
 

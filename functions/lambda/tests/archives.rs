@@ -1,0 +1,244 @@
+//! Archives dropped into the ingest bucket, delivered as real S3 -> SQS notifications from
+//! moto_server: every entry publishes what the same file publishes uploaded loose, deleting
+//! the archive unpublishes its entries, a stored zip entry reaches the serving bucket without
+//! its bytes passing through the function, and debuginfod-find fetches a debug file that
+//! arrived in a tarball; a Sentry source bundle is published where symbolicator looks.
+
+#[path = "support/checks.rs"]
+mod checks;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::Value;
+use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use symdex_lambda::{handle_indexer, handle_remover, Context};
+
+async fn context(stack: &Stack) -> Arc<Context> {
+    Arc::new(Context::new(config(&[]), stack.moto.s3().await))
+}
+
+fn run(dir: &Path, script: &str) {
+    let status = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{script}");
+}
+
+/// Uploads `path` as `key` and runs the indexer on its notification.
+async fn index(stack: &Stack, ctx: &Arc<Context>, key: &str, path: &Path) -> Value {
+    stack.upload(key, path).await;
+    let created = stack.receive(1).await;
+    handle_indexer(ctx, sqs_event(&created, &stack.queue_arn))
+        .await
+        .unwrap()
+}
+
+/// Deletes `key` from the ingest bucket and runs the remover on its notification.
+async fn remove(stack: &Stack, ctx: &Arc<Context>, key: &str) {
+    stack
+        .s3
+        .delete_object()
+        .bucket(INGEST)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    let removed = stack.receive(1).await;
+    let response = handle_remover(ctx, sqs_event(&removed, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+}
+
+/// Published keys and bytes, SymStore's store-level marker left out.
+async fn published(stack: &Stack) -> BTreeMap<String, Vec<u8>> {
+    let mut keys = checks::published(stack, SERVING).await;
+    keys.retain(|k, _| !k.starts_with("index2/"));
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_archive_shape_publishes_what_its_files_publish_loose_and_is_removed_whole() {
+    let stack = Stack::new().await;
+    let ctx = context(&stack).await;
+    let fx = Fixtures::build();
+    let dir = fx.dir.path();
+    run(dir, "mkdir out && cp app.debug app.stripped out/");
+    // The same files uploaded loose: what every shape must publish.
+    index(&stack, &ctx, "loose/app.debug", &fx.path("app.debug")).await;
+    index(&stack, &ctx, "loose/app.stripped", &fx.path("app.stripped")).await;
+    let pair = published(&stack).await;
+    assert!(pair.contains_key(&format!("buildid/{}/debuginfo", fx.build_id())));
+    remove(&stack, &ctx, "loose/app.debug").await;
+    let stripped_only = published(&stack).await;
+    remove(&stack, &ctx, "loose/app.stripped").await;
+    assert!(published(&stack).await.is_empty());
+    index(&stack, &ctx, "loose/app.debug", &fx.path("app.debug")).await;
+    let debug_only = published(&stack).await;
+    remove(&stack, &ctx, "loose/app.debug").await;
+
+    run(
+        dir,
+        "zip -q -0 -r stored.zip out && zip -q -9 -r deflated.zip out && cp deflated.zip syms.nupkg \
+         && tar -czf out.tar.gz out && tar --zstd -cf out.tar.zst out && tar -cJf out.tar.xz out \
+         && tar -cjf out.tar.bz2 out && gzip -c app.debug > app.debug.gz \
+         && zstd -q -c app.stripped > app.stripped.zst && gcab -c -n -z app.debu_ app.debug",
+    );
+    for (shape, expected) in [
+        ("stored.zip", &pair),
+        ("deflated.zip", &pair),
+        ("syms.nupkg", &pair),
+        ("out.tar.gz", &pair),
+        ("out.tar.zst", &pair),
+        ("out.tar.xz", &pair),
+        ("out.tar.bz2", &pair),
+        ("app.debug.gz", &debug_only),
+        ("app.stripped.zst", &stripped_only),
+        ("app.debu_", &debug_only),
+    ] {
+        let key = format!("ci/{shape}");
+        let response = index(&stack, &ctx, &key, &fx.path(shape)).await;
+        assert_eq!(
+            response["batchItemFailures"],
+            serde_json::json!([]),
+            "{shape}"
+        );
+        let got = published(&stack).await;
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            expected.keys().collect::<Vec<_>>(),
+            "{shape}"
+        );
+        assert!(got == *expected, "{shape}: contents differ");
+        let (problems, _) = checks::audited(&stack, SERVING).await;
+        assert!(problems.is_empty(), "{shape}: {problems:?}");
+        // Deleting the archive unpublishes every key only its entries referenced.
+        remove(&stack, &ctx, &key).await;
+        assert!(published(&stack).await.is_empty(), "{shape}: keys left");
+    }
+    // Each entry has its own records: the archive's key and the path inside it.
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let entries: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["ingest_key"] == "ci/out.tar.zst" && r["action"] == "indexed")
+        .collect();
+    let mut paths: Vec<&str> = entries
+        .iter()
+        .map(|r| r["entry"].as_str().unwrap())
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["out/app.debug", "out/app.stripped"]);
+    let skipped = records
+        .iter()
+        .find(|r| r["ingest_key"] == "ci/stored.zip" && r["action"] == "skipped");
+    assert!(skipped.is_none(), "the zips hold only artifacts");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_zip_entry_is_copied_server_side_not_through_the_function() {
+    let stack = Stack::new().await;
+    let ctx = context(&stack).await;
+    let fx = Fixtures::build();
+    // A debug file of 6 MiB (zeros after its own bytes still identify), stored uncompressed.
+    let mut big = std::fs::read(fx.path("app.debug")).unwrap();
+    big.resize(6 << 20, 0);
+    std::fs::write(fx.path("big.debug"), &big).unwrap();
+    run(fx.dir.path(), "zip -q -0 big.zip big.debug");
+    let before = ctx.store.stats().range_bytes() + ctx.store.stats().get_bytes();
+    index(&stack, &ctx, "ci/big.zip", &fx.path("big.zip")).await;
+    let read = ctx.store.stats().range_bytes() + ctx.store.stats().get_bytes() - before;
+    let key = format!("buildid/{}/debuginfo", fx.build_id());
+    let got = stack.objects(SERVING, &key).await;
+    assert_eq!(got.len(), 1);
+    assert!(got[0].1 == big, "the published entry is the file");
+    assert!(
+        read < 1 << 20,
+        "the function read {read} bytes of a {} byte entry",
+        big.len()
+    );
+    assert!(
+        ctx.store.stats().part_copies() >= 1,
+        "copied by ranged part copies"
+    );
+}
+
+/// The serving bucket readable anonymously, as a static website origin is.
+async fn public_read(stack: &Stack) {
+    let policy = serde_json::json!({
+        "Version": "2012-10-17",
+        "Statement": [{
+            "Effect": "Allow",
+            "Principal": "*",
+            "Action": "s3:GetObject",
+            "Resource": format!("arn:aws:s3:::{SERVING}/*"),
+        }]
+    });
+    stack
+        .s3
+        .put_bucket_policy()
+        .bucket(SERVING)
+        .policy(policy.to_string())
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
+    let stack = Stack::new().await;
+    let ctx = context(&stack).await;
+    let fx = Fixtures::build();
+    run(
+        fx.dir.path(),
+        "tar -cJf syms.tar.xz app.debug app.stripped notes.txt",
+    );
+    let response = index(&stack, &ctx, "ci/syms.tar.xz", &fx.path("syms.tar.xz")).await;
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    public_read(&stack).await;
+    // moto serves the bucket over plain HTTP (anonymous reads allowed by the bucket policy):
+    // the static store a client reads.
+    let out = Command::new("debuginfod-find")
+        .args(["debuginfo", &fx.build_id()])
+        .env(
+            "DEBUGINFOD_URLS",
+            format!("{}/{SERVING}", stack.moto.endpoint),
+        )
+        .env("DEBUGINFOD_CACHE_PATH", fx.path("cache"))
+        .output()
+        .expect("debuginfod-find (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        std::fs::read(fetched.trim()).unwrap(),
+        std::fs::read(fx.path("app.debug")).unwrap()
+    );
+    // A Sentry source bundle (sentry-cli, from the program's DWARF) lands where symbolicator
+    // looks for the module's sources.
+    run(
+        fx.dir.path(),
+        "sentry-cli debug-files bundle-sources app.debug >/dev/null",
+    );
+    index(&stack, &ctx, "ci/app.src.zip", &fx.path("app.src.zip")).await;
+    let id = fx.build_id();
+    let key = format!("unified/{}/{}/sourcebundle", &id[..2], &id[2..]);
+    let got = published(&stack).await;
+    assert!(
+        got.get(&key) == Some(&std::fs::read(fx.path("app.src.zip")).unwrap()),
+        "{key}"
+    );
+    // The text file in the tarball is recorded as skipped, with the archive and its path.
+    let records = checks::manifest_records(&stack, SERVING).await;
+    assert!(records
+        .iter()
+        .any(|r| r["entry"] == "notes.txt" && r["action"] == "skipped"));
+}
