@@ -2,6 +2,9 @@
 //! (moto_server), indexed by the Lambda handler with ranged reads and server-side copies, beside
 //! a naive indexer that downloads every object whole, in the same run. Prints figures only.
 //!
+//! Then the same files packed into archives (zip deflated, zip stored, tar.zst), each indexed
+//! entry by entry: entries/s, MB/s expanded, bytes the function read.
+//!
 //! Usage: bench_indexer DIR [COUNT]   (DIR: artifacts to upload, repeated up to COUNT objects)
 
 #[path = "../tests/support/fault_proxy.rs"]
@@ -181,6 +184,8 @@ async fn main() {
         );
     }
 
+    bench_archives(&stack, &dir, &sources).await;
+
     // Naive: download every object whole, then identify it from memory.
     let started = Instant::now();
     let mut naive_bytes = 0u64;
@@ -219,4 +224,79 @@ async fn main() {
         max_read.0,
         max_read.1
     );
+}
+
+/// The corpus packed as one archive per shape (with the real tools), each uploaded and indexed
+/// by the handler into a bucket of its own.
+async fn bench_archives(stack: &Stack, dir: &Path, sources: &[PathBuf]) {
+    let work = tempfile::tempdir().unwrap();
+    let list = work.path().join("files.txt");
+    let names: Vec<String> = sources
+        .iter()
+        .map(|p| p.strip_prefix(dir).unwrap().display().to_string())
+        .collect();
+    std::fs::write(&list, names.join("\n")).unwrap();
+    let expanded: u64 = sources
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    println!(
+        "archives ({} entries, {:.1} MiB expanded), one invocation each:",
+        sources.len(),
+        expanded as f64 / (1 << 20) as f64
+    );
+    for (shape, file, command) in [
+        (
+            "zip (deflated)",
+            "deflated.zip",
+            "zip -q -6 -@ {out} < {list}",
+        ),
+        ("zip (stored)", "stored.zip", "zip -q -0 -@ {out} < {list}"),
+        (
+            "tar.zst",
+            "corpus.tar.zst",
+            "tar --zstd -cf {out} -T {list}",
+        ),
+    ] {
+        let out = work.path().join(file);
+        let script = command
+            .replace("{out}", &out.display().to_string())
+            .replace("{list}", &list.display().to_string());
+        let status = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success(), "{script}");
+        let key = format!("archives/{}", out.file_name().unwrap().to_string_lossy());
+        stack.upload(&key, &out).await;
+        stack.drain().await;
+        let bucket = format!("bench-archive-{}", file.replace('.', "-"));
+        stack
+            .s3
+            .create_bucket()
+            .bucket(&bucket)
+            .send()
+            .await
+            .unwrap();
+        let ctx = Arc::new(symdex_lambda::Context::new(
+            config(&[("SYMDEX_SERVING_BUCKET", bucket.as_str())]),
+            stack.moto.s3().await,
+        ));
+        let event = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(&key)}}}]});
+        let started = Instant::now();
+        symdex_lambda::handle_indexer(&ctx, event).await.unwrap();
+        let secs = started.elapsed().as_secs_f64();
+        let stats = ctx.store.stats();
+        let size = std::fs::metadata(&out).unwrap().len();
+        println!(
+            "  {shape:<15}: {:8.1} entries/s  {:7.1} MB/s expanded  archive {} bytes, read by the function {} bytes, {} part copies",
+            sources.len() as f64 / secs,
+            expanded as f64 / 1e6 / secs,
+            size,
+            stats.range_bytes(),
+            stats.part_copies()
+        );
+    }
 }

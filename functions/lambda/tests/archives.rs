@@ -242,3 +242,73 @@ async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
         .iter()
         .any(|r| r["entry"] == "notes.txt" && r["action"] == "skipped"));
 }
+
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archive_cut_off_at_every_step_converges_when_redelivered() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    // A stored entry (ranged part copy), a deflated one (expanded) and a text file (skipped).
+    run(
+        fx.dir.path(),
+        "zip -q -0 build.zip app.debug && zip -q -9 build.zip app.stripped notes.txt",
+    );
+    stack.upload("ci/build.zip", &fx.path("build.zip")).await;
+    let created = stack.receive(1).await;
+    let event = sqs_event(&created, &stack.queue_arn);
+
+    // Run k dies after k S3 requests (one attempt each, so the cut is exactly there); the
+    // message is redelivered until a run finishes.
+    let proxy = fault_proxy::FaultProxy::start(&stack.moto.endpoint, 0, 11).await;
+    let dying = Arc::new(Context::new(
+        config(&[]),
+        stack.moto.s3_via_with(&proxy.endpoint, 1).await,
+    ));
+    let mut died = 0;
+    let mut finished = false;
+    for cut in 1..3000 {
+        proxy.faults.cut_after(cut);
+        match handle_indexer(&dying, event.clone()).await {
+            Ok(answer) if answer["batchItemFailures"] == serde_json::json!([]) => {
+                finished = true;
+                break;
+            }
+            _ => died += 1,
+        }
+    }
+    assert!(finished, "no run finished");
+    assert!(
+        died >= 20,
+        "only {died} runs died: the cuts missed most steps"
+    );
+
+    let id = fx.build_id();
+    let got = published(&stack).await;
+    assert_eq!(
+        got.get(&format!("buildid/{id}/debuginfo")),
+        Some(&std::fs::read(fx.path("app.debug")).unwrap())
+    );
+    assert_eq!(
+        got.get(&format!("buildid/{id}/executable")),
+        Some(&std::fs::read(fx.path("app.stripped")).unwrap())
+    );
+    let (problems, _) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    // Both entries' uploads are complete, and each reached the manifest at least once.
+    let uploads = stack.objects(SERVING, "_symdex/uploads/").await;
+    assert_eq!(uploads.len(), 2);
+    for (_, body) in &uploads {
+        let upload: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(upload["state"], "indexed", "{upload}");
+        assert_eq!(upload["source"], format!("s3://{INGEST}/ci/build.zip"));
+    }
+    let records = checks::manifest_records(&stack, SERVING).await;
+    for entry in ["app.debug", "app.stripped", "notes.txt"] {
+        assert!(
+            records.iter().any(|r| r["entry"] == entry),
+            "no record of {entry}"
+        );
+    }
+}
