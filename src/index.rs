@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use symdex_shared::archive::{self, Event, ExpandError, Expanded};
+use symdex_shared::archive::{self, Event, ExpandError};
 use symdex_shared::identity::file_name_of;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
     default_prefixes, Config, EntryOf, Indexed, Indexer, Summary, Upload,
 };
-use symdex_shared::reader::{FileReader, MemReader, RangeReader};
+use symdex_shared::reader::{FileReader, RangeReader};
 use symdex_shared::refs::LeasePolicy;
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
@@ -411,18 +411,10 @@ async fn index_archive(
                 size,
                 sha1,
             } => {
-                let (source, reader): (_, Box<dyn RangeReader>) = match &data {
-                    Expanded::Bytes(bytes) => (
-                        CopySource::Bytes(bytes),
-                        Box::new(MemReader(bytes.as_slice())),
-                    ),
-                    Expanded::File(file) => {
-                        (CopySource::File(file), Box::new(FileReader::open(file)?))
-                    }
-                };
+                let reader = data.reader()?;
                 let upload = Upload {
                     id: upload_id("file", &format!("{shown}!/{entry}"), &sha1, meta),
-                    source,
+                    source: data.copy_source(),
                     ingest_bucket: None,
                     ingest_key: shown.clone(),
                     entry: Some(EntryOf {

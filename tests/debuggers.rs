@@ -282,3 +282,63 @@ fn report_misses_lists_what_debuginfod_find_did_not_get() {
     assert_eq!(rows[0]["name"], "debuginfo");
     assert_eq!(rows[0]["requests"], 2, "asked twice");
 }
+
+#[test]
+fn debuginfod_find_gets_a_section_without_the_whole_debug_file() {
+    let (w, _open, build_id) = setup();
+    let log = w.path("access.jsonl");
+    let server = Server::start_with(
+        &w.path("store"),
+        &["--access-log", log.to_str().unwrap()],
+        None,
+    );
+    w.run(
+        "objcopy",
+        &[
+            "--dump-section",
+            ".debug_line=line.bin",
+            "app.debug",
+            "scratch.o",
+        ],
+    );
+    let mut cmd = client("debuginfod-find", &w, &server);
+    cmd.args(["section", &build_id, ".debug_line"]);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        std::fs::read(fetched.trim()).unwrap(),
+        std::fs::read(w.path("line.bin")).unwrap(),
+        "the section, byte for byte"
+    );
+    // Served on its own: the client asked for the section and nothing else (it falls back to
+    // downloading the debug file when a server has no section).
+    let text = std::fs::read_to_string(&log).unwrap();
+    let paths: Vec<String> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["path"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(paths, [format!("/buildid/{build_id}/section/.debug_line")]);
+    let served: u64 = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["bytes"]
+                .as_u64()
+                .unwrap_or(0)
+        })
+        .sum();
+    let whole = std::fs::metadata(w.path("app.debug")).unwrap().len();
+    assert!(
+        served > 0 && served < whole,
+        "served {served} bytes of a {whole} byte debug file"
+    );
+}

@@ -383,3 +383,126 @@ fn a_deleted_pdb_is_not_used_as_an_alias_source() {
     assert!(store.join("symbols/Lib.PDB").is_dir());
     verify_clean(&store);
 }
+
+/// Bytes a store holds for its published keys, each file counted once however many names
+/// (hard links) it has; and the number of names.
+fn stored_bytes(store: &Path) -> (u64, usize) {
+    use std::os::unix::fs::MetadataExt;
+    let mut inodes = std::collections::BTreeSet::new();
+    let mut bytes = 0;
+    let mut names = 0;
+    for e in walkdir::WalkDir::new(store)
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        let key = e
+            .path()
+            .strip_prefix(store)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if !e.file_type().is_file() || key.starts_with("_symdex/") || key.starts_with("_manifest/")
+        {
+            continue;
+        }
+        names += 1;
+        let meta = e.metadata().unwrap();
+        if inodes.insert((meta.dev(), meta.ino())) {
+            bytes += meta.len();
+        }
+    }
+    (bytes, names)
+}
+
+#[test]
+fn each_artifact_is_stored_once_under_all_its_names() {
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x + 11");
+    std::fs::write(w.path("src.cpp"), common::SOURCE_CPP).unwrap();
+    build_pe_and_pdb(&w, "lib.pdb", "lib.dll");
+    let inputs = ["out/app.debug", "out/app.stripped", "lib.pdb", "lib.dll"];
+    let input_bytes: u64 = inputs
+        .iter()
+        .map(|f| std::fs::metadata(w.path(f)).unwrap().len())
+        .sum();
+    let store = w.path("store");
+    let args: Vec<String> = inputs
+        .iter()
+        .map(|f| w.path(f).to_string_lossy().into_owned())
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    index(&store, &args);
+    let (bytes, names) = stored_bytes(&store);
+    let ratio = bytes as f64 / input_bytes as f64;
+    assert!(names > 4 * inputs.len(), "{names} names");
+    assert!(
+        ratio <= 1.05,
+        "the store holds {bytes} bytes for {input_bytes} input bytes ({ratio:.2}x) under {names} names"
+    );
+    // Any static file server over the directory serves every name: they are plain files.
+    let key = format!("gdb/{}/{}.debug", &BID_HEX[..2], &BID_HEX[2..]);
+    assert_eq!(
+        std::fs::read(store.join(&key)).unwrap(),
+        std::fs::read(w.path("out/app.debug")).unwrap()
+    );
+    // Deleting one upload unlinks its names, never the bytes another name still needs.
+    ok(symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(w.path("out/app.debug"))
+        .output()
+        .unwrap());
+    assert!(!store.join(&key).exists());
+    assert_eq!(
+        std::fs::read(store.join(format!("buildid/{BID_HEX}/executable"))).unwrap(),
+        std::fs::read(w.path("out/app.stripped")).unwrap()
+    );
+    verify_clean(&store);
+}
+
+#[test]
+fn a_reindex_of_an_unchanged_store_writes_only_its_manifest() {
+    use std::os::unix::fs::MetadataExt;
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x + 12");
+    std::fs::write(w.path("src.cpp"), common::SOURCE_CPP).unwrap();
+    build_pe_and_pdb(&w, "out/lib.pdb", "out/lib.dll");
+    let store = w.path("store");
+    let out = w.path("out");
+    index(&store, &[out.to_str().unwrap(), "--build", "r"]);
+    // Every file with its inode: a rewrite (temporary file renamed over) changes it.
+    let files = || -> BTreeMap<String, u64> {
+        walkdir::WalkDir::new(&store)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                let key = e
+                    .path()
+                    .strip_prefix(&store)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                (key, e.metadata().unwrap().ino())
+            })
+            .collect()
+    };
+    let before = files();
+    let text = index(&store, &[out.to_str().unwrap(), "--build", "r"]);
+    assert!(
+        text.contains("0 published") && text.contains("4 unchanged"),
+        "{text}"
+    );
+    let after = files();
+    let changed: Vec<&String> = after
+        .iter()
+        .filter(|(k, ino)| before.get(*k) != Some(ino))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        changed.iter().all(|k| k.starts_with("_manifest/")) && changed.len() == 1,
+        "re-index wrote {changed:?}"
+    );
+    verify_clean(&store);
+}

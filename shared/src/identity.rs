@@ -75,6 +75,17 @@ pub struct PerfmapInfo {
     pub path: Option<String>,
 }
 
+/// One section of an ELF file, as its section header places it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SectionRef {
+    pub name: String,
+    /// Where its bytes are in the file.
+    pub offset: u64,
+    pub size: u64,
+    /// `SHF_COMPRESSED`: the bytes are a compression header and compressed data.
+    pub compressed: bool,
+}
+
 /// An embedded Portable PDB debug entry (type 17).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EmbeddedPortablePdb {
@@ -127,6 +138,10 @@ pub struct Identity {
     pub embedded_portable_pdb: Option<EmbeddedPortablePdb>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perfmap: Option<PerfmapInfo>,
+    /// ELF debug sections debuginfod clients ask for by name (`/section/<name>`), where they
+    /// lie in the file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sections: Vec<SectionRef>,
     /// ELF `.gnu_debuglink` file name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub debuglink: Option<String>,
@@ -166,6 +181,7 @@ impl Identity {
             embedded_portable_pdb: None,
             perfmap: None,
             debuglink: None,
+            sections: Vec::new(),
             slice: None,
             os: None,
             build_id_payload: None,

@@ -7,7 +7,7 @@ use std::io;
 use std::time::SystemTime;
 
 use crate::formats::{identify, Format, FormatError, IdentifyOptions};
-use crate::identity::{file_name_of, Identity};
+use crate::identity::{file_name_of, Identity, SectionRef};
 use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
@@ -543,12 +543,33 @@ impl<'s> Indexer<'s> {
             keys.remove(&key);
             sidecar_keys.insert((key, sidecar.content.as_bytes()));
         }
+        // Sections are ranges of the upload, published like sidecars.
+        let mut section_keys = Vec::new();
+        if let Some(build_id) = id.build_id.as_deref() {
+            let prefix = self.config.prefix(Layout::Debuginfod);
+            for section in &id.sections {
+                let key = format!(
+                    "{prefix}{}",
+                    layouts::debuginfod::section_key(build_id, &section.name)
+                );
+                if keys.remove(&key) {
+                    section_keys.push((key, section));
+                }
+            }
+        }
         let mut outcome = Outcome::default();
         // What this upload references: keys it published or found holding its content.
         let mut referenced = self.publish_own(upload, &keys, fresh, &mut outcome).await?;
         for (key, bytes) in sidecar_keys {
             self.publish_sidecar(upload, &key, bytes, fresh).await?;
             referenced.insert(key);
+        }
+        // Recorded like the upload's own keys (sections are keys clients request).
+        for (key, section) in section_keys {
+            if let Some(result) = self.publish_section(upload, &key, section, fresh).await? {
+                outcome.add(&key, result);
+                referenced.insert(key);
+            }
         }
 
         if is_pdb(&id) {
@@ -583,21 +604,116 @@ impl<'s> Indexer<'s> {
         bytes: &[u8],
         fresh: bool,
     ) -> io::Result<()> {
+        let etag = crate::storage::content_sha1(bytes);
+        let source = CopySource::Bytes(bytes);
+        self.publish_generated(upload, key, source, etag, bytes.len() as u64, fresh)
+            .await?;
+        Ok(())
+    }
+
+    /// Publishes content derived from the upload (a sidecar, a section): the first writer's
+    /// content stays (the same build's derived objects are the same), later uploads reference
+    /// it.
+    async fn publish_generated(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        source: CopySource<'_>,
+        etag: String,
+        size: u64,
+        fresh: bool,
+    ) -> io::Result<KeyOutcome> {
         let existing = self.refs.is_live(key).await?;
-        let etag = match &existing {
-            Some(record) => record.etag.clone(),
-            None => crate::storage::content_sha1(bytes),
+        let (etag, size) = match existing {
+            Some(record) => (record.etag, record.size),
+            None => (etag, size),
         };
-        let size = existing.map_or(bytes.len() as u64, |r| r.size);
         let content = Content {
             etag: &etag,
             size,
-            source: CopySource::Bytes(bytes),
+            source,
         };
         self.refs
             .publish(key, &upload.id, &content, false, fresh)
+            .await
+    }
+
+    /// Publishes one section of an ELF upload under its debuginfod `section/` key: a range of
+    /// the upload, copied server-side on S3 (no byte through the function), read from a local
+    /// file otherwise. `None`: not published (compressed sections are not decompressed yet;
+    /// a range outside the upload).
+    async fn publish_section(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        section: &SectionRef,
+        fresh: bool,
+    ) -> io::Result<Option<KeyOutcome>> {
+        let (offset, size) = (section.offset, section.size);
+        let inside = offset
+            .checked_add(size)
+            .is_some_and(|end| end <= upload.size);
+        if section.compressed || !inside || size > MAX_SECTION_SIZE {
+            return Ok(None);
+        }
+        // A range's identity: the upload's and where in it (the bytes are not read).
+        let derived = format!("{}@{offset}+{size}", upload.etag);
+        let read;
+        let (source, etag) = match upload.source {
+            CopySource::Object {
+                bucket,
+                key: object,
+                version_id,
+                ..
+            } => {
+                let source = CopySource::Range {
+                    bucket,
+                    key: object,
+                    version_id,
+                    offset,
+                    size,
+                    etag: &derived,
+                };
+                (source, derived.clone())
+            }
+            CopySource::Range {
+                bucket,
+                key: object,
+                version_id,
+                offset: base,
+                ..
+            } => {
+                let source = CopySource::Range {
+                    bucket,
+                    key: object,
+                    version_id,
+                    offset: base + offset,
+                    size,
+                    etag: &derived,
+                };
+                (source, derived.clone())
+            }
+            // `inside` proved offset + size <= the upload's size.
+            CopySource::Bytes(bytes) => {
+                let slice = &bytes[offset as usize..(offset + size) as usize];
+                (
+                    CopySource::Bytes(slice),
+                    crate::storage::content_sha1(slice),
+                )
+            }
+            CopySource::File(path) => {
+                read = read_range(path, offset, size)?;
+                (
+                    CopySource::Bytes(&read),
+                    crate::storage::content_sha1(&read),
+                )
+            }
+            CopySource::Key(_) => return Ok(None),
+        };
+        let outcome = self
+            .publish_generated(upload, key, source, etag, size, fresh)
             .await?;
-        Ok(())
+        Ok(Some(outcome))
     }
 
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under
@@ -658,9 +774,20 @@ impl<'s> Indexer<'s> {
         fresh: bool,
         outcome: &mut Outcome,
     ) -> io::Result<BTreeSet<String>> {
-        let content = upload.content();
+        let mut content = upload.content();
         let mut referenced = BTreeSet::new();
+        // Once one key holds this content, local bytes (a file, an expanded archive entry) are
+        // copied from that key instead: a hard link in a local store (one stored copy, many
+        // names), a server-side copy on S3 instead of another upload. The key cannot change
+        // under us: this upload references it, so it is neither deleted (refs.rs, invariant 3)
+        // nor, without overwrite, replaced.
+        let mut first: Option<&str> = None;
+        let linkable = matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
+            && !self.config.overwrite;
         for key in keys {
+            if let (true, Some(first)) = (linkable, first) {
+                content.source = CopySource::Key(first);
+            }
             let result = self
                 .refs
                 .publish(key, &upload.id, &content, self.config.overwrite, fresh)
@@ -668,6 +795,7 @@ impl<'s> Indexer<'s> {
             outcome.add(key, result);
             if result != KeyOutcome::Conflict {
                 referenced.insert(key.clone());
+                first = first.or(Some(key.as_str()));
             }
         }
         Ok(referenced)
@@ -710,11 +838,24 @@ impl<'s> Indexer<'s> {
             // theirs, whichever of PE and PDB came first. An alias holding other content is
             // not this PE's conflict: the PE itself published fine.
             let mut published: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            // What each holder already references (finalized): an alias it holds is done, and
+            // a re-index of the PE finds nothing to do.
+            let mut held: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+            for holder in &pdb_record.refs {
+                let keys = self.refs.upload(holder).await?.map(|u| u.keys);
+                held.insert(holder, keys.unwrap_or_default());
+            }
             for key in self.prefixed(&layouts::keys_for(&pdb, &name, &self.config.layouts)) {
                 if key == pdb_key {
                     continue;
                 }
                 for holder in &pdb_record.refs {
+                    if held
+                        .get(holder.as_str())
+                        .is_some_and(|keys| keys.contains(&key))
+                    {
+                        continue;
+                    }
                     if self.hold_for(holder, &key, &content).await? == Some(KeyOutcome::Published) {
                         published
                             .entry(holder.clone())
@@ -984,6 +1125,16 @@ impl ExpiryPlan {
 /// it was begun and not finished (a run that died; the expiry finishes it).
 pub fn is_due(upload: &UploadRecord, now: SystemTime, policy: Option<&RetentionPolicy>) -> bool {
     upload.state == UploadState::Removing || is_expired(&upload.meta, &upload.time, now, policy)
+}
+
+/// Largest section published on its own (read into memory from a local input).
+const MAX_SECTION_SIZE: u64 = crate::formats::elf::MAX_SERVED_SECTION;
+
+/// `size` bytes at `offset` of a local file.
+fn read_range(path: &std::path::Path, offset: u64, size: u64) -> io::Result<Vec<u8>> {
+    let reader = crate::reader::FileReader::open(path)?;
+    let len = usize::try_from(size).map_err(|_| io::Error::other("section too large"))?;
+    crate::reader::read_vec(&reader, offset, len)
 }
 
 /// A manifest record about an upload known only from its upload record.

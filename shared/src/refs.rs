@@ -335,7 +335,10 @@ impl<'s> RefStore<'s> {
         for _ in 0..MAX_ATTEMPTS {
             let current = self.store.get(file).await?;
             let version = current.as_ref().map(|v| v.version.clone());
-            let value = current.map(|v| parse(file, &v.bytes)).transpose()?;
+            let value = current
+                .as_ref()
+                .map(|v| parse(file, &v.bytes))
+                .transpose()?;
             let done = match (f(value)?, version) {
                 (Step::Keep(r), _) => return Ok((r, None)),
                 (Step::Wait(why), _) => {
@@ -351,6 +354,14 @@ impl<'s> RefStore<'s> {
                 }
                 (Step::Write(new, r), version) => {
                     let bytes = serde_json::to_vec_pretty(&new)?;
+                    // Writing what is already there changes nothing: the update takes effect
+                    // at the read (its result depends on nothing else), and a re-index of an
+                    // unchanged store writes no record.
+                    if let (Some(current), Some(version)) = (&current, &version) {
+                        if current.bytes == bytes {
+                            return Ok((r, Some(version.clone())));
+                        }
+                    }
                     let condition = match &version {
                         Some(v) => Precondition::Version(v),
                         None => Precondition::Absent,
@@ -1032,6 +1043,30 @@ mod tests {
             refs.key("k").await.unwrap().unwrap().refs,
             ["u3".to_string()].into()
         );
+    }
+
+    #[tokio::test]
+    async fn an_update_to_the_same_content_writes_nothing() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let refs = RefStore::new(&store);
+        let file = "_symdex/test/same.json";
+        let write = |value: u32| {
+            move |_: Option<serde_json::Value>| {
+                Ok(Step::Write(serde_json::json!({ "v": value }), ()))
+            }
+        };
+        let inode = || std::fs::metadata(dir.path().join(file)).unwrap().ino();
+        let ((), first) = refs.update_versioned(file, write(1)).await.unwrap();
+        let before = inode();
+        // The same content again: nothing written, the version it holds returned.
+        let ((), again) = refs.update_versioned(file, write(1)).await.unwrap();
+        assert_eq!(inode(), before, "an identical record was rewritten");
+        assert_eq!(again, first);
+        // Other content is written.
+        refs.update(file, write(2)).await.unwrap();
+        assert_ne!(inode(), before);
     }
 
     #[tokio::test]

@@ -12,10 +12,9 @@
 use std::io;
 use std::sync::Arc;
 
-use symdex_shared::archive::{self, Container, Event, ExpandError, Expanded};
+use symdex_shared::archive::{self, Container, Event, ExpandError};
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{EntryOf, Indexed, Indexer, Upload};
-use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::storage::{CopySource, ObjectInfo, StorageError};
 use symdex_shared::IdentifyOptions;
 
@@ -26,30 +25,34 @@ use crate::handler::{ingest_alive, upload_id, Context, Job};
 /// records in memory, and a crash re-reports at most this many.
 const FLUSH_EVERY: usize = 1_000;
 
-/// The record of an entry that published nothing (skipped, over a limit).
-fn entry_record(
+/// The record of an archive (`entry: None`: empty, malformed) or of one of its entries
+/// (skipped, over a limit) that published nothing.
+fn nothing_published(
     event: &ObjectEvent,
     info: &ObjectInfo,
-    entry: &str,
+    entry: Option<&str>,
     meta: &UploadMeta,
     action: Action,
     reason: String,
 ) -> Indexed {
-    let record = Record {
+    let archive = upload_id(event, &info.etag);
+    let mut record = Record {
         reason: Some(reason),
-        entry: Some(entry.to_string()),
-        name: Some(symdex_shared::identity::file_name_of(entry).to_string()),
         ingest_version: event.version_id.clone(),
         ingest_etag: Some(info.etag.clone()),
         ingest_size: Some(info.size),
         meta: meta.clone(),
         ..Record::about(
             action,
-            format!("{}!/{entry}", upload_id(event, &info.etag)),
+            entry.map_or(archive.clone(), |e| format!("{archive}!/{e}")),
             Some(event.bucket.clone()),
             event.key.clone(),
         )
     };
+    if let Some(entry) = entry {
+        record.entry = Some(entry.to_string());
+        record.name = Some(symdex_shared::identity::file_name_of(entry).to_string());
+    }
     Indexed::nothing_published(vec![record])
 }
 
@@ -96,13 +99,27 @@ pub(crate) async fn index_archive(
     match walked {
         Ok(()) if entries == 0 => {
             let reason = format!("an empty {} archive (no file entries)", container.as_str());
-            pending.push(archive_record(event, info, &meta, Action::Skipped, reason));
+            pending.push(nothing_published(
+                event,
+                info,
+                None,
+                &meta,
+                Action::Skipped,
+                reason,
+            ));
         }
         Ok(()) => {}
         // The archive is malformed: recorded (after whatever entries came before the fault).
         Err(ExpandError::Malformed(reason)) => {
             let reason = format!("a malformed {} archive: {reason}", container.as_str());
-            pending.push(archive_record(event, info, &meta, Action::Rejected, reason));
+            pending.push(nothing_published(
+                event,
+                info,
+                None,
+                &meta,
+                Action::Rejected,
+                reason,
+            ));
         }
         Err(ExpandError::Io(e)) => return Err(e),
     }
@@ -110,30 +127,6 @@ pub(crate) async fn index_archive(
         indexed: pending,
         ingest: Some((event.clone(), info.etag.clone())),
     })
-}
-
-/// The record of the archive object itself (empty, malformed).
-fn archive_record(
-    event: &ObjectEvent,
-    info: &ObjectInfo,
-    meta: &UploadMeta,
-    action: Action,
-    reason: String,
-) -> Indexed {
-    let record = Record {
-        reason: Some(reason),
-        ingest_version: event.version_id.clone(),
-        ingest_etag: Some(info.etag.clone()),
-        ingest_size: Some(info.size),
-        meta: meta.clone(),
-        ..Record::about(
-            action,
-            upload_id(event, &info.etag),
-            Some(event.bucket.clone()),
-            event.key.clone(),
-        )
-    };
-    Indexed::nothing_published(vec![record])
 }
 
 /// Writes the records of `done` to the manifest, then finalizes them (the order every
@@ -168,20 +161,20 @@ async fn index_entry(
 ) -> io::Result<Indexed> {
     let (entry, size, etag, data, range) = match found {
         Event::Skipped { entry, reason } => {
-            return Ok(entry_record(
+            return Ok(nothing_published(
                 event,
                 info,
-                &entry,
+                Some(&entry),
                 meta,
                 Action::Skipped,
                 reason,
             ))
         }
         Event::Rejected { entry, reason } => {
-            return Ok(entry_record(
+            return Ok(nothing_published(
                 event,
                 info,
-                &entry,
+                Some(&entry),
                 meta,
                 Action::Rejected,
                 reason,
@@ -213,17 +206,10 @@ async fn index_entry(
     };
     let version = event.version_id.as_deref();
     let (source, identified) = match (&data, range) {
-        (Some(Expanded::Bytes(bytes)), _) => (
-            CopySource::Bytes(bytes),
-            symdex_shared::identify(&MemReader(bytes.as_slice()), &options),
+        (Some(data), _) => (
+            data.copy_source(),
+            symdex_shared::identify(&*data.reader()?, &options),
         ),
-        (Some(Expanded::File(path)), _) => {
-            let reader: Box<dyn RangeReader> = Box::new(FileReader::open(path)?);
-            (
-                CopySource::File(path),
-                symdex_shared::identify(&*reader, &options),
-            )
-        }
         (None, Some(offset)) => {
             let object =
                 ctx.store
@@ -234,10 +220,10 @@ async fn index_entry(
             {
                 Ok((identified, _)) => identified,
                 Err(StorageError::TooLarge(reason)) => {
-                    return Ok(entry_record(
+                    return Ok(nothing_published(
                         event,
                         info,
-                        &entry,
+                        Some(&entry),
                         meta,
                         Action::Rejected,
                         reason,

@@ -166,6 +166,14 @@ async fn a_stored_zip_entry_is_copied_server_side_not_through_the_function() {
         ctx.store.stats().part_copies() >= 1,
         "copied by ranged part copies"
     );
+    // Its sections too (debuginfod `/section/<name>`), a range of the range.
+    run(
+        fx.dir.path(),
+        "objcopy --dump-section .debug_line=line.bin app.debug scratch.o",
+    );
+    let section = format!("buildid/{}/section/.debug_line", fx.build_id());
+    let got = published(&stack).await;
+    assert!(got.get(&section) == Some(&std::fs::read(fx.path("line.bin")).unwrap()));
 }
 
 /// The serving bucket readable anonymously, as a static website origin is.

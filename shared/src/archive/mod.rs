@@ -129,6 +129,24 @@ pub enum Expanded {
     File(PathBuf),
 }
 
+impl Expanded {
+    /// The entry's bytes for identification.
+    pub fn reader(&self) -> io::Result<Box<dyn RangeReader + '_>> {
+        Ok(match self {
+            Expanded::Bytes(bytes) => Box::new(MemReader(bytes.as_slice())),
+            Expanded::File(path) => Box::new(FileReader::open(path)?),
+        })
+    }
+
+    /// Where a store copies the entry's bytes from.
+    pub fn copy_source(&self) -> crate::storage::CopySource<'_> {
+        match self {
+            Expanded::Bytes(bytes) => crate::storage::CopySource::Bytes(bytes),
+            Expanded::File(path) => crate::storage::CopySource::File(path),
+        }
+    }
+}
+
 /// Entries up to this size are held in memory (no scratch file to write, read and remove);
 /// larger ones go to a scratch file.
 const IN_MEMORY: u64 = 4 << 20;

@@ -20,6 +20,18 @@ const MAX_NOTES_LEN: u64 = 1024 * 1024;
 const TEXT_HASH_LEN: u64 = 4096;
 /// Section tables with more entries than this are not parsed.
 const MAX_SECTIONS: usize = 1 << 16;
+/// The sections published on their own for debuginfod's `/section/<name>` (gdb asks for
+/// `.gdb_index` before it downloads a debug file): the indexes and line tables, not the bulk
+/// of `.debug_info`.
+/// Largest section served on its own.
+pub const MAX_SERVED_SECTION: u64 = 256 << 20;
+pub const SERVED_SECTIONS: [&str; 5] = [
+    ".gdb_index",
+    ".debug_names",
+    ".debug_line",
+    ".debug_line_str",
+    ".debug_aranges",
+];
 
 type Data<'a> = &'a ReadCache<ReaderCursor<'a>>;
 
@@ -109,6 +121,37 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
 
     let mut id = Identity::new(Format::Elf, kind);
     id.arch = arch_name(header.e_machine(endian).0, header.is_class_64()).to_string();
+    if has_debug_info {
+        for section in sections.iter() {
+            let name = name_of(section);
+            let Some(name) = SERVED_SECTIONS.iter().find(|n| n.as_bytes() == name) else {
+                continue;
+            };
+            // NOBITS sections have no file range; a range past the file is the file's lie.
+            let Some((offset, size)) = section.file_range(endian) else {
+                continue;
+            };
+            let in_file = offset
+                .checked_add(size)
+                .is_some_and(|end| end <= data.len().unwrap_or(0));
+            // Compressed sections (SHF_COMPRESSED) would be served decompressed: not yet.
+            let compressed = section.sh_flags(endian).contains(elf::SHF_COMPRESSED);
+            if size == 0
+                || size > MAX_SERVED_SECTION
+                || compressed
+                || !in_file
+                || id.sections.iter().any(|s| s.name == *name)
+            {
+                continue;
+            }
+            id.sections.push(crate::identity::SectionRef {
+                name: name.to_string(),
+                offset,
+                size,
+                compressed,
+            });
+        }
+    }
     id.has_debug_info = has_debug_info;
     id.debuglink = debuglink(&sections, endian, data);
     let little_endian = endian == Endianness::Little;

@@ -18,7 +18,18 @@ pub fn keys(id: &Identity) -> Vec<String> {
             keys.push(format!("buildid/{bid}/executable"));
         }
     }
+    // The sections debuginfod serves by name, under the build id (not WASM's payload form).
+    if let Some(bid) = id.build_id.as_deref() {
+        for section in &id.sections {
+            keys.push(section_key(bid, &section.name));
+        }
+    }
     keys
+}
+
+/// `buildid/<id>/section/<name>`: one section of the debug file, what gdb asks for first.
+pub fn section_key(build_id: &str, name: &str) -> String {
+    format!("buildid/{build_id}/section/{name}")
 }
 
 #[cfg(test)]

@@ -203,7 +203,16 @@ pub fn is_valid_key(layout: Layout, key: &str) -> bool {
         Layout::Debuginfod => key
             .strip_prefix("buildid/")
             .and_then(|r| r.split_once('/'))
-            .is_some_and(|(id, what)| lower_hex(id) && matches!(what, "debuginfo" | "executable")),
+            .is_some_and(|(id, what)| {
+                let section = what.strip_prefix("section/").is_some_and(|name| {
+                    name.len() <= 64
+                        && name.starts_with('.')
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+                });
+                lower_hex(id) && (matches!(what, "debuginfo" | "executable") || section)
+            }),
         Layout::Unified => {
             let key = key.strip_suffix(".meta").unwrap_or(key);
             let mut parts = key.split('/');

@@ -143,7 +143,14 @@ impl LocalStore {
                 fs::create_dir_all(parent)?;
             }
             match fs::rename(temp, &dest) {
-                Ok(()) => return Ok(dest),
+                Ok(()) => {
+                    // Renaming a hard link over another link to the same file does nothing
+                    // (POSIX): the temporary name stays, and goes now.
+                    if temp.exists() {
+                        let _ = fs::remove_file(temp);
+                    }
+                    return Ok(dest);
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => attempts += 1,
                 Err(e) => {
                     let _ = fs::remove_file(temp);

@@ -230,74 +230,36 @@ impl S3Store {
             return self.put_now(key, &bytes, Some(&sha1)).await;
         }
         let part_size = size.div_ceil(MAX_PARTS).max(UPLOAD_PART_SIZE);
-        let upload = self
-            .client
-            .create_multipart_upload()
-            .bucket(&self.bucket)
-            .key(key)
-            .metadata(CONTENT_ETAG_META, &sha1)
-            .content_type("application/octet-stream")
-            .send()
-            .await
-            .map_err(|e| sdk_err("CreateMultipartUpload", e))?;
-        let upload_id = upload.upload_id().unwrap_or_default().to_string();
-        let result = async {
+        let upload = self.begin_multipart(key, &sha1).await?;
+        let parts = async {
             let mut file = tokio::fs::File::open(path).await?;
             let mut parts = Vec::new();
             let mut number = 1i32;
             let mut left = size;
             while left > 0 {
                 let len = part_size.min(left);
-                let mut part = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-                file.read_exact(&mut part).await?;
+                let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+                file.read_exact(&mut bytes).await?;
                 left -= len;
                 let out = self
                     .client
                     .upload_part()
                     .bucket(&self.bucket)
                     .key(key)
-                    .upload_id(&upload_id)
+                    .upload_id(&upload.id)
                     .part_number(number)
-                    .body(ByteStream::from(part))
+                    .body(ByteStream::from(bytes))
                     .send()
                     .await
                     .map_err(|e| sdk_err("UploadPart", e))?;
                 self.stats.puts.fetch_add(1, Ordering::Relaxed);
-                parts.push(
-                    CompletedPart::builder()
-                        .part_number(number)
-                        .e_tag(out.e_tag().unwrap_or_default())
-                        .build(),
-                );
+                parts.push(part(number, out.e_tag().unwrap_or_default()));
                 number += 1;
             }
-            self.client
-                .complete_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .multipart_upload(
-                    CompletedMultipartUpload::builder()
-                        .set_parts(Some(parts))
-                        .build(),
-                )
-                .send()
-                .await
-                .map_err(|e| sdk_err("CompleteMultipartUpload", e))?;
-            Ok::<_, StorageError>(())
+            Ok(parts)
         }
         .await;
-        if let Err(e) = result {
-            let _ = self
-                .client
-                .abort_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .send()
-                .await;
-            return Err(e);
-        }
+        upload.finish(parts, size, &sha1).await?;
         Ok(ObjectInfo { size, etag: sha1 })
     }
 
@@ -385,18 +347,8 @@ impl S3Store {
             .div_ceil(MAX_PARTS)
             .max(MIN_PART_SIZE)
             .max(self.multipart_threshold.min(512 << 20));
-        let upload = self
-            .client
-            .create_multipart_upload()
-            .bucket(&self.bucket)
-            .key(key)
-            .metadata(CONTENT_ETAG_META, etag)
-            .content_type("application/octet-stream")
-            .send()
-            .await
-            .map_err(|e| sdk_err("CreateMultipartUpload", e))?;
-        let upload_id = upload.upload_id().unwrap_or_default().to_string();
-        let result = async {
+        let upload = self.begin_multipart(key, etag).await?;
+        let parts = async {
             let mut parts = Vec::new();
             let mut start = 0u64;
             let mut number = 1i32;
@@ -408,7 +360,7 @@ impl S3Store {
                     .upload_part_copy()
                     .bucket(&self.bucket)
                     .key(key)
-                    .upload_id(&upload_id)
+                    .upload_id(&upload.id)
                     .part_number(number)
                     .copy_source(copy_source)
                     .copy_source_range(format!("bytes={first}-{last}"))
@@ -420,61 +372,116 @@ impl S3Store {
                     .copy_part_result()
                     .and_then(|r| r.e_tag())
                     .unwrap_or_default();
-                parts.push(
-                    CompletedPart::builder()
-                        .part_number(number)
-                        .e_tag(part_etag)
-                        .build(),
-                );
+                parts.push(part(number, part_etag));
                 start = end + 1;
                 number += 1;
             }
-            let completed = self
-                .client
-                .complete_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .multipart_upload(
-                    CompletedMultipartUpload::builder()
-                        .set_parts(Some(parts))
-                        .build(),
-                )
-                .send()
-                .await;
-            if let Err(e) = completed {
-                // The completion may have happened even though its answer was lost or could not
-                // be parsed: the object with our size and content identity is the proof.
-                let error = sdk_err("CompleteMultipartUpload", e);
-                let head = self
-                    .client
-                    .head_object()
-                    .bucket(&self.bucket)
-                    .key(key)
-                    .send()
-                    .await;
-                let done = head.is_ok_and(|h| {
-                    h.content_length() == i64::try_from(size).ok()
-                        && h.metadata()
-                            .and_then(|m| m.get(CONTENT_ETAG_META))
-                            .map(String::as_str)
-                            == Some(etag)
-                });
-                if !done {
-                    return Err(error);
-                }
-                tracing_free_note(&error);
-            }
-            Ok::<_, StorageError>(())
+            Ok(parts)
         }
         .await;
+        upload.finish(parts, size, etag).await
+    }
+
+    async fn begin_multipart<'s>(
+        &'s self,
+        key: &'s str,
+        etag: &str,
+    ) -> StorageResult<Multipart<'s>> {
+        let created = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .metadata(CONTENT_ETAG_META, etag)
+            .content_type("application/octet-stream")
+            .send()
+            .await
+            .map_err(|e| sdk_err("CreateMultipartUpload", e))?;
+        Ok(Multipart {
+            store: self,
+            key,
+            id: created.upload_id().unwrap_or_default().to_string(),
+        })
+    }
+}
+
+fn part(number: i32, etag: &str) -> CompletedPart {
+    CompletedPart::builder()
+        .part_number(number)
+        .e_tag(etag)
+        .build()
+}
+
+/// One multipart upload of a key (a part copy or a file's parts): begun with the content
+/// identity in its metadata, then completed with its parts, or aborted.
+struct Multipart<'s> {
+    store: &'s S3Store,
+    key: &'s str,
+    id: String,
+}
+
+impl Multipart<'_> {
+    /// Completes the upload with `parts` (or aborts it when they failed). A completion whose
+    /// answer was lost or could not be parsed may still have happened: the object with our
+    /// size and content identity is the proof.
+    async fn finish(
+        self,
+        parts: StorageResult<Vec<CompletedPart>>,
+        size: u64,
+        etag: &str,
+    ) -> StorageResult<()> {
+        let store = self.store;
+        let result = match parts {
+            Ok(parts) => {
+                let completed = store
+                    .client
+                    .complete_multipart_upload()
+                    .bucket(&store.bucket)
+                    .key(self.key)
+                    .upload_id(&self.id)
+                    .multipart_upload(
+                        CompletedMultipartUpload::builder()
+                            .set_parts(Some(parts))
+                            .build(),
+                    )
+                    .send()
+                    .await;
+                match completed {
+                    Ok(_) => Ok(()),
+                    Err(e) => {
+                        let error = sdk_err("CompleteMultipartUpload", e);
+                        let head = store
+                            .client
+                            .head_object()
+                            .bucket(&store.bucket)
+                            .key(self.key)
+                            .send()
+                            .await;
+                        let done = head.is_ok_and(|h| {
+                            h.content_length() == i64::try_from(size).ok()
+                                && h.metadata()
+                                    .and_then(|m| m.get(CONTENT_ETAG_META))
+                                    .map(String::as_str)
+                                    == Some(etag)
+                        });
+                        if done {
+                            tracing_free_note(&error);
+                            Ok(())
+                        } else {
+                            Err(error)
+                        }
+                    }
+                }
+            }
+            Err(e) => Err(e),
+        };
         if result.is_err() {
-            let _ = self
+            let _ = store
                 .client
                 .abort_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
+                .bucket(&store.bucket)
+                .key(self.key)
+                .upload_id(&self.id)
                 .send()
                 .await;
         }
