@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use symdex_shared::manifest::{read_all, Action, Query, Record};
+use symdex_shared::manifest::{for_each_record, Action, Query, Record};
 use symdex_shared::refs::RefStore;
 use symdex_shared::storage::LocalStore;
 
@@ -101,6 +101,25 @@ fn csv_row(r: &Record) -> String {
     .join(",")
 }
 
+fn table_row(r: &Record) -> String {
+    let keys = r.published.len() + r.unchanged.len() + r.removed.len();
+    format!(
+        "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} {}{}",
+        r.time,
+        r.action.map_or("-", |a| a.as_str()),
+        r.meta.build.as_deref().unwrap_or("-"),
+        r.format.as_deref().unwrap_or("-"),
+        r.arch.as_deref().unwrap_or("-"),
+        r.debug_id.as_deref().unwrap_or("-"),
+        keys,
+        r.name.as_deref().unwrap_or(&r.ingest_key),
+        r.reason
+            .as_deref()
+            .map(|s| format!("  ({s})"))
+            .unwrap_or_default(),
+    )
+}
+
 pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
     let ManifestCommand::Query(args) = cmd;
     if !args.store.is_dir() {
@@ -119,49 +138,38 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         channel: args.channel.clone(),
     };
     let format = if args.json { Format::Json } else { args.format };
-    let records: Vec<_> = crate::block_on(read_all(&store, &args.prefix))??
-        .into_iter()
-        .filter(|r| query.matches(r))
-        .collect();
     match format {
-        Format::Json => {
-            for r in &records {
-                println!("{}", serde_json::to_string(r)?);
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
-        Format::Csv => {
-            println!("{CSV_HEADER}");
-            for r in &records {
-                println!("{}", csv_row(r));
-            }
-            return Ok(ExitCode::SUCCESS);
-        }
-        Format::Table => {}
+        Format::Csv => println!("{CSV_HEADER}"),
+        Format::Table => println!(
+            "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} NAME",
+            "TIME", "ACTION", "BUILD", "FORMAT", "ARCH", "DEBUG_ID", "KEYS"
+        ),
+        Format::Json => {}
     }
-    println!(
-        "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} NAME",
-        "TIME", "ACTION", "BUILD", "FORMAT", "ARCH", "DEBUG_ID", "KEYS"
-    );
-    for r in &records {
-        let keys = r.published.len() + r.unchanged.len() + r.removed.len();
-        println!(
-            "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} {}{}",
-            r.time,
-            r.action.map_or("-", |a| a.as_str()),
-            r.meta.build.as_deref().unwrap_or("-"),
-            r.format.as_deref().unwrap_or("-"),
-            r.arch.as_deref().unwrap_or("-"),
-            r.debug_id.as_deref().unwrap_or("-"),
-            keys,
-            r.name.as_deref().unwrap_or(&r.ingest_key),
-            r.reason
-                .as_deref()
-                .map(|s| format!("  ({s})"))
-                .unwrap_or_default(),
-        );
+    // Streamed: records are printed as they are read, one manifest object in memory at a time.
+    let mut matched = 0usize;
+    let print = |r: Record| -> std::io::Result<()> {
+        if !query.matches(&r) {
+            return Ok(());
+        }
+        matched += 1;
+        match format {
+            Format::Json => println!("{}", serde_json::to_string(&r)?),
+            Format::Csv => println!("{}", csv_row(&r)),
+            Format::Table => println!("{}", table_row(&r)),
+        }
+        Ok(())
+    };
+    crate::block_on(for_each_record(
+        &store,
+        &args.prefix,
+        args.since.as_deref(),
+        print,
+    ))??;
+    if format != Format::Table {
+        return Ok(ExitCode::SUCCESS);
     }
-    println!("{} records", records.len());
+    println!("{matched} records");
     if let Some(key) = &args.key {
         let key = key.trim_start_matches('/');
         let now = crate::block_on(RefStore::new(&store).key(key))??;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use symdex_shared::audit::{audit_with, Depth};
 use symdex_shared::storage::LocalStore;
 
 #[derive(Args)]
@@ -13,6 +14,10 @@ pub struct VerifyArgs {
     /// The store directory.
     #[arg(default_value = crate::DEFAULT_STORE)]
     pub store: PathBuf,
+    /// Also hash every published file against its recorded content identity (by default
+    /// only sizes are compared: no content is read).
+    #[arg(long)]
+    pub deep: bool,
 }
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
@@ -20,13 +25,19 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("no store at {}", args.store.display());
     }
     let store = LocalStore::open(&args.store)?;
-    let audit = crate::block_on(symdex_shared::audit::audit(&store, "_manifest"))??;
+    let depth = if args.deep { Depth::Deep } else { Depth::Fast };
+    let audit = crate::block_on(audit_with(&store, "_manifest", depth))??;
     for problem in &audit.problems {
         println!("{problem}");
     }
     println!(
-        "symdex verify: {} keys checked, {} problems",
+        "symdex verify: {} keys checked ({}), {} problems",
         audit.keys,
+        if args.deep {
+            "sizes and content"
+        } else {
+            "sizes; --deep hashes content"
+        },
         audit.problems.len()
     );
     Ok(if audit.problems.is_empty() {

@@ -263,3 +263,52 @@ fn a_hundred_thousand_entry_zip_is_indexed_in_bounded_memory() {
         "the manifest is written in parts"
     );
 }
+
+#[test]
+fn manifest_query_streams_in_memory_independent_of_the_manifest() {
+    let w = Workdir::new();
+    let store = w.path("store");
+    // 12 manifest objects of 15,000 records each (about 70 MB of JSON Lines).
+    let objects = 12;
+    let per_object = 15_000;
+    let padding = "p".repeat(200);
+    let mut total = 0u64;
+    for o in 0..objects {
+        let dir = store.join("_manifest/dt=2026-01-01");
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut text = String::with_capacity(per_object * 420);
+        for i in 0..per_object {
+            let debug_id = format!("{:08x}-0000-0000-0000-{:012x}", o, i);
+            text.push_str(&format!(
+                r#"{{"schema":1,"time":"2026-01-01T00:00:{:02}Z","action":"indexed","upload":"file:/ci/{o}/{i}@x","ingest_key":"/ci/{o}/{i}","format":"elf","debug_id":"{debug_id}","name":"lib{i}.so","reason":"{padding}","indexer":"symdex test"}}"#,
+                o % 60
+            ));
+            text.push('\n');
+        }
+        total += text.len() as u64;
+        std::fs::write(dir.join(format!("202601010000{o:02}-{o:012}.jsonl")), text).unwrap();
+    }
+    let mut child = symdex()
+        .args([
+            "manifest",
+            "query",
+            "--json",
+            "--debug-id",
+            "0000000b-0000-0000-0000-000000000007",
+        ])
+        .arg(&store)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let peak = peak_memory_kib(&mut child);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("lib7.so"));
+    // One object (about 6 MB) at a time, never the whole manifest.
+    assert!(
+        peak > 0 && peak * 1024 < total / 3,
+        "peak resident memory {peak} KiB for a {total} byte manifest"
+    );
+}

@@ -261,15 +261,33 @@ fn verify_finds_a_removed_or_changed_file() {
         .success());
     let key = format!("buildid/{BID_HEX}/executable");
     std::fs::remove_file(store.join(&key)).unwrap();
-    std::fs::write(
-        store.join(format!("gdb/01/{}.debug", &BID_HEX[2..])),
-        b"tampered",
-    )
-    .unwrap();
+    // Replaced, not edited in place (every name of a file is a hard link to the same bytes).
+    let debug = store.join(format!("gdb/01/{}.debug", &BID_HEX[2..]));
+    let size = std::fs::metadata(&debug).unwrap().len() as usize;
+    std::fs::remove_file(&debug).unwrap();
+    std::fs::write(&debug, b"tampered").unwrap();
     let out = symdex().arg("verify").arg(&store).output().unwrap();
     assert!(!out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("missing  {key}")), "{text}");
+    assert!(
+        text.contains("changed  gdb/01/"),
+        "a size change is seen without --deep: {text}"
+    );
+
+    // The same size, other bytes: only --deep reads content.
+    std::fs::remove_file(&debug).unwrap();
+    std::fs::write(&debug, vec![b'x'; size]).unwrap();
+    let fast = symdex().arg("verify").arg(&store).output().unwrap();
+    let text = String::from_utf8_lossy(&fast.stdout);
+    assert!(!text.contains("changed  gdb/01/"), "{text}");
+    let deep = symdex()
+        .args(["verify", "--deep"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&deep.stdout);
+    assert!(!deep.status.success());
     assert!(text.contains("changed  gdb/01/"), "{text}");
 }
 

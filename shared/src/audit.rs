@@ -40,8 +40,27 @@ fn is_bookkeeping(key: &str, manifest_prefix: &str) -> bool {
         || key.ends_with(crate::layouts::symstore_index2::MARKER_KEY)
 }
 
-/// Checks every invariant over a whole store.
+/// How each key's content is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// Size only (a stat locally): linear in the number of keys, reads no content. A change
+    /// that keeps the size goes unseen.
+    Fast,
+    /// Size and content identity (locally a SHA-1 of every file: all content is read).
+    Deep,
+}
+
+/// Checks every invariant over a whole store, each key's content in depth.
 pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Audit> {
+    audit_with(store, manifest_prefix, Depth::Deep).await
+}
+
+/// Checks every invariant over a whole store, each key's content as `depth` says.
+pub async fn audit_with(
+    store: &dyn Storage,
+    manifest_prefix: &str,
+    depth: Depth,
+) -> io::Result<Audit> {
     let refs = RefStore::new(store);
     let mut problems = Vec::new();
     let mut problem = |kind, key: &str, detail: String| {
@@ -86,7 +105,17 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
                 );
             }
         }
-        match store.head(&record.key).await? {
+        let found = match depth {
+            Depth::Deep => store.head(&record.key).await?,
+            Depth::Fast => store
+                .size(&record.key)
+                .await?
+                .map(|size| crate::storage::ObjectInfo {
+                    size,
+                    etag: record.etag.clone(),
+                }),
+        };
+        match found {
             None => problem("missing", &record.key, String::new()),
             Some(info) if info.size != record.size || info.etag != record.etag => problem(
                 "changed",

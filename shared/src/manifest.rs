@@ -210,11 +210,40 @@ pub async fn write(
     Ok(Some(key))
 }
 
-/// Reads every record under `prefix` (plain and gzip objects), oldest object first.
+/// Reads every record under `prefix` (plain and gzip objects), sorted by time.
 pub async fn read_all(store: &dyn Storage, prefix: &str) -> io::Result<Vec<Record>> {
     let mut records = Vec::new();
+    for_each_record(store, prefix, None, |r| {
+        records.push(r);
+        Ok(())
+    })
+    .await?;
+    records.sort_by(|a, b| a.time.cmp(&b.time));
+    Ok(records)
+}
+
+/// Hands every record under `prefix` to `f`, one manifest object at a time in the objects'
+/// order (their names start with the date and time they were written), so memory holds one
+/// object whatever the manifest's size. With `since` (`YYYY-MM-DD...`), the date partitions
+/// before that day are not read at all.
+pub async fn for_each_record(
+    store: &dyn Storage,
+    prefix: &str,
+    since: Option<&str>,
+    mut f: impl FnMut(Record) -> io::Result<()>,
+) -> io::Result<()> {
     let prefix = format!("{}/", prefix.trim_end_matches('/'));
+    let since_day = since.and_then(|s| s.get(..10));
     for key in store.list(&prefix).await? {
+        let day = key
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_prefix("dt="))
+            .and_then(|rest| rest.get(..10));
+        if let (Some(day), Some(since)) = (day, since_day) {
+            if day < since {
+                continue;
+            }
+        }
         let Some(raw) = store.get(&key).await?.map(|v| v.bytes) else {
             continue;
         };
@@ -234,11 +263,10 @@ pub async fn read_all(store: &dyn Storage, prefix: &str) -> io::Result<Vec<Recor
                     format!("{key}: bad record: {e}"),
                 )
             })?;
-            records.push(record);
+            f(record)?;
         }
     }
-    records.sort_by(|a, b| a.time.cmp(&b.time));
-    Ok(records)
+    Ok(())
 }
 
 /// Filters for `symdex manifest query`.

@@ -778,20 +778,32 @@ impl<'s> Indexer<'s> {
         let mut referenced = BTreeSet::new();
         // Once one key holds this content, local bytes (a file, an expanded archive entry) are
         // copied from that key instead: a hard link in a local store (one stored copy, many
-        // names), a server-side copy on S3 instead of another upload. The key cannot change
-        // under us: this upload references it, so it is neither deleted (refs.rs, invariant 3)
-        // nor, without overwrite, replaced.
+        // names). Only for a sole writer (the CLI holds the store's writer lock) and without
+        // overwrite: then nothing changes or removes the first key meanwhile. With concurrent
+        // writers a removal of this very upload may take the key back between the two copies,
+        // so each key is copied from the upload itself.
         let mut first: Option<&str> = None;
         let linkable = matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
-            && !self.config.overwrite;
+            && !self.config.overwrite
+            && self.config.lease.exclusive;
         for key in keys {
             if let (true, Some(first)) = (linkable, first) {
                 content.source = CopySource::Key(first);
             }
-            let result = self
+            let published = self
                 .refs
                 .publish(key, &upload.id, &content, self.config.overwrite, fresh)
-                .await?;
+                .await;
+            let result = match published {
+                Err(e) if e.kind() == io::ErrorKind::NotFound && first.is_some() && linkable => {
+                    first = None;
+                    content.source = upload.source;
+                    self.refs
+                        .publish(key, &upload.id, &content, self.config.overwrite, fresh)
+                        .await?
+                }
+                other => other?,
+            };
             outcome.add(key, result);
             if result != KeyOutcome::Conflict {
                 referenced.insert(key.clone());

@@ -299,7 +299,11 @@ pub fn index_json<S: AsRef<std::ffi::OsStr>>(store: &Path, args: &[S]) -> Vec<se
 
 /// `symdex verify` succeeds and finds no problem.
 pub fn verify_clean(store: &Path) {
-    let out = symdex().arg("verify").arg(store).output().unwrap();
+    let out = symdex()
+        .args(["verify", "--deep"])
+        .arg(store)
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && text.contains(" 0 problems"),

@@ -138,6 +138,9 @@ proptest! {
         let set = keys_for(&id, &name, &Layout::ALL);
         let effective = match (id.format, id.debug_file.as_deref()) {
             (Format::Breakpad, Some(module)) => module.to_string(),
+            (Format::SourceBundle, Some(debug_file)) => {
+                crate::identity::file_name_of(debug_file).to_string()
+            }
             _ => name.clone(),
         };
         if super::Name::new(&effective).is_err() {
