@@ -314,6 +314,8 @@ async fn guard(
             response
         }
     };
+    let mut response = response;
+    debuginfod_headers(&path, &mut response);
     let length = response
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -346,6 +348,34 @@ async fn guard(
         range.map(|r| format!(" range={r}")).unwrap_or_default(),
     );
     response
+}
+
+/// The headers a debuginfod server answers with, for `/buildid/...` files: the whole file's
+/// size (`X-Debuginfod-Size`, what clients show progress against, also on a range) and the
+/// file served (`X-Debuginfod-File`, its key).
+fn debuginfod_headers(path: &str, response: &mut Response) {
+    let Some(key) = path.strip_prefix('/').filter(|p| p.starts_with("buildid/")) else {
+        return;
+    };
+    let headers = response.headers();
+    let size = match response.status() {
+        StatusCode::OK => headers.get(header::CONTENT_LENGTH).cloned(),
+        StatusCode::PARTIAL_CONTENT => headers
+            .get(header::CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit_once('/'))
+            .and_then(|(_, total)| HeaderValue::from_str(total).ok()),
+        _ => None,
+    };
+    let Some(size) = size else {
+        return;
+    };
+    let file = HeaderValue::from_str(key).ok();
+    let headers = response.headers_mut();
+    headers.insert("x-debuginfod-size", size);
+    if let Some(file) = file {
+        headers.insert("x-debuginfod-file", file);
+    }
 }
 
 fn router(

@@ -342,3 +342,32 @@ fn debuginfod_find_gets_a_section_without_the_whole_debug_file() {
         "served {served} bytes of a {whole} byte debug file"
     );
 }
+
+#[test]
+fn buildid_files_carry_the_debuginfod_headers() {
+    let (w, server, build_id) = setup();
+    let size = std::fs::metadata(w.path("app.debug")).unwrap().len();
+    let path = format!("/buildid/{build_id}/debuginfo");
+    let (status, head, _) = server.request("GET", &path, "");
+    assert_eq!(status, 200);
+    assert!(
+        head.contains(&format!("x-debuginfod-size: {size}\r\n")),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("x-debuginfod-file: buildid/{build_id}/debuginfo")),
+        "{head}"
+    );
+    // A range still tells the whole file's size.
+    let (status, head, body) = server.request("GET", &path, "Range: bytes=0-15\r\n");
+    assert_eq!((status, body.len()), (206, 16));
+    assert!(
+        head.contains(&format!("x-debuginfod-size: {size}\r\n")),
+        "{head}"
+    );
+    // Other layouts are not debuginfod's.
+    let gdb = format!("/gdb/{}/{}.debug", &build_id[..2], &build_id[2..]);
+    let (status, head, _) = server.request("HEAD", &gdb, "");
+    assert_eq!(status, 200);
+    assert!(!head.contains("x-debuginfod"), "{head}");
+}
