@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use symdex_shared::archive::{self, Event, ExpandError};
+use symdex_shared::archive::{self, Event};
 use symdex_shared::identity::file_name_of;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
@@ -449,23 +449,12 @@ async fn index_archive(
         };
         sink.push(indexed).await?;
     }
-    let walked = walk.finish();
-    match walked {
-        // Every input gets a record, an archive without a file in it too.
-        Ok(()) if entries == 0 => {
-            let reason = format!("an empty {} archive (no file entries)", container.as_str());
-            sink.push(input_record("file", &shown, meta, Action::Skipped, reason))
-                .await
-        }
-        Ok(()) => Ok(()),
-        // A malformed archive is the input's problem: recorded, and the run goes on.
-        Err(ExpandError::Malformed(reason)) => {
-            let reason = format!("a malformed {} archive: {reason}", container.as_str());
-            sink.push(input_record("file", &shown, meta, Action::Rejected, reason))
-                .await
-        }
-        Err(ExpandError::Io(e)) => Err(e),
+    // A malformed archive is the input's problem: recorded, and the run goes on.
+    if let Some((action, reason)) = archive::ending(walk.finish(), entries, container)? {
+        sink.push(input_record("file", &shown, meta, action, reason))
+            .await?;
     }
+    Ok(())
 }
 
 /// The record of an archive entry that published nothing (skipped, over a limit).

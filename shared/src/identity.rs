@@ -75,15 +75,14 @@ pub struct PerfmapInfo {
     pub path: Option<String>,
 }
 
-/// One section of an ELF file, as its section header places it.
+/// One section of an ELF file served on its own, as its section header places it (stored
+/// uncompressed: the parser leaves compressed ones out).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SectionRef {
     pub name: String,
     /// Where its bytes are in the file.
     pub offset: u64,
     pub size: u64,
-    /// `SHF_COMPRESSED`: the bytes are a compression header and compressed data.
-    pub compressed: bool,
 }
 
 /// An embedded Portable PDB debug entry (type 17).

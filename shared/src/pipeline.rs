@@ -141,19 +141,18 @@ impl Upload<'_> {
         }
     }
 
+    /// The ingest object's content identity (the archive's, for an entry): what a sweeper
+    /// deletes, conditionally on it.
+    fn ingest_etag(&self) -> &str {
+        self.entry.as_ref().map_or(&self.etag, |e| &e.archive_etag)
+    }
+
     fn record(&self, action: Action) -> Record {
         Record {
             name: Some(self.name().to_string()),
             entry: self.entry.as_ref().map(|e| e.path.clone()),
             ingest_version: self.ingest_version.clone(),
-            // The ingest object's identity (the archive's, for an entry): what a sweeper
-            // deletes, conditionally on it.
-            ingest_etag: Some(
-                self.entry
-                    .as_ref()
-                    .map_or(&self.etag, |e| &e.archive_etag)
-                    .clone(),
-            ),
+            ingest_etag: Some(self.ingest_etag().to_string()),
             ingest_size: Some(self.entry.as_ref().map_or(self.size, |e| e.archive_size)),
             meta: self.meta.clone(),
             ..Record::about(
@@ -337,7 +336,7 @@ impl<'s> Indexer<'s> {
             size: upload.size,
             time: now_rfc3339(),
             ingest_version: upload.ingest_version.clone(),
-            ingest_etag: upload.record(Action::Indexed).ingest_etag,
+            ingest_etag: Some(upload.ingest_etag().to_string()),
             entry: upload.entry.as_ref().map(|e| e.path.clone()),
             ..UploadRecord::default()
         };
@@ -640,8 +639,8 @@ impl<'s> Indexer<'s> {
 
     /// Publishes one section of an ELF upload under its debuginfod `section/` key: a range of
     /// the upload, copied server-side on S3 (no byte through the function), read from a local
-    /// file otherwise. `None`: not published (compressed sections are not decompressed yet;
-    /// a range outside the upload).
+    /// file otherwise. `None`: not published (a range outside the upload, a `Key` source).
+    /// Which sections are served (uncompressed, bounded) the ELF parser decided.
     async fn publish_section(
         &self,
         upload: &Upload<'_>,
@@ -653,43 +652,16 @@ impl<'s> Indexer<'s> {
         let inside = offset
             .checked_add(size)
             .is_some_and(|end| end <= upload.size);
-        if section.compressed || !inside || size > MAX_SECTION_SIZE {
+        if !inside {
             return Ok(None);
         }
         // A range's identity: the upload's and where in it (the bytes are not read).
         let derived = format!("{}@{offset}+{size}", upload.etag);
         let read;
         let (source, etag) = match upload.source {
-            CopySource::Object {
-                bucket,
-                key: object,
-                version_id,
-                ..
-            } => {
-                let source = CopySource::Range {
-                    bucket,
-                    key: object,
-                    version_id,
-                    offset,
-                    size,
-                    etag: &derived,
-                };
-                (source, derived.clone())
-            }
-            CopySource::Range {
-                bucket,
-                key: object,
-                version_id,
-                offset: base,
-                ..
-            } => {
-                let source = CopySource::Range {
-                    bucket,
-                    key: object,
-                    version_id,
-                    offset: base + offset,
-                    size,
-                    etag: &derived,
+            CopySource::Object { .. } | CopySource::Range { .. } => {
+                let Some(source) = upload.source.range(offset, size, &derived) else {
+                    return Ok(None);
                 };
                 (source, derived.clone())
             }
@@ -790,20 +762,10 @@ impl<'s> Indexer<'s> {
             if let (true, Some(first)) = (linkable, first) {
                 content.source = CopySource::Key(first);
             }
-            let published = self
+            let result = self
                 .refs
                 .publish(key, &upload.id, &content, self.config.overwrite, fresh)
-                .await;
-            let result = match published {
-                Err(e) if e.kind() == io::ErrorKind::NotFound && first.is_some() && linkable => {
-                    first = None;
-                    content.source = upload.source;
-                    self.refs
-                        .publish(key, &upload.id, &content, self.config.overwrite, fresh)
-                        .await?
-                }
-                other => other?,
-            };
+                .await?;
             outcome.add(key, result);
             if result != KeyOutcome::Conflict {
                 referenced.insert(key.clone());
@@ -1138,9 +1100,6 @@ impl ExpiryPlan {
 pub fn is_due(upload: &UploadRecord, now: SystemTime, policy: Option<&RetentionPolicy>) -> bool {
     upload.state == UploadState::Removing || is_expired(&upload.meta, &upload.time, now, policy)
 }
-
-/// Largest section published on its own (read into memory from a local input).
-const MAX_SECTION_SIZE: u64 = crate::formats::elf::MAX_SERVED_SECTION;
 
 /// `size` bytes at `offset` of a local file.
 fn read_range(path: &std::path::Path, offset: u64, size: u64) -> io::Result<Vec<u8>> {

@@ -12,14 +12,14 @@
 use std::io;
 use std::sync::Arc;
 
-use symdex_shared::archive::{self, Container, Event, ExpandError};
+use symdex_shared::archive::{self, Container, Event, Expanded};
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{EntryOf, Indexed, Indexer, Upload};
 use symdex_shared::storage::{CopySource, ObjectInfo, StorageError};
 use symdex_shared::IdentifyOptions;
 
 use crate::events::ObjectEvent;
-use crate::handler::{ingest_alive, upload_id, Context, Job};
+use crate::handler::{finalize, upload_id, Context, Job};
 
 /// Entries indexed between two manifest writes: a 100,000-entry archive does not hold all its
 /// records in memory, and a crash re-reports at most this many.
@@ -95,33 +95,8 @@ pub(crate) async fn index_archive(
             flush(ctx, &indexer, event, info, std::mem::take(&mut pending)).await?;
         }
     }
-    let walked = walk.finish();
-    match walked {
-        Ok(()) if entries == 0 => {
-            let reason = format!("an empty {} archive (no file entries)", container.as_str());
-            pending.push(nothing_published(
-                event,
-                info,
-                None,
-                &meta,
-                Action::Skipped,
-                reason,
-            ));
-        }
-        Ok(()) => {}
-        // The archive is malformed: recorded (after whatever entries came before the fault).
-        Err(ExpandError::Malformed(reason)) => {
-            let reason = format!("a malformed {} archive: {reason}", container.as_str());
-            pending.push(nothing_published(
-                event,
-                info,
-                None,
-                &meta,
-                Action::Rejected,
-                reason,
-            ));
-        }
-        Err(ExpandError::Io(e)) => return Err(e),
+    if let Some((action, reason)) = archive::ending(walk.finish(), entries, container)? {
+        pending.push(nothing_published(event, info, None, &meta, action, reason));
     }
     Ok(Job {
         indexed: pending,
@@ -129,8 +104,8 @@ pub(crate) async fn index_archive(
     })
 }
 
-/// Writes the records of `done` to the manifest, then finalizes them (the order every
-/// handler keeps: the manifest is at-least-once).
+/// Writes the records of `done` to the manifest, then finalizes them as the handler finalizes
+/// every job (the manifest is at-least-once).
 async fn flush(
     ctx: &Arc<Context>,
     indexer: &Indexer<'_>,
@@ -138,15 +113,22 @@ async fn flush(
     info: &ObjectInfo,
     done: Vec<Indexed>,
 ) -> io::Result<()> {
-    let records: Vec<Record> = done.iter().flat_map(|i| i.records.clone()).collect();
-    indexer.write_manifest(&records).await?;
-    let alive = ingest_alive(ctx, event, &info.etag).await?;
-    let mut undone = Vec::new();
-    for indexed in &done {
-        undone.extend(indexer.finalize(indexed, alive).await?);
-    }
+    let job = Job {
+        indexed: done,
+        ingest: Some((event.clone(), info.etag.clone())),
+    };
+    indexer
+        .write_manifest(&job.records().cloned().collect::<Vec<_>>())
+        .await?;
+    let undone = finalize(ctx, vec![job]).await.map_err(io::Error::other)?;
     indexer.write_manifest(&undone).await?;
     Ok(())
+}
+
+/// Where an entry's bytes are: expanded by the walker, or stored in the archive at an offset.
+enum Origin {
+    Expanded(Expanded),
+    Stored(u64),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -159,7 +141,7 @@ async fn index_entry(
     archive_id: &str,
     found: Event,
 ) -> io::Result<Indexed> {
-    let (entry, size, etag, data, range) = match found {
+    let (entry, size, etag, origin) = match found {
         Event::Skipped { entry, reason } => {
             return Ok(nothing_published(
                 event,
@@ -185,7 +167,7 @@ async fn index_entry(
             data,
             size,
             sha1,
-        } => (entry, size, sha1, Some(data), None),
+        } => (entry, size, sha1, Origin::Expanded(data)),
         // Stored entries are not read, so their identity is the archive's word for them: its
         // CRC-32 and size (two archives with the same stored entry agree; see the notes).
         Event::Stored {
@@ -197,23 +179,22 @@ async fn index_entry(
             entry,
             size,
             format!("zip-crc32-{crc32:08x}-{size}"),
-            None,
-            Some(offset),
+            Origin::Stored(offset),
         ),
     };
     let options = IdentifyOptions {
         as_source: ctx.config.is_source(&format!("{}!/{entry}", event.key)),
     };
     let version = event.version_id.as_deref();
-    let (source, identified) = match (&data, range) {
-        (Some(data), _) => (
+    let (source, identified) = match &origin {
+        Origin::Expanded(data) => (
             data.copy_source(),
             symdex_shared::identify(&*data.reader()?, &options),
         ),
-        (None, Some(offset)) => {
+        Origin::Stored(offset) => {
             let object =
                 ctx.store
-                    .open_object_range(&event.bucket, &event.key, version, offset, size);
+                    .open_object_range(&event.bucket, &event.key, version, *offset, size);
             let identified = match object
                 .identify(|reader| symdex_shared::identify(reader, &options))
                 .await
@@ -235,13 +216,12 @@ async fn index_entry(
                 bucket: &event.bucket,
                 key: &event.key,
                 version_id: version,
-                offset,
+                offset: *offset,
                 size,
                 etag: &etag,
             };
             (source, identified)
         }
-        (None, None) => unreachable!("every entry has data or a range"),
     };
     let upload = Upload {
         id: format!("{archive_id}!/{entry}"),

@@ -121,7 +121,7 @@ pub struct Job {
 }
 
 impl Job {
-    fn records(&self) -> impl Iterator<Item = &Record> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = &Record> {
         self.indexed.iter().flat_map(|i| &i.records)
     }
 }
@@ -337,7 +337,7 @@ async fn process(
 
 /// Marks the jobs' uploads indexed (after the manifest holds their records); returns the
 /// records of uploads that had to be taken back.
-async fn finalize(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<Vec<Record>, String> {
+pub(crate) async fn finalize(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<Vec<Record>, String> {
     let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
     let mut records = Vec::new();
     for job in &jobs {

@@ -456,6 +456,31 @@ pub fn expand(
     walk(&mut state, reader, container, name)
 }
 
+/// What a finished walk says about the archive itself, as a record's action and reason: an
+/// archive without a file entry is `skipped` (every input gets a record), a malformed one
+/// `rejected` (after whatever entries came before the fault); `None`: nothing to add. A read
+/// error is returned (worth a retry).
+pub fn ending(
+    walked: Result<(), ExpandError>,
+    entries: usize,
+    container: Container,
+) -> io::Result<Option<(crate::manifest::Action, String)>> {
+    use crate::manifest::Action;
+    let what = container.as_str();
+    match walked {
+        Ok(()) if entries == 0 => Ok(Some((
+            Action::Skipped,
+            format!("an empty {what} archive (no file entries)"),
+        ))),
+        Ok(()) => Ok(None),
+        Err(ExpandError::Malformed(reason)) => Ok(Some((
+            Action::Rejected,
+            format!("a malformed {what} archive: {reason}"),
+        ))),
+        Err(ExpandError::Io(e)) => Err(e),
+    }
+}
+
 /// [`expand`] for async callers (the pipeline publishes each entry with awaits): the parsers
 /// and decoders, which are synchronous, run on a thread of their own and hand over one entry
 /// at a time; the next entry is expanded only once the caller asks for it (the disk holds one).

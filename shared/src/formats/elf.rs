@@ -148,7 +148,6 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
                 name: name.to_string(),
                 offset,
                 size,
-                compressed,
             });
         }
     }

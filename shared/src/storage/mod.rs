@@ -125,6 +125,37 @@ pub enum CopySource<'a> {
     },
 }
 
+impl<'a> CopySource<'a> {
+    /// `size` bytes at `offset` of an object (or of a range of one) as a range copy source
+    /// with content identity `etag`; `None` for sources that are not objects.
+    pub fn range(&self, offset: u64, size: u64, etag: &'a str) -> Option<CopySource<'a>> {
+        let (bucket, key, version_id, base) = match *self {
+            CopySource::Object {
+                bucket,
+                key,
+                version_id,
+                ..
+            } => (bucket, key, version_id, 0),
+            CopySource::Range {
+                bucket,
+                key,
+                version_id,
+                offset,
+                ..
+            } => (bucket, key, version_id, offset),
+            _ => return None,
+        };
+        Some(CopySource::Range {
+            bucket,
+            key,
+            version_id,
+            offset: base.checked_add(offset)?,
+            size,
+            etag,
+        })
+    }
+}
+
 /// What every storage call returns: a future, so the Lambda runs its pipeline on the async
 /// runtime (no thread parked per S3 request) and the local store answers at once.
 pub type StorageFuture<'a, T> = Pin<Box<dyn Future<Output = StorageResult<T>> + Send + 'a>>;
