@@ -37,6 +37,12 @@ pub struct IndexArgs {
     /// Key prefix of a layout, e.g. `unified=sentry/` (repeatable).
     #[arg(long = "prefix", value_name = "LAYOUT=PREFIX", value_parser = parse_prefix)]
     pub prefixes: Vec<(Layout, String)>,
+    /// The directory the build compiled its sources in (the absolute paths its debug files
+    /// name): source files and source archive entries then serve exactly
+    /// `<DIR>/<their path>` (a loose file's path relative to the current directory), instead
+    /// of being matched by the longest path suffix.
+    #[arg(long, value_name = "DIR")]
+    pub source_root: Option<String>,
     /// Build id recorded with every upload (and used by `delete --build`).
     #[arg(long)]
     pub build: Option<String>,
@@ -172,6 +178,7 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         version: args.version.clone(),
         channel: args.channel.clone(),
         expires: None,
+        source_root: args.source_root.clone(),
     };
 
     let files = expand_paths_excluding(&args.inputs, Some(&store_root));
@@ -327,6 +334,14 @@ async fn index_file(
     let reader = FileReader::open(&abs)?;
     let etag = file_sha1(&abs)?;
     let shown = abs.to_string_lossy().into_owned();
+    // Under a source root, a loose source file sits in its tree where it sits under the
+    // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
+    let source_path = meta.source_root.as_ref().and_then(|_| {
+        let cwd = absolute(Path::new("."));
+        abs.strip_prefix(&cwd)
+            .ok()
+            .map(|rel| rel.to_string_lossy().replace('\\', "/"))
+    });
     let upload = Upload {
         id: upload_id("file", &shown, &etag, meta),
         source: CopySource::File(&abs),
@@ -338,6 +353,7 @@ async fn index_file(
         size: std::fs::metadata(&abs)?.len(),
         meta: meta.clone(),
         options: IdentifyOptions { as_source },
+        source_path,
     };
     indexer.index(&upload, &reader).await
 }
@@ -429,6 +445,7 @@ async fn index_archive(
                     options: IdentifyOptions {
                         as_source: args.sources.wants_source(Path::new(&entry)),
                     },
+                    source_path: None,
                 };
                 indexer.index(&upload, &*reader).await?
             }

@@ -53,7 +53,7 @@ pub(crate) fn identify_file(
 ) -> Result<(Vec<Identity>, u64), FormatError> {
     let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
     let options = IdentifyOptions { as_source };
-    let mut ids = symdex_shared::identify(&reader, &options)?;
+    let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
     let name = file_name(path);
     for id in &mut ids {
         id.fill_file_names(&name);

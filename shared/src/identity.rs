@@ -75,14 +75,17 @@ pub struct PerfmapInfo {
     pub path: Option<String>,
 }
 
-/// One section of an ELF file served on its own, as its section header places it (stored
-/// uncompressed: the parser leaves compressed ones out).
+/// One section of an ELF file, as its section header places it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SectionRef {
     pub name: String,
     /// Where its bytes are in the file.
     pub offset: u64,
     pub size: u64,
+    /// `SHF_COMPRESSED`: the bytes are a compression header and a zlib/zstd stream; it is
+    /// served decompressed ([`Identity::decompressed`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub compressed: bool,
 }
 
 /// An embedded Portable PDB debug entry (type 17).
@@ -141,6 +144,18 @@ pub struct Identity {
     /// lie in the file.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub sections: Vec<SectionRef>,
+    /// ELF: where the DWARF sections that name source files lie (read by
+    /// [`crate::formats::elf::read_debug_details`], not by identification).
+    #[serde(skip)]
+    pub dwarf: Option<crate::formats::dwarf::DwarfLayout>,
+    /// ELF debug files: the source files their line tables name (filled by
+    /// [`crate::formats::elf::read_debug_details`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<crate::formats::dwarf::SourcePaths>,
+    /// Served sections stored compressed, decompressed by
+    /// [`crate::formats::elf::read_debug_details`] (name, bytes).
+    #[serde(skip)]
+    pub decompressed: Vec<(String, Vec<u8>)>,
     /// ELF `.gnu_debuglink` file name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub debuglink: Option<String>,
@@ -181,6 +196,9 @@ impl Identity {
             perfmap: None,
             debuglink: None,
             sections: Vec::new(),
+            dwarf: None,
+            sources: None,
+            decompressed: Vec::new(),
             slice: None,
             os: None,
             build_id_payload: None,

@@ -9,6 +9,7 @@
 //! - [`pipeline`]: index/unindex an upload: identify, publish, reference, record.
 //! - [`refs`], [`manifest`]: who needs each key; the append-only audit trail.
 //! - [`retention`]: channels, retention policies and expiry.
+//! - [`sourcemap`]: which uploaded source serves which path a debug file names.
 //! - [`audit`]: the store's invariants, checked from the outside (`symdex verify`).
 
 pub mod archive;
@@ -21,11 +22,12 @@ pub mod pipeline;
 pub mod reader;
 pub mod refs;
 pub mod retention;
+pub mod sourcemap;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use formats::{identify, Format, FormatError, IdentifyOptions};
+pub use formats::{identify, identify_with_details, Format, FormatError, IdentifyOptions};
 pub use identity::{Identity, Kind};
 pub use layouts::{keys_for, lookup_keys_for, KeySet, Layout};
 pub use reader::{CountingReader, FileReader, MemReader, RangeReader};

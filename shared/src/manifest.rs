@@ -75,6 +75,10 @@ pub struct UploadMeta {
     /// When the upload expires (RFC 3339, UTC); absent: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<String>,
+    /// The directory the build's sources were compiled in: a source upload then serves
+    /// exactly `<source_root>/<path>` (sourcemap.rs); absent: matched by path suffix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_root: Option<String>,
 }
 
 /// One manifest record. Optional fields are omitted when unknown.
@@ -133,6 +137,11 @@ pub struct Record {
     /// ... or removed (for `unpublished`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<String>,
+    /// An ELF debug file: the source paths its DWARF names, and what became of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<crate::sourcemap::SourceReport>,
     /// Producer, e.g. `symdex 0.1.0`.
     pub indexer: String,
 }

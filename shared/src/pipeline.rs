@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::time::SystemTime;
 
-use crate::formats::{identify, Format, FormatError, IdentifyOptions};
-use crate::identity::{file_name_of, Identity, SectionRef};
+use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
+use crate::identity::{file_name_of, Identity, Kind, SectionRef};
 use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
@@ -16,6 +16,7 @@ use crate::refs::{
     UploadState,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
+use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
 use crate::storage::{CopySource, Storage};
 
 /// Where each layout's keys live in the serving store, and what to do.
@@ -106,6 +107,9 @@ pub struct Upload<'a> {
     pub size: u64,
     pub meta: UploadMeta,
     pub options: IdentifyOptions,
+    /// Where a source file sits in its source tree (matched against the paths debug files
+    /// name, sourcemap.rs); `None`: its archive entry path, else its ingest key.
+    pub source_path: Option<String>,
 }
 
 /// The archive an entry upload came from, and where inside it.
@@ -277,7 +281,7 @@ impl<'s> Indexer<'s> {
         upload: &Upload<'_>,
         reader: &dyn RangeReader,
     ) -> io::Result<Indexed> {
-        self.index_identified(upload, identify(reader, &upload.options))
+        self.index_identified(upload, identify_with_details(reader, &upload.options))
             .await
     }
 
@@ -338,6 +342,11 @@ impl<'s> Indexer<'s> {
             ingest_version: upload.ingest_version.clone(),
             ingest_etag: Some(upload.ingest_etag().to_string()),
             entry: upload.entry.as_ref().map(|e| e.path.clone()),
+            source_paths: plans
+                .iter()
+                .filter_map(|p| p.id.sources.as_ref())
+                .flat_map(|s| s.paths.iter().cloned())
+                .collect(),
             ..UploadRecord::default()
         };
         let mut found = self.refs.plan(&template, &planned).await?;
@@ -565,7 +574,26 @@ impl<'s> Indexer<'s> {
         }
         // Recorded like the upload's own keys (sections are keys clients request).
         for (key, section) in section_keys {
-            if let Some(result) = self.publish_section(upload, &key, section, fresh).await? {
+            let decompressed = id
+                .decompressed
+                .iter()
+                .find(|(name, _)| *name == section.name)
+                .map(|(_, bytes)| bytes.as_slice());
+            let result = match (section.compressed, decompressed) {
+                (false, _) => self.publish_section(upload, &key, section, fresh).await?,
+                (true, Some(bytes)) => {
+                    let etag = crate::storage::content_sha1(bytes);
+                    let source = CopySource::Bytes(bytes);
+                    let size = bytes.len() as u64;
+                    Some(
+                        self.publish_generated(upload, &key, source, etag, size, fresh)
+                            .await?,
+                    )
+                }
+                // Not decompressed (identification alone): not served.
+                (true, None) => None,
+            };
+            if let Some(result) = result {
                 outcome.add(&key, result);
                 referenced.insert(key);
             }
@@ -580,6 +608,23 @@ impl<'s> Indexer<'s> {
         let mut others = Vec::new();
         if id.format == Format::Pe {
             others = self.alias_pdbs(upload, &id).await?;
+        }
+        // Sources for debuggers (sourcemap.rs): a source file offers itself, a debug file
+        // asks for the paths its DWARF names.
+        if id.kind == Kind::Source {
+            let holding = keys.iter().find(|k| referenced.contains(*k)).cloned();
+            if let Some(holding) = holding {
+                referenced.extend(
+                    self.offer_source(upload, &holding, fresh, &mut outcome)
+                        .await?,
+                );
+            }
+        }
+        if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
+            let (report, held) = self.want_sources(upload, build_id, &sources.paths).await?;
+            record.source_paths.clone_from(&sources.paths);
+            record.sources = Some(report);
+            others.extend(held);
         }
 
         record.action = Some(outcome.action());
@@ -640,7 +685,8 @@ impl<'s> Indexer<'s> {
     /// Publishes one section of an ELF upload under its debuginfod `section/` key: a range of
     /// the upload, copied server-side on S3 (no byte through the function), read from a local
     /// file otherwise. `None`: not published (a range outside the upload, a `Key` source).
-    /// Which sections are served (uncompressed, bounded) the ELF parser decided.
+    /// Which sections are served (bounded) the ELF parser decided; this one is stored
+    /// uncompressed.
     async fn publish_section(
         &self,
         upload: &Upload<'_>,
@@ -686,6 +732,206 @@ impl<'s> Indexer<'s> {
             .publish_generated(upload, key, source, etag, size, fresh)
             .await?;
         Ok(Some(outcome))
+    }
+
+    /// Offers a source upload to the debug files of its scope (sourcemap.rs), and publishes it
+    /// under the `source/` key of every path it is now the best match for. `holding`: a key
+    /// holding its bytes (debug files arriving later copy from there). Returns the extra keys
+    /// it references.
+    async fn offer_source(
+        &self,
+        upload: &Upload<'_>,
+        holding: &str,
+        fresh: bool,
+        outcome: &mut Outcome,
+    ) -> io::Result<BTreeSet<String>> {
+        if !self.config.layouts.contains(&Layout::Debuginfod) {
+            return Ok(BTreeSet::new());
+        }
+        let path = upload
+            .source_path
+            .clone()
+            .or_else(|| upload.entry.as_ref().map(|e| e.path.clone()))
+            .unwrap_or_else(|| upload.ingest_key.clone())
+            .replace('\\', "/");
+        let offer = Offer {
+            path,
+            root: upload.meta.source_root.clone(),
+            upload: upload.id.clone(),
+            key: holding.to_string(),
+            etag: upload.etag.clone(),
+            size: upload.size,
+        };
+        let name = sourcemap::base_name(&offer.path).to_string();
+        let file = sourcemap::record_file(upload.meta.build.as_deref().unwrap_or(""), &name);
+        let record = self
+            .refs
+            .update_source_map(&file, |r| r.offers.insert(offer.clone()))
+            .await?;
+        let same_name = |o: &&Offer| sourcemap::base_name(&o.path) == name;
+        let mut keys = BTreeSet::new();
+        let mut dead = BTreeSet::new();
+        for want in record
+            .wants
+            .iter()
+            .filter(|w| sourcemap::base_name(&w.path) == name)
+        {
+            let Match::Found(best) = best_offer(&want.path, record.offers.iter().filter(same_name))
+            else {
+                continue;
+            };
+            if best.etag != offer.etag {
+                continue;
+            }
+            // A want of a debug file removed since serves nobody.
+            let alive = self
+                .refs
+                .upload(&want.upload)
+                .await?
+                .is_some_and(|u| u.state != UploadState::Removing);
+            if !alive {
+                dead.insert(want.clone());
+                continue;
+            }
+            if let Some(key) = self.source_key(&want.build_id, &want.path) {
+                keys.insert(key);
+            }
+        }
+        if !dead.is_empty() {
+            self.refs
+                .update_source_map(&file, |r| {
+                    let before = r.wants.len();
+                    r.wants.retain(|w| !dead.contains(w));
+                    r.wants.len() != before
+                })
+                .await?;
+        }
+        if keys.is_empty() || !self.refs.plan_more(&upload.id, &keys).await? {
+            return Ok(BTreeSet::new());
+        }
+        self.publish_own(upload, &keys, fresh, outcome).await
+    }
+
+    /// The prefixed `source/` key of a path, if it is a valid key.
+    fn source_key(&self, build_id: &str, path: &str) -> Option<String> {
+        let key = sourcemap::source_key(build_id, path);
+        let prefixed = format!("{}{key}", self.config.prefix(Layout::Debuginfod));
+        let fits = crate::refs::STATE_PREFIX.len() + "/refs/".len() + prefixed.len() + 5 <= 1024;
+        (fits && layouts::grammar::is_valid_key(Layout::Debuginfod, &key)).then_some(prefixed)
+    }
+
+    /// Asks for the sources a debug file names: records each path in its join record, and
+    /// publishes `source/` keys for those an uploaded source serves, on behalf of the source
+    /// uploads (refs.rs, invariant 5). Returns the report and the records of the holders.
+    async fn want_sources(
+        &self,
+        upload: &Upload<'_>,
+        build_id: &str,
+        paths: &[String],
+    ) -> io::Result<(SourceReport, Vec<Record>)> {
+        let mut report = SourceReport {
+            referenced: paths.len(),
+            ..SourceReport::default()
+        };
+        if !self.config.layouts.contains(&Layout::Debuginfod) {
+            report.missing = paths.to_vec();
+            return Ok((report, Vec::new()));
+        }
+        let scope = upload.meta.build.as_deref().unwrap_or("");
+        let mut by_file: BTreeMap<String, Vec<&String>> = BTreeMap::new();
+        for path in paths {
+            by_file
+                .entry(sourcemap::record_file(scope, sourcemap::base_name(path)))
+                .or_default()
+                .push(path);
+        }
+        let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (file, group) in by_file {
+            let wants: Vec<Want> = group
+                .iter()
+                .map(|path| Want {
+                    build_id: build_id.to_string(),
+                    path: path.to_string(),
+                    upload: upload.id.clone(),
+                })
+                .collect();
+            let record = self
+                .refs
+                .update_source_map(&file, |r| {
+                    let before = r.wants.len();
+                    r.wants.extend(wants.iter().cloned());
+                    r.wants.len() != before
+                })
+                .await?;
+            let mut dead = BTreeSet::new();
+            for path in group {
+                let Some(key) = self.source_key(build_id, path) else {
+                    report.unserved.push(format!("{path}: not a valid key"));
+                    continue;
+                };
+                let name = sourcemap::base_name(path);
+                let candidates = record
+                    .offers
+                    .iter()
+                    .filter(|o| sourcemap::base_name(&o.path) == name && !dead.contains(*o));
+                let offer = match best_offer(path, candidates) {
+                    Match::Missing => {
+                        report.missing.push(path.clone());
+                        continue;
+                    }
+                    Match::Ambiguous(n) => {
+                        report.unserved.push(format!(
+                            "{path}: {n} uploaded sources of different content match it"
+                        ));
+                        continue;
+                    }
+                    Match::Found(offer) => offer,
+                };
+                let content = Content {
+                    etag: &offer.etag,
+                    size: offer.size,
+                    source: CopySource::Key(&offer.key),
+                };
+                match self.hold_for(&offer.upload, &key, &content).await? {
+                    Some(KeyOutcome::Conflict) => report
+                        .unserved
+                        .push(format!("{path}: {key} holds other content")),
+                    Some(outcome) => {
+                        report.served += 1;
+                        if outcome == KeyOutcome::Published {
+                            held.entry(offer.upload.clone()).or_default().push(key);
+                        }
+                    }
+                    // The source upload was removed since it offered itself.
+                    None => {
+                        dead.insert(offer.clone());
+                        report.missing.push(path.clone());
+                    }
+                }
+            }
+            if !dead.is_empty() {
+                self.refs
+                    .update_source_map(&file, |r| {
+                        let before = r.offers.len();
+                        r.offers.retain(|o| !dead.contains(o));
+                        r.offers.len() != before
+                    })
+                    .await?;
+            }
+        }
+        let mut records = Vec::new();
+        for (holder, keys) in held {
+            if let Some(holder_upload) = self.refs.upload(&holder).await? {
+                let mut record = upload_record_of(&holder_upload, Action::Indexed);
+                record.published = keys;
+                record.reason = Some(format!(
+                    "sources named by {} (build id {build_id})",
+                    upload.id
+                ));
+                records.push(record);
+            }
+        }
+        Ok((report, records))
     }
 
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under

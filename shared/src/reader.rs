@@ -113,6 +113,73 @@ impl<T: AsRef<[u8]> + Send + Sync> RangeReader for MemReader<T> {
     }
 }
 
+/// A reader whose small reads are served from whole blocks kept in memory (the few most
+/// recently used): many small reads close together (DWARF unit headers, strings) cost one
+/// request per block on a remote reader. Reads larger than a block go straight through.
+pub struct BlockCache<R> {
+    inner: R,
+    block: u64,
+    capacity: usize,
+    /// (block index, bytes), most recently used last.
+    blocks: std::sync::Mutex<Vec<(u64, Vec<u8>)>>,
+}
+
+impl<R: RangeReader> BlockCache<R> {
+    pub fn new(inner: R, block: u64, capacity: usize) -> Self {
+        BlockCache {
+            inner,
+            block: block.max(1),
+            capacity: capacity.max(1),
+            blocks: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn with_block<T>(&self, index: u64, f: impl FnOnce(&[u8]) -> T) -> io::Result<T> {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = blocks.iter().position(|(i, _)| *i == index) {
+            let entry = blocks.remove(at);
+            let result = f(&entry.1);
+            blocks.push(entry);
+            return Ok(result);
+        }
+        let start = index * self.block;
+        let len = self.block.min(self.inner.size().saturating_sub(start)) as usize;
+        let bytes = read_vec(&self.inner, start, len)?;
+        let result = f(&bytes);
+        if blocks.len() >= self.capacity {
+            blocks.remove(0);
+        }
+        blocks.push((index, bytes));
+        Ok(result)
+    }
+}
+
+impl<R: RangeReader> RangeReader for BlockCache<R> {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(self.size(), offset, buf.len())?;
+        if buf.len() as u64 > self.block {
+            return self.inner.read_exact_at(offset, buf);
+        }
+        let mut done = 0;
+        while done < buf.len() {
+            let at = offset + done as u64;
+            let index = at / self.block;
+            let from = (at - index * self.block) as usize;
+            let n = self.with_block(index, |bytes| {
+                let n = (bytes.len() - from).min(buf.len() - done);
+                buf[done..done + n].copy_from_slice(&bytes[from..from + n]);
+                n
+            })?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
 /// Wraps a reader and counts requests and bytes: the figure behind "identification reads
 /// kilobytes, not the file".
 #[derive(Debug)]
@@ -200,6 +267,28 @@ impl io::Seek for ReaderCursor<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_block_cache_reads_what_the_reader_holds_with_one_request_per_block() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let cache = BlockCache::new(CountingReader::new(MemReader(data.clone())), 1024, 2);
+        for (offset, len) in [
+            (0, 10),
+            (5, 100),
+            (1000, 100),
+            (1020, 8),
+            (9990, 10),
+            (3000, 2000),
+        ] {
+            let mut buf = vec![0; len];
+            cache.read_exact_at(offset, &mut buf).unwrap();
+            assert_eq!(buf, data[offset as usize..offset as usize + len]);
+        }
+        // Blocks 0 and 1 once each, then block 9, then the large read straight through.
+        assert_eq!(cache.inner.requests(), 4);
+        let mut past = [0u8; 20];
+        assert!(cache.read_exact_at(9990, &mut past).is_err());
+    }
+
     use super::*;
 
     #[test]

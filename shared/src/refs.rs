@@ -7,6 +7,8 @@
 //! - `_symdex/sources/<sha1 of source>.json`: the uploads of one ingest location.
 //! - `_symdex/ids/<debug id>.json`: PDB names recorded by PEs' CodeView records, and where a PDB
 //!   with that id was published, so a PDB is reachable under the exact name its PE uses.
+//! - `_symdex/sourcemap/<scope>/<bucket>.json`: source files offered and source paths wanted,
+//!   joined by path (sourcemap.rs).
 //!
 //! # Invariants
 //!
@@ -45,6 +47,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::UploadMeta;
+use crate::sourcemap::SourceMapRecord;
 use crate::storage::{CopySource, ObjectInfo, Precondition, Storage};
 
 /// Root of symdex's own bookkeeping inside a store (never served).
@@ -121,6 +124,9 @@ pub struct UploadRecord {
     /// Every key it may reference (invariant 4); a removal takes the references of all.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub planned: BTreeSet<String>,
+    /// An ELF debug file: the source paths its DWARF names (formats::dwarf).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_paths: Vec<String>,
     /// While `removing`: keys already unpublished (a retried removal reports them too).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub removed: BTreeSet<String>,
@@ -913,6 +919,27 @@ impl<'s> RefStore<'s> {
                 Ok(Step::Write(record.clone(), record))
             } else {
                 Ok(Step::Keep(record))
+            }
+        })
+        .await
+    }
+
+    /// Changes one source join record (sourcemap.rs) with `f`, which returns whether it
+    /// changed anything; returns the record as swapped, so the caller sees every offer and
+    /// want written before its own (an empty record is deleted).
+    pub async fn update_source_map(
+        &self,
+        file: &str,
+        mut f: impl FnMut(&mut SourceMapRecord) -> bool,
+    ) -> io::Result<SourceMapRecord> {
+        self.update(file, |current: Option<SourceMapRecord>| {
+            let mut record = current.unwrap_or_default();
+            if !f(&mut record) {
+                Ok(Step::Keep(record))
+            } else if record.offers.is_empty() && record.wants.is_empty() {
+                Ok(Step::Delete(record))
+            } else {
+                Ok(Step::Write(record.clone(), record))
             }
         })
         .await

@@ -189,7 +189,7 @@ async fn index_entry(
     let (source, identified) = match &origin {
         Origin::Expanded(data) => (
             data.copy_source(),
-            symdex_shared::identify(&*data.reader()?, &options),
+            symdex_shared::identify_with_details(&*data.reader()?, &options),
         ),
         Origin::Stored(offset) => {
             let object =
@@ -211,6 +211,19 @@ async fn index_entry(
                     ))
                 }
                 Err(e) => return Err(e.into()),
+            };
+            let identified = match identified {
+                Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
+                    let object = ctx.store.open_object_range(
+                        &event.bucket,
+                        &event.key,
+                        version,
+                        *offset,
+                        size,
+                    );
+                    Ok(crate::handler::read_debug_details(object, ids).await?)
+                }
+                other => other,
             };
             let source = CopySource::Range {
                 bucket: &event.bucket,
@@ -238,6 +251,7 @@ async fn index_entry(
         size,
         meta: meta.clone(),
         options,
+        source_path: None,
     };
     indexer.index_identified(&upload, identified).await
 }

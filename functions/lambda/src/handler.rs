@@ -80,6 +80,8 @@ fn upload_meta(key: &str, metadata: &HashMap<String, String>) -> UploadMeta {
         version: get("version"),
         channel: get("channel"),
         expires: None,
+        // Metadata only: a path segment cannot hold a directory.
+        source_root: from_meta("source-root"),
     }
 }
 
@@ -219,6 +221,18 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
     if let Some(container) = container {
         return crate::archives::index_archive(&ctx, event, &info, meta, container).await;
     }
+    let identified = match identified {
+        Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
+            let object = store.open_object(
+                &event.bucket,
+                &event.key,
+                event.version_id.as_deref(),
+                info.size,
+            );
+            Ok(read_debug_details(object, ids).await?)
+        }
+        other => other,
+    };
     let upload = Upload {
         id: upload_id(event, &info.etag),
         source: CopySource::Object {
@@ -236,6 +250,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         size: info.size,
         meta,
         options,
+        source_path: None,
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
     if !ctx.prepared.load(Ordering::Relaxed) {
@@ -263,6 +278,25 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         indexed: vec![indexed],
         ingest: Some((event.clone(), info.etag)),
     })
+}
+
+/// Reads what identification leaves out of debug files (the source paths their DWARF names,
+/// compressed sections decompressed: `elf::read_debug_details`) on a blocking thread, through
+/// ranged GETs of 1 MiB blocks (the last 16 kept).
+pub(crate) async fn read_debug_details(
+    object: symdex_shared::storage::s3::S3Object,
+    mut ids: Vec<symdex_shared::Identity>,
+) -> std::io::Result<Vec<symdex_shared::Identity>> {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let reader = symdex_shared::reader::BlockCache::new(object.blocking(handle), 1 << 20, 16);
+        for id in &mut ids {
+            symdex_shared::formats::elf::read_debug_details(&reader, id);
+        }
+        ids
+    })
+    .await
+    .map_err(std::io::Error::other)
 }
 
 /// Unindexes the uploads of one removed object.

@@ -320,3 +320,67 @@ async fn an_archive_cut_off_at_every_step_converges_when_redelivered() {
         );
     }
 }
+
+/// Sources for debuggers through the Lambda: a tarball of the program's sources arrives
+/// before its debug file; gdb lists `main` and debuginfod-find fetches the source from the
+/// serving bucket (moto's HTTP endpoint), after the source file is gone from disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
+    let stack = Stack::new().await;
+    let ctx = Arc::new(Context::new(
+        config(&[("SYMDEX_SOURCE_EXTENSIONS", "c,h")]),
+        stack.moto.s3().await,
+    ));
+    let fx = Fixtures::build();
+    let dir = fx.dir.path().canonicalize().unwrap();
+    let source = std::fs::read(dir.join("prog.c")).unwrap();
+    run(&dir, "tar -czf src.tar.gz prog.c && mkdir run && cp app.stripped run/app");
+    index(&stack, &ctx, "ci/src.tar.gz", &dir.join("src.tar.gz")).await;
+    let response = index(&stack, &ctx, "ci/app.debug", &dir.join("app.debug")).await;
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    let path = format!("{}/prog.c", dir.display());
+    let key = format!("buildid/{}/source{path}", fx.build_id());
+    assert_eq!(published(&stack).await.get(&key), Some(&source), "{key}");
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let debug = records
+        .iter()
+        .find(|r| r["kind"] == "debug")
+        .expect("the debug file's record");
+    assert_eq!(debug["sources"]["served"], 1, "{debug}");
+    std::fs::remove_file(dir.join("prog.c")).unwrap();
+    public_read(&stack).await;
+    let urls = format!("{}/{SERVING}", stack.moto.endpoint);
+    let out = Command::new("debuginfod-find")
+        .args(["source", &fx.build_id(), &path])
+        .env("DEBUGINFOD_URLS", &urls)
+        .env("DEBUGINFOD_CACHE_PATH", dir.join("cache"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(std::fs::read(fetched.trim()).unwrap(), source);
+    let out = Command::new("gdb")
+        .args([
+            "-batch",
+            "-nx",
+            "-iex",
+            "set debuginfod enabled on",
+            "-iex",
+            "set debug-file-directory /nonexistent",
+            "-ex",
+            "list main",
+            "./app",
+        ])
+        .current_dir(dir.join("run"))
+        .env("DEBUGINFOD_URLS", &urls)
+        .env("DEBUGINFOD_CACHE_PATH", dir.join("cache-gdb"))
+        .env("HOME", dir.join("run"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("return compute(c);"),
+        "gdb listed no source:\n{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

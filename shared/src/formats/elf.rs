@@ -10,8 +10,9 @@ use object::read::elf::{FileHeader, ProgramHeader, SectionHeader, SectionTable};
 use object::{elf, Endianness, ReadCache, ReadRef};
 use uuid::Uuid;
 
+use super::dwarf::{DwarfLayout, MAX_DECOMPRESSED, SOURCE_SECTIONS};
 use super::{c_string, hex, Format, FormatError};
-use crate::identity::{Identity, Kind};
+use crate::identity::{Identity, Kind, SectionRef};
 use crate::reader::{RangeReader, ReaderCursor};
 
 /// Note segments and sections larger than this are not read (real ones are a few hundred bytes).
@@ -122,11 +123,18 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
     let mut id = Identity::new(Format::Elf, kind);
     id.arch = arch_name(header.e_machine(endian).0, header.is_class_64()).to_string();
     if has_debug_info {
+        let mut dwarf = DwarfLayout {
+            little_endian: endian == Endianness::Little,
+            is_64: header.is_class_64(),
+            sections: Vec::new(),
+        };
         for section in sections.iter() {
             let name = name_of(section);
-            let Some(name) = SERVED_SECTIONS.iter().find(|n| n.as_bytes() == name) else {
+            let served = SERVED_SECTIONS.iter().find(|n| n.as_bytes() == name);
+            let read = SOURCE_SECTIONS.iter().find(|n| n.as_bytes() == name);
+            if served.is_none() && read.is_none() {
                 continue;
-            };
+            }
             // NOBITS sections have no file range; a range past the file is the file's lie.
             let Some((offset, size)) = section.file_range(endian) else {
                 continue;
@@ -134,22 +142,31 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
             let in_file = offset
                 .checked_add(size)
                 .is_some_and(|end| end <= data.len().unwrap_or(0));
-            // Compressed sections (SHF_COMPRESSED) would be served decompressed: not yet.
-            let compressed = section.sh_flags(endian).contains(elf::SHF_COMPRESSED);
-            if size == 0
-                || size > MAX_SERVED_SECTION
-                || compressed
-                || !in_file
-                || id.sections.iter().any(|s| s.name == *name)
-            {
+            if size == 0 || !in_file {
                 continue;
             }
-            id.sections.push(crate::identity::SectionRef {
-                name: name.to_string(),
-                offset,
-                size,
-            });
+            let compressed = section.sh_flags(endian).contains(elf::SHF_COMPRESSED);
+            let found = |list: &[SectionRef], name: &str| list.iter().any(|s| s.name == name);
+            if let Some(name) = read.filter(|n| !found(&dwarf.sections, n)) {
+                dwarf.sections.push(SectionRef {
+                    name: name.to_string(),
+                    offset,
+                    size,
+                    compressed,
+                });
+            }
+            // A compressed section is served decompressed: its size is known once read.
+            let bounded = size <= MAX_SERVED_SECTION && (!compressed || size <= MAX_DECOMPRESSED);
+            if let Some(name) = served.filter(|n| bounded && !found(&id.sections, n)) {
+                id.sections.push(SectionRef {
+                    name: name.to_string(),
+                    offset,
+                    size,
+                    compressed,
+                });
+            }
         }
+        id.dwarf = Some(dwarf);
     }
     id.has_debug_info = has_debug_info;
     id.debuglink = debuglink(&sections, endian, data);
@@ -178,6 +195,40 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
         }
     }
     Ok(id)
+}
+
+/// What identification leaves out because it costs more than headers: the source files a
+/// debug file's DWARF names, and the served sections stored compressed, decompressed (at most
+/// [`MAX_DECOMPRESSED`] in all). Runs on the whole file's reader (the Lambda runs it on a
+/// blocking ranged reader after identification).
+pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
+    let Some(layout) = id.dwarf.clone() else {
+        return;
+    };
+    if id.kind == Kind::Debug || id.has_debug_info {
+        id.sources = Some(super::dwarf::source_paths(reader, &layout));
+    }
+    let mut budget = MAX_DECOMPRESSED;
+    let mut unreadable = Vec::new();
+    for section in id.sections.iter().filter(|s| s.compressed) {
+        if section.size > budget {
+            unreadable.push(section.name.clone());
+            continue;
+        }
+        let bytes = crate::reader::read_vec(reader, section.offset, section.size as usize)
+            .map_err(|e| e.to_string())
+            .and_then(|raw| super::dwarf::decompress(&raw, layout.is_64, layout.little_endian));
+        match bytes {
+            Ok(bytes) if bytes.len() as u64 <= budget => {
+                budget -= bytes.len() as u64;
+                id.decompressed.push((section.name.clone(), bytes));
+            }
+            _ => unreadable.push(section.name.clone()),
+        }
+    }
+    // A compressed section that could not be decompressed is not served.
+    id.sections
+        .retain(|s| !s.compressed || !unreadable.contains(&s.name));
 }
 
 fn find_build_id<Elf: FileHeader<Endian = Endianness>>(

@@ -6,6 +6,7 @@
 //! slice of a fat Mach-O), the common model every layout and the manifest consume.
 
 pub mod breakpad;
+pub mod dwarf;
 pub mod elf;
 pub mod macho;
 pub mod pdb;
@@ -197,6 +198,20 @@ pub fn identify(
         Some(Format::Source) | None if options.as_source => one(source::identify(reader)),
         Some(Format::Source) | None => Err(FormatError::Unrecognized(describe_unknown(&head))),
     }
+}
+
+/// [`identify`], then what costs more than headers ([`elf::read_debug_details`]: the source
+/// files a debug file names, compressed sections decompressed). For callers with the whole
+/// file at hand; the Lambda runs the two steps apart.
+pub fn identify_with_details(
+    reader: &dyn RangeReader,
+    options: &IdentifyOptions,
+) -> Result<Vec<Identity>, FormatError> {
+    let mut ids = identify(reader, options)?;
+    for id in &mut ids {
+        elf::read_debug_details(reader, id);
+    }
+    Ok(ids)
 }
 
 /// A short reason for an unrecognized input, so the manifest says more than "unknown".

@@ -211,7 +211,12 @@ pub fn is_valid_key(layout: Layout, key: &str) -> bool {
                             .bytes()
                             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
                 });
-                lower_hex(id) && (matches!(what, "debuginfo" | "executable") || section)
+                // `source/<absolute path>`: every component a valid name (sourcemap.rs).
+                let source = what.strip_prefix("source/").is_some_and(|path| {
+                    path.len() <= crate::formats::dwarf::MAX_PATH_LEN
+                        && path.split('/').all(valid_name)
+                });
+                lower_hex(id) && (matches!(what, "debuginfo" | "executable") || section || source)
             }),
         Layout::Unified => {
             let key = key.strip_suffix(".meta").unwrap_or(key);
@@ -268,6 +273,7 @@ mod tests {
             (Layout::SymstoreIndex2, "fo/foo.exe/542D574Ec2000/foo.exe"),
             (Layout::Breakpad, "crash.pdb/3249D99D0C4049318610F4E4FB0B69361/crash.sym"),
             (Layout::Debuginfod, "buildid/180a373d/debuginfo"),
+            (Layout::Debuginfod, "buildid/180a373d/source/home/ci/src/a b+c.c"),
             (Layout::Unified, "32/49d99d0c4049318610f4e4fb0b69361/breakpad"),
             (Layout::Unified, "32/49d99d0c4049318610f4e4fb0b69361/breakpad.meta"),
             (Layout::Gdb, "18/0a373d.debug"),
@@ -291,6 +297,12 @@ mod tests {
                 "crash.pdb/3249d99d0c4049318610f4e4fb0b69361/crash.sym",
             ),
             (Layout::Debuginfod, "buildid/../debuginfo"),
+            (
+                Layout::Debuginfod,
+                "buildid/180a373d/source/home/../etc/passwd",
+            ),
+            (Layout::Debuginfod, "buildid/180a373d/source//home/a.c"),
+            (Layout::Debuginfod, "buildid/180a373d/source/home/a\u{1}.c"),
             (Layout::Unified, "3/249/executable"),
             (Layout::Gdb, "18/../x"),
             (Layout::Lldb, "497b/72F6/390A/44FC/878E/5A2D63B6CC4B"),

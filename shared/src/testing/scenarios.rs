@@ -65,6 +65,7 @@ impl Artifact {
                 ..UploadMeta::default()
             },
             options: IdentifyOptions::default(),
+            source_path: None,
         }
     }
 }

@@ -1,0 +1,655 @@
+//! DWARF: the source files an ELF debug file's line tables name, as absolute paths (what a
+//! debuginfod client asks `/buildid/<id>/source/<path>` for).
+//!
+//! Bounded reads: only line-table *headers* are read (each unit's program is skipped by its
+//! length), plus, for DWARF 4 and older, the root entry of each compilation unit (its
+//! `DW_AT_comp_dir`, which the line table's directory 0 stands for). Strings are read where
+//! their offsets point. A compressed section (`SHF_COMPRESSED`, zlib or zstd) is decompressed
+//! whole, up to [`MAX_DECOMPRESSED`]. gimli parses each header from a buffer holding just the
+//! header: the unit's length field is rewritten to end there, so gimli never needs the rest.
+
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::io::{self, Read};
+
+use gimli::{AttributeValue, DebugAbbrevOffset, DebugLineOffset, EndianSlice, RunTimeEndian};
+use serde::Serialize;
+
+use crate::identity::SectionRef;
+use crate::reader::{read_vec, RangeReader};
+
+/// Most source paths recorded for one debug file (a large C++ program names tens of
+/// thousands of headers; the rest are counted, not listed).
+pub const MAX_SOURCE_PATHS: usize = 20_000;
+/// Longest path recorded (longer ones are rejected: no client could request them as a key).
+pub const MAX_PATH_LEN: usize = 768;
+/// A line-table header larger than this is skipped (real ones are kilobytes).
+const MAX_HEADER: u64 = 1 << 20;
+/// How much of a compilation unit is read to parse its root entry.
+const UNIT_HEAD: u64 = 16 * 1024;
+/// Largest decompressed size of a compressed section read whole.
+pub const MAX_DECOMPRESSED: u64 = 64 << 20;
+/// Units walked per section at most (each costs a read).
+const MAX_UNITS: usize = 500_000;
+/// Longest string read at an offset.
+const MAX_STRING: usize = 4096;
+
+/// Where the DWARF sections that name sources lie in an ELF file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DwarfLayout {
+    pub little_endian: bool,
+    pub is_64: bool,
+    /// `.debug_line`, `.debug_line_str`, `.debug_str`, `.debug_info`, `.debug_abbrev`.
+    pub sections: Vec<SectionRef>,
+}
+
+/// The section names [`DwarfLayout`] keeps.
+pub const SOURCE_SECTIONS: [&str; 5] = [
+    ".debug_line",
+    ".debug_line_str",
+    ".debug_str",
+    ".debug_info",
+    ".debug_abbrev",
+];
+
+/// The source files one debug file names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SourcePaths {
+    /// Absolute, lexically normalised (`.` and `..` resolved, as debuginfod clients do),
+    /// sorted, at most [`MAX_SOURCE_PATHS`].
+    pub paths: Vec<String>,
+    /// Why some names were left out (relative without a compilation directory, too long,
+    /// control characters, a table that could not be read...), one line per reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
+}
+
+/// One section's bytes: read by ranges from the file, or decompressed in memory.
+enum Bytes<'a> {
+    Range {
+        reader: &'a dyn RangeReader,
+        offset: u64,
+        size: u64,
+    },
+    Owned(Vec<u8>),
+}
+
+impl Bytes<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Bytes::Range { size, .. } => *size,
+            Bytes::Owned(v) => v.len() as u64,
+        }
+    }
+
+    /// Up to `len` bytes at `at` (fewer at the section's end).
+    fn read(&self, at: u64, len: u64) -> io::Result<Cow<'_, [u8]>> {
+        let len = len.min(self.len().saturating_sub(at));
+        match self {
+            Bytes::Range { reader, offset, .. } => {
+                Ok(Cow::Owned(read_vec(*reader, offset + at, len as usize)?))
+            }
+            Bytes::Owned(v) => Ok(Cow::Borrowed(&v[at as usize..(at + len) as usize])),
+        }
+    }
+
+    /// The NUL-terminated string at `at`.
+    fn string(&self, at: u64) -> Option<Vec<u8>> {
+        let bytes = self.read(at, MAX_STRING as u64).ok()?;
+        let end = bytes.iter().position(|&b| b == 0)?;
+        Some(bytes[..end].to_vec())
+    }
+}
+
+/// Reads the sections of `layout` and returns the source paths their line tables name.
+pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePaths {
+    let mut rejected = Rejections::default();
+    let mut section = |name: &str| -> Option<Bytes<'_>> {
+        let s = layout.sections.iter().find(|s| s.name == name)?;
+        match open(reader, s, layout) {
+            Ok(bytes) => Some(bytes),
+            Err(e) => {
+                rejected.add(format!("{name}: {e}"));
+                None
+            }
+        }
+    };
+    let Some(line) = section(".debug_line") else {
+        return SourcePaths {
+            paths: Vec::new(),
+            rejected: rejected.into_lines(),
+        };
+    };
+    let strings = Strings {
+        line_str: section(".debug_line_str"),
+        str: section(".debug_str"),
+    };
+    let info = section(".debug_info");
+    let abbrev = section(".debug_abbrev");
+    let endian = if layout.little_endian {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    let mut comp_dirs: Option<HashMap<u64, Vec<u8>>> = None;
+    let mut paths = BTreeSet::new();
+    let mut dropped = 0usize;
+    let mut offset = 0u64;
+    let mut units = 0;
+    while offset < line.len() && units < MAX_UNITS {
+        units += 1;
+        let head = match UnitHead::read(&line, offset, endian, true) {
+            Ok(head) => head,
+            Err(e) => {
+                rejected.add(format!("line table at {offset}: {e}"));
+                break;
+            }
+        };
+        let next = head.end;
+        let header = head.header_end.and_then(|end| {
+            (end - offset <= MAX_HEADER)
+                .then(|| head.patched(&line, end, endian))
+                .and_then(Result::ok)
+        });
+        let Some(buffer) = header else {
+            rejected.add(format!(
+                "line table at {offset}: header unreadable or too large"
+            ));
+            offset = next;
+            continue;
+        };
+        let debug_line = gimli::DebugLine::new(&buffer, endian);
+        let program = match debug_line.program(DebugLineOffset(0), 8, None, None) {
+            Ok(program) => program,
+            Err(e) => {
+                rejected.add(format!("line table at {offset}: {e}"));
+                offset = next;
+                continue;
+            }
+        };
+        let header = program.header();
+        // DWARF 4 and older: directory 0 is the unit's DW_AT_comp_dir, in .debug_info.
+        let comp_dir = if header.version() <= 4 {
+            let dirs = comp_dirs.get_or_insert_with(|| match (&info, &abbrev) {
+                (Some(info), Some(abbrev)) => {
+                    unit_comp_dirs(info, abbrev, &strings, endian, &mut rejected)
+                }
+                _ => HashMap::new(),
+            });
+            dirs.get(&offset).cloned()
+        } else {
+            // DWARF 5 names it as directory 0 itself.
+            header.directory(0).and_then(|d| strings.resolve(d))
+        };
+        for file in header.file_names() {
+            let Some(name) = strings.resolve(file.path_name()) else {
+                rejected.add("a file name in a form symdex does not read".to_string());
+                continue;
+            };
+            let dir = if header.version() <= 4 && file.directory_index() == 0 {
+                comp_dir.clone()
+            } else {
+                file.directory(header).and_then(|d| strings.resolve(d))
+            };
+            // A relative directory (DWARF 4 include directories) is under the comp dir.
+            let dir = match (dir, &comp_dir) {
+                (Some(d), Some(c)) if !d.starts_with(b"/") => Some(join(c, &d)),
+                (Some(d), _) => Some(d),
+                (None, _) => None,
+            };
+            let joined = if name.starts_with(b"/") {
+                name
+            } else {
+                match dir {
+                    Some(dir) => join(&dir, &name),
+                    None => name,
+                }
+            };
+            match normalize(&joined) {
+                Ok(path) => {
+                    if paths.len() < MAX_SOURCE_PATHS {
+                        paths.insert(path);
+                    } else if !paths.contains(&path) {
+                        dropped += 1;
+                    }
+                }
+                Err(reason) => rejected.add(reason),
+            }
+        }
+        offset = next;
+    }
+    if dropped > 0 {
+        rejected.add(format!(
+            "more than {MAX_SOURCE_PATHS} source paths: {dropped} not recorded"
+        ));
+    }
+    SourcePaths {
+        paths: paths.into_iter().collect(),
+        rejected: rejected.into_lines(),
+    }
+}
+
+/// Rejection reasons, counted by kind so a file with thousands of the same problem says so in
+/// one line.
+#[derive(Default)]
+struct Rejections(std::collections::BTreeMap<String, usize>);
+
+impl Rejections {
+    fn add(&mut self, reason: String) {
+        if self.0.len() < 64 || self.0.contains_key(&reason) {
+            *self.0.entry(reason).or_default() += 1;
+        }
+    }
+
+    fn into_lines(self) -> Vec<String> {
+        self.0
+            .into_iter()
+            .map(|(reason, n)| {
+                if n == 1 {
+                    reason
+                } else {
+                    format!("{reason} ({n} times)")
+                }
+            })
+            .collect()
+    }
+}
+
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut out = dir.to_vec();
+    if !out.ends_with(b"/") {
+        out.push(b'/');
+    }
+    out.extend_from_slice(name);
+    out
+}
+
+/// An absolute path with `.`, `..` and repeated slashes resolved lexically (what debuginfod
+/// clients do before they ask), or why it cannot be a source key.
+pub fn normalize(path: &[u8]) -> Result<String, String> {
+    let text =
+        std::str::from_utf8(path).map_err(|_| "a source path that is not UTF-8".to_string())?;
+    if !text.starts_with('/') {
+        return Err("a relative source path without a compilation directory".to_string());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("a source path with control characters".to_string());
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in text.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err("a source path climbing above the root".to_string());
+                }
+            }
+            part => parts.push(part),
+        }
+    }
+    if parts.is_empty() {
+        return Err("an empty source path".to_string());
+    }
+    let normalized = format!("/{}", parts.join("/"));
+    if normalized.len() > MAX_PATH_LEN {
+        return Err(format!("a source path longer than {MAX_PATH_LEN} bytes"));
+    }
+    Ok(normalized)
+}
+
+/// The string sections attribute values point into.
+struct Strings<'a> {
+    line_str: Option<Bytes<'a>>,
+    str: Option<Bytes<'a>>,
+}
+
+impl Strings<'_> {
+    fn resolve(&self, value: AttributeValue<EndianSlice<'_, RunTimeEndian>>) -> Option<Vec<u8>> {
+        match value {
+            AttributeValue::String(s) => Some(s.slice().to_vec()),
+            AttributeValue::DebugLineStrRef(o) => self.line_str.as_ref()?.string(o.0 as u64),
+            AttributeValue::DebugStrRef(o) => self.str.as_ref()?.string(o.0 as u64),
+            _ => None,
+        }
+    }
+}
+
+/// The start of one unit (line table or compilation unit): its extent, and where a line
+/// table's header ends.
+struct UnitHead {
+    start: u64,
+    /// Bytes of the length field (4, or 12 for 64-bit DWARF).
+    length_field: u64,
+    end: u64,
+    header_end: Option<u64>,
+}
+
+impl UnitHead {
+    fn read(
+        section: &Bytes<'_>,
+        start: u64,
+        endian: RunTimeEndian,
+        line: bool,
+    ) -> Result<Self, String> {
+        let head = section
+            .read(start, 32)
+            .map_err(|e| format!("unreadable: {e}"))?;
+        let u32_at = |at: usize| -> Option<u64> {
+            let b: [u8; 4] = head.get(at..at + 4)?.try_into().ok()?;
+            Some(u64::from(match endian {
+                RunTimeEndian::Little => u32::from_le_bytes(b),
+                RunTimeEndian::Big => u32::from_be_bytes(b),
+            }))
+        };
+        let u64_at = |at: usize| -> Option<u64> {
+            let b: [u8; 8] = head.get(at..at + 8)?.try_into().ok()?;
+            Some(match endian {
+                RunTimeEndian::Little => u64::from_le_bytes(b),
+                RunTimeEndian::Big => u64::from_be_bytes(b),
+            })
+        };
+        let u16_at = |at: usize| -> Option<u16> {
+            let b: [u8; 2] = head.get(at..at + 2)?.try_into().ok()?;
+            Some(match endian {
+                RunTimeEndian::Little => u16::from_le_bytes(b),
+                RunTimeEndian::Big => u16::from_be_bytes(b),
+            })
+        };
+        let truncated = || "truncated unit header".to_string();
+        let first = u32_at(0).ok_or_else(truncated)?;
+        let (length, length_field, offset_size) = if first == 0xffff_ffff {
+            (u64_at(4).ok_or_else(truncated)?, 12u64, 8usize)
+        } else if first >= 0xffff_fff0 {
+            return Err(format!("reserved unit length {first:#x}"));
+        } else {
+            (first, 4, 4)
+        };
+        let end = start
+            .checked_add(length_field)
+            .and_then(|s| s.checked_add(length))
+            .filter(|&end| end <= section.len())
+            .ok_or_else(|| format!("unit length {length} runs past the section"))?;
+        if length == 0 {
+            return Err("empty unit".to_string());
+        }
+        let header_end = if line {
+            let mut at = length_field as usize;
+            let version = u16_at(at).ok_or_else(truncated)?;
+            at += 2;
+            if version >= 5 {
+                at += 2; // address_size, segment_selector_size
+            }
+            let header_length = if offset_size == 8 {
+                u64_at(at)
+            } else {
+                u32_at(at)
+            }
+            .ok_or_else(truncated)?;
+            (start + at as u64 + offset_size as u64)
+                .checked_add(header_length)
+                .filter(|&e| e <= end)
+        } else {
+            None
+        };
+        Ok(UnitHead {
+            start,
+            length_field,
+            end,
+            header_end,
+        })
+    }
+
+    /// The unit's first `until - start` bytes, its length field rewritten to end there.
+    fn patched(
+        &self,
+        section: &Bytes<'_>,
+        until: u64,
+        endian: RunTimeEndian,
+    ) -> io::Result<Vec<u8>> {
+        let mut buffer = section.read(self.start, until - self.start)?.into_owned();
+        let length = buffer.len() as u64 - self.length_field;
+        let at = if self.length_field == 12 { 4 } else { 0 };
+        let bytes: Vec<u8> = match (self.length_field, endian) {
+            (12, RunTimeEndian::Little) => length.to_le_bytes().to_vec(),
+            (12, RunTimeEndian::Big) => length.to_be_bytes().to_vec(),
+            (_, RunTimeEndian::Little) => (length as u32).to_le_bytes().to_vec(),
+            (_, RunTimeEndian::Big) => (length as u32).to_be_bytes().to_vec(),
+        };
+        buffer
+            .get_mut(at..at + bytes.len())
+            .ok_or_else(|| io::Error::other("short unit"))?
+            .copy_from_slice(&bytes);
+        Ok(buffer)
+    }
+}
+
+/// `DW_AT_comp_dir` of every compilation unit, by its `DW_AT_stmt_list` (line table offset).
+fn unit_comp_dirs(
+    info: &Bytes<'_>,
+    abbrev: &Bytes<'_>,
+    strings: &Strings<'_>,
+    endian: RunTimeEndian,
+    rejected: &mut Rejections,
+) -> HashMap<u64, Vec<u8>> {
+    let mut dirs = HashMap::new();
+    let mut abbreviations: HashMap<u64, gimli::Abbreviations> = HashMap::new();
+    let mut offset = 0u64;
+    let mut units = 0;
+    while offset < info.len() && units < MAX_UNITS {
+        units += 1;
+        let head = match UnitHead::read(info, offset, endian, false) {
+            Ok(head) => head,
+            Err(e) => {
+                rejected.add(format!("compilation unit at {offset}: {e}"));
+                break;
+            }
+        };
+        let next = head.end;
+        let until = head.end.min(offset + UNIT_HEAD);
+        if let Some((stmt_list, dir)) = head
+            .patched(info, until, endian)
+            .ok()
+            .and_then(|buffer| root_entry(&buffer, abbrev, &mut abbreviations, strings, endian))
+        {
+            dirs.insert(stmt_list, dir);
+        }
+        offset = next;
+    }
+    dirs
+}
+
+/// The line table offset and compilation directory of a unit's root entry.
+fn root_entry(
+    buffer: &[u8],
+    abbrev: &Bytes<'_>,
+    cache: &mut HashMap<u64, gimli::Abbreviations>,
+    strings: &Strings<'_>,
+    endian: RunTimeEndian,
+) -> Option<(u64, Vec<u8>)> {
+    let header = gimli::DebugInfo::new(buffer, endian)
+        .units()
+        .next()
+        .ok()??;
+    let abbrev_offset = header.debug_abbrev_offset().0 as u64;
+    if !cache.contains_key(&abbrev_offset) {
+        let bytes = abbrev.read(abbrev_offset, MAX_HEADER).ok()?;
+        let table = gimli::DebugAbbrev::new(&bytes, endian)
+            .abbreviations(DebugAbbrevOffset(0))
+            .ok()?;
+        if cache.len() > 4096 {
+            cache.clear();
+        }
+        cache.insert(abbrev_offset, table);
+    }
+    let abbreviations = cache.get(&abbrev_offset)?;
+    let mut entries = header.entries(abbreviations);
+    let root = entries.next_dfs().ok()??;
+    let stmt_list = match root.attr_value(gimli::DW_AT_stmt_list)? {
+        AttributeValue::DebugLineRef(o) => o.0 as u64,
+        AttributeValue::SecOffset(o) => o as u64,
+        _ => return None,
+    };
+    let dir = strings.resolve(root.attr_value(gimli::DW_AT_comp_dir)?)?;
+    Some((stmt_list, dir))
+}
+
+/// A section's bytes: a range of the file, or decompressed (`SHF_COMPRESSED`).
+fn open<'a>(
+    reader: &'a dyn RangeReader,
+    section: &SectionRef,
+    layout: &DwarfLayout,
+) -> Result<Bytes<'a>, String> {
+    if !section.compressed {
+        return Ok(Bytes::Range {
+            reader,
+            offset: section.offset,
+            size: section.size,
+        });
+    }
+    if section.size > MAX_DECOMPRESSED {
+        return Err(format!("compressed section of {} bytes", section.size));
+    }
+    let raw = read_vec(reader, section.offset, section.size as usize).map_err(|e| e.to_string())?;
+    decompress(&raw, layout.is_64, layout.little_endian).map(Bytes::Owned)
+}
+
+/// The contents of an `SHF_COMPRESSED` section: an `Elf32_Chdr`/`Elf64_Chdr`, then a zlib
+/// (`ELFCOMPRESS_ZLIB`) or zstd (`ELFCOMPRESS_ZSTD`) stream of `ch_size` bytes, at most
+/// [`MAX_DECOMPRESSED`].
+pub fn decompress(raw: &[u8], is_64: bool, little_endian: bool) -> Result<Vec<u8>, String> {
+    let u32_at = |at: usize| -> Option<u64> {
+        let b: [u8; 4] = raw.get(at..at + 4)?.try_into().ok()?;
+        Some(u64::from(if little_endian {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }))
+    };
+    let u64_at = |at: usize| -> Option<u64> {
+        let b: [u8; 8] = raw.get(at..at + 8)?.try_into().ok()?;
+        Some(if little_endian {
+            u64::from_le_bytes(b)
+        } else {
+            u64::from_be_bytes(b)
+        })
+    };
+    let short = || "truncated compression header".to_string();
+    let (kind, size, data) = if is_64 {
+        (
+            u32_at(0).ok_or_else(short)?,
+            u64_at(8).ok_or_else(short)?,
+            24,
+        )
+    } else {
+        (
+            u32_at(0).ok_or_else(short)?,
+            u32_at(4).ok_or_else(short)?,
+            12,
+        )
+    };
+    if size > MAX_DECOMPRESSED {
+        return Err(format!(
+            "decompresses to {size} bytes (at most {MAX_DECOMPRESSED})"
+        ));
+    }
+    let stream = raw.get(data..).ok_or_else(short)?;
+    let mut out = Vec::with_capacity(size as usize);
+    // One byte more than the header says: a stream that is longer is a lie too.
+    let result = match kind {
+        1 => flate2::read::ZlibDecoder::new(stream)
+            .take(size + 1)
+            .read_to_end(&mut out),
+        2 => ruzstd::decoding::StreamingDecoder::new(stream)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+            .and_then(|d| d.take(size + 1).read_to_end(&mut out)),
+        other => return Err(format!("compression type {other}")),
+    };
+    result.map_err(|e| format!("does not decompress: {e}"))?;
+    if out.len() as u64 != size {
+        return Err(format!(
+            "decompresses to {} bytes, header says {size}",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_normalized_like_debuginfod_clients_do() {
+        assert_eq!(normalize(b"/a/./b//c/../d.c").unwrap(), "/a/b/d.c");
+        assert_eq!(
+            normalize(b"/home/ci/src/hello.c").unwrap(),
+            "/home/ci/src/hello.c"
+        );
+        for bad in [
+            &b"src/hello.c"[..],
+            b"/../etc/passwd",
+            b"/a/\x01b.c",
+            b"/",
+            b"/\xff.c",
+        ] {
+            assert!(normalize(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("/{}", "a".repeat(MAX_PATH_LEN));
+        assert!(normalize(long.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn compressed_sections_decompress_within_their_header_size() {
+        use std::io::Write;
+        let payload = b"line table bytes".repeat(100);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(&payload).unwrap();
+        let stream = z.finish().unwrap();
+        let mut raw = Vec::new();
+        raw.extend_from_slice(&1u32.to_le_bytes());
+        raw.extend_from_slice(&0u32.to_le_bytes());
+        raw.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        raw.extend_from_slice(&1u64.to_le_bytes());
+        raw.extend_from_slice(&stream);
+        assert_eq!(decompress(&raw, true, true).unwrap(), payload);
+        // A header that lies about the size, a huge size, an unknown type, a cut stream.
+        let mut lying = raw.clone();
+        lying[8..16].copy_from_slice(&10u64.to_le_bytes());
+        assert!(decompress(&lying, true, true).is_err());
+        let mut huge = raw.clone();
+        huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(decompress(&huge, true, true).is_err());
+        let mut unknown = raw.clone();
+        unknown[0] = 9;
+        assert!(decompress(&unknown, true, true).is_err());
+        assert!(decompress(&raw[..40], true, true).is_err());
+        assert!(decompress(&raw[..10], true, true).is_err());
+    }
+
+    #[test]
+    fn garbage_line_tables_are_rejected_not_panics() {
+        let reader = crate::reader::MemReader(
+            [0xffu8, 0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 0, 0, 0]
+                .iter()
+                .chain([0u8; 4].iter())
+                .chain([7u8, 0, 0, 0, 4, 0].iter())
+                .copied()
+                .collect::<Vec<u8>>(),
+        );
+        for size in [4, 12, 16, 22] {
+            let layout = DwarfLayout {
+                little_endian: true,
+                is_64: true,
+                sections: vec![SectionRef {
+                    name: ".debug_line".into(),
+                    offset: 0,
+                    size,
+                    compressed: false,
+                }],
+            };
+            let found = source_paths(&reader, &layout);
+            assert!(found.paths.is_empty());
+            assert!(!found.rejected.is_empty(), "{size}");
+        }
+    }
+}

@@ -1,0 +1,227 @@
+//! Sources for debuggers: which uploaded source file serves which path a debug file's DWARF
+//! names, whichever of the two arrived first.
+//!
+//! A debug file *wants* absolute paths (`/home/ci/work/src/hello.c`); a source upload (a loose
+//! file, or an entry of a source archive) *offers* the path it was uploaded under
+//! (`src/hello.c`, or `/build/dir/src/hello.c` under a source root). Both are written into
+//! the same join record, chosen by the file's base name, so whoever swaps the record second
+//! sees the other (the swap is a compare-and-swap, refs.rs), and publishes
+//! `buildid/<build id>/source/<path>` holding the source's bytes.
+//!
+//! - A want is matched to the offers sharing the **longest path suffix** with it (whole
+//!   components, the base name at least); an offer under a source root matches its exact
+//!   absolute path only, and wins over suffixes. Offers that tie with different content are
+//!   **ambiguous**: nothing is published for that path, and the debug file's report says why.
+//! - Joins are scoped by the uploads' `build` metadata (no build: one store-wide scope), so a
+//!   `main.c` of one build never serves another build that said which one it is.
+//! - The published key is held by the source upload (refs.rs, invariant 5: a key is held by
+//!   the uploads whose bytes it serves): removing the sources unpublishes it, removing the
+//!   debug file does not (its build's sources stay served until they are removed).
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::formats::dwarf::normalize;
+use crate::refs::STATE_PREFIX;
+
+/// A source file an upload offers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Offer {
+    /// The path it was uploaded under (`/`-separated, relative or absolute).
+    pub path: String,
+    /// The build's source root, when the upload named one: the offer then serves exactly
+    /// `<root>/<path>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    pub upload: String,
+    /// A key holding its bytes (copied from there), and their identity.
+    pub key: String,
+    pub etag: String,
+    pub size: u64,
+}
+
+/// A source path a debug file names.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Want {
+    pub build_id: String,
+    /// Absolute, normalised (formats::dwarf::normalize).
+    pub path: String,
+    pub upload: String,
+}
+
+/// One join record: the offers and wants of one scope whose base names hash alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceMapRecord {
+    #[serde(default)]
+    pub offers: BTreeSet<Offer>,
+    #[serde(default)]
+    pub wants: BTreeSet<Want>,
+}
+
+/// How one wanted path is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Match<'a> {
+    Found(&'a Offer),
+    /// Offers with different content tie for the longest suffix.
+    Ambiguous(usize),
+    Missing,
+}
+
+/// The last component of a path.
+pub fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The join record of `base_name` in `scope` (a build, or "" for uploads that name none):
+/// one of 256 per scope, so a debug file naming thousands of headers touches at most 256.
+pub fn record_file(scope: &str, base_name: &str) -> String {
+    let scope_hash = sha1_smol::Sha1::from(scope.as_bytes()).digest().to_string();
+    let bucket = sha1_smol::Sha1::from(format!("{scope}\n{base_name}").as_bytes())
+        .digest()
+        .to_string();
+    format!(
+        "{STATE_PREFIX}/sourcemap/{}/{}.json",
+        &scope_hash[..16],
+        &bucket[..2]
+    )
+}
+
+/// The debuginfod key of a source path (`path` absolute and normalised).
+pub fn source_key(build_id: &str, path: &str) -> String {
+    format!("buildid/{build_id}/source{path}")
+}
+
+/// How many trailing components `offer` shares with `wanted` (which is absolute, normalised).
+fn score(offer: &Offer, wanted: &str) -> usize {
+    if let Some(root) = &offer.root {
+        let full = format!("{}/{}", root.trim_end_matches('/'), offer.path);
+        return match normalize(full.as_bytes()) {
+            Ok(full) if full == wanted => usize::MAX,
+            _ => 0,
+        };
+    }
+    let offered = offer.path.split('/').filter(|c| !c.is_empty() && *c != ".");
+    offered
+        .rev()
+        .zip(wanted.split('/').rev())
+        .take_while(|(a, b)| a == b)
+        .count()
+}
+
+/// The offer serving `wanted`: the longest suffix, unless offers of different content tie.
+pub fn best_offer<'a>(wanted: &str, offers: impl IntoIterator<Item = &'a Offer>) -> Match<'a> {
+    let mut best: Vec<&Offer> = Vec::new();
+    let mut best_score = 0;
+    for offer in offers {
+        let s = score(offer, wanted);
+        if s == 0 || s < best_score {
+            continue;
+        }
+        if s > best_score {
+            best.clear();
+            best_score = s;
+        }
+        best.push(offer);
+    }
+    let Some(first) = best.first() else {
+        return Match::Missing;
+    };
+    let contents: BTreeSet<&str> = best.iter().map(|o| o.etag.as_str()).collect();
+    if contents.len() > 1 {
+        Match::Ambiguous(best.len())
+    } else {
+        Match::Found(first)
+    }
+}
+
+/// What became of the sources one debug file names (its manifest record says it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceReport {
+    /// Paths its DWARF names.
+    pub referenced: usize,
+    /// Paths served (`buildid/<id>/source/...` published or already there).
+    pub served: usize,
+    /// Paths with no uploaded source (so far: sources uploaded later are published then, and
+    /// their upload's record lists the keys).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
+    /// Paths not served for another reason (ambiguous, not a valid key), with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unserved: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(path: &str, etag: &str) -> Offer {
+        Offer {
+            path: path.into(),
+            root: None,
+            upload: format!("u-{path}-{etag}"),
+            key: format!("k-{etag}"),
+            etag: etag.into(),
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn the_longest_suffix_wins_and_ties_of_different_content_are_ambiguous() {
+        let wanted = "/home/ci/work/src/hello.c";
+        let offers = [
+            offer("src/hello.c", "a"),
+            offer("other/hello.c", "b"),
+            offer("hello.c", "c"),
+        ];
+        assert_eq!(best_offer(wanted, &offers), Match::Found(&offers[0]));
+        // A deeper match beats a shallower one.
+        let deeper = offer("repo/work/src/hello.c", "d");
+        let all = [offers[0].clone(), deeper.clone()];
+        assert_eq!(best_offer(wanted, &all), Match::Found(&all[1]));
+        // Two offers, same suffix length, different bytes: ambiguous.
+        let tie = [offer("x/src/hello.c", "a"), offer("y/src/hello.c", "b")];
+        assert_eq!(best_offer(wanted, &tie), Match::Ambiguous(2));
+        // Same bytes: not ambiguous.
+        let same = [offer("x/src/hello.c", "a"), offer("y/src/hello.c", "a")];
+        assert!(matches!(best_offer(wanted, &same), Match::Found(_)));
+        // Another base name never matches.
+        assert_eq!(
+            best_offer(wanted, &[offer("src/hello.h", "a")]),
+            Match::Missing
+        );
+        assert_eq!(best_offer(wanted, &[]), Match::Missing);
+    }
+
+    #[test]
+    fn a_source_root_serves_its_exact_path_and_beats_suffixes() {
+        let wanted = "/build/dir/src/hello.c";
+        let mut rooted = offer("src/hello.c", "r");
+        rooted.root = Some("/build/dir/".into());
+        let suffix = offer("a/build/dir/src/hello.c", "s");
+        let offers = [suffix, rooted.clone()];
+        assert_eq!(best_offer(wanted, &offers), Match::Found(&rooted));
+        // Under another root it serves nothing.
+        assert_eq!(
+            best_offer("/elsewhere/src/hello.c", [&rooted]),
+            Match::Missing
+        );
+    }
+
+    #[test]
+    fn record_files_spread_by_scope_and_name() {
+        let a = record_file("", "hello.c");
+        assert!(a.starts_with("_symdex/sourcemap/") && a.ends_with(".json"));
+        assert_eq!(a, record_file("", "hello.c"));
+        assert_ne!(
+            record_file("build-1", "hello.c")
+                .rsplit_once('/')
+                .map(|x| x.0.to_string()),
+            a.rsplit_once('/').map(|x| x.0.to_string())
+        );
+        assert_eq!(
+            source_key("ab12", "/home/ci/src/a.c"),
+            "buildid/ab12/source/home/ci/src/a.c"
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! Sources for debuggers: a C program's debug file names its sources (DWARF), a tarball of the
+//! source tree is uploaded beside it, and gdb / debuginfod-find get the sources from the store
+//! after the source directory is gone.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::{index_json, readelf_build_id, symdex, verify_clean, Server, Workdir};
+
+const HELLO: &str = r#"#include <stdio.h>
+#include "util.h"
+int main(void) {
+    int answer = twice(21);
+    printf("%d\n", answer);
+    return 0;
+}
+"#;
+
+const UTIL: &str = "static inline int twice(int x) {\n    return 2 * x;\n}\n";
+
+/// Builds `build/src/hello.c` (+ `util.h`) with -g in `build/` (so the DWARF names
+/// `<w>/build/src/...`), splits the debug file, strips the binary into `run/app`, and tars the
+/// source tree as `src.tar` (entries `src/hello.c`, `src/util.h`). Returns the build id.
+/// `padding` functions are added to hello.c (a line table large enough to be compressed).
+fn build(w: &Workdir, extra: &[&str], padding: usize) -> String {
+    std::fs::create_dir_all(w.path("build/src")).unwrap();
+    let mut hello = HELLO.to_string();
+    for i in 0..padding {
+        hello.push_str(&format!(
+            "int f{i}(int x) {{\n    return twice(x + {i});\n}}\n"
+        ));
+    }
+    std::fs::write(w.path("build/src/hello.c"), hello).unwrap();
+    std::fs::write(w.path("build/src/util.h"), UTIL).unwrap();
+    let build = w.path("build");
+    let mut args = vec!["-g", "-O0", "-o", "app", "src/hello.c"];
+    args.extend_from_slice(extra);
+    common::run_in(&build, "gcc", &args);
+    common::run_in(
+        &build,
+        "objcopy",
+        &["--only-keep-debug", "app", "../app.debug"],
+    );
+    common::run_in(
+        &build,
+        "objcopy",
+        &["--strip-all", "app", "../app.stripped"],
+    );
+    common::run_in(&build, "tar", &["cf", "../src.tar", "src"]);
+    std::fs::create_dir_all(w.path("run")).unwrap();
+    std::fs::copy(w.path("app.stripped"), w.path("run/app")).unwrap();
+    readelf_build_id(w, "app.debug").unwrap()
+}
+
+fn index(store: &Path, inputs: &[&Path]) -> Vec<serde_json::Value> {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--source-ext".as_ref(), "c,h".as_ref()];
+    args.extend(inputs.iter().map(|p| p.as_os_str()));
+    index_json(store, &args)
+}
+
+fn client(program: &str, w: &Workdir, server: &Server) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(w.path("run"))
+        .env("DEBUGINFOD_URLS", server.url())
+        .env("DEBUGINFOD_CACHE_PATH", w.path(&format!("cache-{program}")))
+        .env("HOME", w.path("run"));
+    cmd
+}
+
+/// Every served file of a store (not symdex's own state, not manifests), with its bytes.
+fn served_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let rel = e
+                .path()
+                .strip_prefix(store)
+                .ok()?
+                .to_string_lossy()
+                .into_owned();
+            (!rel.starts_with("_symdex") && !rel.starts_with("_manifest"))
+                .then(|| (rel, std::fs::read(e.path()).unwrap()))
+        })
+        .collect()
+}
+
+fn debug_record(records: &[serde_json::Value]) -> &serde_json::Value {
+    records
+        .iter()
+        .find(|r| r["kind"] == "debug")
+        .expect("a record of the debug file")
+}
+
+#[test]
+fn gdb_lists_main_and_debuginfod_find_fetches_sources_from_the_store() {
+    let w = Workdir::new();
+    let build_id = build(&w, &[], 0);
+    let root = w.path("build").canonicalize().unwrap();
+    let hello = format!("{}/src/hello.c", root.display());
+    let util = format!("{}/src/util.h", root.display());
+    let store = w.path("store");
+    let records = index(
+        &store,
+        &[
+            &w.path("app.debug"),
+            &w.path("app.stripped"),
+            &w.path("src.tar"),
+        ],
+    );
+    // The debug file's record names its sources; both were served by the tarball, which came
+    // after it (stdio.h was not uploaded).
+    let debug = debug_record(&records);
+    let named: Vec<&str> = debug["source_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(
+        named.contains(&hello.as_str()) && named.contains(&util.as_str()),
+        "{named:?}"
+    );
+    let missing = debug["sources"]["missing"].as_array().unwrap();
+    assert!(missing
+        .iter()
+        .any(|p| p.as_str().unwrap().ends_with("/stdio.h")));
+    let key = format!("buildid/{build_id}/source{hello}");
+    assert!(
+        records.iter().any(|r| r["entry"] == "src/hello.c"
+            && r["published"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == &serde_json::Value::from(key.clone()))),
+        "the tarball's entry published {key}"
+    );
+    assert_eq!(std::fs::read(store.join(&key)).unwrap(), HELLO.as_bytes());
+    verify_clean(&store);
+
+    // The sources are gone from disk: whatever the debuggers show came from the store.
+    std::fs::remove_dir_all(w.path("build")).unwrap();
+    let log = w.path("access.jsonl");
+    let server = Server::start_with(&store, &["--access-log", log.to_str().unwrap()], None);
+    let mut gdb = client("gdb", &w, &server);
+    gdb.args([
+        "-batch",
+        "-nx",
+        "-iex",
+        "set debuginfod enabled on",
+        "-iex",
+        "set debug-file-directory /nonexistent",
+        "-ex",
+        "list main",
+        "./app",
+    ]);
+    let out = gdb.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("int answer = twice(21);"),
+        "gdb listed no source:\n{text}"
+    );
+    let requested = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        requested.contains(&format!("/buildid/{build_id}/source{hello}")),
+        "gdb asked the store for the source:\n{requested}"
+    );
+
+    for (path, content) in [(&hello, HELLO), (&util, UTIL)] {
+        let mut find = client("debuginfod-find", &w, &server);
+        find.args(["source", &build_id, path]);
+        let out = find.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let fetched = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            std::fs::read(fetched.trim()).unwrap(),
+            content.as_bytes(),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
+    let w = Workdir::new();
+    let build_id = build(&w, &["-gdwarf-4"], 0);
+    let (debug, binary, tar) = (
+        w.path("app.debug"),
+        w.path("app.stripped"),
+        w.path("src.tar"),
+    );
+    let first = w.path("sources-first");
+    index(&first, &[&tar]);
+    index(&first, &[&debug, &binary]);
+    let last = w.path("sources-last");
+    index(&last, &[&debug, &binary]);
+    let later = index(&last, &[&tar]);
+    let a = served_files(&first);
+    let b = served_files(&last);
+    assert_eq!(
+        a.keys().collect::<Vec<_>>(),
+        b.keys().collect::<Vec<_>>(),
+        "the same keys"
+    );
+    assert_eq!(a, b, "the same bytes");
+    let sources: Vec<&String> = a
+        .keys()
+        .filter(|k| k.starts_with(&format!("buildid/{build_id}/source/")))
+        .collect();
+    assert_eq!(sources.len(), 2, "hello.c and util.h: {sources:?}");
+    // The later tarball's records say which keys it published for the debug file.
+    assert!(later
+        .iter()
+        .any(|r| r["entry"] == "src/util.h" && !r["published"].as_array().unwrap().is_empty()));
+    verify_clean(&first);
+    verify_clean(&last);
+
+    // Deleting the tarball unpublishes its sources; the debug file stays.
+    let out = symdex()
+        .args(["delete", "--store"])
+        .arg(&last)
+        .arg("--input")
+        .arg(&tar)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let left = served_files(&last);
+    assert!(
+        !left.keys().any(|k| k.contains("/source/")),
+        "{:?}",
+        left.keys()
+    );
+    assert!(left.contains_key(&format!("buildid/{build_id}/debuginfo")));
+    verify_clean(&last);
+    // Uploaded again, the sources are served again (the debug file's wants were kept).
+    index(&last, &[&tar]);
+    assert_eq!(served_files(&last), b);
+}
+
+#[test]
+fn a_source_root_maps_loose_files_exactly_and_compressed_debug_sections_are_read() {
+    let w = Workdir::new();
+    let build_id = build(&w, &[], 400);
+    let hello = std::fs::read(w.path("build/src/hello.c")).unwrap();
+    let root = w.path("build").canonicalize().unwrap();
+    // Compressed DWARF (SHF_COMPRESSED, zlib): the paths are read all the same, and the served
+    // line table is the decompressed one.
+    w.run(
+        "objcopy",
+        &["--compress-debug-sections=zlib", "app.debug", "app.zdebug"],
+    );
+    // Loose files in another checkout, mapped by the source root (not by suffix).
+    std::fs::create_dir_all(w.path("checkout/src")).unwrap();
+    std::fs::write(w.path("checkout/src/hello.c"), &hello).unwrap();
+    std::fs::write(w.path("checkout/src/util.h"), UTIL).unwrap();
+    let store = w.path("store");
+    index(&store, &[&w.path("app.zdebug")]);
+    let out = symdex()
+        .current_dir(w.path("checkout"))
+        .args(["index", "--json", "--source-ext", "c,h", "--store"])
+        .arg(&store)
+        .arg("--source-root")
+        .arg(&root)
+        .arg("src")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hello_key = format!("buildid/{build_id}/source{}/src/hello.c", root.display());
+    assert_eq!(std::fs::read(store.join(&hello_key)).unwrap(), hello);
+
+    // A root that is not where the build compiled serves nothing.
+    let other = w.path("other-store");
+    index(&other, &[&w.path("app.zdebug")]);
+    let out = symdex()
+        .current_dir(w.path("checkout"))
+        .args(["index", "--source-ext", "c,h", "--store"])
+        .arg(&other)
+        .args(["--source-root", "/somewhere/else", "src"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(!served_files(&other).keys().any(|k| k.contains("/source/")));
+
+    w.run(
+        "objcopy",
+        &["--decompress-debug-sections", "app.zdebug", "plain.debug"],
+    );
+    w.run(
+        "objcopy",
+        &[
+            "--dump-section",
+            ".debug_line=line.bin",
+            "plain.debug",
+            "scratch.o",
+        ],
+    );
+    let served = std::fs::read(store.join(format!("buildid/{build_id}/section/.debug_line")))
+        .expect("the compressed .debug_line is served");
+    assert_eq!(served, std::fs::read(w.path("line.bin")).unwrap());
+    verify_clean(&store);
+}
