@@ -43,6 +43,11 @@ pub struct QueryArgs {
     /// Retention channel.
     #[arg(long)]
     pub channel: Option<String>,
+    /// The source files debug files name that the store does not serve now (no source upload
+    /// matched them, or its upload was removed since), one line per path; the other filters
+    /// select the debug files.
+    #[arg(long)]
+    pub missing_sources: bool,
     /// Output: a table, JSON Lines (the records as stored) or CSV.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -138,6 +143,9 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         channel: args.channel.clone(),
     };
     let format = if args.json { Format::Json } else { args.format };
+    if args.missing_sources {
+        return missing_sources(&store, args, &query, format);
+    }
     match format {
         Format::Csv => println!("{CSV_HEADER}"),
         Format::Table => println!(
@@ -182,6 +190,119 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
             }
             _ => println!("{key}: not published now"),
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// From `buildid/` on: source keys compared whatever the layout's prefix.
+fn from_buildid(key: &str) -> Option<&str> {
+    key.find("buildid/").map(|at| &key[at..])
+}
+
+/// One debug file's sources not served, as of the manifest's last record about it.
+struct Wanted {
+    record: Record,
+    /// Source key (from `buildid/`) -> the path it serves.
+    paths: std::collections::BTreeMap<String, String>,
+}
+
+/// `--missing-sources`: replays the manifest in order. A debug file's latest record says
+/// which of its paths were not served then; source keys published later (by a source upload
+/// arriving after it) and removed later are followed, so what is left is what is missing now.
+fn missing_sources(
+    store: &LocalStore,
+    args: &QueryArgs,
+    query: &Query,
+    format: Format,
+) -> anyhow::Result<ExitCode> {
+    use std::collections::{BTreeMap, HashSet};
+    let mut live: HashSet<String> = HashSet::new();
+    let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
+    let replay = |r: Record| -> std::io::Result<()> {
+        let sources = |keys: &[String]| {
+            keys.iter()
+                .filter_map(|k| from_buildid(k))
+                .filter(|k| k.contains("/source/"))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        live.extend(sources(&r.published));
+        live.extend(sources(&r.unchanged));
+        for key in sources(&r.removed) {
+            live.remove(&key);
+        }
+        if r.action == Some(Action::Unpublished) {
+            wanted.remove(&r.upload);
+        }
+        if let (Some(report), Some(build_id)) = (&r.sources, r.code_id.as_deref()) {
+            if query.matches(&r) {
+                let unserved = report
+                    .unserved
+                    .iter()
+                    .filter_map(|line| line.split_once(": ").map(|(path, _)| path));
+                let paths = report
+                    .missing
+                    .iter()
+                    .map(String::as_str)
+                    .chain(unserved)
+                    .map(|p| {
+                        (
+                            symdex_shared::sourcemap::source_key(build_id, p),
+                            p.to_string(),
+                        )
+                    })
+                    .collect();
+                wanted.insert(r.upload.clone(), Wanted { record: r, paths });
+            }
+        }
+        Ok(())
+    };
+    crate::block_on(for_each_record(
+        store,
+        &args.prefix,
+        args.since.as_deref(),
+        replay,
+    ))??;
+    if format == Format::Csv {
+        println!("build_id,name,upload,path");
+    } else if format == Format::Table {
+        println!("{:<42} {:<24} PATH", "BUILD_ID", "NAME");
+    }
+    let mut count = 0usize;
+    for want in wanted.values() {
+        let r = &want.record;
+        let name = r.name.as_deref().unwrap_or(&r.ingest_key);
+        let build_id = r.code_id.as_deref().unwrap_or("-");
+        for (key, path) in &want.paths {
+            if live.contains(key) {
+                continue;
+            }
+            count += 1;
+            match format {
+                Format::Json => println!(
+                    "{}",
+                    serde_json::json!({
+                        "build_id": build_id,
+                        "name": name,
+                        "upload": r.upload,
+                        "build": r.meta.build,
+                        "path": path,
+                        "key": key,
+                    })
+                ),
+                Format::Csv => println!(
+                    "{},{},{},{}",
+                    csv_field(build_id),
+                    csv_field(name),
+                    csv_field(&r.upload),
+                    csv_field(path)
+                ),
+                Format::Table => println!("{build_id:<42} {name:<24} {path}"),
+            }
+        }
+    }
+    if format == Format::Table {
+        println!("{count} source files missing");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -89,6 +89,28 @@ fn served_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// `symdex manifest query --missing-sources --format json`: the paths it lists.
+fn missing_sources(store: &Path) -> Vec<String> {
+    let out = symdex()
+        .args(["manifest", "query", "--missing-sources", "--format", "json"])
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["path"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
 fn debug_record(records: &[serde_json::Value]) -> &serde_json::Value {
     records
         .iter()
@@ -206,7 +228,16 @@ fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
     index(&first, &[&debug, &binary]);
     let last = w.path("sources-last");
     index(&last, &[&debug, &binary]);
+    let named = |p: &str| p.ends_with("/src/hello.c") || p.ends_with("/src/util.h");
+    let before = missing_sources(&last);
+    assert_eq!(before.iter().filter(|p| named(p)).count(), 2, "{before:?}");
     let later = index(&last, &[&tar]);
+    // Served now: only the system header is left missing.
+    let after = missing_sources(&last);
+    assert!(
+        !after.is_empty() && after.iter().all(|p| p.ends_with("/stdio.h")),
+        "{after:?}"
+    );
     let a = served_files(&first);
     let b = served_files(&last);
     assert_eq!(
@@ -248,6 +279,7 @@ fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
     );
     assert!(left.contains_key(&format!("buildid/{build_id}/debuginfo")));
     verify_clean(&last);
+    assert_eq!(missing_sources(&last), before, "missing again once removed");
     // Uploaded again, the sources are served again (the debug file's wants were kept).
     index(&last, &[&tar]);
     assert_eq!(served_files(&last), b);

@@ -334,7 +334,10 @@ async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
     let fx = Fixtures::build();
     let dir = fx.dir.path().canonicalize().unwrap();
     let source = std::fs::read(dir.join("prog.c")).unwrap();
-    run(&dir, "tar -czf src.tar.gz prog.c && mkdir run && cp app.stripped run/app");
+    run(
+        &dir,
+        "tar -czf src.tar.gz prog.c && mkdir run && cp app.stripped run/app",
+    );
     index(&stack, &ctx, "ci/src.tar.gz", &dir.join("src.tar.gz")).await;
     let response = index(&stack, &ctx, "ci/app.debug", &dir.join("app.debug")).await;
     assert_eq!(response["batchItemFailures"], serde_json::json!([]));
@@ -356,7 +359,11 @@ async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
         .env("DEBUGINFOD_CACHE_PATH", dir.join("cache"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let fetched = String::from_utf8(out.stdout).unwrap();
     assert_eq!(std::fs::read(fetched.trim()).unwrap(), source);
     let out = Command::new("gdb")

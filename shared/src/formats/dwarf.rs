@@ -627,6 +627,36 @@ mod tests {
     }
 
     #[test]
+    fn a_built_line_table_names_its_files_under_its_directory() {
+        use crate::testing::builders::{build_elf, dwarf5_line_table, with_section};
+        let table = dwarf5_line_table("/ci/work", &["src/a.c", "/usr/include/b.h", "../x/./c.c"]);
+        let elf = with_section(
+            build_elf(true, false, 62, Some(&[9; 20]), true),
+            ".debug_line",
+            &table,
+        );
+        let ids = crate::identify_with_details(&crate::reader::MemReader(elf), &Default::default())
+            .unwrap();
+        let sources = ids[0].sources.clone().expect("sources read");
+        assert_eq!(
+            sources.paths,
+            ["/ci/work/src/a.c", "/ci/x/c.c", "/usr/include/b.h"]
+        );
+        // Every cut of the table is an error or fewer paths, never a panic.
+        for cut in 0..table.len() {
+            let elf = with_section(
+                build_elf(true, false, 62, Some(&[9; 20]), true),
+                ".debug_line",
+                &table[..cut],
+            );
+            let ids =
+                crate::identify_with_details(&crate::reader::MemReader(elf), &Default::default())
+                    .unwrap();
+            assert!(ids[0].sources.as_ref().is_none_or(|s| s.paths.len() < 3));
+        }
+    }
+
+    #[test]
     fn garbage_line_tables_are_rejected_not_panics() {
         let reader = crate::reader::MemReader(
             [0xffu8, 0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 0, 0, 0]

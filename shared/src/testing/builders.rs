@@ -141,6 +141,86 @@ pub fn build_elf(
     f
 }
 
+/// `elf` (64-bit little-endian, from [`build_elf`]) with one more section appended: a new
+/// section name table and section header table are written after the file's end.
+pub fn with_section(mut elf: Vec<u8>, name: &str, bytes: &[u8]) -> Vec<u8> {
+    let u16_at = |f: &[u8], at: usize| u16::from_le_bytes([f[at], f[at + 1]]);
+    let u64_at = |f: &[u8], at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&f[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let shoff = u64_at(&elf, 0x28) as usize;
+    let shnum = u16_at(&elf, 0x3c) as usize;
+    let shstrndx = u16_at(&elf, 0x3e) as usize;
+    let mut headers: Vec<Vec<u8>> = (0..shnum)
+        .map(|i| elf[shoff + i * 64..shoff + (i + 1) * 64].to_vec())
+        .collect();
+    let strtab_header = &headers[shstrndx];
+    let (str_off, str_size) = (u64_at(strtab_header, 24), u64_at(strtab_header, 32));
+    let mut strtab = elf[str_off as usize..(str_off + str_size) as usize].to_vec();
+    let name_offset = strtab.len() as u32;
+    strtab.extend(name.as_bytes());
+    strtab.push(0);
+    let data_off = elf.len() as u64;
+    elf.extend(bytes);
+    let strtab_off = elf.len() as u64;
+    elf.extend(&strtab);
+    headers[shstrndx][24..32].copy_from_slice(&strtab_off.to_le_bytes());
+    headers[shstrndx][32..40].copy_from_slice(&(strtab.len() as u64).to_le_bytes());
+    let mut header = vec![0u8; 64];
+    header[0..4].copy_from_slice(&name_offset.to_le_bytes());
+    header[4..8].copy_from_slice(&1u32.to_le_bytes()); // SHT_PROGBITS
+    header[24..32].copy_from_slice(&data_off.to_le_bytes());
+    header[32..40].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+    header[48..56].copy_from_slice(&1u64.to_le_bytes());
+    headers.push(header);
+    while !elf.len().is_multiple_of(8) {
+        elf.push(0);
+    }
+    let new_shoff = elf.len() as u64;
+    for h in &headers {
+        elf.extend(h);
+    }
+    elf[0x28..0x30].copy_from_slice(&new_shoff.to_le_bytes());
+    elf[0x3c..0x3e].copy_from_slice(&(headers.len() as u16).to_le_bytes());
+    elf
+}
+
+/// A DWARF 5 `.debug_line` unit (32-bit, little-endian, empty program) naming `files` in
+/// directory `dir`, strings inline (`DW_FORM_string`).
+pub fn dwarf5_line_table(dir: &str, files: &[&str]) -> Vec<u8> {
+    let mut header = vec![
+        1,    // minimum_instruction_length
+        1,    // maximum_operations_per_instruction
+        1,    // default_is_stmt
+        0xfb, // line_base -5
+        14,   // line_range
+        13,   // opcode_base
+    ];
+    header.extend([0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1]);
+    header.extend([1, 1, 0x08]); // directories: DW_LNCT_path as DW_FORM_string
+    header.push(1);
+    header.extend(dir.as_bytes());
+    header.push(0);
+    header.extend([2, 1, 0x08, 2, 0x0f]); // files: path (string), directory_index (udata)
+    header.push(files.len() as u8);
+    for file in files {
+        header.extend(file.as_bytes());
+        header.push(0);
+        header.push(0);
+    }
+    let mut unit = Vec::new();
+    unit.extend(5u16.to_le_bytes());
+    unit.push(8); // address_size
+    unit.push(0); // segment_selector_size
+    unit.extend((header.len() as u32).to_le_bytes());
+    unit.extend(header);
+    let mut out = (unit.len() as u32).to_le_bytes().to_vec();
+    out.extend(unit);
+    out
+}
+
 /// One debug-directory entry for [`build_pe`].
 pub struct Entry {
     pub typ: u32,

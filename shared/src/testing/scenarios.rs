@@ -15,7 +15,10 @@ use crate::pipeline::{Config, Indexer, Upload};
 use crate::reader::MemReader;
 use crate::refs::{LeasePolicy, Wait};
 use crate::storage::{CopySource, LocalStore, Storage};
-use crate::testing::builders::{build_elf, build_msf, build_pe, codeview, dbi_stream, info_stream};
+use crate::testing::builders::{
+    build_elf, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table, info_stream,
+    with_section,
+};
 use crate::testing::interleave::{Actor, Scheduled, Scheduler};
 use crate::IdentifyOptions;
 
@@ -27,6 +30,8 @@ pub struct Artifact {
     pub bytes: Vec<u8>,
     /// Retention channel (`try` uploads expire in the expiry scenarios).
     pub channel: Option<&'static str>,
+    /// Keyed as a source file (sourcemap.rs).
+    pub as_source: bool,
 }
 
 impl std::fmt::Debug for Artifact {
@@ -42,7 +47,13 @@ impl Artifact {
             name: name.to_string(),
             bytes,
             channel: None,
+            as_source: false,
         }
+    }
+
+    fn keyed_as_source(mut self) -> Self {
+        self.as_source = true;
+        self
     }
 
     fn in_channel(mut self, channel: &'static str) -> Self {
@@ -64,7 +75,9 @@ impl Artifact {
                 channel: self.channel.map(str::to_string),
                 ..UploadMeta::default()
             },
-            options: IdentifyOptions::default(),
+            options: IdentifyOptions {
+                as_source: self.as_source,
+            },
             source_path: None,
         }
     }
@@ -78,6 +91,9 @@ pub struct Artifacts {
     pub elf_other: Artifact,
     pub pe: Artifact,
     pub pdb: Artifact,
+    /// A debug file whose DWARF names `/ci/work/src/hello.c`, and that source file.
+    pub debug_with_sources: Artifact,
+    pub source: Artifact,
 }
 
 impl Artifacts {
@@ -103,7 +119,19 @@ impl Artifacts {
                 Some(dbi_stream(1, 0x8664)),
             ],
         );
+        let with_sources = with_section(
+            build_elf(true, false, 62, Some(&[0x6b; 20]), true),
+            ".debug_line",
+            &dwarf5_line_table("/ci/work", &["src/hello.c"]),
+        );
         Artifacts {
+            debug_with_sources: Artifact::new("file:/ci/hello.debug", "hello.debug", with_sources),
+            source: Artifact::new(
+                "file:/ci/src/hello.c",
+                "src/hello.c",
+                b"int main(void) { return 0; }\n".to_vec(),
+            )
+            .keyed_as_source(),
             elf_a: Artifact::new("file:/ci/app.debug#a", "app.debug", elf.clone())
                 .in_channel("try"),
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
@@ -198,6 +226,24 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![&a.pdb],
             ops: vec![Op::Index(&a.pe, true), Op::Delete(&a.pdb)],
             survivors: Survivors::Exactly(vec![&a.pe]),
+        },
+        Scenario {
+            name: "a debug file and its sources arrive at once",
+            before: vec![],
+            ops: vec![
+                Op::Index(&a.debug_with_sources, true),
+                Op::Index(&a.source, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source]),
+        },
+        Scenario {
+            name: "sources are deleted while their debug file arrives",
+            before: vec![&a.source],
+            ops: vec![
+                Op::Index(&a.debug_with_sources, true),
+                Op::Delete(&a.source),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources]),
         },
         Scenario {
             name: "a removal processed before its creation",
@@ -469,6 +515,20 @@ mod tests {
         }
         // Some schedules make an actor meet a live lease: the retry path is exercised too.
         assert!(retried > 0, "no schedule made an actor wait");
+    }
+
+    #[tokio::test]
+    async fn serial_runs_do_not_depend_on_the_order_of_a_debug_file_and_its_sources() {
+        let a = Artifacts::new();
+        let debug_first = serial(&[&a.debug_with_sources, &a.source]).await;
+        let source_first = serial(&[&a.source, &a.debug_with_sources]).await;
+        assert_eq!(debug_first, source_first);
+        let key = format!("buildid/{}/source/ci/work/src/hello.c", "6b".repeat(20));
+        let holders = debug_first
+            .0
+            .get(&key)
+            .expect("the source key is published");
+        assert_eq!(holders, &BTreeSet::from([a.source.id.clone()]));
     }
 
     #[tokio::test]
