@@ -1,5 +1,6 @@
 //! `symdex index` and `symdex delete` over a local store directory.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -214,7 +215,20 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
             index_archive(&mut sink, store.local(), &path, container, &meta, args).await
         } else {
             match index_file(&indexer, &path, &meta, args.sources.wants_source(&path)).await {
-                Ok(indexed) => sink.push(indexed).await,
+                Ok(indexed) => {
+                    let bundle = bundle_files(&path, &indexed);
+                    sink.push(indexed).await?;
+                    // A Sentry source bundle's files are sources of their own (sourcemap.rs).
+                    match bundle {
+                        Some(files) => {
+                            let container = archive::Container::Zip;
+                            let store = store.local();
+                            index_bundle(&mut sink, store, &path, container, &meta, args, &files)
+                                .await
+                        }
+                        None => Ok(()),
+                    }
+                }
                 Err(e) => Err(e),
             }
         };
@@ -387,6 +401,35 @@ impl From<ArchiveLimits> for archive::Limits {
     }
 }
 
+/// The source files of a Sentry source bundle just indexed (entry -> the absolute path it
+/// stands for), if it is one.
+fn bundle_files(path: &Path, indexed: &Indexed) -> Option<BTreeMap<String, String>> {
+    let is_bundle = indexed
+        .records
+        .iter()
+        .any(|r| r.format.as_deref() == Some("sourcebundle"));
+    if !is_bundle {
+        return None;
+    }
+    let reader = FileReader::open(&absolute(path)).ok()?;
+    let ids = symdex_shared::identify(&reader, &IdentifyOptions::default()).ok()?;
+    let files: BTreeMap<String, String> = ids.into_iter().flat_map(|id| id.bundle_files).collect();
+    (!files.is_empty()).then_some(files)
+}
+
+/// A source bundle's files, each a source upload of its own under the path it stands for.
+async fn index_bundle(
+    sink: &mut Sink<'_, '_>,
+    store: &LocalStore,
+    path: &Path,
+    container: archive::Container,
+    meta: &UploadMeta,
+    args: &IndexArgs,
+    files: &BTreeMap<String, String>,
+) -> io::Result<()> {
+    index_entries(sink, store, path, container, meta, args, Some(files)).await
+}
+
 /// Every file entry of an archive is an upload of its own (the archive's path and the entry's).
 /// Entries are expanded one at a time into a scratch file that is removed as soon as the entry
 /// is indexed, so the disk holds at most one entry (bounded by the limits) at any time.
@@ -397,6 +440,19 @@ async fn index_archive(
     container: archive::Container,
     meta: &UploadMeta,
     args: &IndexArgs,
+) -> io::Result<()> {
+    index_entries(sink, store, path, container, meta, args, None).await
+}
+
+/// [`index_archive`]; with `bundle`, only the entries it names, as sources under its paths.
+async fn index_entries(
+    sink: &mut Sink<'_, '_>,
+    store: &LocalStore,
+    path: &Path,
+    container: archive::Container,
+    meta: &UploadMeta,
+    args: &IndexArgs,
+    bundle: Option<&BTreeMap<String, String>>,
 ) -> io::Result<()> {
     let indexer = sink.indexer;
     let abs = absolute(path);
@@ -427,6 +483,12 @@ async fn index_archive(
                 size,
                 sha1,
             } => {
+                let bundled = bundle.map(|files| files.get(&entry));
+                if bundled == Some(None) {
+                    // A bundle's manifest and other non-source entries: part of the bundle.
+                    continue;
+                }
+                let source_path = bundled.flatten().cloned();
                 let reader = data.reader()?;
                 let upload = Upload {
                     id: upload_id("file", &format!("{shown}!/{entry}"), &sha1, meta),
@@ -443,9 +505,10 @@ async fn index_archive(
                     size,
                     meta: meta.clone(),
                     options: IdentifyOptions {
-                        as_source: args.sources.wants_source(Path::new(&entry)),
+                        as_source: source_path.is_some()
+                            || args.sources.wants_source(Path::new(&entry)),
                     },
-                    source_path: None,
+                    source_path,
                 };
                 indexer.index(&upload, &*reader).await?
             }

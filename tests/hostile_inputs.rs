@@ -312,3 +312,66 @@ fn manifest_query_streams_in_memory_independent_of_the_manifest() {
         "peak resident memory {peak} KiB for a {total} byte manifest"
     );
 }
+
+/// Source paths from DWARF are untrusted: climbing above `/`, control characters, relative
+/// names, names no key can hold. Each is recorded with its reason; the sane one is served and
+/// no key leaves the layout grammar (`verify` checks every key).
+#[test]
+fn hostile_source_paths_in_dwarf_are_rejected_with_reasons() {
+    use symdex_shared::testing::builders::{build_elf, dwarf5_line_table, with_section};
+    let w = Workdir::new();
+    let long = format!("{}.c", "a".repeat(900));
+    let table = dwarf5_line_table(
+        "/ci/work",
+        &[
+            "src/ok.c",
+            "../../../../etc/passwd",
+            "src/bell\u{7}.c",
+            &long,
+            "src/con.c:stream",
+        ],
+    );
+    let elf = with_section(
+        build_elf(true, false, 62, Some(&[0x42; 20]), true),
+        ".debug_line",
+        &table,
+    );
+    std::fs::write(w.path("hostile.debug"), elf).unwrap();
+    for (name, body) in [("ok.c", "int ok;\n"), ("con.c:stream", "x")] {
+        std::fs::create_dir_all(w.path("src")).unwrap();
+        std::fs::write(w.path(&format!("src/{name}")), body).unwrap();
+    }
+    let store = w.path("store");
+    let records = index_json(
+        &store,
+        &[
+            "--source-ext",
+            "c,c:stream",
+            w.path("src").to_str().unwrap(),
+            w.path("hostile.debug").to_str().unwrap(),
+        ],
+    );
+    // (The builder's ELF keeps its .text: an unstripped binary with DWARF.)
+    let debug = records
+        .iter()
+        .find(|r| r["sources"].is_object())
+        .expect("the record of the file with DWARF");
+    let report = &debug["sources"];
+    let rejected = report["rejected"].to_string();
+    for reason in [
+        "climbing above the root",
+        "control characters",
+        "longer than",
+    ] {
+        assert!(rejected.contains(reason), "{reason}: {report}");
+    }
+    // `con.c:stream` is a path, but no valid key name (a Windows stream): not served.
+    assert!(
+        report["unserved"].to_string().contains("con.c:stream"),
+        "{report}"
+    );
+    let key = format!("buildid/{}/source/ci/work/src/ok.c", "42".repeat(20));
+    assert_eq!(std::fs::read(store.join(&key)).unwrap(), b"int ok;\n");
+    assert_eq!(report["served"], 1, "{report}");
+    verify_clean(&store);
+}

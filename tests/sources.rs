@@ -351,3 +351,29 @@ fn a_source_root_maps_loose_files_exactly_and_compressed_debug_sections_are_read
     assert_eq!(served, std::fs::read(w.path("line.bin")).unwrap());
     verify_clean(&store);
 }
+
+#[test]
+fn a_sentry_source_bundle_serves_its_files_to_debuginfod_clients() {
+    let w = Workdir::new();
+    let build_id = build(&w, &[], 0);
+    let root = w.path("build").canonicalize().unwrap();
+    // sentry-cli reads the DWARF's paths and bundles the files it finds: app.src.zip.
+    w.run(
+        "sentry-cli",
+        &["debug-files", "bundle-sources", "app.debug"],
+    );
+    let store = w.path("store");
+    index(&store, &[&w.path("app.src.zip"), &w.path("app.debug")]);
+    for (name, content) in [("hello.c", HELLO), ("util.h", UTIL)] {
+        let key = format!("buildid/{build_id}/source{}/src/{name}", root.display());
+        assert_eq!(
+            std::fs::read(store.join(&key)).unwrap_or_default(),
+            content.as_bytes(),
+            "{key}"
+        );
+    }
+    // The bundle itself is still where symbolicator looks for it.
+    let bundle = format!("unified/{}/{}/sourcebundle", &build_id[..2], &build_id[2..]);
+    assert!(store.join(bundle).is_file());
+    verify_clean(&store);
+}

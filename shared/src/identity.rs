@@ -152,6 +152,10 @@ pub struct Identity {
     /// [`crate::formats::elf::read_debug_details`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sources: Option<crate::formats::dwarf::SourcePaths>,
+    /// A Sentry source bundle: its zip entries that are sources, with the absolute path each
+    /// stands for (indexed as source uploads of their own by the callers).
+    #[serde(skip)]
+    pub bundle_files: Vec<(String, String)>,
     /// Served sections stored compressed, decompressed by
     /// [`crate::formats::elf::read_debug_details`] (name, bytes).
     #[serde(skip)]
@@ -199,6 +203,7 @@ impl Identity {
             dwarf: None,
             sources: None,
             decompressed: Vec::new(),
+            bundle_files: Vec::new(),
             slice: None,
             os: None,
             build_id_payload: None,

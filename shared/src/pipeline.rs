@@ -621,7 +621,8 @@ impl<'s> Indexer<'s> {
             }
         }
         if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
-            let (report, held) = self.want_sources(upload, build_id, &sources.paths).await?;
+            let (mut report, held) = self.want_sources(upload, build_id, &sources.paths).await?;
+            report.rejected.clone_from(&sources.rejected);
             record.source_paths.clone_from(&sources.paths);
             record.sources = Some(report);
             others.extend(held);

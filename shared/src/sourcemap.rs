@@ -149,6 +149,10 @@ pub struct SourceReport {
     /// Paths not served for another reason (ambiguous, not a valid key), with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unserved: Vec<String>,
+    /// Names in the DWARF that are no source path (relative without a compilation directory,
+    /// climbing above `/`, control characters, too long, unreadable tables), by reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 //! Redelivery converges: entry upload ids are the archive's upload id plus the entry path, so
 //! a retried archive finds its entries' uploads and reports them unchanged.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 
@@ -57,13 +58,16 @@ fn nothing_published(
 }
 
 /// Indexes every entry of the archive `event` names. Entries are flushed (manifest, then
-/// finalized) every [`FLUSH_EVERY`]; the rest are returned in the job.
+/// finalized) every [`FLUSH_EVERY`]; the rest are returned in the job. With `bundle` (a Sentry
+/// source bundle's files: entry -> the absolute path it stands for), only those entries, each
+/// a source upload under its path (sourcemap.rs).
 pub(crate) async fn index_archive(
     ctx: &Arc<Context>,
     event: &ObjectEvent,
     info: &ObjectInfo,
     meta: UploadMeta,
     container: Container,
+    bundle: Option<&BTreeMap<String, String>>,
 ) -> io::Result<Job> {
     let store = &ctx.store;
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
@@ -89,7 +93,17 @@ pub(crate) async fn index_archive(
     )?;
     while let Some(found) = walk.next().await {
         entries += 1;
-        let indexed = index_entry(ctx, &indexer, event, info, &meta, &archive_id, found).await?;
+        let indexed = index_entry(
+            ctx,
+            &indexer,
+            event,
+            info,
+            &meta,
+            &archive_id,
+            found,
+            bundle,
+        )
+        .await?;
         pending.push(indexed);
         if pending.len() >= FLUSH_EVERY {
             flush(ctx, &indexer, event, info, std::mem::take(&mut pending)).await?;
@@ -140,6 +154,7 @@ async fn index_entry(
     meta: &UploadMeta,
     archive_id: &str,
     found: Event,
+    bundle: Option<&BTreeMap<String, String>>,
 ) -> io::Result<Indexed> {
     let (entry, size, etag, origin) = match found {
         Event::Skipped { entry, reason } => {
@@ -182,8 +197,15 @@ async fn index_entry(
             Origin::Stored(offset),
         ),
     };
+    let bundled = bundle.map(|files| files.get(&entry));
+    if bundled == Some(None) {
+        // A bundle's manifest and other non-source entries: part of the bundle.
+        return Ok(Indexed::default());
+    }
+    let source_path = bundled.flatten().cloned();
     let options = IdentifyOptions {
-        as_source: ctx.config.is_source(&format!("{}!/{entry}", event.key)),
+        as_source: source_path.is_some()
+            || ctx.config.is_source(&format!("{}!/{entry}", event.key)),
     };
     let version = event.version_id.as_deref();
     let (source, identified) = match &origin {
@@ -251,7 +273,7 @@ async fn index_entry(
         size,
         meta: meta.clone(),
         options,
-        source_path: None,
+        source_path,
     };
     indexer.index_identified(&upload, identified).await
 }

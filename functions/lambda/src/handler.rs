@@ -219,7 +219,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         Err(e) => return Err(e.into()),
     };
     if let Some(container) = container {
-        return crate::archives::index_archive(&ctx, event, &info, meta, container).await;
+        return crate::archives::index_archive(&ctx, event, &info, meta, container, None).await;
     }
     let identified = match identified {
         Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
@@ -233,6 +233,12 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         }
         other => other,
     };
+    // A Sentry source bundle's files are sources of their own (sourcemap.rs).
+    let bundle: std::collections::BTreeMap<String, String> = identified
+        .as_ref()
+        .map(|ids| ids.iter().flat_map(|id| id.bundle_files.clone()).collect())
+        .unwrap_or_default();
+    let bundle_meta = meta.clone();
     let upload = Upload {
         id: upload_id(event, &info.etag),
         source: CopySource::Object {
@@ -273,6 +279,20 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
             reason = r.reason.as_deref(),
             "decision"
         );
+    }
+    if !bundle.is_empty() {
+        let container = archive::Container::Zip;
+        let mut files = crate::archives::index_archive(
+            &ctx,
+            event,
+            &info,
+            bundle_meta,
+            container,
+            Some(&bundle),
+        )
+        .await?;
+        files.indexed.insert(0, indexed);
+        return Ok(files);
     }
     Ok(Job {
         indexed: vec![indexed],

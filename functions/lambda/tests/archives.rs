@@ -244,6 +244,14 @@ async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
         got.get(&key) == Some(&std::fs::read(fx.path("app.src.zip")).unwrap()),
         "{key}"
     );
+    // Its files serve debuginfod's `source/` keys too, under the paths the DWARF names.
+    let dir = fx.dir.path().canonicalize().unwrap();
+    let source = format!("buildid/{id}/source{}/prog.c", dir.display());
+    assert_eq!(
+        got.get(&source),
+        Some(&std::fs::read(dir.join("prog.c")).unwrap()),
+        "{source}"
+    );
     // The text file in the tarball is recorded as skipped, with the archive and its path.
     let records = checks::manifest_records(&stack, SERVING).await;
     assert!(records
@@ -350,6 +358,31 @@ async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
         .find(|r| r["kind"] == "debug")
         .expect("the debug file's record");
     assert_eq!(debug["sources"]["served"], 1, "{debug}");
+    // debuginfod's response headers travel as object metadata (the CDN's viewer-response
+    // function renames them): the whole file's size and its key.
+    for (key, size) in [
+        (
+            format!("buildid/{}/debuginfo", fx.build_id()),
+            std::fs::metadata(dir.join("app.debug")).unwrap().len(),
+        ),
+        (key.clone(), source.len() as u64),
+    ] {
+        let head = stack
+            .s3
+            .head_object()
+            .bucket(SERVING)
+            .key(&key)
+            .send()
+            .await
+            .unwrap();
+        let meta = head.metadata().cloned().unwrap_or_default();
+        assert_eq!(
+            meta.get("debuginfod-size"),
+            Some(&size.to_string()),
+            "{key}"
+        );
+        assert_eq!(meta.get("debuginfod-file"), Some(&key), "{key}");
+    }
     std::fs::remove_file(dir.join("prog.c")).unwrap();
     public_read(&stack).await;
     let urls = format!("{}/{SERVING}", stack.moto.endpoint);

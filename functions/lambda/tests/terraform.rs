@@ -388,12 +388,32 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
             .unwrap()
             .iter(),
     );
+    let events = |behaviour: &Value| -> Vec<String> {
+        behaviour["function_association"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["event_type"].as_str().unwrap().to_string())
+            .collect()
+    };
     for behaviour in behaviours {
-        assert_eq!(
-            behaviour["function_association"][0]["event_type"], "viewer-request",
+        assert!(
+            events(behaviour).contains(&"viewer-request".to_string()),
             "{behaviour}"
         );
     }
+    // debuginfod's headers from object metadata, on the serving behaviour.
+    assert!(
+        events(&distribution["default_cache_behavior"][0]).contains(&"viewer-response".to_string())
+    );
+    let headers = planned(
+        &ips,
+        "module.symdex.aws_cloudfront_function.debuginfod_headers[0]",
+    );
+    assert_eq!(
+        headers["code"].as_str().unwrap(),
+        std::fs::read_to_string(module.join("edge/debuginfod.js")).unwrap()
+    );
     assert!(ips["resource_changes"]
         .as_array()
         .unwrap()

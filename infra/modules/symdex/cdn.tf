@@ -69,6 +69,11 @@ resource "aws_cloudfront_distribution" "symbols" {
         function_arn = function_association.value.arn
       }
     }
+    # debuginfod's response headers from the objects' metadata (edge/debuginfod.js).
+    function_association {
+      event_type   = "viewer-response"
+      function_arn = aws_cloudfront_function.debuginfod_headers[0].arn
+    }
   }
 
   # A miss may be uploaded a minute later: cache 404s only briefly.
@@ -98,4 +103,15 @@ resource "aws_cloudfront_distribution" "symbols" {
 
   tags       = var.tags
   depends_on = [aws_s3_bucket_ownership_controls.logs]
+}
+
+# X-Debuginfod-Size / X-Debuginfod-File: the indexer writes them as user metadata of every
+# `buildid/` object; this viewer-response function gives them their debuginfod names.
+resource "aws_cloudfront_function" "debuginfod_headers" {
+  count   = var.enable_cloudfront ? 1 : 0
+  name    = "${var.name}-debuginfod-headers"
+  runtime = "cloudfront-js-2.0"
+  comment = "symdex: debuginfod response headers from object metadata"
+  publish = var.publish_edge_function
+  code    = file("${path.module}/edge/debuginfod.js")
 }

@@ -27,7 +27,19 @@ struct Manifest {
     object_name: Option<String>,
     #[serde(default)]
     arch: Option<String>,
+    /// Zip entry name -> what it holds (`path`: the absolute path the debug file names).
+    #[serde(default)]
+    files: std::collections::BTreeMap<String, FileInfo>,
 }
+
+#[derive(Deserialize)]
+struct FileInfo {
+    #[serde(default)]
+    path: Option<String>,
+}
+
+/// Most files of one bundle served as sources.
+const MAX_FILES: usize = 100_000;
 
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let malformed = |reason: String| FormatError::malformed(Format::SourceBundle, reason);
@@ -65,6 +77,14 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         .map(|c| CodeId::new(c.to_ascii_lowercase()));
     id.arch = manifest.arch.unwrap_or_else(|| "unknown".to_string());
     id.debug_file = manifest.object_name;
+    // Its files serve debuginfod `source/` keys too (sourcemap.rs), by the paths recorded.
+    id.bundle_files = manifest
+        .files
+        .into_iter()
+        .filter_map(|(entry, info)| Some((entry, info.path?)))
+        .filter(|(_, path)| path.starts_with('/'))
+        .take(MAX_FILES)
+        .collect();
     Ok(id)
 }
 
@@ -105,6 +125,17 @@ mod tests {
         );
         assert_eq!(id.debug_file.as_deref(), Some("app.debug"));
         assert_eq!(id.arch, "x86_64");
+        let with_files = bundle(
+            r#"{"files":{"files/_/_/src/main.c":{"type":"source","path":"/src/main.c"},"files/x":{"type":"source","path":"relative.c"}},"debug_id":"faa9207b-627f-3c60-4bae-ac1cd514e670"}"#,
+        );
+        let id = identify(&MemReader(with_files)).unwrap();
+        assert_eq!(
+            id.bundle_files,
+            [(
+                "files/_/_/src/main.c".to_string(),
+                "/src/main.c".to_string()
+            )]
+        );
     }
 
     #[test]

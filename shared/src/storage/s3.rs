@@ -37,6 +37,26 @@ pub const BLOCK_SIZE: u64 = 32 * 1024;
 /// multipart copy (whose ETag differs) still compares equal to its source.
 const CONTENT_ETAG_META: &str = "symdex-content-etag";
 
+/// The user metadata of a published object: its content identity, and for a debuginfod file
+/// (`buildid/...`) the headers a debuginfod server answers with, `X-Debuginfod-Size` (the
+/// whole file's) and `X-Debuginfod-File` (its key, as `symdex serve` says it), which the
+/// CDN's viewer-response function (infra edge/debuginfod.js) turns from
+/// `x-amz-meta-debuginfod-*` into `x-debuginfod-*`.
+fn object_metadata(key: &str, size: u64, etag: &str) -> std::collections::HashMap<String, String> {
+    let mut meta: std::collections::HashMap<String, String> =
+        [(CONTENT_ETAG_META.to_string(), etag.to_string())].into();
+    let debuginfod = key.starts_with("buildid/") || key.contains("/buildid/");
+    if debuginfod {
+        meta.insert("debuginfod-size".into(), size.to_string());
+        // Metadata travels as an HTTP header: printable ASCII only (a key with other
+        // characters is served without this header).
+        if key.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            meta.insert("debuginfod-file".into(), key.to_string());
+        }
+    }
+    meta
+}
+
 /// Request and byte counters, shared by a store and the readers it opens.
 #[derive(Debug, Default)]
 pub struct S3Stats {
@@ -230,7 +250,7 @@ impl S3Store {
             return self.put_now(key, &bytes, Some(&sha1)).await;
         }
         let part_size = size.div_ceil(MAX_PARTS).max(UPLOAD_PART_SIZE);
-        let upload = self.begin_multipart(key, &sha1).await?;
+        let upload = self.begin_multipart(key, size, &sha1).await?;
         let parts = async {
             let mut file = tokio::fs::File::open(path).await?;
             let mut parts = Vec::new();
@@ -317,14 +337,20 @@ impl S3Store {
         }
     }
 
-    async fn copy_single(&self, copy_source: &str, key: &str, etag: &str) -> StorageResult<()> {
+    async fn copy_single(
+        &self,
+        copy_source: &str,
+        key: &str,
+        size: u64,
+        etag: &str,
+    ) -> StorageResult<()> {
         self.client
             .copy_object()
             .bucket(&self.bucket)
             .key(key)
             .copy_source(copy_source)
             .metadata_directive(MetadataDirective::Replace)
-            .metadata(CONTENT_ETAG_META, etag)
+            .set_metadata(Some(object_metadata(key, size, etag)))
             .content_type("application/octet-stream")
             .send()
             .await
@@ -347,7 +373,7 @@ impl S3Store {
             .div_ceil(MAX_PARTS)
             .max(MIN_PART_SIZE)
             .max(self.multipart_threshold.min(512 << 20));
-        let upload = self.begin_multipart(key, etag).await?;
+        let upload = self.begin_multipart(key, size, etag).await?;
         let parts = async {
             let mut parts = Vec::new();
             let mut start = 0u64;
@@ -385,6 +411,7 @@ impl S3Store {
     async fn begin_multipart<'s>(
         &'s self,
         key: &'s str,
+        size: u64,
         etag: &str,
     ) -> StorageResult<Multipart<'s>> {
         let created = self
@@ -392,7 +419,7 @@ impl S3Store {
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
-            .metadata(CONTENT_ETAG_META, etag)
+            .set_metadata(Some(object_metadata(key, size, etag)))
             .content_type("application/octet-stream")
             .send()
             .await
@@ -550,9 +577,7 @@ impl S3Store {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .set_metadata(
-                content_etag.map(|e| [(CONTENT_ETAG_META.to_string(), e.to_string())].into()),
-            )
+            .set_metadata(content_etag.map(|e| object_metadata(key, bytes.len() as u64, e)))
             .body(ByteStream::from(bytes.to_vec()))
             .send()
             .await
@@ -667,7 +692,8 @@ impl S3Store {
             self.copy_multipart(&header, key, 0, info.size, &info.etag)
                 .await?;
         } else {
-            self.copy_single(&header, key, &info.etag).await?;
+            self.copy_single(&header, key, info.size, &info.etag)
+                .await?;
         }
         Ok(info)
     }
@@ -957,5 +983,18 @@ mod tests {
         );
         assert_eq!(copy_source_header("b", "k", Some("v1")), "b/k?versionId=v1");
         assert_eq!(unquote("\"abc\""), "abc");
+    }
+
+    #[test]
+    fn debuginfod_files_carry_their_headers_as_metadata() {
+        let meta = object_metadata("buildid/ab/debuginfo", 42, "e");
+        assert_eq!(meta["debuginfod-size"], "42");
+        assert_eq!(meta["debuginfod-file"], "buildid/ab/debuginfo");
+        assert_eq!(meta[CONTENT_ETAG_META], "e");
+        let prefixed = object_metadata("cdn/buildid/ab/source/src/\u{e9}.c", 7, "e");
+        assert_eq!(prefixed["debuginfod-size"], "7");
+        assert!(!prefixed.contains_key("debuginfod-file"), "not ASCII");
+        let other = object_metadata("symbols/a.pdb/ID/a.pdb", 1, "e");
+        assert_eq!(other.len(), 1);
     }
 }
