@@ -59,6 +59,11 @@ pub struct IndexArgs {
     /// Replace keys whose content differs instead of reporting a conflict.
     #[arg(long)]
     pub overwrite: bool,
+    /// Store the SymSrv family's keys (ssqp, symstore, symstore_index2, breakpad) lowercase,
+    /// for a server that looks them up case-insensitively (`symdex serve --fold-case`, the
+    /// Terraform module's CDN).
+    #[arg(long)]
+    pub fold_case: bool,
     #[command(flatten)]
     pub sources: SourceArgs,
     #[command(flatten)]
@@ -104,6 +109,7 @@ fn config(args: &IndexArgs) -> Config {
         overwrite: args.overwrite,
         lease: exclusive_lease(),
         retention: args.policy.policy.clone(),
+        fold_case: args.fold_case,
         ..Config::default()
     }
 }

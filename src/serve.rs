@@ -47,6 +47,10 @@ pub struct ServeArgs {
     /// range, ms, agent) to FILE; `symdex report misses FILE` reads it.
     #[arg(long, value_name = "FILE")]
     pub access_log: Option<PathBuf>,
+    /// Case-insensitive lookups under `/symbols/` and `/index2/` (what SymSrv over IIS does),
+    /// for a store indexed with `symdex index --fold-case`: request paths there are lowercased.
+    #[arg(long)]
+    pub fold_case: bool,
 }
 
 /// What every request is checked against.
@@ -56,6 +60,7 @@ struct Served {
     /// One `write` per line on an append-only file: lines of concurrent requests never
     /// interleave, and a killed server leaves whole lines.
     access_log: Option<std::sync::Mutex<std::fs::File>>,
+    fold_case: bool,
 }
 
 fn unauthorized() -> Response {
@@ -262,7 +267,10 @@ async fn guard(
                 .and_then(|v| v.to_str().ok()),
         )
     });
-    let servable = servable_path(&path);
+    let mut servable = servable_path(&path);
+    if let Some(parts) = servable.as_mut().filter(|_| served.fold_case) {
+        fold_case(parts);
+    }
     if let Some(parts) = &servable {
         // The file service opens exactly the path that was checked.
         match encoded(parts).parse() {
@@ -378,16 +386,31 @@ fn debuginfod_headers(path: &str, response: &mut Response) {
     }
 }
 
+/// The SymSrv family's paths lowercased (ASCII, as the indexer folds their keys and the CDN's
+/// edge function folds requests): `/symbols/...` and `/index2/...`.
+fn fold_case(parts: &mut [String]) {
+    if matches!(
+        parts.first().map(String::as_str),
+        Some("symbols" | "index2")
+    ) {
+        for part in parts.iter_mut() {
+            part.make_ascii_lowercase();
+        }
+    }
+}
+
 fn router(
     store: PathBuf,
     credentials: Option<crate::auth::Credentials>,
     access_log: Option<std::fs::File>,
+    fold_case: bool,
 ) -> Router {
     let files = ServeDir::new(&store).append_index_html_on_directories(false);
     let served = Served {
         root: store,
         credentials,
         access_log: access_log.map(std::sync::Mutex::new),
+        fold_case,
     };
     Router::new()
         .fallback_service(files)
@@ -456,7 +479,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 "  credentials required (Authorization: Bearer <token>, or basic auth)"
             );
         }
-        let app = router(store, credentials, access_log);
+        let app = router(store, credentials, access_log, args.fold_case);
         let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(
             args.max_connections.unwrap_or_else(default_max_connections).max(1),
         ));

@@ -131,3 +131,62 @@ fn long_names_are_misses_and_several_ranges_get_the_whole_file() {
     assert_eq!((status, body.as_slice()), (206, &file[4..6]));
     assert!(head.contains("content-range: bytes 4-5/"));
 }
+
+/// `--fold-case` on both ends: the SymSrv family's keys are stored lowercase, and any casing of
+/// a request under `/symbols/` or `/index2/` finds them (as SymSrv over IIS would); without it
+/// an upper-case spelling is a miss. debuginfod's paths keep their case.
+#[test]
+fn folded_keys_resolve_in_any_casing() {
+    let w = Workdir::new();
+    std::fs::write(w.path("src.cpp"), "int foo(int x) { return x + 1; }\n").unwrap();
+    common::build_pe_and_pdb(&w, "MixedCase.pdb", "Lib.DLL");
+    let store = w.path("store");
+    let out = symdex()
+        .args(["index", "--fold-case", "--store"])
+        .arg(&store)
+        .arg(w.path("Lib.DLL"))
+        .arg(w.path("MixedCase.pdb"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut folded = Vec::new();
+    for top in ["symbols", "index2"] {
+        for entry in walkdir::WalkDir::new(store.join(top)) {
+            let entry = entry.unwrap();
+            if entry.file_type().is_file() {
+                let rel = entry.path().strip_prefix(&store).unwrap();
+                let rel = rel.to_string_lossy().into_owned();
+                assert_eq!(rel, rel.to_ascii_lowercase(), "stored lowercase");
+                folded.push(rel);
+            }
+        }
+    }
+    assert!(
+        folded
+            .iter()
+            .any(|k| k.starts_with("symbols/mixedcase.pdb/")),
+        "{folded:?}"
+    );
+    let exact = Server::start(&store);
+    let insensitive = Server::start_with(&store, &["--fold-case"], None);
+    for key in folded.iter().filter(|k| !k.ends_with("index2.txt")) {
+        let size = std::fs::metadata(store.join(key)).unwrap().len() as usize;
+        let upper = format!(
+            "/{}",
+            key.to_ascii_uppercase().replacen("SYMBOLS/", "symbols/", 1)
+        );
+        let upper = upper.replacen("/INDEX2/", "/index2/", 1);
+        let (status, _, body) = insensitive.request("GET", &upper, "");
+        assert_eq!((status, body.len()), (200, size), "{upper}");
+        assert_eq!(
+            exact.request("GET", &upper, "").0,
+            404,
+            "{upper} without folding"
+        );
+        assert_eq!(insensitive.request("GET", &format!("/{key}"), "").0, 200);
+    }
+}

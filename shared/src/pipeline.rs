@@ -34,7 +34,20 @@ pub struct Config {
     pub lease: LeasePolicy,
     /// Channel -> retention: stamps each new upload's expiry (retention.rs).
     pub retention: RetentionPolicy,
+    /// Store the keys of the SymSrv family ([`CASE_FOLDED`]) lowercase, for a CDN that
+    /// lowercases requests for them (infra edge/access.js): lookups become case-insensitive,
+    /// as SymSrv over IIS is, and keys differing only by case are one object.
+    pub fold_case: bool,
 }
+
+/// The layouts whose clients (WinDbg, Visual Studio, dotnet-symbol, Breakpad's symbol
+/// servers) expect case-insensitive lookups.
+pub const CASE_FOLDED: [Layout; 4] = [
+    Layout::Ssqp,
+    Layout::Symstore,
+    Layout::SymstoreIndex2,
+    Layout::Breakpad,
+];
 
 impl Default for Config {
     fn default() -> Self {
@@ -46,6 +59,7 @@ impl Default for Config {
             gzip_manifest: false,
             lease: LeasePolicy::default(),
             retention: RetentionPolicy::default(),
+            fold_case: false,
         }
     }
 }
@@ -267,8 +281,15 @@ impl<'s> Indexer<'s> {
         set.keys
             .iter()
             .flat_map(|(layout, keys)| {
-                keys.iter()
-                    .map(move |k| format!("{}{k}", self.config.prefix(*layout)))
+                let fold = self.config.fold_case && CASE_FOLDED.contains(layout);
+                keys.iter().map(move |k| {
+                    let key = format!("{}{k}", self.config.prefix(*layout));
+                    if fold {
+                        key.to_ascii_lowercase()
+                    } else {
+                        key
+                    }
+                })
             })
             .collect()
     }

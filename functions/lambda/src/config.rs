@@ -128,6 +128,8 @@ impl LambdaConfig {
                 gzip_manifest: true,
                 lease,
                 retention,
+                // SYMDEX_FOLD_CASE: the CDN lowercases requests for the SymSrv family.
+                fold_case: flag("SYMDEX_FOLD_CASE", false),
             },
             product_prefixes: flag("SYMDEX_PRODUCT_PREFIXES", false),
             sweep_max_uploads: number("SYMDEX_SWEEP_MAX_UPLOADS", 2000)?.clamp(1, 100_000) as usize,
@@ -174,6 +176,9 @@ mod tests {
         assert_eq!(c.pipeline.manifest_prefix, "_manifest");
         assert_eq!(c.multipart_threshold, DEFAULT_MULTIPART_THRESHOLD);
         assert!(c.pipeline.gzip_manifest);
+        assert!(!c.pipeline.fold_case);
+        let folded = config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_FOLD_CASE", "true")]);
+        assert!(folded.unwrap().pipeline.fold_case);
         let c = config(&[
             ("SYMDEX_SERVING_BUCKET", "serve"),
             ("SYMDEX_LAYOUTS", "ssqp, debuginfod"),

@@ -302,14 +302,14 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
 
 /// Reads what identification leaves out of debug files (the source paths their DWARF names,
 /// compressed sections decompressed: `elf::read_debug_details`) on a blocking thread, through
-/// ranged GETs of 256 KiB blocks (the last 32 kept).
+/// ranged GETs of 64 KiB blocks (the last 64 kept): a small debug file costs one GET.
 pub(crate) async fn read_debug_details(
     object: symdex_shared::storage::s3::S3Object,
     mut ids: Vec<symdex_shared::Identity>,
 ) -> std::io::Result<Vec<symdex_shared::Identity>> {
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let reader = symdex_shared::reader::BlockCache::new(object.blocking(handle), 256 << 10, 32);
+        let reader = symdex_shared::reader::BlockCache::new(object.blocking(handle), 64 << 10, 64);
         for id in &mut ids {
             symdex_shared::formats::elf::read_debug_details(&reader, id);
         }

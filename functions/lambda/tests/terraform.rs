@@ -210,10 +210,16 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     let code = function["code"].as_str().unwrap();
     assert!(
         code.contains(&format!(
-            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":true,"kvsId":"{}"}};"#,
+            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":true,"foldPrefixes":["/symbols/","/index2/"],"kvsId":"{}"}};"#,
             kvs["id"].as_str().unwrap()
         )),
         "{code}"
+    );
+    // Keys folded to lowercase for the edge's case-insensitive lookups (the default).
+    let indexer = find("module.symdex.aws_lambda_function.indexer");
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_FOLD_CASE"],
+        "true"
     );
     for resource in [
         "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",
@@ -375,8 +381,8 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
     let function = planned(&ips, "module.symdex.aws_cloudfront_function.access[0]");
     let source = std::fs::read_to_string(module.join("edge/access.js")).unwrap();
     let expected = source.replace(
-        "var CONFIG = { allowCidrs: [], auth: false, kvsId: '' };",
-        r#"var CONFIG = {"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":false,"kvsId":""};"#,
+        "var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '' };",
+        r#"var CONFIG = {"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":false,"foldPrefixes":["/symbols/","/index2/"],"kvsId":""};"#,
     );
     assert_ne!(expected, source, "the CONFIG line of access.js moved");
     assert_eq!(function["code"].as_str().unwrap(), expected);

@@ -7,11 +7,12 @@
 # (for basic credentials hash `user:password`).
 
 locals {
-  enable_access_function = var.enable_cloudfront && (var.require_auth || length(var.allowed_cidrs) > 0)
+  enable_access_function = var.enable_cloudfront && (var.require_auth || length(var.allowed_cidrs) > 0 || local.fold_case)
   access_config = jsonencode({
-    allowCidrs = var.allowed_cidrs
-    auth       = var.require_auth
-    kvsId      = var.require_auth ? aws_cloudfront_key_value_store.tokens[0].id : ""
+    allowCidrs   = var.allowed_cidrs
+    auth         = var.require_auth
+    foldPrefixes = local.fold_prefixes
+    kvsId        = var.require_auth ? aws_cloudfront_key_value_store.tokens[0].id : ""
   })
 }
 
@@ -25,7 +26,7 @@ resource "aws_cloudfront_function" "access" {
   count   = local.enable_access_function ? 1 : 0
   name    = "${var.name}-access"
   runtime = "cloudfront-js-2.0"
-  comment = "symdex: IP allow-list and credentials"
+  comment = "symdex: IP allow-list, credentials, case-insensitive lookups"
   publish = var.publish_edge_function
   code = replace(
     file("${path.module}/edge/access.js"),

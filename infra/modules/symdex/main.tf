@@ -5,12 +5,23 @@ locals {
     "${trim(var.manifest_prefix, "/")}/",
     "${trim(var.state_prefix, "/")}/",
   ]
+  # The SymSrv family's prefixes, folded to lowercase at the edge (edge/access.js) when they
+  # are all distinct from the root (a layout at the root would fold debuginfod's paths too).
+  symsrv_default_prefixes = { ssqp = "symbols/", symstore = "symbols/", symstore_index2 = "index2/", breakpad = "symbols/" }
+  symsrv_prefixes = distinct([
+    for layout, default in local.symsrv_default_prefixes :
+    lookup(var.layout_prefixes, layout, default) if contains(var.layouts, layout)
+  ])
+  fold_case = (var.enable_cloudfront && var.case_insensitive_lookups && length(local.symsrv_prefixes) > 0
+  && alltrue([for p in local.symsrv_prefixes : trim(p, "/") != ""]))
+  fold_prefixes = local.fold_case ? [for p in local.symsrv_prefixes : "/${trim(p, "/")}/"] : []
   function_env = merge(
     {
       SYMDEX_SERVING_BUCKET      = aws_s3_bucket.serving.id
       SYMDEX_LAYOUTS             = join(",", var.layouts)
       SYMDEX_MANIFEST_PREFIX     = trim(var.manifest_prefix, "/")
       SYMDEX_MULTIPART_THRESHOLD = tostring(var.multipart_threshold_bytes)
+      SYMDEX_FOLD_CASE           = tostring(local.fold_case)
       # A lease on a key outlives any invocation that took it (plus a margin for clock skew).
       SYMDEX_LEASE_SECONDS = tostring(var.timeout_seconds + 60)
       SYMDEX_CONCURRENCY   = tostring(var.message_concurrency)

@@ -228,6 +228,12 @@ variable "enable_cloudfront" {
   default     = true
 }
 
+variable "case_insensitive_lookups" {
+  description = "Behind CloudFront: requests under the SymSrv family's prefixes (ssqp, symstore, symstore_index2, breakpad; default symbols/ and index2/) are lowercased at the edge and those keys are stored lowercase (SYMDEX_FOLD_CASE), so any casing resolves, as SymSrv over IIS does."
+  type        = bool
+  default     = true
+}
+
 variable "enable_website" {
   description = "Also (or instead) serve as an S3 static website (public read of the layout prefixes; misses answer 403 there, CloudFront answers 404)."
   type        = bool

@@ -9,13 +9,18 @@
 //   user name). Missing or wrong credentials get 401 and a basic challenge, so WinDbg and
 //   Visual Studio prompt for them. The same rules as `symdex serve --auth-token-file`.
 //
-// The request itself is passed on unchanged (keys are case-correct as published), except
-// that the credentials are not forwarded to the origin.
+// - Case-insensitive lookups: a request under one of CONFIG.foldPrefixes (the SymSrv family's
+//   prefixes, `/symbols/`, `/index2/`) is lowercased (ASCII), and the indexer stores those keys
+//   lowercase (SYMDEX_FOLD_CASE), so `FOO.PDB/<GUID>/FOO.PDB` finds `foo.pdb/<guid>/foo.pdb`,
+//   as SymSrv over IIS would. Other paths (debuginfod's source paths) keep their case.
+//
+// The request is otherwise passed on unchanged, except that the credentials are not forwarded
+// to the origin.
 import cf from 'cloudfront';
 import crypto from 'crypto';
 
 // Replaced by the Terraform module (access.tf); the tests load the file with their own.
-var CONFIG = { allowCidrs: [], auth: false, kvsId: '' };
+var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '' };
 
 function parseIPv4(text) {
     var parts = text.split('.');
@@ -130,6 +135,15 @@ async function handler(event) {
             });
         }
         delete request.headers.authorization;
+    }
+    for (var i = 0; i < CONFIG.foldPrefixes.length; i++) {
+        if (request.uri.indexOf(CONFIG.foldPrefixes[i]) === 0) {
+            // ASCII only, as the indexer folds (percent escapes stay escapes).
+            request.uri = request.uri.replace(/[A-Z]+/g, function (s) {
+                return s.toLowerCase();
+            });
+            break;
+        }
     }
     return request;
 }

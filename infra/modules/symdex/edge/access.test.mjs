@@ -43,7 +43,7 @@ const basic = (pair) => ({ value: 'Basic ' + Buffer.from(pair).toString('base64'
 const KEY = '/symbols/Foo.PDB/ABCDEF0123456789ABCDEF01234567891/Foo.PDB';
 
 test('no configuration: every request passes unchanged', async () => {
-    const handler = load({ allowCidrs: [], auth: false, kvsId: '' });
+    const handler = load({ allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '' });
     const e = event(KEY, '203.0.113.9');
     assert.deepEqual(await handler(e), e.request);
     assert.equal((await handler(e)).uri, KEY, 'case and path untouched');
@@ -53,6 +53,7 @@ test('IP allow-list: IPv4 and IPv6 CIDRs', async () => {
     const handler = load({
         allowCidrs: ['10.0.0.0/8', '192.168.1.17/32', '2001:db8:abcd::/48', '::ffff:198.51.100.0/120'],
         auth: false,
+        foldPrefixes: [],
         kvsId: '',
     });
     for (const ip of ['10.1.2.3', '192.168.1.17', '2001:db8:abcd:12::1', '::ffff:198.51.100.77']) {
@@ -66,7 +67,7 @@ test('IP allow-list: IPv4 and IPv6 CIDRs', async () => {
 });
 
 test('tokens and basic credentials against hashed keys', async () => {
-    const handler = load({ allowCidrs: [], auth: true, kvsId: 'kvs-1' }, ['tok-123', 'ci:s3cret']);
+    const handler = load({ allowCidrs: [], auth: true, foldPrefixes: [], kvsId: 'kvs-1' }, ['tok-123', 'ci:s3cret']);
     const allowed = [
         { value: 'Bearer tok-123' },
         { value: 'bearer tok-123' },
@@ -97,9 +98,24 @@ test('tokens and basic credentials against hashed keys', async () => {
 });
 
 test('both: the IP is checked first, then the credentials', async () => {
-    const handler = load({ allowCidrs: ['10.0.0.0/8'], auth: true, kvsId: 'kvs-1' }, ['tok']);
+    const handler = load({ allowCidrs: ['10.0.0.0/8'], auth: true, foldPrefixes: [], kvsId: 'kvs-1' }, ['tok']);
     const good = { authorization: { value: 'Bearer tok' } };
     assert.equal((await handler(event(KEY, '8.8.8.8', good))).statusCode, 403);
     assert.equal((await handler(event(KEY, '10.0.0.1', {}))).statusCode, 401);
     assert.equal((await handler(event(KEY, '10.0.0.1', good))).uri, KEY);
+});
+
+test('case-insensitive lookups: the SymSrv prefixes are lowercased, other paths keep their case', async () => {
+    const handler = load({ allowCidrs: [], auth: false, foldPrefixes: ['/symbols/', '/index2/'], kvsId: '' });
+    for (const [uri, want] of [
+        [KEY, '/symbols/foo.pdb/abcdef0123456789abcdef01234567891/foo.pdb'],
+        ['/symbols/FOO.PDB/ABCDEF0123456789ABCDEF01234567891/FOO.PDB', '/symbols/foo.pdb/abcdef0123456789abcdef01234567891/foo.pdb'],
+        ['/index2/Fo/Foo.exe/542D574Ec2000/Foo.exe', '/index2/fo/foo.exe/542d574ec2000/foo.exe'],
+        ['/symbols/A%2BB.pdb/X/A%2BB.pdb', '/symbols/a%2bb.pdb/x/a%2bb.pdb'],
+        ['/buildid/ab12/source/Home/CI/Main.c', '/buildid/ab12/source/Home/CI/Main.c'],
+        ['/unified/ab/12/debuginfo', '/unified/ab/12/debuginfo'],
+    ]) {
+        const out = await handler(event(uri, '203.0.113.9'));
+        assert.equal(out.uri, want, uri);
+    }
 });
