@@ -82,4 +82,7 @@ impl Storage for Store {
         self.write();
         self.inner.delete(key)
     }
+    fn key_copies_are_aliases(&self) -> bool {
+        self.inner.key_copies_are_aliases()
+    }
 }

@@ -10,7 +10,8 @@ use crate::storage::Storage;
 /// One broken promise, as `verify` prints it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// `missing`, `changed`, `lease`, `tombstone`, `incomplete`, `unref`, `dangling`, `orphan`.
+    /// `missing`, `changed`, `lease`, `tombstone`, `incomplete`, `unref`, `dangling`, `orphan`,
+    /// `alias`.
     pub kind: &'static str,
     pub key: String,
     pub detail: String,
@@ -78,6 +79,8 @@ pub async fn audit_with(
     let records = refs.all_keys().await?;
     let referencing: BTreeMap<&str, &BTreeSet<String>> =
         records.iter().map(|r| (r.key.as_str(), &r.refs)).collect();
+    let by_key: BTreeMap<&str, &crate::refs::KeyRecord> =
+        records.iter().map(|r| (r.key.as_str(), r)).collect();
     let mut accounted = BTreeSet::new();
     for record in &records {
         accounted.insert(record.key.clone());
@@ -103,6 +106,22 @@ pub async fn audit_with(
                     &record.key,
                     format!("referenced by {upload}, which does not exist"),
                 );
+            }
+        }
+        // Invariant 6: an alias's target is there, with the same content, held by every
+        // upload holding the alias.
+        if let Some(target) = &record.alias_of {
+            match by_key.get(target.as_str()) {
+                Some(t) if t.etag == record.etag && record.refs.is_subset(&t.refs) => {}
+                Some(t) => problem(
+                    "alias",
+                    &record.key,
+                    format!(
+                        "its target {target} holds {} for {:?}, the alias {} for {:?}",
+                        t.etag, t.refs, record.etag, record.refs
+                    ),
+                ),
+                None => problem("alias", &record.key, format!("its target {target} is gone")),
             }
         }
         let found = match depth {

@@ -1014,20 +1014,23 @@ impl<'s> Indexer<'s> {
         fresh: bool,
         outcome: &mut Outcome,
     ) -> io::Result<BTreeSet<String>> {
-        let mut content = upload.content();
         let mut referenced = BTreeSet::new();
-        // Once one key holds this content, local bytes (a file, an expanded archive entry) are
-        // copied from that key instead: a hard link in a local store (one stored copy, many
-        // names). Only for a sole writer (the CLI holds the store's writer lock) and without
+        // Once one key holds this content, later keys are copied from that key: a hard link
+        // in a local store, an alias on S3 in redirect mode (one stored copy, many names).
+        // Locally only for a sole writer (the CLI holds the store's writer lock) and without
         // overwrite: then nothing changes or removes the first key meanwhile. With concurrent
         // writers a removal of this very upload may take the key back between the two copies,
-        // so each key is copied from the upload itself.
-        let mut first: Option<&str> = None;
-        let linkable = matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
-            && !self.config.overwrite
-            && self.config.lease.exclusive;
+        // so each key is copied from the upload itself. An S3 alias copied from a key taken
+        // back meanwhile fails (the source is gone) and the message is retried.
+        let aliases = self.store.key_copies_are_aliases() && !self.config.overwrite;
+        let linkable = aliases
+            || (matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
+                && !self.config.overwrite
+                && self.config.lease.exclusive);
+        let mut first: Option<String> = None;
         for key in keys {
-            if let (true, Some(first)) = (linkable, first) {
+            let mut content = upload.content();
+            if let (true, Some(first)) = (linkable, &first) {
                 content.source = CopySource::Key(first);
             }
             let result = self
@@ -1035,12 +1038,47 @@ impl<'s> Indexer<'s> {
                 .publish(key, &upload.id, &content, self.config.overwrite, fresh)
                 .await?;
             outcome.add(key, result);
-            if result != KeyOutcome::Conflict {
-                referenced.insert(key.clone());
-                first = first.or(Some(key.as_str()));
+            if result == KeyOutcome::Conflict {
+                continue;
             }
+            referenced.insert(key.clone());
+            // Invariant 6 (refs.rs): an alias found in place is held with its target.
+            let target = match (aliases, result) {
+                (true, KeyOutcome::Unchanged) => self.refs.key(key).await?.and_then(|r| r.alias_of),
+                _ => None,
+            };
+            if let Some(target) = target.filter(|t| !referenced.contains(t)) {
+                if !self.hold_target(upload, &target, fresh, outcome).await? {
+                    continue;
+                }
+                referenced.insert(target.clone());
+                first.get_or_insert(target);
+            }
+            first.get_or_insert_with(|| key.clone());
         }
         Ok(referenced)
+    }
+
+    /// References the target of an alias this upload found in place, publishing it from the
+    /// upload's own bytes if it is gone (invariant 6). `false`: not held (the upload is being
+    /// removed, or the target holds other content).
+    async fn hold_target(
+        &self,
+        upload: &Upload<'_>,
+        target: &str,
+        fresh: bool,
+        outcome: &mut Outcome,
+    ) -> io::Result<bool> {
+        let keys: BTreeSet<String> = [target.to_string()].into();
+        if !self.refs.plan_more(&upload.id, &keys).await? {
+            return Ok(false);
+        }
+        let result = self
+            .refs
+            .publish(target, &upload.id, &upload.content(), false, fresh)
+            .await?;
+        outcome.add(target, result);
+        Ok(result != KeyOutcome::Conflict)
     }
 
     /// For each PDB a PE references: remember the CodeView name, and if that PDB is already

@@ -38,6 +38,13 @@
 //! 5. **A key is held by the uploads whose bytes it serves**: an alias copy of a PDB made
 //!    when its PE arrives is referenced by the PDB's uploads, not the PE's, so the outcome
 //!    does not depend on which arrived first.
+//! 6. **An alias never outlives its target.** Where the store writes a copy from another key
+//!    as an alias that holds no bytes (S3 redirect objects, `Storage::key_copies_are_aliases`),
+//!    the key's record names its target (`alias_of`), and every upload referencing the alias
+//!    references the target too: the writer of an alias copies from a key it references
+//!    itself, and an upload that finds an alias already there adds a reference to its target
+//!    (publishing it from its own bytes if it is gone) before it is done. A target is removed
+//!    only without references (invariant 3), so not while an alias's referrer lives.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -82,6 +89,9 @@ pub struct KeyRecord {
     pub by: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease: Option<Lease>,
+    /// The object is an alias of this key, holding no bytes of its own (invariant 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alias_of: Option<String>,
 }
 
 /// Where an upload is in its life.
@@ -464,6 +474,7 @@ impl<'s> RefStore<'s> {
                         refs,
                         by,
                         lease: Some(lease.clone()),
+                        alias_of: None,
                     };
                     let Some(mut record) = record else {
                         // Symdex's own objects always have a record (or a tombstone): anything else
@@ -581,9 +592,16 @@ impl<'s> RefStore<'s> {
             self.remove(key, upload).await?;
             return Err(e.into());
         }
+        let alias_of = match content.source {
+            CopySource::Key(target) if self.store.key_copies_are_aliases() => {
+                Some(target.to_string())
+            }
+            _ => None,
+        };
         self.update(&key_file(key), |current: Option<KeyRecord>| match current {
             Some(mut r) if r.lease.as_ref() == Some(lease) => {
                 r.lease = None;
+                r.alias_of.clone_from(&alias_of);
                 Ok(Step::Write(r, ()))
             }
             // Taken over (we were too slow): the new holder decides.

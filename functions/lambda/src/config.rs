@@ -34,6 +34,10 @@ pub struct LambdaConfig {
     /// SYMDEX_SWEEP_DELETE_INGEST (default true): the sweeper deletes the ingest object of
     /// each upload it expires (that version, or that content when unversioned).
     pub sweep_delete_ingest: bool,
+    /// SYMDEX_ALIASES=redirect: an artifact's keys after the first are zero-byte redirects to
+    /// it (one stored copy; needs the CDN's viewer-response function or the S3 website
+    /// endpoint in front). `copy` (default): every key a full copy, for the REST endpoint.
+    pub redirect_aliases: bool,
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -139,6 +143,15 @@ impl LambdaConfig {
                 .map(|v| list(&v))
                 .unwrap_or_default(),
             source_prefix: lookup("SYMDEX_SOURCE_PREFIX").filter(|p| !p.is_empty()),
+            redirect_aliases: match lookup("SYMDEX_ALIASES").as_deref().map(str::trim) {
+                None | Some("" | "copy") => false,
+                Some("redirect") => true,
+                Some(other) => {
+                    return Err(format!(
+                        "SYMDEX_ALIASES={other:?}: expected copy or redirect"
+                    ))
+                }
+            },
         })
     }
 
@@ -179,6 +192,13 @@ mod tests {
         assert!(!c.pipeline.fold_case);
         let folded = config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_FOLD_CASE", "true")]);
         assert!(folded.unwrap().pipeline.fold_case);
+        assert!(!c.redirect_aliases);
+        let redirect = config(&[
+            ("SYMDEX_SERVING_BUCKET", "s"),
+            ("SYMDEX_ALIASES", "redirect"),
+        ]);
+        assert!(redirect.unwrap().redirect_aliases);
+        assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_ALIASES", "links")]).is_err());
         let c = config(&[
             ("SYMDEX_SERVING_BUCKET", "serve"),
             ("SYMDEX_LAYOUTS", "ssqp, debuginfod"),

@@ -49,7 +49,8 @@ impl Context {
 
     pub fn new(config: LambdaConfig, client: aws_sdk_s3::Client) -> Self {
         let store = S3Store::new(client, config.serving_bucket.clone())
-            .with_multipart_threshold(config.multipart_threshold);
+            .with_multipart_threshold(config.multipart_threshold)
+            .with_redirect_aliases(config.redirect_aliases);
         Context {
             config,
             store,

@@ -383,3 +383,126 @@ async fn with_product_prefixes_a_lying_product_is_rejected() {
     assert!(!published.contains_key(&format!("buildid/{}/debuginfo", fx.build_id())));
     assert!(published.contains_key(&format!("buildid/{}/executable", fx.build_id())));
 }
+
+/// SYMDEX_ALIASES=redirect: each artifact is stored once; its other keys are zero-byte
+/// redirects to the key holding the bytes (what the CDN's viewer-response function and the S3
+/// website endpoint answer with a 301). An alias never outlives its target: a second PDB of
+/// the same bytes under another name finds the first one's aliases in place and holds their
+/// target, so removing the first keeps every key the second needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirect_aliases_store_each_artifact_once_and_never_dangle() {
+    use symdex_shared::testing::builders::{build_msf, dbi_stream, info_stream};
+    let stack = Stack::new().await;
+    let ctx = context(&stack, &[("SYMDEX_ALIASES", "redirect")]).await;
+    let fx = Fixtures::build();
+    let pdb = build_msf(
+        4096,
+        &[
+            None,
+            Some(info_stream([0x5c; 16], 3)),
+            None,
+            Some(dbi_stream(1, 0x8664)),
+        ],
+    );
+    std::fs::write(fx.path("foo.pdb"), &pdb).unwrap();
+    std::fs::write(fx.path("bar.pdb"), &pdb).unwrap();
+    let index = |key: &'static str, file: &'static str| {
+        let (stack, ctx, path) = (&stack, &ctx, fx.path(file));
+        async move {
+            stack.upload(key, &path).await;
+            let messages = stack.receive(1).await;
+            let response = handle_indexer(ctx, sqs_event(&messages, &stack.queue_arn))
+                .await
+                .unwrap();
+            assert!(failures(&response).is_empty(), "{response}");
+        }
+    };
+    index("ci/app.debug", "app.debug").await;
+    index("ci/app.stripped", "app.stripped").await;
+    index("ci/foo.pdb", "foo.pdb").await;
+    let input: u64 = ["app.debug", "app.stripped", "foo.pdb"]
+        .iter()
+        .map(|f| std::fs::metadata(fx.path(f)).unwrap().len())
+        .sum();
+    // Every published key: bytes, or a redirect to a key holding the same bytes.
+    let check = |stack: &Stack| {
+        let s3 = stack.s3.clone();
+        async move {
+            let mut stored = 0u64;
+            let mut aliases = 0;
+            let keys = symdex_shared::storage::s3::S3Store::new(s3.clone(), SERVING);
+            for key in symdex_shared::storage::Storage::list(&keys, "")
+                .await
+                .unwrap()
+            {
+                if key.starts_with("_symdex/") || key.starts_with("_manifest/") {
+                    continue;
+                }
+                let head = s3
+                    .head_object()
+                    .bucket(SERVING)
+                    .key(&key)
+                    .send()
+                    .await
+                    .unwrap();
+                let size = head.content_length().unwrap_or(0) as u64;
+                stored += size;
+                if let Some(target) = head.website_redirect_location() {
+                    assert_eq!(size, 0, "{key}: an alias holds no bytes");
+                    let target = target.trim_start_matches('/');
+                    let target_head = s3
+                        .head_object()
+                        .bucket(SERVING)
+                        .key(target)
+                        .send()
+                        .await
+                        .unwrap_or_else(|e| panic!("{key} -> {target}: {e}"));
+                    assert!(target_head.website_redirect_location().is_none(), "one hop");
+                    let meta = head.metadata().cloned().unwrap_or_default();
+                    assert_eq!(
+                        meta.get("symdex-content-size"),
+                        Some(&target_head.content_length().unwrap_or(0).to_string()),
+                        "{key}"
+                    );
+                    aliases += 1;
+                }
+            }
+            (stored, aliases)
+        }
+    };
+    let (stored, aliases) = check(&stack).await;
+    assert!(aliases >= 8, "{aliases} aliases");
+    assert!(
+        stored as f64 <= input as f64 * 1.05,
+        "stored {stored} bytes for {input} bytes of input"
+    );
+    let (problems, _) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+
+    // The same PDB under another name, then the first one removed.
+    index("ci/bar.pdb", "bar.pdb").await;
+    stack
+        .s3
+        .delete_object()
+        .bucket(INGEST)
+        .key("ci/foo.pdb")
+        .send()
+        .await
+        .unwrap();
+    let removed = stack.receive(1).await;
+    let response = handle_remover(&ctx, sqs_event(&removed, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty(), "{response}");
+    check(&stack).await;
+    let (problems, refs) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    // bar.pdb found foo.pdb's unified key in place, an alias of foo's first key: it holds that
+    // target too, so it outlived foo.pdb; foo's other names went with it.
+    let held: Vec<&String> = refs.keys().filter(|k| k.contains("foo.pdb")).collect();
+    assert!(
+        !held.is_empty() && held.iter().all(|k| k.starts_with("index2/")),
+        "{held:?}"
+    );
+    assert!(refs.keys().any(|k| k.starts_with("symbols/bar.pdb/")));
+}

@@ -221,6 +221,11 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         indexer["environment"][0]["variables"]["SYMDEX_FOLD_CASE"],
         "true"
     );
+    // One stored copy per artifact behind the CDN: aliases are redirects.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_ALIASES"],
+        "redirect"
+    );
     for resource in [
         "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",
         "module.symdex.aws_cloudwatch_event_target.sweeper[0]",
@@ -412,13 +417,10 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
     assert!(
         events(&distribution["default_cache_behavior"][0]).contains(&"viewer-response".to_string())
     );
-    let headers = planned(
-        &ips,
-        "module.symdex.aws_cloudfront_function.debuginfod_headers[0]",
-    );
+    let headers = planned(&ips, "module.symdex.aws_cloudfront_function.response[0]");
     assert_eq!(
         headers["code"].as_str().unwrap(),
-        std::fs::read_to_string(module.join("edge/debuginfod.js")).unwrap()
+        std::fs::read_to_string(module.join("edge/response.js")).unwrap()
     );
     assert!(ips["resource_changes"]
         .as_array()

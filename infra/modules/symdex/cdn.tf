@@ -69,10 +69,10 @@ resource "aws_cloudfront_distribution" "symbols" {
         function_arn = function_association.value.arn
       }
     }
-    # debuginfod's response headers from the objects' metadata (edge/debuginfod.js).
+    # Alias redirects and debuginfod's response headers (edge/response.js).
     function_association {
       event_type   = "viewer-response"
-      function_arn = aws_cloudfront_function.debuginfod_headers[0].arn
+      function_arn = aws_cloudfront_function.response[0].arn
     }
   }
 
@@ -105,13 +105,14 @@ resource "aws_cloudfront_distribution" "symbols" {
   depends_on = [aws_s3_bucket_ownership_controls.logs]
 }
 
-# X-Debuginfod-Size / X-Debuginfod-File: the indexer writes them as user metadata of every
-# `buildid/` object; this viewer-response function gives them their debuginfod names.
-resource "aws_cloudfront_function" "debuginfod_headers" {
+# On the way out: alias objects (SYMDEX_ALIASES=redirect) become 301s to the key holding the
+# bytes, and X-Debuginfod-Size / X-Debuginfod-File (user metadata of every `buildid/` object)
+# get their debuginfod names.
+resource "aws_cloudfront_function" "response" {
   count   = var.enable_cloudfront ? 1 : 0
-  name    = "${var.name}-debuginfod-headers"
+  name    = "${var.name}-response"
   runtime = "cloudfront-js-2.0"
-  comment = "symdex: debuginfod response headers from object metadata"
+  comment = "symdex: alias redirects, debuginfod response headers"
   publish = var.publish_edge_function
-  code    = file("${path.module}/edge/debuginfod.js")
+  code    = file("${path.module}/edge/response.js")
 }

@@ -15,6 +15,9 @@ locals {
   fold_case = (var.enable_cloudfront && var.case_insensitive_lookups && length(local.symsrv_prefixes) > 0
   && alltrue([for p in local.symsrv_prefixes : trim(p, "/") != ""]))
   fold_prefixes = local.fold_case ? [for p in local.symsrv_prefixes : "/${trim(p, "/")}/"] : []
+  # One stored copy per artifact where something in front turns alias objects into redirects:
+  # the CDN's viewer-response function (edge/response.js) or the S3 website endpoint.
+  aliases = coalesce(var.aliases, var.enable_cloudfront || var.enable_website ? "redirect" : "copy")
   function_env = merge(
     {
       SYMDEX_SERVING_BUCKET      = aws_s3_bucket.serving.id
@@ -22,6 +25,7 @@ locals {
       SYMDEX_MANIFEST_PREFIX     = trim(var.manifest_prefix, "/")
       SYMDEX_MULTIPART_THRESHOLD = tostring(var.multipart_threshold_bytes)
       SYMDEX_FOLD_CASE           = tostring(local.fold_case)
+      SYMDEX_ALIASES             = local.aliases
       # A lease on a key outlives any invocation that took it (plus a margin for clock skew).
       SYMDEX_LEASE_SECONDS = tostring(var.timeout_seconds + 60)
       SYMDEX_CONCURRENCY   = tostring(var.message_concurrency)

@@ -228,6 +228,16 @@ variable "enable_cloudfront" {
   default     = true
 }
 
+variable "aliases" {
+  description = "How an artifact's keys after the first are stored (SYMDEX_ALIASES): \"redirect\" (zero-byte objects redirecting to the first, one stored copy; answered as 301s by the CDN's viewer-response function and the S3 website endpoint) or \"copy\" (full copies, for buckets read through the plain REST endpoint). Default: redirect behind CloudFront or the website endpoint, else copy."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.aliases == null || contains(["copy", "redirect"], coalesce(var.aliases, "copy"))
+    error_message = "aliases is \"copy\" or \"redirect\"."
+  }
+}
+
 variable "case_insensitive_lookups" {
   description = "Behind CloudFront: requests under the SymSrv family's prefixes (ssqp, symstore, symstore_index2, breakpad; default symbols/ and index2/) are lowercased at the edge and those keys are stored lowercase (SYMDEX_FOLD_CASE), so any casing resolves, as SymSrv over IIS does."
   type        = bool

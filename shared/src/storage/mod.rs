@@ -193,6 +193,12 @@ pub trait Storage: Send + Sync {
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()>;
+    /// Whether a [`CopySource::Key`] copy writes an alias that stores no bytes of its own (an
+    /// S3 website redirect to the source key) rather than a copy: the alias serves its
+    /// target's bytes only while the target exists (refs.rs, invariant 6).
+    fn key_copies_are_aliases(&self) -> bool {
+        false
+    }
 }
 
 /// Rejects keys that could escape a store or mean something else than they say.

@@ -36,11 +36,13 @@ pub const BLOCK_SIZE: u64 = 32 * 1024;
 /// Metadata key holding the content identity (the source's ETag) of a copied object, so a
 /// multipart copy (whose ETag differs) still compares equal to its source.
 const CONTENT_ETAG_META: &str = "symdex-content-etag";
+/// The size of the content an alias (a zero-byte redirect object) stands for.
+const CONTENT_SIZE_META: &str = "symdex-content-size";
 
 /// The user metadata of a published object: its content identity, and for a debuginfod file
 /// (`buildid/...`) the headers a debuginfod server answers with, `X-Debuginfod-Size` (the
 /// whole file's) and `X-Debuginfod-File` (its key, as `symdex serve` says it), which the
-/// CDN's viewer-response function (infra edge/debuginfod.js) turns from
+/// CDN's viewer-response function (infra edge/response.js) turns from
 /// `x-amz-meta-debuginfod-*` into `x-debuginfod-*`.
 fn object_metadata(key: &str, size: u64, etag: &str) -> std::collections::HashMap<String, String> {
     let mut meta: std::collections::HashMap<String, String> =
@@ -163,6 +165,7 @@ pub struct S3Store {
     bucket: String,
     multipart_threshold: u64,
     stats: Arc<S3Stats>,
+    redirect_aliases: bool,
 }
 
 impl S3Store {
@@ -172,7 +175,18 @@ impl S3Store {
             bucket: bucket.into(),
             multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
             stats: Arc::new(S3Stats::default()),
+            redirect_aliases: false,
         }
+    }
+
+    /// Copies from another key of the store become aliases (SYMDEX_ALIASES=redirect): a
+    /// zero-byte object whose `x-amz-website-redirect-location` names the source key, which
+    /// the S3 website endpoint answers with a 301 and the CDN's viewer-response function
+    /// (infra edge/response.js) turns into one. One stored copy per artifact; without a
+    /// website endpoint or the CDN in front, keep copies.
+    pub fn with_redirect_aliases(mut self, on: bool) -> Self {
+        self.redirect_aliases = on;
+        self
     }
 
     /// Objects of at least `bytes` are copied with UploadPartCopy.
@@ -305,7 +319,14 @@ impl S3Store {
                     .get(CONTENT_ETAG_META)
                     .cloned()
                     .unwrap_or_else(|| unquote(out.e_tag().unwrap_or("")));
-                let size = u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0);
+                // An alias answers for the content it redirects to.
+                let aliased = out
+                    .website_redirect_location()
+                    .and(meta.get(CONTENT_SIZE_META))
+                    .and_then(|s| s.parse().ok());
+                let size = aliased.unwrap_or_else(|| {
+                    u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0)
+                });
                 Ok(Some((ObjectInfo { size, etag }, meta)))
             }
             Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(None),
@@ -589,6 +610,30 @@ impl S3Store {
         })
     }
 
+    /// A zero-byte object redirecting to `target` (a key of this bucket), carrying the
+    /// target's content identity and size as its own.
+    async fn put_alias(
+        &self,
+        key: &str,
+        target: &str,
+        info: ObjectInfo,
+    ) -> StorageResult<ObjectInfo> {
+        let mut metadata = object_metadata(key, info.size, &info.etag);
+        metadata.insert(CONTENT_SIZE_META.to_string(), info.size.to_string());
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .website_redirect_location(format!("/{target}"))
+            .set_metadata(Some(metadata))
+            .body(ByteStream::from(Vec::new()))
+            .send()
+            .await
+            .map_err(|e| sdk_err("PutObject (alias)", e))?;
+        self.stats.puts.fetch_add(1, Ordering::Relaxed);
+        Ok(info)
+    }
+
     async fn put_if_now(
         &self,
         key: &str,
@@ -659,6 +704,9 @@ impl S3Store {
                     .head_object(&self.bucket, src, None)
                     .await?
                     .ok_or_else(|| StorageError::NotFound(format!("s3://{}/{src}", self.bucket)))?;
+                if self.redirect_aliases {
+                    return self.put_alias(key, src, info).await;
+                }
                 (self.bucket.as_str(), src, None, info)
             }
             CopySource::File(path) => return self.put_file(key, path).await,
@@ -771,6 +819,9 @@ impl Storage for S3Store {
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         Box::pin(self.delete_now(key))
+    }
+    fn key_copies_are_aliases(&self) -> bool {
+        self.redirect_aliases
     }
 }
 

@@ -242,6 +242,9 @@ impl Storage for Scheduled<'_> {
             self.inner.delete(key).await
         })
     }
+    fn key_copies_are_aliases(&self) -> bool {
+        self.inner.key_copies_are_aliases()
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,10 @@
-// node --test: the debuginfod headers function as CloudFront runs it (viewer-response event
+// node --test: the viewer-response function as CloudFront runs it (viewer-response event
 // shapes: lowercase header names, `{ value }` objects).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
-const source = readFileSync(new URL('./debuginfod.js', import.meta.url), 'utf8');
+const source = readFileSync(new URL('./response.js', import.meta.url), 'utf8');
 const handler = new Function(`${source}\nreturn handler;`)();
 
 function event(uri, status, headers) {
@@ -39,4 +39,24 @@ test('other files and misses pass unchanged', () => {
     assert.deepEqual(handler(structuredClone(pdb)), pdb.response);
     const miss = event('/buildid/ab12/source/src/a.c', 404, {});
     assert.deepEqual(handler(structuredClone(miss)), miss.response);
+});
+
+test('an alias answers a 301 to the key holding the bytes, for GET and HEAD', () => {
+    for (const method of ['GET', 'HEAD']) {
+        const e = event('/symbols/foo.pdb/ABC1/foo.pdb', 200, {
+            'content-length': { value: '0' },
+            'x-amz-website-redirect-location': { value: '/index2/fo/foo.pdb/ABC1/foo.pdb' },
+            'x-amz-meta-symdex-content-size': { value: '4096' },
+        });
+        e.request.method = method;
+        const out = handler(e);
+        assert.equal(out.statusCode, 301);
+        assert.equal(out.headers.location.value, '/index2/fo/foo.pdb/ABC1/foo.pdb');
+        assert.equal(out.headers['x-amz-meta-symdex-content-size'], undefined);
+    }
+    // A redirect that is not a path of this bucket is not followed blindly.
+    const foreign = event('/symbols/a/b/a', 200, {
+        'x-amz-website-redirect-location': { value: 'https://evil.example/' },
+    });
+    assert.equal(handler(foreign).statusCode, 200);
 });
