@@ -588,7 +588,9 @@ impl<'s> Indexer<'s> {
         }
         let mut outcome = Outcome::default();
         // What this upload references: keys it published or found holding its content.
-        let mut referenced = self.publish_own(upload, &keys, fresh, &mut outcome).await?;
+        let mut referenced = self
+            .publish_own(upload, &keys, fresh, &mut outcome, None)
+            .await?;
         for (key, bytes) in sidecar_keys {
             self.publish_sidecar(upload, &key, bytes, fresh).await?;
             referenced.insert(key);
@@ -831,7 +833,8 @@ impl<'s> Indexer<'s> {
         if keys.is_empty() || !self.refs.plan_more(&upload.id, &keys).await? {
             return Ok(BTreeSet::new());
         }
-        self.publish_own(upload, &keys, fresh, outcome).await
+        self.publish_own(upload, &keys, fresh, outcome, Some(holding))
+            .await
     }
 
     /// The prefixed `source/` key of a path, if it is a valid key.
@@ -1002,17 +1005,20 @@ impl<'s> Indexer<'s> {
         if !refs.plan_more(&upload.id, &extra_keys).await? {
             return Ok(BTreeSet::new());
         }
-        self.publish_own(upload, &extra_keys, fresh, outcome).await
+        self.publish_own(upload, &extra_keys, fresh, outcome, Some(&first))
+            .await
     }
 
     /// Publishes the upload's own bytes under `keys`, noting each outcome; returns the keys it
-    /// now references (all but the conflicts).
+    /// now references (all but the conflicts). `holding`: a key this upload references that
+    /// already holds its bytes (later keys may be linked or aliased to it).
     async fn publish_own(
         &self,
         upload: &Upload<'_>,
         keys: &BTreeSet<String>,
         fresh: bool,
         outcome: &mut Outcome,
+        holding: Option<&str>,
     ) -> io::Result<BTreeSet<String>> {
         let mut referenced = BTreeSet::new();
         // Once one key holds this content, later keys are copied from that key: a hard link
@@ -1027,7 +1033,7 @@ impl<'s> Indexer<'s> {
             || (matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
                 && !self.config.overwrite
                 && self.config.lease.exclusive);
-        let mut first: Option<String> = None;
+        let mut first: Option<String> = holding.map(str::to_string);
         for key in keys {
             let mut content = upload.content();
             if let (true, Some(first)) = (linkable, &first) {

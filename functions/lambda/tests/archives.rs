@@ -424,3 +424,76 @@ async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// With SYMDEX_ALIASES=redirect a source key is an alias of the source's first key: read
+/// through the module's viewer-response function (a node stand-in for CloudFront runs the real
+/// `edge/response.js`), debuginfod-find gets a 301, follows it, and fetches the source byte
+/// for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debuginfod_find_follows_an_alias_redirect_through_the_edge_function() {
+    use std::io::BufRead;
+    let stack = Stack::new().await;
+    let ctx = Arc::new(Context::new(
+        config(&[
+            ("SYMDEX_SOURCE_EXTENSIONS", "c,h"),
+            ("SYMDEX_ALIASES", "redirect"),
+        ]),
+        stack.moto.s3().await,
+    ));
+    let fx = Fixtures::build();
+    let dir = fx.dir.path().canonicalize().unwrap();
+    let source = std::fs::read(dir.join("prog.c")).unwrap();
+    run(&dir, "tar -czf src.tar.gz prog.c");
+    index(&stack, &ctx, "ci/app.debug", &dir.join("app.debug")).await;
+    index(&stack, &ctx, "ci/src.tar.gz", &dir.join("src.tar.gz")).await;
+    public_read(&stack).await;
+    let path = format!("{}/prog.c", dir.display());
+    let key = format!("buildid/{}/source{path}", fx.build_id());
+    let head = stack
+        .s3
+        .head_object()
+        .bucket(SERVING)
+        .key(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.content_length(), Some(0), "{key} is an alias");
+    assert!(head.website_redirect_location().is_some());
+
+    let proxy_script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/edge_proxy.mjs");
+    let mut proxy = Command::new("node")
+        .arg(proxy_script)
+        .arg(format!("{}/{SERVING}", stack.moto.endpoint))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("node (scripts/setup.sh installs it)");
+    let mut lines = std::io::BufReader::new(proxy.stdout.take().unwrap()).lines();
+    let port = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .strip_prefix("listening ")
+        .unwrap()
+        .to_string();
+    let out = Command::new("debuginfod-find")
+        .args(["source", &fx.build_id(), &path])
+        .env("DEBUGINFOD_URLS", format!("http://127.0.0.1:{port}"))
+        .env("DEBUGINFOD_CACHE_PATH", dir.join("cache-edge"))
+        .output()
+        .unwrap();
+    proxy.kill().unwrap();
+    proxy.wait().unwrap();
+    let log: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(
+        out.status.success(),
+        "{}\n{log:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(std::fs::read(fetched.trim()).unwrap(), source);
+    assert!(
+        log.first().is_some_and(|l| l.starts_with("301 /buildid/"))
+            && log.iter().any(|l| l.starts_with("200 /")),
+        "one redirect, then the bytes: {log:?}"
+    );
+}
