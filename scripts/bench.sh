@@ -65,6 +65,10 @@ PY
 echo
 cargo run --release --quiet -p symdex-lambda --example bench_indexer -- "$corpus" "${BENCH_OBJECTS:-300}"
 
+# Scale part: index / re-index / verify of 1,000 to 20,000 files beside debuginfod -F.
+echo
+bash "$root/scripts/bench_scale.sh"
+
 # Serve part: `symdex serve` beside nginx on the same store.
 echo
 bash "$root/scripts/bench_serve.sh" "$corpus"

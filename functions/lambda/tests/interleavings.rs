@@ -53,7 +53,7 @@ async fn every_scenario_with_redirect_aliases_through_random_interleavings() {
     let seeds: u64 = std::env::var("SYMDEX_S3_SCHEDULES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or(2);
     for scenario in scenarios(&artifacts) {
         check(&scenario, 2000..2000 + seeds, || {
             let bucket = format!("aliases-{}", buckets.fetch_add(1, Ordering::Relaxed));

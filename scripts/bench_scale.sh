@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# `make bench` part: how the local store scales (issue "one stored copy per artifact").
+# N distinct ELF files (one gcc build, copies with their build id rewritten) are indexed into a
+# fresh store, indexed again unchanged, verified; elfutils `debuginfod -F` scans the same
+# directory in the same run. Prints the curve and the stored / input bytes; asserts nothing.
+#   BENCH_SCALE="1000 10000 50000" make bench
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+symdex="$root/target/release/symdex"
+work="$root/.work/bench-scale"
+sizes=${BENCH_SCALE:-"1000 5000 20000"}
+rm -rf "$work" && mkdir -p "$work"
+cat > "$work/prog.c" <<'C'
+#include <stdio.h>
+int compute(int x) { return x * 3 + 1; }
+int main(int argc, char **argv) { printf("%d\n", compute(argc)); return 0; }
+C
+marker=$(printf 'ab%.0s' $(seq 20))
+gcc -g -O0 "-Wl,--build-id=0x$marker" -o "$work/template" "$work/prog.c"
+now() { date +%s.%N; }
+printf '%8s %10s %10s %10s %10s %12s %8s\n' files index_s reindex_s verify_s debuginfod_s files/s_index stored/in
+for n in $sizes; do
+  dir="$work/in-$n" store="$work/store-$n"
+  rm -rf "$dir" "$store"
+  python3 - "$work/template" "$dir" "$n" <<'PY'
+import os, sys
+template, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = open(template, "rb").read()
+marker = b"\xab" * 20
+at = data.index(marker)
+for i in range(n):
+    sub = os.path.join(out, f"{i // 1000:03d}")
+    os.makedirs(sub, exist_ok=True)
+    with open(os.path.join(sub, f"app{i}"), "wb") as f:
+        f.write(data[:at] + i.to_bytes(20, "big") + data[at + 20:])
+PY
+  t0=$(now); "$symdex" index --store "$store" "$dir" >/dev/null; t1=$(now)
+  "$symdex" index --store "$store" "$dir" >/dev/null; t2=$(now)
+  "$symdex" verify "$store" >/dev/null; t3=$(now)
+  # debuginfod -F: started on the directory, done when it has scanned every file.
+  port=$((20000 + RANDOM % 20000))
+  debuginfod -F "$dir" -d "$work/db-$n.sqlite" -p "$port" >/dev/null 2>&1 &
+  pid=$!
+  d0=$(now)
+  while :; do
+    scanned=$({ curl -s "http://127.0.0.1:$port/metrics" 2>/dev/null || true; } |
+      awk '/^scanned_files_total\{source="file"\}/ {print $2}')
+    [ "${scanned:-0}" -ge "$n" ] && break
+    sleep 0.05
+  done
+  d1=$(now)
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  input=$(du -sb "$dir" | cut -f1)
+  # Hard links are counted once (du's default), bookkeeping included.
+  stored=$(du -sb "$store" | cut -f1)
+  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$stored" <<'PY'
+import sys
+n = int(sys.argv[1]); t0, t1, t2, t3, d0, d1 = map(float, sys.argv[2:8]); inp, st = map(int, sys.argv[8:])
+print(f"{n:8d} {t1 - t0:10.2f} {t2 - t1:10.2f} {t3 - t2:10.2f} {d1 - d0:10.2f} {n / (t1 - t0):12.0f} {st / inp:8.2f}")
+PY
+  rm -rf "$dir" "$store" "$work"/db-"$n".sqlite*
+done
+echo "(re-index: nothing changed, writes only its manifest; stored/in counts hard links once and includes _symdex/ and _manifest/)"
