@@ -227,10 +227,9 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
                     // A Sentry source bundle's files are sources of their own (sourcemap.rs).
                     match bundle {
                         Some(files) => {
-                            let container = archive::Container::Zip;
-                            let store = store.local();
-                            index_bundle(&mut sink, store, &path, container, &meta, args, &files)
-                                .await
+                            let (zip, local) = (archive::Container::Zip, store.local());
+                            let files = Some(&files);
+                            index_entries(&mut sink, local, &path, zip, &meta, args, files).await
                         }
                         None => Ok(()),
                     }
@@ -423,19 +422,6 @@ fn bundle_files(path: &Path, indexed: &Indexed) -> Option<BTreeMap<String, Strin
     (!files.is_empty()).then_some(files)
 }
 
-/// A source bundle's files, each a source upload of its own under the path it stands for.
-async fn index_bundle(
-    sink: &mut Sink<'_, '_>,
-    store: &LocalStore,
-    path: &Path,
-    container: archive::Container,
-    meta: &UploadMeta,
-    args: &IndexArgs,
-    files: &BTreeMap<String, String>,
-) -> io::Result<()> {
-    index_entries(sink, store, path, container, meta, args, Some(files)).await
-}
-
 /// Every file entry of an archive is an upload of its own (the archive's path and the entry's).
 /// Entries are expanded one at a time into a scratch file that is removed as soon as the entry
 /// is indexed, so the disk holds at most one entry (bounded by the limits) at any time.
@@ -450,7 +436,8 @@ async fn index_archive(
     index_entries(sink, store, path, container, meta, args, None).await
 }
 
-/// [`index_archive`]; with `bundle`, only the entries it names, as sources under its paths.
+/// [`index_archive`]; with `bundle` (a Sentry source bundle's files), only the entries it
+/// names, each a source upload under the path it stands for.
 async fn index_entries(
     sink: &mut Sink<'_, '_>,
     store: &LocalStore,

@@ -17,23 +17,8 @@ use common::{
 const BID: &str = "0x5ca1ab1e0123456789abcdef0123456789abcdef";
 const BID_HEX: &str = "5ca1ab1e0123456789abcdef0123456789abcdef";
 
-/// Every published key of a store and its bytes (bookkeeping and manifests left out).
 fn published(store: &Path) -> BTreeMap<String, Vec<u8>> {
-    walkdir::WalkDir::new(store)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| {
-            let key = e
-                .path()
-                .strip_prefix(store)
-                .ok()?
-                .to_string_lossy()
-                .into_owned();
-            (!key.starts_with("_symdex/") && !key.starts_with("_manifest/"))
-                .then(|| (key, std::fs::read(e.path()).unwrap()))
-        })
-        .collect()
+    common::published_files(store)
 }
 
 fn index_into(store: &Path, inputs: &[&Path]) -> Vec<serde_json::Value> {

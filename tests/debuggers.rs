@@ -54,14 +54,7 @@ fn setup() -> (Workdir, Server, String) {
     (w, server, build_id)
 }
 
-fn client(program: &str, w: &Workdir, server: &Server) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.current_dir(w.path("run"))
-        .env("DEBUGINFOD_URLS", server.url())
-        .env("DEBUGINFOD_CACHE_PATH", w.path(&format!("cache-{program}")))
-        .env("HOME", w.path("run"));
-    cmd
-}
+use common::debuginfod_client as client;
 
 fn output(mut cmd: Command) -> String {
     let out = cmd

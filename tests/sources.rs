@@ -4,11 +4,12 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
-use common::{index_json, readelf_build_id, symdex, verify_clean, Server, Workdir};
+use common::debuginfod_client as client;
+use common::{
+    index_json, published_files, readelf_build_id, symdex, verify_clean, Server, Workdir,
+};
 
 const HELLO: &str = r#"#include <stdio.h>
 #include "util.h"
@@ -59,34 +60,6 @@ fn index(store: &Path, inputs: &[&Path]) -> Vec<serde_json::Value> {
     let mut args: Vec<&std::ffi::OsStr> = vec!["--source-ext".as_ref(), "c,h".as_ref()];
     args.extend(inputs.iter().map(|p| p.as_os_str()));
     index_json(store, &args)
-}
-
-fn client(program: &str, w: &Workdir, server: &Server) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.current_dir(w.path("run"))
-        .env("DEBUGINFOD_URLS", server.url())
-        .env("DEBUGINFOD_CACHE_PATH", w.path(&format!("cache-{program}")))
-        .env("HOME", w.path("run"));
-    cmd
-}
-
-/// Every served file of a store (not symdex's own state, not manifests), with its bytes.
-fn served_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
-    walkdir::WalkDir::new(store)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| {
-            let rel = e
-                .path()
-                .strip_prefix(store)
-                .ok()?
-                .to_string_lossy()
-                .into_owned();
-            (!rel.starts_with("_symdex") && !rel.starts_with("_manifest"))
-                .then(|| (rel, std::fs::read(e.path()).unwrap()))
-        })
-        .collect()
 }
 
 /// `symdex manifest query --missing-sources --format json`: the paths it lists.
@@ -238,8 +211,8 @@ fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
         !after.is_empty() && after.iter().all(|p| p.ends_with("/stdio.h")),
         "{after:?}"
     );
-    let a = served_files(&first);
-    let b = served_files(&last);
+    let a = published_files(&first);
+    let b = published_files(&last);
     assert_eq!(
         a.keys().collect::<Vec<_>>(),
         b.keys().collect::<Vec<_>>(),
@@ -271,7 +244,7 @@ fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let left = served_files(&last);
+    let left = published_files(&last);
     assert!(
         !left.keys().any(|k| k.contains("/source/")),
         "{:?}",
@@ -282,7 +255,7 @@ fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
     assert_eq!(missing_sources(&last), before, "missing again once removed");
     // Uploaded again, the sources are served again (the debug file's wants were kept).
     index(&last, &[&tar]);
-    assert_eq!(served_files(&last), b);
+    assert_eq!(published_files(&last), b);
 }
 
 #[test]
@@ -331,7 +304,9 @@ fn a_source_root_maps_loose_files_exactly_and_compressed_debug_sections_are_read
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert!(!served_files(&other).keys().any(|k| k.contains("/source/")));
+    assert!(!published_files(&other)
+        .keys()
+        .any(|k| k.contains("/source/")));
 
     w.run(
         "objcopy",

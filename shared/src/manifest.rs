@@ -203,8 +203,12 @@ pub async fn write(
         serde_json::to_writer(&mut body, record)?;
         body.push(b'\n');
     }
+    // The partition is the decisions' day; the name starts with when the object is written,
+    // to the nanosecond, so objects list in the order they were written even within one
+    // second (a query replays them in that order: a removal right after an index).
     let date = first.time.get(..10).unwrap_or("unknown");
-    let stamp: String = first.time.chars().filter(char::is_ascii_digit).collect();
+    let written = humantime::format_rfc3339_nanos(SystemTime::now()).to_string();
+    let stamp: String = written.chars().filter(char::is_ascii_digit).collect();
     let unique = sha1_smol::Sha1::from(&body).digest().to_string();
     let prefix = prefix.trim_end_matches('/');
     let key = if gzip {
@@ -363,10 +367,17 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert!(
-            ka.starts_with("_manifest/dt=2026-11-20/20261120100000-"),
-            "{ka}"
-        );
+        assert!(ka.starts_with("_manifest/dt=2026-11-20/"), "{ka}");
+        let stamp = |k: &str| {
+            k.rsplit('/')
+                .next()
+                .unwrap()
+                .split('-')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(stamp(&ka).len(), 23, "to the nanosecond: {ka}");
         assert!(kb.ends_with(".jsonl.gz"), "{kb}");
         assert_eq!(write(&store, "_manifest", &[], false).await.unwrap(), None);
         let all = read_all(&store, "_manifest").await.unwrap();

@@ -310,3 +310,33 @@ pub fn verify_clean(store: &Path) {
         "{text}"
     );
 }
+
+/// A debugger or debuginfod-find run in `<w>/run` against `server`, with a cache of its own
+/// and no home configuration.
+pub fn debuginfod_client(program: &str, w: &Workdir, server: &Server) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(w.path("run"))
+        .env("DEBUGINFOD_URLS", server.url())
+        .env("DEBUGINFOD_CACHE_PATH", w.path(&format!("cache-{program}")))
+        .env("HOME", w.path("run"));
+    cmd
+}
+
+/// Every published key of a local store with its bytes (bookkeeping and manifests left out).
+pub fn published_files(store: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let key = e
+                .path()
+                .strip_prefix(store)
+                .ok()?
+                .to_string_lossy()
+                .into_owned();
+            (!key.starts_with("_symdex/") && !key.starts_with("_manifest/"))
+                .then(|| (key, std::fs::read(e.path()).unwrap()))
+        })
+        .collect()
+}
