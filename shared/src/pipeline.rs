@@ -644,7 +644,9 @@ impl<'s> Indexer<'s> {
             }
         }
         if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
-            let (mut report, held) = self.want_sources(upload, build_id, &sources.paths).await?;
+            let (mut report, held) = self
+                .want_sources(upload, build_id, &sources.paths, fresh)
+                .await?;
             report.rejected.clone_from(&sources.rejected);
             record.source_paths.clone_from(&sources.paths);
             record.sources = Some(report);
@@ -790,8 +792,9 @@ impl<'s> Indexer<'s> {
         let file = sourcemap::record_file(upload.meta.build.as_deref().unwrap_or(""), &name);
         let record = self
             .refs
-            .update_source_map(&file, |r| r.offers.insert(offer.clone()))
+            .update_source_map(&file, |r| r.offer(&offer))
             .await?;
+        let offers = &record.offers;
         let same_name = |o: &&Offer| sourcemap::base_name(&o.path) == name;
         let mut keys = BTreeSet::new();
         let mut dead = BTreeSet::new();
@@ -800,8 +803,7 @@ impl<'s> Indexer<'s> {
             .iter()
             .filter(|w| sourcemap::base_name(&w.path) == name)
         {
-            let Match::Found(best) = best_offer(&want.path, record.offers.iter().filter(same_name))
-            else {
+            let Match::Found(best) = best_offer(&want.path, offers.iter().filter(same_name)) else {
                 continue;
             };
             if best.etag != offer.etag {
@@ -853,6 +855,7 @@ impl<'s> Indexer<'s> {
         upload: &Upload<'_>,
         build_id: &str,
         paths: &[String],
+        fresh: bool,
     ) -> io::Result<(SourceReport, Vec<Record>)> {
         let mut report = SourceReport {
             referenced: paths.len(),
@@ -883,9 +886,13 @@ impl<'s> Indexer<'s> {
             let record = self
                 .refs
                 .update_source_map(&file, |r| {
-                    let before = r.wants.len();
-                    r.wants.extend(wants.iter().cloned());
-                    r.wants.len() != before
+                    // Registered when the upload was first indexed: a re-index only reads
+                    // (it writes nothing but its manifest records).
+                    let mut changed = false;
+                    for want in wants.iter().filter(|_| fresh) {
+                        changed |= r.want(want);
+                    }
+                    changed
                 })
                 .await?;
             let mut dead = BTreeSet::new();

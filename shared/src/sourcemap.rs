@@ -50,13 +50,38 @@ pub struct Want {
     pub upload: String,
 }
 
-/// One join record: the offers and wants of one scope whose base names hash alike.
+/// One join record: the offers and wants of one scope whose base names hash alike, oldest
+/// first.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceMapRecord {
     #[serde(default)]
-    pub offers: BTreeSet<Offer>,
+    pub offers: Vec<Offer>,
     #[serde(default)]
-    pub wants: BTreeSet<Want>,
+    pub wants: Vec<Want>,
+}
+
+impl SourceMapRecord {
+    /// Adds an offer not there yet (the oldest goes beyond [`MAX_RECORD_ENTRIES`]); `true`
+    /// when the record changed.
+    pub fn offer(&mut self, offer: &Offer) -> bool {
+        push_bounded(&mut self.offers, offer)
+    }
+
+    /// Adds a want not there yet, as [`Self::offer`].
+    pub fn want(&mut self, want: &Want) -> bool {
+        push_bounded(&mut self.wants, want)
+    }
+}
+
+fn push_bounded<T: Clone + PartialEq>(list: &mut Vec<T>, item: &T) -> bool {
+    if list.contains(item) {
+        return false;
+    }
+    list.push(item.clone());
+    if list.len() > MAX_RECORD_ENTRIES {
+        list.remove(0);
+    }
+    true
 }
 
 /// How one wanted path is served.
@@ -135,6 +160,13 @@ pub fn best_offer<'a>(wanted: &str, offers: impl IntoIterator<Item = &'a Offer>)
     }
 }
 
+/// Most offers and most wants one join record keeps, the newest (each bounds a
+/// compare-and-swap's size). A scope is a build; uploads without one share the store-wide
+/// scope, where a base name every build names (`main.c`, `stdio.h`) would otherwise grow its
+/// record with every build (measured: quadratic indexing time). A debug file whose want was
+/// pushed out is served only by sources that arrived before it was, and vice versa.
+pub const MAX_RECORD_ENTRIES: usize = 256;
+
 /// What became of the sources one debug file names (its manifest record says it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceReport {
@@ -210,6 +242,26 @@ mod tests {
             best_offer("/elsewhere/src/hello.c", [&rooted]),
             Match::Missing
         );
+    }
+
+    #[test]
+    fn a_join_record_keeps_the_newest_entries_once() {
+        let mut record = SourceMapRecord::default();
+        let want = |i: usize| Want {
+            build_id: format!("{i:040x}"),
+            path: "/src/main.c".into(),
+            upload: format!("u{i}"),
+        };
+        assert!(record.want(&want(0)));
+        assert!(!record.want(&want(0)), "once");
+        for i in 1..=MAX_RECORD_ENTRIES {
+            record.want(&want(i));
+        }
+        assert_eq!(record.wants.len(), MAX_RECORD_ENTRIES);
+        assert_eq!(record.wants[0], want(1), "the oldest went");
+        assert_eq!(record.wants.last(), Some(&want(MAX_RECORD_ENTRIES)));
+        assert!(record.offer(&offer("src/main.c", "a")));
+        assert!(!record.offer(&offer("src/main.c", "a")));
     }
 
     #[test]
