@@ -67,11 +67,7 @@ impl Storage for Store {
         self.write();
         self.inner.delete_if(key, version)
     }
-    fn copy<'a>(
-        &'a self,
-        source: &'a CopySource<'a>,
-        key: &'a str,
-    ) -> StorageFuture<'a, ObjectInfo> {
+    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64> {
         self.write();
         self.inner.copy(source, key)
     }

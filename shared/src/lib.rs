@@ -14,6 +14,7 @@
 
 pub mod archive;
 pub mod audit;
+pub mod digest;
 pub mod formats;
 pub mod identity;
 pub mod layouts;

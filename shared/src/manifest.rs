@@ -209,7 +209,7 @@ pub async fn write(
     let date = first.time.get(..10).unwrap_or("unknown");
     let written = humantime::format_rfc3339_nanos(SystemTime::now()).to_string();
     let stamp: String = written.chars().filter(char::is_ascii_digit).collect();
-    let unique = sha1_smol::Sha1::from(&body).digest().to_string();
+    let unique = crate::digest::sha1_hex(&body);
     let prefix = prefix.trim_end_matches('/');
     let key = if gzip {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

@@ -55,7 +55,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest::UploadMeta;
 use crate::sourcemap::SourceMapRecord;
-use crate::storage::{CopySource, ObjectInfo, Precondition, Storage};
+use crate::storage::{CopySource, ObjectInfo, Precondition, Storage, Versioned};
 
 /// Root of symdex's own bookkeeping inside a store (never served).
 pub const STATE_PREFIX: &str = "_symdex";
@@ -246,8 +246,9 @@ enum Step<T, R> {
 
 /// What [`RefStore::publish`] does after its compare-and-swap.
 enum PublishPlan {
-    /// We hold the lease now: copy, then release.
-    Copy(Lease),
+    /// We hold the lease now: copy, then release. With the record as written (to release it
+    /// by one conditional write on the version the swap returned).
+    Copy(Lease, Box<KeyRecord>),
     /// Referenced, no lease needed: check the object is there.
     Check {
         by_us: bool,
@@ -260,7 +261,7 @@ enum PublishPlan {
 fn upload_file(upload: &str) -> String {
     format!(
         "{STATE_PREFIX}/uploads/{}.json",
-        sha1_smol::Sha1::from(upload).digest()
+        crate::digest::sha1_hex(upload.as_bytes())
     )
 }
 
@@ -271,7 +272,7 @@ fn key_file(key: &str) -> String {
 fn source_file(source: &str) -> String {
     format!(
         "{STATE_PREFIX}/sources/{}.json",
-        sha1_smol::Sha1::from(source).digest()
+        crate::digest::sha1_hex(source.as_bytes())
     )
 }
 
@@ -332,13 +333,16 @@ impl<'s> RefStore<'s> {
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
     {
-        Ok(self.update_versioned(file, f).await?.0)
+        Ok(self.update_versioned(file, None, f).await?.0)
     }
 
     /// [`Self::update`], also returning the version it wrote (`None` when it wrote nothing).
+    /// `prefetched`: what the caller just read of `file`, used instead of a first read (a
+    /// compare-and-swap on its version is as safe as on a fresh one).
     async fn update_versioned<T, R, F>(
         &self,
         file: &str,
+        mut prefetched: Option<Option<Versioned>>,
         mut f: F,
     ) -> io::Result<(R, Option<String>)>
     where
@@ -349,7 +353,10 @@ impl<'s> RefStore<'s> {
         let mut waited = 0u32;
         let mut pause = wait.first_pause;
         for _ in 0..MAX_ATTEMPTS {
-            let current = self.store.get(file).await?;
+            let current = match prefetched.take() {
+                Some(read) => read,
+                None => self.store.get(file).await?,
+            };
             let version = current.as_ref().map(|v| v.version.clone());
             let value = current
                 .as_ref()
@@ -452,11 +459,17 @@ impl<'s> RefStore<'s> {
     ) -> io::Result<KeyOutcome> {
         let file = key_file(key);
         let holder = index_holder(upload);
-        // An object symdex has no record of (written outside symdex): asked once.
+        // Without a record, whatever is at the key was written outside symdex: asked once,
+        // right after the first read (which the first swap then uses: a fresh key costs a
+        // read, a HEAD and a conditional write).
+        let mut prefetched = Some(self.store.get(&file).await?);
         let mut external: Option<Option<ObjectInfo>> = None;
-        let plan = loop {
-            let plan = self
-                .update(&file, |current: Option<KeyRecord>| {
+        if let Some(None) = prefetched {
+            external = Some(self.store.head(key).await?);
+        }
+        let (plan, written) = loop {
+            let (plan, written) = self
+                .update_versioned(&file, prefetched.take(), |current: Option<KeyRecord>| {
                     let had_record = current.is_some();
                     let record = match current {
                         Some(r) if self.blocked(&r, &holder) => {
@@ -502,7 +515,8 @@ impl<'s> RefStore<'s> {
                             return Ok(Step::Write(record, PublishPlan::Check { by_us: false }));
                         }
                         let record = mine([upload.to_string()].into(), upload.to_string());
-                        return Ok(Step::Write(record, PublishPlan::Copy(lease)));
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
+                        return Ok(Step::Write(record, plan));
                     };
                     if record.etag != content.etag {
                         if !overwrite {
@@ -510,17 +524,18 @@ impl<'s> RefStore<'s> {
                         }
                         let mut refs = record.refs;
                         refs.insert(upload.to_string());
-                        return Ok(Step::Write(
-                            mine(refs, upload.to_string()),
-                            PublishPlan::Copy(lease),
-                        ));
+                        let record = mine(refs, upload.to_string());
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
+                        return Ok(Step::Write(record, plan));
                     }
                     let by_us = record.by == upload && fresh;
                     if record.lease.is_some() {
                         // A dead holder's change to this same content: finish it ourselves.
                         record.refs.insert(upload.to_string());
                         let by = record.by.clone();
-                        return Ok(Step::Write(mine(record.refs, by), PublishPlan::Copy(lease)));
+                        let record = mine(record.refs, by);
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
+                        return Ok(Step::Write(record, plan));
                     }
                     if record.refs.insert(upload.to_string()) {
                         Ok(Step::Write(record, PublishPlan::Check { by_us }))
@@ -533,14 +548,16 @@ impl<'s> RefStore<'s> {
                 external = Some(self.store.head(key).await?);
                 continue;
             }
-            break plan;
+            break (plan, written);
         };
         match plan {
             // Never reached: the loop above asks and swaps again instead.
             PublishPlan::NeedHead => Err(busy(&format!("{key}: no plan"))),
             PublishPlan::Done(outcome) => Ok(outcome),
-            PublishPlan::Copy(lease) => {
-                self.copy_under_lease(key, upload, content, &lease).await?;
+            PublishPlan::Copy(lease, record) => {
+                let written = written.map(|version| (*record, version));
+                self.copy_under_lease(key, upload, content, &lease, written)
+                    .await?;
                 Ok(KeyOutcome::Published)
             }
             PublishPlan::Check { by_us } => {
@@ -568,7 +585,8 @@ impl<'s> RefStore<'s> {
                     .await?;
                 match lease {
                     Some(lease) => {
-                        self.copy_under_lease(key, upload, content, &lease).await?;
+                        self.copy_under_lease(key, upload, content, &lease, None)
+                            .await?;
                         Ok(KeyOutcome::Published)
                     }
                     // Changed meanwhile (overwritten, or our reference taken back): retry.
@@ -580,12 +598,16 @@ impl<'s> RefStore<'s> {
 
     /// Copies the content while holding `lease`, then releases it. On a failed copy the
     /// reference is taken back (the record must not claim an object that is not there).
+    /// `written`: the record as the lease was taken and its version, when known: released by
+    /// one conditional write on that version (it fails only if the record changed, i.e. the
+    /// lease was taken over; then the record is read again and its new holder decides).
     async fn copy_under_lease(
         &self,
         key: &str,
         upload: &str,
         content: &Content<'_>,
         lease: &Lease,
+        written: Option<(KeyRecord, String)>,
     ) -> io::Result<()> {
         self.check_own_lease(lease)?;
         if let Err(e) = self.store.copy(&content.source, key).await {
@@ -598,7 +620,17 @@ impl<'s> RefStore<'s> {
             }
             _ => None,
         };
-        self.update(&key_file(key), |current: Option<KeyRecord>| match current {
+        let file = key_file(key);
+        if let Some((mut record, version)) = written {
+            record.lease = None;
+            record.alias_of.clone_from(&alias_of);
+            let bytes = serde_json::to_vec_pretty(&record)?;
+            let condition = Precondition::Version(&version);
+            if self.store.put_if(&file, &bytes, condition).await?.is_some() {
+                return Ok(());
+            }
+        }
+        self.update(&file, |current: Option<KeyRecord>| match current {
             Some(mut r) if r.lease.as_ref() == Some(lease) => {
                 r.lease = None;
                 r.alias_of.clone_from(&alias_of);
@@ -616,7 +648,7 @@ impl<'s> RefStore<'s> {
         let file = key_file(key);
         let holder = remove_holder(upload);
         let (taken, version) = self
-            .update_versioned(&file, |current: Option<KeyRecord>| {
+            .update_versioned(&file, None, |current: Option<KeyRecord>| {
                 let Some(mut record) = current else {
                     return Ok(Step::Keep(None));
                 };
@@ -1103,10 +1135,10 @@ mod tests {
             }
         };
         let inode = || std::fs::metadata(dir.path().join(file)).unwrap().ino();
-        let ((), first) = refs.update_versioned(file, write(1)).await.unwrap();
+        let ((), first) = refs.update_versioned(file, None, write(1)).await.unwrap();
         let before = inode();
         // The same content again: nothing written, the version it holds returned.
-        let ((), again) = refs.update_versioned(file, write(1)).await.unwrap();
+        let ((), again) = refs.update_versioned(file, None, write(1)).await.unwrap();
         assert_eq!(inode(), before, "an identical record was rewritten");
         assert_eq!(again, first);
         // Other content is written.

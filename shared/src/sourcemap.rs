@@ -101,10 +101,8 @@ pub fn base_name(path: &str) -> &str {
 /// The join record of `base_name` in `scope` (a build, or "" for uploads that name none):
 /// one of 256 per scope, so a debug file naming thousands of headers touches at most 256.
 pub fn record_file(scope: &str, base_name: &str) -> String {
-    let scope_hash = sha1_smol::Sha1::from(scope.as_bytes()).digest().to_string();
-    let bucket = sha1_smol::Sha1::from(format!("{scope}\n{base_name}").as_bytes())
-        .digest()
-        .to_string();
+    let scope_hash = crate::digest::sha1_hex(scope.as_bytes());
+    let bucket = crate::digest::sha1_hex(format!("{scope}\n{base_name}").as_bytes());
     format!(
         "{STATE_PREFIX}/sourcemap/{}/{}.json",
         &scope_hash[..16],

@@ -8,7 +8,7 @@ use crate::reader::{read_vec, RangeReader};
 const CHUNK: u64 = 256 * 1024;
 
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
-    let mut hasher = sha1_smol::Sha1::new();
+    let mut hasher = crate::digest::Sha1::new();
     let size = reader.size();
     let mut offset = 0;
     while offset < size {
@@ -20,7 +20,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     }
     let mut id = Identity::new(Format::Source, Kind::Source);
     id.arch = "any".to_string();
-    id.sha1 = Some(hasher.digest().to_string());
+    id.sha1 = Some(hasher.hex());
     Ok(id)
 }
 
@@ -38,9 +38,6 @@ mod tests {
         );
         let big = vec![b'x'; 600_000];
         let id = identify(&MemReader(big.clone())).unwrap();
-        assert_eq!(
-            id.sha1.unwrap(),
-            sha1_smol::Sha1::from(&big).digest().to_string()
-        );
+        assert_eq!(id.sha1.unwrap(), crate::digest::sha1_hex(&big));
     }
 }

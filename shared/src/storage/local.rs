@@ -37,8 +37,9 @@ pub struct WriterLock {
 pub struct LocalStore {
     root: PathBuf,
     counter: AtomicU64,
-    /// Serialises conditional writes within this process.
-    write_lock: Mutex<()>,
+    /// Serialises conditional writes within this process; holds the `cas` lock file, opened
+    /// once.
+    write_lock: Mutex<Option<fs::File>>,
 }
 
 impl LocalStore {
@@ -49,7 +50,7 @@ impl LocalStore {
         Ok(LocalStore {
             root,
             counter: AtomicU64::new(0),
-            write_lock: Mutex::new(()),
+            write_lock: Mutex::new(None),
         })
     }
 
@@ -97,17 +98,25 @@ impl LocalStore {
 
     /// Runs `f` holding the compare-and-swap lock (this process's threads and other processes).
     fn with_cas_lock<T>(&self, f: impl FnOnce() -> StorageResult<T>) -> StorageResult<T> {
-        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
-        let lock_dir = self.root.join(LOCK_DIR);
-        fs::create_dir_all(&lock_dir)?;
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(lock_dir.join("cas"))?;
+        let mut cas = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        if cas.is_none() {
+            let lock_dir = self.root.join(LOCK_DIR);
+            fs::create_dir_all(&lock_dir)?;
+            let file = fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(lock_dir.join("cas"))?;
+            *cas = Some(file);
+        }
+        let file = cas
+            .as_ref()
+            .ok_or_else(|| io::Error::other("no lock file"))?;
+        // The descriptor is opened once and kept; the mutex above keeps this process's
+        // threads apart (they share the descriptor's lock), `flock` other processes.
         file.lock()?;
         let result = f();
-        drop(file);
+        file.unlock()?;
         result
     }
 
@@ -133,25 +142,30 @@ impl LocalStore {
             .join(format!("{}-{n}-{nanos}", std::process::id()))
     }
 
-    /// Moves a finished temporary file to `key`.
-    fn commit(&self, temp: &Path, key: &str) -> StorageResult<PathBuf> {
+    /// Moves a finished temporary file to `key`. `linked`: the temporary file is a hard link
+    /// of a stored file (which may already be at `key`).
+    fn commit(&self, temp: &Path, key: &str, linked: bool) -> StorageResult<PathBuf> {
         let dest = self.path_of(key)?;
         // A concurrent delete may remove the (empty) parent between create and rename.
+        // The parent usually exists (keys share directories): rename first, create it only
+        // when the rename says it is missing (each mkdir costs an inode search on ext4).
         let mut attempts = 0;
         loop {
-            if let Some(parent) = dest.parent() {
-                fs::create_dir_all(parent)?;
-            }
             match fs::rename(temp, &dest) {
                 Ok(()) => {
                     // Renaming a hard link over another link to the same file does nothing
                     // (POSIX): the temporary name stays, and goes now.
-                    if temp.exists() {
+                    if linked && temp.exists() {
                         let _ = fs::remove_file(temp);
                     }
                     return Ok(dest);
                 }
-                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => attempts += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => {
+                    attempts += 1;
+                    if let Some(parent) = dest.parent() {
+                        fs::create_dir_all(parent)?;
+                    }
+                }
                 Err(e) => {
                     let _ = fs::remove_file(temp);
                     return Err(e.into());
@@ -164,7 +178,7 @@ impl LocalStore {
 /// SHA-1 of a file's content, streamed.
 pub fn file_sha1(path: &Path) -> io::Result<String> {
     let mut file = fs::File::open(path)?;
-    let mut hasher = sha1_smol::Sha1::new();
+    let mut hasher = crate::digest::Sha1::new();
     let mut buf = vec![0u8; 256 * 1024];
     loop {
         let n = file.read(&mut buf)?;
@@ -173,27 +187,27 @@ pub fn file_sha1(path: &Path) -> io::Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher.digest().to_string())
+    Ok(hasher.hex())
 }
 
 /// A writer that hashes what passes through it (SHA-1, the local store's content identity):
 /// an archive entry is hashed while it is expanded, not read again.
 pub struct Sha1Writer<W> {
     inner: W,
-    hasher: sha1_smol::Sha1,
+    hasher: crate::digest::Sha1,
 }
 
 impl<W: io::Write> Sha1Writer<W> {
     pub fn new(inner: W) -> Self {
         Sha1Writer {
             inner,
-            hasher: sha1_smol::Sha1::new(),
+            hasher: crate::digest::Sha1::new(),
         }
     }
 
     /// The writer and the hex SHA-1 of everything written.
     pub fn finish(self) -> (W, String) {
-        (self.inner, self.hasher.digest().to_string())
+        (self.inner, self.hasher.hex())
     }
 }
 
@@ -248,7 +262,7 @@ impl LocalStore {
         check_key(key)?;
         let temp = self.temp_path();
         fs::write(&temp, bytes)?;
-        self.commit(&temp, key)?;
+        self.commit(&temp, key, false)?;
         Ok(ObjectInfo {
             size: bytes.len() as u64,
             etag: content_sha1(bytes),
@@ -274,10 +288,13 @@ impl LocalStore {
             if !holds {
                 return Ok(None);
             }
-            self.commit(&temp, key)?;
+            self.commit(&temp, key, false)?;
             Ok(Some(content_sha1(bytes)))
         });
-        let _ = fs::remove_file(&temp);
+        // Not committed (condition failed, or an error): the temporary file goes.
+        if !matches!(result, Ok(Some(_))) {
+            let _ = fs::remove_file(&temp);
+        }
         result
     }
 
@@ -291,20 +308,25 @@ impl LocalStore {
         })
     }
 
-    pub fn copy_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<ObjectInfo> {
+    pub fn copy_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<u64> {
         check_key(key)?;
         let temp = self.temp_path();
-        match source {
+        let mut linked = false;
+        let size = match source {
             // Inputs are copied, never linked: a build may later rewrite its output in place.
-            CopySource::File(path) => {
-                fs::copy(path, &temp)?;
+            CopySource::File(path) => fs::copy(path, &temp)?,
+            CopySource::Bytes(bytes) => {
+                fs::write(&temp, bytes)?;
+                bytes.len() as u64
             }
-            CopySource::Bytes(bytes) => fs::write(&temp, bytes)?,
             CopySource::Key(src) => {
                 let src_path = self.path_of(src)?;
-                if fs::hard_link(&src_path, &temp).is_err() {
+                if fs::hard_link(&src_path, &temp).is_ok() {
+                    linked = true;
+                    fs::metadata(&temp)?.len()
+                } else {
                     match fs::copy(&src_path, &temp) {
-                        Ok(_) => {}
+                        Ok(size) => size,
                         Err(e) if e.kind() == io::ErrorKind::NotFound => {
                             return Err(StorageError::NotFound(src.to_string()))
                         }
@@ -319,11 +341,9 @@ impl LocalStore {
                 )
                 .into())
             }
-        }
-        let size = fs::metadata(&temp)?.len();
-        let etag = file_sha1(&temp)?;
-        self.commit(&temp, key)?;
-        Ok(ObjectInfo { size, etag })
+        };
+        self.commit(&temp, key, linked)?;
+        Ok(size)
     }
 
     pub fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
@@ -415,11 +435,7 @@ impl Storage for LocalStore {
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
         Box::pin(async move { self.delete_if_now(key, version) })
     }
-    fn copy<'a>(
-        &'a self,
-        source: &'a CopySource<'a>,
-        key: &'a str,
-    ) -> StorageFuture<'a, ObjectInfo> {
+    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64> {
         Box::pin(async move { self.copy_now(source, key) })
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
@@ -470,9 +486,12 @@ mod tests {
         let (d, s) = store();
         let input = d.path().join("input.bin");
         fs::write(&input, b"0123456789").unwrap();
-        let info = s.copy_now(&CopySource::File(&input), "k/one").unwrap();
-        s.copy_now(&CopySource::Key("k/one"), "k/two").unwrap();
-        assert_eq!(s.head_now("k/two").unwrap().unwrap(), info);
+        assert_eq!(s.copy_now(&CopySource::File(&input), "k/one").unwrap(), 10);
+        assert_eq!(s.copy_now(&CopySource::Key("k/one"), "k/two").unwrap(), 10);
+        assert_eq!(
+            s.head_now("k/two").unwrap().unwrap(),
+            s.head_now("k/one").unwrap().unwrap()
+        );
         let mut buf = [0u8; 3];
         crate::reader::FileReader::open(&s.path_of("k/two").unwrap())
             .unwrap()

@@ -68,7 +68,7 @@ pub type StorageResult<T> = Result<T, StorageError>;
 /// The content identity symdex gives bytes it holds itself (a local store's versions and
 /// ETags, generated objects on S3): their SHA-1, hex.
 pub fn content_sha1(bytes: &[u8]) -> String {
-    sha1_smol::Sha1::from(bytes).digest().to_string()
+    crate::digest::sha1_hex(bytes)
 }
 
 /// What a store knows about one object without reading it.
@@ -183,12 +183,10 @@ pub trait Storage: Send + Sync {
     ) -> StorageFuture<'a, Option<String>>;
     /// Deletes `key` only if it still holds `version`; `Ok(false)` when it changed or is gone.
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool>;
-    /// Copies without passing the bytes through the caller where the store allows it.
-    fn copy<'a>(
-        &'a self,
-        source: &'a CopySource<'a>,
-        key: &'a str,
-    ) -> StorageFuture<'a, ObjectInfo>;
+    /// Copies without passing the bytes through the caller where the store allows it; returns
+    /// the size written. (No content identity: the caller knows it, and a local store would
+    /// have to read every hard link again to compute one.)
+    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64>;
     /// Keys under `prefix`, in lexicographic order.
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.

@@ -248,7 +248,7 @@ impl S3Store {
         let size = tokio::fs::metadata(path).await?.len();
         let sha1 = {
             let mut file = tokio::fs::File::open(path).await?;
-            let mut hasher = sha1_smol::Sha1::new();
+            let mut hasher = crate::digest::Sha1::new();
             let mut buf = vec![0u8; 1 << 20];
             loop {
                 let n = file.read(&mut buf).await?;
@@ -257,7 +257,7 @@ impl S3Store {
                 }
                 hasher.update(&buf[..n]);
             }
-            hasher.digest().to_string()
+            hasher.hex()
         };
         if size <= UPLOAD_PART_SIZE {
             let bytes = tokio::fs::read(path).await?;
@@ -807,12 +807,8 @@ impl Storage for S3Store {
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
         Box::pin(self.delete_if_now(key, version))
     }
-    fn copy<'a>(
-        &'a self,
-        source: &'a CopySource<'a>,
-        key: &'a str,
-    ) -> StorageFuture<'a, ObjectInfo> {
-        Box::pin(self.copy_now(source, key))
+    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64> {
+        Box::pin(async move { Ok(self.copy_now(source, key).await?.size) })
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(self.list_now(prefix))

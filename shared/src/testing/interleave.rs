@@ -220,11 +220,7 @@ impl Storage for Scheduled<'_> {
             self.inner.delete_if(key, version).await
         })
     }
-    fn copy<'a>(
-        &'a self,
-        source: &'a CopySource<'a>,
-        key: &'a str,
-    ) -> StorageFuture<'a, ObjectInfo> {
+    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64> {
         Box::pin(async move {
             self.scheduler.barrier(&format!("copy {key}")).await;
             self.inner.copy(source, key).await
