@@ -308,7 +308,18 @@ pub fn busy(what: &str) -> io::Error {
 pub struct RefStore<'s> {
     store: &'s dyn Storage,
     policy: LeasePolicy,
+    /// Source-map records as last parsed, by file, with their version: the debug files of one
+    /// build all read the same few records (up to 512 entries each), and parsing them again
+    /// for every file dominated a re-index. Only a read of the same version is answered from
+    /// here, so the cache never changes what an update sees.
+    parsed_source_maps: std::sync::Mutex<std::collections::HashMap<String, ParsedSourceMap>>,
 }
+
+/// A parsed source-map record and the version it was parsed from.
+type ParsedSourceMap = (String, SourceMapRecord);
+
+/// Source-map records kept parsed at most (a few per source base name a run meets).
+const PARSED_SOURCE_MAPS: usize = 256;
 
 impl<'s> RefStore<'s> {
     pub fn new(store: &'s dyn Storage) -> Self {
@@ -316,7 +327,11 @@ impl<'s> RefStore<'s> {
     }
 
     pub fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
-        RefStore { store, policy }
+        RefStore {
+            store,
+            policy,
+            parsed_source_maps: Default::default(),
+        }
     }
 
     async fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
@@ -342,12 +357,29 @@ impl<'s> RefStore<'s> {
     async fn update_versioned<T, R, F>(
         &self,
         file: &str,
-        mut prefetched: Option<Option<Versioned>>,
-        mut f: F,
+        prefetched: Option<Option<Versioned>>,
+        f: F,
     ) -> io::Result<(R, Option<String>)>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
+    {
+        self.update_decoded(file, prefetched, |v| parse(file, &v.bytes), f)
+            .await
+    }
+
+    /// [`Self::update_versioned`] with the decoding of what was read given (a cache).
+    async fn update_decoded<T, R, F, D>(
+        &self,
+        file: &str,
+        mut prefetched: Option<Option<Versioned>>,
+        decode: D,
+        mut f: F,
+    ) -> io::Result<(R, Option<String>)>
+    where
+        T: Serialize,
+        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
+        D: Fn(&Versioned) -> io::Result<T>,
     {
         let wait = self.policy.wait;
         let mut waited = 0u32;
@@ -358,10 +390,7 @@ impl<'s> RefStore<'s> {
                 None => self.store.get(file).await?,
             };
             let version = current.as_ref().map(|v| v.version.clone());
-            let value = current
-                .as_ref()
-                .map(|v| parse(file, &v.bytes))
-                .transpose()?;
+            let value = current.as_ref().map(&decode).transpose()?;
             let done = match (f(value)?, version) {
                 (Step::Keep(r), _) => return Ok((r, None)),
                 (Step::Wait(why), _) => {
@@ -982,7 +1011,35 @@ impl<'s> RefStore<'s> {
         file: &str,
         mut f: impl FnMut(&mut SourceMapRecord) -> bool,
     ) -> io::Result<SourceMapRecord> {
-        self.update(file, |current: Option<SourceMapRecord>| {
+        let remember = |version: &str, record: &SourceMapRecord| {
+            let mut cache = self
+                .parsed_source_maps
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if cache.len() >= PARSED_SOURCE_MAPS {
+                cache.clear();
+            }
+            cache.insert(file.to_string(), (version.to_string(), record.clone()));
+        };
+        let decode = |read: &Versioned| -> io::Result<SourceMapRecord> {
+            let cached = {
+                let cache = self
+                    .parsed_source_maps
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                cache
+                    .get(file)
+                    .filter(|(version, _)| *version == read.version)
+                    .map(|(_, record)| record.clone())
+            };
+            if let Some(record) = cached {
+                return Ok(record);
+            }
+            let record: SourceMapRecord = parse(file, &read.bytes)?;
+            remember(&read.version, &record);
+            Ok(record)
+        };
+        let update = |current: Option<SourceMapRecord>| {
             let mut record = current.unwrap_or_default();
             if !f(&mut record) {
                 Ok(Step::Keep(record))
@@ -991,8 +1048,12 @@ impl<'s> RefStore<'s> {
             } else {
                 Ok(Step::Write(record.clone(), record))
             }
-        })
-        .await
+        };
+        let (record, written) = self.update_decoded(file, None, decode, update).await?;
+        if let Some(version) = written {
+            remember(&version, &record);
+        }
+        Ok(record)
     }
 
     /// A key is live when its record has references and no removal in progress.
