@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use common::{build_pe_and_pdb, build_split_elf, ok, symdex, verify_clean, Workdir};
+use common::{build_pe_and_pdb, build_split_elf, ok, symdex, verify_clean, Server, Workdir};
 use serde_json::Value;
 
 fn index(store: &Path, args: &[&str]) -> String {
@@ -457,12 +457,41 @@ fn each_artifact_is_stored_once_under_all_its_names() {
         ratio <= 1.05,
         "the store holds {bytes} bytes for {input_bytes} input bytes ({ratio:.2}x) under {names} names"
     );
-    // Any static file server over the directory serves every name: they are plain files.
     let key = format!("gdb/{}/{}.debug", &BID_HEX[..2], &BID_HEX[2..]);
     assert_eq!(
         std::fs::read(store.join(&key)).unwrap(),
         std::fs::read(w.path("out/app.debug")).unwrap()
     );
+    // Every name of every layout serves its bytes through `symdex serve` and through a plain
+    // static file server over the same directory (hard links are plain files to it).
+    let published = common::published_files(&store);
+    let layouts: BTreeSet<&str> = published
+        .keys()
+        .filter_map(|k| k.split('/').next())
+        .collect();
+    for prefix in ["buildid", "gdb", "symbols", "index2", "unified"] {
+        assert!(layouts.contains(prefix), "no {prefix}/ key in {layouts:?}");
+    }
+    let serve = Server::start(&store);
+    let plain = StaticServer::start(&store);
+    for (key, bytes) in &published {
+        let path = format!("/{}", url_path(key));
+        let (status, _, body) = serve.request("GET", &path, "");
+        assert_eq!(
+            (status, body.len()),
+            (200, bytes.len()),
+            "symdex serve {key}"
+        );
+        assert!(body == *bytes, "symdex serve {key}: other bytes");
+        let (status, body) = plain.get(&path);
+        assert_eq!(
+            (status, body.len()),
+            (200, bytes.len()),
+            "static server {key}"
+        );
+        assert!(body == *bytes, "static server {key}: other bytes");
+    }
+    drop((serve, plain));
     // Deleting one upload unlinks its names, never the bytes another name still needs.
     ok(symdex()
         .args(["delete", "--store"])
@@ -523,4 +552,76 @@ fn a_reindex_of_an_unchanged_store_writes_only_its_manifest() {
         "re-index wrote {changed:?}"
     );
     verify_clean(&store);
+}
+
+/// `python3 -m http.server` over a directory: a static file server that knows nothing of
+/// symdex. Stopped on drop.
+struct StaticServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl StaticServer {
+    fn start(dir: &Path) -> StaticServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+            ])
+            .arg("--directory")
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "http.server did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        StaticServer { child, port }
+    }
+
+    /// GET `path`: (status, body).
+    fn get(&self, path: &str) -> (u16, Vec<u8>) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).unwrap();
+        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (status, raw[split + 4..].to_vec())
+    }
+}
+
+impl Drop for StaticServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A key as a URL path: every byte but unreserved characters and `/` percent-encoded.
+fn url_path(key: &str) -> String {
+    key.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

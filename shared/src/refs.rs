@@ -639,7 +639,11 @@ impl<'s> RefStore<'s> {
         written: Option<(KeyRecord, String)>,
     ) -> io::Result<()> {
         self.check_own_lease(lease)?;
-        if let Err(e) = self.store.copy(&content.source, key).await {
+        let known = ObjectInfo {
+            size: content.size,
+            etag: content.etag.to_string(),
+        };
+        if let Err(e) = self.store.copy_known(&content.source, key, &known).await {
             self.remove(key, upload).await?;
             return Err(e.into());
         }

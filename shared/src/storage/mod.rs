@@ -187,6 +187,18 @@ pub trait Storage: Send + Sync {
     /// the size written. (No content identity: the caller knows it, and a local store would
     /// have to read every hard link again to compute one.)
     fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64>;
+    /// [`Self::copy`] by a caller that knows the source's size and content identity (a key it
+    /// published itself): a store that would ask for them first (S3, writing an alias) does
+    /// not.
+    fn copy_known<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, u64> {
+        let _ = known;
+        self.copy(source, key)
+    }
     /// Keys under `prefix`, in lexicographic order.
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.

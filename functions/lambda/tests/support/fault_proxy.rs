@@ -27,6 +27,8 @@ pub struct Faults {
     /// When set (`cut_after(n)`): requests still forwarded before every later one is reset,
     /// as if the function died there. `i64::MAX` (the default of `start`): no cut.
     pub budget: std::sync::atomic::AtomicI64,
+    /// Every request forwarded, as `METHOD /path?query` (what the endpoint was asked).
+    pub log: Mutex<Vec<String>>,
 }
 
 impl Faults {
@@ -95,6 +97,12 @@ async fn handle(
     }
     if roll >= percent {
         faults.forwarded.fetch_add(1, Ordering::Relaxed);
+        let line = format!(
+            "{} {}",
+            request.method(),
+            request.uri().path_and_query().map_or("/", |p| p.as_str())
+        );
+        faults.log.lock().unwrap().push(line);
         return forward(client, authority, request).await;
     }
     match roll * 4 / percent.max(1) {

@@ -1,0 +1,157 @@
+//! S3 requests per artifact, counted at the endpoint: the functions talk to moto_server through
+//! a proxy that logs every request it forwards. Prints the breakdown of a fresh artifact and of
+//! a redelivery, and holds them to bounds, so a change that adds requests per key shows here.
+//!
+//! The goal is at most (keys + 4) requests per fresh artifact and 3 per redelivery;
+//! the reference protocol (a record per key, taken and released by compare-and-swap) costs
+//! more than that per key, so the bounds below are what it costs today, not the goal.
+
+#[path = "support/checks.rs"]
+mod checks;
+#[path = "support/fault_proxy.rs"]
+mod fault_proxy;
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use fault_proxy::FaultProxy;
+use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use symdex_lambda::{handle_indexer, Context};
+
+/// What one logged request was for.
+fn kind(line: &str) -> &'static str {
+    let (method, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let path = rest.split('?').next().unwrap_or("");
+    let query = rest.split_once('?').map_or("", |(_, q)| q);
+    let in_serving = path.starts_with(&format!("/{SERVING}/"));
+    let key = path.splitn(3, '/').nth(2).unwrap_or("");
+    match (method, in_serving) {
+        (_, false) if path.starts_with(&format!("/{INGEST}/")) => "ingest read",
+        ("GET", true) if key.starts_with("_symdex/") => "record read",
+        ("PUT", true) if key.starts_with("_symdex/") => "record write",
+        ("DELETE", true) if key.starts_with("_symdex/") => "record delete",
+        (_, true) if key.starts_with("_manifest/") => "manifest",
+        ("HEAD", true) => "object head",
+        ("PUT", true) if query.contains("partNumber") => "object part",
+        ("PUT", true) => "object write",
+        ("POST", true) => "object multipart",
+        ("GET", true) if query.contains("list-type") => "list",
+        ("GET", true) => "object read",
+        _ => "other",
+    }
+}
+
+fn breakdown(log: &[String]) -> BTreeMap<&'static str, usize> {
+    let mut out = BTreeMap::new();
+    for line in log {
+        *out.entry(kind(line)).or_default() += 1;
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_requests_per_artifact_counted_at_the_endpoint() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
+    let client = stack.moto.s3_via(&proxy.endpoint).await;
+    let ctx = Arc::new(Context::new(
+        config(&[("SYMDEX_ALIASES", "redirect")]),
+        client,
+    ));
+    let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
+    // One-time costs (the store's marker objects) go with a first artifact, not counted.
+    let mut report = Vec::new();
+    for (key, file) in [
+        ("ci/warm-up.stripped", "app.stripped"),
+        ("ci/app.debug", "app.debug"),
+    ] {
+        stack.upload(key, &fx.path(file)).await;
+        let messages = stack.receive(1).await;
+        log();
+        let event = sqs_event(&messages, &stack.queue_arn);
+        let response = handle_indexer(&ctx, event.clone()).await.unwrap();
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        let fresh = log();
+        let response = handle_indexer(&ctx, event).await.unwrap();
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        let again = log();
+        let records = checks::manifest_records(&stack, SERVING).await;
+        let published: usize = records
+            .iter()
+            .filter(|r| r["ingest_key"] == key)
+            .map(|r| r["published"].as_array().map_or(0, Vec::len))
+            .max()
+            .unwrap_or(0);
+        let unchanged: usize = records
+            .iter()
+            .filter(|r| r["ingest_key"] == key)
+            .map(|r| r["unchanged"].as_array().map_or(0, Vec::len))
+            .max()
+            .unwrap_or(0);
+        assert!(published > 4, "{key}: {published} keys published");
+        assert_eq!(
+            unchanged, published,
+            "{key}: the redelivery changes nothing"
+        );
+        println!(
+            "{key}: {published} keys; fresh: {} requests {:?}; redelivered: {} requests {:?}",
+            fresh.len(),
+            breakdown(&fresh),
+            again.len(),
+            breakdown(&again)
+        );
+        report.push((key, published, fresh, again));
+    }
+    for (key, keys, fresh, again) in &report {
+        let counts = breakdown(fresh);
+        // One stored copy: the bytes are copied once, server-side, and every other key is a
+        // zero-byte alias; no published object is written twice.
+        let mut written = BTreeMap::<String, usize>::new();
+        for line in fresh.iter().filter(|l| {
+            let k = kind(l);
+            (k == "object write" && l.starts_with("PUT"))
+                || (k == "object multipart" && l.contains("uploadId="))
+        }) {
+            let object = line.split(['?', ' ']).nth(1).unwrap_or("").to_string();
+            *written.entry(object).or_default() += 1;
+        }
+        assert!(
+            written.values().all(|&n| n == 1),
+            "{key}: an object written twice: {written:#?}"
+        );
+        assert!(written.len() >= *keys, "{key}: {written:#?}");
+        // Identification reads a few blocks of the ingest object, never all of it per key.
+        assert!(
+            counts.get("ingest read").copied().unwrap_or(0) <= 6,
+            "{key}: {fresh:#?}"
+        );
+        // Today's protocol: per key a record read, a HEAD where no record exists, the lease
+        // taken and released by two conditional writes, and the object itself (a section: a
+        // ranged part copy, three requests, and one more record read); around it the ingest
+        // reads, the upload and source records and the manifest.
+        assert!(
+            fresh.len() <= 6 * keys + 24,
+            "{key}: {} requests for {keys} keys: {fresh:#?}",
+            fresh.len()
+        );
+        // A redelivery writes nothing but its manifest object: reads only, per key its record
+        // and a HEAD of the object (size and identity, never its bytes).
+        let writes = again
+            .iter()
+            .filter(|l| l.starts_with("PUT") || l.starts_with("POST") || l.starts_with("DELETE"))
+            .filter(|l| kind(l) != "manifest")
+            .count();
+        assert_eq!(writes, 0, "{key}: a redelivery wrote: {again:#?}");
+        assert!(
+            !again.iter().any(|l| kind(l) == "object read"),
+            "{key}: a redelivery read a published object back"
+        );
+        assert!(
+            again.len() <= 3 * keys + 16,
+            "{key}: {} requests redelivered: {again:#?}",
+            again.len()
+        );
+    }
+}
