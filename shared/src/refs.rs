@@ -26,7 +26,14 @@
 //!    its own earlier attempt's lease over at once, which is safe because both attempts mean
 //!    the same bytes (or the same removal) for the same upload.
 //! 2. **A record without a lease describes its object**: the object exists and holds the
-//!    recorded content. So a key with references and no lease is published.
+//!    recorded content. So a key with references and no lease is published. Sole-writer form
+//!    (the local store's writer lock, `LeasePolicy::exclusive`): a key with neither record nor
+//!    object is created record first, without a lease, then the object. Until the copy is
+//!    done (or after a crash in between) the record names an object that is not there, which
+//!    is safe because nothing else runs: a re-run finds its own reference to a missing object
+//!    and copies it again (the `Check` path), a removal deletes the record and finds no
+//!    object, and `verify` reports the key as missing. Only absent objects are created this
+//!    way, so a record never claims content another object holds.
 //! 3. **Only an empty record is removed.** The object is deleted only after the record was
 //!    swapped to an empty tombstone holding the remover's lease; an indexer meeting a live
 //!    tombstone waits, one meeting a dead one takes it over.
@@ -249,6 +256,8 @@ enum PublishPlan {
     /// We hold the lease now: copy, then release. With the record as written (to release it
     /// by one conditional write on the version the swap returned).
     Copy(Lease, Box<KeyRecord>),
+    /// A sole writer's new key, its record written in its final state: copy.
+    CopySole,
     /// Referenced, no lease needed: check the object is there.
     Check {
         by_us: bool,
@@ -471,6 +480,16 @@ impl<'s> RefStore<'s> {
         }
     }
 
+    /// The key a copy of `content` is an alias of, where the store writes aliases.
+    fn alias_target(&self, content: &Content<'_>) -> Option<String> {
+        match content.source {
+            CopySource::Key(target) if self.store.key_copies_are_aliases() => {
+                Some(target.to_string())
+            }
+            _ => None,
+        }
+    }
+
     pub async fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
         self.read(&key_file(key)).await
     }
@@ -544,6 +563,16 @@ impl<'s> RefStore<'s> {
                             return Ok(Step::Write(record, PublishPlan::Check { by_us: false }));
                         }
                         let record = mine([upload.to_string()].into(), upload.to_string());
+                        if self.policy.exclusive && !had_record && outside.is_none() {
+                            // A sole writer creating a key: the record is written as it will
+                            // stay, then the object (invariant 2, sole-writer form).
+                            let record = KeyRecord {
+                                lease: None,
+                                alias_of: self.alias_target(content),
+                                ..record
+                            };
+                            return Ok(Step::Write(record, PublishPlan::CopySole));
+                        }
                         let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
                         return Ok(Step::Write(record, plan));
                     };
@@ -583,6 +612,17 @@ impl<'s> RefStore<'s> {
             // Never reached: the loop above asks and swaps again instead.
             PublishPlan::NeedHead => Err(busy(&format!("{key}: no plan"))),
             PublishPlan::Done(outcome) => Ok(outcome),
+            PublishPlan::CopySole => {
+                let known = ObjectInfo {
+                    size: content.size,
+                    etag: content.etag.to_string(),
+                };
+                if let Err(e) = self.store.copy_known(&content.source, key, &known).await {
+                    self.remove(key, upload).await?;
+                    return Err(e.into());
+                }
+                Ok(KeyOutcome::Published)
+            }
             PublishPlan::Copy(lease, record) => {
                 let written = written.map(|version| (*record, version));
                 self.copy_under_lease(key, upload, content, &lease, written)
@@ -647,12 +687,7 @@ impl<'s> RefStore<'s> {
             self.remove(key, upload).await?;
             return Err(e.into());
         }
-        let alias_of = match content.source {
-            CopySource::Key(target) if self.store.key_copies_are_aliases() => {
-                Some(target.to_string())
-            }
-            _ => None,
-        };
+        let alias_of = self.alias_target(content);
         let file = key_file(key);
         if let Some((mut record, version)) = written {
             record.lease = None;
