@@ -210,3 +210,34 @@ fn a_run_killed_at_any_point_is_repaired_by_running_it_again() {
     }
     assert!(crashed >= 10, "the crash points were inside the run");
 }
+
+/// A run killed at any point and then deleted (not run again) leaves nothing published and
+/// nothing half done: a key record written before its object (a sole writer's creation,
+/// refs.rs invariant 2) goes with the delete as well as one holding a lease.
+#[test]
+fn a_run_killed_at_any_point_is_undone_by_a_delete() {
+    let w = Workdir::new();
+    let dirs = programs(&w);
+    let all: Vec<&Path> = dirs.iter().map(|d| d.as_path()).collect();
+    for crash_after in [1, 2, 3, 4, 5, 6, 7, 9, 12, 20, 33, 60, 120] {
+        let store = w.path(&format!("store{crash_after}"));
+        let killed = index_cmd(&store, "x", &all)
+            .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
+            .output()
+            .unwrap();
+        assert!(!killed.status.success(), "crash after {crash_after}");
+        ok(symdex()
+            .args(["delete", "--build", "x", "--store"])
+            .arg(&store)
+            .output()
+            .unwrap());
+        verify_clean(&store);
+        assert!(
+            common::published_files(&store)
+                .keys()
+                .all(|k| k.ends_with("index2.txt")),
+            "crash after {crash_after}: still published {:?}",
+            common::published_files(&store).keys().collect::<Vec<_>>()
+        );
+    }
+}
