@@ -179,12 +179,7 @@ fn a_run_killed_at_any_point_is_repaired_by_running_it_again() {
             .output()
             .unwrap();
         assert!(!killed.status.success() || crash_after > 150);
-        ok(symdex()
-            .args(["delete", "--build", "x", "--store"])
-            .arg(&store)
-            .output()
-            .unwrap());
-        verify_clean(&store);
+        delete_build(&store);
         assert!(
             references(&store).is_empty(),
             "crash after {crash_after}: all unpublished"
@@ -211,6 +206,16 @@ fn a_run_killed_at_any_point_is_repaired_by_running_it_again() {
     assert!(crashed >= 10, "the crash points were inside the run");
 }
 
+/// `symdex delete --build x` succeeds and leaves the store verifiably clean.
+fn delete_build(store: &Path) {
+    ok(symdex()
+        .args(["delete", "--build", "x", "--store"])
+        .arg(store)
+        .output()
+        .unwrap());
+    verify_clean(store);
+}
+
 /// A run killed at any point and then deleted (not run again) leaves nothing published and
 /// nothing half done: a key record written before its object (a sole writer's creation,
 /// refs.rs invariant 2) goes with the delete as well as one holding a lease.
@@ -226,12 +231,7 @@ fn a_run_killed_at_any_point_is_undone_by_a_delete() {
             .output()
             .unwrap();
         assert!(!killed.status.success(), "crash after {crash_after}");
-        ok(symdex()
-            .args(["delete", "--build", "x", "--store"])
-            .arg(&store)
-            .output()
-            .unwrap());
-        verify_clean(&store);
+        delete_build(&store);
         assert!(
             common::published_files(&store)
                 .keys()

@@ -613,14 +613,7 @@ impl<'s> RefStore<'s> {
             PublishPlan::NeedHead => Err(busy(&format!("{key}: no plan"))),
             PublishPlan::Done(outcome) => Ok(outcome),
             PublishPlan::CopySole => {
-                let known = ObjectInfo {
-                    size: content.size,
-                    etag: content.etag.to_string(),
-                };
-                if let Err(e) = self.store.copy_known(&content.source, key, &known).await {
-                    self.remove(key, upload).await?;
-                    return Err(e.into());
-                }
+                self.copy_or_take_back(key, upload, content).await?;
                 Ok(KeyOutcome::Published)
             }
             PublishPlan::Copy(lease, record) => {
@@ -665,6 +658,25 @@ impl<'s> RefStore<'s> {
         }
     }
 
+    /// Copies the content to `key`; on a failure the upload's reference is taken back (its
+    /// record must not claim an object that is not there).
+    async fn copy_or_take_back(
+        &self,
+        key: &str,
+        upload: &str,
+        content: &Content<'_>,
+    ) -> io::Result<()> {
+        let known = ObjectInfo {
+            size: content.size,
+            etag: content.etag.to_string(),
+        };
+        if let Err(e) = self.store.copy_known(&content.source, key, &known).await {
+            self.remove(key, upload).await?;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     /// Copies the content while holding `lease`, then releases it. On a failed copy the
     /// reference is taken back (the record must not claim an object that is not there).
     /// `written`: the record as the lease was taken and its version, when known: released by
@@ -679,14 +691,7 @@ impl<'s> RefStore<'s> {
         written: Option<(KeyRecord, String)>,
     ) -> io::Result<()> {
         self.check_own_lease(lease)?;
-        let known = ObjectInfo {
-            size: content.size,
-            etag: content.etag.to_string(),
-        };
-        if let Err(e) = self.store.copy_known(&content.source, key, &known).await {
-            self.remove(key, upload).await?;
-            return Err(e.into());
-        }
+        self.copy_or_take_back(key, upload, content).await?;
         let alias_of = self.alias_target(content);
         let file = key_file(key);
         if let Some((mut record, version)) = written {

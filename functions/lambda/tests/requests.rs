@@ -78,18 +78,15 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         assert_eq!(response["batchItemFailures"], serde_json::json!([]));
         let again = log();
         let records = checks::manifest_records(&stack, SERVING).await;
-        let published: usize = records
-            .iter()
-            .filter(|r| r["ingest_key"] == key)
-            .map(|r| r["published"].as_array().map_or(0, Vec::len))
-            .max()
-            .unwrap_or(0);
-        let unchanged: usize = records
-            .iter()
-            .filter(|r| r["ingest_key"] == key)
-            .map(|r| r["unchanged"].as_array().map_or(0, Vec::len))
-            .max()
-            .unwrap_or(0);
+        let most = |field: &str| -> usize {
+            records
+                .iter()
+                .filter(|r| r["ingest_key"] == key)
+                .map(|r| r[field].as_array().map_or(0, Vec::len))
+                .max()
+                .unwrap_or(0)
+        };
+        let (published, unchanged) = (most("published"), most("unchanged"));
         assert!(published > 4, "{key}: {published} keys published");
         assert_eq!(
             unchanged, published,
