@@ -67,9 +67,14 @@ impl Storage for Store {
         self.write();
         self.inner.delete_if(key, version)
     }
-    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64> {
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, u64> {
         self.write();
-        self.inner.copy(source, key)
+        self.inner.copy(source, key, known)
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         self.inner.list(prefix)

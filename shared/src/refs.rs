@@ -670,7 +670,7 @@ impl<'s> RefStore<'s> {
             size: content.size,
             etag: content.etag.to_string(),
         };
-        if let Err(e) = self.store.copy_known(&content.source, key, &known).await {
+        if let Err(e) = self.store.copy(&content.source, key, &known).await {
             self.remove(key, upload).await?;
             return Err(e.into());
         }

@@ -184,21 +184,15 @@ pub trait Storage: Send + Sync {
     /// Deletes `key` only if it still holds `version`; `Ok(false)` when it changed or is gone.
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool>;
     /// Copies without passing the bytes through the caller where the store allows it; returns
-    /// the size written. (No content identity: the caller knows it, and a local store would
-    /// have to read every hard link again to compute one.)
-    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64>;
-    /// [`Self::copy`] by a caller that knows the source's size and content identity (a key it
-    /// published itself): a store that would ask for them first (S3, writing an alias) does
-    /// not.
-    fn copy_known<'a>(
+    /// the size written. `known`: the source's size and content identity, which the caller
+    /// always has (it publishes content it identified), so no store asks for them again (S3
+    /// writing an alias) or computes them (a local store would read every hard link again).
+    fn copy<'a>(
         &'a self,
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
-    ) -> StorageFuture<'a, u64> {
-        let _ = known;
-        self.copy(source, key)
-    }
+    ) -> StorageFuture<'a, u64>;
     /// Keys under `prefix`, in lexicographic order.
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.

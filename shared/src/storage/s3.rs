@@ -683,13 +683,13 @@ impl S3Store {
         }
     }
 
-    /// Copies `source` to `key`; `known`: the source's size and content identity when the
-    /// caller has them (no HEAD of a source key then).
+    /// Copies `source` to `key`; `known`: the source's size and content identity (a source
+    /// key is not asked for them).
     async fn copy_now(
         &self,
         source: &CopySource<'_>,
         key: &str,
-        known: Option<&ObjectInfo>,
+        known: &ObjectInfo,
     ) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let (bucket, src_key, version, info) = match *source {
@@ -707,17 +707,7 @@ impl S3Store {
                 (bucket, key, version_id, info)
             }
             CopySource::Key(src) => {
-                let info = match known {
-                    Some(info) => info.clone(),
-                    None => {
-                        self.head_object(&self.bucket, src, None)
-                            .await?
-                            .ok_or_else(|| {
-                                StorageError::NotFound(format!("s3://{}/{src}", self.bucket))
-                            })?
-                            .0
-                    }
-                };
+                let info = known.clone();
                 if self.redirect_aliases {
                     return self.put_alias(key, src, info).await;
                 }
@@ -821,16 +811,13 @@ impl Storage for S3Store {
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
         Box::pin(self.delete_if_now(key, version))
     }
-    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64> {
-        Box::pin(async move { Ok(self.copy_now(source, key, None).await?.size) })
-    }
-    fn copy_known<'a>(
+    fn copy<'a>(
         &'a self,
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
     ) -> StorageFuture<'a, u64> {
-        Box::pin(async move { Ok(self.copy_now(source, key, Some(known)).await?.size) })
+        Box::pin(async move { Ok(self.copy_now(source, key, known).await?.size) })
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(self.list_now(prefix))

@@ -220,10 +220,15 @@ impl Storage for Scheduled<'_> {
             self.inner.delete_if(key, version).await
         })
     }
-    fn copy<'a>(&'a self, source: &'a CopySource<'a>, key: &'a str) -> StorageFuture<'a, u64> {
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, u64> {
         Box::pin(async move {
             self.scheduler.barrier(&format!("copy {key}")).await;
-            self.inner.copy(source, key).await
+            self.inner.copy(source, key, known).await
         })
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
