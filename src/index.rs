@@ -59,6 +59,11 @@ pub struct IndexArgs {
     /// Replace keys whose content differs instead of reporting a conflict.
     #[arg(long)]
     pub overwrite: bool,
+    /// Check every key of an input indexed before, as a first run does (repairs objects
+    /// deleted or changed behind symdex's back). Without it, an input whose last run published
+    /// all its keys is answered from its upload record (`verify` finds what it would repair).
+    #[arg(long)]
+    pub recheck: bool,
     /// Store the SymSrv family's keys (ssqp, symstore, symstore_index2, breakpad) lowercase,
     /// for a server that looks them up case-insensitively (`symdex serve --fold-case`, the
     /// Terraform module's CDN).
@@ -107,6 +112,7 @@ fn config(args: &IndexArgs) -> Config {
         layouts: args.layout.layouts(),
         prefixes,
         overwrite: args.overwrite,
+        recheck: args.recheck,
         lease: exclusive_lease(),
         retention: args.policy.policy.clone(),
         fold_case: args.fold_case,

@@ -82,7 +82,7 @@ pub struct UploadMeta {
 }
 
 /// One manifest record. Optional fields are omitted when unknown.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub schema: u32,
     /// RFC 3339, UTC.

@@ -12,8 +12,8 @@ use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
-    busy, Content, IdRecord, KeyOutcome, LeasePolicy, RefStore, RemoveOutcome, UploadRecord,
-    UploadState,
+    busy, Content, IdRecord, IndexedAs, KeyOutcome, LeasePolicy, PriorRead, RefStore,
+    RemoveOutcome, Run, UploadRecord, UploadState,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
@@ -27,6 +27,9 @@ pub struct Config {
     pub prefixes: BTreeMap<Layout, String>,
     /// Replace a key's content when it differs (otherwise a conflict is recorded).
     pub overwrite: bool,
+    /// Check every key of an upload indexed before, as its first run did (no answer from
+    /// its upload record: [`Indexer::already_indexed`]).
+    pub recheck: bool,
     pub manifest_prefix: String,
     /// Gzip manifest objects (the Lambdas do; the local store writes plain JSON Lines).
     pub gzip_manifest: bool,
@@ -55,6 +58,7 @@ impl Default for Config {
             layouts: Layout::ALL.to_vec(),
             prefixes: default_prefixes(),
             overwrite: false,
+            recheck: false,
             manifest_prefix: "_manifest".to_string(),
             gzip_manifest: false,
             lease: LeasePolicy::default(),
@@ -223,6 +227,9 @@ pub struct Indexed {
     referenced: BTreeSet<String>,
     /// Every key this attempt may have referenced (taken back if the upload is removed).
     planned: BTreeSet<String>,
+    /// What the run came to, for the upload record, when a re-delivery may be answered from
+    /// it (every planned key published or unchanged).
+    indexed_as: Option<IndexedAs>,
 }
 
 impl Indexed {
@@ -233,6 +240,15 @@ impl Indexed {
             ..Indexed::default()
         }
     }
+}
+
+/// What [`Indexer::already_indexed`] found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// Indexed before under the same plan: the records of this re-delivery.
+    Indexed(Indexed),
+    /// Index it ([`Indexer::index_looked_up`], with the read made).
+    Unindexed(PriorRead),
 }
 
 /// One identity's keys, computed before anything is published (the plan).
@@ -302,8 +318,143 @@ impl<'s> Indexer<'s> {
         upload: &Upload<'_>,
         reader: &dyn RangeReader,
     ) -> io::Result<Indexed> {
-        self.index_identified(upload, identify_with_details(reader, &upload.options))
-            .await
+        match self.already_indexed(upload).await? {
+            Lookup::Indexed(unchanged) => Ok(unchanged),
+            Lookup::Unindexed(prior) => {
+                let identified = identify_with_details(reader, &upload.options);
+                self.index_looked_up(upload, identified, Some(prior)).await
+            }
+        }
+    }
+
+    /// A re-delivery of an upload whose last run was complete, under the same plan: its
+    /// `unchanged` records, from the upload record alone (one read: no identification, no
+    /// key's record read, nothing written but the caller's manifest). `None`: index it.
+    ///
+    /// Why the record is enough: an `indexed` upload record is written by finalize after
+    /// every key was referenced (invariant 4), and only a removal, which first marks the
+    /// record `removing`, takes those references back; a key with references stays published
+    /// (invariants 2, 3). So while the record reads `indexed`, each key it lists holds these
+    /// bytes. The records are stamped before that read: a removal that begins after it
+    /// stamps its own `unpublished` record no earlier, so the manifest's last word on the
+    /// upload stays true. An object changed behind symdex's back (deleted by hand) is found by
+    /// `verify` and repaired by a full run (`Config::recheck`, `symdex index --recheck`).
+    pub async fn already_indexed(&self, upload: &Upload<'_>) -> io::Result<Lookup> {
+        // Stamped before the read (see above).
+        let time = now_rfc3339();
+        let (found, prior) = self.refs.upload_read(&upload.id).await?;
+        let unindexed = || Ok(Lookup::Unindexed(prior));
+        if self.config.overwrite || self.config.recheck {
+            return unindexed();
+        }
+        let Some(found) = &found else {
+            return unindexed();
+        };
+        let Some(indexed_as) = &found.indexed_as else {
+            return unindexed();
+        };
+        let settled = found.state == UploadState::Indexed
+            && indexed_as.plan == self.plan_digest(upload)
+            && found.planned == found.keys
+            && found.keys.len() == indexed_as.referenced;
+        if !settled {
+            return unindexed();
+        }
+        let records = indexed_as
+            .records
+            .iter()
+            .map(|kept| {
+                let mut record = upload.record(Action::Unchanged);
+                record.time.clone_from(&time);
+                // As a full run reports it: the channel and expiry of the upload's record.
+                record.meta.channel.clone_from(&found.meta.channel);
+                record.meta.expires.clone_from(&found.meta.expires);
+                Record {
+                    reason: kept.reason.clone(),
+                    format: kept.format.clone(),
+                    kind: kept.kind.clone(),
+                    arch: kept.arch.clone(),
+                    debug_id: kept.debug_id.clone(),
+                    code_id: kept.code_id.clone(),
+                    name: kept.name.clone().or(record.name.take()),
+                    code_file: kept.code_file.clone(),
+                    debug_file: kept.debug_file.clone(),
+                    unchanged: kept.unchanged.clone(),
+                    ..record
+                }
+            })
+            .collect();
+        Ok(Lookup::Indexed(Indexed::nothing_published(records)))
+    }
+
+    /// Digest of what besides the bytes decides an upload's keys: the indexer's version, the
+    /// key configuration and the store's alias mode, the upload's identify options and source
+    /// path. Compared by [`Self::already_indexed`].
+    fn plan_digest(&self, upload: &Upload<'_>) -> String {
+        let c = &self.config;
+        crate::digest::sha1_hex(
+            format!(
+                "{}\n{:?}\n{:?}\n{}\n{}\n{:?}\n{:?}",
+                crate::manifest::indexer_version(),
+                c.layouts,
+                c.prefixes,
+                c.fold_case,
+                self.store.key_copies_are_aliases(),
+                upload.options,
+                upload.source_path,
+            )
+            .as_bytes(),
+        )
+    }
+
+    /// What a run came to, kept in the upload record when a re-delivery may be answered from
+    /// it: every record of the upload published or found unchanged, its keys exactly those
+    /// planned and referenced (a conflict, a rejected key or another upload's record about
+    /// it means the next delivery runs in full).
+    fn indexed_as(
+        &self,
+        upload: &Upload<'_>,
+        records: &[Record],
+        planned: &BTreeSet<String>,
+        referenced: &BTreeSet<String>,
+    ) -> Option<IndexedAs> {
+        let own: Vec<&Record> = records.iter().filter(|r| r.upload == upload.id).collect();
+        let settled = own.len() == records.len()
+            && own.iter().all(|r| {
+                matches!(r.action, Some(Action::Indexed | Action::Unchanged))
+                    && r.conflicts.is_empty()
+                    && r.removed.is_empty()
+            });
+        let keys: BTreeSet<&String> = own
+            .iter()
+            .flat_map(|r| r.published.iter().chain(&r.unchanged))
+            .collect();
+        // Sidecar keys (`.meta`) are referenced without a record listing them.
+        if !settled || !keys.iter().all(|k| referenced.contains(*k)) || planned != referenced {
+            return None;
+        }
+        let records = own
+            .into_iter()
+            .map(|r| Record {
+                schema: r.schema,
+                reason: r.reason.clone(),
+                format: r.format.clone(),
+                kind: r.kind.clone(),
+                arch: r.arch.clone(),
+                debug_id: r.debug_id.clone(),
+                code_id: r.code_id.clone(),
+                name: r.name.clone(),
+                code_file: r.code_file.clone(),
+                debug_file: r.debug_file.clone(),
+                unchanged: r.published.iter().chain(&r.unchanged).cloned().collect(),
+                ..Record::default()
+            })
+            .collect();
+        Some(IndexedAs {
+            plan: self.plan_digest(upload),
+            referenced: referenced.len(),
+            records,
+        })
     }
 
     /// [`Self::index`] for an upload already identified (the Lambda identifies with ranged
@@ -312,6 +463,17 @@ impl<'s> Indexer<'s> {
         &self,
         upload: &Upload<'_>,
         identified: Result<Vec<Identity>, FormatError>,
+    ) -> io::Result<Indexed> {
+        self.index_looked_up(upload, identified, None).await
+    }
+
+    /// [`Self::index_identified`] after [`Self::already_indexed`] said it is not (its read of
+    /// the upload record is reused).
+    pub async fn index_looked_up(
+        &self,
+        upload: &Upload<'_>,
+        identified: Result<Vec<Identity>, FormatError>,
+        prior: Option<PriorRead>,
     ) -> io::Result<Indexed> {
         // The expiry of the upload's channel, counted from now (an upload indexed before
         // keeps the time and expiry of its record: `plan` never rewrites them).
@@ -350,6 +512,9 @@ impl<'s> Indexer<'s> {
             }
         }
         let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
+        // A Sentry source bundle's files are uploads of their own, indexed after it by the
+        // caller: its re-delivery runs in full so that they are too.
+        let bundle = plans.iter().any(|p| !p.id.bundle_files.is_empty());
         if planned.is_empty() {
             return Ok(Indexed::nothing_published(records));
         }
@@ -370,14 +535,14 @@ impl<'s> Indexer<'s> {
                 .collect(),
             ..UploadRecord::default()
         };
-        let mut found = self.refs.plan(&template, &planned).await?;
+        let mut found = self.refs.plan(&template, &planned, prior).await?;
         if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
             if !self.config.lease.exclusive {
                 return Err(busy(&format!("{}: a removal is in progress", upload.id)));
             }
             // A removal that died half-way (we hold the writer lock): finish it first.
             self.unindex(&upload.id).await?;
-            found = self.refs.plan(&template, &planned).await?;
+            found = self.refs.plan(&template, &planned, None).await?;
         }
         let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
         // An upload indexed before keeps its channel and expiry (a promotion may have changed
@@ -397,11 +562,15 @@ impl<'s> Indexer<'s> {
             }
         }
         let planned = planned.union(&referenced).cloned().collect();
+        let indexed_as = (!bundle)
+            .then(|| self.indexed_as(upload, &records, &planned, &referenced))
+            .flatten();
         Ok(Indexed {
             records,
             upload: Some(upload.id.clone()),
             referenced,
             planned,
+            indexed_as,
         })
     }
 
@@ -416,7 +585,11 @@ impl<'s> Indexer<'s> {
             "the ingest object was deleted while it was indexed"
         } else if self
             .refs
-            .finalize(upload, &indexed.referenced, true)
+            .finalize(
+                upload,
+                &indexed.referenced,
+                Run::Complete(indexed.indexed_as.as_ref()),
+            )
             .await?
         {
             return Ok(Vec::new());
@@ -1232,7 +1405,7 @@ impl<'s> Indexer<'s> {
         if result == KeyOutcome::Conflict {
             return Ok(Some(result));
         }
-        if !self.refs.finalize(holder, &keys, false).await? {
+        if !self.refs.finalize(holder, &keys, Run::Partial).await? {
             self.refs.remove(key, holder).await?;
             return Ok(None);
         }
@@ -1530,5 +1703,79 @@ impl std::fmt::Display for Summary {
             write!(f, ", {} promoted", self.promoted)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::MemReader;
+    use crate::storage::LocalStore;
+    use crate::testing::scenarios::{config, Artifact, Artifacts};
+
+    async fn index_and_finalize(
+        store: &LocalStore,
+        config: Config,
+        artifact: &Artifact,
+    ) -> Indexed {
+        let indexer = Indexer::new(store, config);
+        let indexed = indexer
+            .index(&artifact.upload(), &MemReader(&artifact.bytes))
+            .await
+            .unwrap();
+        indexer.finalize(&indexed, true).await.unwrap();
+        indexed
+    }
+
+    fn keys_of(records: &[Record]) -> BTreeSet<String> {
+        records
+            .iter()
+            .flat_map(|r| r.published.iter().chain(&r.unchanged))
+            .cloned()
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_redelivery_of_an_indexed_upload_is_answered_from_its_upload_record() {
+        let artifacts = Artifacts::new();
+        for artifact in [&artifacts.elf_a, &artifacts.pe, &artifacts.pdb] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = LocalStore::open(dir.path()).unwrap();
+            let first = index_and_finalize(&store, config(), artifact).await;
+            assert!(first.upload.is_some());
+            let record = RefStore::new(&store).upload(&artifact.id).await.unwrap();
+            let kept = record.and_then(|r| r.indexed_as);
+            assert!(
+                kept.is_some(),
+                "{artifact:?}: nothing kept for a redelivery"
+            );
+
+            let again = index_and_finalize(&store, config(), artifact).await;
+            assert_eq!(again.upload, None, "{artifact:?}: indexed in full again");
+            assert_eq!(keys_of(&again.records), keys_of(&first.records));
+            for (before, now) in first.records.iter().zip(&again.records) {
+                assert_eq!(now.action, Some(Action::Unchanged));
+                assert!(now.published.is_empty());
+                assert_eq!(
+                    (&now.debug_id, &now.code_id, &now.format, &now.name),
+                    (
+                        &before.debug_id,
+                        &before.code_id,
+                        &before.format,
+                        &before.name
+                    )
+                );
+            }
+
+            // Asked to, it checks every key again, and finds them unchanged.
+            let rechecked = Config {
+                recheck: true,
+                ..config()
+            };
+            let full = index_and_finalize(&store, rechecked, artifact).await;
+            assert!(full.upload.is_some());
+            assert_eq!(keys_of(&full.records), keys_of(&first.records));
+            assert!(full.records.iter().all(|r| r.published.is_empty()));
+        }
     }
 }

@@ -147,6 +147,40 @@ pub struct UploadRecord {
     /// While `removing`: keys already unpublished (a retried removal reports them too).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub removed: BTreeSet<String>,
+    /// What its last complete run came to, when every planned key was published or found
+    /// unchanged (`Indexer::already_indexed` answers a re-delivery from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexed_as: Option<IndexedAs>,
+}
+
+/// An upload record as it was read, for the compare-and-swap of a [`RefStore::plan`] that
+/// follows (saves reading it again; a swap on an older version fails and reads anew).
+#[derive(Debug)]
+pub struct PriorRead(Option<Versioned>);
+
+/// Which run of an upload [`RefStore::finalize`] ends.
+#[derive(Debug, Clone, Copy)]
+pub enum Run<'a> {
+    /// Another upload's indexer holding keys for it (invariant 5): its state stays.
+    Partial,
+    /// Its own run, done: what it came to, when a re-delivery may be answered from it.
+    Complete(Option<&'a IndexedAs>),
+}
+
+/// An upload as its last complete run indexed it: enough to answer a re-delivery of the same
+/// bytes without identifying them again or reading a key's record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexedAs {
+    /// Digest of everything besides the bytes that decides the keys (the indexer's version,
+    /// its key configuration, the upload's identify options): a run under another plan
+    /// goes the whole way.
+    pub plan: String,
+    /// How many keys it referenced: more now means another upload's indexer added some for
+    /// it since (invariant 5), and the next delivery runs in full to report them.
+    pub referenced: usize,
+    /// One manifest record per identity, trimmed to what the upload does not say itself
+    /// (identity, name, reason; its keys under `unchanged`).
+    pub records: Vec<crate::manifest::Record>,
 }
 
 impl UploadRecord {
@@ -780,6 +814,14 @@ impl<'s> RefStore<'s> {
         self.read(&upload_file(upload)).await
     }
 
+    /// [`Self::upload`], with the read kept for a [`Self::plan`] that follows.
+    pub async fn upload_read(&self, upload: &str) -> io::Result<(Option<UploadRecord>, PriorRead)> {
+        let file = upload_file(upload);
+        let read = self.store.get(&file).await?;
+        let record = read.as_ref().map(|v| parse(&file, &v.bytes)).transpose()?;
+        Ok((record, PriorRead(read)))
+    }
+
     /// One page of upload records in the order of their record files: those after the file
     /// `after` (a cursor; empty: from the start), at most `limit`. Returns them and the cursor
     /// of the next page (`None` when this page reached the end).
@@ -816,10 +858,12 @@ impl<'s> RefStore<'s> {
         &self,
         template: &UploadRecord,
         keys: &BTreeSet<String>,
+        prior: Option<PriorRead>,
     ) -> io::Result<Option<UploadRecord>> {
         let found = self
-            .update(
+            .update_versioned(
                 &upload_file(&template.upload),
+                prior.map(|p| p.0),
                 |current: Option<UploadRecord>| {
                     let Some(mut record) = current else {
                         let mut record = template.clone();
@@ -841,7 +885,8 @@ impl<'s> RefStore<'s> {
                     }
                 },
             )
-            .await?;
+            .await?
+            .0;
         if found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
             self.update(
                 &source_file(&template.source),
@@ -883,14 +928,14 @@ impl<'s> RefStore<'s> {
         .await
     }
 
-    /// Adds `keys` to a live upload's references (`indexing` becomes `indexed` when
-    /// `complete`). `false` when the upload is being removed or gone: the caller takes the
-    /// references back (invariant 4).
+    /// Adds `keys` to a live upload's references (`indexing` becomes `indexed` when the run
+    /// is `Complete`, recording what it came to). `false` when the upload is being removed or
+    /// gone: the caller takes the references back (invariant 4).
     pub async fn finalize(
         &self,
         upload: &str,
         keys: &BTreeSet<String>,
-        complete: bool,
+        run: Run<'_>,
     ) -> io::Result<bool> {
         self.update(&upload_file(upload), |current: Option<UploadRecord>| {
             let Some(mut record) = current else {
@@ -899,13 +944,14 @@ impl<'s> RefStore<'s> {
             if record.state == UploadState::Removing {
                 return Ok(Step::Keep(false));
             }
-            let before = (record.keys.len(), record.state);
+            let before = (record.keys.len(), record.state, record.indexed_as.clone());
             record.keys.extend(keys.iter().cloned());
             record.planned.extend(keys.iter().cloned());
-            if complete {
+            if let Run::Complete(indexed_as) = run {
                 record.state = UploadState::Indexed;
+                record.indexed_as = indexed_as.cloned();
             }
-            if (record.keys.len(), record.state) == before {
+            if (record.keys.len(), record.state, record.indexed_as.clone()) == before {
                 Ok(Step::Keep(true))
             } else {
                 Ok(Step::Write(record, true))
@@ -1262,9 +1308,9 @@ mod tests {
             ..Default::default()
         };
         let keys: BTreeSet<String> = ["k1".to_string(), "k2".to_string()].into();
-        assert_eq!(refs.plan(&up, &keys).await.unwrap(), None);
+        assert_eq!(refs.plan(&up, &keys, None).await.unwrap(), None);
         assert_eq!(
-            refs.plan(&up, &keys).await.unwrap().map(|r| r.state),
+            refs.plan(&up, &keys, None).await.unwrap().map(|r| r.state),
             Some(UploadState::Indexing),
             "the second plan finds the first"
         );
@@ -1277,7 +1323,7 @@ mod tests {
             .unwrap()
             .contains("file:/a"));
         assert!(refs
-            .finalize("file:/a", &["k1".to_string()].into(), true)
+            .finalize("file:/a", &["k1".to_string()].into(), Run::Complete(None))
             .await
             .unwrap());
         let record = refs.upload("file:/a").await.unwrap().unwrap();
@@ -1286,11 +1332,14 @@ mod tests {
         let removing = refs.begin_removal("file:/a").await.unwrap().unwrap();
         assert_eq!(removing.all_keys(), keys);
         assert!(
-            !refs.finalize("file:/a", &keys, true).await.unwrap(),
+            !refs
+                .finalize("file:/a", &keys, Run::Complete(None))
+                .await
+                .unwrap(),
             "a removing upload is not finalized"
         );
         assert_eq!(
-            refs.plan(&up, &keys).await.unwrap().map(|r| r.state),
+            refs.plan(&up, &keys, None).await.unwrap().map(|r| r.state),
             Some(UploadState::Removing)
         );
         refs.end_removal(&removing).await.unwrap();

@@ -112,6 +112,8 @@ async fn main() {
         stats.get_bytes() as f64 / n
     );
 
+    bench_requests(&stack, &keys[..sources.len().min(keys.len())]).await;
+
     // The same objects as SQS batches: one message per invocation, then batches of 10 with the
     // messages of a batch processed concurrently (SYMDEX_CONCURRENCY), each into a fresh bucket.
     let batch_objects = keys.len().min(120);
@@ -223,6 +225,91 @@ async fn main() {
         },
         max_read.0,
         max_read.1
+    );
+}
+
+/// S3 requests per artifact counted at the endpoint (a logging proxy before moto_server), and
+/// stored / input bytes, in the default deployment (redirect aliases): each distinct artifact
+/// indexed into a fresh bucket, then every one delivered again. The goals (issue "one stored
+/// copy per artifact"): keys + 4 requests per fresh artifact, 3 per redelivery, 1.05x bytes.
+async fn bench_requests(stack: &Stack, keys: &[String]) {
+    let bucket = "bench-requests";
+    stack
+        .s3
+        .create_bucket()
+        .bucket(bucket)
+        .send()
+        .await
+        .unwrap();
+    let proxy = fault_proxy::FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
+    let ctx = Arc::new(symdex_lambda::Context::new(
+        config(&[
+            ("SYMDEX_SERVING_BUCKET", bucket),
+            ("SYMDEX_ALIASES", "redirect"),
+        ]),
+        stack.moto.s3_via(&proxy.endpoint).await,
+    ));
+    let take = || std::mem::take(&mut *proxy.faults.log.lock().unwrap()).len();
+    let event = |key: &str| {
+        json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(key)}}}]})
+    };
+    for key in keys {
+        symdex_lambda::handle_indexer(&ctx, event(key))
+            .await
+            .unwrap();
+    }
+    let fresh = take();
+    for key in keys {
+        symdex_lambda::handle_indexer(&ctx, event(key))
+            .await
+            .unwrap();
+    }
+    let again = take();
+    let mut input = 0u64;
+    for key in keys {
+        let head = stack
+            .s3
+            .head_object()
+            .bucket(INGEST)
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+        input += head.content_length().unwrap_or(0) as u64;
+    }
+    let (mut published, mut bookkeeping, mut objects) = (0u64, 0u64, 0usize);
+    let mut pages = stack
+        .s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        for o in page.unwrap().contents() {
+            let size = o.size().unwrap_or(0) as u64;
+            let key = o.key().unwrap_or("");
+            if key.starts_with("_symdex/") || key.starts_with("_manifest/") {
+                bookkeeping += size;
+            } else if !key.ends_with("/index2.txt") && key != "index2.txt" {
+                published += size;
+                objects += 1;
+            }
+        }
+    }
+    let n = keys.len() as f64;
+    let per_artifact = objects as f64 / n;
+    println!(
+        "S3 requests per artifact ({} artifacts, {per_artifact:.1} published keys each, redirect aliases): fresh {:.1} (goal keys + 4 = {:.1}), redelivered {:.1} (goal 3)",
+        keys.len(),
+        fresh as f64 / n,
+        per_artifact + 4.0,
+        again as f64 / n,
+    );
+    println!(
+        "S3 stored / input bytes: {:.2} published (goal 1.05), {:.2} with _symdex/ and _manifest/",
+        published as f64 / input.max(1) as f64,
+        (published + bookkeeping) as f64 / input.max(1) as f64,
     );
 }
 

@@ -128,6 +128,8 @@ impl LambdaConfig {
                 layouts,
                 prefixes,
                 overwrite: flag("SYMDEX_OVERWRITE", false),
+                // SYMDEX_RECHECK: a redelivery checks every key again (see Config::recheck).
+                recheck: flag("SYMDEX_RECHECK", false),
                 manifest_prefix,
                 gzip_manifest: true,
                 lease,

@@ -10,7 +10,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
 use symdex_shared::archive;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
-use symdex_shared::pipeline::{Indexed, Indexer, Upload};
+use symdex_shared::pipeline::{Indexed, Indexer, Lookup, Upload};
 use symdex_shared::storage::s3::S3Store;
 use symdex_shared::storage::{CopySource, StorageError};
 use symdex_shared::{FormatError, IdentifyOptions};
@@ -164,6 +164,26 @@ pub(crate) async fn ingest_alive(
     })
 }
 
+/// One log line per decision.
+fn log_decisions(event: &ObjectEvent, indexed: &Indexed, bytes_read: u64) {
+    for r in &indexed.records {
+        tracing::info!(
+            action = r.action.map(|a| a.as_str()),
+            bucket = %event.bucket,
+            key = %event.key,
+            format = r.format.as_deref(),
+            debug_id = r.debug_id.as_deref(),
+            code_id = r.code_id.as_deref(),
+            published = r.published.len(),
+            unchanged = r.unchanged.len(),
+            conflicts = r.conflicts.len(),
+            bytes_read,
+            reason = r.reason.as_deref(),
+            "decision"
+        );
+    }
+}
+
 /// Indexes one created object. `Err` means: retry (or dead-letter) this message.
 async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<Job> {
     let store = &ctx.store;
@@ -204,6 +224,40 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
     let options = IdentifyOptions {
         as_source: ctx.config.is_source(&event.key),
     };
+    let upload = Upload {
+        id: upload_id(event, &info.etag),
+        source: CopySource::Object {
+            bucket: &event.bucket,
+            key: &event.key,
+            version_id: event.version_id.as_deref(),
+            size: info.size,
+            etag: &info.etag,
+        },
+        ingest_bucket: Some(event.bucket.clone()),
+        ingest_key: event.key.clone(),
+        entry: None,
+        ingest_version: event.version_id.clone(),
+        etag: info.etag.clone(),
+        size: info.size,
+        meta,
+        options: options.clone(),
+        source_path: None,
+    };
+    let indexer = Indexer::new(store, ctx.config.pipeline.clone());
+    // A re-delivery of an upload indexed in full: answered from its upload record (one
+    // read), nothing identified or published again (pipeline.rs, already_indexed). Nothing
+    // was referenced, so there is no liveness check to make either.
+    let prior = match indexer.already_indexed(&upload).await? {
+        Lookup::Indexed(unchanged) => {
+            log_decisions(event, &unchanged, 0);
+            return Ok(Job {
+                indexed: vec![unchanged],
+                ingest: None,
+            });
+        }
+        Lookup::Unindexed(prior) => prior,
+    };
+    let meta = upload.meta.clone();
     let identify = |reader: &dyn symdex_shared::RangeReader| {
         let identified = symdex_shared::identify(reader, &options);
         // Only what no format claims is looked at as an archive.
@@ -239,48 +293,15 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         .as_ref()
         .map(|ids| ids.iter().flat_map(|id| id.bundle_files.clone()).collect())
         .unwrap_or_default();
-    let bundle_meta = meta.clone();
-    let upload = Upload {
-        id: upload_id(event, &info.etag),
-        source: CopySource::Object {
-            bucket: &event.bucket,
-            key: &event.key,
-            version_id: event.version_id.as_deref(),
-            size: info.size,
-            etag: &info.etag,
-        },
-        ingest_bucket: Some(event.bucket.clone()),
-        ingest_key: event.key.clone(),
-        entry: None,
-        ingest_version: event.version_id.clone(),
-        etag: info.etag.clone(),
-        size: info.size,
-        meta,
-        options,
-        source_path: None,
-    };
-    let indexer = Indexer::new(store, ctx.config.pipeline.clone());
+    let bundle_meta = meta;
     if !ctx.prepared.load(Ordering::Relaxed) {
         indexer.prepare().await?;
         ctx.prepared.store(true, Ordering::Relaxed);
     }
-    let indexed = indexer.index_identified(&upload, identified).await?;
-    for r in &indexed.records {
-        tracing::info!(
-            action = r.action.map(|a| a.as_str()),
-            bucket = %event.bucket,
-            key = %event.key,
-            format = r.format.as_deref(),
-            debug_id = r.debug_id.as_deref(),
-            code_id = r.code_id.as_deref(),
-            published = r.published.len(),
-            unchanged = r.unchanged.len(),
-            conflicts = r.conflicts.len(),
-            bytes_read,
-            reason = r.reason.as_deref(),
-            "decision"
-        );
-    }
+    let indexed = indexer
+        .index_looked_up(&upload, identified, Some(prior))
+        .await?;
+    log_decisions(event, &indexed, bytes_read);
     if !bundle.is_empty() {
         let container = archive::Container::Zip;
         let mut files = crate::archives::index_archive(

@@ -61,7 +61,7 @@ impl Artifact {
         self
     }
 
-    fn upload(&self) -> Upload<'_> {
+    pub fn upload(&self) -> Upload<'_> {
         Upload {
             id: self.id.clone(),
             source: CopySource::Bytes(&self.bytes),
@@ -198,6 +198,16 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![&a.elf_a],
             ops: vec![Op::Index(&a.elf_b, true), Op::Delete(&a.elf_a)],
             survivors: Survivors::Exactly(vec![&a.elf_b]),
+        },
+        Scenario {
+            name: "an indexed upload is redelivered while it is deleted",
+            before: vec![&a.elf_a, &a.pe],
+            ops: vec![
+                Op::Index(&a.elf_a, false),
+                Op::Delete(&a.elf_a),
+                Op::Index(&a.pe, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.pe]),
         },
         Scenario {
             name: "delete both builds at once",
