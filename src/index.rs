@@ -15,7 +15,7 @@ use symdex_shared::pipeline::{
     default_prefixes, Config, EntryOf, Indexed, Indexer, Summary, Upload,
 };
 use symdex_shared::reader::{FileReader, RangeReader};
-use symdex_shared::refs::LeasePolicy;
+use symdex_shared::refs::{FileStamp, LeasePolicy};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{CopySource, LocalStore};
@@ -357,8 +357,20 @@ async fn index_file(
 ) -> io::Result<Indexed> {
     let abs = absolute(path);
     let reader = FileReader::open(&abs)?;
-    let etag = file_sha1(&abs)?;
     let shown = abs.to_string_lossy().into_owned();
+    // The status first, then the bytes: a change while they are read shows in the next
+    // status, never in a stamp of the old one.
+    let status = std::fs::metadata(&abs)?;
+    let known = match indexer.config().recheck {
+        true => None,
+        false => indexer.refs().source(&shown).await?.and_then(|r| r.file),
+    };
+    let (etag, hashed) =
+        match known.filter(|k| file_stamp(&status, "").is_some_and(|s| s.same_status(k))) {
+            Some(known) => (known.etag, false),
+            None => (file_sha1(&abs)?, true),
+        };
+    let file_stamp = file_stamp(&status, &etag).filter(|_| hashed);
     // Under a source root, a loose source file sits in its tree where it sits under the
     // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
     let source_path = meta.source_root.as_ref().and_then(|_| {
@@ -375,12 +387,44 @@ async fn index_file(
         entry: None,
         ingest_version: None,
         etag,
-        size: std::fs::metadata(&abs)?.len(),
+        size: status.len(),
         meta: meta.clone(),
         options: IdentifyOptions { as_source },
         source_path,
+        file_stamp,
     };
+    // The stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
+    // re-index writes nothing but its manifest, so a file first indexed unsettled is hashed
+    // again each time (then answered from its upload record).
     indexer.index(&upload, &reader).await
+}
+
+/// The stamp of a file hashed to `etag` with this status (refs.rs), when it was left alone
+/// long enough before the status was taken to be trusted later.
+#[cfg(unix)]
+fn file_stamp(status: &std::fs::Metadata, etag: &str) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    let stamp = FileStamp {
+        size: status.len(),
+        mtime_ns: ns(status.mtime(), status.mtime_nsec()),
+        ctime_ns: ns(status.ctime(), status.ctime_nsec()),
+        inode: status.ino(),
+        device: status.dev(),
+        etag: etag.to_string(),
+    };
+    let settled = i128::try_from(now).ok()? - FileStamp::SETTLED.as_nanos() as i128;
+    (stamp.mtime_ns.max(stamp.ctime_ns) <= settled).then_some(stamp)
+}
+
+/// No stamps where the status has no inode and change time.
+#[cfg(not(unix))]
+fn file_stamp(_status: &std::fs::Metadata, _etag: &str) -> Option<FileStamp> {
+    None
 }
 
 /// How far an archive may expand (archive bombs). Each breach is a `rejected` record with its
@@ -508,6 +552,7 @@ async fn index_entries(
                             || args.sources.wants_source(Path::new(&entry)),
                     },
                     source_path,
+                    file_stamp: None,
                 };
                 indexer.index(&upload, &*reader).await?
             }

@@ -554,6 +554,79 @@ fn a_reindex_of_an_unchanged_store_writes_only_its_manifest() {
     verify_clean(&store);
 }
 
+/// Bytes a `symdex index` run read (read(2) and friends, page cache or not): its shell's
+/// `/proc/<pid>/io` after it was reaped counts the child's I/O.
+fn bytes_read_by_index(store: &Path, input: &Path) -> (u64, String) {
+    let out = ok(std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#""$0" index --store "$1" "$2"; grep '^rchar:' /proc/$$/io"#)
+        .arg(env!("CARGO_BIN_EXE_symdex"))
+        .arg(store)
+        .arg(input)
+        .output()
+        .unwrap());
+    let rchar = out
+        .lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rchar in {out}"));
+    (rchar, out)
+}
+
+#[test]
+fn a_reindex_reads_no_input_whose_status_is_unchanged() {
+    const PADDING: usize = 32 << 20;
+    let w = Workdir::new();
+    build_split_elf(&w, "out", BID, "x * 5 + 2");
+    // A big debug file: bytes past everything identification reads.
+    let big = w.path("out/app.debug");
+    let mut bytes = std::fs::read(&big).unwrap();
+    bytes.resize(bytes.len() + PADDING, 0);
+    std::fs::write(&big, &bytes).unwrap();
+    // A file's status is trusted only once it was left alone for 2 s before it was hashed
+    // (a write in the same clock tick as the stat would go unseen): the rule is about wall
+    // time, so the test waits it out.
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    let store = w.path("store");
+    let out = w.path("out");
+    let (first, text) = bytes_read_by_index(&store, &out);
+    assert!(
+        first > PADDING as u64,
+        "a first index hashes and copies: {first}\n{text}"
+    );
+    let (again, text) = bytes_read_by_index(&store, &out);
+    assert!(
+        text.contains("0 published") && text.contains("2 unchanged"),
+        "{text}"
+    );
+    assert!(
+        again < (PADDING / 8) as u64,
+        "an unchanged re-index read {again} bytes\n{text}"
+    );
+    // Touched (same bytes, new status): read and hashed again, still unchanged.
+    ok(std::process::Command::new("touch")
+        .arg(&big)
+        .output()
+        .unwrap());
+    let (touched, text) = bytes_read_by_index(&store, &out);
+    assert!(
+        text.contains("0 published") && text.contains("2 unchanged"),
+        "{text}"
+    );
+    assert!(
+        touched > PADDING as u64,
+        "a touched input was not read: {touched}"
+    );
+    // Rewritten in place with other bytes of the same size: its change time moved, so it is
+    // read, and the new content is seen (a conflict under the same build id), not mistaken
+    // for the old.
+    *bytes.last_mut().unwrap() = 1;
+    std::fs::write(&big, &bytes).unwrap();
+    let (_, text) = bytes_read_by_index(&store, &out);
+    assert!(text.contains("1 conflicts"), "{text}");
+    verify_clean(&store);
+}
+
 /// `python3 -m http.server` over a directory: a static file server that knows nothing of
 /// symdex. Stopped on drop.
 struct StaticServer {

@@ -128,6 +128,8 @@ pub struct Upload<'a> {
     /// Where a source file sits in its source tree (matched against the paths debug files
     /// name, sourcemap.rs); `None`: its archive entry path, else its ingest key.
     pub source_path: Option<String>,
+    /// A local input file's status when it was hashed, kept with its location (refs.rs).
+    pub file_stamp: Option<crate::refs::FileStamp>,
 }
 
 /// The archive an entry upload came from, and where inside it.
@@ -263,14 +265,26 @@ pub struct Indexer<'s> {
     store: &'s dyn Storage,
     refs: RefStore<'s>,
     config: Config,
+    /// What of this indexer decides keys besides an upload: its version, layouts, prefixes,
+    /// case folding, the store's alias mode (part of [`Self::plan_digest`]).
+    key_plan: String,
 }
 
 impl<'s> Indexer<'s> {
     pub fn new(store: &'s dyn Storage, config: Config) -> Self {
+        let key_plan = format!(
+            "{}\n{:?}\n{:?}\n{}\n{}",
+            crate::manifest::indexer_version(),
+            config.layouts,
+            config.prefixes,
+            config.fold_case,
+            store.key_copies_are_aliases(),
+        );
         Indexer {
             store,
             refs: RefStore::with_policy(store, config.lease.clone()),
             config,
+            key_plan,
         }
     }
 
@@ -355,7 +369,7 @@ impl<'s> Indexer<'s> {
         };
         let settled = found.state == UploadState::Indexed
             && indexed_as.plan == self.plan_digest(upload)
-            && found.planned == found.keys
+            && found.planned.is_subset(&found.keys)
             && found.keys.len() == indexed_as.referenced;
         if !settled {
             return unindexed();
@@ -391,17 +405,10 @@ impl<'s> Indexer<'s> {
     /// key configuration and the store's alias mode, the upload's identify options and source
     /// path. Compared by [`Self::already_indexed`].
     fn plan_digest(&self, upload: &Upload<'_>) -> String {
-        let c = &self.config;
         crate::digest::sha1_hex(
             format!(
-                "{}\n{:?}\n{:?}\n{}\n{}\n{:?}\n{:?}",
-                crate::manifest::indexer_version(),
-                c.layouts,
-                c.prefixes,
-                c.fold_case,
-                self.store.key_copies_are_aliases(),
-                upload.options,
-                upload.source_path,
+                "{}\n{:?}\n{:?}",
+                self.key_plan, upload.options, upload.source_path,
             )
             .as_bytes(),
         )
@@ -535,22 +542,25 @@ impl<'s> Indexer<'s> {
                 .collect(),
             ..UploadRecord::default()
         };
-        let mut found = self.refs.plan(&template, &planned, prior).await?;
+        let stamp = upload.file_stamp.as_ref();
+        let mut found = self.refs.plan(&template, &planned, prior, stamp).await?;
         if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
             if !self.config.lease.exclusive {
                 return Err(busy(&format!("{}: a removal is in progress", upload.id)));
             }
             // A removal that died half-way (we hold the writer lock): finish it first.
             self.unindex(&upload.id).await?;
-            found = self.refs.plan(&template, &planned, None).await?;
+            found = self.refs.plan(&template, &planned, None, stamp).await?;
         }
         let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
+        // An earlier attempt of this upload began and did not finish.
+        let retry = found.as_ref().map(|r| r.state) == Some(UploadState::Indexing);
         // An upload indexed before keeps its channel and expiry (a promotion may have changed
         // them since): its records say so, not what this delivery would have stamped.
         let retained = found.map(|r| (r.meta.channel, r.meta.expires));
         let mut referenced = BTreeSet::new();
         for plan in plans {
-            let (record, keys, others) = self.publish_identity(upload, plan, fresh).await?;
+            let (record, keys, others) = self.publish_identity(upload, plan, fresh, retry).await?;
             referenced.extend(keys);
             records.push(record);
             records.extend(others);
@@ -732,6 +742,7 @@ impl<'s> Indexer<'s> {
         upload: &Upload<'_>,
         plan: Planned,
         fresh: bool,
+        retry: bool,
     ) -> io::Result<(Record, BTreeSet<String>, Vec<Record>)> {
         let Planned {
             id,
@@ -803,7 +814,7 @@ impl<'s> Indexer<'s> {
         }
         let mut others = Vec::new();
         if id.format == Format::Pe {
-            others = self.alias_pdbs(upload, &id).await?;
+            others = self.alias_pdbs(upload, &id, retry).await?;
         }
         // Sources for debuggers (sourcemap.rs): a source file offers itself, a debug file
         // asks for the paths its DWARF names.
@@ -1269,8 +1280,14 @@ impl<'s> Indexer<'s> {
 
     /// For each PDB a PE references: remember the CodeView name, and if that PDB is already
     /// published, make it reachable under the exact name the PE uses. The alias copies are
-    /// held by the PDB's uploads, whose bytes they serve (refs.rs, invariant 5).
-    async fn alias_pdbs(&self, upload: &Upload<'_>, id: &Identity) -> io::Result<Vec<Record>> {
+    /// held by the PDB's uploads, whose bytes they serve (refs.rs, invariant 5). `retry`: an
+    /// earlier attempt of this PE began and did not finish.
+    async fn alias_pdbs(
+        &self,
+        upload: &Upload<'_>,
+        id: &Identity,
+        retry: bool,
+    ) -> io::Result<Vec<Record>> {
         let mut records = Vec::new();
         for (pdb, name) in layouts::companions(id, upload.name()) {
             if name.is_empty() || layouts::Name::new(&name).is_err() {
@@ -1303,9 +1320,13 @@ impl<'s> Indexer<'s> {
             // The copies are the PDB uploads' keys (invariant 5), so they are recorded as
             // theirs, whichever of PE and PDB came first. An alias holding other content is
             // not this PE's conflict: the PE itself published fine.
-            let mut published: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            // Per holder: the keys published now, and those it held already.
+            let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
             // What each holder already references (finalized): an alias it holds is done, and
-            // a re-index of the PE finds nothing to do.
+            // a re-index of the PE finds nothing to do. It is reported again: unchanged, or, by
+            // a retried PE, published when its bytes were first written for that holder (the
+            // earlier attempt may have written it and failed before its records were: the
+            // manifest is at-least-once, as for an upload's own keys).
             let mut held: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
             for holder in &pdb_record.refs {
                 let keys = self.refs.upload(holder).await?.map(|u| u.keys);
@@ -1316,25 +1337,35 @@ impl<'s> Indexer<'s> {
                     continue;
                 }
                 for holder in &pdb_record.refs {
-                    if held
+                    let outcome = if held
                         .get(holder.as_str())
                         .is_some_and(|keys| keys.contains(&key))
                     {
-                        continue;
-                    }
-                    if self.hold_for(holder, &key, &content).await? == Some(KeyOutcome::Published) {
-                        published
+                        let first_written_for_holder =
+                            retry && self.refs.key(&key).await?.is_some_and(|r| &r.by == holder);
+                        Some(if first_written_for_holder {
+                            KeyOutcome::Published
+                        } else {
+                            KeyOutcome::Unchanged
+                        })
+                    } else {
+                        self.hold_for(holder, &key, &content).await?
+                    };
+                    if let Some(outcome @ (KeyOutcome::Published | KeyOutcome::Unchanged)) = outcome
+                    {
+                        outcomes
                             .entry(holder.clone())
                             .or_default()
-                            .push(key.clone());
+                            .add(&key, outcome);
                     }
                 }
             }
-            for (holder, keys) in published {
+            for (holder, outcome) in outcomes {
                 if let Some(holder_upload) = self.refs.upload(&holder).await? {
-                    let mut record = upload_record_of(&holder_upload, Action::Indexed);
+                    let mut record = upload_record_of(&holder_upload, outcome.action());
                     fill_identity(&mut record, &pdb);
-                    record.published = keys;
+                    record.published = outcome.published;
+                    record.unchanged = outcome.unchanged;
                     record.reason = Some(format!(
                         "published under {name:?}, the name {} gives this PDB",
                         upload.id

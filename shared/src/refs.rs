@@ -138,7 +138,9 @@ pub struct UploadRecord {
     pub state: UploadState,
     /// Keys it references.
     pub keys: BTreeSet<String>,
-    /// Every key it may reference (invariant 4); a removal takes the references of all.
+    /// Keys it may reference that `keys` does not list yet (invariant 4: a key is listed in
+    /// one of the two before a reference to it is added); a removal takes the references of
+    /// all (`all_keys`). Records written before this kept every key in both.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub planned: BTreeSet<String>,
     /// An ELF debug file: the source paths its DWARF names (formats::dwarf).
@@ -184,6 +186,18 @@ pub struct IndexedAs {
 }
 
 impl UploadRecord {
+    /// Lists `keys` as planned where neither list has them; `true` if any was new.
+    fn plan_keys(&mut self, keys: &BTreeSet<String>) -> bool {
+        let new: Vec<String> = keys
+            .iter()
+            .filter(|k| !self.keys.contains(*k) && !self.planned.contains(*k))
+            .cloned()
+            .collect();
+        let changed = !new.is_empty();
+        self.planned.extend(new);
+        changed
+    }
+
     /// Every key the upload may hold a reference to.
     pub fn all_keys(&self) -> BTreeSet<String> {
         self.keys.union(&self.planned).cloned().collect()
@@ -195,6 +209,47 @@ impl UploadRecord {
 pub struct SourceRecord {
     pub source: String,
     pub uploads: BTreeSet<String>,
+    /// A local input file as it was when last hashed: a re-index of the same file trusts its
+    /// content identity instead of reading it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileStamp>,
+}
+
+/// A local file's status and the content identity (SHA-1) read from it, as git's index keeps
+/// them: the same size, modification and change times (nanoseconds), inode and device mean
+/// the same bytes. The change time cannot be set back by a user, and a stamp is only taken of
+/// a file not modified within [`FileStamp::SETTLED`] of the stat (a write in the same clock
+/// tick as the stat would otherwise go unseen).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStamp {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ctime_ns: i128,
+    pub inode: u64,
+    pub device: u64,
+    pub etag: String,
+}
+
+impl FileStamp {
+    /// How long a file must have been left alone before its stamp is trusted.
+    pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+    /// Whether `other` describes the same file status (its etag aside).
+    pub fn same_status(&self, other: &FileStamp) -> bool {
+        (
+            self.size,
+            self.mtime_ns,
+            self.ctime_ns,
+            self.inode,
+            self.device,
+        ) == (
+            other.size,
+            other.mtime_ns,
+            other.ctime_ns,
+            other.inode,
+            other.device,
+        )
+    }
 }
 
 /// PE <-> PDB name aliasing for one debug id.
@@ -859,6 +914,7 @@ impl<'s> RefStore<'s> {
         template: &UploadRecord,
         keys: &BTreeSet<String>,
         prior: Option<PriorRead>,
+        stamp: Option<&FileStamp>,
     ) -> io::Result<Option<UploadRecord>> {
         let found = self
             .update_versioned(
@@ -876,12 +932,10 @@ impl<'s> RefStore<'s> {
                     if record.state == UploadState::Removing {
                         return Ok(Step::Keep(Some(found)));
                     }
-                    let before = record.planned.len();
-                    record.planned.extend(keys.iter().cloned());
-                    if record.planned.len() == before {
-                        Ok(Step::Keep(Some(found)))
-                    } else {
+                    if record.plan_keys(keys) {
                         Ok(Step::Write(record, Some(found)))
+                    } else {
+                        Ok(Step::Keep(Some(found)))
                     }
                 },
             )
@@ -895,7 +949,12 @@ impl<'s> RefStore<'s> {
                         source: template.source.clone(),
                         ..Default::default()
                     });
-                    if source.uploads.insert(template.upload.clone()) {
+                    let added = source.uploads.insert(template.upload.clone());
+                    let restamped = stamp.is_some_and(|s| source.file.as_ref() != Some(s));
+                    if restamped {
+                        source.file = stamp.cloned();
+                    }
+                    if added || restamped {
                         Ok(Step::Write(source, ()))
                     } else {
                         Ok(Step::Keep(()))
@@ -917,12 +976,10 @@ impl<'s> RefStore<'s> {
             if record.state == UploadState::Removing {
                 return Ok(Step::Keep(false));
             }
-            let before = record.planned.len();
-            record.planned.extend(keys.iter().cloned());
-            if record.planned.len() == before {
-                Ok(Step::Keep(true))
-            } else {
+            if record.plan_keys(keys) {
                 Ok(Step::Write(record, true))
+            } else {
+                Ok(Step::Keep(true))
             }
         })
         .await
@@ -944,14 +1001,18 @@ impl<'s> RefStore<'s> {
             if record.state == UploadState::Removing {
                 return Ok(Step::Keep(false));
             }
-            let before = (record.keys.len(), record.state, record.indexed_as.clone());
+            let summary =
+                |r: &UploadRecord| (r.keys.len(), r.planned.len(), r.state, r.indexed_as.clone());
+            let before = summary(&record);
             record.keys.extend(keys.iter().cloned());
-            record.planned.extend(keys.iter().cloned());
+            // Referenced now: listed under `keys` alone (records written before this kept
+            // every key in both; either way `all_keys` is the union).
+            record.planned.retain(|k| !record.keys.contains(k));
             if let Run::Complete(indexed_as) = run {
                 record.state = UploadState::Indexed;
                 record.indexed_as = indexed_as.cloned();
             }
-            if (record.keys.len(), record.state, record.indexed_as.clone()) == before {
+            if summary(&record) == before {
                 Ok(Step::Keep(true))
             } else {
                 Ok(Step::Write(record, true))
@@ -1064,6 +1125,11 @@ impl<'s> RefStore<'s> {
     }
 
     /// The uploads indexed from one ingest location (`s3://bucket/key` or a path).
+    /// The record of one ingest location.
+    pub async fn source(&self, source: &str) -> io::Result<Option<SourceRecord>> {
+        self.read(&source_file(source)).await
+    }
+
     pub async fn uploads_of_source(&self, source: &str) -> io::Result<BTreeSet<String>> {
         Ok(self
             .read::<SourceRecord>(&source_file(source))
@@ -1308,9 +1374,12 @@ mod tests {
             ..Default::default()
         };
         let keys: BTreeSet<String> = ["k1".to_string(), "k2".to_string()].into();
-        assert_eq!(refs.plan(&up, &keys, None).await.unwrap(), None);
+        assert_eq!(refs.plan(&up, &keys, None, None).await.unwrap(), None);
         assert_eq!(
-            refs.plan(&up, &keys, None).await.unwrap().map(|r| r.state),
+            refs.plan(&up, &keys, None, None)
+                .await
+                .unwrap()
+                .map(|r| r.state),
             Some(UploadState::Indexing),
             "the second plan finds the first"
         );
@@ -1329,6 +1398,13 @@ mod tests {
         let record = refs.upload("file:/a").await.unwrap().unwrap();
         assert_eq!(record.state, UploadState::Indexed);
         assert_eq!(record.keys.len(), 1);
+        // Each key is listed once: referenced under `keys`, the rest still `planned`.
+        assert_eq!(record.planned, ["k2".to_string()].into());
+        assert!(
+            refs.plan(&up, &keys, None, None).await.unwrap().is_some(),
+            "planning the same keys again"
+        );
+        assert_eq!(refs.upload("file:/a").await.unwrap().unwrap(), record);
         let removing = refs.begin_removal("file:/a").await.unwrap().unwrap();
         assert_eq!(removing.all_keys(), keys);
         assert!(
@@ -1339,7 +1415,10 @@ mod tests {
             "a removing upload is not finalized"
         );
         assert_eq!(
-            refs.plan(&up, &keys, None).await.unwrap().map(|r| r.state),
+            refs.plan(&up, &keys, None, None)
+                .await
+                .unwrap()
+                .map(|r| r.state),
             Some(UploadState::Removing)
         );
         refs.end_removal(&removing).await.unwrap();

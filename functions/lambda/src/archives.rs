@@ -274,6 +274,7 @@ async fn index_entry(
         meta: meta.clone(),
         options,
         source_path,
+        file_stamp: None,
     };
     indexer.index_identified(&upload, identified).await
 }

@@ -242,6 +242,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         meta,
         options: options.clone(),
         source_path: None,
+        file_stamp: None,
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
     // A re-delivery of an upload indexed in full: answered from its upload record (one

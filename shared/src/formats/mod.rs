@@ -249,10 +249,11 @@ pub(crate) fn le_u16(data: &[u8], at: usize) -> Option<u16> {
 
 /// Lowercase hex of a byte string.
 pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        let _ = write!(s, "{b:02x}");
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
     s
 }
@@ -270,6 +271,12 @@ mod tests {
 
     fn sniffed(bytes: &[u8]) -> Option<Format> {
         sniff(bytes, &MemReader(bytes.to_vec())).unwrap()
+    }
+
+    #[test]
+    fn hex_is_lowercase_two_digits_per_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff, 0x5c]), "000fa0ff5c");
+        assert_eq!(hex(&[]), "");
     }
 
     #[test]

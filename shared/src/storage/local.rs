@@ -179,7 +179,10 @@ impl LocalStore {
 pub fn file_sha1(path: &Path) -> io::Result<String> {
     let mut file = fs::File::open(path)?;
     let mut hasher = crate::digest::Sha1::new();
-    let mut buf = vec![0u8; 256 * 1024];
+    // No bigger than the file (plus one byte to see its end): a re-index hashes every input,
+    // and zeroing a 256 KiB buffer for each small one cost as much as hashing it.
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut buf = vec![0u8; size.saturating_add(1).clamp(4096, 256 * 1024) as usize];
     loop {
         let n = file.read(&mut buf)?;
         if n == 0 {

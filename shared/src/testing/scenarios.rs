@@ -79,6 +79,7 @@ impl Artifact {
                 as_source: self.as_source,
             },
             source_path: None,
+            file_stamp: None,
         }
     }
 }
