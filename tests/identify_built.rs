@@ -244,65 +244,6 @@ fn pe_without_debug_directory() {
     assert!(ids[0].code_id.is_some());
 }
 
-fn build_macho(w: &Workdir) {
-    for arch in ["arm64", "x86_64"] {
-        let obj = format!("m_{arch}.o");
-        let lib = format!("libm_{arch}.dylib");
-        w.run(
-            "clang-19",
-            &[
-                &format!("--target={arch}-apple-macos11"),
-                "-g",
-                "-O1",
-                "-c",
-                "src.cpp",
-                "-o",
-                &obj,
-            ],
-        );
-        w.run(
-            "ld64.lld-19",
-            &[
-                "-arch",
-                arch,
-                "-dylib",
-                "-platform_version",
-                "macos",
-                "11.0",
-                "11.0",
-                "-install_name",
-                "@rpath/libm.dylib",
-                "-undefined",
-                "dynamic_lookup",
-                "-o",
-                &lib,
-                &obj,
-            ],
-        );
-        w.run("dsymutil-19", &[&lib, "-o", &format!("libm_{arch}.dSYM")]);
-    }
-    w.run(
-        "llvm-lipo-19",
-        &[
-            "-create",
-            "libm_arm64.dylib",
-            "libm_x86_64.dylib",
-            "-output",
-            "libm.dylib",
-        ],
-    );
-    w.run(
-        "llvm-lipo-19",
-        &[
-            "-create",
-            "libm_arm64.dSYM/Contents/Resources/DWARF/libm_arm64.dylib",
-            "libm_x86_64.dSYM/Contents/Resources/DWARF/libm_x86_64.dylib",
-            "-output",
-            "libm.dwarf",
-        ],
-    );
-}
-
 /// `llvm-dwarfdump --uuid`: (arch, uuid lowercase) per slice.
 fn dwarfdump_uuids(w: &Workdir, file: &str) -> Vec<(String, String)> {
     w.run("llvm-dwarfdump-19", &["--uuid", file])
@@ -319,7 +260,7 @@ fn dwarfdump_uuids(w: &Workdir, file: &str) -> Vec<(String, String)> {
 #[test]
 fn mach_o_thin_fat_and_dsym() {
     let w = Workdir::new();
-    build_macho(&w);
+    common::build_macho(&w);
     for file in ["libm_arm64.dylib", "libm.dylib", "libm.dwarf"] {
         let mut expected = dwarfdump_uuids(&w, file);
         let (ids, _) = identify(&w.path(file));
@@ -379,7 +320,7 @@ fn identification_reads_under_256_kib_of_a_100_mb_file() {
     let w = Workdir::new();
     build_gnu_elf(&w);
     let (dll, pdb) = build_pe(&w, "x86_64-pc-windows-msvc", true);
-    build_macho(&w);
+    common::build_macho(&w);
     for file in [
         "app",
         "app.debug",

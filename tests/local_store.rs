@@ -438,7 +438,16 @@ fn each_artifact_is_stored_once_under_all_its_names() {
     build_split_elf(&w, "out", BID, "x + 11");
     std::fs::write(w.path("src.cpp"), common::SOURCE_CPP).unwrap();
     build_pe_and_pdb(&w, "lib.pdb", "lib.dll");
-    let inputs = ["out/app.debug", "out/app.stripped", "lib.pdb", "lib.dll"];
+    // Fat Mach-O: one upload, one identity per slice, every slice's keys naming the same bytes.
+    common::build_macho(&w);
+    let inputs = [
+        "out/app.debug",
+        "out/app.stripped",
+        "lib.pdb",
+        "lib.dll",
+        "libm.dylib",
+        "libm.dwarf",
+    ];
     let input_bytes: u64 = inputs
         .iter()
         .map(|f| std::fs::metadata(w.path(f)).unwrap().len())

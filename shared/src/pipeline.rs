@@ -559,8 +559,12 @@ impl<'s> Indexer<'s> {
         // them since): its records say so, not what this delivery would have stamped.
         let retained = found.map(|r| (r.meta.channel, r.meta.expires));
         let mut referenced = BTreeSet::new();
+        // A key holding the upload's bytes, shared by its identities (one stored copy).
+        let mut holding = None;
         for plan in plans {
-            let (record, keys, others) = self.publish_identity(upload, plan, fresh, retry).await?;
+            let (record, keys, others) = self
+                .publish_identity(upload, plan, fresh, retry, &mut holding)
+                .await?;
             referenced.extend(keys);
             records.push(record);
             records.extend(others);
@@ -743,6 +747,7 @@ impl<'s> Indexer<'s> {
         plan: Planned,
         fresh: bool,
         retry: bool,
+        holding: &mut Option<String>,
     ) -> io::Result<(Record, BTreeSet<String>, Vec<Record>)> {
         let Planned {
             id,
@@ -773,7 +778,7 @@ impl<'s> Indexer<'s> {
         let mut outcome = Outcome::default();
         // What this upload references: keys it published or found holding its content.
         let mut referenced = self
-            .publish_own(upload, &keys, fresh, &mut outcome, None)
+            .publish_own(upload, &keys, fresh, &mut outcome, holding)
             .await?;
         for (key, bytes) in sidecar_keys {
             self.publish_sidecar(upload, &key, bytes, fresh).await?;
@@ -1019,7 +1024,8 @@ impl<'s> Indexer<'s> {
         if keys.is_empty() || !self.refs.plan_more(&upload.id, &keys).await? {
             return Ok(BTreeSet::new());
         }
-        self.publish_own(upload, &keys, fresh, outcome, Some(holding))
+        let mut holding = Some(holding.to_string());
+        self.publish_own(upload, &keys, fresh, outcome, &mut holding)
             .await
     }
 
@@ -1196,20 +1202,22 @@ impl<'s> Indexer<'s> {
         if !refs.plan_more(&upload.id, &extra_keys).await? {
             return Ok(BTreeSet::new());
         }
-        self.publish_own(upload, &extra_keys, fresh, outcome, Some(&first))
+        self.publish_own(upload, &extra_keys, fresh, outcome, &mut Some(first))
             .await
     }
 
     /// Publishes the upload's own bytes under `keys`, noting each outcome; returns the keys it
     /// now references (all but the conflicts). `holding`: a key this upload references that
-    /// already holds its bytes (later keys may be linked or aliased to it).
+    /// already holds its bytes (later keys may be linked or aliased to it); set to the first
+    /// such key when there was none, so the next identity of the same upload (a fat Mach-O's
+    /// next slice) links or aliases to it instead of storing the bytes again.
     async fn publish_own(
         &self,
         upload: &Upload<'_>,
         keys: &BTreeSet<String>,
         fresh: bool,
         outcome: &mut Outcome,
-        holding: Option<&str>,
+        holding: &mut Option<String>,
     ) -> io::Result<BTreeSet<String>> {
         let mut referenced = BTreeSet::new();
         // Once one key holds this content, later keys are copied from that key: a hard link
@@ -1224,7 +1232,7 @@ impl<'s> Indexer<'s> {
             || (matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
                 && !self.config.overwrite
                 && self.config.lease.exclusive);
-        let mut first: Option<String> = holding.map(str::to_string);
+        let mut first: Option<String> = holding.clone();
         for key in keys {
             let mut content = upload.content();
             if let (true, Some(first)) = (linkable, &first) {
@@ -1252,6 +1260,9 @@ impl<'s> Indexer<'s> {
                 first.get_or_insert(target);
             }
             first.get_or_insert_with(|| key.clone());
+        }
+        if holding.is_none() {
+            *holding = first;
         }
         Ok(referenced)
     }

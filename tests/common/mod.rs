@@ -340,3 +340,65 @@ pub fn published_files(store: &Path) -> std::collections::BTreeMap<String, Vec<u
         })
         .collect()
 }
+
+/// `libm.dylib` (fat: arm64 + x86_64) and `libm.dwarf` (fat dSYM DWARF), with the thin
+/// slices and their dSYM bundles, from `src.cpp` in `w` (clang-19, ld64.lld-19, dsymutil-19,
+/// llvm-lipo-19).
+pub fn build_macho(w: &Workdir) {
+    for arch in ["arm64", "x86_64"] {
+        let obj = format!("m_{arch}.o");
+        let lib = format!("libm_{arch}.dylib");
+        w.run(
+            "clang-19",
+            &[
+                &format!("--target={arch}-apple-macos11"),
+                "-g",
+                "-O1",
+                "-c",
+                "src.cpp",
+                "-o",
+                &obj,
+            ],
+        );
+        w.run(
+            "ld64.lld-19",
+            &[
+                "-arch",
+                arch,
+                "-dylib",
+                "-platform_version",
+                "macos",
+                "11.0",
+                "11.0",
+                "-install_name",
+                "@rpath/libm.dylib",
+                "-undefined",
+                "dynamic_lookup",
+                "-o",
+                &lib,
+                &obj,
+            ],
+        );
+        w.run("dsymutil-19", &[&lib, "-o", &format!("libm_{arch}.dSYM")]);
+    }
+    w.run(
+        "llvm-lipo-19",
+        &[
+            "-create",
+            "libm_arm64.dylib",
+            "libm_x86_64.dylib",
+            "-output",
+            "libm.dylib",
+        ],
+    );
+    w.run(
+        "llvm-lipo-19",
+        &[
+            "-create",
+            "libm_arm64.dSYM/Contents/Resources/DWARF/libm_arm64.dylib",
+            "libm_x86_64.dSYM/Contents/Resources/DWARF/libm_x86_64.dylib",
+            "-output",
+            "libm.dwarf",
+        ],
+    );
+}
