@@ -343,7 +343,7 @@ impl<'s> Indexer<'s> {
 
     /// A re-delivery of an upload whose last run was complete, under the same plan: its
     /// `unchanged` records, from the upload record alone (one read: no identification, no
-    /// key's record read, nothing written but the caller's manifest). `None`: index it.
+    /// key's record read, nothing written but the caller's manifest). `Unindexed`: index it.
     ///
     /// Why the record is enough: an `indexed` upload record is written by finalize after
     /// every key was referenced (invariant 4), and only a removal, which first marks the
@@ -416,8 +416,9 @@ impl<'s> Indexer<'s> {
 
     /// What a run came to, kept in the upload record when a re-delivery may be answered from
     /// it: every record of the upload published or found unchanged, its keys exactly those
-    /// planned and referenced (a conflict, a rejected key or another upload's record about
-    /// it means the next delivery runs in full).
+    /// planned and referenced (after a conflict the next delivery runs in full, and may find
+    /// the key free). Records about other uploads (a PDB's aliases under this PE's name) are
+    /// not kept: that work was done before this run finished, and is theirs to report.
     fn indexed_as(
         &self,
         upload: &Upload<'_>,
@@ -426,7 +427,7 @@ impl<'s> Indexer<'s> {
         referenced: &BTreeSet<String>,
     ) -> Option<IndexedAs> {
         let own: Vec<&Record> = records.iter().filter(|r| r.upload == upload.id).collect();
-        let settled = own.len() == records.len()
+        let settled = !own.is_empty()
             && own.iter().all(|r| {
                 matches!(r.action, Some(Action::Indexed | Action::Unchanged))
                     && r.conflicts.is_empty()
@@ -1819,5 +1820,32 @@ mod tests {
             assert_eq!(keys_of(&full.records), keys_of(&first.records));
             assert!(full.records.iter().all(|r| r.published.is_empty()));
         }
+    }
+
+    #[tokio::test]
+    async fn a_pe_that_aliased_its_pdb_is_answered_from_its_upload_record_too() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        index_and_finalize(&store, config(), &artifacts.pdb).await;
+        let first = index_and_finalize(&store, config(), &artifacts.pe).await;
+        assert!(
+            first.records.iter().any(|r| r.upload == artifacts.pdb.id),
+            "the PE published the PDB under its CodeView name: {:#?}",
+            first.records
+        );
+        let again = index_and_finalize(&store, config(), &artifacts.pe).await;
+        assert_eq!(again.upload, None, "indexed in full again");
+        assert!(again.records.iter().all(|r| r.upload == artifacts.pe.id));
+        assert_eq!(
+            keys_of(&again.records),
+            keys_of(
+                &first
+                    .records
+                    .into_iter()
+                    .filter(|r| r.upload == artifacts.pe.id)
+                    .collect::<Vec<_>>()
+            )
+        );
     }
 }
