@@ -12,7 +12,7 @@ use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
-    busy, Content, IdRecord, IndexedAs, KeyOutcome, LeasePolicy, PriorRead, RefStore,
+    busy, Content, IdRecord, IndexedAs, KeyOutcome, LeasePolicy, OnDifferent, PriorRead, RefStore,
     RemoveOutcome, Run, UploadRecord, UploadState,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
@@ -883,18 +883,13 @@ impl<'s> Indexer<'s> {
         size: u64,
         fresh: bool,
     ) -> io::Result<KeyOutcome> {
-        let existing = self.refs.is_live(key).await?;
-        let (etag, size) = match existing {
-            Some(record) => (record.etag, record.size),
-            None => (etag, size),
-        };
         let content = Content {
             etag: &etag,
             size,
             source,
         };
         self.refs
-            .publish(key, &upload.id, &content, false, fresh)
+            .publish(key, &upload.id, &content, OnDifferent::Adopt, fresh)
             .await
     }
 
@@ -1241,7 +1236,13 @@ impl<'s> Indexer<'s> {
             }
             let result = self
                 .refs
-                .publish(key, &upload.id, &content, self.config.overwrite, fresh)
+                .publish(
+                    key,
+                    &upload.id,
+                    &content,
+                    OnDifferent::overwrite(self.config.overwrite),
+                    fresh,
+                )
                 .await?;
             outcome.add(key, result);
             if result == KeyOutcome::Conflict {
@@ -1284,7 +1285,13 @@ impl<'s> Indexer<'s> {
         }
         let result = self
             .refs
-            .publish(target, &upload.id, &upload.content(), false, fresh)
+            .publish(
+                target,
+                &upload.id,
+                &upload.content(),
+                OnDifferent::Conflict,
+                fresh,
+            )
             .await?;
         outcome.add(target, result);
         Ok(result != KeyOutcome::Conflict)
@@ -1439,7 +1446,11 @@ impl<'s> Indexer<'s> {
         }
         // `fresh`: copies first written for this holder are reported as published again by a
         // retry (at-least-once, as for the holder's own keys).
-        let result = match self.refs.publish(key, holder, content, false, true).await {
+        let result = match self
+            .refs
+            .publish(key, holder, content, OnDifferent::Conflict, true)
+            .await
+        {
             Ok(result) => result,
             // The source copy was unpublished meanwhile: so is its upload, no alias needed.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

@@ -301,6 +301,32 @@ impl Default for LeasePolicy {
     }
 }
 
+/// What [`RefStore::publish`] does where a key's record names other content than the
+/// upload's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDifferent {
+    /// Leave it, report a conflict.
+    Conflict,
+    /// Replace it (`--overwrite`).
+    Overwrite,
+    /// Take the published copy as this upload's: content symdex generates from an upload (a
+    /// section, a sidecar) whose identity depends on how it was copied (an S3 part copy's
+    /// ETag), so a live copy of it serves as well as a new one. An object written outside
+    /// symdex is still a conflict.
+    Adopt,
+}
+
+impl OnDifferent {
+    /// `--overwrite` or not.
+    pub fn overwrite(overwrite: bool) -> Self {
+        if overwrite {
+            OnDifferent::Overwrite
+        } else {
+            OnDifferent::Conflict
+        }
+    }
+}
+
 /// What one key's publication came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeyOutcome {
@@ -347,9 +373,10 @@ enum PublishPlan {
     Copy(Lease, Box<KeyRecord>),
     /// A sole writer's new key, its record written in its final state: copy.
     CopySole,
-    /// Referenced, no lease needed: check the object is there.
+    /// Referenced, no lease needed: check the object is there, of the recorded size.
     Check {
         by_us: bool,
+        size: u64,
     },
     Done(KeyOutcome),
     /// No record: first ask what is at the key (an object written outside symdex).
@@ -584,16 +611,18 @@ impl<'s> RefStore<'s> {
     }
 
     /// Publishes `content` at `key` for `upload` and adds the reference (invariants 1–3).
-    /// `fresh`: the upload was not indexed before (a key this upload first wrote in an
-    /// earlier, unfinished attempt counts as published again).
+    /// `different`: what to do where the key's record names other content. `fresh`: the
+    /// upload was not indexed before (a key this upload first wrote in an earlier, unfinished
+    /// attempt counts as published again).
     pub async fn publish(
         &self,
         key: &str,
         upload: &str,
         content: &Content<'_>,
-        overwrite: bool,
+        different: OnDifferent,
         fresh: bool,
     ) -> io::Result<KeyOutcome> {
+        let overwrite = different == OnDifferent::Overwrite;
         let file = key_file(key);
         let holder = index_holder(upload);
         // Without a record, whatever is at the key was written outside symdex: asked once,
@@ -649,7 +678,11 @@ impl<'s> RefStore<'s> {
                                 lease: None,
                                 ..mine([upload.to_string()].into(), String::new())
                             };
-                            return Ok(Step::Write(record, PublishPlan::Check { by_us: false }));
+                            let check = PublishPlan::Check {
+                                by_us: false,
+                                size: content.size,
+                            };
+                            return Ok(Step::Write(record, check));
                         }
                         let record = mine([upload.to_string()].into(), upload.to_string());
                         if self.policy.exclusive && !had_record && outside.is_none() {
@@ -665,7 +698,7 @@ impl<'s> RefStore<'s> {
                         let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
                         return Ok(Step::Write(record, plan));
                     };
-                    if record.etag != content.etag {
+                    if record.etag != content.etag && different != OnDifferent::Adopt {
                         if !overwrite {
                             return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
                         }
@@ -685,9 +718,11 @@ impl<'s> RefStore<'s> {
                         return Ok(Step::Write(record, plan));
                     }
                     if record.refs.insert(upload.to_string()) {
-                        Ok(Step::Write(record, PublishPlan::Check { by_us }))
+                        let size = record.size;
+                        Ok(Step::Write(record, PublishPlan::Check { by_us, size }))
                     } else {
-                        Ok(Step::Keep(PublishPlan::Check { by_us }))
+                        let size = record.size;
+                        Ok(Step::Keep(PublishPlan::Check { by_us, size }))
                     }
                 })
                 .await?;
@@ -711,10 +746,10 @@ impl<'s> RefStore<'s> {
                     .await?;
                 Ok(KeyOutcome::Published)
             }
-            PublishPlan::Check { by_us } => {
+            PublishPlan::Check { by_us, size } => {
                 // Invariant 2 says it is there; a missing or truncated object (removed by
                 // hand, or a store restored from a backup) is repaired under a lease.
-                if self.store.size(key).await? == Some(content.size) {
+                if self.store.size(key).await? == Some(size) {
                     return Ok(if by_us {
                         KeyOutcome::Published
                     } else {
@@ -726,9 +761,15 @@ impl<'s> RefStore<'s> {
                         Some(r) if self.blocked(&r, &holder) => {
                             Ok(Step::Wait(format!("{key}: a change is in progress")))
                         }
-                        Some(mut r) if r.etag == content.etag && r.refs.contains(upload) => {
+                        Some(mut r)
+                            if (r.etag == content.etag || different == OnDifferent::Adopt)
+                                && r.refs.contains(upload) =>
+                        {
                             let lease = self.new_lease("copy", &holder);
                             r.lease = Some(lease.clone());
+                            // What is copied now (an adopted copy is replaced by ours).
+                            r.etag = content.etag.to_string();
+                            r.size = content.size;
                             Ok(Step::Write(r, Some(lease)))
                         }
                         _ => Ok(Step::Keep(None)),
@@ -1244,15 +1285,21 @@ mod tests {
         let refs = RefStore::new(&store);
         let c = content(&etag, &input);
         assert_eq!(
-            refs.publish("k/a", "u1", &c, false, true).await.unwrap(),
+            refs.publish("k/a", "u1", &c, OnDifferent::Conflict, true)
+                .await
+                .unwrap(),
             KeyOutcome::Published
         );
         assert_eq!(
-            refs.publish("k/a", "u2", &c, false, true).await.unwrap(),
+            refs.publish("k/a", "u2", &c, OnDifferent::Conflict, true)
+                .await
+                .unwrap(),
             KeyOutcome::Unchanged
         );
         assert_eq!(
-            refs.publish("k/a", "u1", &c, false, false).await.unwrap(),
+            refs.publish("k/a", "u1", &c, OnDifferent::Conflict, false)
+                .await
+                .unwrap(),
             KeyOutcome::Unchanged,
             "a finished upload re-indexed reports unchanged"
         );
@@ -1279,6 +1326,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn generated_content_adopts_a_live_copy_and_replaces_a_missing_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, b"aaa").unwrap();
+        std::fs::write(&b, b"bbbb").unwrap();
+        let refs = RefStore::new(&store);
+        refs.publish("k", "u1", &content("ea", &a), OnDifferent::Conflict, true)
+            .await
+            .unwrap();
+        // Another identity of the same section (e.g. an S3 part copy's ETag): the live copy
+        // is taken as it is, no byte written, no conflict.
+        assert_eq!(
+            refs.publish("k", "u2", &content("eb", &b), OnDifferent::Adopt, true)
+                .await
+                .unwrap(),
+            KeyOutcome::Unchanged
+        );
+        let record = refs.key("k").await.unwrap().unwrap();
+        assert_eq!((record.etag.as_str(), record.size), ("ea", 3));
+        assert_eq!(record.refs, ["u1".to_string(), "u2".to_string()].into());
+        assert_eq!(store.get("k").await.unwrap().unwrap().bytes, b"aaa");
+        // The copy deleted behind symdex's back: replaced by the adopter's own bytes, and the
+        // record says so (invariant 2).
+        store.delete("k").await.unwrap();
+        assert_eq!(
+            refs.publish("k", "u2", &content("eb", &b), OnDifferent::Adopt, true)
+                .await
+                .unwrap(),
+            KeyOutcome::Published
+        );
+        let record = refs.key("k").await.unwrap().unwrap();
+        assert_eq!((record.etag.as_str(), record.size), ("eb", 4));
+        assert_eq!(record.lease, None);
+        assert_eq!(store.get("k").await.unwrap().unwrap().bytes, b"bbbb");
+    }
+
+    #[tokio::test]
     async fn other_content_is_a_conflict_and_a_live_lease_makes_others_wait() {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path().join("s")).unwrap();
@@ -1294,11 +1379,11 @@ mod tests {
             ..LeasePolicy::default()
         };
         let refs = RefStore::with_policy(&store, policy.clone());
-        refs.publish("k", "u1", &content("ea", &a), false, true)
+        refs.publish("k", "u1", &content("ea", &a), OnDifferent::Conflict, true)
             .await
             .unwrap();
         assert_eq!(
-            refs.publish("k", "u2", &content("eb", &b), false, true)
+            refs.publish("k", "u2", &content("eb", &b), OnDifferent::Conflict, true)
                 .await
                 .unwrap(),
             KeyOutcome::Conflict
@@ -1317,7 +1402,7 @@ mod tests {
             .await
             .unwrap();
         let err = refs
-            .publish("k", "u3", &content("ea", &a), false, true)
+            .publish("k", "u3", &content("ea", &a), OnDifferent::Conflict, true)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
@@ -1328,7 +1413,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            refs.publish("k", "u3", &content("ea", &a), false, true)
+            refs.publish("k", "u3", &content("ea", &a), OnDifferent::Conflict, true)
                 .await
                 .unwrap(),
             KeyOutcome::Published
