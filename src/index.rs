@@ -361,16 +361,24 @@ async fn index_file(
     // The status first, then the bytes: a change while they are read shows in the next
     // status, never in a stamp of the old one.
     let status = std::fs::metadata(&abs)?;
-    let known = match indexer.config().recheck {
-        true => None,
-        false => indexer.refs().source(&shown).await?.and_then(|r| r.file),
+    // Settled (else never trusted, so not even looked up), its etag still to fill in.
+    let settled = settled_status(&status);
+    let known = match (&settled, indexer.config().recheck) {
+        (Some(_), false) => indexer.refs().source(&shown).await?.and_then(|r| r.file),
+        _ => None,
     };
-    let (etag, hashed) =
-        match known.filter(|k| file_stamp(&status, "").is_some_and(|s| s.same_status(k))) {
-            Some(known) => (known.etag, false),
-            None => (file_sha1(&abs)?, true),
-        };
-    let file_stamp = file_stamp(&status, &etag).filter(|_| hashed);
+    let known = known.filter(|k| settled.as_ref().is_some_and(|s| s.same_status(k)));
+    let (etag, file_stamp) = match known {
+        Some(known) => (known.etag, None),
+        None => {
+            let etag = file_sha1(&abs)?;
+            let stamp = settled.map(|s| FileStamp {
+                etag: etag.clone(),
+                ..s
+            });
+            (etag, stamp)
+        }
+    };
     // Under a source root, a loose source file sits in its tree where it sits under the
     // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
     let source_path = meta.source_root.as_ref().and_then(|_| {
@@ -399,10 +407,10 @@ async fn index_file(
     indexer.index(&upload, &reader).await
 }
 
-/// The stamp of a file hashed to `etag` with this status (refs.rs), when it was left alone
-/// long enough before the status was taken to be trusted later.
+/// A file's stamp (refs.rs) from this status, its etag empty, when it was left alone long
+/// enough before the status was taken to be trusted later.
 #[cfg(unix)]
-fn file_stamp(status: &std::fs::Metadata, etag: &str) -> Option<FileStamp> {
+fn settled_status(status: &std::fs::Metadata) -> Option<FileStamp> {
     use std::os::unix::fs::MetadataExt;
     let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
     let now = std::time::SystemTime::now()
@@ -415,7 +423,7 @@ fn file_stamp(status: &std::fs::Metadata, etag: &str) -> Option<FileStamp> {
         ctime_ns: ns(status.ctime(), status.ctime_nsec()),
         inode: status.ino(),
         device: status.dev(),
-        etag: etag.to_string(),
+        etag: String::new(),
     };
     let settled = i128::try_from(now).ok()? - FileStamp::SETTLED.as_nanos() as i128;
     (stamp.mtime_ns.max(stamp.ctime_ns) <= settled).then_some(stamp)
@@ -423,7 +431,7 @@ fn file_stamp(status: &std::fs::Metadata, etag: &str) -> Option<FileStamp> {
 
 /// No stamps where the status has no inode and change time.
 #[cfg(not(unix))]
-fn file_stamp(_status: &std::fs::Metadata, _etag: &str) -> Option<FileStamp> {
+fn settled_status(_status: &std::fs::Metadata) -> Option<FileStamp> {
     None
 }
 

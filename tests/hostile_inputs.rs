@@ -205,8 +205,13 @@ fn zip_bombs_are_rejected_by_their_limits_before_they_fill_the_disk() {
     verify_clean(&store);
 }
 
-/// Peak resident memory (VmHWM) of a running child, polled until it exits.
-fn peak_memory_kib(child: &mut std::process::Child) -> u64 {
+/// Runs `command` to its end, which must succeed: its peak resident memory (VmHWM, KiB,
+/// polled every 2 ms) and its standard output.
+fn run_measuring_peak(command: &mut std::process::Command) -> (u64, String) {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     let status = format!("/proc/{}/status", child.id());
     let mut peak = 0;
     while child.try_wait().unwrap().is_none() {
@@ -222,7 +227,10 @@ fn peak_memory_kib(child: &mut std::process::Child) -> u64 {
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
-    peak
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    (peak, text)
 }
 
 #[test]
@@ -240,17 +248,8 @@ fn a_hundred_thousand_entry_zip_is_indexed_in_bounded_memory() {
         zip.finish().unwrap();
     }
     let store = w.path("store");
-    let mut child = symdex()
-        .args(["index", "--store"])
-        .arg(&store)
-        .arg(&big)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let peak = peak_memory_kib(&mut child);
-    let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success());
+    let (peak, text) =
+        run_measuring_peak(symdex().args(["index", "--store"]).arg(&store).arg(&big));
     assert!(text.contains("100000 skipped"), "{text}");
     // Records are written and forgotten every few thousand uploads: memory does not grow
     // with the number of entries (it peaked near 70 MiB when this was written).
@@ -288,22 +287,17 @@ fn manifest_query_streams_in_memory_independent_of_the_manifest() {
         text.len() as u64
     };
     let query = || {
-        let mut child = symdex()
-            .args([
-                "manifest",
-                "query",
-                "--json",
-                "--debug-id",
-                "0000000b-0000-0000-0000-000000000007",
-            ])
-            .arg(&store)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let peak = peak_memory_kib(&mut child);
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
-        (peak, String::from_utf8_lossy(&out.stdout).into_owned())
+        run_measuring_peak(
+            symdex()
+                .args([
+                    "manifest",
+                    "query",
+                    "--json",
+                    "--debug-id",
+                    "0000000b-0000-0000-0000-000000000007",
+                ])
+                .arg(&store),
+        )
     };
     // The same query over one object, then over all twelve: what the eleven others add to the
     // peak is what the query keeps of them.

@@ -383,19 +383,7 @@ impl<'s> Indexer<'s> {
                 // As a full run reports it: the channel and expiry of the upload's record.
                 record.meta.channel.clone_from(&found.meta.channel);
                 record.meta.expires.clone_from(&found.meta.expires);
-                Record {
-                    reason: kept.reason.clone(),
-                    format: kept.format.clone(),
-                    kind: kept.kind.clone(),
-                    arch: kept.arch.clone(),
-                    debug_id: kept.debug_id.clone(),
-                    code_id: kept.code_id.clone(),
-                    name: kept.name.clone().or(record.name.take()),
-                    code_file: kept.code_file.clone(),
-                    debug_file: kept.debug_file.clone(),
-                    unchanged: kept.unchanged.clone(),
-                    ..record
-                }
+                with_decision_of(record, kept, kept.unchanged.clone())
             })
             .collect();
         Ok(Lookup::Indexed(Indexed::nothing_published(records)))
@@ -443,19 +431,13 @@ impl<'s> Indexer<'s> {
         }
         let records = own
             .into_iter()
-            .map(|r| Record {
-                schema: r.schema,
-                reason: r.reason.clone(),
-                format: r.format.clone(),
-                kind: r.kind.clone(),
-                arch: r.arch.clone(),
-                debug_id: r.debug_id.clone(),
-                code_id: r.code_id.clone(),
-                name: r.name.clone(),
-                code_file: r.code_file.clone(),
-                debug_file: r.debug_file.clone(),
-                unchanged: r.published.iter().chain(&r.unchanged).cloned().collect(),
-                ..Record::default()
+            .map(|r| {
+                let trimmed = Record {
+                    schema: r.schema,
+                    ..Record::default()
+                };
+                let keys = r.published.iter().chain(&r.unchanged).cloned().collect();
+                with_decision_of(trimmed, r, keys)
             })
             .collect();
         Some(IndexedAs {
@@ -1688,6 +1670,25 @@ fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
         record.name = Some(file_name_of(entry).to_string());
     }
     record
+}
+
+/// `record` with what `kept` says of one identity (format, ids, names, reason) and `keys`
+/// as its unchanged keys: both ways between a run's records and the trimmed ones an upload
+/// record keeps (`IndexedAs`). A name `kept` lacks stays `record`'s.
+fn with_decision_of(record: Record, kept: &Record, keys: Vec<String>) -> Record {
+    Record {
+        reason: kept.reason.clone(),
+        format: kept.format.clone(),
+        kind: kept.kind.clone(),
+        arch: kept.arch.clone(),
+        debug_id: kept.debug_id.clone(),
+        code_id: kept.code_id.clone(),
+        name: kept.name.clone().or(record.name.clone()),
+        code_file: kept.code_file.clone(),
+        debug_file: kept.debug_file.clone(),
+        unchanged: keys,
+        ..record
+    }
 }
 
 fn is_pdb(id: &Identity) -> bool {

@@ -1325,13 +1325,20 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn generated_content_adopts_a_live_copy_and_replaces_a_missing_one() {
+    /// A store in a temporary directory beside two inputs of different bytes, `a` (3 bytes)
+    /// and `b` (4 bytes).
+    fn store_with_two_inputs() -> (tempfile::TempDir, LocalStore) {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalStore::open(dir.path().join("s")).unwrap();
+        std::fs::write(dir.path().join("a"), b"aaa").unwrap();
+        std::fs::write(dir.path().join("b"), b"bbbb").unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn generated_content_adopts_a_live_copy_and_replaces_a_missing_one() {
+        let (dir, store) = store_with_two_inputs();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        std::fs::write(&a, b"aaa").unwrap();
-        std::fs::write(&b, b"bbbb").unwrap();
         let refs = RefStore::new(&store);
         refs.publish("k", "u1", &content("ea", &a), OnDifferent::Conflict, true)
             .await
@@ -1365,11 +1372,8 @@ mod tests {
 
     #[tokio::test]
     async fn other_content_is_a_conflict_and_a_live_lease_makes_others_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let (dir, store) = store_with_two_inputs();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        std::fs::write(&a, b"aaa").unwrap();
-        std::fs::write(&b, b"bbbb").unwrap();
         let policy = LeasePolicy {
             wait: Wait {
                 attempts: 2,

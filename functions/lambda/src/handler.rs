@@ -240,7 +240,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         etag: info.etag.clone(),
         size: info.size,
         meta,
-        options: options.clone(),
+        options,
         source_path: None,
         file_stamp: None,
     };
@@ -258,9 +258,8 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         }
         Lookup::Unindexed(prior) => prior,
     };
-    let meta = upload.meta.clone();
     let identify = |reader: &dyn symdex_shared::RangeReader| {
-        let identified = symdex_shared::identify(reader, &options);
+        let identified = symdex_shared::identify(reader, &upload.options);
         // Only what no format claims is looked at as an archive.
         let container = match &identified {
             Err(FormatError::Unrecognized(_)) => archive::detect_reader(reader).ok().flatten(),
@@ -271,10 +270,11 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
     let ((identified, container), bytes_read) = match object.identify(identify).await {
         Ok(done) => done,
         // Not a storage failure: the artifact asks for more reads than identification allows.
-        Err(StorageError::TooLarge(reason)) => return Ok(rejected(reason, meta)),
+        Err(StorageError::TooLarge(reason)) => return Ok(rejected(reason, upload.meta.clone())),
         Err(e) => return Err(e.into()),
     };
     if let Some(container) = container {
+        let meta = upload.meta.clone();
         return crate::archives::index_archive(&ctx, event, &info, meta, container, None).await;
     }
     let identified = match identified {
@@ -294,7 +294,6 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         .as_ref()
         .map(|ids| ids.iter().flat_map(|id| id.bundle_files.clone()).collect())
         .unwrap_or_default();
-    let bundle_meta = meta;
     if !ctx.prepared.load(Ordering::Relaxed) {
         indexer.prepare().await?;
         ctx.prepared.store(true, Ordering::Relaxed);
@@ -309,7 +308,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
             &ctx,
             event,
             &info,
-            bundle_meta,
+            upload.meta.clone(),
             container,
             Some(&bundle),
         )
