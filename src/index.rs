@@ -14,11 +14,11 @@ use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
     default_prefixes, Config, EntryOf, Indexed, Indexer, Summary, Upload,
 };
-use symdex_shared::reader::{FileReader, RangeReader};
+use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::{FileStamp, LeasePolicy};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
-use symdex_shared::storage::{CopySource, LocalStore};
+use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
 use crate::inputs::{expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked};
@@ -356,7 +356,7 @@ async fn index_file(
     as_source: bool,
 ) -> io::Result<Indexed> {
     let abs = absolute(path);
-    let reader = FileReader::open(&abs)?;
+    let file_reader = FileReader::open(&abs)?;
     let shown = abs.to_string_lossy().into_owned();
     // The status first, then the bytes: a change while they are read shows in the next
     // status, never in a stamp of the old one.
@@ -368,10 +368,21 @@ async fn index_file(
         _ => None,
     };
     let known = known.filter(|k| settled.as_ref().is_some_and(|s| s.same_status(k)));
+    // A small input to hash is read once, whole: hashed, identified and stored from the
+    // same bytes (identifying it through the file took ~50 small reads, one per section
+    // name, and hashing read it again; a build directory is mostly such files).
+    let mut whole: Option<Vec<u8>> = None;
     let (etag, file_stamp) = match known {
         Some(known) => (known.etag, None),
         None => {
-            let etag = file_sha1(&abs)?;
+            let etag = if status.len() <= READ_WHOLE_BELOW {
+                let bytes = read_whole(&file_reader)?;
+                let etag = content_sha1(&bytes);
+                whole = Some(bytes);
+                etag
+            } else {
+                file_sha1(&abs)?
+            };
             let stamp = settled.map(|s| FileStamp {
                 etag: etag.clone(),
                 ..s
@@ -389,13 +400,15 @@ async fn index_file(
     });
     let upload = Upload {
         id: upload_id("file", &shown, &etag, meta),
-        source: CopySource::File(&abs),
+        source: whole
+            .as_deref()
+            .map_or(CopySource::File(&abs), CopySource::Bytes),
         ingest_bucket: None,
         ingest_key: shown,
         entry: None,
         ingest_version: None,
         etag,
-        size: status.len(),
+        size: whole.as_ref().map_or(status.len(), |b| b.len() as u64),
         meta: meta.clone(),
         options: IdentifyOptions { as_source },
         source_path,
@@ -404,7 +417,20 @@ async fn index_file(
     // The stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
     // re-index writes nothing but its manifest, so a file first indexed unsettled is hashed
     // again each time (then answered from its upload record).
-    indexer.index(&upload, &reader).await
+    match &whole {
+        Some(bytes) => indexer.index(&upload, &MemReader(bytes.as_slice())).await,
+        None => indexer.index(&upload, &file_reader).await,
+    }
+}
+
+/// Inputs up to this size are read whole when they are hashed (see `index_file`).
+const READ_WHOLE_BELOW: u64 = 1 << 20;
+
+/// All of a file as it is now (it may have changed size since its status was taken).
+fn read_whole(file: &FileReader) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(file.size() as usize + 1);
+    file.file().read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// A file's stamp (refs.rs) from this status, its etag empty, when it was left alone long

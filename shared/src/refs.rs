@@ -55,6 +55,7 @@
 
 use std::collections::BTreeSet;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
@@ -405,6 +406,14 @@ fn id_file(debug_id: &str) -> String {
     format!("{STATE_PREFIX}/ids/{debug_id}.json")
 }
 
+/// Whether `current` (a record as read) already holds `value`, serialised as `bytes`.
+/// Records are written compact; stores written before that hold them pretty-printed, and an
+/// unchanged one is left as it is (a re-index writes no record).
+fn same_record<T: Serialize>(current: &[u8], bytes: &[u8], value: &T) -> io::Result<bool> {
+    Ok(current == bytes
+        || (current.starts_with(b"{\n") && current == serde_json::to_vec_pretty(value)?))
+}
+
 fn parse<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> io::Result<T> {
     serde_json::from_slice(bytes)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{key}: {e}")))
@@ -441,7 +450,7 @@ pub struct RefStore<'s> {
 }
 
 /// A parsed source-map record and the version it was parsed from.
-type ParsedSourceMap = (String, SourceMapRecord);
+type ParsedSourceMap = (String, Arc<SourceMapRecord>);
 
 /// Source-map records kept parsed at most (a few per source base name a run meets).
 const PARSED_SOURCE_MAPS: usize = 256;
@@ -530,12 +539,12 @@ impl<'s> RefStore<'s> {
                     continue;
                 }
                 (Step::Write(new, r), version) => {
-                    let bytes = serde_json::to_vec_pretty(&new)?;
+                    let bytes = serde_json::to_vec(&new)?;
                     // Writing what is already there changes nothing: the update takes effect
                     // at the read (its result depends on nothing else), and a re-index of an
                     // unchanged store writes no record.
                     if let (Some(current), Some(version)) = (&current, &version) {
-                        if current.bytes == bytes {
+                        if same_record(&current.bytes, &bytes, &new)? {
                             return Ok((r, Some(version.clone())));
                         }
                     }
@@ -827,7 +836,7 @@ impl<'s> RefStore<'s> {
         if let Some((mut record, version)) = written {
             record.lease = None;
             record.alias_of.clone_from(&alias_of);
-            let bytes = serde_json::to_vec_pretty(&record)?;
+            let bytes = serde_json::to_vec(&record)?;
             let condition = Precondition::Version(&version);
             if self.store.put_if(&file, &bytes, condition).await?.is_some() {
                 return Ok(());
@@ -1203,52 +1212,65 @@ impl<'s> RefStore<'s> {
     /// Changes one source join record (sourcemap.rs) with `f`, which returns whether it
     /// changed anything; returns the record as swapped, so the caller sees every offer and
     /// want written before its own (an empty record is deleted).
+    ///
+    /// The record a run last read or wrote is kept parsed, and shared rather than copied: in
+    /// a store-wide scope every debug file naming `stdio.h` changes the same record of up to
+    /// 2 x 256 entries, and copying it three times per change was a tenth of a fresh index.
     pub async fn update_source_map(
         &self,
         file: &str,
         mut f: impl FnMut(&mut SourceMapRecord) -> bool,
-    ) -> io::Result<SourceMapRecord> {
-        let remember = |version: &str, record: &SourceMapRecord| {
-            let mut cache = self
-                .parsed_source_maps
+    ) -> io::Result<Arc<SourceMapRecord>> {
+        let cache = || {
+            self.parsed_source_maps
                 .lock()
-                .unwrap_or_else(|p| p.into_inner());
+                .unwrap_or_else(|p| p.into_inner())
+        };
+        let remember = |version: &str, record: &Arc<SourceMapRecord>| {
+            let mut cache = cache();
             if cache.len() >= PARSED_SOURCE_MAPS {
                 cache.clear();
             }
-            cache.insert(file.to_string(), (version.to_string(), record.clone()));
+            cache.insert(file.to_string(), (version.to_string(), Arc::clone(record)));
         };
-        let decode = |read: &Versioned| -> io::Result<SourceMapRecord> {
-            let cached = {
-                let cache = self
-                    .parsed_source_maps
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                cache
-                    .get(file)
-                    .filter(|(version, _)| *version == read.version)
-                    .map(|(_, record)| record.clone())
-            };
-            if let Some(record) = cached {
-                return Ok(record);
+        // The version last read, and whether the update left that record as it was.
+        let read_version = std::sync::Mutex::new(None::<String>);
+        let mut unchanged = false;
+        let decode = |read: &Versioned| -> io::Result<Arc<SourceMapRecord>> {
+            *read_version.lock().unwrap_or_else(|p| p.into_inner()) = Some(read.version.clone());
+            // Taken out of the cache (put back below): unshared, `f` changes it in place.
+            let cached = cache()
+                .remove(file)
+                .filter(|(version, _)| *version == read.version);
+            match cached {
+                Some((_, record)) => Ok(record),
+                None => Ok(Arc::new(parse(file, &read.bytes)?)),
             }
-            let record: SourceMapRecord = parse(file, &read.bytes)?;
-            remember(&read.version, &record);
-            Ok(record)
         };
-        let update = |current: Option<SourceMapRecord>| {
+        let mut last_version = None;
+        let update = |current: Option<Arc<SourceMapRecord>>| {
+            // This attempt's read (decode ran just before, if there was a record).
+            last_version = read_version
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
             let mut record = current.unwrap_or_default();
-            if !f(&mut record) {
+            unchanged = !f(Arc::make_mut(&mut record));
+            if unchanged {
                 Ok(Step::Keep(record))
             } else if record.offers.is_empty() && record.wants.is_empty() {
                 Ok(Step::Delete(record))
             } else {
-                Ok(Step::Write(record.clone(), record))
+                Ok(Step::Write(Arc::clone(&record), record))
             }
         };
         let (record, written) = self.update_decoded(file, None, decode, update).await?;
-        if let Some(version) = written {
-            remember(&version, &record);
+        // Versions name content (a SHA-1, an ETag), so a record kept under the version it
+        // was parsed from or written as is what any later read of that version parses to.
+        match (written, last_version) {
+            (Some(version), _) => remember(&version, &record),
+            (None, Some(version)) if unchanged => remember(&version, &record),
+            _ => {}
         }
         Ok(record)
     }

@@ -99,6 +99,11 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             again.len(),
             breakdown(&again)
         );
+        if std::env::var_os("SYMDEX_PRINT_REQUESTS").is_some() {
+            for line in &fresh {
+                println!("  {line}");
+            }
+        }
         report.push((key, published, fresh, again));
     }
     for (key, keys, fresh, again) in &report {
