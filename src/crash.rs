@@ -76,6 +76,15 @@ impl Storage for Store {
         self.write();
         self.inner.copy(source, key, known)
     }
+    fn copy_new<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, Option<u64>> {
+        self.write();
+        self.inner.copy_new(source, key, known)
+    }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         self.inner.list(prefix)
     }

@@ -70,6 +70,12 @@ pub const STATE_PREFIX: &str = "_symdex";
 /// Compare-and-swap attempts of one update before giving up (each attempt lost a race, so
 /// this many means heavy contention; the caller retries the whole message later).
 const MAX_ATTEMPTS: usize = 64;
+/// The lease of a key that had no record: nothing symdex wrote is there, but something written
+/// outside symdex may be. Its holder (or whoever takes it over) creates the object only where
+/// nothing is (`Storage::copy_new`), and decides on what it finds there only then: the same
+/// content is adopted, other content is a conflict. No HEAD is asked first, so on S3 a fresh
+/// key costs its record's creation, the object and the release.
+const CREATE: &str = "create";
 
 /// A change of the object at one key in progress (invariant 1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -367,11 +373,32 @@ enum Step<T, R> {
     Wait(String),
 }
 
+/// How [`RefStore::copy_under_lease`] treats an object it finds at the key.
+#[derive(Clone, Copy)]
+struct CopyHow {
+    /// Other content is replaced (else: a conflict).
+    overwrite: bool,
+    /// The lease was our own earlier attempt's (the same content there is our copy).
+    own: bool,
+}
+
+/// What a [`CREATE`] lease's holder found at the key.
+enum Found {
+    Created,
+    /// An object with the same content (adopted).
+    Same,
+    /// Other content, written outside symdex.
+    Other,
+}
+
 /// What [`RefStore::publish`] does after its compare-and-swap.
 enum PublishPlan {
     /// We hold the lease now: copy, then release. With the record as written (to release it
-    /// by one conditional write on the version the swap returned).
-    Copy(Lease, Box<KeyRecord>),
+    /// by one conditional write on the version the swap returned). A `create` lease copies
+    /// only where nothing is at the key (see [`CREATE`]).
+    /// `true`: the lease was taken over from an earlier attempt of the same upload, so the
+    /// same content found at the key is its own copy (published), not adopted.
+    Copy(Lease, Box<KeyRecord>, bool),
     /// A sole writer's new key, its record written in its final state: copy.
     CopySole,
     /// Referenced, no lease needed: check the object is there, of the recorded size.
@@ -634,12 +661,19 @@ impl<'s> RefStore<'s> {
         let overwrite = different == OnDifferent::Overwrite;
         let file = key_file(key);
         let holder = index_holder(upload);
-        // Without a record, whatever is at the key was written outside symdex: asked once,
-        // right after the first read (which the first swap then uses: a fresh key costs a
-        // read, a HEAD and a conditional write).
-        let mut prefetched = Some(self.store.get(&file).await?);
+        // Concurrent writers (leases): a fresh upload's key usually has no record yet, so the
+        // first swap creates one without reading (a wrong guess fails and reads), and what is
+        // at the key is found by creating the object only where nothing is (`CREATE`).
+        // A sole writer: without a record, whatever is at the key was written outside symdex:
+        // asked once, right after the first read (which the first swap then uses).
+        let creates = !self.policy.exclusive;
+        let mut prefetched = if creates && fresh {
+            Some(None)
+        } else {
+            Some(self.store.get(&file).await?)
+        };
         let mut external: Option<Option<ObjectInfo>> = None;
-        if let Some(None) = prefetched {
+        if let (false, Some(None)) = (creates, &prefetched) {
             external = Some(self.store.head(key).await?);
         }
         let (plan, written) = loop {
@@ -666,7 +700,17 @@ impl<'s> RefStore<'s> {
                     };
                     let Some(mut record) = record else {
                         // Symdex's own objects always have a record (or a tombstone): anything else
-                        // at the key was written outside symdex (asked once, outside the swap).
+                        // at the key was written outside symdex (asked once, outside the swap,
+                        // or found by creating the object where nothing is).
+                        if creates && !had_record {
+                            let lease = self.new_lease(CREATE, &holder);
+                            let record = KeyRecord {
+                                lease: Some(lease.clone()),
+                                ..mine([upload.to_string()].into(), upload.to_string())
+                            };
+                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
+                            return Ok(Step::Write(record, plan));
+                        }
                         if external.is_none() && !had_record {
                             return Ok(Step::Keep(PublishPlan::NeedHead));
                         }
@@ -704,7 +748,7 @@ impl<'s> RefStore<'s> {
                             };
                             return Ok(Step::Write(record, PublishPlan::CopySole));
                         }
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
                         return Ok(Step::Write(record, plan));
                     };
                     if record.etag != content.etag && different != OnDifferent::Adopt {
@@ -714,16 +758,26 @@ impl<'s> RefStore<'s> {
                         let mut refs = record.refs;
                         refs.insert(upload.to_string());
                         let record = mine(refs, upload.to_string());
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
                         return Ok(Step::Write(record, plan));
                     }
                     let by_us = record.by == upload && fresh;
-                    if record.lease.is_some() {
-                        // A dead holder's change to this same content: finish it ourselves.
+                    if let Some(dead) = &record.lease {
+                        // A dead holder's change to this same content: finish it ourselves (a
+                        // creation stays one: what is at the key may not be symdex's).
+                        let own = dead.holder == holder;
+                        let lease = if dead.op == CREATE {
+                            self.new_lease(CREATE, &holder)
+                        } else {
+                            lease.clone()
+                        };
                         record.refs.insert(upload.to_string());
                         let by = record.by.clone();
-                        let record = mine(record.refs, by);
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()));
+                        let record = KeyRecord {
+                            lease: Some(lease.clone()),
+                            ..mine(record.refs, by)
+                        };
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
                         return Ok(Step::Write(record, plan));
                     }
                     if record.refs.insert(upload.to_string()) {
@@ -749,11 +803,11 @@ impl<'s> RefStore<'s> {
                 self.copy_or_take_back(key, upload, content).await?;
                 Ok(KeyOutcome::Published)
             }
-            PublishPlan::Copy(lease, record) => {
+            PublishPlan::Copy(lease, record, own) => {
                 let written = written.map(|version| (*record, version));
-                self.copy_under_lease(key, upload, content, &lease, written)
-                    .await?;
-                Ok(KeyOutcome::Published)
+                let how = CopyHow { overwrite, own };
+                self.copy_under_lease(key, upload, content, &lease, written, how)
+                    .await
             }
             PublishPlan::Check { by_us, size } => {
                 // Invariant 2 says it is there; a missing or truncated object (removed by
@@ -786,9 +840,12 @@ impl<'s> RefStore<'s> {
                     .await?;
                 match lease {
                     Some(lease) => {
-                        self.copy_under_lease(key, upload, content, &lease, None)
-                            .await?;
-                        Ok(KeyOutcome::Published)
+                        let how = CopyHow {
+                            overwrite,
+                            own: false,
+                        };
+                        self.copy_under_lease(key, upload, content, &lease, None, how)
+                            .await
                     }
                     // Changed meanwhile (overwritten, or our reference taken back): retry.
                     None => Err(busy(&format!("{key}: changed while checking it"))),
@@ -821,6 +878,9 @@ impl<'s> RefStore<'s> {
     /// `written`: the record as the lease was taken and its version, when known: released by
     /// one conditional write on that version (it fails only if the record changed, i.e. the
     /// lease was taken over; then the record is read again and its new holder decides).
+    /// A [`CREATE`] lease creates the object only where nothing is, and otherwise decides on
+    /// what it finds: the same content is adopted (the record names no writer), other content
+    /// is replaced (`overwrite`) or a conflict (the record goes: it claims nothing there).
     async fn copy_under_lease(
         &self,
         key: &str,
@@ -828,27 +888,104 @@ impl<'s> RefStore<'s> {
         content: &Content<'_>,
         lease: &Lease,
         written: Option<(KeyRecord, String)>,
-    ) -> io::Result<()> {
+        how: CopyHow,
+    ) -> io::Result<KeyOutcome> {
         self.check_own_lease(lease)?;
-        self.copy_or_take_back(key, upload, content).await?;
-        let alias_of = self.alias_target(content);
+        let mut adopted = false;
+        if lease.op == CREATE {
+            match self.create_object(key, upload, content).await? {
+                Found::Created => {}
+                // Our own earlier attempt's copy, or the same bytes written outside symdex.
+                Found::Same => adopted = !how.own,
+                Found::Other if how.overwrite => {
+                    self.copy_or_take_back(key, upload, content).await?
+                }
+                Found::Other => {
+                    self.drop_created(key, lease).await?;
+                    return Ok(KeyOutcome::Conflict);
+                }
+            }
+        } else {
+            self.copy_or_take_back(key, upload, content).await?;
+        }
+        let alias_of = if adopted {
+            None
+        } else {
+            self.alias_target(content)
+        };
+        let release = |r: &mut KeyRecord| {
+            r.lease = None;
+            r.alias_of.clone_from(&alias_of);
+            if adopted && r.by == upload {
+                r.by.clear();
+            }
+        };
+        let outcome = if adopted {
+            KeyOutcome::Unchanged
+        } else {
+            KeyOutcome::Published
+        };
         let file = key_file(key);
         if let Some((mut record, version)) = written {
-            record.lease = None;
-            record.alias_of.clone_from(&alias_of);
+            release(&mut record);
             let bytes = serde_json::to_vec(&record)?;
             let condition = Precondition::Version(&version);
             if self.store.put_if(&file, &bytes, condition).await?.is_some() {
-                return Ok(());
+                return Ok(outcome);
             }
         }
         self.update(&file, |current: Option<KeyRecord>| match current {
             Some(mut r) if r.lease.as_ref() == Some(lease) => {
-                r.lease = None;
-                r.alias_of.clone_from(&alias_of);
+                release(&mut r);
                 Ok(Step::Write(r, ()))
             }
             // Taken over (we were too slow): the new holder decides.
+            _ => Ok(Step::Keep(())),
+        })
+        .await?;
+        Ok(outcome)
+    }
+
+    /// Creates the object at `key` where nothing is; else says whether what is there holds
+    /// the same content. On a failed copy the reference is taken back.
+    async fn create_object(
+        &self,
+        key: &str,
+        upload: &str,
+        content: &Content<'_>,
+    ) -> io::Result<Found> {
+        let known = ObjectInfo {
+            size: content.size,
+            etag: content.etag.to_string(),
+        };
+        // A few rounds: an object found and then gone (deleted meanwhile) is created again.
+        for _ in 0..4 {
+            match self.store.copy_new(&content.source, key, &known).await {
+                Ok(Some(_)) => return Ok(Found::Created),
+                Ok(None) => {}
+                Err(e) => {
+                    self.remove(key, upload).await?;
+                    return Err(e.into());
+                }
+            }
+            match self.store.head(key).await? {
+                Some(info) if info.etag == content.etag && info.size == content.size => {
+                    return Ok(Found::Same)
+                }
+                Some(_) => return Ok(Found::Other),
+                None => continue,
+            }
+        }
+        Err(busy(&format!(
+            "{key}: created and deleted by others meanwhile"
+        )))
+    }
+
+    /// Removes the record a [`CREATE`] lease made for an object that turned out to be
+    /// somebody else's: nothing symdex wrote is there. Only while the lease is ours.
+    async fn drop_created(&self, key: &str, lease: &Lease) -> io::Result<()> {
+        self.update(&key_file(key), |current: Option<KeyRecord>| match current {
+            Some(r) if r.lease.as_ref() == Some(lease) => Ok(Step::Delete(())),
             _ => Ok(Step::Keep(())),
         })
         .await
@@ -1448,6 +1585,99 @@ mod tests {
             refs.key("k").await.unwrap().unwrap().refs,
             ["u3".to_string()].into()
         );
+    }
+
+    #[tokio::test]
+    async fn what_is_at_a_key_without_a_record_is_found_by_creating_the_object() {
+        let (dir, store) = store_with_two_inputs();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let sha_a = crate::storage::local::file_sha1(&a).unwrap();
+        let refs = RefStore::new(&store);
+        let bytes = |key: &'static str| {
+            let store = &store;
+            async move { store.get(key).await.unwrap().map(|v| v.bytes) }
+        };
+        let record = |refs: &[&str], by: &str, holder: &str, until: u64| KeyRecord {
+            key: String::new(),
+            etag: sha_a.clone(),
+            size: 3,
+            refs: refs.iter().map(|r| r.to_string()).collect(),
+            by: by.into(),
+            lease: Some(Lease {
+                holder: index_holder(holder),
+                until,
+                op: CREATE.into(),
+            }),
+            alias_of: None,
+        };
+        let put_record = |key: &'static str, r: KeyRecord| {
+            let store = &store;
+            async move {
+                let bytes = serde_json::to_vec(&KeyRecord {
+                    key: key.into(),
+                    ..r
+                })
+                .unwrap();
+                store.put(&key_file(key), &bytes).await.unwrap();
+            }
+        };
+        // The same bytes, written outside symdex: adopted (no writer named), not rewritten.
+        store.put("same", b"aaa").await.unwrap();
+        let ca = content(&sha_a, &a);
+        let publish = |key: &'static str, upload: &'static str, how, fresh| {
+            let (refs, ca) = (&refs, &ca);
+            async move { refs.publish(key, upload, ca, how, fresh).await.unwrap() }
+        };
+        assert_eq!(
+            publish("same", "u1", OnDifferent::Conflict, true).await,
+            KeyOutcome::Unchanged
+        );
+        let adopted = refs.key("same").await.unwrap().unwrap();
+        assert_eq!(adopted.refs, ["u1".to_string()].into());
+        assert_eq!((adopted.by.as_str(), adopted.lease), ("", None));
+        // Other bytes: a conflict, the object left alone and no record claiming it.
+        store.put("other", b"bbbb").await.unwrap();
+        assert_eq!(
+            publish("other", "u1", OnDifferent::Conflict, true).await,
+            KeyOutcome::Conflict
+        );
+        assert_eq!(refs.key("other").await.unwrap(), None);
+        assert_eq!(bytes("other").await.as_deref(), Some(&b"bbbb"[..]));
+        // ... unless the upload overwrites.
+        assert_eq!(
+            publish("other", "u2", OnDifferent::Overwrite, true).await,
+            KeyOutcome::Published
+        );
+        assert_eq!(bytes("other").await.as_deref(), Some(&b"aaa"[..]));
+        assert_eq!(refs.key("other").await.unwrap().unwrap().by, "u2");
+        // A dead creator's lease, taken over: still a creation, so the outside object that
+        // creator would have met is a conflict for its successor too, never overwritten.
+        std::fs::copy(&b, store.root().join("k3")).unwrap();
+        put_record("k3", record(&["u9"], "u9", "u9", 1)).await;
+        assert_eq!(
+            publish("k3", "u3", OnDifferent::Conflict, true).await,
+            KeyOutcome::Conflict
+        );
+        assert_eq!(refs.key("k3").await.unwrap(), None);
+        assert_eq!(bytes("k3").await.as_deref(), Some(&b"bbbb"[..]));
+        // Our own earlier attempt's creation (its copy landed, its lease never released): the
+        // bytes there are ours, reported published again.
+        store.put("k4", b"aaa").await.unwrap();
+        put_record("k4", record(&["u4"], "u4", "u4", now_secs() + 600)).await;
+        assert_eq!(
+            publish("k4", "u4", OnDifferent::Conflict, false).await,
+            KeyOutcome::Published
+        );
+        let resumed = refs.key("k4").await.unwrap().unwrap();
+        assert_eq!((resumed.by.as_str(), resumed.lease), ("u4", None));
+        // A fresh key: created, its record released.
+        assert_eq!(
+            publish("new", "u5", OnDifferent::Conflict, true).await,
+            KeyOutcome::Published
+        );
+        let created = refs.key("new").await.unwrap().unwrap();
+        assert_eq!((created.by.as_str(), created.lease), ("u5", None));
+        assert_eq!(bytes("new").await.as_deref(), Some(&b"aaa"[..]));
     }
 
     #[tokio::test]

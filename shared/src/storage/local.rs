@@ -137,9 +137,10 @@ impl LocalStore {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        self.root
-            .join(TMP_DIR)
-            .join(format!("{}-{n}-{nanos}", std::process::id()))
+        // The process id, asked once: a temporary file per write made it a syscall per write.
+        static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        let pid = *PID.get_or_init(std::process::id);
+        self.root.join(TMP_DIR).join(format!("{pid}-{n}-{nanos}"))
     }
 
     /// Moves a finished temporary file to `key`. `linked`: the temporary file is a hard link
@@ -313,6 +314,38 @@ impl LocalStore {
 
     pub fn copy_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<u64> {
         check_key(key)?;
+        let (temp, size, linked) = self.stage(source)?;
+        self.commit(&temp, key, linked)?;
+        Ok(size)
+    }
+
+    /// [`Self::copy_now`] only where `key` is free: the finished file gets its name by a hard
+    /// link, which fails when the name exists (a rename would replace it). `None`: taken.
+    pub fn copy_new_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<Option<u64>> {
+        let dest = self.path_of(key)?;
+        let (temp, size, _) = self.stage(source)?;
+        let mut attempts = 0;
+        let result = loop {
+            match fs::hard_link(&temp, &dest) {
+                Ok(()) => break Ok(Some(size)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => break Ok(None),
+                // The parent is missing (or a concurrent delete removed it, see `commit`).
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => {
+                    attempts += 1;
+                    if let Some(parent) = dest.parent() {
+                        fs::create_dir_all(parent)?;
+                    }
+                }
+                Err(e) => break Err(e.into()),
+            }
+        };
+        let _ = fs::remove_file(&temp);
+        result
+    }
+
+    /// The bytes of `source` in a temporary file of the store: its path, its size, and whether
+    /// it is a hard link of a stored file.
+    fn stage(&self, source: &CopySource<'_>) -> StorageResult<(PathBuf, u64, bool)> {
         let temp = self.temp_path();
         let mut linked = false;
         let size = match source {
@@ -345,8 +378,7 @@ impl LocalStore {
                 .into())
             }
         };
-        self.commit(&temp, key, linked)?;
-        Ok(size)
+        Ok((temp, size, linked))
     }
 
     pub fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
@@ -448,6 +480,15 @@ impl Storage for LocalStore {
         let _ = known;
         Box::pin(async move { self.copy_now(source, key) })
     }
+    fn copy_new<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, Option<u64>> {
+        let _ = known;
+        Box::pin(async move { self.copy_new_now(source, key) })
+    }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(async move { self.list_now(prefix) })
     }
@@ -489,6 +530,34 @@ mod tests {
             "empty directories are removed"
         );
         assert_eq!(s.get_now("a/b/c.txt").unwrap(), None);
+    }
+
+    #[test]
+    fn a_new_copy_never_replaces_what_is_there() {
+        let (d, s) = store();
+        let input = d.path().join("input.bin");
+        fs::write(&input, b"new bytes").unwrap();
+        let file = CopySource::File(&input);
+        assert_eq!(s.copy_new_now(&file, "k/deep/one").unwrap(), Some(9));
+        s.put_now("k/taken", b"theirs").unwrap();
+        assert_eq!(s.copy_new_now(&file, "k/taken").unwrap(), None);
+        assert_eq!(
+            s.copy_new_now(&CopySource::Key("k/deep/one"), "k/taken")
+                .unwrap(),
+            None
+        );
+        assert_eq!(s.get_now("k/taken").unwrap().unwrap().bytes, b"theirs");
+        assert_eq!(
+            s.copy_new_now(&CopySource::Key("k/deep/one"), "k/two")
+                .unwrap(),
+            Some(9)
+        );
+        assert_eq!(s.get_now("k/two").unwrap().unwrap().bytes, b"new bytes");
+        assert_eq!(
+            fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(),
+            0,
+            "no temporary file left behind"
+        );
     }
 
     #[test]

@@ -193,6 +193,15 @@ pub trait Storage: Send + Sync {
         key: &'a str,
         known: &'a ObjectInfo,
     ) -> StorageFuture<'a, u64>;
+    /// [`Self::copy`] only where nothing is at `key` yet, decided by the store atomically
+    /// against every other writer (S3: `If-None-Match: *`; a local store: a hard link, which
+    /// never replaces a name). `Ok(None)`: something is there, whoever wrote it.
+    fn copy_new<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, Option<u64>>;
     /// Keys under `prefix`, in lexicographic order.
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.

@@ -242,7 +242,12 @@ impl S3Store {
     /// Writes a local file (an expanded archive entry) under `key`, its SHA-1 as its content
     /// identity (as a local store has it): one PUT up to [`UPLOAD_PART_SIZE`], else a multipart
     /// upload read part by part, so memory holds one part, never the file.
-    async fn put_file(&self, key: &str, path: &std::path::Path) -> StorageResult<ObjectInfo> {
+    async fn put_file(
+        &self,
+        key: &str,
+        path: &std::path::Path,
+        only_new: bool,
+    ) -> StorageResult<ObjectInfo> {
         use tokio::io::AsyncReadExt;
         check_key(key)?;
         let size = tokio::fs::metadata(path).await?.len();
@@ -261,10 +266,10 @@ impl S3Store {
         };
         if size <= UPLOAD_PART_SIZE {
             let bytes = tokio::fs::read(path).await?;
-            return self.put_now(key, &bytes, Some(&sha1)).await;
+            return self.put_new(key, &bytes, Some(&sha1), only_new).await;
         }
         let part_size = size.div_ceil(MAX_PARTS).max(UPLOAD_PART_SIZE);
-        let upload = self.begin_multipart(key, size, &sha1).await?;
+        let upload = self.begin_multipart(key, size, &sha1, only_new).await?;
         let parts = async {
             let mut file = tokio::fs::File::open(path).await?;
             let mut parts = Vec::new();
@@ -364,11 +369,13 @@ impl S3Store {
         key: &str,
         size: u64,
         etag: &str,
+        only_new: bool,
     ) -> StorageResult<()> {
         self.client
             .copy_object()
             .bucket(&self.bucket)
             .key(key)
+            .set_if_none_match(only_new.then(|| "*".to_string()))
             .copy_source(copy_source)
             .metadata_directive(MetadataDirective::Replace)
             .set_metadata(Some(object_metadata(key, size, etag)))
@@ -389,12 +396,13 @@ impl S3Store {
         offset: u64,
         size: u64,
         etag: &str,
+        only_new: bool,
     ) -> StorageResult<()> {
         let part_size = size
             .div_ceil(MAX_PARTS)
             .max(MIN_PART_SIZE)
             .max(self.multipart_threshold.min(512 << 20));
-        let upload = self.begin_multipart(key, size, etag).await?;
+        let upload = self.begin_multipart(key, size, etag, only_new).await?;
         let parts = async {
             let mut parts = Vec::new();
             let mut start = 0u64;
@@ -434,6 +442,7 @@ impl S3Store {
         key: &'s str,
         size: u64,
         etag: &str,
+        only_new: bool,
     ) -> StorageResult<Multipart<'s>> {
         let created = self
             .client
@@ -449,6 +458,7 @@ impl S3Store {
             store: self,
             key,
             id: created.upload_id().unwrap_or_default().to_string(),
+            only_new,
         })
     }
 }
@@ -466,6 +476,8 @@ struct Multipart<'s> {
     store: &'s S3Store,
     key: &'s str,
     id: String,
+    /// Completed only where nothing is at the key (`If-None-Match: *`).
+    only_new: bool,
 }
 
 impl Multipart<'_> {
@@ -487,6 +499,7 @@ impl Multipart<'_> {
                     .bucket(&store.bucket)
                     .key(self.key)
                     .upload_id(&self.id)
+                    .set_if_none_match(self.only_new.then(|| "*".to_string()))
                     .multipart_upload(
                         CompletedMultipartUpload::builder()
                             .set_parts(Some(parts))
@@ -592,12 +605,24 @@ impl S3Store {
         bytes: &[u8],
         content_etag: Option<&str>,
     ) -> StorageResult<ObjectInfo> {
+        self.put_new(key, bytes, content_etag, false).await
+    }
+
+    /// [`Self::put_now`]; `only_new`: only where nothing is at the key (`If-None-Match: *`).
+    async fn put_new(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        content_etag: Option<&str>,
+        only_new: bool,
+    ) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let out = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
+            .set_if_none_match(only_new.then(|| "*".to_string()))
             .set_metadata(content_etag.map(|e| object_metadata(key, bytes.len() as u64, e)))
             .body(ByteStream::from(bytes.to_vec()))
             .send()
@@ -617,6 +642,7 @@ impl S3Store {
         key: &str,
         target: &str,
         info: ObjectInfo,
+        only_new: bool,
     ) -> StorageResult<ObjectInfo> {
         let mut metadata = object_metadata(key, info.size, &info.etag);
         metadata.insert(CONTENT_SIZE_META.to_string(), info.size.to_string());
@@ -624,6 +650,7 @@ impl S3Store {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
+            .set_if_none_match(only_new.then(|| "*".to_string()))
             .website_redirect_location(format!("/{target}"))
             .set_metadata(Some(metadata))
             .body(ByteStream::from(Vec::new()))
@@ -685,11 +712,14 @@ impl S3Store {
 
     /// Copies `source` to `key`; `known`: the source's size and content identity (a source
     /// key is not asked for them).
+    /// Copies `source` to `key`; `only_new`: only where nothing is at `key` (every request
+    /// that creates the object carries `If-None-Match: *`: a 412 is `PreconditionFailed`).
     async fn copy_now(
         &self,
         source: &CopySource<'_>,
         key: &str,
         known: &ObjectInfo,
+        only_new: bool,
     ) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let (bucket, src_key, version, info) = match *source {
@@ -709,11 +739,11 @@ impl S3Store {
             CopySource::Key(src) => {
                 let info = known.clone();
                 if self.redirect_aliases {
-                    return self.put_alias(key, src, info).await;
+                    return self.put_alias(key, src, info, only_new).await;
                 }
                 (self.bucket.as_str(), src, None, info)
             }
-            CopySource::File(path) => return self.put_file(key, path).await,
+            CopySource::File(path) => return self.put_file(key, path, only_new).await,
             CopySource::Range {
                 bucket,
                 key: src_key,
@@ -723,10 +753,10 @@ impl S3Store {
                 etag,
             } => {
                 if size == 0 {
-                    return self.put_now(key, &[], Some(etag)).await;
+                    return self.put_new(key, &[], Some(etag), only_new).await;
                 }
                 let header = copy_source_header(bucket, src_key, version_id);
-                self.copy_multipart(&header, key, offset, size, etag)
+                self.copy_multipart(&header, key, offset, size, etag, only_new)
                     .await?;
                 return Ok(ObjectInfo {
                     size,
@@ -736,15 +766,15 @@ impl S3Store {
             // Generated content carries its SHA-1 as its identity, as in a local store.
             CopySource::Bytes(bytes) => {
                 let sha1 = super::content_sha1(bytes);
-                return self.put_now(key, bytes, Some(&sha1)).await;
+                return self.put_new(key, bytes, Some(&sha1), only_new).await;
             }
         };
         let header = copy_source_header(bucket, src_key, version);
         if info.size >= self.multipart_threshold {
-            self.copy_multipart(&header, key, 0, info.size, &info.etag)
+            self.copy_multipart(&header, key, 0, info.size, &info.etag, only_new)
                 .await?;
         } else {
-            self.copy_single(&header, key, info.size, &info.etag)
+            self.copy_single(&header, key, info.size, &info.etag, only_new)
                 .await?;
         }
         Ok(info)
@@ -817,7 +847,21 @@ impl Storage for S3Store {
         key: &'a str,
         known: &'a ObjectInfo,
     ) -> StorageFuture<'a, u64> {
-        Box::pin(async move { Ok(self.copy_now(source, key, known).await?.size) })
+        Box::pin(async move { Ok(self.copy_now(source, key, known, false).await?.size) })
+    }
+    fn copy_new<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            match self.copy_now(source, key, known, true).await {
+                Ok(info) => Ok(Some(info.size)),
+                Err(StorageError::PreconditionFailed(_)) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(self.list_now(prefix))

@@ -231,6 +231,17 @@ impl Storage for Scheduled<'_> {
             self.inner.copy(source, key, known).await
         })
     }
+    fn copy_new<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("copy_new {key}")).await;
+            self.inner.copy_new(source, key, known).await
+        })
+    }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(async move {
             self.scheduler.barrier(&format!("list {prefix}")).await;
