@@ -232,6 +232,8 @@ pub struct Indexed {
     /// What the run came to, for the upload record, when a re-delivery may be answered from
     /// it (every planned key published or unchanged).
     indexed_as: Option<IndexedAs>,
+    /// The upload record as the plan wrote it (the finalize swaps on it without a read).
+    upload_read: Option<PriorRead>,
 }
 
 impl Indexed {
@@ -526,14 +528,15 @@ impl<'s> Indexer<'s> {
             ..UploadRecord::default()
         };
         let stamp = upload.file_stamp.as_ref();
-        let mut found = self.refs.plan(&template, &planned, prior, stamp).await?;
+        let (mut found, mut upload_read) =
+            self.refs.plan(&template, &planned, prior, stamp).await?;
         if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
             if !self.config.lease.exclusive {
                 return Err(busy(&format!("{}: a removal is in progress", upload.id)));
             }
             // A removal that died half-way (we hold the writer lock): finish it first.
             self.unindex(&upload.id).await?;
-            found = self.refs.plan(&template, &planned, None, stamp).await?;
+            (found, upload_read) = self.refs.plan(&template, &planned, None, stamp).await?;
         }
         let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
         // An earlier attempt of this upload began and did not finish.
@@ -568,6 +571,7 @@ impl<'s> Indexer<'s> {
             referenced,
             planned,
             indexed_as,
+            upload_read,
         })
     }
 
@@ -586,6 +590,7 @@ impl<'s> Indexer<'s> {
                 upload,
                 &indexed.referenced,
                 Run::Complete(indexed.indexed_as.as_ref()),
+                indexed.upload_read.clone(),
             )
             .await?
         {
@@ -1441,7 +1446,11 @@ impl<'s> Indexer<'s> {
         if result == KeyOutcome::Conflict {
             return Ok(Some(result));
         }
-        if !self.refs.finalize(holder, &keys, Run::Partial).await? {
+        if !self
+            .refs
+            .finalize(holder, &keys, Run::Partial, None)
+            .await?
+        {
             self.refs.remove(key, holder).await?;
             return Ok(None);
         }

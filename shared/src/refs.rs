@@ -24,7 +24,11 @@
 //!    store's writer lock, was left by a dead process and is taken over. The holder is the
 //!    operation and the upload (`index:<upload>`, `remove:<upload>`): a retried message takes
 //!    its own earlier attempt's lease over at once, which is safe because both attempts mean
-//!    the same bytes (or the same removal) for the same upload.
+//!    the same bytes (or the same removal) for the same upload. A key without a record gets a
+//!    `create` lease: no symdex object is there (its objects always have a record), so its
+//!    holder, or whoever takes it over, writes only where nothing is (`Storage::copy_new`)
+//!    and leaves anything found there alone unless it holds the same bytes (adopted) or the
+//!    upload overwrites; otherwise the record goes and the key is a conflict.
 //! 2. **A record without a lease describes its object**: the object exists and holds the
 //!    recorded content. So a key with references and no lease is published. Sole-writer form
 //!    (the local store's writer lock, `LeasePolicy::exclusive`): a key with neither record nor
@@ -164,7 +168,7 @@ pub struct UploadRecord {
 
 /// An upload record as it was read, for the compare-and-swap of a [`RefStore::plan`] that
 /// follows (saves reading it again; a swap on an older version fails and reads anew).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct PriorRead(Option<Versioned>);
 
 /// Which run of an upload [`RefStore::finalize`] ends.
@@ -1102,8 +1106,8 @@ impl<'s> RefStore<'s> {
         keys: &BTreeSet<String>,
         prior: Option<PriorRead>,
         stamp: Option<&FileStamp>,
-    ) -> io::Result<Option<UploadRecord>> {
-        let found = self
+    ) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
+        let ((found, wrote), version) = self
             .update_versioned(
                 &upload_file(&template.upload),
                 prior.map(|p| p.0),
@@ -1113,24 +1117,35 @@ impl<'s> RefStore<'s> {
                         record.state = UploadState::Indexing;
                         record.keys.clear();
                         record.planned = keys.clone();
-                        return Ok(Step::Write(record, None));
+                        return Ok(Step::Write(record.clone(), (None, Some(record))));
                     };
                     let found = record.clone();
                     if record.state == UploadState::Removing {
-                        return Ok(Step::Keep(Some(found)));
+                        return Ok(Step::Keep((Some(found), None)));
                     }
                     if record.plan_keys(keys) {
-                        Ok(Step::Write(record, Some(found)))
+                        Ok(Step::Write(record.clone(), (Some(found), Some(record))))
                     } else {
-                        Ok(Step::Keep(Some(found)))
+                        Ok(Step::Keep((Some(found), None)))
                     }
                 },
             )
-            .await?
-            .0;
+            .await?;
+        // The record as written, for the finalize's swap (saves reading it again).
+        let written = match (wrote, version) {
+            (Some(record), Some(version)) => Some(PriorRead(Some(Versioned {
+                bytes: serde_json::to_vec(&record)?,
+                version,
+            }))),
+            _ => None,
+        };
         if found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
-            self.update(
+            // A new upload usually comes from a new location: its record is created without
+            // reading it first (a wrong guess fails and reads).
+            let guess = found.is_none().then_some(None);
+            self.update_versioned(
                 &source_file(&template.source),
+                guess,
                 |current: Option<SourceRecord>| {
                     let mut source = current.unwrap_or_else(|| SourceRecord {
                         source: template.source.clone(),
@@ -1150,7 +1165,7 @@ impl<'s> RefStore<'s> {
             )
             .await?;
         }
-        Ok(found)
+        Ok((found, written))
     }
 
     /// Adds `keys` to the planned keys of an upload that is not being removed (another
@@ -1175,18 +1190,53 @@ impl<'s> RefStore<'s> {
     /// Adds `keys` to a live upload's references (`indexing` becomes `indexed` when the run
     /// is `Complete`, recording what it came to). `false` when the upload is being removed or
     /// gone: the caller takes the references back (invariant 4).
+    ///
+    /// `planned`: the record as this run's plan wrote it, if it did: the swap then needs no
+    /// read, and fails (and reads) if anything changed since, a removal's mark included. A
+    /// decision to leave the record as it is is never taken on that prefetched copy (it could
+    /// miss a mark): it is read first.
     pub async fn finalize(
         &self,
         upload: &str,
         keys: &BTreeSet<String>,
         run: Run<'_>,
+        planned: Option<PriorRead>,
     ) -> io::Result<bool> {
-        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
+        let mut prefetched = planned.and_then(|p| p.0).map(Some);
+        loop {
+            let mut on_prefetch = prefetched.is_some();
+            let decided = self
+                .update_versioned(
+                    &upload_file(upload),
+                    prefetched.take(),
+                    |current: Option<UploadRecord>| {
+                        let stale = std::mem::take(&mut on_prefetch);
+                        let keep = |alive| Ok(Step::Keep((!stale).then_some(alive)));
+                        self.finalize_step(current, keys, run, keep)
+                    },
+                )
+                .await?
+                .0;
+            if let Some(alive) = decided {
+                return Ok(alive);
+            }
+        }
+    }
+
+    /// One swap of [`Self::finalize`]; `keep` makes the step that leaves the record as it is.
+    fn finalize_step(
+        &self,
+        current: Option<UploadRecord>,
+        keys: &BTreeSet<String>,
+        run: Run<'_>,
+        keep: impl Fn(bool) -> io::Result<Step<UploadRecord, Option<bool>>>,
+    ) -> io::Result<Step<UploadRecord, Option<bool>>> {
+        {
             let Some(mut record) = current else {
-                return Ok(Step::Keep(false));
+                return keep(false);
             };
             if record.state == UploadState::Removing {
-                return Ok(Step::Keep(false));
+                return keep(false);
             }
             let summary =
                 |r: &UploadRecord| (r.keys.len(), r.planned.len(), r.state, r.indexed_as.clone());
@@ -1200,12 +1250,11 @@ impl<'s> RefStore<'s> {
                 record.indexed_as = indexed_as.cloned();
             }
             if summary(&record) == before {
-                Ok(Step::Keep(true))
+                keep(true)
             } else {
-                Ok(Step::Write(record, true))
+                Ok(Step::Write(record, Some(true)))
             }
-        })
-        .await
+        }
     }
 
     /// Marks an upload `removing` (invariant 4) and returns it, or `None` when there is none.
@@ -1715,15 +1764,16 @@ mod tests {
             ..Default::default()
         };
         let keys: BTreeSet<String> = ["k1".to_string(), "k2".to_string()].into();
-        assert_eq!(refs.plan(&up, &keys, None, None).await.unwrap(), None);
+        let (found, planned) = refs.plan(&up, &keys, None, None).await.unwrap();
+        assert_eq!(found, None);
+        assert!(planned.is_some(), "the plan wrote the record");
+        let (found, again) = refs.plan(&up, &keys, None, None).await.unwrap();
         assert_eq!(
-            refs.plan(&up, &keys, None, None)
-                .await
-                .unwrap()
-                .map(|r| r.state),
+            found.map(|r| r.state),
             Some(UploadState::Indexing),
             "the second plan finds the first"
         );
+        assert!(again.is_none(), "and changes nothing");
         let record = refs.upload("file:/a").await.unwrap().unwrap();
         assert_eq!(record.state, UploadState::Indexing);
         assert_eq!(record.planned, keys);
@@ -1732,8 +1782,14 @@ mod tests {
             .await
             .unwrap()
             .contains("file:/a"));
+        // Finalized on the record as the plan wrote it (unchanged since: no read needed).
         assert!(refs
-            .finalize("file:/a", &["k1".to_string()].into(), Run::Complete(None))
+            .finalize(
+                "file:/a",
+                &["k1".to_string()].into(),
+                Run::Complete(None),
+                planned.clone()
+            )
             .await
             .unwrap());
         let record = refs.upload("file:/a").await.unwrap().unwrap();
@@ -1742,15 +1798,16 @@ mod tests {
         // Each key is listed once: referenced under `keys`, the rest still `planned`.
         assert_eq!(record.planned, ["k2".to_string()].into());
         assert!(
-            refs.plan(&up, &keys, None, None).await.unwrap().is_some(),
+            refs.plan(&up, &keys, None, None).await.unwrap().0.is_some(),
             "planning the same keys again"
         );
         assert_eq!(refs.upload("file:/a").await.unwrap().unwrap(), record);
         let removing = refs.begin_removal("file:/a").await.unwrap().unwrap();
         assert_eq!(removing.all_keys(), keys);
+        // A finalize swapping on a copy older than the removal's mark sees the mark.
         assert!(
             !refs
-                .finalize("file:/a", &keys, Run::Complete(None))
+                .finalize("file:/a", &keys, Run::Complete(None), planned)
                 .await
                 .unwrap(),
             "a removing upload is not finalized"
@@ -1759,6 +1816,7 @@ mod tests {
             refs.plan(&up, &keys, None, None)
                 .await
                 .unwrap()
+                .0
                 .map(|r| r.state),
             Some(UploadState::Removing)
         );
