@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench` part: how the local store scales (issue "one stored copy per artifact").
-# N distinct ELF files (one gcc build, copies with their build id rewritten) are indexed into a
+# N distinct ELF files (one gcc build, copies with their build id rewritten to a hash) are indexed into a
 # fresh store, indexed again unchanged, verified; elfutils `debuginfod -F` scans the same
 # directory in the same run. Prints the curve and the stored / input bytes; asserts nothing.
 #   BENCH_SCALE="1000 10000 50000" make bench
@@ -23,7 +23,7 @@ for n in $sizes; do
   dir="$work/in-$n" store="$work/store-$n"
   rm -rf "$dir" "$store"
   python3 - "$work/template" "$dir" "$n" <<'PY'
-import os, sys
+import hashlib, os, sys
 template, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 data = open(template, "rb").read()
 marker = b"\xab" * 20
@@ -32,7 +32,9 @@ for i in range(n):
     sub = os.path.join(out, f"{i // 1000:03d}")
     os.makedirs(sub, exist_ok=True)
     with open(os.path.join(sub, f"app{i}"), "wb") as f:
-        f.write(data[:at] + i.to_bytes(20, "big") + data[at + 20:])
+        # Build ids spread like real ones (a hash), not counted up: keys sharing a leading
+        # byte share a directory (`gdb/<2 hex>/`), and counting put them all in `00/`.
+        f.write(data[:at] + hashlib.sha1(str(i).encode()).digest() + data[at + 20:])
 PY
   # Built, then indexed: inputs left alone for 2 s have their status stamped by the first
   # index, so the re-index reads none of them (as in CI, where indexing follows the build).

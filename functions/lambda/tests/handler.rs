@@ -384,39 +384,6 @@ async fn with_product_prefixes_a_lying_product_is_rejected() {
     assert!(published.contains_key(&format!("buildid/{}/executable", fx.build_id())));
 }
 
-/// A fat Mach-O dylib of two slices (arm64, x86_64), each a header and its LC_UUID, written
-/// byte by byte (mach-o/loader.h, mach-o/fat.h; slices 4 KiB-aligned).
-fn fat_macho() -> Vec<u8> {
-    let thin = |cputype: u32, subtype: u32, uuid: u8| {
-        let mut out = Vec::new();
-        for word in [0xfeed_facf_u32, cputype, subtype, 6, 1, 24, 0, 0] {
-            out.extend(word.to_le_bytes()); // mach_header_64, MH_DYLIB, one command
-        }
-        out.extend(0x1b_u32.to_le_bytes()); // LC_UUID
-        out.extend(24_u32.to_le_bytes());
-        out.extend([uuid; 16]);
-        out
-    };
-    let slices = [
-        (0x0100_000c, 0, thin(0x0100_000c, 0, 0xa1)),
-        (0x0100_0007, 3, thin(0x0100_0007, 3, 0xb2)),
-    ];
-    let mut fat = Vec::new();
-    fat.extend(0xcafe_babe_u32.to_be_bytes());
-    fat.extend((slices.len() as u32).to_be_bytes());
-    for (i, (cputype, subtype, bytes)) in slices.iter().enumerate() {
-        let offset = 4096 * (i as u32 + 1);
-        for word in [*cputype, *subtype, offset, bytes.len() as u32, 12] {
-            fat.extend(word.to_be_bytes());
-        }
-    }
-    for (i, (_, _, bytes)) in slices.iter().enumerate() {
-        fat.resize(4096 * (i + 1), 0);
-        fat.extend(bytes);
-    }
-    fat
-}
-
 /// SYMDEX_ALIASES=redirect: each artifact is stored once; its other keys are zero-byte
 /// redirects to the key holding the bytes (what the CDN's viewer-response function and the S3
 /// website endpoint answer with a 301). An alias never outlives its target: a second PDB of
@@ -439,7 +406,11 @@ async fn redirect_aliases_store_each_artifact_once_and_never_dangle() {
     );
     std::fs::write(fx.path("foo.pdb"), &pdb).unwrap();
     std::fs::write(fx.path("bar.pdb"), &pdb).unwrap();
-    std::fs::write(fx.path("libfat.dylib"), fat_macho()).unwrap();
+    std::fs::write(
+        fx.path("libfat.dylib"),
+        symdex_shared::testing::builders::build_fat_macho((0xa1, 0xb2)),
+    )
+    .unwrap();
     let index = |key: &'static str, file: &'static str| {
         let (stack, ctx, path) = (&stack, &ctx, fx.path(file));
         async move {

@@ -467,3 +467,39 @@ pub fn build_msfz(streams: &[Option<Vec<u8>>], compressed: bool) -> Vec<u8> {
     file[..80].copy_from_slice(&header);
     file
 }
+
+/// A universal (fat) Mach-O dylib of two 64-bit slices (arm64 and x86_64), each a header with
+/// one `LC_UUID` command: the first slice's UUID is sixteen bytes of `uuids.0`, the second's of
+/// `uuids.1`. Each slice is an identity of its own; both serve the whole file.
+pub fn build_fat_macho(uuids: (u8, u8)) -> Vec<u8> {
+    let thin = |cputype: u32, subtype: u32, uuid: u8| {
+        let mut out = Vec::new();
+        // mach_header_64: magic, cputype, cpusubtype, MH_DYLIB, one command of 24 bytes.
+        for word in [0xfeed_facf_u32, cputype, subtype, 6, 1, 24, 0, 0] {
+            out.extend(word.to_le_bytes());
+        }
+        out.extend(0x1b_u32.to_le_bytes()); // LC_UUID
+        out.extend(24_u32.to_le_bytes());
+        out.extend([uuid; 16]);
+        out
+    };
+    let slices = [
+        (0x0100_000c, 0, thin(0x0100_000c, 0, uuids.0)),
+        (0x0100_0007, 3, thin(0x0100_0007, 3, uuids.1)),
+    ];
+    let mut fat = Vec::new();
+    fat.extend(0xcafe_babe_u32.to_be_bytes());
+    fat.extend((slices.len() as u32).to_be_bytes());
+    for (i, (cputype, subtype, bytes)) in slices.iter().enumerate() {
+        // fat_arch: cputype, cpusubtype, offset (page-aligned), size, align (2^12).
+        let offset = 4096 * (i as u32 + 1);
+        for word in [*cputype, *subtype, offset, bytes.len() as u32, 12] {
+            fat.extend(word.to_be_bytes());
+        }
+    }
+    for (i, (_, _, bytes)) in slices.iter().enumerate() {
+        fat.resize(4096 * (i + 1), 0);
+        fat.extend(bytes);
+    }
+    fat
+}

@@ -16,8 +16,8 @@ use crate::reader::MemReader;
 use crate::refs::{LeasePolicy, Wait};
 use crate::storage::{CopySource, LocalStore, Storage};
 use crate::testing::builders::{
-    build_elf, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table, info_stream,
-    with_section,
+    build_elf, build_fat_macho, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table,
+    info_stream, with_section,
 };
 use crate::testing::interleave::{Actor, Scheduled, Scheduler};
 use crate::IdentifyOptions;
@@ -95,6 +95,11 @@ pub struct Artifacts {
     /// A debug file whose DWARF names `/ci/work/src/hello.c`, and that source file.
     pub debug_with_sources: Artifact,
     pub source: Artifact,
+    /// A universal Mach-O uploaded by two builds: two identities (one per slice) whose keys
+    /// share one stored copy (the key holding the bytes is the upload's, its other keys link
+    /// to it or, on S3, are aliases of it).
+    pub fat_a: Artifact,
+    pub fat_b: Artifact,
 }
 
 impl Artifacts {
@@ -125,7 +130,10 @@ impl Artifacts {
             ".debug_line",
             &dwarf5_line_table("/ci/work", &["src/hello.c"]),
         );
+        let fat = build_fat_macho((0xa1, 0xb2));
         Artifacts {
+            fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
+            fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),
             debug_with_sources: Artifact::new("file:/ci/hello.debug", "hello.debug", with_sources),
             source: Artifact::new(
                 "file:/ci/src/hello.c",
@@ -209,6 +217,18 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Index(&a.pe, true),
             ],
             survivors: Survivors::Exactly(vec![&a.pe]),
+        },
+        Scenario {
+            name: "two builds upload the same fat Mach-O at once",
+            before: vec![],
+            ops: vec![Op::Index(&a.fat_a, true), Op::Index(&a.fat_b, true)],
+            survivors: Survivors::Exactly(vec![&a.fat_a, &a.fat_b]),
+        },
+        Scenario {
+            name: "a fat Mach-O's second build arrives while its first is deleted",
+            before: vec![&a.fat_a],
+            ops: vec![Op::Index(&a.fat_b, true), Op::Delete(&a.fat_a)],
+            survivors: Survivors::Exactly(vec![&a.fat_b]),
         },
         Scenario {
             name: "delete both builds at once",
@@ -526,6 +546,27 @@ mod tests {
         }
         // Some schedules make an actor meet a live lease: the retry path is exercised too.
         assert!(retried > 0, "no schedule made an actor wait");
+    }
+
+    #[tokio::test]
+    async fn the_fat_mach_o_of_the_scenarios_is_two_identities() {
+        let a = Artifacts::new();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LocalStore::open(dir.path()).expect("store");
+        let records = run_op(&store, Op::Index(&a.fat_a, true)).await.unwrap();
+        let identities: BTreeSet<_> = records
+            .iter()
+            .filter(|r| !r.published.is_empty())
+            .map(|r| r.debug_id.clone())
+            .collect();
+        assert_eq!(identities.len(), 2, "one identity per slice: {records:#?}");
+        let objects = published(&store).await.unwrap();
+        let whole = crate::storage::content_sha1(&a.fat_a.bytes);
+        let serving_it = objects.values().filter(|etag| **etag == whole).count();
+        assert!(
+            serving_it >= 4,
+            "both slices' keys serve the file: {objects:#?}"
+        );
     }
 
     #[tokio::test]
