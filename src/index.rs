@@ -183,7 +183,9 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
 async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
     let store_root = absolute(store.local().root());
-    let indexer = Indexer::new(&store, config(args));
+    // The writer lock makes this run the store's only writer: source-map records are
+    // written once per flush, before the uploads they serve are finalized.
+    let indexer = Indexer::new(&store, config(args)).defer_source_map_writes();
     indexer.prepare().await?;
     let meta = UploadMeta {
         build: args.build.clone(),
@@ -296,6 +298,8 @@ impl<'i, 's> Sink<'i, 's> {
     }
 
     async fn flush(&mut self) -> io::Result<()> {
+        // Wants and offers reach the store before any upload that holds them is finalized.
+        self.indexer.flush_source_maps().await?;
         let pending = std::mem::take(&mut self.pending);
         let mut records: Vec<Record> = pending.iter().flat_map(|i| i.records.clone()).collect();
         self.manifests

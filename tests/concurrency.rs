@@ -206,6 +206,90 @@ fn a_run_killed_at_any_point_is_repaired_by_running_it_again() {
     assert!(crashed >= 10, "the crash points were inside the run");
 }
 
+/// A run of debug files killed at any point, run again, then their sources uploaded: every
+/// `source/` key a clean run publishes is published. The debug files' wants are written once,
+/// at the end of the run, before their uploads are finalized; a want lost with an upload
+/// finalized would leave its source unserved forever (a re-run answers from the upload record).
+#[test]
+fn a_run_killed_before_its_source_maps_are_written_is_repaired() {
+    let w = Workdir::new();
+    let mut debug_files = Vec::new();
+    let mut sources = Vec::new();
+    for i in 0..3 {
+        let dir = format!("s{i}");
+        let body = format!("x * {}", i + 2);
+        build_split_elf(&w, &dir, &format!("0x{i:02x}{}", "cd".repeat(19)), &body);
+        let source = w.path(&format!("{dir}/prog.c"));
+        std::fs::write(
+            &source,
+            format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n"),
+        )
+        .unwrap();
+        debug_files.push(w.path(&format!("{dir}/app.debug")));
+        debug_files.push(w.path(&format!("{dir}/app.stripped")));
+        sources.push(source);
+    }
+    let run = |store: &Path, inputs: &[std::path::PathBuf]| {
+        let inputs: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
+        let mut cmd = index_cmd(store, "x", &inputs);
+        cmd.args(["--source-ext", "c"]);
+        cmd
+    };
+    let clean = w.path("clean");
+    ok(run(&clean, &debug_files).output().unwrap());
+    ok(run(&clean, &sources).output().unwrap());
+    let expected = references(&clean);
+    let served = expected.keys().filter(|k| k.contains("/source/")).count();
+    assert_eq!(
+        served, 3,
+        "each debug file's source is served: {expected:#?}"
+    );
+    // How many writes the run makes: the fewest a crash point may allow for it to finish
+    // (bisected on fresh stores). The points then cover the run, and its end densely (the
+    // manifest, the source-map records, the finalizes).
+    let finishes = |n: usize| {
+        let store = w.path(&format!("probe{n}"));
+        let out = run(&store, &debug_files)
+            .env("SYMDEX_CRASH_AFTER_WRITES", n.to_string())
+            .output()
+            .unwrap();
+        out.status.success()
+    };
+    let (mut low, mut high) = (0, 1000);
+    assert!(finishes(high));
+    while low < high {
+        let mid = (low + high) / 2;
+        if finishes(mid) {
+            high = mid;
+        } else {
+            low = mid + 1;
+        }
+    }
+    let writes = low;
+    let mut points: Vec<usize> = (1..4).map(|q| writes * q / 4).collect();
+    points.extend(writes.saturating_sub(12)..writes);
+    let mut crashed = 0;
+    for crash_after in points {
+        let store = w.path(&format!("store{crash_after}"));
+        let killed = run(&store, &debug_files)
+            .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
+            .output()
+            .unwrap();
+        if !killed.status.success() {
+            crashed += 1;
+        }
+        ok(run(&store, &debug_files).output().unwrap());
+        ok(run(&store, &sources).output().unwrap());
+        verify_clean(&store);
+        assert_eq!(
+            references(&store),
+            expected,
+            "crash after {crash_after} writes"
+        );
+    }
+    assert_eq!(crashed, 15, "every crash point was inside the run");
+}
+
 /// `symdex delete --build x` succeeds and leaves the store verifiably clean.
 fn delete_build(store: &Path) {
     ok(symdex()

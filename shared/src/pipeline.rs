@@ -294,6 +294,21 @@ impl<'s> Indexer<'s> {
         &self.config
     }
 
+    /// For a sole writer (`lease.exclusive`, else nothing changes): source-map records are
+    /// written at [`Self::flush_source_maps`], which the caller runs before it finalizes
+    /// (see `RefStore::defer_source_map_writes`).
+    pub fn defer_source_map_writes(mut self) -> Self {
+        if self.config.lease.exclusive {
+            self.refs.defer_source_map_writes();
+        }
+        self
+    }
+
+    /// Writes the source-map records deferred since the last call.
+    pub async fn flush_source_maps(&self) -> io::Result<()> {
+        self.refs.flush_source_maps().await
+    }
+
     pub fn refs(&self) -> &RefStore<'s> {
         &self.refs
     }
