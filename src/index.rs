@@ -9,10 +9,11 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use symdex_shared::archive::{self, Event};
+use symdex_shared::formats::identify_with_details;
 use symdex_shared::identity::file_name_of;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
-    default_prefixes, Config, EntryOf, Indexed, Indexer, Summary, Upload,
+    default_prefixes, Config, EntryOf, Indexed, Indexer, Lookup, Summary, Upload,
 };
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::{FileStamp, LeasePolicy};
@@ -196,7 +197,8 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         source_root: args.source_root.clone(),
     };
 
-    let files = expand_paths_excluding(&args.inputs, Some(&store_root));
+    // Canonical paths (upload ids name them): `index_file` takes them as they are.
+    let files = expand_paths_excluding(&args.inputs, &store_root);
     let bar = progress(files.len());
     let mut sink = Sink::new(&indexer, args.json);
     let mut failed = false;
@@ -359,8 +361,11 @@ async fn index_file(
     meta: &UploadMeta,
     as_source: bool,
 ) -> io::Result<Indexed> {
-    let abs = absolute(path);
-    let file_reader = FileReader::open(&abs)?;
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        absolute(path)
+    };
     let shown = abs.to_string_lossy().into_owned();
     // The status first, then the bytes: a change while they are read shows in the next
     // status, never in a stamp of the old one.
@@ -380,7 +385,7 @@ async fn index_file(
         Some(known) => (known.etag, None),
         None => {
             let etag = if status.len() <= READ_WHOLE_BELOW {
-                let bytes = read_whole(&file_reader)?;
+                let bytes = std::fs::read(&abs)?;
                 let etag = content_sha1(&bytes);
                 whole = Some(bytes);
                 etag
@@ -421,21 +426,22 @@ async fn index_file(
     // The stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
     // re-index writes nothing but its manifest, so a file first indexed unsettled is hashed
     // again each time (then answered from its upload record).
-    match &whole {
-        Some(bytes) => indexer.index(&upload, &MemReader(bytes.as_slice())).await,
-        None => indexer.index(&upload, &file_reader).await,
-    }
+    // A re-delivery is answered from the upload record: the input is not even opened.
+    let prior = match indexer.already_indexed(&upload).await? {
+        Lookup::Indexed(unchanged) => return Ok(unchanged),
+        Lookup::Unindexed(prior) => prior,
+    };
+    let identified = match &whole {
+        Some(bytes) => identify_with_details(&MemReader(bytes.as_slice()), &upload.options),
+        None => identify_with_details(&FileReader::open(&abs)?, &upload.options),
+    };
+    indexer
+        .index_looked_up(&upload, identified, Some(prior))
+        .await
 }
 
 /// Inputs up to this size are read whole when they are hashed (see `index_file`).
 const READ_WHOLE_BELOW: u64 = 1 << 20;
-
-/// All of a file as it is now (it may have changed size since its status was taken).
-fn read_whole(file: &FileReader) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(file.size() as usize + 1);
-    file.file().read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
 
 /// A file's stamp (refs.rs) from this status, its etag empty, when it was left alone long
 /// enough before the status was taken to be trusted later.

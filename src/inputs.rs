@@ -79,13 +79,37 @@ fn symlink_reason(path: &Path) -> String {
 /// Expands directories (recursively, in a stable order) into files, leaving out `exclude`
 /// (the store itself, when it sits among the inputs). Paths named on the command line are
 /// taken as they are (a link named there is followed).
-pub fn expand_paths_excluding(paths: &[PathBuf], exclude: Option<&Path>) -> Vec<Walked> {
+/// The files under `paths` as `symdex index` names them: canonical (a directory's path is
+/// resolved once, and the walk under it follows no link, so a file's path below it needs no
+/// resolving of its own: that was two `realpath`s, six syscalls, per file of a re-index),
+/// nothing under `exclude` (the store itself).
+pub fn expand_paths_excluding(paths: &[PathBuf], exclude: &Path) -> Vec<Walked> {
+    walk(paths, Some(exclude), true)
+}
+
+/// The files under `paths`, named as given (`keys`, `check`).
+pub fn expand_paths(paths: &[PathBuf]) -> Vec<Walked> {
+    walk(paths, None, false)
+}
+
+fn walk(paths: &[PathBuf], exclude: Option<&Path>, canonical: bool) -> Vec<Walked> {
+    let resolve = |p: &PathBuf| match canonical {
+        true => p.canonicalize().unwrap_or_else(|_| p.clone()),
+        false => p.clone(),
+    };
     let mut out = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let walk = walkdir::WalkDir::new(path).sort_by_file_name().into_iter();
+            let root = resolve(path);
+            let walk = walkdir::WalkDir::new(&root).sort_by_file_name().into_iter();
             let walk = walk.filter_entry(|e| {
-                exclude.is_none_or(|ex| e.path().canonicalize().map_or(true, |p| p != ex))
+                // Only a directory can be the store; below a canonical root, its path is
+                // canonical already.
+                !e.file_type().is_dir()
+                    || exclude.is_none_or(|ex| match canonical {
+                        true => e.path() != ex,
+                        false => e.path().canonicalize().map_or(true, |p| p != ex),
+                    })
             });
             for entry in walk {
                 match entry {
@@ -102,14 +126,10 @@ pub fn expand_paths_excluding(paths: &[PathBuf], exclude: Option<&Path>) -> Vec<
                 }
             }
         } else {
-            out.push(Walked::File(path.clone()));
+            out.push(Walked::File(resolve(path)));
         }
     }
     out
-}
-
-pub fn expand_paths(paths: &[PathBuf]) -> Vec<Walked> {
-    expand_paths_excluding(paths, None)
 }
 
 /// The first `N` bytes of a file (`None`: shorter, or unreadable): content detection.

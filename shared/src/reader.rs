@@ -64,13 +64,6 @@ impl FileReader {
     }
 }
 
-impl FileReader {
-    /// The open file (read from where its cursor is).
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-}
-
 impl RangeReader for FileReader {
     fn size(&self) -> u64 {
         self.size
