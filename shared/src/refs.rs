@@ -759,13 +759,13 @@ impl<'s> RefStore<'s> {
         let overwrite = different == OnDifferent::Overwrite;
         let file = key_file(key);
         let holder = index_holder(upload);
-        // Concurrent writers (leases): a fresh upload's key usually has no record yet, so the
-        // first swap creates one without reading (a wrong guess fails and reads), and what is
-        // at the key is found by creating the object only where nothing is (`CREATE`).
+        // A fresh upload's key usually has no record yet, so the first swap creates one
+        // without reading (a wrong guess fails and reads). Concurrent writers (leases): what
+        // is at the key is found by creating the object only where nothing is (`CREATE`).
         // A sole writer: without a record, whatever is at the key was written outside symdex:
-        // asked once, right after the first read (which the first swap then uses).
+        // asked once, before the first swap.
         let creates = !self.policy.exclusive;
-        let mut prefetched = if creates && fresh {
+        let mut prefetched = if fresh {
             Some(None)
         } else {
             Some(self.store.get(&file).await?)

@@ -283,6 +283,14 @@ impl LocalStore {
         // The temporary file is written outside the lock; only compare + rename are inside.
         let temp = self.temp_path();
         fs::write(&temp, bytes)?;
+        if let Precondition::Absent = condition {
+            // Creating needs no lock: a hard link never replaces a name, so it is atomic
+            // against every other writer (a swap under the lock finds the record there, or
+            // not yet, exactly as if it had come first).
+            let created = self.link_new(&temp, key);
+            let _ = fs::remove_file(&temp);
+            return Ok(created?.then(|| content_sha1(bytes)));
+        }
         let result = self.with_cas_lock(|| {
             let current = self.version(key)?;
             let holds = match condition {
@@ -314,6 +322,15 @@ impl LocalStore {
 
     pub fn copy_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<u64> {
         check_key(key)?;
+        // Another name for a stored file where the key is free: one link, no temporary name
+        // (a stored file is complete, so its new name never shows a part of it).
+        if let CopySource::Key(src) = source {
+            let src = self.path_of(src)?;
+            if let Ok(true) = self.link_new(&src, key) {
+                return Ok(fs::metadata(&src)?.len());
+            }
+            // Taken (replaced below, by a rename), or the source is missing (reported below).
+        }
         let (temp, size, linked) = self.stage(source)?;
         self.commit(&temp, key, linked)?;
         Ok(size)
@@ -322,25 +339,34 @@ impl LocalStore {
     /// [`Self::copy_now`] only where `key` is free: the finished file gets its name by a hard
     /// link, which fails when the name exists (a rename would replace it). `None`: taken.
     pub fn copy_new_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<Option<u64>> {
-        let dest = self.path_of(key)?;
+        check_key(key)?;
         let (temp, size, _) = self.stage(source)?;
+        let created = self.link_new(&temp, key);
+        let _ = fs::remove_file(&temp);
+        Ok(created?.then_some(size))
+    }
+
+    /// Gives `file` the name `key` too, unless the key exists (`false`); creates its
+    /// directory when missing.
+    fn link_new(&self, file: &Path, key: &str) -> StorageResult<bool> {
+        let dest = self.path_of(key)?;
         let mut attempts = 0;
-        let result = loop {
-            match fs::hard_link(&temp, &dest) {
-                Ok(()) => break Ok(Some(size)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => break Ok(None),
-                // The parent is missing (or a concurrent delete removed it, see `commit`).
+        loop {
+            match fs::hard_link(file, &dest) {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+                // The parent is missing (or a concurrent delete removed it, see `commit`);
+                // with the parent there, it is `file` that is missing.
                 Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => {
                     attempts += 1;
-                    if let Some(parent) = dest.parent() {
-                        fs::create_dir_all(parent)?;
+                    match dest.parent() {
+                        Some(parent) if !parent.is_dir() => fs::create_dir_all(parent)?,
+                        _ => return Err(e.into()),
                     }
                 }
-                Err(e) => break Err(e.into()),
+                Err(e) => return Err(e.into()),
             }
-        };
-        let _ = fs::remove_file(&temp);
-        result
+        }
     }
 
     /// The bytes of `source` in a temporary file of the store: its path, its size, and whether
@@ -553,6 +579,14 @@ mod tests {
             Some(9)
         );
         assert_eq!(s.get_now("k/two").unwrap().unwrap().bytes, b"new bytes");
+        // A copy from a key that is not there says which.
+        assert!(matches!(
+            s.copy_now(&CopySource::Key("k/gone"), "k/other/three"),
+            Err(StorageError::NotFound(key)) if key == "k/gone"
+        ));
+        assert!(s
+            .copy_new_now(&CopySource::Key("k/gone"), "k/four")
+            .is_err());
         assert_eq!(
             fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(),
             0,
