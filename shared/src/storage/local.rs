@@ -355,14 +355,16 @@ impl LocalStore {
             match fs::hard_link(file, &dest) {
                 Ok(()) => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-                // The parent is missing (or a concurrent delete removed it, see `commit`);
-                // with the parent there, it is `file` that is missing.
+                // The parent is missing (or a concurrent delete removed it, see `commit`): made,
+                // and tried again. Missing again right after, it is `file` that is missing
+                // (asking first would cost a stat for every new directory).
                 Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => {
                     attempts += 1;
-                    match dest.parent() {
-                        Some(parent) if !parent.is_dir() => fs::create_dir_all(parent)?,
-                        _ => return Err(e.into()),
+                    let parent = dest.parent().ok_or(e)?;
+                    if attempts > 1 && parent.is_dir() {
+                        return Err(io::Error::from(io::ErrorKind::NotFound).into());
                     }
+                    fs::create_dir_all(parent)?;
                 }
                 Err(e) => return Err(e.into()),
             }
