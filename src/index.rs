@@ -423,10 +423,10 @@ async fn index_file(
         source_path,
         file_stamp,
     };
-    // The stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
+    // A re-delivery is answered from the upload record: the input is not even opened. The
+    // stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
     // re-index writes nothing but its manifest, so a file first indexed unsettled is hashed
     // again each time (then answered from its upload record).
-    // A re-delivery is answered from the upload record: the input is not even opened.
     let prior = match indexer.already_indexed(&upload).await? {
         Lookup::Indexed(unchanged) => return Ok(unchanged),
         Lookup::Unindexed(prior) => prior,

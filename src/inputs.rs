@@ -76,22 +76,23 @@ fn symlink_reason(path: &Path) -> String {
     format!("{what}: links met in a directory walk are not followed (name the target to index it)")
 }
 
-/// Expands directories (recursively, in a stable order) into files, leaving out `exclude`
-/// (the store itself, when it sits among the inputs). Paths named on the command line are
-/// taken as they are (a link named there is followed).
 /// The files under `paths` as `symdex index` names them: canonical (a directory's path is
 /// resolved once, and the walk under it follows no link, so a file's path below it needs no
-/// resolving of its own: that was two `realpath`s, six syscalls, per file of a re-index),
-/// nothing under `exclude` (the store itself).
+/// resolving of its own: that was two `realpath`s, six syscalls, per file of a re-index; a
+/// link named on the command line is followed), nothing under `exclude` (the store itself,
+/// when it sits among the inputs).
 pub fn expand_paths_excluding(paths: &[PathBuf], exclude: &Path) -> Vec<Walked> {
     walk(paths, Some(exclude), true)
 }
 
-/// The files under `paths`, named as given (`keys`, `check`).
+/// The files under `paths`, named as given (`keys`, `check`; a link named on the command
+/// line is followed).
 pub fn expand_paths(paths: &[PathBuf]) -> Vec<Walked> {
     walk(paths, None, false)
 }
 
+/// Expands directories (recursively, in a stable order) into files. `exclude` (canonical) is
+/// compared with the paths of a `canonical` walk.
 fn walk(paths: &[PathBuf], exclude: Option<&Path>, canonical: bool) -> Vec<Walked> {
     let resolve = |p: &PathBuf| match canonical {
         true => p.canonicalize().unwrap_or_else(|_| p.clone()),
@@ -102,14 +103,10 @@ fn walk(paths: &[PathBuf], exclude: Option<&Path>, canonical: bool) -> Vec<Walke
         if path.is_dir() {
             let root = resolve(path);
             let walk = walkdir::WalkDir::new(&root).sort_by_file_name().into_iter();
+            // Only a directory can be the store; below a canonical root, its path is canonical
+            // already.
             let walk = walk.filter_entry(|e| {
-                // Only a directory can be the store; below a canonical root, its path is
-                // canonical already.
-                !e.file_type().is_dir()
-                    || exclude.is_none_or(|ex| match canonical {
-                        true => e.path() != ex,
-                        false => e.path().canonicalize().map_or(true, |p| p != ex),
-                    })
+                !e.file_type().is_dir() || exclude.is_none_or(|ex| e.path() != ex)
             });
             for entry in walk {
                 match entry {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
-use common::{build_split_elf, ok, symdex, verify_clean, Workdir};
+use common::{build_split_elf, ok, prog_c, symdex, verify_clean, Workdir};
 use serde_json::Value;
 
 fn index_cmd(store: &Path, build: &str, inputs: &[&Path]) -> Command {
@@ -220,11 +220,7 @@ fn a_run_killed_before_its_source_maps_are_written_is_repaired() {
         let body = format!("x * {}", i + 2);
         build_split_elf(&w, &dir, &format!("0x{i:02x}{}", "cd".repeat(19)), &body);
         let source = w.path(&format!("{dir}/prog.c"));
-        std::fs::write(
-            &source,
-            format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n"),
-        )
-        .unwrap();
+        std::fs::write(&source, prog_c(&body)).unwrap();
         debug_files.push(w.path(&format!("{dir}/app.debug")));
         debug_files.push(w.path(&format!("{dir}/app.stripped")));
         sources.push(source);

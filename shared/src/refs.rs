@@ -610,7 +610,8 @@ impl<'s> RefStore<'s> {
         Ok(self.update_versioned(file, None, f).await?.0)
     }
 
-    /// [`Self::update`], also returning the version it wrote (`None` when it wrote nothing).
+    /// [`Self::update`], also returning the record as it now stands when the update wrote it
+    /// (or found it already so): its bytes and version (`None` when it wrote nothing).
     /// `prefetched`: what the caller just read of `file`, used instead of a first read (a
     /// compare-and-swap on its version is as safe as on a fresh one).
     async fn update_versioned<T, R, F>(
@@ -618,7 +619,7 @@ impl<'s> RefStore<'s> {
         file: &str,
         prefetched: Option<Option<Versioned>>,
         f: F,
-    ) -> io::Result<(R, Option<String>)>
+    ) -> io::Result<(R, Option<Versioned>)>
     where
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
@@ -634,7 +635,7 @@ impl<'s> RefStore<'s> {
         mut prefetched: Option<Option<Versioned>>,
         decode: D,
         mut f: F,
-    ) -> io::Result<(R, Option<String>)>
+    ) -> io::Result<(R, Option<Versioned>)>
     where
         T: Serialize,
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
@@ -668,19 +669,17 @@ impl<'s> RefStore<'s> {
                     // Writing what is already there changes nothing: the update takes effect
                     // at the read (its result depends on nothing else), and a re-index of an
                     // unchanged store writes no record.
-                    if let (Some(current), Some(version)) = (&current, &version) {
+                    if let Some(current) = current {
                         if same_record(&current.bytes, &bytes, &new)? {
-                            return Ok((r, Some(version.clone())));
+                            return Ok((r, Some(current)));
                         }
                     }
                     let condition = match &version {
                         Some(v) => Precondition::Version(v),
                         None => Precondition::Absent,
                     };
-                    self.store
-                        .put_if(file, &bytes, condition)
-                        .await?
-                        .map(|written| (r, Some(written)))
+                    let written = self.store.put_if(file, &bytes, condition).await?;
+                    written.map(|version| (r, Some(Versioned { bytes, version })))
                 }
                 (Step::Delete(r), Some(version)) => self
                     .store
@@ -902,7 +901,7 @@ impl<'s> RefStore<'s> {
                 Ok(KeyOutcome::Published)
             }
             PublishPlan::Copy(lease, record, own) => {
-                let written = written.map(|version| (*record, version));
+                let written = written.map(|v| (*record, v.version));
                 let how = CopyHow { overwrite, own };
                 self.copy_under_lease(key, upload, content, &lease, written, how)
                     .await
@@ -1125,11 +1124,11 @@ impl<'s> RefStore<'s> {
             .await?;
         match (taken, version) {
             (None, _) => Ok(RemoveOutcome::NotReferenced),
-            (Some((outcome, Some(lease))), Some(version)) => {
+            (Some((outcome, Some(lease))), Some(tombstone)) => {
                 self.check_own_lease(&lease)?;
                 self.store.delete(key).await?;
                 // Only our tombstone goes: one taken over meanwhile stays its new holder's.
-                self.store.delete_if(&file, &version).await?;
+                self.store.delete_if(&file, &tombstone.version).await?;
                 Ok(outcome)
             }
             (Some((outcome, _)), _) => Ok(outcome),
@@ -1201,7 +1200,7 @@ impl<'s> RefStore<'s> {
         prior: Option<PriorRead>,
         stamp: Option<&FileStamp>,
     ) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
-        let ((found, wrote), version) = self
+        let (found, written) = self
             .update_versioned(
                 &upload_file(&template.upload),
                 prior.map(|p| p.0),
@@ -1211,28 +1210,22 @@ impl<'s> RefStore<'s> {
                         record.state = UploadState::Indexing;
                         record.keys.clear();
                         record.planned = keys.clone();
-                        return Ok(Step::Write(record.clone(), (None, Some(record))));
+                        return Ok(Step::Write(record, None));
                     };
                     let found = record.clone();
                     if record.state == UploadState::Removing {
-                        return Ok(Step::Keep((Some(found), None)));
+                        return Ok(Step::Keep(Some(found)));
                     }
                     if record.plan_keys(keys) {
-                        Ok(Step::Write(record.clone(), (Some(found), Some(record))))
+                        Ok(Step::Write(record, Some(found)))
                     } else {
-                        Ok(Step::Keep((Some(found), None)))
+                        Ok(Step::Keep(Some(found)))
                     }
                 },
             )
             .await?;
         // The record as written, for the finalize's swap (saves reading it again).
-        let written = match (wrote, version) {
-            (Some(record), Some(version)) => Some(PriorRead(Some(Versioned {
-                bytes: serde_json::to_vec(&record)?,
-                version,
-            }))),
-            _ => None,
-        };
+        let written = written.map(|v| PriorRead(Some(v)));
         if found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
             // A new upload usually comes from a new location: its record is created without
             // reading it first (a wrong guess fails and reads).
@@ -1325,29 +1318,27 @@ impl<'s> RefStore<'s> {
         run: Run<'_>,
         keep: impl Fn(bool) -> io::Result<Step<UploadRecord, Option<bool>>>,
     ) -> io::Result<Step<UploadRecord, Option<bool>>> {
-        {
-            let Some(mut record) = current else {
-                return keep(false);
-            };
-            if record.state == UploadState::Removing {
-                return keep(false);
-            }
-            let summary =
-                |r: &UploadRecord| (r.keys.len(), r.planned.len(), r.state, r.indexed_as.clone());
-            let before = summary(&record);
-            record.keys.extend(keys.iter().cloned());
-            // Referenced now: listed under `keys` alone (records written before this kept
-            // every key in both; either way `all_keys` is the union).
-            record.planned.retain(|k| !record.keys.contains(k));
-            if let Run::Complete(indexed_as) = run {
-                record.state = UploadState::Indexed;
-                record.indexed_as = indexed_as.cloned();
-            }
-            if summary(&record) == before {
-                keep(true)
-            } else {
-                Ok(Step::Write(record, Some(true)))
-            }
+        let Some(mut record) = current else {
+            return keep(false);
+        };
+        if record.state == UploadState::Removing {
+            return keep(false);
+        }
+        let summary =
+            |r: &UploadRecord| (r.keys.len(), r.planned.len(), r.state, r.indexed_as.clone());
+        let before = summary(&record);
+        record.keys.extend(keys.iter().cloned());
+        // Referenced now: listed under `keys` alone (records written before this kept every
+        // key in both; either way `all_keys` is the union).
+        record.planned.retain(|k| !record.keys.contains(k));
+        if let Run::Complete(indexed_as) = run {
+            record.state = UploadState::Indexed;
+            record.indexed_as = indexed_as.cloned();
+        }
+        if summary(&record) == before {
+            keep(true)
+        } else {
+            Ok(Step::Write(record, Some(true)))
         }
     }
 
@@ -1454,15 +1445,15 @@ impl<'s> RefStore<'s> {
         .await
     }
 
-    /// The uploads indexed from one ingest location (`s3://bucket/key` or a path).
     /// The record of one ingest location.
     pub async fn source(&self, source: &str) -> io::Result<Option<SourceRecord>> {
         self.read(&source_file(source)).await
     }
 
+    /// The uploads indexed from one ingest location (`s3://bucket/key` or a path).
     pub async fn uploads_of_source(&self, source: &str) -> io::Result<BTreeSet<String>> {
         Ok(self
-            .read::<SourceRecord>(&source_file(source))
+            .source(source)
             .await?
             .map(|r| r.uploads)
             .unwrap_or_default())
@@ -1551,7 +1542,7 @@ impl<'s> RefStore<'s> {
         // Versions name content (a SHA-1, an ETag), so a record kept under the version it
         // was parsed from or written as is what any later read of that version parses to.
         match (written, last_version) {
-            (Some(version), _) => remember(&version, &record),
+            (Some(written), _) => remember(&written.version, &record),
             (None, Some(version)) if unchanged => remember(&version, &record),
             _ => {}
         }

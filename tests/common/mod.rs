@@ -107,9 +107,14 @@ pub fn identify(path: &Path) -> (Vec<symdex_shared::Identity>, u64) {
 
 /// A small C program built with `--build-id=<build_id>` and split into `<dir>/app.debug` and
 /// `<dir>/app.stripped` (FIXTURES.md: gcc + objcopy).
+/// The source `build_split_elf` compiles, `body` computing `compute(x)`.
+pub fn prog_c(body: &str) -> String {
+    format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n")
+}
+
 pub fn build_split_elf(w: &Workdir, dir: &str, build_id: &str, body: &str) {
     std::fs::create_dir_all(w.path(dir)).unwrap();
-    std::fs::write(w.path(&format!("{dir}/prog.c")), format!("int compute(int x) {{ return {body}; }}\nint main(int c, char **v) {{ return compute(c); }}\n")).unwrap();
+    std::fs::write(w.path(&format!("{dir}/prog.c")), prog_c(body)).unwrap();
     let d = |f: &str| format!("{dir}/{f}");
     w.run(
         "gcc",

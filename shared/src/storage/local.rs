@@ -279,18 +279,17 @@ impl LocalStore {
         bytes: &[u8],
         condition: Precondition<'_>,
     ) -> StorageResult<Option<String>> {
-        check_key(key)?;
-        // The temporary file is written outside the lock; only compare + rename are inside.
-        let temp = self.temp_path();
-        fs::write(&temp, bytes)?;
         if let Precondition::Absent = condition {
             // Creating needs no lock: a hard link never replaces a name, so it is atomic
             // against every other writer (a swap under the lock finds the record there, or
             // not yet, exactly as if it had come first).
-            let created = self.link_new(&temp, key);
-            let _ = fs::remove_file(&temp);
-            return Ok(created?.then(|| content_sha1(bytes)));
+            let created = self.copy_new_now(&CopySource::Bytes(bytes), key)?;
+            return Ok(created.map(|_| content_sha1(bytes)));
         }
+        check_key(key)?;
+        // The temporary file is written outside the lock; only compare + rename are inside.
+        let temp = self.temp_path();
+        fs::write(&temp, bytes)?;
         let result = self.with_cas_lock(|| {
             let current = self.version(key)?;
             let holds = match condition {

@@ -375,7 +375,7 @@ impl S3Store {
             .copy_object()
             .bucket(&self.bucket)
             .key(key)
-            .set_if_none_match(only_new.then(|| "*".to_string()))
+            .set_if_none_match(if_absent(only_new))
             .copy_source(copy_source)
             .metadata_directive(MetadataDirective::Replace)
             .set_metadata(Some(object_metadata(key, size, etag)))
@@ -463,6 +463,11 @@ impl S3Store {
     }
 }
 
+/// The `If-None-Match` of a write made `only_new` (where nothing is at the key).
+fn if_absent(only_new: bool) -> Option<String> {
+    only_new.then(|| "*".to_string())
+}
+
 fn part(number: i32, etag: &str) -> CompletedPart {
     CompletedPart::builder()
         .part_number(number)
@@ -499,7 +504,7 @@ impl Multipart<'_> {
                     .bucket(&store.bucket)
                     .key(self.key)
                     .upload_id(&self.id)
-                    .set_if_none_match(self.only_new.then(|| "*".to_string()))
+                    .set_if_none_match(if_absent(self.only_new))
                     .multipart_upload(
                         CompletedMultipartUpload::builder()
                             .set_parts(Some(parts))
@@ -622,7 +627,7 @@ impl S3Store {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .set_if_none_match(only_new.then(|| "*".to_string()))
+            .set_if_none_match(if_absent(only_new))
             .set_metadata(content_etag.map(|e| object_metadata(key, bytes.len() as u64, e)))
             .body(ByteStream::from(bytes.to_vec()))
             .send()
@@ -650,7 +655,7 @@ impl S3Store {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .set_if_none_match(only_new.then(|| "*".to_string()))
+            .set_if_none_match(if_absent(only_new))
             .website_redirect_location(format!("/{target}"))
             .set_metadata(Some(metadata))
             .body(ByteStream::from(Vec::new()))
@@ -711,8 +716,7 @@ impl S3Store {
     }
 
     /// Copies `source` to `key`; `known`: the source's size and content identity (a source
-    /// key is not asked for them).
-    /// Copies `source` to `key`; `only_new`: only where nothing is at `key` (every request
+    /// key is not asked for them); `only_new`: only where nothing is at `key` (every request
     /// that creates the object carries `If-None-Match: *`: a 412 is `PreconditionFailed`).
     async fn copy_now(
         &self,

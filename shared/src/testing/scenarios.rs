@@ -96,8 +96,8 @@ pub struct Artifacts {
     pub debug_with_sources: Artifact,
     pub source: Artifact,
     /// A universal Mach-O uploaded by two builds: two identities (one per slice) whose keys
-    /// share one stored copy (the key holding the bytes is the upload's, its other keys link
-    /// to it or, on S3, are aliases of it).
+    /// serve the whole file (on S3 with aliases, one key holds the bytes and the others,
+    /// both slices', are aliases of it).
     pub fat_a: Artifact,
     pub fat_b: Artifact,
 }
