@@ -9,14 +9,14 @@ use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use symdex_shared::archive::{self, Event};
-use symdex_shared::formats::identify_with_details;
-use symdex_shared::identity::file_name_of;
+use symdex_shared::formats::{identify_with_details, FormatError};
+use symdex_shared::identity::{file_name_of, Identity};
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
     default_prefixes, Config, EntryOf, Indexed, Indexer, Lookup, Summary, Upload,
 };
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
-use symdex_shared::refs::{FileStamp, LeasePolicy};
+use symdex_shared::refs::{FileStamp, LeasePolicy, RefStore};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
@@ -178,15 +178,88 @@ fn progress(len: usize) -> ProgressBar {
 }
 
 pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
-    crate::block_on(run_async(args))?
-}
-
-async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
     let store_root = absolute(store.local().root());
+    // Canonical paths (upload ids name them): `index_file` takes them as they are.
+    let files = expand_paths_excluding(&args.inputs, &store_root);
+    let count = files.len();
+    // Inputs are read, hashed and identified on a second thread, ahead of this one, which
+    // alone writes to the store (the writer lock's promise: one writer, its changes in input
+    // order). The reader only reads: an input's stamp from its source record, which no other
+    // input's indexing changes.
+    std::thread::scope(|scope| {
+        let (ahead, inputs) = std::sync::mpsc::sync_channel(READ_AHEAD);
+        let reader = store.local();
+        scope.spawn(move || read_ahead(files, reader, args, ahead));
+        crate::block_on(run_async(args, &store, inputs, count))?
+    })
+}
+
+/// Inputs read ahead of the writer: a bound on the memory they hold (each at most
+/// [`READ_WHOLE_BELOW`] of bytes) that still keeps the reader busy while the writer works.
+const READ_AHEAD: usize = 32;
+
+/// One walked input as the reader thread left it for the writer.
+enum Ahead {
+    File {
+        path: PathBuf,
+        /// The archive it is, if it is one (then it was not read further).
+        container: Option<archive::Container>,
+        /// Not an archive: its status and bytes as read, and what they are.
+        read: Option<io::Result<Box<ReadInput>>>,
+    },
+    Skipped(PathBuf, String),
+    Error(PathBuf, io::Error),
+}
+
+/// The reader thread: every walked input, in order, until the writer stops listening.
+fn read_ahead(
+    files: Vec<Walked>,
+    store: &LocalStore,
+    args: &IndexArgs,
+    ahead: std::sync::mpsc::SyncSender<Ahead>,
+) {
+    let refs = RefStore::new(store);
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+        return;
+    };
+    for entry in files {
+        let item = match entry {
+            Walked::File(path) => {
+                let container = file_head::<{ archive::DETECT_LEN }>(&path)
+                    .map_or_else(|| detect_short(&path), |head| archive::detect(&head));
+                let read = container.is_none().then(|| {
+                    let options = IdentifyOptions {
+                        as_source: args.sources.wants_source(&path),
+                    };
+                    runtime
+                        .block_on(read_input(&refs, &path, options, args.recheck))
+                        .map(Box::new)
+                });
+                Ahead::File {
+                    path,
+                    container,
+                    read,
+                }
+            }
+            Walked::Skipped(p, reason) => Ahead::Skipped(p, reason),
+            Walked::Error(p, e) => Ahead::Error(p, e),
+        };
+        if ahead.send(item).is_err() {
+            return;
+        }
+    }
+}
+
+async fn run_async(
+    args: &IndexArgs,
+    store: &crate::crash::Store,
+    inputs: std::sync::mpsc::Receiver<Ahead>,
+    count: usize,
+) -> anyhow::Result<ExitCode> {
     // The writer lock makes this run the store's only writer: source-map records are
     // written once per flush, before the uploads they serve are finalized.
-    let indexer = Indexer::new(&store, config(args)).defer_source_map_writes();
+    let indexer = Indexer::new(store, config(args)).defer_source_map_writes();
     indexer.prepare().await?;
     let meta = UploadMeta {
         build: args.build.clone(),
@@ -197,16 +270,19 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         source_root: args.source_root.clone(),
     };
 
-    // Canonical paths (upload ids name them): `index_file` takes them as they are.
-    let files = expand_paths_excluding(&args.inputs, &store_root);
-    let bar = progress(files.len());
+    let bar = progress(count);
     let mut sink = Sink::new(&indexer, args.json);
     let mut failed = false;
-    for entry in files {
+    // Blocking receives on the runtime's only thread: nothing else runs on it.
+    for item in inputs {
         bar.inc(1);
-        let path = match entry {
-            Walked::File(p) => p,
-            Walked::Skipped(p, reason) => {
+        let (path, container, read) = match item {
+            Ahead::File {
+                path,
+                container,
+                read,
+            } => (path, container, read),
+            Ahead::Skipped(p, reason) => {
                 // The link's own absolute path (canonicalising it would name its target).
                 let shown = match (p.parent(), p.file_name()) {
                     (Some(dir), Some(name)) => absolute(dir).join(name),
@@ -218,19 +294,18 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
                     .await?;
                 continue;
             }
-            Walked::Error(p, e) => {
+            Ahead::Error(p, e) => {
                 bar.suspend(|| eprintln!("symdex: {}: {e}", p.display()));
                 failed = true;
                 continue;
             }
         };
         bar.set_message(path.display().to_string());
-        let container = file_head::<{ archive::DETECT_LEN }>(&path)
-            .map_or_else(|| detect_short(&path), |head| archive::detect(&head));
-        let result = if let Some(container) = container {
-            index_archive(&mut sink, store.local(), &path, container, &meta, args).await
-        } else {
-            match index_file(&indexer, &path, &meta, args.sources.wants_source(&path)).await {
+        let result = match (container, read) {
+            (Some(container), _) => {
+                index_archive(&mut sink, store.local(), &path, container, &meta, args).await
+            }
+            (None, Some(Ok(read))) => match index_file(&indexer, *read, &meta).await {
                 Ok(indexed) => {
                     let bundle = bundle_files(&path, &indexed);
                     sink.push(indexed).await?;
@@ -245,7 +320,9 @@ async fn run_async(args: &IndexArgs) -> anyhow::Result<ExitCode> {
                     }
                 }
                 Err(e) => Err(e),
-            }
+            },
+            (None, Some(Err(e))) => Err(e),
+            (None, None) => Err(io::Error::other("input neither read nor an archive")),
         };
         if let Err(e) = result {
             bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
@@ -355,12 +432,29 @@ fn detect_short(path: &Path) -> Option<archive::Container> {
     archive::detect(&head)
 }
 
-async fn index_file(
-    indexer: &Indexer<'_>,
+/// An input file as the reader thread found it: its content identity and, unless its source
+/// record vouched for it unread, its bytes (when small) and what they are.
+struct ReadInput {
+    abs: PathBuf,
+    shown: String,
+    size: u64,
+    etag: String,
+    /// Its status to record, when read now and settled (`FileStamp`).
+    file_stamp: Option<FileStamp>,
+    whole: Option<Vec<u8>>,
+    options: IdentifyOptions,
+    /// What its bytes are, when they were read.
+    identified: Option<Result<Vec<Identity>, FormatError>>,
+}
+
+/// Reads an input (reader thread): only its status when its source record knows that status
+/// (a re-index opens nothing), else its bytes, hashed and identified.
+async fn read_input(
+    refs: &RefStore<'_>,
     path: &Path,
-    meta: &UploadMeta,
-    as_source: bool,
-) -> io::Result<Indexed> {
+    options: IdentifyOptions,
+    recheck: bool,
+) -> io::Result<ReadInput> {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -372,33 +466,66 @@ async fn index_file(
     let status = std::fs::metadata(&abs)?;
     // Settled (else never trusted, so not even looked up), its etag still to fill in.
     let settled = settled_status(&status);
-    let known = match (&settled, indexer.config().recheck) {
-        (Some(_), false) => indexer.refs().source(&shown).await?.and_then(|r| r.file),
+    let known = match (&settled, recheck) {
+        (Some(_), false) => refs.source(&shown).await?.and_then(|r| r.file),
         _ => None,
     };
     let known = known.filter(|k| settled.as_ref().is_some_and(|s| s.same_status(k)));
-    // A small input to hash is read once, whole: hashed, identified and stored from the
-    // same bytes (identifying it through the file took ~50 small reads, one per section
-    // name, and hashing read it again; a build directory is mostly such files).
-    let mut whole: Option<Vec<u8>> = None;
-    let (etag, file_stamp) = match known {
-        Some(known) => (known.etag, None),
-        None => {
-            let etag = if status.len() <= READ_WHOLE_BELOW {
-                let bytes = std::fs::read(&abs)?;
-                let etag = content_sha1(&bytes);
-                whole = Some(bytes);
-                etag
-            } else {
-                file_sha1(&abs)?
-            };
-            let stamp = settled.map(|s| FileStamp {
-                etag: etag.clone(),
-                ..s
-            });
-            (etag, stamp)
-        }
+    if let Some(known) = known {
+        return Ok(ReadInput {
+            abs,
+            shown,
+            size: status.len(),
+            etag: known.etag,
+            file_stamp: None,
+            whole: None,
+            options,
+            identified: None,
+        });
+    }
+    // A small input is read once, whole: hashed, identified and stored from the same bytes
+    // (identifying it through the file took ~50 small reads, one per section name, and
+    // hashing read it again; a build directory is mostly such files).
+    let (etag, whole, identified) = if status.len() <= READ_WHOLE_BELOW {
+        let bytes = std::fs::read(&abs)?;
+        let identified = identify_with_details(&MemReader(bytes.as_slice()), &options);
+        (content_sha1(&bytes), Some(bytes), identified)
+    } else {
+        let identified = identify_with_details(&FileReader::open(&abs)?, &options);
+        (file_sha1(&abs)?, None, identified)
     };
+    let file_stamp = settled.map(|s| FileStamp {
+        etag: etag.clone(),
+        ..s
+    });
+    Ok(ReadInput {
+        abs,
+        shown,
+        size: whole.as_ref().map_or(status.len(), |b| b.len() as u64),
+        etag,
+        file_stamp,
+        whole,
+        options,
+        identified: Some(identified),
+    })
+}
+
+/// Indexes an input the reader thread read (the store's writer).
+async fn index_file(
+    indexer: &Indexer<'_>,
+    read: ReadInput,
+    meta: &UploadMeta,
+) -> io::Result<Indexed> {
+    let ReadInput {
+        abs,
+        shown,
+        size,
+        etag,
+        file_stamp,
+        whole,
+        options,
+        identified,
+    } = read;
     // Under a source root, a loose source file sits in its tree where it sits under the
     // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
     let source_path = meta.source_root.as_ref().and_then(|_| {
@@ -417,9 +544,9 @@ async fn index_file(
         entry: None,
         ingest_version: None,
         etag,
-        size: whole.as_ref().map_or(status.len(), |b| b.len() as u64),
+        size,
         meta: meta.clone(),
-        options: IdentifyOptions { as_source },
+        options,
         source_path,
         file_stamp,
     };
@@ -431,8 +558,8 @@ async fn index_file(
         Lookup::Indexed(unchanged) => return Ok(unchanged),
         Lookup::Unindexed(prior) => prior,
     };
-    let identified = match &whole {
-        Some(bytes) => identify_with_details(&MemReader(bytes.as_slice()), &upload.options),
+    let identified = match identified {
+        Some(identified) => identified,
         None => identify_with_details(&FileReader::open(&abs)?, &upload.options),
     };
     indexer
