@@ -13,7 +13,7 @@ use symdex_shared::formats::{identify_with_details, FormatError};
 use symdex_shared::identity::{file_name_of, Identity};
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
-    default_prefixes, Config, EntryOf, Indexed, Indexer, Lookup, Summary, Upload,
+    default_prefixes, route_of, Config, EntryOf, Indexed, Indexer, Lookup, Summary, Upload,
 };
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::{FileStamp, LeasePolicy, RefStore};
@@ -77,6 +77,11 @@ pub struct IndexArgs {
     /// Print every manifest record (JSON Lines) instead of only the summary.
     #[arg(long)]
     pub json: bool,
+    /// Inputs indexed at once (default: the machine's cores). ELF files with a build id and
+    /// thin Mach-O files of different ids are indexed side by side; everything else alone,
+    /// in order. The store and the manifest come out as with `--jobs 1`.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 fn parse_prefix(s: &str) -> Result<(Layout, String), String> {
@@ -183,21 +188,59 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     // Canonical paths (upload ids name them): `index_file` takes them as they are.
     let files = expand_paths_excluding(&args.inputs, &store_root);
     let count = files.len();
-    // Inputs are read, hashed and identified on a second thread, ahead of this one, which
-    // alone writes to the store (the writer lock's promise: one writer, its changes in input
-    // order). The reader only reads: an input's stamp from its source record, which no other
-    // input's indexing changes.
+    // The writer lock makes this run the store's only writer: source-map records are
+    // written once per flush, before the uploads they serve are finalized.
+    let indexer = Indexer::new(&store, config(args)).defer_source_map_writes();
+    let meta = upload_meta(args);
+    let lanes = match args.jobs {
+        Some(jobs) => jobs,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    // One lane is no lane: every input is indexed by this thread, in order.
+    let lanes = if lanes > 1 { lanes } else { 0 };
+    // Inputs are read, hashed and identified on a thread of their own, ahead of the writers.
+    // It only reads: an input's stamp from its source record, which no other input's
+    // indexing changes.
     std::thread::scope(|scope| {
         let (ahead, inputs) = std::sync::mpsc::sync_channel(READ_AHEAD);
-        let reader = store.local();
-        scope.spawn(move || read_ahead(files, reader, args, ahead));
-        crate::block_on(run_async(args, &store, inputs, count))?
+        let (reader, meta) = (store.local(), &meta);
+        scope.spawn(move || read_ahead(files, reader, args, lanes > 0, ahead));
+        let (done, finished) = std::sync::mpsc::channel();
+        let mut senders = Vec::new();
+        for _ in 0..lanes {
+            let (send, lane) = std::sync::mpsc::sync_channel::<LaneInput>(LANE_QUEUE);
+            senders.push(send);
+            let (indexer, done) = (&indexer, done.clone());
+            scope.spawn(move || run_lane(indexer, meta, lane, done));
+        }
+        drop(done);
+        let writer = Writer {
+            indexer: &indexer,
+            lanes: senders,
+            finished,
+            dispatched: std::collections::VecDeque::new(),
+            results: BTreeMap::new(),
+        };
+        crate::block_on(run_async(args, &store, meta, writer, inputs, count))?
     })
 }
 
-/// Inputs read ahead of the writer: a bound on the memory they hold (each at most
-/// [`READ_WHOLE_BELOW`] of bytes) that still keeps the reader busy while the writer works.
+fn upload_meta(args: &IndexArgs) -> UploadMeta {
+    UploadMeta {
+        build: args.build.clone(),
+        product: args.product.clone(),
+        version: args.version.clone(),
+        channel: args.channel.clone(),
+        expires: None,
+        source_root: args.source_root.clone(),
+    }
+}
+
+/// Inputs read ahead of the writers: a bound on the memory they hold (each at most
+/// [`READ_WHOLE_BELOW`] of bytes) that still keeps the reader busy while the writers work.
 const READ_AHEAD: usize = 32;
+/// Inputs queued for one lane.
+const LANE_QUEUE: usize = 8;
 
 /// One walked input as the reader thread left it for the writer.
 enum Ahead {
@@ -217,6 +260,7 @@ fn read_ahead(
     files: Vec<Walked>,
     store: &LocalStore,
     args: &IndexArgs,
+    route: bool,
     ahead: std::sync::mpsc::SyncSender<Ahead>,
 ) {
     let refs = RefStore::new(store);
@@ -226,20 +270,30 @@ fn read_ahead(
     for entry in files {
         let item = match entry {
             Walked::File(path) => {
-                let container = file_head::<{ archive::DETECT_LEN }>(&path)
-                    .map_or_else(|| detect_short(&path), |head| archive::detect(&head));
-                let read = container.is_none().then(|| {
-                    let options = IdentifyOptions {
-                        as_source: args.sources.wants_source(&path),
-                    };
-                    runtime
-                        .block_on(read_input(&refs, &path, options, args.recheck))
-                        .map(Box::new)
-                });
-                Ahead::File {
-                    path,
-                    container,
-                    read,
+                let options = IdentifyOptions {
+                    as_source: args.sources.wants_source(&path),
+                };
+                match runtime.block_on(read_input(&refs, &path, options, args.recheck)) {
+                    Ok(Ok(mut read)) => {
+                        if route {
+                            read.route = route_input(&read);
+                        }
+                        Ahead::File {
+                            path,
+                            container: None,
+                            read: Some(Ok(Box::new(read))),
+                        }
+                    }
+                    Ok(Err(container)) => Ahead::File {
+                        path,
+                        container: Some(container),
+                        read: None,
+                    },
+                    Err(e) => Ahead::File {
+                        path,
+                        container: None,
+                        read: Some(Err(e)),
+                    },
                 }
             }
             Walked::Skipped(p, reason) => Ahead::Skipped(p, reason),
@@ -251,31 +305,172 @@ fn read_ahead(
     }
 }
 
+/// The route of an input read (`pipeline::route_of`), from what it was identified as. An
+/// input answered unread from its source record has none: answering it is a read or two,
+/// less than handing it to a lane and back.
+fn route_input(read: &ReadInput) -> Option<String> {
+    match &read.identified {
+        Some(Ok(ids)) => route_of(ids, &read.options),
+        _ => None,
+    }
+}
+
+/// An input handed to a lane: its place in the run, its path, what was read.
+type LaneInput = (usize, PathBuf, Box<ReadInput>);
+/// What a lane made of it.
+type LaneDone = (usize, PathBuf, io::Result<Indexed>);
+
+/// A lane: indexes the inputs of its routes in the order it gets them.
+fn run_lane(
+    indexer: &Indexer<'_>,
+    meta: &UploadMeta,
+    inputs: std::sync::mpsc::Receiver<LaneInput>,
+    done: std::sync::mpsc::Sender<LaneDone>,
+) {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    else {
+        return;
+    };
+    for (seq, path, read) in inputs {
+        // Every input handed over is answered, a panic too (as an error): the writer waits
+        // for each in order, and would wait for a lost one forever.
+        let indexed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            runtime.block_on(index_file(indexer, *read, meta))
+        }))
+        .unwrap_or_else(|_| Err(io::Error::other("indexing it panicked")));
+        if done.send((seq, path, indexed)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Writes what the lanes index, in input order.
+///
+/// Invariant: the sink takes inputs in input order, and an input indexed by this thread
+/// (`None` route) starts only when every input before it is taken and none after it has
+/// started; inputs in lanes run beside each other only when their routes differ
+/// (`pipeline::route_of` says why that ends as one after another would). So the store, the
+/// manifest and the summary are those of one writer taking the inputs in order — whatever
+/// the lanes' timing.
+struct Writer<'i, 's> {
+    indexer: &'i Indexer<'s>,
+    lanes: Vec<std::sync::mpsc::SyncSender<LaneInput>>,
+    finished: std::sync::mpsc::Receiver<LaneDone>,
+    /// Inputs handed to lanes and not taken by the sink yet, in input order.
+    dispatched: std::collections::VecDeque<usize>,
+    /// Lane results waiting for an earlier input's.
+    results: BTreeMap<usize, (PathBuf, io::Result<Indexed>)>,
+}
+
+impl Writer<'_, '_> {
+    /// Hands an input to the lane of its route.
+    fn dispatch(&mut self, seq: usize, route: &str, path: PathBuf, read: Box<ReadInput>) {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        route.hash(&mut hasher);
+        let lane = (hasher.finish() % self.lanes.len() as u64) as usize;
+        self.dispatched.push_back(seq);
+        // A lane stops only when its queue closes (a panic is an answer) or when it could not
+        // start: then the input is answered here.
+        if let Err(std::sync::mpsc::SendError((seq, path, _))) =
+            self.lanes[lane].send((seq, path, read))
+        {
+            let stopped = io::Error::other("its indexing lane did not start");
+            self.results.insert(seq, (path, Err(stopped)));
+        }
+    }
+
+    /// Gives the sink the lane results that are next in input order; with `all`, waits
+    /// until every dispatched input is taken.
+    async fn take(
+        &mut self,
+        sink: &mut Sink<'_, '_>,
+        all: bool,
+        failed: &mut bool,
+    ) -> anyhow::Result<()> {
+        loop {
+            while let Some(seq) = self.dispatched.front().copied() {
+                let Some((path, indexed)) = self.results.remove(&seq) else {
+                    break;
+                };
+                self.dispatched.pop_front();
+                match indexed {
+                    Ok(indexed) => sink.push_held(indexed).await?,
+                    Err(e) => {
+                        eprintln!("symdex: {}: {e}", path.display());
+                        *failed = true;
+                    }
+                }
+            }
+            if self.dispatched.is_empty() {
+                return Ok(());
+            }
+            let next = if all {
+                self.finished.recv().ok()
+            } else {
+                match self.finished.try_recv() {
+                    Ok(done) => Some(done),
+                    Err(std::sync::mpsc::TryRecvError::Empty) => return Ok(()),
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+                }
+            };
+            let Some((seq, path, indexed)) = next else {
+                anyhow::bail!("an indexing lane stopped before it answered");
+            };
+            self.results.insert(seq, (path, indexed));
+        }
+    }
+}
+
 async fn run_async(
     args: &IndexArgs,
     store: &crate::crash::Store,
+    meta: &UploadMeta,
+    mut writer: Writer<'_, '_>,
     inputs: std::sync::mpsc::Receiver<Ahead>,
     count: usize,
 ) -> anyhow::Result<ExitCode> {
-    // The writer lock makes this run the store's only writer: source-map records are
-    // written once per flush, before the uploads they serve are finalized.
-    let indexer = Indexer::new(store, config(args)).defer_source_map_writes();
+    let indexer = writer.indexer;
     indexer.prepare().await?;
-    let meta = UploadMeta {
-        build: args.build.clone(),
-        product: args.product.clone(),
-        version: args.version.clone(),
-        channel: args.channel.clone(),
-        expires: None,
-        source_root: args.source_root.clone(),
-    };
-
     let bar = progress(count);
-    let mut sink = Sink::new(&indexer, args.json);
+    let mut sink = Sink::new(indexer, args.json);
     let mut failed = false;
     // Blocking receives on the runtime's only thread: nothing else runs on it.
-    for item in inputs {
+    for (seq, item) in inputs.into_iter().enumerate() {
         bar.inc(1);
+        if let Ahead::File {
+            path,
+            container: None,
+            read: Some(Ok(read)),
+        } = item
+        {
+            match read.route.clone().filter(|_| !writer.lanes.is_empty()) {
+                Some(route) => {
+                    // A flush finalizes what the sink holds: every input before it is taken
+                    // first, none after it has started (as for one writer).
+                    if sink.pending.len() + writer.dispatched.len() >= FLUSH_EVERY {
+                        writer.take(&mut sink, true, &mut failed).await?;
+                        sink.flush().await?;
+                    }
+                    bar.set_message(path.display().to_string());
+                    writer.dispatch(seq, &route, path, read);
+                    writer.take(&mut sink, false, &mut failed).await?;
+                }
+                None => {
+                    writer.take(&mut sink, true, &mut failed).await?;
+                    bar.set_message(path.display().to_string());
+                    let result = index_read_file(&mut sink, store, &path, *read, meta, args).await;
+                    if let Err(e) = result {
+                        bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
+                        failed = true;
+                    }
+                }
+            }
+            continue;
+        }
+        writer.take(&mut sink, true, &mut failed).await?;
         let (path, container, read) = match item {
             Ahead::File {
                 path,
@@ -290,7 +485,7 @@ async fn run_async(
                 }
                 .to_string_lossy()
                 .into_owned();
-                sink.push(input_record("file", &shown, &meta, Action::Skipped, reason))
+                sink.push(input_record("file", &shown, meta, Action::Skipped, reason))
                     .await?;
                 continue;
             }
@@ -303,24 +498,11 @@ async fn run_async(
         bar.set_message(path.display().to_string());
         let result = match (container, read) {
             (Some(container), _) => {
-                index_archive(&mut sink, store.local(), &path, container, &meta, args).await
+                index_archive(&mut sink, store.local(), &path, container, meta, args).await
             }
-            (None, Some(Ok(read))) => match index_file(&indexer, *read, &meta).await {
-                Ok(indexed) => {
-                    let bundle = bundle_files(&path, &indexed);
-                    sink.push(indexed).await?;
-                    // A Sentry source bundle's files are sources of their own (sourcemap.rs).
-                    match bundle {
-                        Some(files) => {
-                            let (zip, local) = (archive::Container::Zip, store.local());
-                            let files = Some(&files);
-                            index_entries(&mut sink, local, &path, zip, &meta, args, files).await
-                        }
-                        None => Ok(()),
-                    }
-                }
-                Err(e) => Err(e),
-            },
+            (None, Some(Ok(read))) => {
+                index_read_file(&mut sink, store, &path, *read, meta, args).await
+            }
             (None, Some(Err(e))) => Err(e),
             (None, None) => Err(io::Error::other("input neither read nor an archive")),
         };
@@ -329,6 +511,7 @@ async fn run_async(
             failed = true;
         }
     }
+    writer.take(&mut sink, true, &mut failed).await?;
     bar.finish_and_clear();
     sink.flush().await?;
     println!("symdex: {} -> {}", sink.summary, args.store.display());
@@ -340,6 +523,28 @@ async fn run_async(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Indexes an input file on the writer's own thread (everything before it taken), then the
+/// files of a Sentry source bundle, which are sources of their own (sourcemap.rs).
+async fn index_read_file(
+    sink: &mut Sink<'_, '_>,
+    store: &crate::crash::Store,
+    path: &Path,
+    read: ReadInput,
+    meta: &UploadMeta,
+    args: &IndexArgs,
+) -> io::Result<()> {
+    let indexed = index_file(sink.indexer, read, meta).await?;
+    let bundle = bundle_files(path, &indexed);
+    sink.push(indexed).await?;
+    match bundle {
+        Some(files) => {
+            let (zip, local) = (archive::Container::Zip, store.local());
+            index_entries(sink, local, path, zip, meta, args, Some(&files)).await
+        }
+        None => Ok(()),
+    }
 }
 
 /// Uploads recorded and finalized together: a huge input (100,000 archive entries) is held in
@@ -368,11 +573,23 @@ impl<'i, 's> Sink<'i, 's> {
         }
     }
 
+    /// Takes the next upload in input order, flushing when it holds enough (only call it
+    /// with no lane busy: see [`Writer`]).
     async fn push(&mut self, indexed: Indexed) -> io::Result<()> {
-        self.pending.push(indexed);
+        self.push_held(indexed).await?;
         if self.pending.len() >= FLUSH_EVERY {
             self.flush().await?;
         }
+        Ok(())
+    }
+
+    /// Takes the next upload in input order, without flushing: its source-map changes are
+    /// made now (`Indexer::register_source_map_changes`), its records held for the manifest.
+    async fn push_held(&mut self, mut indexed: Indexed) -> io::Result<()> {
+        self.indexer
+            .register_source_map_changes(&mut indexed)
+            .await?;
+        self.pending.push(indexed);
         Ok(())
     }
 
@@ -445,16 +662,19 @@ struct ReadInput {
     options: IdentifyOptions,
     /// What its bytes are, when they were read.
     identified: Option<Result<Vec<Identity>, FormatError>>,
+    /// Where it may be indexed beside others (`pipeline::route_of`), when asked.
+    route: Option<String>,
 }
 
 /// Reads an input (reader thread): only its status when its source record knows that status
-/// (a re-index opens nothing), else its bytes, hashed and identified.
+/// (a re-index opens nothing), else its bytes, hashed and identified — or, an archive, which
+/// container it is (`Err`: its entries are read as they are indexed).
 async fn read_input(
     refs: &RefStore<'_>,
     path: &Path,
     options: IdentifyOptions,
     recheck: bool,
-) -> io::Result<ReadInput> {
+) -> io::Result<Result<ReadInput, archive::Container>> {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -471,8 +691,9 @@ async fn read_input(
         _ => None,
     };
     let known = known.filter(|k| settled.as_ref().is_some_and(|s| s.same_status(k)));
+    // Known: a file indexed before (an archive's entries have stamps, never the archive).
     if let Some(known) = known {
-        return Ok(ReadInput {
+        return Ok(Ok(ReadInput {
             abs,
             shown,
             size: status.len(),
@@ -481,7 +702,13 @@ async fn read_input(
             whole: None,
             options,
             identified: None,
-        });
+            route: None,
+        }));
+    }
+    let container = file_head::<{ archive::DETECT_LEN }>(&abs)
+        .map_or_else(|| detect_short(&abs), |head| archive::detect(&head));
+    if let Some(container) = container {
+        return Ok(Err(container));
     }
     // A small input is read once, whole: hashed, identified and stored from the same bytes
     // (identifying it through the file took ~50 small reads, one per section name, and
@@ -498,7 +725,7 @@ async fn read_input(
         etag: etag.clone(),
         ..s
     });
-    Ok(ReadInput {
+    Ok(Ok(ReadInput {
         abs,
         shown,
         size: whole.as_ref().map_or(status.len(), |b| b.len() as u64),
@@ -507,7 +734,8 @@ async fn read_input(
         whole,
         options,
         identified: Some(identified),
-    })
+        route: None,
+    }))
 }
 
 /// Indexes an input the reader thread read (the store's writer).
@@ -525,6 +753,7 @@ async fn index_file(
         whole,
         options,
         identified,
+        route: _,
     } = read;
     // Under a source root, a loose source file sits in its tree where it sits under the
     // current directory (`cd checkout && symdex index --source-root /build/dir src/`).

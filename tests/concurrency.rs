@@ -321,3 +321,103 @@ fn a_run_killed_at_any_point_is_undone_by_a_delete() {
         );
     }
 }
+
+/// Every file of a store, reference records without their clock readings, the manifest left
+/// out (its file names are times).
+fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn timeless(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for clock in ["time", "until", "expires"] {
+                    map.remove(clock);
+                }
+                map.values_mut().for_each(timeless);
+            }
+            Value::Array(items) => items.iter_mut().for_each(timeless),
+            _ => {}
+        }
+    }
+    walkdir::WalkDir::new(store)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| {
+            let key = e
+                .path()
+                .strip_prefix(store)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if key.starts_with("_manifest") || key.starts_with("_symdex/lock") {
+                return None;
+            }
+            let mut bytes = std::fs::read(e.path()).unwrap();
+            if key.starts_with("_symdex") && key.ends_with(".json") {
+                let mut value: Value = serde_json::from_slice(&bytes).unwrap();
+                timeless(&mut value);
+                bytes = serde_json::to_vec(&value).unwrap();
+            }
+            Some((key, bytes))
+        })
+        .collect()
+}
+
+/// `symdex index --jobs N` indexes ELF files of different build ids side by side, and comes
+/// out as `--jobs 1` does: the same store file for file, the same manifest records in the
+/// same order — over a directory mixing debug files and their stripped binaries (one route
+/// each), sources between them (indexed alone), a copy of a debug file, and other bytes under
+/// a build id already taken (a conflict, decided by input order).
+#[test]
+fn index_with_jobs_ends_as_one_input_after_another() {
+    let w = Workdir::new();
+    let dirs = programs(&w);
+    for (i, dir) in dirs.iter().enumerate() {
+        std::fs::write(dir.join("prog.c"), prog_c(&format!("x * {}", i + 2))).unwrap();
+    }
+    std::fs::create_dir_all(w.path("p9")).unwrap();
+    std::fs::copy(dirs[0].join("app.debug"), w.path("p9/copy.debug")).unwrap();
+    build_split_elf(&w, "p3b", &format!("0x03{}", "ab".repeat(19)), "x + 100");
+    let mut inputs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    inputs.extend(["p3b", "p9"].map(|d| w.path(d).display().to_string()));
+    let run = |jobs: &str, store: &Path| {
+        let mut args = vec!["--jobs", jobs, "--build", "j", "--source-ext", "c"];
+        args.extend(inputs.iter().map(String::as_str));
+        let records = common::index_json(store, &args);
+        let records: Vec<Value> = records
+            .into_iter()
+            .map(|mut r| {
+                let map = r.as_object_mut().unwrap();
+                map.remove("time");
+                map.remove("indexer");
+                r
+            })
+            .collect();
+        (records, store_files(store))
+    };
+    let one = w.path("one");
+    let (serial_records, serial_files) = run("1", &one);
+    assert!(
+        serial_records
+            .iter()
+            .any(|r| r["conflicts"].as_array().is_some_and(|c| !c.is_empty())),
+        "the inputs hold a conflict: {serial_records:#?}"
+    );
+    assert!(
+        serial_files.keys().any(|k| k.contains("/source/")),
+        "sources are served"
+    );
+    for round in 0..3 {
+        let store = w.path(&format!("jobs{round}"));
+        let (records, files) = run("4", &store);
+        assert_eq!(records, serial_records, "round {round}: manifest records");
+        assert_eq!(
+            files.keys().collect::<Vec<_>>(),
+            serial_files.keys().collect::<Vec<_>>(),
+            "round {round}: the store's files"
+        );
+        for (key, bytes) in &files {
+            assert!(serial_files[key] == *bytes, "round {round}: {key} differs");
+        }
+        verify_clean(&store);
+    }
+}

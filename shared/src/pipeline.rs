@@ -2,7 +2,7 @@
 //! identify an upload by ranged reads, compute its keys, publish by copying, record references
 //! and one manifest record per decision.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::time::SystemTime;
 
@@ -234,6 +234,18 @@ pub struct Indexed {
     indexed_as: Option<IndexedAs>,
     /// The upload record as the plan wrote it (the finalize swaps on it without a read).
     upload_read: Option<PriorRead>,
+    /// A sole writer's changes to source-map records, made when the upload is taken in
+    /// input order ([`Indexer::register_source_map_changes`]).
+    source_map_changes: Vec<SourceMapChange>,
+}
+
+/// A change to one source-map record an upload's indexing decided (sole writer, deferred).
+#[derive(Debug, Clone)]
+enum SourceMapChange {
+    /// Source paths a debug file names, wanted from now on.
+    Want(String, Vec<Want>),
+    /// Offers of source uploads removed since they offered themselves.
+    DropOffers(String, BTreeSet<Offer>),
 }
 
 impl Indexed {
@@ -267,6 +279,8 @@ pub struct Indexer<'s> {
     store: &'s dyn Storage,
     refs: RefStore<'s>,
     config: Config,
+    /// Source-map changes of uploads being indexed, by upload (see [`SourceMapChange`]).
+    pending_source_maps: std::sync::Mutex<HashMap<String, Vec<SourceMapChange>>>,
     /// What of this indexer decides keys besides an upload: its version, layouts, prefixes,
     /// case folding, the store's alias mode (part of [`Self::plan_digest`]).
     key_plan: String,
@@ -286,6 +300,7 @@ impl<'s> Indexer<'s> {
             store,
             refs: RefStore::with_policy(store, config.lease.clone()),
             config,
+            pending_source_maps: Default::default(),
             key_plan,
         }
     }
@@ -307,6 +322,46 @@ impl<'s> Indexer<'s> {
     /// Writes the source-map records deferred since the last call.
     pub async fn flush_source_maps(&self) -> io::Result<()> {
         self.refs.flush_source_maps().await
+    }
+
+    /// Makes the source-map changes an indexed upload decided (a sole writer deferring its
+    /// source-map writes; nothing to do otherwise). The caller takes uploads in input order:
+    /// then several inputs indexed at once (`symdex index --jobs`) change the join records —
+    /// lists in arrival order, oldest dropped beyond a bound — as one input after another
+    /// would. Indexing only reads them (offers change only by sources, which a caller runs
+    /// alone), so deciding a change and making it later sees the same record.
+    pub async fn register_source_map_changes(&self, indexed: &mut Indexed) -> io::Result<()> {
+        for change in std::mem::take(&mut indexed.source_map_changes) {
+            match change {
+                SourceMapChange::Want(file, wants) => {
+                    self.refs
+                        .update_source_map(&file, |r| {
+                            wants.iter().fold(false, |changed, w| r.want(w) | changed)
+                        })
+                        .await?
+                }
+                SourceMapChange::DropOffers(file, dead) => {
+                    self.refs
+                        .update_source_map(&file, |r| {
+                            let before = r.offers.len();
+                            r.offers.retain(|o| !dead.contains(o));
+                            r.offers.len() != before
+                        })
+                        .await?
+                }
+            };
+        }
+        Ok(())
+    }
+
+    /// Notes a source-map change of `upload` (see [`SourceMapChange`]).
+    fn pend_source_map_change(&self, upload: &str, change: SourceMapChange) {
+        self.pending_source_maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(upload.to_string())
+            .or_default()
+            .push(change);
     }
 
     pub fn refs(&self) -> &RefStore<'s> {
@@ -482,6 +537,27 @@ impl<'s> Indexer<'s> {
         identified: Result<Vec<Identity>, FormatError>,
         prior: Option<PriorRead>,
     ) -> io::Result<Indexed> {
+        let indexed = self.index_planned(upload, identified, prior).await;
+        // Taken whatever the outcome: a failed upload's changes are never made (it stays
+        // `indexing`, and its next run decides them again).
+        let changes = self
+            .pending_source_maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&upload.id)
+            .unwrap_or_default();
+        indexed.map(|indexed| Indexed {
+            source_map_changes: changes,
+            ..indexed
+        })
+    }
+
+    async fn index_planned(
+        &self,
+        upload: &Upload<'_>,
+        identified: Result<Vec<Identity>, FormatError>,
+        prior: Option<PriorRead>,
+    ) -> io::Result<Indexed> {
         // The expiry of the upload's channel, counted from now (an upload indexed before
         // keeps the time and expiry of its record: `plan` never rewrites them).
         let stamped = Upload {
@@ -587,6 +663,7 @@ impl<'s> Indexer<'s> {
             planned,
             indexed_as,
             upload_read,
+            source_map_changes: Vec::new(),
         })
     }
 
@@ -783,9 +860,12 @@ impl<'s> Indexer<'s> {
         let mut referenced = self
             .publish_own(upload, &keys, fresh, &mut outcome, holding)
             .await?;
+        // A key is referenced where the upload's reference was added (not a conflict): the
+        // upload record lists no more than the key records name it in.
         for (key, bytes) in sidecar_keys {
-            self.publish_sidecar(upload, &key, bytes, fresh).await?;
-            referenced.insert(key);
+            if self.publish_sidecar(upload, &key, bytes, fresh).await? != KeyOutcome::Conflict {
+                referenced.insert(key);
+            }
         }
         // Recorded like the upload's own keys (sections are keys clients request).
         for (key, section) in section_keys {
@@ -810,7 +890,9 @@ impl<'s> Indexer<'s> {
             };
             if let Some(result) = result {
                 outcome.add(&key, result);
-                referenced.insert(key);
+                if result != KeyOutcome::Conflict {
+                    referenced.insert(key);
+                }
             }
         }
 
@@ -865,12 +947,11 @@ impl<'s> Indexer<'s> {
         key: &str,
         bytes: &[u8],
         fresh: bool,
-    ) -> io::Result<()> {
+    ) -> io::Result<KeyOutcome> {
         let etag = crate::storage::content_sha1(bytes);
         let source = CopySource::Bytes(bytes);
         self.publish_generated(upload, key, source, etag, bytes.len() as u64, fresh)
-            .await?;
-        Ok(())
+            .await
     }
 
     /// Publishes content derived from the upload (a sidecar, a section): the first writer's
@@ -1071,18 +1152,25 @@ impl<'s> Indexer<'s> {
                     upload: upload.id.clone(),
                 })
                 .collect();
-            let record = self
-                .refs
-                .update_source_map(&file, |r| {
-                    // Registered when the upload was first indexed: a re-index only reads
-                    // (it writes nothing but its manifest records).
-                    let mut changed = false;
-                    for want in wants.iter().filter(|_| fresh) {
-                        changed |= r.want(want);
-                    }
-                    changed
-                })
-                .await?;
+            // Registered when the upload is first indexed: a re-index only reads (it writes
+            // nothing but its manifest records).
+            let record = if self.refs.defers_source_maps() {
+                if fresh {
+                    let change = SourceMapChange::Want(file.clone(), wants);
+                    self.pend_source_map_change(&upload.id, change);
+                }
+                self.refs.source_map(&file).await?
+            } else {
+                self.refs
+                    .update_source_map(&file, |r| {
+                        let mut changed = false;
+                        for want in wants.iter().filter(|_| fresh) {
+                            changed |= r.want(want);
+                        }
+                        changed
+                    })
+                    .await?
+            };
             let mut dead = BTreeSet::new();
             for path in group {
                 let Some(key) = self.source_key(build_id, path) else {
@@ -1129,7 +1217,10 @@ impl<'s> Indexer<'s> {
                     }
                 }
             }
-            if !dead.is_empty() {
+            if !dead.is_empty() && self.refs.defers_source_maps() {
+                let change = SourceMapChange::DropOffers(file, dead);
+                self.pend_source_map_change(&upload.id, change);
+            } else if !dead.is_empty() {
                 self.refs
                     .update_source_map(&file, |r| {
                         let before = r.offers.len();
@@ -1647,6 +1738,31 @@ impl ExpiryPlan {
     }
 }
 
+/// Where an input may be indexed beside others (`symdex index --jobs`): inputs of different
+/// routes touch disjoint keys and change no shared record in a way that depends on their
+/// order, so indexing them at once ends as indexing them one after another; inputs of one
+/// route are indexed in order. `None`: the input must be indexed alone (after everything
+/// before it, before anything after it).
+///
+/// A route is a debug id, of the one identity of an ELF file with a build id or a thin
+/// Mach-O file: every key such an identity has names its build id or UUID (the debuginfod,
+/// unified, gdb/lldb and SSQP keys; its sections, sidecars and sources sit under them), which
+/// the debug id is made from — the unit test below holds that to the layouts. Its other
+/// shared records are an upload record of its own, its source-map wants (made later, in
+/// input order: `Indexer::register_source_map_changes`) and a source upload's record when it
+/// publishes that upload's source under its own build id (a compare-and-swap that adds a
+/// key, in any order). Everything else — PE and PDB (joined through `_symdex/ids`), sources
+/// (offers), archives, bundles, fat Mach-O files, inputs not identified — goes alone.
+pub fn route_of(ids: &[Identity], options: &IdentifyOptions) -> Option<String> {
+    let [id] = ids else { return None };
+    let routed = match id.format {
+        Format::Elf => id.build_id.is_some(),
+        Format::Macho => id.uuid.is_some(),
+        _ => false,
+    };
+    (routed && !options.as_source && id.kind != Kind::Source).then(|| id.debug_id.to_string())
+}
+
 /// Whether an expiry at `now` acts on this upload: its retention has passed, or a removal of
 /// it was begun and not finished (a run that died; the expiry finishes it).
 pub fn is_due(upload: &UploadRecord, now: SystemTime, policy: Option<&RetentionPolicy>) -> bool {
@@ -1787,6 +1903,7 @@ impl std::fmt::Display for Summary {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use crate::reader::MemReader;
     use crate::storage::LocalStore;
@@ -1883,5 +2000,255 @@ mod tests {
                     .collect::<Vec<_>>()
             )
         );
+    }
+
+    #[test]
+    fn every_key_of_a_routed_identity_names_its_id() {
+        use crate::layouts::tests::{elf, macho};
+        let options = IdentifyOptions::default();
+        let ids = [
+            elf(&[0xab; 20], true),
+            elf(&[0x3c; 20], false),
+            macho(Kind::Debug),
+        ];
+        for id in ids {
+            let route = route_of(std::slice::from_ref(&id), &options).expect("routed");
+            assert_eq!(route, id.debug_id.to_string());
+            let hex = id
+                .build_id
+                .clone()
+                .or(id.uuid.clone())
+                .unwrap()
+                .to_lowercase();
+            let set = layouts::keys_for(&id, "app", &Layout::ALL);
+            let keys: Vec<&String> = set.keys.values().flatten().collect();
+            assert!(keys.len() > 3, "{keys:?}");
+            for key in keys {
+                // Split into directories (`gdb/ab/abab...`) or by dashes (UUIDs).
+                let joined = key.to_lowercase().replace(['-', '/'], "");
+                assert!(joined.contains(&hex), "{key} does not name {hex}");
+            }
+        }
+        // Not routed: a PE (joined to its PDB by debug id), a source, two identities.
+        assert_eq!(route_of(&[crate::layouts::tests::pe(1, 2)], &options), None);
+        let as_source = IdentifyOptions { as_source: true };
+        assert_eq!(route_of(&[elf(&[1; 20], true)], &as_source), None);
+        assert_eq!(
+            route_of(&[elf(&[1; 20], true), elf(&[2; 20], true)], &options),
+            None
+        );
+    }
+
+    /// JSON with its clock readings (record times, lease ends, expiries) taken out.
+    fn timeless(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for clock in ["time", "until", "expires"] {
+                    map.remove(clock);
+                }
+                map.values_mut().for_each(timeless);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(timeless),
+            _ => {}
+        }
+    }
+
+    /// Every file of a store (records without their clock readings).
+    fn snapshot(root: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+        let mut files = BTreeMap::new();
+        let mut dirs = vec![root.to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                    continue;
+                }
+                let key = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                let mut bytes = std::fs::read(&path).unwrap();
+                if key.ends_with(".json") && key.starts_with("_symdex") {
+                    let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    timeless(&mut value);
+                    bytes = serde_json::to_vec(&value).unwrap();
+                }
+                files.insert(key, bytes);
+            }
+        }
+        files
+    }
+
+    /// `symdex index --jobs`: inputs of different routes indexed at once by one sole writer
+    /// (its lanes), their uploads then taken in input order, end as indexed one after
+    /// another — in every interleaving of their storage steps: the same store, file for file,
+    /// and the same records. Two of them publish the same source upload's file under their
+    /// own build ids (its upload record changed by both) and want the same source path.
+    #[tokio::test]
+    async fn inputs_of_different_routes_indexed_at_once_end_as_one_after_another() {
+        let a = Artifacts::new();
+        let mut second = a.debug_with_sources.clone();
+        second.id = "file:/ci/second.debug".into();
+        second.name = "second.debug".into();
+        // Another build id (the builder's byte), the same source path.
+        let at = second
+            .bytes
+            .windows(20)
+            .position(|w| w == [0x6b; 20])
+            .unwrap();
+        second.bytes[at..at + 20].copy_from_slice(&[0x7c; 20]);
+        inputs_of_different_routes(&a, [&a.debug_with_sources, &second, &a.elf_a]).await;
+    }
+
+    async fn inputs_of_different_routes<'a>(a: &'a Artifacts, inputs: [&'a Artifact; 3]) {
+        use crate::testing::interleave::{Actor, Scheduled, Scheduler};
+        let routes: BTreeSet<String> = inputs
+            .iter()
+            .map(|i| {
+                let ids = identify_with_details(&MemReader(&i.bytes), &IdentifyOptions::default());
+                route_of(&ids.unwrap(), &IdentifyOptions::default()).expect("routed")
+            })
+            .collect();
+        assert_eq!(routes.len(), inputs.len(), "one route each");
+        let sole = Config {
+            lease: crate::refs::LeasePolicy {
+                exclusive: true,
+                ..config().lease
+            },
+            ..config()
+        };
+        // The source, indexed before; then the inputs (at once under `schedule`), taken in
+        // input order, flushed, finalized.
+        let run = |schedule: Option<(std::sync::Arc<Scheduler>, u64)>| {
+            let (inputs, sole) = (&inputs, &sole);
+            async move {
+                let dir = tempfile::tempdir().unwrap();
+                let store = LocalStore::open(dir.path()).unwrap();
+                let indexer = Indexer::new(&store, sole.clone()).defer_source_map_writes();
+                let mut source = indexer
+                    .index(&a.source.upload(), &MemReader(&a.source.bytes))
+                    .await
+                    .unwrap();
+                indexer
+                    .register_source_map_changes(&mut source)
+                    .await
+                    .unwrap();
+                indexer.flush_source_maps().await.unwrap();
+                indexer.finalize(&source, true).await.unwrap();
+                let scheduler = schedule
+                    .as_ref()
+                    .map(|(s, _)| s.clone())
+                    .unwrap_or_default();
+                let scheduled = Scheduled::new(&store, scheduler.clone());
+                let indexer = Indexer::new(&scheduled, sole.clone()).defer_source_map_writes();
+                let index = |input: &'a Artifact| {
+                    let indexer = &indexer;
+                    async move {
+                        indexer
+                            .index(&input.upload(), &MemReader(&input.bytes))
+                            .await
+                    }
+                };
+                let mut indexed = Vec::new();
+                let mut trace = Vec::new();
+                match &schedule {
+                    None => {
+                        for input in inputs.iter() {
+                            indexed.push(index(input).await.unwrap());
+                        }
+                    }
+                    Some((scheduler, seed)) => {
+                        let actors: Vec<Actor<'_, io::Result<Indexed>>> = inputs
+                            .iter()
+                            .map(|input| Box::pin(index(input)) as Actor<'_, _>)
+                            .collect();
+                        let (results, steps) = scheduler.run(*seed, actors).await;
+                        trace = steps;
+                        indexed = results.into_iter().map(Result::unwrap).collect();
+                    }
+                }
+                for upload in indexed.iter_mut() {
+                    indexer.register_source_map_changes(upload).await.unwrap();
+                }
+                indexer.flush_source_maps().await.unwrap();
+                let mut records = Vec::new();
+                for upload in &indexed {
+                    indexer.finalize(upload, true).await.unwrap();
+                    records.extend(upload.records.clone());
+                }
+                let mut records = serde_json::to_value(&records).unwrap();
+                timeless(&mut records);
+                (snapshot(dir.path()), records, trace)
+            }
+        };
+        let (serial_store, serial_records, _) = run(None).await;
+        assert!(
+            serial_store
+                .keys()
+                .filter(|k| k.contains("/source/"))
+                .count()
+                >= 2,
+            "both debug files are served the source"
+        );
+        let scheduler = Scheduler::new();
+        for seed in 0..crate::testing::scenarios::schedules(60) {
+            let (store, records, trace) = run(Some((scheduler.clone(), seed))).await;
+            let context = format!("seed {seed}, trace:\n  {}", trace.join("\n  "));
+            assert_eq!(
+                store.keys().collect::<Vec<_>>(),
+                serial_store.keys().collect::<Vec<_>>(),
+                "{context}"
+            );
+            for (key, bytes) in &store {
+                assert!(serial_store[key] == *bytes, "{key} differs; {context}");
+            }
+            assert_eq!(records, serial_records, "{context}");
+        }
+    }
+
+    /// The same bytes under another name (its sidecar differs: it names the file), and other
+    /// bytes under a build id already taken (its sections conflict): each upload lists only
+    /// keys whose records name it, for a sole writer and for concurrent ones. (A fresh
+    /// upload's key is first swapped on a guess that it has no record; a conflict decided on
+    /// that guess, not on a read, left the sidecar unreferenced.)
+    #[tokio::test]
+    async fn an_upload_lists_only_the_keys_it_references() {
+        let a = Artifacts::new();
+        let mut renamed = a.elf_b.clone();
+        renamed.id = "file:/ci/renamed.debug".into();
+        renamed.name = "renamed.debug".into();
+        for exclusive in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = LocalStore::open(dir.path()).unwrap();
+            let config = Config {
+                lease: crate::refs::LeasePolicy {
+                    exclusive,
+                    ..config().lease
+                },
+                ..config()
+            };
+            for artifact in [&a.elf_b, &renamed, &a.elf_other] {
+                let indexed = index_and_finalize(&store, config.clone(), artifact).await;
+                assert!(!indexed.records.is_empty());
+            }
+            let found = crate::audit::audit(&store, "_manifest").await.unwrap();
+            assert!(
+                found.problems.is_empty(),
+                "exclusive {exclusive}: {:#?}",
+                found.problems
+            );
+            let renamed_keys = RefStore::new(&store)
+                .upload(&renamed.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .keys;
+            assert!(
+                renamed_keys.iter().any(|k| k.ends_with(".meta")),
+                "exclusive {exclusive}: the renamed copy references the sidecar: {renamed_keys:?}"
+            );
+        }
     }
 }

@@ -413,6 +413,9 @@ enum PublishPlan {
     Done(KeyOutcome),
     /// No record: first ask what is at the key (an object written outside symdex).
     NeedHead,
+    /// Decided on a guess that the key has no record (a fresh upload's first swap, not a
+    /// read): read it, and decide again.
+    Reread,
 }
 
 fn upload_file(upload: &str) -> String {
@@ -520,6 +523,31 @@ impl<'s> RefStore<'s> {
         self.deferred_source_maps = Some(Default::default());
     }
 
+    /// Whether source-map writes are deferred ([`Self::defer_source_map_writes`]).
+    pub fn defers_source_maps(&self) -> bool {
+        self.deferred_source_maps.is_some()
+    }
+
+    /// A source-map record as it stands for this process: its deferred copy if it has one,
+    /// else as stored (`Default`: none). Only reads, so writers indexing several inputs at
+    /// once may ask it while the one that makes the changes makes them.
+    pub async fn source_map(&self, file: &str) -> io::Result<Arc<SourceMapRecord>> {
+        if let Some(deferred) = &self.deferred_source_maps {
+            let kept = deferred
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(file)
+                .map(|(_, record, _)| Arc::clone(record));
+            if let Some(record) = kept {
+                return Ok(record);
+            }
+        }
+        match self.store.get(file).await? {
+            Some(read) => Ok(Arc::new(parse(file, &read.bytes)?)),
+            None => Ok(Arc::default()),
+        }
+    }
+
     /// Writes the source-map records changed since the last flush (see
     /// [`Self::defer_source_map_writes`]; nothing to do otherwise).
     pub async fn flush_source_maps(&self) -> io::Result<()> {
@@ -557,34 +585,42 @@ impl<'s> RefStore<'s> {
         Ok(())
     }
 
-    /// [`Self::update_source_map`] for a sole writer deferring its writes.
+    /// [`Self::update_source_map`] for a sole writer deferring its writes. The kept copy is
+    /// changed in place, under the map's lock: a reader ([`Self::source_map`]) sees it before
+    /// or after the change, never the stored record without this run's earlier changes.
     async fn update_deferred_source_map(
         &self,
         deferred: &std::sync::Mutex<DeferredSourceMaps>,
         file: &str,
         f: impl FnOnce(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
-        let kept = deferred
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(file);
-        let (version, mut record, mut changed) = match kept {
-            Some(kept) => kept,
-            None => match self.store.get(file).await? {
-                Some(read) => (
-                    Some(read.version),
-                    Arc::new(parse(file, &read.bytes)?),
-                    false,
-                ),
-                None => (None, Arc::default(), false),
-            },
-        };
-        // Taken out of the map: unshared unless a caller still holds an earlier copy.
-        changed |= f(Arc::make_mut(&mut record));
-        let full = {
-            let mut deferred = deferred.lock().unwrap_or_else(|p| p.into_inner());
-            deferred.insert(file.to_string(), (version, Arc::clone(&record), changed));
-            deferred.len() > PARSED_SOURCE_MAPS
+        let lock = || deferred.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = Some(f);
+        // Not kept: read outside the lock, then kept (only this process writes these records,
+        // so what is stored is what it was when nothing was kept).
+        let mut stored: Option<(Option<String>, Arc<SourceMapRecord>)> = None;
+        let (record, full) = loop {
+            {
+                let mut deferred = lock();
+                if let Some((version, record)) = stored.take() {
+                    deferred
+                        .entry(file.to_string())
+                        .or_insert((version, record, false));
+                }
+                if let Some(entry) = deferred.get_mut(file) {
+                    let f = f
+                        .take()
+                        .ok_or_else(|| io::Error::other("source map changed twice"))?;
+                    // Unshared unless a reader still holds an earlier copy (then copied).
+                    entry.2 |= f(Arc::make_mut(&mut entry.1));
+                    let record = Arc::clone(&entry.1);
+                    break (record, deferred.len() > PARSED_SOURCE_MAPS);
+                }
+            }
+            stored = Some(match self.store.get(file).await? {
+                Some(read) => (Some(read.version), Arc::new(parse(file, &read.bytes)?)),
+                None => (None, Arc::default()),
+            });
         };
         // Memory stays bounded: past that many records, the changed ones are written now.
         if full {
@@ -769,6 +805,9 @@ impl<'s> RefStore<'s> {
         } else {
             Some(self.store.get(&file).await?)
         };
+        // Only a write checks a guess (it fails where a record is): anything else decided on
+        // one is decided again on a read.
+        let mut on_guess = fresh;
         let mut external: Option<Option<ObjectInfo>> = None;
         if let (false, Some(None)) = (creates, &prefetched) {
             external = Some(self.store.head(key).await?);
@@ -776,6 +815,7 @@ impl<'s> RefStore<'s> {
         let (plan, written) = loop {
             let (plan, written) = self
                 .update_versioned(&file, prefetched.take(), |current: Option<KeyRecord>| {
+                    let guessed = std::mem::take(&mut on_guess);
                     let had_record = current.is_some();
                     let record = match current {
                         Some(r) if self.blocked(&r, &holder) => {
@@ -818,6 +858,9 @@ impl<'s> RefStore<'s> {
                         };
                         let adopted = match outside {
                             Some(info) if info.etag == content.etag => true,
+                            // A record may be there after all, holding this content or
+                            // adopting any (a sidecar of the same bytes under another name).
+                            Some(_) if guessed => return Ok(Step::Keep(PublishPlan::Reread)),
                             Some(_) if !overwrite => {
                                 return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
                             }
@@ -890,11 +933,14 @@ impl<'s> RefStore<'s> {
                 external = Some(self.store.head(key).await?);
                 continue;
             }
+            if let PublishPlan::Reread = plan {
+                continue;
+            }
             break (plan, written);
         };
         match plan {
             // Never reached: the loop above asks and swaps again instead.
-            PublishPlan::NeedHead => Err(busy(&format!("{key}: no plan"))),
+            PublishPlan::NeedHead | PublishPlan::Reread => Err(busy(&format!("{key}: no plan"))),
             PublishPlan::Done(outcome) => Ok(outcome),
             PublishPlan::CopySole => {
                 self.copy_or_take_back(key, upload, content).await?;

@@ -683,11 +683,17 @@ mod tests {
                 s.unnamed_temp.store(false, Ordering::Relaxed);
             }
             let bytes = CopySource::Bytes(b"{\"refs\":[]}");
-            assert_eq!(s.copy_new_now(&bytes, "r/new/dir/rec.json").unwrap(), Some(11));
+            assert_eq!(
+                s.copy_new_now(&bytes, "r/new/dir/rec.json").unwrap(),
+                Some(11)
+            );
             assert_eq!(s.copy_new_now(&bytes, "r/new/dir/rec.json").unwrap(), None);
             s.put_now("r/theirs.json", b"theirs").unwrap();
             assert_eq!(s.copy_new_now(&bytes, "r/theirs.json").unwrap(), None);
-            assert_eq!(s.get_now("r/theirs.json").unwrap().unwrap().bytes, b"theirs");
+            assert_eq!(
+                s.get_now("r/theirs.json").unwrap().unwrap().bytes,
+                b"theirs"
+            );
             let created = s.get_now("r/new/dir/rec.json").unwrap().unwrap();
             assert_eq!(created.bytes, b"{\"refs\":[]}");
             let mode = fs::metadata(s.path_of("r/new/dir/rec.json").unwrap())
