@@ -50,6 +50,9 @@ impl Storage for Store {
     fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
         self.inner.get(key)
     }
+    fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        self.inner.read(key)
+    }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
         self.write();
         self.inner.put(key, bytes)

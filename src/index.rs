@@ -236,9 +236,13 @@ fn upload_meta(args: &IndexArgs) -> UploadMeta {
     }
 }
 
-/// Inputs read ahead of the writers: a bound on the memory they hold (each at most
-/// [`READ_WHOLE_BELOW`] of bytes) that still keeps the reader busy while the writers work.
-const READ_AHEAD: usize = 32;
+/// Batches of inputs read ahead of the writers: a bound on the memory they hold that still
+/// keeps the reader busy while the writers work.
+const READ_AHEAD: usize = 4;
+/// Inputs handed over together (one thread switch per batch, not per input: a re-index
+/// answers an input in a few microseconds), and the bytes read whole a batch holds at most.
+const BATCH: usize = 64;
+const BATCH_BYTES: usize = 8 << 20;
 /// Inputs queued for one lane.
 const LANE_QUEUE: usize = 8;
 
@@ -261,12 +265,13 @@ fn read_ahead(
     store: &LocalStore,
     args: &IndexArgs,
     route: bool,
-    ahead: std::sync::mpsc::SyncSender<Ahead>,
+    ahead: std::sync::mpsc::SyncSender<Vec<Ahead>>,
 ) {
     let refs = RefStore::new(store);
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };
+    let (mut batch, mut batch_bytes) = (Vec::new(), 0);
     for entry in files {
         let item = match entry {
             Walked::File(path) => {
@@ -299,9 +304,23 @@ fn read_ahead(
             Walked::Skipped(p, reason) => Ahead::Skipped(p, reason),
             Walked::Error(p, e) => Ahead::Error(p, e),
         };
-        if ahead.send(item).is_err() {
-            return;
+        batch_bytes += match &item {
+            Ahead::File {
+                read: Some(Ok(read)),
+                ..
+            } => read.whole.as_ref().map_or(0, Vec::len),
+            _ => 0,
+        };
+        batch.push(item);
+        if batch.len() >= BATCH || batch_bytes >= BATCH_BYTES {
+            batch_bytes = 0;
+            if ahead.send(std::mem::take(&mut batch)).is_err() {
+                return;
+            }
         }
+    }
+    if !batch.is_empty() {
+        let _ = ahead.send(batch);
     }
 }
 
@@ -429,7 +448,7 @@ async fn run_async(
     store: &crate::crash::Store,
     meta: &UploadMeta,
     mut writer: Writer<'_, '_>,
-    inputs: std::sync::mpsc::Receiver<Ahead>,
+    inputs: std::sync::mpsc::Receiver<Vec<Ahead>>,
     count: usize,
 ) -> anyhow::Result<ExitCode> {
     let indexer = writer.indexer;
@@ -438,7 +457,7 @@ async fn run_async(
     let mut sink = Sink::new(indexer, args.json);
     let mut failed = false;
     // Blocking receives on the runtime's only thread: nothing else runs on it.
-    for (seq, item) in inputs.into_iter().enumerate() {
+    for (seq, item) in inputs.into_iter().flatten().enumerate() {
         bar.inc(1);
         if let Ahead::File {
             path,
@@ -739,57 +758,59 @@ async fn read_input(
 }
 
 /// Indexes an input the reader thread read (the store's writer).
+impl ReadInput {
+    /// The upload it is.
+    fn upload(&self, meta: &UploadMeta) -> Upload<'_> {
+        // Under a source root, a loose source file sits in its tree where it sits under the
+        // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
+        let source_path = meta.source_root.as_ref().and_then(|_| {
+            let cwd = absolute(Path::new("."));
+            self.abs
+                .strip_prefix(&cwd)
+                .ok()
+                .map(|rel| rel.to_string_lossy().replace('\\', "/"))
+        });
+        Upload {
+            id: upload_id("file", &self.shown, &self.etag, meta),
+            source: self
+                .whole
+                .as_deref()
+                .map_or(CopySource::File(&self.abs), CopySource::Bytes),
+            ingest_bucket: None,
+            ingest_key: self.shown.clone(),
+            entry: None,
+            ingest_version: None,
+            etag: self.etag.clone(),
+            size: self.size,
+            meta: meta.clone(),
+            options: self.options.clone(),
+            source_path,
+            file_stamp: self.file_stamp.clone(),
+        }
+    }
+}
+
+/// Indexes an input the reader thread read (the store's writer, or a lane).
 async fn index_file(
     indexer: &Indexer<'_>,
-    read: ReadInput,
+    mut read: ReadInput,
     meta: &UploadMeta,
 ) -> io::Result<Indexed> {
-    let ReadInput {
-        abs,
-        shown,
-        size,
-        etag,
-        file_stamp,
-        whole,
-        options,
-        identified,
-        route: _,
-    } = read;
-    // Under a source root, a loose source file sits in its tree where it sits under the
-    // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
-    let source_path = meta.source_root.as_ref().and_then(|_| {
-        let cwd = absolute(Path::new("."));
-        abs.strip_prefix(&cwd)
-            .ok()
-            .map(|rel| rel.to_string_lossy().replace('\\', "/"))
-    });
-    let upload = Upload {
-        id: upload_id("file", &shown, &etag, meta),
-        source: whole
-            .as_deref()
-            .map_or(CopySource::File(&abs), CopySource::Bytes),
-        ingest_bucket: None,
-        ingest_key: shown,
-        entry: None,
-        ingest_version: None,
-        etag,
-        size,
-        meta: meta.clone(),
-        options,
-        source_path,
-        file_stamp,
-    };
+    let identified = read.identified.take();
+    let upload = read.upload(meta);
     // A re-delivery is answered from the upload record: the input is not even opened. The
     // stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
     // re-index writes nothing but its manifest, so a file first indexed unsettled is hashed
-    // again each time (then answered from its upload record).
+    // again each time (then answered from its upload record). Looked up here, not by the
+    // reader: in its turn (an earlier input may change the record), and a re-index keeps
+    // both threads busy (the reader then only reads statuses and source records).
     let prior = match indexer.already_indexed(&upload).await? {
         Lookup::Indexed(unchanged) => return Ok(unchanged),
         Lookup::Unindexed(prior) => prior,
     };
     let identified = match identified {
         Some(identified) => identified,
-        None => identify_with_details(&FileReader::open(&abs)?, &upload.options),
+        None => identify_with_details(&FileReader::open(&read.abs)?, &upload.options),
     };
     indexer
         .index_looked_up(&upload, identified, Some(prior))

@@ -418,9 +418,12 @@ enum PublishPlan {
     Reread,
 }
 
+/// Where upload records live.
+const UPLOADS_DIR: &str = "_symdex/uploads/";
+
 fn upload_file(upload: &str) -> String {
     format!(
-        "{STATE_PREFIX}/uploads/{}.json",
+        "{UPLOADS_DIR}{}.json",
         crate::digest::sha1_hex(upload.as_bytes())
     )
 }
@@ -630,8 +633,8 @@ impl<'s> RefStore<'s> {
     }
 
     async fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
-        match self.store.get(file).await? {
-            Some(v) => parse(file, &v.bytes).map(Some),
+        match self.store.read(file).await? {
+            Some(bytes) => parse(file, &bytes).map(Some),
             None => Ok(None),
         }
     }
@@ -1215,7 +1218,7 @@ impl<'s> RefStore<'s> {
         after: &str,
         limit: usize,
     ) -> io::Result<(Vec<UploadRecord>, Option<String>)> {
-        let mut files = self.store.list(&format!("{STATE_PREFIX}/uploads/")).await?;
+        let mut files = self.store.list(UPLOADS_DIR).await?;
         files.sort();
         let rest: Vec<String> = files.into_iter().filter(|f| f.as_str() > after).collect();
         let page = &rest[..rest.len().min(limit)];
@@ -1233,7 +1236,7 @@ impl<'s> RefStore<'s> {
     }
 
     pub async fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
-        self.list_records(&format!("{STATE_PREFIX}/uploads/")).await
+        self.list_records(UPLOADS_DIR).await
     }
 
     /// Lists `keys` as the upload's planned keys before any reference to them is added

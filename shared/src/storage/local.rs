@@ -563,6 +563,9 @@ impl Storage for LocalStore {
     fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
         Box::pin(async move { self.get_now(key) })
     }
+    fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move { Ok(not_found_is_none(fs::read(self.path_of(key)?))?) })
+    }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
         Box::pin(async move { self.put_now(key, bytes) })
     }

@@ -170,6 +170,11 @@ pub trait Storage: Send + Sync {
     }
     /// Whole small object (records, manifests) and its version, or `None` when absent.
     fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>>;
+    /// [`Self::get`] without the version, for a read no conditional write follows (a local
+    /// store's version is a hash of the content: a re-index read two records per input).
+    fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move { Ok(self.get(key).await?.map(|v| v.bytes)) })
+    }
     /// Writes `bytes` atomically: readers see the old object or the new one, never a part.
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo>;
     /// Conditional write; `Ok(Some(new version))`, or `Ok(None)` when the condition failed
