@@ -98,4 +98,7 @@ impl Storage for Store {
     fn key_copies_are_aliases(&self) -> bool {
         self.inner.key_copies_are_aliases()
     }
+    fn versions_are_free(&self) -> bool {
+        self.inner.versions_are_free()
+    }
 }

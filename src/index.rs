@@ -812,9 +812,7 @@ async fn index_file(
         Some(identified) => identified,
         None => identify_with_details(&FileReader::open(&read.abs)?, &upload.options),
     };
-    indexer
-        .index_looked_up(&upload, identified, Some(prior))
-        .await
+    indexer.index_looked_up(&upload, identified, prior).await
 }
 
 /// Inputs up to this size are read whole when they are hashed (see `index_file`).

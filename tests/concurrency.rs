@@ -337,29 +337,17 @@ fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
             _ => {}
         }
     }
-    walkdir::WalkDir::new(store)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .filter_map(|e| {
-            let key = e
-                .path()
-                .strip_prefix(store)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            if key.starts_with("_manifest") || key.starts_with("_symdex/lock") {
-                return None;
-            }
-            let mut bytes = std::fs::read(e.path()).unwrap();
-            if key.starts_with("_symdex") && key.ends_with(".json") {
-                let mut value: Value = serde_json::from_slice(&bytes).unwrap();
-                timeless(&mut value);
-                bytes = serde_json::to_vec(&value).unwrap();
-            }
-            Some((key, bytes))
-        })
-        .collect()
+    let mut files = common::files_of(store, |key| {
+        !key.starts_with("_manifest") && !key.starts_with("_symdex/lock")
+    });
+    for (key, bytes) in files.iter_mut() {
+        if key.starts_with("_symdex") && key.ends_with(".json") {
+            let mut value: Value = serde_json::from_slice(bytes).unwrap();
+            timeless(&mut value);
+            *bytes = serde_json::to_vec(&value).unwrap();
+        }
+    }
+    files
 }
 
 /// `symdex index --jobs N` indexes ELF files of different build ids side by side, and comes

@@ -21,21 +21,7 @@ fn index(store: &Path, args: &[&str]) -> String {
 
 /// Every file of the store except the manifest, with its content.
 fn snapshot(store: &Path) -> BTreeMap<String, Vec<u8>> {
-    walkdir::WalkDir::new(store)
-        .into_iter()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_file())
-        .map(|e| {
-            let rel = e
-                .path()
-                .strip_prefix(store)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            (rel, std::fs::read(e.path()).unwrap())
-        })
-        .filter(|(rel, _)| !rel.starts_with("_manifest"))
-        .collect()
+    common::files_of(store, |key| !key.starts_with("_manifest"))
 }
 
 fn manifest(store: &Path, filters: &[&str]) -> Vec<Value> {

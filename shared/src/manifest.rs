@@ -198,7 +198,8 @@ pub async fn write(
     let Some(first) = records.first() else {
         return Ok(None);
     };
-    let mut body = Vec::new();
+    // Records are ~1 KB each: sized once, not doubled through a re-index's thousands.
+    let mut body = Vec::with_capacity(records.len().saturating_mul(1536));
     for record in records {
         serde_json::to_writer(&mut body, record)?;
         body.push(b'\n');
@@ -209,7 +210,20 @@ pub async fn write(
     let date = first.time.get(..10).unwrap_or("unknown");
     let written = humantime::format_rfc3339_nanos(SystemTime::now()).to_string();
     let stamp: String = written.chars().filter(char::is_ascii_digit).collect();
-    let unique = crate::digest::sha1_hex(&body);
+    // Unique among writers of the same nanosecond: this process, its count of objects, what
+    // they hold (not a hash of the whole body: a re-index's manifest is tens of megabytes).
+    static WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let count = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let last = records.last().map_or("", |r| r.upload.as_str());
+    let unique = crate::digest::sha1_hex(
+        format!(
+            "{written}\n{}\n{count}\n{}\n{}\n{last}",
+            std::process::id(),
+            body.len(),
+            first.upload
+        )
+        .as_bytes(),
+    );
     let prefix = prefix.trim_end_matches('/');
     let key = if gzip {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

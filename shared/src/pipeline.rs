@@ -263,8 +263,8 @@ impl Indexed {
 pub enum Lookup {
     /// Indexed before under the same plan: the records of this re-delivery.
     Indexed(Indexed),
-    /// Index it ([`Indexer::index_looked_up`], with the read made).
-    Unindexed(PriorRead),
+    /// Index it ([`Indexer::index_looked_up`], with the read made, when kept).
+    Unindexed(Option<PriorRead>),
 }
 
 /// One identity's keys, computed before anything is published (the plan).
@@ -408,7 +408,7 @@ impl<'s> Indexer<'s> {
             Lookup::Indexed(unchanged) => Ok(unchanged),
             Lookup::Unindexed(prior) => {
                 let identified = identify_with_details(reader, &upload.options);
-                self.index_looked_up(upload, identified, Some(prior)).await
+                self.index_looked_up(upload, identified, prior).await
             }
         }
     }

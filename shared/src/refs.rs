@@ -1202,12 +1202,23 @@ impl<'s> RefStore<'s> {
         self.read(&upload_file(upload)).await
     }
 
-    /// [`Self::upload`], with the read kept for a [`Self::plan`] that follows.
-    pub async fn upload_read(&self, upload: &str) -> io::Result<(Option<UploadRecord>, PriorRead)> {
+    /// [`Self::upload`], with the read kept for a [`Self::plan`] that follows — unless the
+    /// store's versions cost a pass over the record and there is one (a re-index mostly finds
+    /// it indexed, and plans nothing): then the plan reads it again.
+    pub async fn upload_read(
+        &self,
+        upload: &str,
+    ) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
         let file = upload_file(upload);
+        if !self.store.versions_are_free() {
+            return Ok(match self.store.read(&file).await? {
+                Some(bytes) => (Some(parse(&file, &bytes)?), None),
+                None => (None, Some(PriorRead(None))),
+            });
+        }
         let read = self.store.get(&file).await?;
         let record = read.as_ref().map(|v| parse(&file, &v.bytes)).transpose()?;
-        Ok((record, PriorRead(read)))
+        Ok((record, Some(PriorRead(read))))
     }
 
     /// One page of upload records in the order of their record files: those after the file

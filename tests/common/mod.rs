@@ -329,6 +329,16 @@ pub fn debuginfod_client(program: &str, w: &Workdir, server: &Server) -> Command
 
 /// Every published key of a local store with its bytes (bookkeeping and manifests left out).
 pub fn published_files(store: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    files_of(store, |key| {
+        !key.starts_with("_symdex/") && !key.starts_with("_manifest/")
+    })
+}
+
+/// The files of a store directory whose keys `keep` keeps, with their bytes.
+pub fn files_of(
+    store: &Path,
+    keep: impl Fn(&str) -> bool,
+) -> std::collections::BTreeMap<String, Vec<u8>> {
     walkdir::WalkDir::new(store)
         .into_iter()
         .filter_map(Result::ok)
@@ -340,8 +350,7 @@ pub fn published_files(store: &Path) -> std::collections::BTreeMap<String, Vec<u
                 .ok()?
                 .to_string_lossy()
                 .into_owned();
-            (!key.starts_with("_symdex/") && !key.starts_with("_manifest/"))
-                .then(|| (key, std::fs::read(e.path()).unwrap()))
+            keep(&key).then(|| (key, std::fs::read(e.path()).unwrap()))
         })
         .collect()
 }

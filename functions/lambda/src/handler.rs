@@ -298,9 +298,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         indexer.prepare().await?;
         ctx.prepared.store(true, Ordering::Relaxed);
     }
-    let indexed = indexer
-        .index_looked_up(&upload, identified, Some(prior))
-        .await?;
+    let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
     log_decisions(event, &indexed, bytes_read);
     if !bundle.is_empty() {
         let container = archive::Container::Zip;

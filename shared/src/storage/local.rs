@@ -566,6 +566,9 @@ impl Storage for LocalStore {
     fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
         Box::pin(async move { Ok(not_found_is_none(fs::read(self.path_of(key)?))?) })
     }
+    fn versions_are_free(&self) -> bool {
+        false
+    }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
         Box::pin(async move { self.put_now(key, bytes) })
     }

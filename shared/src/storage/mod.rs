@@ -217,6 +217,12 @@ pub trait Storage: Send + Sync {
     fn key_copies_are_aliases(&self) -> bool {
         false
     }
+    /// Whether [`Self::get`]'s version comes free with the bytes (S3: the ETag), or costs a
+    /// pass over them (a local store hashes the content): then a read that may or may not
+    /// be followed by a swap reads without it, and reads again if it is.
+    fn versions_are_free(&self) -> bool {
+        true
+    }
 }
 
 /// Rejects keys that could escape a store or mean something else than they say.

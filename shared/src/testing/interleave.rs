@@ -257,6 +257,9 @@ impl Storage for Scheduled<'_> {
     fn key_copies_are_aliases(&self) -> bool {
         self.inner.key_copies_are_aliases()
     }
+    fn versions_are_free(&self) -> bool {
+        self.inner.versions_are_free()
+    }
 }
 
 #[cfg(test)]
