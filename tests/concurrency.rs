@@ -365,8 +365,12 @@ fn index_with_jobs_ends_as_one_input_after_another() {
     std::fs::create_dir_all(w.path("p9")).unwrap();
     std::fs::copy(dirs[0].join("app.debug"), w.path("p9/copy.debug")).unwrap();
     build_split_elf(&w, "p3b", &format!("0x03{}", "ab".repeat(19)), "x + 100");
+    // A PE and its PDB between them (indexed alone: joined through `_symdex/ids`).
+    std::fs::create_dir_all(w.path("p4w")).unwrap();
+    std::fs::write(w.path("src.cpp"), "int foo(int x) { return x + 1; }\n").unwrap();
+    common::build_pe_and_pdb(&w, "p4w/Lib.pdb", "p4w/lib.dll");
     let mut inputs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-    inputs.extend(["p3b", "p9"].map(|d| w.path(d).display().to_string()));
+    inputs.extend(["p3b", "p4w", "p9"].map(|d| w.path(d).display().to_string()));
     let run = |jobs: &str, store: &Path| {
         let mut args = vec!["--jobs", jobs, "--build", "j", "--source-ext", "c"];
         args.extend(inputs.iter().map(String::as_str));
@@ -394,6 +398,12 @@ fn index_with_jobs_ends_as_one_input_after_another() {
         serial_files.keys().any(|k| k.contains("/source/")),
         "sources are served"
     );
+    for format in ["pe", "pdb", "elf"] {
+        assert!(
+            serial_records.iter().any(|r| r["format"] == format),
+            "a {format} among the inputs"
+        );
+    }
     for round in 0..3 {
         let store = w.path(&format!("jobs{round}"));
         let (records, files) = run("4", &store);
