@@ -156,8 +156,9 @@ pub struct Identity {
     /// stands for (indexed as source uploads of their own by the callers).
     #[serde(skip)]
     pub bundle_files: Vec<(String, String)>,
-    /// Served sections stored compressed, decompressed by
-    /// [`crate::formats::elf::read_debug_details`] (name, bytes).
+    /// Bytes of served sections held in memory by
+    /// [`crate::formats::elf::read_debug_details`] (name, bytes): those stored compressed,
+    /// decompressed, and small ones as read.
     #[serde(skip)]
     pub decompressed: Vec<(String, Vec<u8>)>,
     /// ELF `.gnu_debuglink` file name.

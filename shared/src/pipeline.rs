@@ -875,8 +875,8 @@ impl<'s> Indexer<'s> {
                 .find(|(name, _)| *name == section.name)
                 .map(|(_, bytes)| bytes.as_slice());
             let result = match (section.compressed, decompressed) {
-                (false, _) => self.publish_section(upload, &key, section, fresh).await?,
-                (true, Some(bytes)) => {
+                // Held in memory: decompressed, or small and read with the identification.
+                (_, Some(bytes)) => {
                     let etag = crate::storage::content_sha1(bytes);
                     let source = CopySource::Bytes(bytes);
                     let size = bytes.len() as u64;
@@ -885,6 +885,7 @@ impl<'s> Indexer<'s> {
                             .await?,
                     )
                 }
+                (false, None) => self.publish_section(upload, &key, section, fresh).await?,
                 // Not decompressed (identification alone): not served.
                 (true, None) => None,
             };

@@ -229,7 +229,25 @@ pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
     // A compressed section that could not be decompressed is not served.
     id.sections
         .retain(|s| !s.compressed || !unreadable.contains(&s.name));
+    // Small ones are kept as read (on S3 the identification's blocks usually hold them
+    // already): published by one write, where a copy of a range of the upload is a
+    // three-request multipart copy.
+    let mut kept = KEPT_SECTIONS;
+    for section in id.sections.iter().filter(|s| !s.compressed) {
+        if section.size > KEPT_SECTION || section.size > kept {
+            continue;
+        }
+        if let Ok(bytes) = crate::reader::read_vec(reader, section.offset, section.size as usize) {
+            kept -= section.size;
+            id.decompressed.push((section.name.clone(), bytes));
+        }
+    }
 }
+
+/// Uncompressed served sections up to this size are kept in memory by
+/// [`read_debug_details`], up to [`KEPT_SECTIONS`] in all.
+const KEPT_SECTION: u64 = 64 << 10;
+const KEPT_SECTIONS: u64 = 256 << 10;
 
 fn find_build_id<Elf: FileHeader<Endian = Endianness>>(
     mut notes: object::read::elf::NoteIterator<'_, Elf>,
