@@ -346,11 +346,20 @@ fn run_lane(
     inputs: std::sync::mpsc::Receiver<LaneInput>,
     done: std::sync::mpsc::Sender<LaneDone>,
 ) {
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
-    else {
-        return;
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            for (seq, path, _) in inputs {
+                let failed = io::Error::other(format!("no runtime for its lane: {e}"));
+                if done.send((seq, path, Err(failed))).is_err() {
+                    return;
+                }
+            }
+            return;
+        }
     };
     for (seq, path, read) in inputs {
         // Every input handed over is answered, a panic too (as an error): the writer waits
@@ -391,8 +400,8 @@ impl Writer<'_, '_> {
         route.hash(&mut hasher);
         let lane = (hasher.finish() % self.lanes.len() as u64) as usize;
         self.dispatched.push_back(seq);
-        // A lane stops only when its queue closes (a panic is an answer) or when it could not
-        // start: then the input is answered here.
+        // A lane stops only when its queue closes (a panic, even a lane without a runtime,
+        // answers): should its queue be gone all the same, the input is answered here.
         if let Err(std::sync::mpsc::SendError((seq, path, _))) =
             self.lanes[lane].send((seq, path, read))
         {
