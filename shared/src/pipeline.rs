@@ -2120,14 +2120,21 @@ mod tests {
             },
             ..config()
         };
-        // The source, indexed before; then the inputs (at once under `schedule`), taken in
-        // input order, flushed, finalized.
+        // The source, indexed first by the same writer (its offer kept in memory, not written
+        // yet); then the inputs (at once under `schedule`, beside a write of the kept records,
+        // as the writer makes when it keeps too many), taken in input order, flushed,
+        // finalized.
         let run = |schedule: Option<(std::sync::Arc<Scheduler>, u64)>| {
             let (inputs, sole) = (&inputs, &sole);
             async move {
                 let dir = tempfile::tempdir().unwrap();
                 let store = LocalStore::open(dir.path()).unwrap();
-                let indexer = Indexer::new(&store, sole.clone()).defer_source_map_writes();
+                let scheduler = schedule
+                    .as_ref()
+                    .map(|(s, _)| s.clone())
+                    .unwrap_or_default();
+                let scheduled = Scheduled::new(&store, scheduler.clone());
+                let indexer = Indexer::new(&scheduled, sole.clone()).defer_source_map_writes();
                 let mut source = indexer
                     .index(&a.source.upload(), &MemReader(&a.source.bytes))
                     .await
@@ -2136,44 +2143,48 @@ mod tests {
                     .register_source_map_changes(&mut source)
                     .await
                     .unwrap();
-                indexer.flush_source_maps().await.unwrap();
-                indexer.finalize(&source, true).await.unwrap();
-                let scheduler = schedule
-                    .as_ref()
-                    .map(|(s, _)| s.clone())
-                    .unwrap_or_default();
-                let scheduled = Scheduled::new(&store, scheduler.clone());
-                let indexer = Indexer::new(&scheduled, sole.clone()).defer_source_map_writes();
                 let index = |input: &'a Artifact| {
                     let indexer = &indexer;
                     async move {
-                        indexer
-                            .index(&input.upload(), &MemReader(&input.bytes))
-                            .await
+                        let upload = input.upload();
+                        let indexed = indexer.index(&upload, &MemReader(&input.bytes)).await;
+                        indexed.map(Some)
                     }
                 };
-                let mut indexed = Vec::new();
+                // The write of the kept records comes after a number of other steps that
+                // varies with the seed, so that across seeds it falls anywhere in the run.
+                let delay = schedule.as_ref().map_or(0, |(_, seed)| seed % 40);
+                let flush = || async {
+                    for _ in 0..delay {
+                        scheduled.read("_symdex/nothing-here").await?;
+                    }
+                    indexer.flush_source_maps().await.map(|()| None)
+                };
+                let mut indexed: Vec<Indexed> = Vec::new();
                 let mut trace = Vec::new();
                 match &schedule {
                     None => {
                         for input in inputs.iter() {
-                            indexed.push(index(input).await.unwrap());
+                            indexed.extend(index(input).await.unwrap());
                         }
+                        flush().await.unwrap();
                     }
                     Some((scheduler, seed)) => {
-                        let actors: Vec<Actor<'_, io::Result<Indexed>>> = inputs
+                        let mut actors: Vec<Actor<'_, io::Result<Option<Indexed>>>> = inputs
                             .iter()
                             .map(|input| Box::pin(index(input)) as Actor<'_, _>)
                             .collect();
+                        actors.push(Box::pin(flush()));
                         let (results, steps) = scheduler.run(*seed, actors).await;
                         trace = steps;
-                        indexed = results.into_iter().map(Result::unwrap).collect();
+                        indexed = results.into_iter().filter_map(Result::unwrap).collect();
                     }
                 }
                 for upload in indexed.iter_mut() {
                     indexer.register_source_map_changes(upload).await.unwrap();
                 }
                 indexer.flush_source_maps().await.unwrap();
+                indexer.finalize(&source, true).await.unwrap();
                 let mut records = Vec::new();
                 for upload in &indexed {
                     indexer.finalize(upload, true).await.unwrap();

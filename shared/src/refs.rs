@@ -545,39 +545,38 @@ impl<'s> RefStore<'s> {
                 return Ok(record);
             }
         }
-        match self.store.get(file).await? {
-            Some(read) => Ok(Arc::new(parse(file, &read.bytes)?)),
+        match self.store.read(file).await? {
+            Some(bytes) => Ok(Arc::new(parse(file, &bytes)?)),
             None => Ok(Arc::default()),
         }
     }
 
     /// Writes the source-map records changed since the last flush (see
-    /// [`Self::defer_source_map_writes`]; nothing to do otherwise).
+    /// [`Self::defer_source_map_writes`]; nothing to do otherwise). Each stays kept until it
+    /// is written: a reader ([`Self::source_map`]) finds it kept or stored, never neither.
     pub async fn flush_source_maps(&self) -> io::Result<()> {
         let Some(deferred) = &self.deferred_source_maps else {
             return Ok(());
         };
-        let changed: Vec<(String, Option<String>, Arc<SourceMapRecord>)> = {
-            let mut deferred = deferred.lock().unwrap_or_else(|p| p.into_inner());
-            deferred
-                .drain()
-                .filter(|(_, (_, _, changed))| *changed)
-                .map(|(file, (version, record, _))| (file, version, record))
-                .collect()
-        };
-        for (file, version, record) in changed {
+        let lock = || deferred.lock().unwrap_or_else(|p| p.into_inner());
+        let changed: Vec<(String, Option<String>, Arc<SourceMapRecord>)> = lock()
+            .iter()
+            .filter(|(_, (_, _, changed))| *changed)
+            .map(|(file, (version, record, _))| (file.clone(), version.clone(), record.clone()))
+            .collect();
+        for (file, version, record) in &changed {
             let written = if record.offers.is_empty() && record.wants.is_empty() {
-                match &version {
-                    Some(v) => self.store.delete_if(&file, v).await?,
+                match version {
+                    Some(v) => self.store.delete_if(file, v).await?,
                     None => true,
                 }
             } else {
-                let bytes = serde_json::to_vec(&*record)?;
-                let condition = match &version {
+                let bytes = serde_json::to_vec(&**record)?;
+                let condition = match version {
                     Some(v) => Precondition::Version(v),
                     None => Precondition::Absent,
                 };
-                self.store.put_if(&file, &bytes, condition).await?.is_some()
+                self.store.put_if(file, &bytes, condition).await?.is_some()
             };
             if !written {
                 return Err(io::Error::other(format!(
@@ -585,6 +584,17 @@ impl<'s> RefStore<'s> {
                 )));
             }
         }
+        // Written, or never changed: the store holds them now (unless changed meanwhile).
+        let mut deferred = lock();
+        for (file, _, record) in &changed {
+            if deferred
+                .get(file)
+                .is_some_and(|(_, kept, _)| Arc::ptr_eq(kept, record))
+            {
+                deferred.remove(file);
+            }
+        }
+        deferred.retain(|_, (_, _, changed)| *changed);
         Ok(())
     }
 
