@@ -248,13 +248,10 @@ const LANE_QUEUE: usize = 8;
 
 /// One walked input as the reader thread left it for the writer.
 enum Ahead {
-    File {
-        path: PathBuf,
-        /// The archive it is, if it is one (then it was not read further).
-        container: Option<archive::Container>,
-        /// Not an archive: its status and bytes as read, and what they are.
-        read: Option<io::Result<Box<ReadInput>>>,
-    },
+    /// A file: its status and bytes as read, and what they are.
+    File(PathBuf, io::Result<Box<ReadInput>>),
+    /// An archive (its entries are read as they are indexed).
+    Archive(PathBuf, archive::Container),
     Skipped(PathBuf, String),
     Error(PathBuf, io::Error),
 }
@@ -283,32 +280,17 @@ fn read_ahead(
                         if route {
                             read.route = route_input(&read);
                         }
-                        Ahead::File {
-                            path,
-                            container: None,
-                            read: Some(Ok(Box::new(read))),
-                        }
+                        Ahead::File(path, Ok(Box::new(read)))
                     }
-                    Ok(Err(container)) => Ahead::File {
-                        path,
-                        container: Some(container),
-                        read: None,
-                    },
-                    Err(e) => Ahead::File {
-                        path,
-                        container: None,
-                        read: Some(Err(e)),
-                    },
+                    Ok(Err(container)) => Ahead::Archive(path, container),
+                    Err(e) => Ahead::File(path, Err(e)),
                 }
             }
             Walked::Skipped(p, reason) => Ahead::Skipped(p, reason),
             Walked::Error(p, e) => Ahead::Error(p, e),
         };
         batch_bytes += match &item {
-            Ahead::File {
-                read: Some(Ok(read)),
-                ..
-            } => read.whole.as_ref().map_or(0, Vec::len),
+            Ahead::File(_, Ok(read)) => read.whole.as_ref().map_or(0, Vec::len),
             _ => 0,
         };
         batch.push(item);
@@ -468,43 +450,43 @@ async fn run_async(
     // Blocking receives on the runtime's only thread: nothing else runs on it.
     for (seq, item) in inputs.into_iter().flatten().enumerate() {
         bar.inc(1);
-        if let Ahead::File {
-            path,
-            container: None,
-            read: Some(Ok(read)),
-        } = item
-        {
-            match read.route.clone().filter(|_| !writer.lanes.is_empty()) {
-                Some(route) => {
-                    // A flush finalizes what the sink holds: every input before it is taken
-                    // first, none after it has started (as for one writer).
-                    if sink.pending.len() + writer.dispatched.len() >= FLUSH_EVERY {
-                        writer.take(&mut sink, true, &mut failed).await?;
-                        sink.flush().await?;
-                    }
-                    bar.set_message(path.display().to_string());
-                    writer.dispatch(seq, &route, path, read);
-                    writer.take(&mut sink, false, &mut failed).await?;
-                }
-                None => {
+        // A file of a route goes to its lane; anything else is indexed here, alone: after
+        // every input before it is taken (as for one writer).
+        let route = match &item {
+            Ahead::File(_, Ok(read)) if !writer.lanes.is_empty() => read.route.clone(),
+            _ => None,
+        };
+        let item = match (route, item) {
+            (Some(route), Ahead::File(path, Ok(read))) => {
+                // A flush finalizes what the sink holds: every input before it is taken
+                // first, none after it has started.
+                if sink.pending.len() + writer.dispatched.len() >= FLUSH_EVERY {
                     writer.take(&mut sink, true, &mut failed).await?;
-                    bar.set_message(path.display().to_string());
-                    let result = index_read_file(&mut sink, store, &path, *read, meta, args).await;
-                    if let Err(e) = result {
-                        bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
-                        failed = true;
-                    }
+                    sink.flush().await?;
                 }
+                bar.set_message(path.display().to_string());
+                writer.dispatch(seq, &route, path, read);
+                writer.take(&mut sink, false, &mut failed).await?;
+                continue;
             }
-            continue;
-        }
+            (_, item) => item,
+        };
         writer.take(&mut sink, true, &mut failed).await?;
-        let (path, container, read) = match item {
-            Ahead::File {
-                path,
-                container,
-                read,
-            } => (path, container, read),
+        let (path, result) = match item {
+            Ahead::File(path, read) => {
+                bar.set_message(path.display().to_string());
+                let result = match read {
+                    Ok(read) => index_read_file(&mut sink, store, &path, *read, meta, args).await,
+                    Err(e) => Err(e),
+                };
+                (path, result)
+            }
+            Ahead::Archive(path, container) => {
+                bar.set_message(path.display().to_string());
+                let local = store.local();
+                let result = index_archive(&mut sink, local, &path, container, meta, args).await;
+                (path, result)
+            }
             Ahead::Skipped(p, reason) => {
                 // The link's own absolute path (canonicalising it would name its target).
                 let shown = match (p.parent(), p.file_name()) {
@@ -517,22 +499,7 @@ async fn run_async(
                     .await?;
                 continue;
             }
-            Ahead::Error(p, e) => {
-                bar.suspend(|| eprintln!("symdex: {}: {e}", p.display()));
-                failed = true;
-                continue;
-            }
-        };
-        bar.set_message(path.display().to_string());
-        let result = match (container, read) {
-            (Some(container), _) => {
-                index_archive(&mut sink, store.local(), &path, container, meta, args).await
-            }
-            (None, Some(Ok(read))) => {
-                index_read_file(&mut sink, store, &path, *read, meta, args).await
-            }
-            (None, Some(Err(e))) => Err(e),
-            (None, None) => Err(io::Error::other("input neither read nor an archive")),
+            Ahead::Error(p, e) => (p, Err(e)),
         };
         if let Err(e) = result {
             bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));

@@ -239,13 +239,36 @@ pub struct Indexed {
     source_map_changes: Vec<SourceMapChange>,
 }
 
-/// A change to one source-map record an upload's indexing decided (sole writer, deferred).
+/// A change to one source-map record an upload's indexing decided (made at once, or by a
+/// sole writer when it takes the upload: [`Indexer::register_source_map_changes`]).
 #[derive(Debug, Clone)]
 enum SourceMapChange {
     /// Source paths a debug file names, wanted from now on.
     Want(String, Vec<Want>),
     /// Offers of source uploads removed since they offered themselves.
     DropOffers(String, BTreeSet<Offer>),
+}
+
+impl SourceMapChange {
+    fn file(&self) -> &str {
+        match self {
+            SourceMapChange::Want(file, _) | SourceMapChange::DropOffers(file, _) => file,
+        }
+    }
+
+    /// Makes the change on `record`; `true` if it changed anything.
+    fn apply(&self, record: &mut sourcemap::SourceMapRecord) -> bool {
+        match self {
+            SourceMapChange::Want(_, wants) => wants
+                .iter()
+                .fold(false, |changed, w| record.want(w) | changed),
+            SourceMapChange::DropOffers(_, dead) => {
+                let before = record.offers.len();
+                record.offers.retain(|o| !dead.contains(o));
+                record.offers.len() != before
+            }
+        }
+    }
 }
 
 impl Indexed {
@@ -332,36 +355,29 @@ impl<'s> Indexer<'s> {
     /// alone), so deciding a change and making it later sees the same record.
     pub async fn register_source_map_changes(&self, indexed: &mut Indexed) -> io::Result<()> {
         for change in std::mem::take(&mut indexed.source_map_changes) {
-            match change {
-                SourceMapChange::Want(file, wants) => {
-                    self.refs
-                        .update_source_map(&file, |r| {
-                            wants.iter().fold(false, |changed, w| r.want(w) | changed)
-                        })
-                        .await?
-                }
-                SourceMapChange::DropOffers(file, dead) => {
-                    self.refs
-                        .update_source_map(&file, |r| {
-                            let before = r.offers.len();
-                            r.offers.retain(|o| !dead.contains(o));
-                            r.offers.len() != before
-                        })
-                        .await?
-                }
-            };
+            self.refs
+                .update_source_map(change.file(), |r| change.apply(r))
+                .await?;
         }
         Ok(())
     }
 
-    /// Notes a source-map change of `upload` (see [`SourceMapChange`]).
-    fn pend_source_map_change(&self, upload: &str, change: SourceMapChange) {
-        self.pending_source_maps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(upload.to_string())
-            .or_default()
-            .push(change);
+    /// Makes a source-map change of `upload` now, or, for a sole writer deferring them, notes
+    /// it for when the upload is taken (see [`SourceMapChange`]).
+    async fn change_source_map(&self, upload: &str, change: SourceMapChange) -> io::Result<()> {
+        if self.refs.defers_source_maps() {
+            self.pending_source_maps
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(upload.to_string())
+                .or_default()
+                .push(change);
+            return Ok(());
+        }
+        self.refs
+            .update_source_map(change.file(), |r| change.apply(r))
+            .await?;
+        Ok(())
     }
 
     pub fn refs(&self) -> &RefStore<'s> {
@@ -1154,22 +1170,17 @@ impl<'s> Indexer<'s> {
                 })
                 .collect();
             // Registered when the upload is first indexed: a re-index only reads (it writes
-            // nothing but its manifest records).
+            // nothing but its manifest records). Made at once, the swap returns the record
+            // with every offer written before it; deferred, indexing only reads it.
+            let want = SourceMapChange::Want(file.clone(), wants);
             let record = if self.refs.defers_source_maps() {
                 if fresh {
-                    let change = SourceMapChange::Want(file.clone(), wants);
-                    self.pend_source_map_change(&upload.id, change);
+                    self.change_source_map(&upload.id, want).await?;
                 }
                 self.refs.source_map(&file).await?
             } else {
                 self.refs
-                    .update_source_map(&file, |r| {
-                        let mut changed = false;
-                        for want in wants.iter().filter(|_| fresh) {
-                            changed |= r.want(want);
-                        }
-                        changed
-                    })
+                    .update_source_map(&file, |r| fresh && want.apply(r))
                     .await?
             };
             let mut dead = BTreeSet::new();
@@ -1218,17 +1229,9 @@ impl<'s> Indexer<'s> {
                     }
                 }
             }
-            if !dead.is_empty() && self.refs.defers_source_maps() {
+            if !dead.is_empty() {
                 let change = SourceMapChange::DropOffers(file, dead);
-                self.pend_source_map_change(&upload.id, change);
-            } else if !dead.is_empty() {
-                self.refs
-                    .update_source_map(&file, |r| {
-                        let before = r.offers.len();
-                        r.offers.retain(|o| !dead.contains(o));
-                        r.offers.len() != before
-                    })
-                    .await?;
+                self.change_source_map(&upload.id, change).await?;
             }
         }
         let mut records = Vec::new();
@@ -2090,9 +2093,7 @@ mod tests {
     #[tokio::test]
     async fn inputs_of_different_routes_indexed_at_once_end_as_one_after_another() {
         let a = Artifacts::new();
-        let mut second = a.debug_with_sources.clone();
-        second.id = "file:/ci/second.debug".into();
-        second.name = "second.debug".into();
+        let mut second = a.debug_with_sources.named("second.debug");
         // Another build id (the builder's byte), the same source path.
         let at = second
             .bytes
@@ -2228,9 +2229,7 @@ mod tests {
     #[tokio::test]
     async fn an_upload_lists_only_the_keys_it_references() {
         let a = Artifacts::new();
-        let mut renamed = a.elf_b.clone();
-        renamed.id = "file:/ci/renamed.debug".into();
-        renamed.name = "renamed.debug".into();
+        let renamed = a.elf_b.named("renamed.debug");
         for exclusive in [true, false] {
             let dir = tempfile::tempdir().unwrap();
             let store = LocalStore::open(dir.path()).unwrap();

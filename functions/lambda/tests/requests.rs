@@ -132,7 +132,8 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         );
         // Today's protocol: per key its record created with a `create` lease (no read first:
         // a fresh key has none), the object created where nothing is (`If-None-Match: *`, no
-        // HEAD first), the lease released; a section is a ranged part copy (three requests).
+        // HEAD first), the lease released; a small section is written from the bytes the
+        // identification read (one PUT), a larger one is a ranged part copy (three requests).
         // Around it: the ingest reads, the upload record (read, planned, finalized by a swap
         // on the version the plan wrote), the source record (created unread) and the manifest.
         assert!(

@@ -51,6 +51,15 @@ impl Artifact {
         }
     }
 
+    /// The same bytes uploaded under another name (`/ci/<name>`).
+    pub fn named(&self, name: &str) -> Self {
+        Artifact {
+            id: format!("file:/ci/{name}"),
+            name: name.to_string(),
+            ..self.clone()
+        }
+    }
+
     fn keyed_as_source(mut self) -> Self {
         self.as_source = true;
         self
