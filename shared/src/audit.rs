@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use crate::refs::{RefStore, UploadState, STATE_PREFIX};
+use crate::refs::{released_by_finalize, RefStore, UploadState, STATE_PREFIX};
 use crate::storage::Storage;
 
 /// One broken promise, as `verify` prints it.
@@ -72,10 +72,10 @@ pub async fn audit_with(
         })
     };
     let uploads = refs.uploads().await?;
-    let states: BTreeMap<&str, UploadState> = uploads
-        .iter()
-        .map(|u| (u.upload.as_str(), u.state))
-        .collect();
+    let by_upload: BTreeMap<&str, &crate::refs::UploadRecord> =
+        uploads.iter().map(|u| (u.upload.as_str(), u)).collect();
+    let lists =
+        |upload: &str, key: &str| by_upload.get(upload).is_some_and(|u| u.keys.contains(key));
     let records = refs.all_keys().await?;
     let referencing: BTreeMap<&str, &BTreeSet<String>> =
         records.iter().map(|r| (r.key.as_str(), &r.refs)).collect();
@@ -84,7 +84,12 @@ pub async fn audit_with(
     let mut accounted = BTreeSet::new();
     for record in &records {
         accounted.insert(record.key.clone());
-        if let Some(lease) = &record.lease {
+        // A `create` lease whose upload lists the key was released by its finalize.
+        let in_force = record
+            .lease
+            .as_ref()
+            .filter(|lease| !released_by_finalize(lease, &record.key, lists));
+        if let Some(lease) = in_force {
             problem(
                 "lease",
                 &record.key,
@@ -100,7 +105,7 @@ pub async fn audit_with(
             continue;
         }
         for upload in &record.refs {
-            if !states.contains_key(upload.as_str()) {
+            if !by_upload.contains_key(upload.as_str()) {
                 problem(
                     "dangling",
                     &record.key,

@@ -237,6 +237,9 @@ pub struct Indexed {
     /// A sole writer's changes to source-map records, made when the upload is taken in
     /// input order ([`Indexer::register_source_map_changes`]).
     source_map_changes: Vec<SourceMapChange>,
+    /// `create` leases left to the finalize (refs.rs, invariant 1): released by a write if
+    /// the references are taken back instead.
+    held: Vec<(String, crate::refs::Lease)>,
 }
 
 /// A change to one source-map record an upload's indexing decided (made at once, or by a
@@ -553,7 +556,34 @@ impl<'s> Indexer<'s> {
         identified: Result<Vec<Identity>, FormatError>,
         prior: Option<PriorRead>,
     ) -> io::Result<Indexed> {
-        let indexed = self.index_planned(upload, identified, prior).await;
+        let mut indexed = self.index_planned(upload, identified, prior).await;
+        let mut held = self.refs.take_held(&upload.id);
+        if let (Ok(done), false) = (&mut indexed, held.is_empty()) {
+            // The `create` leases the run left end when its upload record lists their keys
+            // (refs.rs, invariant 1): listed now, by one swap for the whole upload, not at the
+            // finalize after the manifest — other uploads of the same bytes, in the same batch
+            // as this one, would wait for that. Not yet `indexed`: that waits for the manifest.
+            let prior = done.upload_read.take();
+            match self
+                .refs
+                .finalize_read(&upload.id, &done.referenced, Run::Partial, prior)
+                .await
+            {
+                // Released; the finalize swaps on the record as this wrote it.
+                Ok((true, read)) => {
+                    done.upload_read = read;
+                    held.clear();
+                }
+                // Being removed: the finalize takes the references back, leases first.
+                Ok((false, _)) => {}
+                Err(e) => indexed = Err(e),
+            }
+        }
+        if indexed.is_err() {
+            // A failed run lists none of its keys: others need not wait for its retry. Best
+            // effort: a lease left here is taken over by the retry, or after its time.
+            let _ = self.refs.release_created(&held).await;
+        }
         // Taken whatever the outcome: a failed upload's changes are never made (it stays
         // `indexing`, and its next run decides them again).
         let changes = self
@@ -564,6 +594,7 @@ impl<'s> Indexer<'s> {
             .unwrap_or_default();
         indexed.map(|indexed| Indexed {
             source_map_changes: changes,
+            held,
             ..indexed
         })
     }
@@ -680,6 +711,7 @@ impl<'s> Indexer<'s> {
             indexed_as,
             upload_read,
             source_map_changes: Vec::new(),
+            held: Vec::new(),
         })
     }
 
@@ -707,7 +739,9 @@ impl<'s> Indexer<'s> {
             "removed while it was indexed"
         };
         // Whatever became of the upload record (a removal may have finished and deleted it
-        // while we were publishing), this attempt's references go (refs.rs, invariant 4).
+        // while we were publishing), this attempt's references go (refs.rs, invariant 4),
+        // its `create` leases first (its finalize will not list their keys).
+        self.refs.release_created(&indexed.held).await?;
         let (removed, _) = self.take_back(upload, &indexed.planned).await?;
         Ok(indexed
             .records
@@ -1561,9 +1595,13 @@ impl<'s> Indexer<'s> {
             .finalize(holder, &keys, Run::Partial, None)
             .await?
         {
+            let held = self.refs.take_held(holder);
+            self.refs.release_created(&held).await?;
             self.refs.remove(key, holder).await?;
             return Ok(None);
         }
+        // Listed: released (refs.rs, invariant 1).
+        self.refs.take_held(holder);
         Ok(Some(result))
     }
 

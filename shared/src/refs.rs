@@ -28,7 +28,14 @@
 //!    `create` lease: no symdex object is there (its objects always have a record), so its
 //!    holder, or whoever takes it over, writes only where nothing is (`Storage::copy_new`)
 //!    and leaves anything found there alone unless it holds the same bytes (adopted) or the
-//!    upload overwrites; otherwise the record goes and the key is a conflict.
+//!    upload overwrites; otherwise the record goes and the key is a conflict. A `create` lease
+//!    whose holder wrote the object (or found its own earlier attempt's) is not released by
+//!    a write: the record was created saying what the object will hold, and the lease ends
+//!    when the holder's upload record lists the key among its `keys` (its finalize, after
+//!    every copy of the run) — one write per key saved on S3. Whoever meets such a lease
+//!    reads the holder's upload record first ([`RefStore::settle`]); a run that takes its
+//!    references back, or fails, never lists them, and releases them by a write each
+//!    ([`RefStore::release_created`]) — else its retry takes them over, or they run out.
 //! 2. **A record without a lease describes its object**: the object exists and holds the
 //!    recorded content. So a key with references and no lease is published. Sole-writer form
 //!    (the local store's writer lock, `LeasePolicy::exclusive`): a key with neither record nor
@@ -416,6 +423,9 @@ enum PublishPlan {
     /// Decided on a guess that the key has no record (a fresh upload's first swap, not a
     /// read): read it, and decide again.
     Reread,
+    /// The record holds a `create` lease of this upload's run: read which keys its upload
+    /// record lists (a listed key's lease is released, invariant 1), and decide again.
+    Learn(String),
 }
 
 /// Where upload records live.
@@ -466,6 +476,22 @@ fn index_holder(upload: &str) -> String {
     format!("index:{upload}")
 }
 
+/// The upload whose run holds `lease`, if it is a `create` lease (released by that upload's
+/// finalize, invariant 1).
+fn created_by(lease: &Lease) -> Option<&str> {
+    if lease.op == CREATE {
+        lease.holder.strip_prefix("index:")
+    } else {
+        None
+    }
+}
+
+/// Whether a `create` lease is released without a write: its holder's upload lists `key`
+/// (`lists`: whether an upload's record lists it). Other leases are released by a write.
+pub fn released_by_finalize(lease: &Lease, key: &str, lists: impl Fn(&str, &str) -> bool) -> bool {
+    created_by(lease).is_some_and(|upload| lists(upload, key))
+}
+
 fn remove_holder(upload: &str) -> String {
     format!("remove:{upload}")
 }
@@ -488,7 +514,49 @@ pub struct RefStore<'s> {
     /// deferred writes, [`Self::defer_source_map_writes`]): file -> version read (`None`:
     /// absent), the record as it is now.
     deferred_source_maps: Option<std::sync::Mutex<DeferredSourceMaps>>,
+    /// `create` leases this process took and left to be released by their upload's finalize
+    /// (invariant 1), by key, until the run hands them on ([`Self::take_held`]).
+    held: std::sync::Mutex<std::collections::HashMap<String, Lease>>,
+    /// Keys upload records were seen listing, by upload: a `create` lease of an upload
+    /// listing its key is released (invariant 1). Only ever grows: a listing seen stays true
+    /// of the lease it released (a later lease of the same holder is taken only where no
+    /// record says the key is referenced, see [`Self::settle`]).
+    listed: std::sync::Mutex<std::collections::HashMap<String, BTreeSet<String>>>,
 }
+
+/// Waits of one decision (as [`RefStore::update`] waits for a lease): attempts and pauses.
+struct Patience {
+    wait: Wait,
+    waited: u32,
+    pause: Duration,
+}
+
+impl Patience {
+    fn new(wait: Wait) -> Self {
+        Patience {
+            wait,
+            waited: 0,
+            pause: wait.first_pause,
+        }
+    }
+
+    /// One more wait (a pause), or a retryable error when there were enough.
+    async fn wait(&mut self, why: &str) -> io::Result<()> {
+        self.waited += 1;
+        if self.waited > self.wait.attempts {
+            return Err(busy(why));
+        }
+        if !self.pause.is_zero() {
+            tokio::time::sleep(self.pause).await;
+        }
+        self.pause = (self.pause * 2).min(self.wait.max_pause);
+        Ok(())
+    }
+}
+
+/// What a decision needs to know first: the keys listed by these uploads (holders of the
+/// `create` leases it met), read from their upload records.
+type Listed = std::collections::HashMap<String, BTreeSet<String>>;
 
 /// Deferred source-map records: file -> (version read, record now, changed since read).
 type DeferredSourceMaps =
@@ -511,6 +579,8 @@ impl<'s> RefStore<'s> {
             policy,
             parsed_source_maps: Default::default(),
             deferred_source_maps: None,
+            held: Default::default(),
+            listed: Default::default(),
         }
     }
 
@@ -690,9 +760,7 @@ impl<'s> RefStore<'s> {
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
         D: Fn(&Versioned) -> io::Result<T>,
     {
-        let wait = self.policy.wait;
-        let mut waited = 0u32;
-        let mut pause = wait.first_pause;
+        let mut patience = Patience::new(self.policy.wait);
         for _ in 0..MAX_ATTEMPTS {
             let current = match prefetched.take() {
                 Some(read) => read,
@@ -703,14 +771,7 @@ impl<'s> RefStore<'s> {
             let done = match (f(value)?, version) {
                 (Step::Keep(r), _) => return Ok((r, None)),
                 (Step::Wait(why), _) => {
-                    waited += 1;
-                    if waited > wait.attempts {
-                        return Err(busy(&why));
-                    }
-                    if !pause.is_zero() {
-                        tokio::time::sleep(pause).await;
-                    }
-                    pause = (pause * 2).min(wait.max_pause);
+                    patience.wait(&why).await?;
                     continue;
                 }
                 (Step::Write(new, r), version) => {
@@ -763,6 +824,105 @@ impl<'s> RefStore<'s> {
             .lease
             .as_ref()
             .is_some_and(|l| self.lease_is_live_other(l, holder))
+    }
+
+    /// Drops `record`'s lease where it is released without a write (invariant 1): a `create`
+    /// lease whose holder's upload record lists the key. `Err(upload)`: that holder's listing
+    /// must be read first ([`Self::learn_listing`]) into `listed`.
+    fn settle(&self, record: &mut KeyRecord, listed: &Listed) -> Result<(), String> {
+        let Some(lease) = &record.lease else {
+            return Ok(());
+        };
+        let Some(upload) = created_by(lease) else {
+            return Ok(());
+        };
+        let seen = |listing: &std::collections::HashMap<String, BTreeSet<String>>| {
+            listing.get(upload).map(|keys| keys.contains(&record.key))
+        };
+        let known = self.listed.lock().ok().and_then(|cache| seen(&cache));
+        let released = match (known, seen(listed)) {
+            (Some(true), _) => true,
+            (_, Some(listed)) => listed,
+            _ => return Err(upload.to_string()),
+        };
+        if released {
+            record.lease = None;
+        }
+        Ok(())
+    }
+
+    /// The `create` leases `upload`'s runs on this store left to its finalize (invariant 1),
+    /// forgotten here: whoever takes the upload's references back instead of finalizing it
+    /// releases them first ([`Self::release_created`]).
+    pub fn take_held(&self, upload: &str) -> Vec<(String, Lease)> {
+        let holder = index_holder(upload);
+        let Ok(mut held) = self.held.lock() else {
+            return Vec::new();
+        };
+        let keys: Vec<String> = held
+            .iter()
+            .filter(|(_, lease)| lease.holder == holder)
+            .map(|(key, _)| key.clone())
+            .collect();
+        keys.into_iter()
+            .filter_map(|key| held.remove(&key).map(|lease| (key, lease)))
+            .collect()
+    }
+
+    /// Releases `create` leases by a write each, where they are still as taken: for a run
+    /// that will not list their keys (it failed, or takes its references back), so that
+    /// nobody waits for them and its own take-back is not blocked by them.
+    pub async fn release_created(&self, held: &[(String, Lease)]) -> io::Result<()> {
+        for (key, lease) in held {
+            self.update(&key_file(key), |current: Option<KeyRecord>| match current {
+                Some(mut r) if r.lease.as_ref() == Some(lease) => {
+                    r.lease = None;
+                    Ok(Step::Write(r, ()))
+                }
+                _ => Ok(Step::Keep(())),
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The upload whose run's `create` lease (not released) is on `record`.
+    fn creating(&self, record: &KeyRecord) -> Option<String> {
+        record
+            .lease
+            .as_ref()
+            .and_then(created_by)
+            .map(str::to_string)
+    }
+
+    /// Reads the keys `upload` lists into `listed` (and the process-wide cache). Read again
+    /// (its lease still in force on `key`), after a pause, as a wait: given up as busy when
+    /// the policy's patience runs out.
+    async fn learn_listing(
+        &self,
+        upload: &str,
+        listed: &mut Listed,
+        patience: &mut Patience,
+        key: &str,
+    ) -> io::Result<()> {
+        if listed.contains_key(upload) {
+            patience
+                .wait(&format!("{key}: a creation is in progress"))
+                .await?;
+        }
+        let keys = self
+            .upload(upload)
+            .await?
+            .map(|record| record.keys)
+            .unwrap_or_default();
+        if let Ok(mut cache) = self.listed.lock() {
+            cache
+                .entry(upload.to_string())
+                .or_default()
+                .extend(keys.iter().cloned());
+        }
+        listed.insert(upload.to_string(), keys);
+        Ok(())
     }
 
     /// Before touching an object: our lease must not be past its time (someone may have
@@ -825,122 +985,143 @@ impl<'s> RefStore<'s> {
         if let (false, Some(None)) = (creates, &prefetched) {
             external = Some(self.store.head(key).await?);
         }
+        let mut listed = Listed::new();
+        let mut patience = Patience::new(self.policy.wait);
         let (plan, written) = loop {
             let (plan, written) = self
-                .update_versioned(&file, prefetched.take(), |current: Option<KeyRecord>| {
-                    let guessed = std::mem::take(&mut on_guess);
-                    let had_record = current.is_some();
-                    let record = match current {
-                        Some(r) if self.blocked(&r, &holder) => {
-                            return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                .update_versioned(
+                    &file,
+                    prefetched.take(),
+                    |mut current: Option<KeyRecord>| {
+                        let guessed = std::mem::take(&mut on_guess);
+                        let had_record = current.is_some();
+                        if let Some(record) = current.as_mut() {
+                            if let Err(holder) = self.settle(record, &listed) {
+                                return Ok(Step::Keep(PublishPlan::Learn(holder)));
+                            }
                         }
-                        // An empty record (a dead remover's tombstone) is as good as none.
-                        Some(r) if r.refs.is_empty() => None,
-                        other => other,
-                    };
-                    let lease = self.new_lease("copy", &holder);
-                    let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
-                        key: key.to_string(),
-                        etag: content.etag.to_string(),
-                        size: content.size,
-                        refs,
-                        by,
-                        lease: Some(lease.clone()),
-                        alias_of: None,
-                    };
-                    let Some(mut record) = record else {
-                        // Symdex's own objects always have a record (or a tombstone): anything else
-                        // at the key was written outside symdex (asked once, outside the swap,
-                        // or found by creating the object where nothing is).
-                        if creates && !had_record {
-                            let lease = self.new_lease(CREATE, &holder);
-                            let record = KeyRecord {
-                                lease: Some(lease.clone()),
-                                ..mine([upload.to_string()].into(), upload.to_string())
+                        let record = match current {
+                            Some(r) if self.blocked(&r, &holder) => {
+                                // A creation ends with its holder's listing: read it again.
+                                if let Some(creator) = self.creating(&r) {
+                                    return Ok(Step::Keep(PublishPlan::Learn(creator)));
+                                }
+                                return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                            }
+                            // An empty record (a dead remover's tombstone) is as good as none.
+                            Some(r) if r.refs.is_empty() => None,
+                            other => other,
+                        };
+                        let lease = self.new_lease("copy", &holder);
+                        let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
+                            key: key.to_string(),
+                            etag: content.etag.to_string(),
+                            size: content.size,
+                            refs,
+                            by,
+                            lease: Some(lease.clone()),
+                            alias_of: None,
+                        };
+                        let Some(mut record) = record else {
+                            // Symdex's own objects always have a record (or a tombstone): anything else
+                            // at the key was written outside symdex (asked once, outside the swap,
+                            // or found by creating the object where nothing is).
+                            if creates && !had_record {
+                                // Written as it will stay (alias target included): the upload's
+                                // finalize releases the lease (invariant 1).
+                                let lease = self.new_lease(CREATE, &holder);
+                                let record = KeyRecord {
+                                    lease: Some(lease.clone()),
+                                    alias_of: self.alias_target(content),
+                                    ..mine([upload.to_string()].into(), upload.to_string())
+                                };
+                                let plan =
+                                    PublishPlan::Copy(lease, Box::new(record.clone()), false);
+                                return Ok(Step::Write(record, plan));
+                            }
+                            if external.is_none() && !had_record {
+                                return Ok(Step::Keep(PublishPlan::NeedHead));
+                            }
+                            let outside = if had_record {
+                                None
+                            } else {
+                                external.as_ref().and_then(Option::as_ref)
                             };
+                            let adopted = match outside {
+                                Some(info) if info.etag == content.etag => true,
+                                // A record may be there after all, holding this content or
+                                // adopting any (a sidecar of the same bytes under another name).
+                                Some(_) if guessed => return Ok(Step::Keep(PublishPlan::Reread)),
+                                Some(_) if !overwrite => {
+                                    return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
+                                }
+                                _ => false,
+                            };
+                            if adopted {
+                                let record = KeyRecord {
+                                    lease: None,
+                                    ..mine([upload.to_string()].into(), String::new())
+                                };
+                                let check = PublishPlan::Check {
+                                    by_us: false,
+                                    size: content.size,
+                                };
+                                return Ok(Step::Write(record, check));
+                            }
+                            let record = mine([upload.to_string()].into(), upload.to_string());
+                            if self.policy.exclusive && !had_record && outside.is_none() {
+                                // A sole writer creating a key: the record is written as it will
+                                // stay, then the object (invariant 2, sole-writer form).
+                                let record = KeyRecord {
+                                    lease: None,
+                                    alias_of: self.alias_target(content),
+                                    ..record
+                                };
+                                return Ok(Step::Write(record, PublishPlan::CopySole));
+                            }
+                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
+                            return Ok(Step::Write(record, plan));
+                        };
+                        if record.etag != content.etag && different != OnDifferent::Adopt {
+                            if !overwrite {
+                                return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
+                            }
+                            let mut refs = record.refs;
+                            refs.insert(upload.to_string());
+                            let record = mine(refs, upload.to_string());
                             let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
                             return Ok(Step::Write(record, plan));
                         }
-                        if external.is_none() && !had_record {
-                            return Ok(Step::Keep(PublishPlan::NeedHead));
-                        }
-                        let outside = if had_record {
-                            None
-                        } else {
-                            external.as_ref().and_then(Option::as_ref)
-                        };
-                        let adopted = match outside {
-                            Some(info) if info.etag == content.etag => true,
-                            // A record may be there after all, holding this content or
-                            // adopting any (a sidecar of the same bytes under another name).
-                            Some(_) if guessed => return Ok(Step::Keep(PublishPlan::Reread)),
-                            Some(_) if !overwrite => {
-                                return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
-                            }
-                            _ => false,
-                        };
-                        if adopted {
+                        let by_us = record.by == upload && fresh;
+                        if let Some(dead) = &record.lease {
+                            // A dead holder's change to this same content: finish it ourselves (a
+                            // creation stays one: what is at the key may not be symdex's).
+                            let own = dead.holder == holder;
+                            let creation = dead.op == CREATE;
+                            let lease = if creation {
+                                self.new_lease(CREATE, &holder)
+                            } else {
+                                lease.clone()
+                            };
+                            record.refs.insert(upload.to_string());
+                            let by = record.by.clone();
                             let record = KeyRecord {
-                                lease: None,
-                                ..mine([upload.to_string()].into(), String::new())
+                                lease: Some(lease.clone()),
+                                alias_of: self.alias_target(content).filter(|_| creation),
+                                ..mine(record.refs, by)
                             };
-                            let check = PublishPlan::Check {
-                                by_us: false,
-                                size: content.size,
-                            };
-                            return Ok(Step::Write(record, check));
+                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
+                            return Ok(Step::Write(record, plan));
                         }
-                        let record = mine([upload.to_string()].into(), upload.to_string());
-                        if self.policy.exclusive && !had_record && outside.is_none() {
-                            // A sole writer creating a key: the record is written as it will
-                            // stay, then the object (invariant 2, sole-writer form).
-                            let record = KeyRecord {
-                                lease: None,
-                                alias_of: self.alias_target(content),
-                                ..record
-                            };
-                            return Ok(Step::Write(record, PublishPlan::CopySole));
-                        }
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-                        return Ok(Step::Write(record, plan));
-                    };
-                    if record.etag != content.etag && different != OnDifferent::Adopt {
-                        if !overwrite {
-                            return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
-                        }
-                        let mut refs = record.refs;
-                        refs.insert(upload.to_string());
-                        let record = mine(refs, upload.to_string());
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-                        return Ok(Step::Write(record, plan));
-                    }
-                    let by_us = record.by == upload && fresh;
-                    if let Some(dead) = &record.lease {
-                        // A dead holder's change to this same content: finish it ourselves (a
-                        // creation stays one: what is at the key may not be symdex's).
-                        let own = dead.holder == holder;
-                        let lease = if dead.op == CREATE {
-                            self.new_lease(CREATE, &holder)
+                        if record.refs.insert(upload.to_string()) {
+                            let size = record.size;
+                            Ok(Step::Write(record, PublishPlan::Check { by_us, size }))
                         } else {
-                            lease.clone()
-                        };
-                        record.refs.insert(upload.to_string());
-                        let by = record.by.clone();
-                        let record = KeyRecord {
-                            lease: Some(lease.clone()),
-                            ..mine(record.refs, by)
-                        };
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
-                        return Ok(Step::Write(record, plan));
-                    }
-                    if record.refs.insert(upload.to_string()) {
-                        let size = record.size;
-                        Ok(Step::Write(record, PublishPlan::Check { by_us, size }))
-                    } else {
-                        let size = record.size;
-                        Ok(Step::Keep(PublishPlan::Check { by_us, size }))
-                    }
-                })
+                            let size = record.size;
+                            Ok(Step::Keep(PublishPlan::Check { by_us, size }))
+                        }
+                    },
+                )
                 .await?;
             if let PublishPlan::NeedHead = plan {
                 external = Some(self.store.head(key).await?);
@@ -949,11 +1130,18 @@ impl<'s> RefStore<'s> {
             if let PublishPlan::Reread = plan {
                 continue;
             }
+            if let PublishPlan::Learn(creator) = &plan {
+                self.learn_listing(creator, &mut listed, &mut patience, key)
+                    .await?;
+                continue;
+            }
             break (plan, written);
         };
         match plan {
             // Never reached: the loop above asks and swaps again instead.
-            PublishPlan::NeedHead | PublishPlan::Reread => Err(busy(&format!("{key}: no plan"))),
+            PublishPlan::NeedHead | PublishPlan::Reread | PublishPlan::Learn(_) => {
+                Err(busy(&format!("{key}: no plan")))
+            }
             PublishPlan::Done(outcome) => Ok(outcome),
             PublishPlan::CopySole => {
                 self.copy_or_take_back(key, upload, content).await?;
@@ -976,22 +1164,29 @@ impl<'s> RefStore<'s> {
                     });
                 }
                 let lease = self
-                    .update(&file, |current: Option<KeyRecord>| match current {
-                        Some(r) if self.blocked(&r, &holder) => {
-                            Ok(Step::Wait(format!("{key}: a change is in progress")))
+                    .update(&file, |mut current: Option<KeyRecord>| {
+                        if let Some(record) = current.as_mut() {
+                            if self.settle(record, &listed).is_err() {
+                                return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                            }
                         }
-                        Some(mut r)
-                            if (r.etag == content.etag || different == OnDifferent::Adopt)
-                                && r.refs.contains(upload) =>
-                        {
-                            let lease = self.new_lease("copy", &holder);
-                            r.lease = Some(lease.clone());
-                            // What is copied now (an adopted copy is replaced by ours).
-                            r.etag = content.etag.to_string();
-                            r.size = content.size;
-                            Ok(Step::Write(r, Some(lease)))
+                        match current {
+                            Some(r) if self.blocked(&r, &holder) => {
+                                Ok(Step::Wait(format!("{key}: a change is in progress")))
+                            }
+                            Some(mut r)
+                                if (r.etag == content.etag || different == OnDifferent::Adopt)
+                                    && r.refs.contains(upload) =>
+                            {
+                                let lease = self.new_lease("copy", &holder);
+                                r.lease = Some(lease.clone());
+                                // What is copied now (an adopted copy is replaced by ours).
+                                r.etag = content.etag.to_string();
+                                r.size = content.size;
+                                Ok(Step::Write(r, Some(lease)))
+                            }
+                            _ => Ok(Step::Keep(None)),
                         }
-                        _ => Ok(Step::Keep(None)),
                     })
                     .await?;
                 match lease {
@@ -1063,6 +1258,15 @@ impl<'s> RefStore<'s> {
             }
         } else {
             self.copy_or_take_back(key, upload, content).await?;
+        }
+        if lease.op == CREATE && !adopted {
+            // Created (or our own earlier attempt's copy found): the record, written with the
+            // lease, already says what is there; the upload's finalize releases the lease by
+            // listing the key (invariant 1), saving a write per key.
+            if let Ok(mut held) = self.held.lock() {
+                held.insert(key.to_string(), lease.clone());
+            }
+            return Ok(KeyOutcome::Published);
         }
         let alias_of = if adopted {
             None
@@ -1152,35 +1356,52 @@ impl<'s> RefStore<'s> {
     pub async fn remove(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
         let file = key_file(key);
         let holder = remove_holder(upload);
-        let (taken, version) = self
-            .update_versioned(&file, None, |current: Option<KeyRecord>| {
-                let Some(mut record) = current else {
-                    return Ok(Step::Keep(None));
-                };
-                // Our own earlier attempt's tombstone: its removal is ours to finish and report.
-                let ours = record.lease.as_ref().is_some_and(|l| l.holder == holder);
-                if self.blocked(&record, &holder) {
-                    return Ok(Step::Wait(format!("{key}: a change is in progress")));
+        let mut listed = Listed::new();
+        let mut patience = Patience::new(self.policy.wait);
+        let (taken, version) = loop {
+            let (taken, version) = self
+                .update_versioned(&file, None, |current: Option<KeyRecord>| {
+                    let Some(mut record) = current else {
+                        return Ok(Step::Keep(Ok(None)));
+                    };
+                    if let Err(holder) = self.settle(&mut record, &listed) {
+                        return Ok(Step::Keep(Err(holder)));
+                    }
+                    // Our own earlier attempt's tombstone: its removal is ours to finish and report.
+                    let ours = record.lease.as_ref().is_some_and(|l| l.holder == holder);
+                    if self.blocked(&record, &holder) {
+                        if let Some(creator) = self.creating(&record) {
+                            return Ok(Step::Keep(Err(creator)));
+                        }
+                        return Ok(Step::Wait(format!("{key}: a change is in progress")));
+                    }
+                    let had = record.refs.remove(upload) || (ours && record.refs.is_empty());
+                    if !had && !record.refs.is_empty() {
+                        return Ok(Step::Keep(Ok(None)));
+                    }
+                    if !record.refs.is_empty() {
+                        return Ok(Step::Write(record, Ok(Some((RemoveOutcome::Kept, None)))));
+                    }
+                    // The last reference (or a dead remover's tombstone): an empty record holding our
+                    // lease, written before the object goes (invariant 3).
+                    let lease = self.new_lease("remove", &holder);
+                    record.lease = Some(lease.clone());
+                    let outcome = if had {
+                        RemoveOutcome::Removed
+                    } else {
+                        RemoveOutcome::NotReferenced
+                    };
+                    Ok(Step::Write(record, Ok(Some((outcome, Some(lease))))))
+                })
+                .await?;
+            match taken {
+                Ok(taken) => break (taken, version),
+                Err(creator) => {
+                    self.learn_listing(&creator, &mut listed, &mut patience, key)
+                        .await?
                 }
-                let had = record.refs.remove(upload) || (ours && record.refs.is_empty());
-                if !had && !record.refs.is_empty() {
-                    return Ok(Step::Keep(None));
-                }
-                if !record.refs.is_empty() {
-                    return Ok(Step::Write(record, Some((RemoveOutcome::Kept, None))));
-                }
-                // The last reference (or a dead remover's tombstone): an empty record holding our
-                // lease, written before the object goes (invariant 3).
-                let lease = self.new_lease("remove", &holder);
-                record.lease = Some(lease.clone());
-                let outcome = if had {
-                    RemoveOutcome::Removed
-                } else {
-                    RemoveOutcome::NotReferenced
-                };
-                Ok(Step::Write(record, Some((outcome, Some(lease)))))
-            })
-            .await?;
+            }
+        };
         match (taken, version) {
             (None, _) => Ok(RemoveOutcome::NotReferenced),
             (Some((outcome, Some(lease))), Some(tombstone)) => {
@@ -1359,10 +1580,22 @@ impl<'s> RefStore<'s> {
         run: Run<'_>,
         planned: Option<PriorRead>,
     ) -> io::Result<bool> {
+        Ok(self.finalize_read(upload, keys, run, planned).await?.0)
+    }
+
+    /// [`Self::finalize`], also returning the record as it now stands when the swap wrote
+    /// it (for a later finalize's swap).
+    pub async fn finalize_read(
+        &self,
+        upload: &str,
+        keys: &BTreeSet<String>,
+        run: Run<'_>,
+        planned: Option<PriorRead>,
+    ) -> io::Result<(bool, Option<PriorRead>)> {
         let mut prefetched = planned.and_then(|p| p.0).map(Some);
         loop {
             let mut on_prefetch = prefetched.is_some();
-            let decided = self
+            let (decided, written) = self
                 .update_versioned(
                     &upload_file(upload),
                     prefetched.take(),
@@ -1372,10 +1605,9 @@ impl<'s> RefStore<'s> {
                         self.finalize_step(current, keys, run, keep)
                     },
                 )
-                .await?
-                .0;
+                .await?;
             if let Some(alive) = decided {
-                return Ok(alive);
+                return Ok((alive, written.map(|v| PriorRead(Some(v)))));
             }
         }
     }
@@ -1641,6 +1873,108 @@ mod tests {
         }
     }
 
+    /// Lists `keys` in `upload`'s record as its finalize does (the release of its `create`
+    /// leases, invariant 1), creating the record first.
+    async fn finalized(refs: &RefStore<'_>, upload: &str, keys: &[&str]) {
+        let keys: BTreeSet<String> = keys.iter().map(|k| k.to_string()).collect();
+        let template = UploadRecord {
+            upload: upload.into(),
+            source: format!("/in/{upload}"),
+            ..Default::default()
+        };
+        refs.plan(&template, &keys, None, None).await.unwrap();
+        let complete = Run::Complete(None);
+        assert!(refs.finalize(upload, &keys, complete, None).await.unwrap());
+    }
+
+    /// A policy that gives up on a live lease at once (a retryable error).
+    fn impatient() -> LeasePolicy {
+        LeasePolicy {
+            wait: Wait {
+                attempts: 2,
+                first_pause: Duration::ZERO,
+                max_pause: Duration::ZERO,
+            },
+            ..LeasePolicy::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_create_lease_is_released_by_its_uploads_finalize() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let refs = RefStore::with_policy(&store, impatient());
+        let c = content(&etag, &input);
+        let publish = |key: &'static str, upload: &'static str| {
+            let (refs, c) = (&refs, &c);
+            async move {
+                refs.publish(key, upload, c, OnDifferent::Conflict, true)
+                    .await
+            }
+        };
+        // Created: the record holds u1's reference and its `create` lease, no release written.
+        assert_eq!(publish("k", "u1").await.unwrap(), KeyOutcome::Published);
+        let record = refs.key("k").await.unwrap().unwrap();
+        assert_eq!(record.refs, ["u1".to_string()].into());
+        let lease = record
+            .lease
+            .clone()
+            .expect("the lease is left to the finalize");
+        assert_eq!(
+            (lease.op.as_str(), lease.holder.as_str()),
+            (CREATE, "index:u1")
+        );
+        // Until u1 lists the key, the lease is in force: others wait (and give up, to be
+        // retried), and the audit sees a change in progress.
+        let before = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(
+            before.problems.iter().any(|p| p.kind == "lease"),
+            "{before:?}"
+        );
+        let waited = publish("k", "u2").await.unwrap_err();
+        assert_eq!(waited.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(
+            refs.remove("k", "u1").await.unwrap_err().kind(),
+            io::ErrorKind::WouldBlock,
+            "a remover waits for the creation too"
+        );
+        // u1's finalize lists it: released, for the audit and for everyone else.
+        finalized(&refs, "u1", &["k"]).await;
+        let after = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(after.problems.is_empty(), "{:?}", after.problems);
+        let other = RefStore::with_policy(&store, impatient());
+        let c2 = content(&etag, &input);
+        assert_eq!(
+            other
+                .publish("k", "u2", &c2, OnDifferent::Conflict, true)
+                .await
+                .unwrap(),
+            KeyOutcome::Unchanged
+        );
+        let shared = refs.key("k").await.unwrap().unwrap();
+        assert_eq!(shared.refs, ["u1".to_string(), "u2".to_string()].into());
+        assert_eq!(
+            shared.lease, None,
+            "the write adding u2 drops the released lease"
+        );
+        // A run that takes its references back instead of listing them releases its leases
+        // by a write first: its own removal is not blocked by them.
+        assert_eq!(publish("k2", "u3").await.unwrap(), KeyOutcome::Published);
+        let held = refs.take_held("u3");
+        assert_eq!(held.len(), 1);
+        assert!(refs.take_held("u3").is_empty(), "handed on once");
+        refs.release_created(&held).await.unwrap();
+        assert_eq!(refs.key("k2").await.unwrap().unwrap().lease, None);
+        assert_eq!(
+            refs.remove("k2", "u3").await.unwrap(),
+            RemoveOutcome::Removed
+        );
+        assert_eq!(store.size("k2").await.unwrap(), None);
+    }
+
     #[tokio::test]
     async fn references_are_counted_per_upload() {
         let dir = tempfile::tempdir().unwrap();
@@ -1656,6 +1990,7 @@ mod tests {
                 .unwrap(),
             KeyOutcome::Published
         );
+        finalized(&refs, "u1", &["k/a"]).await;
         assert_eq!(
             refs.publish("k/a", "u2", &c, OnDifferent::Conflict, true)
                 .await
@@ -1709,6 +2044,7 @@ mod tests {
         refs.publish("k", "u1", &content("ea", &a), OnDifferent::Conflict, true)
             .await
             .unwrap();
+        finalized(&refs, "u1", &["k"]).await;
         // Another identity of the same section (e.g. an S3 part copy's ETag): the live copy
         // is taken as it is, no byte written, no conflict.
         assert_eq!(
@@ -1740,18 +2076,11 @@ mod tests {
     async fn other_content_is_a_conflict_and_a_live_lease_makes_others_wait() {
         let (dir, store) = store_with_two_inputs();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        let policy = LeasePolicy {
-            wait: Wait {
-                attempts: 2,
-                first_pause: Duration::ZERO,
-                max_pause: Duration::ZERO,
-            },
-            ..LeasePolicy::default()
-        };
-        let refs = RefStore::with_policy(&store, policy.clone());
+        let refs = RefStore::with_policy(&store, impatient());
         refs.publish("k", "u1", &content("ea", &a), OnDifferent::Conflict, true)
             .await
             .unwrap();
+        finalized(&refs, "u1", &["k"]).await;
         assert_eq!(
             refs.publish("k", "u2", &content("eb", &b), OnDifferent::Conflict, true)
                 .await
@@ -1876,14 +2205,22 @@ mod tests {
             KeyOutcome::Published
         );
         let resumed = refs.key("k4").await.unwrap().unwrap();
-        assert_eq!((resumed.by.as_str(), resumed.lease), ("u4", None));
-        // A fresh key: created, its record released.
+        let holder = resumed.lease.map(|l| l.holder);
+        assert_eq!(
+            (resumed.by.as_str(), holder.as_deref()),
+            ("u4", Some("index:u4"))
+        );
+        // A fresh key: created, its record left to u5's finalize.
         assert_eq!(
             publish("new", "u5", OnDifferent::Conflict, true).await,
             KeyOutcome::Published
         );
         let created = refs.key("new").await.unwrap().unwrap();
-        assert_eq!((created.by.as_str(), created.lease), ("u5", None));
+        let holder = created.lease.map(|l| l.holder);
+        assert_eq!(
+            (created.by.as_str(), holder.as_deref()),
+            ("u5", Some("index:u5"))
+        );
         assert_eq!(bytes("new").await.as_deref(), Some(&b"aaa"[..]));
     }
 

@@ -153,14 +153,18 @@ pub(crate) async fn ingest_alive(
     etag: &str,
 ) -> std::io::Result<bool> {
     let store = &ctx.store;
-    let current = store.head_object(&event.bucket, &event.key, None).await?;
+    let current = store
+        .head_object_versioned(&event.bucket, &event.key, None)
+        .await?;
     Ok(match (&event.version_id, current) {
         (_, None) => false,
+        // The indexed version is still the current one: no need to ask for it by id.
+        (Some(version), Some((_, _, Some(current)))) if current == *version => true,
         (Some(version), Some(_)) => store
             .head_object(&event.bucket, &event.key, Some(version))
             .await?
             .is_some(),
-        (None, Some((info, _))) => info.etag == etag,
+        (None, Some((info, _, _))) => info.etag == etag,
     })
 }
 
@@ -188,8 +192,8 @@ fn log_decisions(event: &ObjectEvent, indexed: &Indexed, bytes_read: u64) {
 async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<Job> {
     let store = &ctx.store;
     let event = &event;
-    let Some((info, metadata)) = store
-        .head_object(&event.bucket, &event.key, event.version_id.as_deref())
+    let Some(first) = store
+        .head_with_first_block(&event.bucket, &event.key, event.version_id.as_deref())
         .await?
     else {
         return Ok(Job {
@@ -197,6 +201,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
             ingest: None,
         });
     };
+    let (info, metadata) = (&first.info, &first.metadata);
     let rejected = |reason: String, meta: UploadMeta| {
         let mut record = vanished(event);
         record.action = Some(Action::Rejected);
@@ -209,18 +214,20 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
             ingest: None,
         }
     };
-    let mut meta = upload_meta(&event.key, &metadata);
+    let mut meta = upload_meta(&event.key, metadata);
     if ctx.config.product_prefixes {
         if let Err(reason) = check_product_prefix(&event.key, &mut meta) {
             return Ok(rejected(reason, meta));
         }
     }
-    let object = store.open_object(
-        &event.bucket,
-        &event.key,
-        event.version_id.as_deref(),
-        info.size,
-    );
+    let object = store
+        .open_object(
+            &event.bucket,
+            &event.key,
+            event.version_id.as_deref(),
+            info.size,
+        )
+        .with_first_block(first.bytes.clone());
     let options = IdentifyOptions {
         as_source: ctx.config.is_source(&event.key),
     };
@@ -275,7 +282,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
     };
     if let Some(container) = container {
         let meta = upload.meta.clone();
-        return crate::archives::index_archive(&ctx, event, &info, meta, container, None).await;
+        return crate::archives::index_archive(&ctx, event, info, meta, container, None).await;
     }
     let identified = match identified {
         Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
@@ -299,13 +306,13 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         ctx.prepared.store(true, Ordering::Relaxed);
     }
     let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
-    log_decisions(event, &indexed, bytes_read);
+    log_decisions(event, &indexed, first.bytes.len() as u64 + bytes_read);
     if !bundle.is_empty() {
         let container = archive::Container::Zip;
         let mut files = crate::archives::index_archive(
             &ctx,
             event,
-            &info,
+            info,
             upload.meta.clone(),
             container,
             Some(&bundle),
@@ -316,7 +323,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
     }
     Ok(Job {
         indexed: vec![indexed],
-        ingest: Some((event.clone(), info.etag)),
+        ingest: Some((event.clone(), info.etag.clone())),
     })
 }
 

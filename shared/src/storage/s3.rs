@@ -236,7 +236,63 @@ impl S3Store {
             offset,
             size,
             stats: self.stats.clone(),
+            first_block: None,
         }
+    }
+
+    /// What a HEAD of an ingest object says, and its first [`BLOCK_SIZE`] bytes, by one
+    /// ranged GET: an index needs both (the metadata and content identity decide the upload,
+    /// every format's header is in the first block), so a fresh artifact costs one request
+    /// less than a HEAD followed by identification's first read. `None`: no such object.
+    pub async fn head_with_first_block(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> StorageResult<Option<FirstBlock>> {
+        let result = self
+            .client
+            .get_object()
+            .bucket(bucket)
+            .key(key)
+            .set_version_id(version_id.map(str::to_string))
+            .range(format!("bytes=0-{}", BLOCK_SIZE - 1))
+            .send()
+            .await;
+        let out = match result {
+            Ok(out) => out,
+            Err(SdkError::ServiceError(e)) if e.err().is_no_such_key() => return Ok(None),
+            // An empty object has no byte 0 to range over (416): a HEAD says the rest.
+            Err(SdkError::ServiceError(e)) if e.raw().status().as_u16() == 416 => {
+                return Ok(self.head_object(bucket, key, version_id).await?.map(
+                    |(info, metadata)| FirstBlock {
+                        info,
+                        metadata,
+                        bytes: Vec::new(),
+                    },
+                ))
+            }
+            Err(e) => return Err(sdk_err("GetObject (first block)", e)),
+        };
+        let metadata = out.metadata().cloned().unwrap_or_default();
+        let etag = unquote(out.e_tag().unwrap_or(""));
+        // `bytes 0-32767/123456`: the whole object's size follows the slash (a server that
+        // ignored the range sent all of it).
+        let whole = out
+            .content_range()
+            .and_then(|range| range.rsplit('/').next())
+            .and_then(|total| total.parse().ok());
+        let sent = u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0);
+        let stats = &self.stats;
+        let bytes = read_body(out.body, &stats.range_requests, &stats.range_bytes).await?;
+        Ok(Some(FirstBlock {
+            info: ObjectInfo {
+                size: whole.unwrap_or(sent),
+                etag,
+            },
+            metadata,
+            bytes,
+        }))
     }
 
     /// Writes a local file (an expanded archive entry) under `key`, its SHA-1 as its content
@@ -309,6 +365,20 @@ impl S3Store {
         key: &str,
         version_id: Option<&str>,
     ) -> StorageResult<Option<(ObjectInfo, HashMap<String, String>)>> {
+        Ok(self
+            .head_object_versioned(bucket, key, version_id)
+            .await?
+            .map(|(info, meta, _)| (info, meta)))
+    }
+
+    /// [`Self::head_object`], also returning the version id of what answered (the current
+    /// version when `version_id` is `None`; `None` in an unversioned bucket).
+    pub async fn head_object_versioned(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> StorageResult<Option<(ObjectInfo, HashMap<String, String>, Option<String>)>> {
         let result = self
             .client
             .head_object()
@@ -332,7 +402,8 @@ impl S3Store {
                 let size = aliased.unwrap_or_else(|| {
                     u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0)
                 });
-                Ok(Some((ObjectInfo { size, etag }, meta)))
+                let version = out.version_id().map(str::to_string);
+                Ok(Some((ObjectInfo { size, etag }, meta, version)))
             }
             Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(None),
             Err(e) => Err(sdk_err("HeadObject", e)),
@@ -878,6 +949,14 @@ impl Storage for S3Store {
     }
 }
 
+/// An ingest object's HEAD and first block ([`S3Store::head_with_first_block`]).
+pub struct FirstBlock {
+    pub info: ObjectInfo,
+    pub metadata: HashMap<String, String>,
+    /// Bytes from 0, up to [`BLOCK_SIZE`] (fewer only at the end of the object).
+    pub bytes: Vec<u8>,
+}
+
 /// One S3 object read by ranges of whole [`BLOCK_SIZE`] blocks (one GET per run of missing
 /// blocks).
 #[derive(Clone)]
@@ -890,6 +969,8 @@ pub struct S3Object {
     offset: u64,
     size: u64,
     stats: Arc<S3Stats>,
+    /// Block 0, when already read ([`Self::with_first_block`]).
+    first_block: Option<Arc<Vec<u8>>>,
 }
 
 /// Blocks one identification may fetch (8 MiB): headers, tables and notes fit many times over;
@@ -899,6 +980,17 @@ const MAX_PREFETCH_BLOCKS: usize = 256;
 const MAX_PASSES: usize = 64;
 
 impl S3Object {
+    /// This object with its first block already read (by [`S3Store::head_with_first_block`]):
+    /// identification starts from it instead of fetching it again. Ignored unless it is the
+    /// whole block 0 of this object.
+    pub fn with_first_block(mut self, bytes: Vec<u8>) -> Self {
+        let whole_block = bytes.len() as u64 == BLOCK_SIZE.min(self.size);
+        if self.offset == 0 && whole_block && !bytes.is_empty() {
+            self.first_block = Some(Arc::new(bytes));
+        }
+        self
+    }
+
     async fn fetch(&self, first: u64, last: u64) -> StorageResult<Vec<u8>> {
         let start = first * BLOCK_SIZE;
         let end = ((last + 1) * BLOCK_SIZE).min(self.size) - 1;
@@ -939,9 +1031,10 @@ impl S3Object {
         &self,
         identify: impl Fn(&dyn RangeReader) -> T,
     ) -> StorageResult<(T, u64)> {
+        let seeded = self.first_block.as_ref().map(|b| (0, b.to_vec()));
         let reader = Prefetched {
             size: self.size,
-            blocks: Mutex::new(HashMap::new()),
+            blocks: Mutex::new(seeded.into_iter().collect()),
             missing: Mutex::new(std::collections::BTreeSet::new()),
         };
         let mut fetched = 0u64;

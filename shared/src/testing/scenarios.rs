@@ -206,6 +206,17 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.elf_a]),
         },
         Scenario {
+            name: "the same upload delivered twice at once while it is deleted",
+            before: vec![],
+            ops: vec![
+                Op::Index(&a.elf_a, true),
+                Op::Index(&a.elf_a, true),
+                Op::Delete(&a.elf_a),
+            ],
+            // A deletion processed before either delivery planned finds nothing to remove.
+            survivors: Survivors::OneOf(vec![vec![], vec![&a.elf_a]]),
+        },
+        Scenario {
             name: "two builds upload the same bytes at once",
             before: vec![],
             ops: vec![Op::Index(&a.elf_a, true), Op::Index(&a.elf_b, true)],
