@@ -513,3 +513,93 @@ async fn redirect_aliases_store_each_artifact_once_and_never_dangle() {
     );
     assert!(refs.keys().any(|k| k.starts_with("symbols/bar.pdb/")));
 }
+
+/// The message of the upload just put at `key`, naming its version as AWS's notifications do
+/// (moto's leave `versionId` out).
+async fn with_current_version(stack: &Stack, key: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    let mut messages = stack.receive(1).await;
+    let head = stack
+        .s3
+        .head_object()
+        .bucket(INGEST)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    let version = head.version_id().expect("a versioned bucket").to_string();
+    let mut body: Value = serde_json::from_str(messages[0].body.as_deref().unwrap()).unwrap();
+    body["Records"][0]["s3"]["object"]["versionId"] = json!(version);
+    messages[0].body = Some(body.to_string());
+    messages
+}
+
+/// The default deployment's ingest bucket is versioned: an upload whose version is no longer
+/// the current one is still indexed while that version exists, and one hidden by a delete
+/// marker before it was finalized is taken back (the removal that came first found nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versioned_ingest_objects_are_checked_by_version_before_they_are_final() {
+    use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+    let stack = Stack::new().await;
+    stack
+        .s3
+        .put_bucket_versioning()
+        .bucket(INGEST)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let fx = Fixtures::build();
+    let ctx = context(&stack, &[]).await;
+    // Two versions of one key; the first one's event is processed after the second landed.
+    stack.upload("build-1/app", &fx.path("app.stripped")).await;
+    let first = with_current_version(&stack, "build-1/app").await;
+    stack.upload("build-1/app", &fx.path("app.debug")).await;
+    let second = with_current_version(&stack, "build-1/app").await;
+    let response = handle_indexer(&ctx, sqs_event(&first, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty(), "{response}");
+    let executable = format!("buildid/{}/executable", fx.build_id());
+    assert_eq!(
+        stack.objects(SERVING, &executable).await.len(),
+        1,
+        "the first version still exists: it stays indexed"
+    );
+    // The current version: kept by its own check.
+    handle_indexer(&ctx, sqs_event(&second, &stack.queue_arn))
+        .await
+        .unwrap();
+    let debuginfo = format!("buildid/{}/debuginfo", fx.build_id());
+    assert_eq!(stack.objects(SERVING, &debuginfo).await.len(), 1);
+    // Another key, deleted (a delete marker on top) before its creation is processed: its
+    // version is still readable, so it is indexed, then found hidden and taken back.
+    stack.upload("build-2/app", &fx.path("app.stripped")).await;
+    let third = with_current_version(&stack, "build-2/app").await;
+    stack
+        .s3
+        .delete_object()
+        .bucket(INGEST)
+        .key("build-2/app")
+        .send()
+        .await
+        .unwrap();
+    handle_indexer(&ctx, sqs_event(&third, &stack.queue_arn))
+        .await
+        .unwrap();
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let of = |key: &str, action: &str| {
+        records
+            .iter()
+            .filter(|r| r["ingest_key"] == key && r["action"] == action)
+            .count()
+    };
+    assert_eq!(of("build-1/app", "indexed"), 2, "{records:#?}");
+    assert_eq!(of("build-1/app", "unpublished"), 0, "{records:#?}");
+    assert_eq!(of("build-2/app", "unpublished"), 1, "{records:#?}");
+    // The executable key stays: build-1's first version references it.
+    assert_eq!(stack.objects(SERVING, &executable).await.len(), 1);
+}
