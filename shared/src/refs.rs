@@ -84,8 +84,9 @@ const MAX_ATTEMPTS: usize = 64;
 /// The lease of a key that had no record: nothing symdex wrote is there, but something written
 /// outside symdex may be. Its holder (or whoever takes it over) creates the object only where
 /// nothing is (`Storage::copy_new`), and decides on what it finds there only then: the same
-/// content is adopted, other content is a conflict. No HEAD is asked first, so on S3 a fresh
-/// key costs its record's creation, the object and the release.
+/// content is adopted, other content is a conflict. No HEAD is asked first, and the lease is
+/// released by the upload record listing the key (invariant 1), so on S3 a fresh key costs its
+/// record's creation and the object.
 const CREATE: &str = "create";
 
 /// A change of the object at one key in progress (invariant 1).

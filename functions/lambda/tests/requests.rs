@@ -132,11 +132,13 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         );
         // Today's protocol: per key its record created with a `create` lease (no read first:
         // a fresh key has none) and the object created where nothing is (`If-None-Match: *`,
-        // no HEAD first); the lease is released by the upload's finalize listing the key, not
-        // by a write per key (refs.rs, invariant 1). A small section is written from the bytes
+        // no HEAD first); the lease is released by the upload record listing the key (one swap
+        // for the whole upload once its keys are published), not by a write per key (refs.rs,
+        // invariant 1). A small section is written from the bytes
         // the identification read (one PUT), a larger one is a ranged part copy (three
-        // requests). Around it: the ingest reads, the upload record (read, planned, finalized
-        // by a swap on the version the plan wrote), the source record (created unread), a
+        // requests). Around it: the ingest reads (the first block and what a HEAD says by one
+        // GET), the upload record (read, planned, its keys listed, finalized by swaps on the
+        // version last written), the source record (created unread), a
         // debug file's source-join record and the manifest.
         let key_record_writes = fresh
             .iter()
