@@ -285,6 +285,16 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         return crate::archives::index_archive(&ctx, event, info, meta, container, None).await;
     }
     let identified = match identified {
+        // A debug file within its first block: its details are read from the bytes at hand.
+        Ok(mut ids)
+            if ids.iter().any(|id| id.dwarf.is_some()) && first.bytes.len() as u64 == info.size =>
+        {
+            let reader = symdex_shared::reader::MemReader(&first.bytes);
+            for id in &mut ids {
+                symdex_shared::formats::elf::read_debug_details(&reader, id);
+            }
+            Ok(ids)
+        }
         Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
             let object = store.open_object(
                 &event.bucket,

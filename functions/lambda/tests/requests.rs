@@ -3,9 +3,9 @@
 //! a redelivery, and holds them to bounds, so a change that adds requests per key shows here.
 //!
 //! The goal is at most (keys + 4) requests per fresh artifact and 3 per redelivery;
-//! the reference protocol (a record per key, created with a lease and released by
-//! compare-and-swap) costs three requests per key, so the bounds below are what it costs
-//! today, not the goal.
+//! the reference protocol (a record per key, created with a lease that the upload's listing
+//! releases, then the object) costs two requests per key, so the bounds below are what it
+//! costs today, not the goal.
 
 #[path = "support/checks.rs"]
 mod checks;
@@ -107,6 +107,15 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         }
         report.push((key, published, fresh, again));
     }
+    // The debug file's DWARF details (the source paths it names) were read — from the
+    // block its first request brought, for a file this small — and kept with its upload.
+    let uploads = stack.objects(SERVING, "_symdex/uploads/").await;
+    assert!(
+        uploads
+            .iter()
+            .any(|(_, body)| String::from_utf8_lossy(body).contains("prog.c")),
+        "no upload record names the debug file's source"
+    );
     for (key, keys, fresh, again) in &report {
         let counts = breakdown(fresh);
         // One stored copy: the bytes are copied once, server-side, and every other key is a
