@@ -781,7 +781,7 @@ async fn index_file(
     // reader: in its turn (an earlier input may change the record), and a re-index keeps
     // both threads busy (the reader then only reads statuses and source records).
     let prior = match indexer.already_indexed(&upload).await? {
-        Lookup::Indexed(unchanged) => return Ok(unchanged),
+        Lookup::Indexed(unchanged) => return Ok(*unchanged),
         Lookup::Unindexed(prior) => prior,
     };
     let identified = match identified {

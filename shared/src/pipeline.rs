@@ -288,7 +288,7 @@ impl Indexed {
 #[derive(Debug)]
 pub enum Lookup {
     /// Indexed before under the same plan: the records of this re-delivery.
-    Indexed(Indexed),
+    Indexed(Box<Indexed>),
     /// Index it ([`Indexer::index_looked_up`], with the read made, when kept).
     Unindexed(Option<PriorRead>),
 }
@@ -424,7 +424,7 @@ impl<'s> Indexer<'s> {
         reader: &dyn RangeReader,
     ) -> io::Result<Indexed> {
         match self.already_indexed(upload).await? {
-            Lookup::Indexed(unchanged) => Ok(unchanged),
+            Lookup::Indexed(unchanged) => Ok(*unchanged),
             Lookup::Unindexed(prior) => {
                 let identified = identify_with_details(reader, &upload.options);
                 self.index_looked_up(upload, identified, prior).await
@@ -460,7 +460,10 @@ impl<'s> Indexer<'s> {
         };
         let settled = found.state == UploadState::Indexed
             && indexed_as.plan == self.plan_digest(upload)
-            && found.planned.is_subset(&found.keys)
+            && found
+                .planned
+                .iter()
+                .all(|k| found.keys.contains(k) || indexed_as.conflicts.contains(k))
             && found.keys.len() == indexed_as.referenced;
         if !settled {
             return unindexed();
@@ -469,7 +472,12 @@ impl<'s> Indexer<'s> {
             .records
             .iter()
             .map(|kept| {
-                let mut record = upload.record(Action::Unchanged);
+                let action = if kept.conflicts.is_empty() {
+                    Action::Unchanged
+                } else {
+                    Action::Conflict
+                };
+                let mut record = upload.record(action);
                 record.time.clone_from(&time);
                 // As a full run reports it: the channel and expiry of the upload's record.
                 record.meta.channel.clone_from(&found.meta.channel);
@@ -477,7 +485,9 @@ impl<'s> Indexer<'s> {
                 with_decision_of(record, kept, kept.unchanged.clone())
             })
             .collect();
-        Ok(Lookup::Indexed(Indexed::nothing_published(records)))
+        Ok(Lookup::Indexed(Box::new(Indexed::nothing_published(
+            records,
+        ))))
     }
 
     /// Digest of what besides the bytes decides an upload's keys: the indexer's version, the
@@ -508,16 +518,26 @@ impl<'s> Indexer<'s> {
         let own: Vec<&Record> = records.iter().filter(|r| r.upload == upload.id).collect();
         let settled = !own.is_empty()
             && own.iter().all(|r| {
-                matches!(r.action, Some(Action::Indexed | Action::Unchanged))
-                    && r.conflicts.is_empty()
-                    && r.removed.is_empty()
+                matches!(
+                    r.action,
+                    Some(Action::Indexed | Action::Unchanged | Action::Conflict)
+                ) && r.removed.is_empty()
             });
         let keys: BTreeSet<&String> = own
             .iter()
             .flat_map(|r| r.published.iter().chain(&r.unchanged))
             .collect();
-        // Sidecar keys (`.meta`) are referenced without a record listing them.
-        if !settled || !keys.iter().all(|k| referenced.contains(*k)) || planned != referenced {
+        let conflicts: BTreeSet<String> = own
+            .iter()
+            .flat_map(|r| r.conflicts.iter().cloned())
+            .collect();
+        // Every planned key is referenced or a conflict (sidecar keys, `.meta`, are referenced
+        // without a record listing them).
+        let decided = planned.len() == referenced.len() + conflicts.len()
+            && planned
+                .iter()
+                .all(|k| referenced.contains(k) || conflicts.contains(k));
+        if !settled || !keys.iter().all(|k| referenced.contains(*k)) || !decided {
             return None;
         }
         let records = own
@@ -535,6 +555,7 @@ impl<'s> Indexer<'s> {
             plan: self.plan_digest(upload),
             referenced: referenced.len(),
             records,
+            conflicts,
         })
     }
 
@@ -1869,6 +1890,7 @@ fn with_decision_of(record: Record, kept: &Record, keys: Vec<String>) -> Record 
         code_file: kept.code_file.clone(),
         debug_file: kept.debug_file.clone(),
         unchanged: keys,
+        conflicts: kept.conflicts.clone(),
         ..record
     }
 }
@@ -1971,6 +1993,31 @@ mod tests {
             .flat_map(|r| r.published.iter().chain(&r.unchanged))
             .cloned()
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_redelivery_of_a_conflicting_upload_reports_its_conflicts_again_from_its_record() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        index_and_finalize(&store, config(), &artifacts.elf_a).await;
+        // Other bytes under the same build id: its keys hold elf_a's bytes.
+        let other = &artifacts.elf_other;
+        let first = index_and_finalize(&store, config(), other).await;
+        let conflicts = |records: &[Record]| -> BTreeSet<String> {
+            records.iter().flat_map(|r| r.conflicts.clone()).collect()
+        };
+        assert!(!conflicts(&first.records).is_empty());
+        assert_eq!(first.records[0].action, Some(Action::Conflict));
+
+        let again = index_and_finalize(&store, config(), other).await;
+        assert_eq!(again.upload, None, "indexed in full again");
+        assert_eq!(again.records[0].action, Some(Action::Conflict));
+        assert_eq!(conflicts(&again.records), conflicts(&first.records));
+        assert_eq!(keys_of(&again.records), keys_of(&first.records));
+        assert_eq!(again.records[0].reason, first.records[0].reason);
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
     }
 
     #[tokio::test]

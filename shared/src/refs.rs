@@ -200,8 +200,14 @@ pub struct IndexedAs {
     /// it since (invariant 5), and the next delivery runs in full to report them.
     pub referenced: usize,
     /// One manifest record per identity, trimmed to what the upload does not say itself
-    /// (identity, name, reason; its keys under `unchanged`).
+    /// (identity, name, reason; its keys under `unchanged`, keys holding other content under
+    /// `conflicts`).
     pub records: Vec<crate::manifest::Record>,
+    /// Planned keys the run found holding other content: never referenced, so never listed
+    /// under `keys`. A redelivery reports them as conflicts again (a conflict is the upload's
+    /// decision, as a publication is: a key freed later is not taken by a redelivery).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub conflicts: BTreeSet<String>,
 }
 
 impl UploadRecord {

@@ -259,7 +259,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         Lookup::Indexed(unchanged) => {
             log_decisions(event, &unchanged, 0);
             return Ok(Job {
-                indexed: vec![unchanged],
+                indexed: vec![*unchanged],
                 ingest: None,
             });
         }
