@@ -325,8 +325,8 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
     );
     if !over.is_empty() {
         println!(
-            "  redelivered in more than 3 requests (a conflict is retried in full, a skipped or \
-             rejected input identified again, keys added since checked): {}",
+            "  redelivered in more than 3 requests (a skipped or rejected input identified \
+             again, keys added since checked): {}",
             over.join(", ")
         );
     }
