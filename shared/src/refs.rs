@@ -835,7 +835,8 @@ impl<'s> RefStore<'s> {
 
     /// Drops `record`'s lease where it is released without a write (invariant 1): a `create`
     /// lease whose holder's upload record lists the key. `Err(upload)`: that holder's listing
-    /// must be read first ([`Self::learn_listing`]) into `listed`.
+    /// must be read first ([`Self::learn_listing`]) into `listed`. Our own upload's leases too:
+    /// a re-run of a finalized upload finds its keys unchanged, not still being created.
     fn settle(&self, record: &mut KeyRecord, listed: &Listed) -> Result<(), String> {
         let Some(lease) = &record.lease else {
             return Ok(());
