@@ -159,7 +159,7 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             written.len()
         );
         assert!(
-            fresh.len() <= 3 * keys + 12,
+            fresh.len() <= 2 * keys + 14,
             "{key}: {} requests for {keys} keys: {fresh:#?}",
             fresh.len()
         );
