@@ -285,24 +285,10 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         return crate::archives::index_archive(&ctx, event, info, meta, container, None).await;
     }
     let identified = match identified {
-        // A debug file within its first block: its details are read from the bytes at hand.
-        Ok(mut ids)
-            if ids.iter().any(|id| id.dwarf.is_some()) && first.bytes.len() as u64 == info.size =>
-        {
-            let reader = symdex_shared::reader::MemReader(&first.bytes);
-            for id in &mut ids {
-                symdex_shared::formats::elf::read_debug_details(&reader, id);
-            }
-            Ok(ids)
-        }
+        // The object as opened, first block included: a debug file within it reads its
+        // details from the bytes at hand.
         Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
-            let object = store.open_object(
-                &event.bucket,
-                &event.key,
-                event.version_id.as_deref(),
-                info.size,
-            );
-            Ok(read_debug_details(object, ids).await?)
+            Ok(read_debug_details(object.clone(), ids).await?)
         }
         other => other,
     };
@@ -339,7 +325,8 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
 
 /// Reads what identification leaves out of debug files (the source paths their DWARF names,
 /// compressed sections decompressed: `elf::read_debug_details`) on a blocking thread, through
-/// ranged GETs of 64 KiB blocks (the last 64 kept): a small debug file costs one GET.
+/// ranged GETs of 64 KiB blocks (the last 64 kept): a small debug file costs one GET, or
+/// none when the object's first block is already read and holds it.
 pub(crate) async fn read_debug_details(
     object: symdex_shared::storage::s3::S3Object,
     mut ids: Vec<symdex_shared::Identity>,

@@ -981,8 +981,8 @@ const MAX_PASSES: usize = 64;
 
 impl S3Object {
     /// This object with its first block already read (by [`S3Store::head_with_first_block`]):
-    /// identification starts from it instead of fetching it again. Ignored unless it is the
-    /// whole block 0 of this object.
+    /// identification starts from it instead of fetching it again, and a blocking read within
+    /// it is answered from it. Ignored unless it is the whole block 0 of this object.
     pub fn with_first_block(mut self, bytes: Vec<u8>) -> Self {
         let whole_block = bytes.len() as u64 == BLOCK_SIZE.min(self.size);
         if self.offset == 0 && whole_block && !bytes.is_empty() {
@@ -1110,6 +1110,13 @@ impl RangeReader for BlockingObject {
                     "read past the end of the object",
                 )
             })?;
+        // Within the first block already read: no request.
+        if let Some(first) = self.object.first_block.as_ref() {
+            if let Some(held) = first.get(offset as usize..end as usize) {
+                buf.copy_from_slice(held);
+                return Ok(());
+            }
+        }
         let bytes = self
             .handle
             .block_on(self.object.fetch_range(offset, end - 1))?;
