@@ -408,14 +408,7 @@ fn index_with_jobs_ends_as_one_input_after_another() {
         let store = w.path(&format!("jobs{round}"));
         let (records, files) = run("4", &store);
         assert_eq!(records, serial_records, "round {round}: manifest records");
-        assert_eq!(
-            files.keys().collect::<Vec<_>>(),
-            serial_files.keys().collect::<Vec<_>>(),
-            "round {round}: the store's files"
-        );
-        for (key, bytes) in &files {
-            assert!(serial_files[key] == *bytes, "round {round}: {key} differs");
-        }
+        symdex_shared::testing::assert_same_files(&files, &serial_files, &format!("round {round}"));
         verify_clean(&store);
     }
 }

@@ -2294,14 +2294,7 @@ mod tests {
         for seed in 0..crate::testing::scenarios::schedules(60) {
             let (store, records, trace) = run(Some((scheduler.clone(), seed))).await;
             let context = format!("seed {seed}, trace:\n  {}", trace.join("\n  "));
-            assert_eq!(
-                store.keys().collect::<Vec<_>>(),
-                serial_store.keys().collect::<Vec<_>>(),
-                "{context}"
-            );
-            for (key, bytes) in &store {
-                assert!(serial_store[key] == *bytes, "{key} differs; {context}");
-            }
+            crate::testing::assert_same_files(&store, &serial_store, &context);
             assert_eq!(records, serial_records, "{context}");
         }
     }

@@ -4,6 +4,23 @@ pub mod builders;
 pub mod interleave;
 pub mod scenarios;
 
+/// Asserts that two stores' files (key -> bytes) are the same, naming the first key that
+/// differs rather than printing bytes (which may be megabytes). `context` says which run.
+pub fn assert_same_files(
+    got: &std::collections::BTreeMap<String, Vec<u8>>,
+    want: &std::collections::BTreeMap<String, Vec<u8>>,
+    context: &str,
+) {
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "{context}: the store's files"
+    );
+    for (key, bytes) in got {
+        assert!(want[key] == *bytes, "{context}: {key} differs");
+    }
+}
+
 /// Seed inputs for the fuzz targets, made by the same builders the tests use: one well-formed
 /// artifact of each format the builders know.
 pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
