@@ -641,11 +641,13 @@ impl<'s> RefStore<'s> {
             .filter(|(_, (_, _, changed))| *changed)
             .map(|(file, (version, record, _))| (file.clone(), version.clone(), record.clone()))
             .collect();
+        let mut versions = Vec::with_capacity(changed.len());
         for (file, version, record) in &changed {
+            // `Some(new version)` once written (`None` inside: deleted), `None`: lost a swap.
             let written = if record.offers.is_empty() && record.wants.is_empty() {
                 match version {
-                    Some(v) => self.store.delete_if(file, v).await?,
-                    None => true,
+                    Some(v) => self.store.delete_if(file, v).await?.then_some(None),
+                    None => Some(None),
                 }
             } else {
                 let bytes = serde_json::to_vec(&**record)?;
@@ -653,22 +655,25 @@ impl<'s> RefStore<'s> {
                     Some(v) => Precondition::Version(v),
                     None => Precondition::Absent,
                 };
-                self.store.put_if(file, &bytes, condition).await?.is_some()
+                self.store.put_if(file, &bytes, condition).await?.map(Some)
             };
-            if !written {
+            let Some(version) = written else {
                 return Err(io::Error::other(format!(
                     "{file}: changed by another writer while this one held the store's writer lock"
                 )));
-            }
+            };
+            versions.push(version);
         }
-        // Written, or never changed: the store holds them now (unless changed meanwhile).
+        // Written, or never changed: the store holds them now. One changed again meanwhile
+        // stays kept, to be written over the version just written.
         let mut deferred = lock();
-        for (file, _, record) in &changed {
-            if deferred
-                .get(file)
-                .is_some_and(|(_, kept, _)| Arc::ptr_eq(kept, record))
-            {
-                deferred.remove(file);
+        for ((file, _, record), version) in changed.iter().zip(versions) {
+            match deferred.get_mut(file) {
+                Some((_, kept, _)) if Arc::ptr_eq(kept, record) => {
+                    deferred.remove(file);
+                }
+                Some((kept_version, _, _)) => *kept_version = version,
+                None => {}
             }
         }
         deferred.retain(|_, (_, _, changed)| *changed);
