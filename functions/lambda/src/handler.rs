@@ -192,7 +192,7 @@ fn log_decisions(event: &ObjectEvent, indexed: &Indexed, bytes_read: u64) {
 async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<Job> {
     let store = &ctx.store;
     let event = &event;
-    let Some(first) = store
+    let Some(mut first) = store
         .head_with_first_block(&event.bucket, &event.key, event.version_id.as_deref())
         .await?
     else {
@@ -201,6 +201,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
             ingest: None,
         });
     };
+    let first_read = first.bytes.len() as u64;
     let (info, metadata) = (&first.info, &first.metadata);
     let rejected = |reason: String, meta: UploadMeta| {
         let mut record = vanished(event);
@@ -227,7 +228,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
             event.version_id.as_deref(),
             info.size,
         )
-        .with_first_block(first.bytes.clone());
+        .with_first_block(std::mem::take(&mut first.bytes));
     let options = IdentifyOptions {
         as_source: ctx.config.is_source(&event.key),
     };
@@ -302,7 +303,7 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         ctx.prepared.store(true, Ordering::Relaxed);
     }
     let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
-    log_decisions(event, &indexed, first.bytes.len() as u64 + bytes_read);
+    log_decisions(event, &indexed, first_read + bytes_read);
     if !bundle.is_empty() {
         let container = archive::Container::Zip;
         let mut files = crate::archives::index_archive(
