@@ -310,6 +310,8 @@ pub struct Indexer<'s> {
     /// What of this indexer decides keys besides an upload: its version, layouts, prefixes,
     /// case folding, the store's alias mode (part of [`Self::plan_digest`]).
     key_plan: String,
+    /// Keys are listed by the finalize alone ([`Self::lists_keys_at_finalize`]).
+    list_at_finalize: bool,
 }
 
 impl<'s> Indexer<'s> {
@@ -328,7 +330,19 @@ impl<'s> Indexer<'s> {
             config,
             pending_source_maps: Default::default(),
             key_plan,
+            list_at_finalize: false,
         }
+    }
+
+    /// For a caller that finalizes each upload right after indexing it, with no other upload
+    /// of its own waiting in between (the Lambda handling one plain object): the `create`
+    /// leases a run leaves (refs.rs, invariant 1) end with the finalize's write, which lists
+    /// the keys anyway — one write per fresh upload saved. Otherwise they are listed by a
+    /// write of their own right after publishing: an upload of the same bytes in the same
+    /// batch (or archive) would wait on them, and its finalize comes only after the batch.
+    pub fn lists_keys_at_finalize(mut self) -> Self {
+        self.list_at_finalize = true;
+        self
     }
 
     pub fn config(&self) -> &Config {
@@ -579,7 +593,8 @@ impl<'s> Indexer<'s> {
     ) -> io::Result<Indexed> {
         let mut indexed = self.index_planned(upload, identified, prior).await;
         let mut held = self.refs.take_held(&upload.id);
-        if let (Ok(done), false) = (&mut indexed, held.is_empty()) {
+        let list_now = !held.is_empty() && !self.list_at_finalize;
+        if let (Ok(done), true) = (&mut indexed, list_now) {
             // The `create` leases the run left end when its upload record lists their keys
             // (refs.rs, invariant 1): listed now, by one swap for the whole upload, not at the
             // finalize after the manifest — other uploads of the same bytes, in the same batch
@@ -745,19 +760,26 @@ impl<'s> Indexer<'s> {
         };
         let reason = if !alive {
             "the ingest object was deleted while it was indexed"
-        } else if self
-            .refs
-            .finalize(
-                upload,
-                &indexed.referenced,
-                Run::Complete(indexed.indexed_as.as_ref()),
-                indexed.upload_read.clone(),
-            )
-            .await?
-        {
-            return Ok(Vec::new());
         } else {
-            "removed while it was indexed"
+            let finalized = self
+                .refs
+                .finalize(
+                    upload,
+                    &indexed.referenced,
+                    Run::Complete(indexed.indexed_as.as_ref()),
+                    indexed.upload_read.clone(),
+                )
+                .await;
+            match finalized {
+                Ok(true) => return Ok(Vec::new()),
+                Ok(false) => "removed while it was indexed",
+                Err(e) => {
+                    // Leases this write was to end (`lists_keys_at_finalize`): others need
+                    // not wait for the retry. Best effort, as after a failed run.
+                    let _ = self.refs.release_created(&indexed.held).await;
+                    return Err(e);
+                }
+            }
         };
         // Whatever became of the upload record (a removal may have finished and deleted it
         // while we were publishing), this attempt's references go (refs.rs, invariant 4),
@@ -1993,6 +2015,74 @@ mod tests {
             .flat_map(|r| r.published.iter().chain(&r.unchanged))
             .cloned()
             .collect()
+    }
+
+    #[tokio::test]
+    async fn an_indexer_listing_keys_at_the_finalize_holds_its_leases_until_then() {
+        let artifacts = Artifacts::new();
+        let (first, second) = (&artifacts.elf_a, artifacts.elf_a.named("copy"));
+        for at_finalize in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = LocalStore::open(dir.path()).unwrap();
+            let indexer = Indexer::new(&store, config());
+            let indexer = if at_finalize {
+                indexer.lists_keys_at_finalize()
+            } else {
+                indexer
+            };
+            let indexed = indexer
+                .index(&first.upload(), &MemReader(&first.bytes))
+                .await
+                .unwrap();
+            // Every key referenced (sidecars, `.meta`, too: no record lists them).
+            let published = indexed.referenced.clone();
+            assert!(published.is_superset(&keys_of(&indexed.records)));
+            let listed = RefStore::new(&store)
+                .upload(&first.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .keys;
+            let leases = crate::audit::audit(&store, "_manifest")
+                .await
+                .unwrap()
+                .problems
+                .into_iter()
+                .filter(|p| p.kind == "lease")
+                .count();
+            // The same bytes under another name share the build-id keys: they wait for the
+            // first upload's leases while those are in force (and give up, to be retried).
+            let other = Indexer::new(&store, config())
+                .index(&second.upload(), &MemReader(&second.bytes))
+                .await;
+            if at_finalize {
+                assert!(listed.is_empty(), "listed before the finalize: {listed:?}");
+                assert_eq!(leases, published.len(), "one create lease per key");
+                assert_eq!(other.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+            } else {
+                assert_eq!(listed, published, "listed right after publishing");
+                assert_eq!(leases, 0);
+                let other = other.unwrap();
+                Indexer::new(&store, config())
+                    .finalize(&other, true)
+                    .await
+                    .unwrap();
+            }
+            assert!(indexer.finalize(&indexed, true).await.unwrap().is_empty());
+            let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+            assert!(
+                !audit.problems.iter().any(|p| p.kind == "lease"),
+                "{:?}",
+                audit.problems
+            );
+            let record = RefStore::new(&store).upload(&first.id).await.unwrap();
+            assert_eq!(record.map(|r| r.keys), Some(published));
+            // The upload that waited goes through on its retry, sharing the keys.
+            let other = index_and_finalize(&store, config(), &second).await;
+            assert!(other.records.iter().all(|r| r.conflicts.is_empty()));
+            let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+            assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        }
     }
 
     #[tokio::test]

@@ -189,7 +189,10 @@ fn log_decisions(event: &ObjectEvent, indexed: &Indexed, bytes_read: u64) {
 }
 
 /// Indexes one created object. `Err` means: retry (or dead-letter) this message.
-async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<Job> {
+///
+/// `alone`: the invocation has no other object to index, so this one is finalized right
+/// after it (see `Indexer::lists_keys_at_finalize`).
+async fn index_object(ctx: Arc<Context>, event: ObjectEvent, alone: bool) -> std::io::Result<Job> {
     let store = &ctx.store;
     let event = &event;
     let Some(mut first) = store
@@ -253,6 +256,13 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<
         file_stamp: None,
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
+    // A plain object alone in its invocation: nothing of the invocation waits on its keys
+    // before its finalize (an archive's entries, or a bundle's files, may).
+    let indexer = if alone {
+        indexer.lists_keys_at_finalize()
+    } else {
+        indexer
+    };
     // A re-delivery of an upload indexed in full: answered from its upload record (one
     // read), nothing identified or published again (pipeline.rs, already_indexed). Nothing
     // was referenced, so there is no liveness check to make either.
@@ -387,26 +397,38 @@ enum Work {
     Remove,
 }
 
-async fn work(ctx: &Arc<Context>, kind: Work, event: ObjectEvent) -> std::io::Result<Job> {
+async fn work(
+    ctx: &Arc<Context>,
+    kind: Work,
+    event: ObjectEvent,
+    alone: bool,
+) -> std::io::Result<Job> {
     // Boxed: the pipeline's futures are deep, and a task's size should not be.
     match kind {
-        Work::Index => Box::pin(index_object(ctx.clone(), event)).await,
+        Work::Index => Box::pin(index_object(ctx.clone(), event, alone)).await,
         Work::Remove => Box::pin(remove_object(ctx.clone(), event)).await,
     }
 }
 
-/// Processes every event of one message; `Err` fails the message.
+/// Processes every event of one message; `Err` fails the message. `sole_message`: the
+/// invocation has no other message.
 async fn process(
     ctx: &Arc<Context>,
     events: Vec<ObjectEvent>,
     wanted: &[Change],
     kind: Work,
+    sole_message: bool,
 ) -> Result<Vec<Job>, String> {
+    let events: Vec<ObjectEvent> = events
+        .into_iter()
+        .filter(|e| wanted.contains(&e.change))
+        .collect();
+    let alone = sole_message && events.len() == 1;
     let mut jobs = Vec::new();
-    for event in events.into_iter().filter(|e| wanted.contains(&e.change)) {
+    for event in events {
         let name = format!("s3://{}/{}", event.bucket, event.key);
         jobs.push(
-            work(ctx, kind, event)
+            work(ctx, kind, event, alone)
                 .await
                 .map_err(|e| format!("{name}: {e}"))?,
         );
@@ -448,10 +470,11 @@ async fn process_message(
     body: Option<&str>,
     wanted: &[Change],
     kind: Work,
+    sole_message: bool,
 ) -> Result<Vec<Job>, String> {
     match body.map(serde_json::from_str::<Value>) {
         Some(Ok(body)) => match decode(&body) {
-            Ok(events) => process(ctx, events, wanted, kind).await,
+            Ok(events) => process(ctx, events, wanted, kind, sole_message).await,
             Err(e) => Err(e),
         },
         Some(Err(e)) => Err(format!("message body is not JSON: {e}")),
@@ -474,12 +497,14 @@ async fn handle(
     if is_sqs_batch(&payload) {
         let batch: SqsEvent = serde_json::from_value(payload)?;
         let limit = Arc::new(tokio::sync::Semaphore::new(ctx.config.concurrency));
+        let sole_message = batch.records.len() == 1;
         let mut tasks = tokio::task::JoinSet::new();
         for (index, message) in batch.records.into_iter().enumerate() {
             let (ctx, wanted, limit) = (ctx.clone(), wanted.to_vec(), limit.clone());
             tasks.spawn(async move {
                 let _permit = limit.acquire_owned().await;
-                let outcome = process_message(&ctx, message.body.as_deref(), &wanted, kind).await;
+                let body = message.body.as_deref();
+                let outcome = process_message(&ctx, body, &wanted, kind, sole_message).await;
                 (index, message.message_id.unwrap_or_default(), outcome)
             });
         }
@@ -527,7 +552,7 @@ async fn handle(
         return Ok(serde_json::to_value(response)?);
     }
     let events = decode(&payload)?;
-    let jobs = process(ctx, events, wanted, kind).await?;
+    let jobs = process(ctx, events, wanted, kind, true).await?;
     let records: Vec<Record> = jobs.iter().flat_map(|j| j.records().cloned()).collect();
     let mut count = records.len();
     write_manifest(ctx, records).await?;

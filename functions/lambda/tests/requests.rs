@@ -141,13 +141,14 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         );
         // Today's protocol: per key its record created with a `create` lease (no read first:
         // a fresh key has none) and the object created where nothing is (`If-None-Match: *`,
-        // no HEAD first); the lease is released by the upload record listing the key (one swap
-        // for the whole upload once its keys are published), not by a write per key (refs.rs,
-        // invariant 1). A small section is written from the bytes
+        // no HEAD first); the lease is released by the upload record listing the key — for an
+        // object alone in its invocation, as here, by the finalize's swap, which is made
+        // anyway — not by a write per key (refs.rs, invariant 1). A small section is written
+        // from the bytes
         // the identification read (one PUT), a larger one is a ranged part copy (three
         // requests). Around it: the ingest reads (the first block and what a HEAD says by one
-        // GET), the upload record (read, planned, its keys listed, finalized by swaps on the
-        // version last written), the source record (created unread), a
+        // GET), the upload record (read, planned, finalized with its keys listed by a swap on
+        // the version the plan wrote), the source record (created unread), a
         // debug file's source-join record and the manifest.
         let key_record_writes = fresh
             .iter()
@@ -158,8 +159,16 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             "{key}: {key_record_writes} key record writes for {} objects: {fresh:#?}",
             written.len()
         );
+        let upload_record_writes = fresh
+            .iter()
+            .filter(|l| l.starts_with("PUT") && l.contains("/_symdex/uploads/"))
+            .count();
+        assert_eq!(
+            upload_record_writes, 2,
+            "{key}: the upload record is written planned, then finalized: {fresh:#?}"
+        );
         assert!(
-            fresh.len() <= 2 * keys + 14,
+            fresh.len() <= 2 * keys + 13,
             "{key}: {} requests for {keys} keys: {fresh:#?}",
             fresh.len()
         );

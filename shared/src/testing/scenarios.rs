@@ -352,7 +352,23 @@ pub fn config() -> Config {
 
 /// Runs one operation to its end on `store` (`Err`: it should be retried).
 pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> {
+    run_op_listing(store, op, false).await
+}
+
+/// [`run_op`]; `at_finalize`: an indexer lists its keys by the finalize alone
+/// (`Indexer::lists_keys_at_finalize`, as the Lambda does for an object alone in its
+/// invocation), else right after publishing.
+pub async fn run_op_listing(
+    store: &dyn Storage,
+    op: Op<'_>,
+    at_finalize: bool,
+) -> io::Result<Vec<Record>> {
     let indexer = Indexer::new(store, config());
+    let indexer = if at_finalize {
+        indexer.lists_keys_at_finalize()
+    } else {
+        indexer
+    };
     match op {
         Op::Index(artifact, alive) => {
             let upload = artifact.upload();
@@ -429,7 +445,8 @@ pub fn schedules(default: u64) -> u64 {
 
 /// Runs `scenario` through the interleavings of `seeds`, each on a fresh store from
 /// `fresh_store`. Panics with the seed and the trace of the first schedule that breaks an
-/// invariant or ends differently from the serial run.
+/// invariant or ends differently from the serial run. Odd seeds run indexers that list their
+/// keys at the finalize, even ones indexers that list them right after publishing.
 pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
     scenario: &Scenario<'_>,
     seeds: std::ops::Range<u64>,
@@ -455,20 +472,27 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 .expect("setup");
         }
         let scheduled = Scheduled::new(&store, scheduler.clone());
+        let at_finalize = seed % 2 == 1;
         let actors: Vec<Actor<'_, io::Result<Vec<Record>>>> = scenario
             .ops
             .iter()
             .map(|op| {
                 let scheduled = &scheduled;
                 let op = *op;
-                Box::pin(async move { run_op(scheduled, op).await }) as Actor<'_, _>
+                Box::pin(async move { run_op_listing(scheduled, op, at_finalize).await })
+                    as Actor<'_, _>
             })
             .collect();
         let (results, trace) = scheduler.run(seed, actors).await;
         let context = |what: &str| {
             format!(
-                "scenario {:?}, seed {seed}: {what}\ntrace:\n  {}",
+                "scenario {:?}, seed {seed} (keys listed {}): {what}\ntrace:\n  {}",
                 scenario.name,
+                if at_finalize {
+                    "at the finalize"
+                } else {
+                    "after publishing"
+                },
                 trace.join("\n  ")
             )
         };
@@ -488,7 +512,7 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 retried += 1;
                 let mut last = Err(first);
                 for _ in 0..3 {
-                    last = run_op(&store, *op).await;
+                    last = run_op_listing(&store, *op, at_finalize).await;
                     if last.is_ok() {
                         break;
                     }
