@@ -462,16 +462,27 @@ impl<'s> Indexer<'s> {
         // Stamped before the read (see above).
         let time = now_rfc3339();
         let (found, prior) = self.refs.upload_read(&upload.id).await?;
-        let unindexed = || Ok(Lookup::Unindexed(prior));
+        Ok(
+            match found.and_then(|found| self.answered_by(upload, &found, &time)) {
+                Some(indexed) => Lookup::Indexed(Box::new(indexed)),
+                None => Lookup::Unindexed(prior),
+            },
+        )
+    }
+
+    /// The records of a re-delivery of `upload`, answered from its upload record `found`
+    /// (read after `time`), when its last run was complete under the same plan
+    /// ([`Self::already_indexed`]).
+    fn answered_by(
+        &self,
+        upload: &Upload<'_>,
+        found: &UploadRecord,
+        time: &str,
+    ) -> Option<Indexed> {
         if self.config.overwrite || self.config.recheck {
-            return unindexed();
+            return None;
         }
-        let Some(found) = &found else {
-            return unindexed();
-        };
-        let Some(indexed_as) = &found.indexed_as else {
-            return unindexed();
-        };
+        let indexed_as = found.indexed_as.as_ref()?;
         let settled = found.state == UploadState::Indexed
             && indexed_as.plan == self.plan_digest(upload)
             && found
@@ -480,7 +491,7 @@ impl<'s> Indexer<'s> {
                 .all(|k| found.keys.contains(k) || indexed_as.conflicts.contains(k))
             && found.keys.len() == indexed_as.referenced;
         if !settled {
-            return unindexed();
+            return None;
         }
         let records = indexed_as
             .records
@@ -492,16 +503,14 @@ impl<'s> Indexer<'s> {
                     Action::Conflict
                 };
                 let mut record = upload.record(action);
-                record.time.clone_from(&time);
+                record.time = time.to_string();
                 // As a full run reports it: the channel and expiry of the upload's record.
                 record.meta.channel.clone_from(&found.meta.channel);
                 record.meta.expires.clone_from(&found.meta.expires);
                 with_decision_of(record, kept, kept.unchanged.clone())
             })
             .collect();
-        Ok(Lookup::Indexed(Box::new(Indexed::nothing_published(
-            records,
-        ))))
+        Some(Indexed::nothing_published(records))
     }
 
     /// Digest of what besides the bytes decides an upload's keys: the indexer's version, the
@@ -702,8 +711,22 @@ impl<'s> Indexer<'s> {
             ..UploadRecord::default()
         };
         let stamp = upload.file_stamp.as_ref();
+        // Stamped before the plan's read, for an answer from the record (as `already_indexed`).
+        let time = now_rfc3339();
+        let assumed_absent = prior.as_ref().is_some_and(PriorRead::is_absent);
         let (mut found, mut upload_read) =
             self.refs.plan(&template, &planned, prior, stamp).await?;
+        // The upload record was taken to be absent (read so, or guessed on a first delivery:
+        // `PriorRead::absent`) and is there after all: an upload of the same bytes at the same
+        // location indexed before is answered from it, as its re-delivery would be.
+        if let Some(found) = found.as_ref().filter(|_| assumed_absent) {
+            if let Some(answer) = (!bundle)
+                .then(|| self.answered_by(upload, found, &time))
+                .flatten()
+            {
+                return Ok(answer);
+            }
+        }
         if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
             if !self.config.lease.exclusive {
                 return Err(busy(&format!("{}: a removal is in progress", upload.id)));
@@ -2083,6 +2106,34 @@ mod tests {
             let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
             assert!(audit.problems.is_empty(), "{:?}", audit.problems);
         }
+    }
+
+    #[tokio::test]
+    async fn an_upload_taken_for_new_yet_indexed_before_is_answered_from_its_record() {
+        let artifacts = Artifacts::new();
+        let artifact = &artifacts.elf_a;
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let first = index_and_finalize(&store, config(), artifact).await;
+        let refs = RefStore::new(&store);
+        let before = refs.upload(&artifact.id).await.unwrap();
+        assert!(before.is_some());
+        let indexer = Indexer::new(&store, config());
+        let upload = artifact.upload();
+        let identified = identify_with_details(&MemReader(&artifact.bytes), &upload.options);
+        // A first delivery's guess (no read): the plan's creation finds the record.
+        let guessed = indexer
+            .index_looked_up(&upload, identified, Some(PriorRead::absent()))
+            .await
+            .unwrap();
+        assert_eq!(guessed.upload, None, "indexed in full again");
+        assert_eq!(keys_of(&guessed.records), keys_of(&first.records));
+        assert!(guessed
+            .records
+            .iter()
+            .all(|r| r.action == Some(Action::Unchanged)));
+        let after = refs.upload(&artifact.id).await.unwrap();
+        assert_eq!(after, before, "the record is left as it was");
     }
 
     #[tokio::test]

@@ -179,6 +179,19 @@ pub struct UploadRecord {
 #[derive(Debug, Clone)]
 pub struct PriorRead(Option<Versioned>);
 
+impl PriorRead {
+    /// The record taken to be absent without a read (a first delivery of a new upload): the
+    /// plan creates it, and reads it if it is there after all.
+    pub fn absent() -> Self {
+        PriorRead(None)
+    }
+
+    /// Whether the record was read (or taken to be) absent.
+    pub fn is_absent(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
 /// Which run of an upload [`RefStore::finalize`] ends.
 #[derive(Debug, Clone, Copy)]
 pub enum Run<'a> {

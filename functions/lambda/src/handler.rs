@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use symdex_shared::archive;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{Indexed, Indexer, Lookup, Upload};
+use symdex_shared::refs::PriorRead;
 use symdex_shared::storage::s3::S3Store;
 use symdex_shared::storage::{CopySource, StorageError};
 use symdex_shared::{FormatError, IdentifyOptions};
@@ -189,10 +190,11 @@ fn log_decisions(event: &ObjectEvent, indexed: &Indexed, bytes_read: u64) {
 }
 
 /// Indexes one created object. `Err` means: retry (or dead-letter) this message.
-///
-/// `alone`: the invocation has no other object to index, so this one is finalized right
-/// after it (see `Indexer::lists_keys_at_finalize`).
-async fn index_object(ctx: Arc<Context>, event: ObjectEvent, alone: bool) -> std::io::Result<Job> {
+async fn index_object(
+    ctx: Arc<Context>,
+    event: ObjectEvent,
+    delivery: Delivery,
+) -> std::io::Result<Job> {
     let store = &ctx.store;
     let event = &event;
     let Some(mut first) = store
@@ -258,23 +260,30 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent, alone: bool) -> std
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
     // A plain object alone in its invocation: nothing of the invocation waits on its keys
     // before its finalize (an archive's entries, or a bundle's files, may).
-    let indexer = if alone {
+    let indexer = if delivery.alone {
         indexer.lists_keys_at_finalize()
     } else {
         indexer
     };
     // A re-delivery of an upload indexed in full: answered from its upload record (one
     // read), nothing identified or published again (pipeline.rs, already_indexed). Nothing
-    // was referenced, so there is no liveness check to make either.
-    let prior = match indexer.already_indexed(&upload).await? {
-        Lookup::Indexed(unchanged) => {
-            log_decisions(event, &unchanged, 0);
-            return Ok(Job {
-                indexed: vec![*unchanged],
-                ingest: None,
-            });
+    // was referenced, so there is no liveness check to make either. A first delivery is most
+    // likely a new upload: its record is created by the plan without a read (an upload of
+    // the same bytes at the same location indexed before is found then, and answered from
+    // its record just the same).
+    let prior = if delivery.first {
+        Some(PriorRead::absent())
+    } else {
+        match indexer.already_indexed(&upload).await? {
+            Lookup::Indexed(unchanged) => {
+                log_decisions(event, &unchanged, 0);
+                return Ok(Job {
+                    indexed: vec![*unchanged],
+                    ingest: None,
+                });
+            }
+            Lookup::Unindexed(prior) => prior,
         }
-        Lookup::Unindexed(prior) => prior,
     };
     let identify = |reader: &dyn symdex_shared::RangeReader| {
         let identified = symdex_shared::identify(reader, &upload.options);
@@ -328,9 +337,14 @@ async fn index_object(ctx: Arc<Context>, event: ObjectEvent, alone: bool) -> std
         files.indexed.insert(0, indexed);
         return Ok(files);
     }
+    // Nothing referenced (answered from the record, skipped, rejected): no liveness check.
+    let ingest = indexed
+        .upload
+        .is_some()
+        .then(|| (event.clone(), info.etag.clone()));
     Ok(Job {
         indexed: vec![indexed],
-        ingest: Some((event.clone(), info.etag.clone())),
+        ingest,
     })
 }
 
@@ -397,38 +411,52 @@ enum Work {
     Remove,
 }
 
+/// What an invocation says about one object's event.
+#[derive(Debug, Clone, Copy)]
+struct Delivery {
+    /// No other object in the invocation: it is finalized right after it is indexed, and
+    /// nothing of the invocation waits on its keys before (`Indexer::lists_keys_at_finalize`).
+    alone: bool,
+    /// The message's first delivery (SQS `ApproximateReceiveCount` 1): the upload is taken
+    /// to be new. Only a saving: a wrong guess costs a read, never a decision.
+    first: bool,
+}
+
 async fn work(
     ctx: &Arc<Context>,
     kind: Work,
     event: ObjectEvent,
-    alone: bool,
+    delivery: Delivery,
 ) -> std::io::Result<Job> {
     // Boxed: the pipeline's futures are deep, and a task's size should not be.
     match kind {
-        Work::Index => Box::pin(index_object(ctx.clone(), event, alone)).await,
+        Work::Index => Box::pin(index_object(ctx.clone(), event, delivery)).await,
         Work::Remove => Box::pin(remove_object(ctx.clone(), event)).await,
     }
 }
 
-/// Processes every event of one message; `Err` fails the message. `sole_message`: the
-/// invocation has no other message.
+/// Processes every event of one message; `Err` fails the message. `message`: what the
+/// invocation says about the message (`alone`: it is the only one).
 async fn process(
     ctx: &Arc<Context>,
     events: Vec<ObjectEvent>,
     wanted: &[Change],
     kind: Work,
-    sole_message: bool,
+    message: Delivery,
 ) -> Result<Vec<Job>, String> {
     let events: Vec<ObjectEvent> = events
         .into_iter()
         .filter(|e| wanted.contains(&e.change))
         .collect();
-    let alone = sole_message && events.len() == 1;
+    let delivery = Delivery {
+        alone: message.alone && events.len() == 1,
+        ..message
+    };
     let mut jobs = Vec::new();
     for event in events {
         let name = format!("s3://{}/{}", event.bucket, event.key);
         jobs.push(
-            work(ctx, kind, event, alone)
+            work(ctx, kind, event, delivery)
                 .await
                 .map_err(|e| format!("{name}: {e}"))?,
         );
@@ -470,11 +498,11 @@ async fn process_message(
     body: Option<&str>,
     wanted: &[Change],
     kind: Work,
-    sole_message: bool,
+    delivery: Delivery,
 ) -> Result<Vec<Job>, String> {
     match body.map(serde_json::from_str::<Value>) {
         Some(Ok(body)) => match decode(&body) {
-            Ok(events) => process(ctx, events, wanted, kind, sole_message).await,
+            Ok(events) => process(ctx, events, wanted, kind, delivery).await,
             Err(e) => Err(e),
         },
         Some(Err(e)) => Err(format!("message body is not JSON: {e}")),
@@ -503,8 +531,15 @@ async fn handle(
             let (ctx, wanted, limit) = (ctx.clone(), wanted.to_vec(), limit.clone());
             tasks.spawn(async move {
                 let _permit = limit.acquire_owned().await;
+                let delivery = Delivery {
+                    alone: sole_message,
+                    first: message
+                        .attributes
+                        .get("ApproximateReceiveCount")
+                        .is_some_and(|count| count == "1"),
+                };
                 let body = message.body.as_deref();
-                let outcome = process_message(&ctx, body, &wanted, kind, sole_message).await;
+                let outcome = process_message(&ctx, body, &wanted, kind, delivery).await;
                 (index, message.message_id.unwrap_or_default(), outcome)
             });
         }
@@ -552,7 +587,13 @@ async fn handle(
         return Ok(serde_json::to_value(response)?);
     }
     let events = decode(&payload)?;
-    let jobs = process(ctx, events, wanted, kind, true).await?;
+    // A direct invocation says nothing of earlier attempts (Lambda retries failed
+    // asynchronous ones): the upload record is read first.
+    let delivery = Delivery {
+        alone: true,
+        first: false,
+    };
+    let jobs = process(ctx, events, wanted, kind, delivery).await?;
     let records: Vec<Record> = jobs.iter().flat_map(|j| j.records().cloned()).collect();
     let mut count = records.len();
     write_manifest(ctx, records).await?;

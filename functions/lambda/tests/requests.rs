@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fault_proxy::FaultProxy;
-use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use support::{config, redelivered, sqs_event, Fixtures, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, Context};
 
 /// What one logged request was for.
@@ -75,9 +75,15 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         let response = handle_indexer(&ctx, event.clone()).await.unwrap();
         assert_eq!(response["batchItemFailures"], serde_json::json!([]));
         let fresh = log();
-        let response = handle_indexer(&ctx, event).await.unwrap();
+        let response = handle_indexer(&ctx, redelivered(&event)).await.unwrap();
         assert_eq!(response["batchItemFailures"], serde_json::json!([]));
         let again = log();
+        // The same event as a first delivery again (as an upload of the same bytes to the same
+        // unversioned key is): the upload record, taken to be absent, is found by the plan's
+        // creation and answers it as well.
+        let response = handle_indexer(&ctx, event).await.unwrap();
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        let guessed = log();
         let records = checks::manifest_records(&stack, SERVING).await;
         let most = |field: &str| -> usize {
             records
@@ -93,6 +99,14 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             unchanged, published,
             "{key}: the redelivery changes nothing"
         );
+        let answered = records
+            .iter()
+            .filter(|r| r["ingest_key"] == key && r["action"] == "unchanged")
+            .count();
+        assert_eq!(
+            answered, 2,
+            "{key}: the redelivery and the guessed delivery"
+        );
         println!(
             "{key}: {published} keys; fresh: {} requests {:?}; redelivered: {} requests {:?}",
             fresh.len(),
@@ -105,7 +119,7 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
                 println!("  {line}");
             }
         }
-        report.push((key, published, fresh, again));
+        report.push((key, published, fresh, again, guessed));
     }
     // The debug file's DWARF details (the source paths it names) were read — from the
     // block its first request brought, for a file this small — and kept with its upload.
@@ -116,7 +130,7 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             .any(|(_, body)| String::from_utf8_lossy(body).contains("prog.c")),
         "no upload record names the debug file's source"
     );
-    for (key, keys, fresh, again) in &report {
+    for (key, keys, fresh, again, guessed) in &report {
         let counts = breakdown(fresh);
         // One stored copy: the bytes are copied once, server-side, and every other key is a
         // zero-byte alias; no published object is written twice.
@@ -201,5 +215,17 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             "{key}: {} requests redelivered: {again:#?}",
             again.len()
         );
+        // Taken for new, found indexed: the creation refused, the upload and source records
+        // read, the manifest; nothing else written, no liveness check (nothing referenced).
+        let writes: Vec<&String> = guessed
+            .iter()
+            .filter(|l| l.starts_with("PUT") || l.starts_with("POST") || l.starts_with("DELETE"))
+            .filter(|l| kind(l) != "manifest")
+            .collect();
+        assert!(
+            writes.len() == 1 && writes[0].contains("/_symdex/uploads/"),
+            "{key}: {guessed:#?}"
+        );
+        assert!(guessed.len() <= 5, "{key}: {guessed:#?}");
     }
 }

@@ -256,6 +256,9 @@ impl Stack {
                 .queue_url(&self.queue_url)
                 .max_number_of_messages(10)
                 .wait_time_seconds(1)
+                .message_system_attribute_names(
+                    aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+                )
                 .send()
                 .await
                 .unwrap();
@@ -355,16 +358,23 @@ pub fn scheduled_event(at: std::time::SystemTime) -> Value {
     })
 }
 
-/// The Lambda SQS event for a set of received messages (what the event source mapping sends).
+/// The Lambda SQS event for a set of received messages (what the event source mapping sends),
+/// with the receive count SQS gave each (1 where it gave none).
 pub fn sqs_event(messages: &[aws_sdk_sqs::types::Message], queue_arn: &str) -> Value {
     let records: Vec<Value> = messages
         .iter()
         .map(|m| {
+            let received = m
+                .attributes()
+                .and_then(|a| {
+                    a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+                })
+                .map_or("1", String::as_str);
             json!({
                 "messageId": m.message_id.clone().unwrap(),
                 "receiptHandle": m.receipt_handle.clone().unwrap_or_default(),
                 "body": m.body.clone().unwrap(),
-                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "0", "SenderId": "s3", "ApproximateFirstReceiveTimestamp": "0"},
+                "attributes": {"ApproximateReceiveCount": received, "SentTimestamp": "0", "SenderId": "s3", "ApproximateFirstReceiveTimestamp": "0"},
                 "messageAttributes": {},
                 "md5OfBody": m.md5_of_body.clone().unwrap_or_default(),
                 "eventSource": "aws:sqs",
@@ -374,6 +384,18 @@ pub fn sqs_event(messages: &[aws_sdk_sqs::types::Message], queue_arn: &str) -> V
         })
         .collect();
     json!({ "Records": records })
+}
+
+/// `event` (an SQS event) as SQS delivers it again after a failure or a timeout: each
+/// message's receive count one higher.
+pub fn redelivered(event: &Value) -> Value {
+    let mut again = event.clone();
+    for record in again["Records"].as_array_mut().into_iter().flatten() {
+        let count = &mut record["attributes"]["ApproximateReceiveCount"];
+        let received: u64 = count.as_str().and_then(|c| c.parse().ok()).unwrap_or(1);
+        *count = json!((received + 1).to_string());
+    }
+    again
 }
 
 /// A scratch directory with an ELF program split into stripped binary + debug file.
