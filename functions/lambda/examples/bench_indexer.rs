@@ -250,22 +250,31 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         stack.moto.s3_via(&proxy.endpoint).await,
     ));
     let take = || std::mem::take(&mut *proxy.faults.log.lock().unwrap()).len();
-    let event = |key: &str| {
-        json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-            "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(key)}}}]})
+    // As the module wires it: S3 -> SQS -> the function, one message per invocation; SQS
+    // counts the deliveries (a first one is taken to be a new upload).
+    let event = |key: &str, received: u32| {
+        let body = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
+            "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(key)}}}]});
+        json!({"Records": [{"messageId": key, "receiptHandle": "r", "body": body.to_string(),
+            "attributes": {"ApproximateReceiveCount": received.to_string(), "SentTimestamp": "0",
+                "SenderId": "s3", "ApproximateFirstReceiveTimestamp": "0"},
+            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:bench", "awsRegion": "us-east-1"}]})
     };
     for key in keys {
-        symdex_lambda::handle_indexer(&ctx, event(key))
+        let response = symdex_lambda::handle_indexer(&ctx, event(key, 1))
             .await
             .unwrap();
+        assert_eq!(response["batchItemFailures"], json!([]));
     }
     let fresh = take();
     let mut again = 0;
     let mut over = Vec::new();
     for key in keys {
-        symdex_lambda::handle_indexer(&ctx, event(key))
+        let response = symdex_lambda::handle_indexer(&ctx, event(key, 2))
             .await
             .unwrap();
+        assert_eq!(response["batchItemFailures"], json!([]));
         let n = take();
         if n > 3 {
             over.push(format!("{key} ({n})"));
