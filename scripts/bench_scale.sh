@@ -5,6 +5,7 @@
 # directory in the same run. Prints the curve and the stored / input bytes; asserts nothing.
 #   BENCH_SCALE="1000 10000 50000" make bench
 set -euo pipefail
+export LC_ALL=C # $EPOCHREALTIME with a decimal point
 root=$(cd "$(dirname "$0")/.." && pwd)
 symdex="$root/target/release/symdex"
 work="${BENCH_SCALE_DIR:-$root/.work/bench-scale}"
@@ -17,7 +18,7 @@ int main(int argc, char **argv) { printf("%d\n", compute(argc)); return 0; }
 C
 marker=$(printf 'ab%.0s' $(seq 20))
 gcc -g -O0 "-Wl,--build-id=0x$marker" -o "$work/template" "$work/prog.c"
-now() { date +%s.%N; }
+now() { echo "$EPOCHREALTIME"; }
 printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx
 for n in $sizes; do
   dir="$work/in-$n" store="$work/store-$n"
@@ -41,11 +42,20 @@ PY
   sleep 2
   t0=$(now); "$symdex" index --store "$store" "$dir" >/dev/null; t1=$(now)
   # Re-index: the median of three runs (each finds the store as the first left it; one run
-  # of a few hundredths of a second is mostly the machine's noise at the small sizes).
+  # of a few hundredths of a second is mostly the machine's noise at the small sizes). The
+  # store's bytes are counted after the first (one index and one re-index).
   reindex=()
-  for _ in 1 2 3; do
+  for run in 1 2 3; do
     r0=$(now); "$symdex" index --store "$store" "$dir" >/dev/null; r1=$(now)
     reindex+=("$(python3 -c "print($r1 - $r0)")")
+    if [ "$run" = 1 ]; then
+      # File bytes, a file with several names (hard links) counted once: what clients are
+      # served (publ), and with the bookkeeping (`_symdex/`, `_manifest/` of both runs).
+      files_bytes() { find "$@" -type f -printf '%i %s\n' | sort -u | awk '{s += $2} END {print s + 0}'; }
+      published=$(files_bytes "$store" -not -path "$store/_symdex/*" -not -path "$store/_manifest/*")
+      stored=$(files_bytes "$store")
+      input=$(files_bytes "$dir")
+    fi
   done
   median=$(printf '%s\n' "${reindex[@]}" | sort -g | sed -n 2p)
   t2=$(python3 -c "print($t1 + $median)")
@@ -63,12 +73,6 @@ PY
   done
   d1=$(now)
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
-  # File bytes, a file with several names (hard links) counted once: what clients are served
-  # (publ), and with the bookkeeping (`_symdex/`, `_manifest/` of both runs).
-  files_bytes() { find "$@" -type f -printf '%i %s\n' | sort -u | awk '{s += $2} END {print s + 0}'; }
-  published=$(files_bytes "$store" -not -path "$store/_symdex/*" -not -path "$store/_manifest/*")
-  stored=$(files_bytes "$store")
-  input=$(files_bytes "$dir")
   python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" <<'PY'
 import sys
 n = int(sys.argv[1]); t0, t1, t2, t3, d0, d1 = map(float, sys.argv[2:8]); inp, pub, st = map(int, sys.argv[8:])
