@@ -861,11 +861,15 @@ impl<'s> Indexer<'s> {
         let mut removed: BTreeSet<String> = record.map(|r| r.removed.clone()).unwrap_or_default();
         let mut kept = 0;
         for key in all {
-            match self.refs.remove(&key, upload_id).await? {
+            // Noted in the upload record (when it has one) as the key goes, so that a retry
+            // reports it too.
+            let outcome = if record.is_some() {
+                self.refs.remove_noted(&key, upload_id).await?
+            } else {
+                self.refs.remove(&key, upload_id).await?
+            };
+            match outcome {
                 RemoveOutcome::Removed => {
-                    if record.is_some() {
-                        self.refs.note_removed(upload_id, &key).await?;
-                    }
                     removed.insert(key);
                 }
                 RemoveOutcome::Kept => kept += 1,
@@ -2105,6 +2109,45 @@ mod tests {
             assert!(other.records.iter().all(|r| r.conflicts.is_empty()));
             let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
             assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_removal_that_fails_at_any_change_reports_every_key_on_its_retry() {
+        let artifacts = Artifacts::new();
+        let artifact = &artifacts.elf_a;
+        let removed = |record: Option<Record>| -> BTreeSet<String> {
+            record
+                .map(|r| r.removed.into_iter().collect())
+                .unwrap_or_default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("clean")).unwrap();
+        index_and_finalize(&store, config(), artifact).await;
+        let clean = removed(
+            Indexer::new(&store, config())
+                .unindex(&artifact.id)
+                .await
+                .unwrap(),
+        );
+        assert!(clean.len() > 5, "{clean:?}");
+        // Every change of the removal in turn fails (the process dies before it); the retry
+        // reports what the removal did, the failed attempt's part included.
+        for nth in 0.. {
+            let store = LocalStore::open(dir.path().join(format!("at-{nth}"))).unwrap();
+            index_and_finalize(&store, config(), artifact).await;
+            let failing = crate::testing::failing::FailingNth::new(&store, nth);
+            let first = Indexer::new(&failing, config()).unindex(&artifact.id).await;
+            if !failing.failed() {
+                assert_eq!(removed(first.unwrap()), clean);
+                assert!(nth > clean.len(), "{nth} changes");
+                break;
+            }
+            assert!(first.is_err(), "change {nth} failed, the removal did not");
+            let retry = Indexer::new(&store, config()).unindex(&artifact.id).await;
+            assert_eq!(removed(retry.unwrap()), clean, "failing at change {nth}");
+            let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+            assert!(audit.problems.is_empty(), "{nth}: {:?}", audit.problems);
         }
     }
 

@@ -1380,6 +1380,23 @@ impl<'s> RefStore<'s> {
     /// Takes `upload`'s reference to `key` back; the last one out deletes the object under a
     /// tombstone lease (invariant 3). Also finishes a dead remover's tombstone.
     pub async fn remove(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
+        self.remove_reporting(key, upload, false).await
+    }
+
+    /// [`Self::remove`] for an upload being removed: a key it unpublishes is noted in its
+    /// upload record (`removed`) before the tombstone goes. Noted after, a failure in between
+    /// lost the key from the removal's report: its retry found neither record nor reference.
+    /// Noted before, the retry finds its own tombstone and reports the key again.
+    pub async fn remove_noted(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
+        self.remove_reporting(key, upload, true).await
+    }
+
+    async fn remove_reporting(
+        &self,
+        key: &str,
+        upload: &str,
+        note: bool,
+    ) -> io::Result<RemoveOutcome> {
         let file = key_file(key);
         let holder = remove_holder(upload);
         let mut listed = Listed::new();
@@ -1433,6 +1450,9 @@ impl<'s> RefStore<'s> {
             (Some((outcome, Some(lease))), Some(tombstone)) => {
                 self.check_own_lease(&lease)?;
                 self.store.delete(key).await?;
+                if note && outcome == RemoveOutcome::Removed {
+                    self.note_removed(upload, key).await?;
+                }
                 // Only our tombstone goes: one taken over meanwhile stays its new holder's.
                 self.store.delete_if(&file, &tombstone.version).await?;
                 Ok(outcome)

@@ -258,13 +258,6 @@ async fn index_object(
         file_stamp: None,
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
-    // A plain object alone in its invocation: nothing of the invocation waits on its keys
-    // before its finalize (an archive's entries, or a bundle's files, may).
-    let indexer = if delivery.alone {
-        indexer.lists_keys_at_finalize()
-    } else {
-        indexer
-    };
     // A re-delivery of an upload indexed in full: answered from its upload record (one
     // read), nothing identified or published again (pipeline.rs, already_indexed). Nothing
     // was referenced, so there is no liveness check to make either. A first delivery is most
@@ -321,6 +314,14 @@ async fn index_object(
         indexer.prepare().await?;
         ctx.prepared.store(true, Ordering::Relaxed);
     }
+    // A plain object alone in its invocation: nothing of the invocation waits on its keys
+    // before its finalize. A bundle's files, indexed next in the same invocation, might (a
+    // hostile bundle can name a key of its own): its keys are listed at once.
+    let indexer = if delivery.alone && bundle.is_empty() {
+        indexer.lists_keys_at_finalize()
+    } else {
+        indexer
+    };
     let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
     log_decisions(event, &indexed, first_read + bytes_read);
     if !bundle.is_empty() {

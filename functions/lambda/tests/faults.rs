@@ -16,7 +16,7 @@ use std::sync::Arc;
 use aws_sdk_sqs::types::Message;
 use fault_proxy::FaultProxy;
 use serde_json::Value;
-use support::{config, sqs_event, Stack, INGEST, SERVING};
+use support::{config, redelivered, sqs_event, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, Context, Error};
 use symdex_shared::testing::scenarios::Artifacts;
 
@@ -44,7 +44,8 @@ fn remover(
 }
 
 /// Delivers `messages` in batches of 10 until every one succeeded (a failed invocation or a
-/// reported item is delivered again). Returns how many deliveries it took.
+/// reported item is delivered again, its receive count one higher: a first delivery takes the
+/// upload for new, a later one reads its record first). Returns how many deliveries it took.
 async fn deliver(
     ctx: &Arc<Context>,
     handler: Handler,
@@ -58,7 +59,12 @@ async fn deliver(
         assert!(rounds < 60, "messages never succeeded: {}", pending.len());
         let mut still = Vec::new();
         for batch in pending.chunks(10) {
-            match handler(ctx, sqs_event(batch, queue_arn)).await {
+            // As SQS counts them: every message pending now was delivered `rounds - 1` times.
+            let mut event = sqs_event(batch, queue_arn);
+            for _ in 1..rounds {
+                event = redelivered(&event);
+            }
+            match handler(ctx, event).await {
                 Ok(response) => {
                     let failed: BTreeSet<String> = response["batchItemFailures"]
                         .as_array()
