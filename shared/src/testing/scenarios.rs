@@ -12,6 +12,7 @@ use std::time::Duration;
 use crate::audit::{audit, references};
 use crate::manifest::{Record, UploadMeta};
 use crate::pipeline::{Config, Indexer, Upload};
+use crate::formats::identify_with_details;
 use crate::reader::MemReader;
 use crate::refs::{LeasePolicy, Wait};
 use crate::storage::{CopySource, LocalStore, Storage};
@@ -356,8 +357,10 @@ pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> 
 }
 
 /// [`run_op`]; `at_finalize`: an indexer lists its keys by the finalize alone
-/// (`Indexer::lists_keys_at_finalize`, as the Lambda does for an object alone in its
-/// invocation), else right after publishing.
+/// (`Indexer::lists_keys_at_finalize`) and takes the upload record to be absent without
+/// reading it (`PriorRead::absent`), as the Lambda does for a message's first delivery alone
+/// in its invocation; else it reads the record first and lists the keys right after
+/// publishing.
 pub async fn run_op_listing(
     store: &dyn Storage,
     op: Op<'_>,
@@ -372,7 +375,16 @@ pub async fn run_op_listing(
     match op {
         Op::Index(artifact, alive) => {
             let upload = artifact.upload();
-            let indexed = indexer.index(&upload, &MemReader(&artifact.bytes)).await?;
+            let indexed = if at_finalize {
+                // As the Lambda runs a message's first delivery: the upload record is taken
+                // to be absent, unread (also on the redeliveries here, as a wrong count would).
+                let reader = MemReader(&artifact.bytes);
+                let identified = identify_with_details(&reader, &upload.options);
+                let guess = Some(crate::refs::PriorRead::absent());
+                indexer.index_looked_up(&upload, identified, guess).await?
+            } else {
+                indexer.index(&upload, &MemReader(&artifact.bytes)).await?
+            };
             let mut records = indexed.records.clone();
             records.extend(indexer.finalize(&indexed, alive).await?);
             Ok(records)
