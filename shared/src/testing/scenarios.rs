@@ -10,9 +10,9 @@ use std::io;
 use std::time::Duration;
 
 use crate::audit::{audit, references};
+use crate::formats::identify_with_details;
 use crate::manifest::{Record, UploadMeta};
 use crate::pipeline::{Config, Indexer, Upload};
-use crate::formats::identify_with_details;
 use crate::reader::MemReader;
 use crate::refs::{LeasePolicy, Wait};
 use crate::storage::{CopySource, LocalStore, Storage};
