@@ -18,6 +18,10 @@ use crate::refs::{
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
 use crate::storage::{CopySource, Storage};
+use futures_util::StreamExt;
+
+/// Join records of one debug file swapped at once ([`Indexer::want_sources`]).
+const SOURCE_MAP_SWAPS: usize = 8;
 
 /// Where each layout's keys live in the serving store, and what to do.
 #[derive(Debug, Clone)]
@@ -1237,6 +1241,45 @@ impl<'s> Indexer<'s> {
         (fits && layouts::grammar::is_valid_key(Layout::Debuginfod, &key)).then_some(prefixed)
     }
 
+    /// Records a debug file's `paths` sharing one join record `file` there (when `fresh`),
+    /// and returns the record as swapped (or read).
+    async fn want_in<'p>(
+        &self,
+        upload: &Upload<'_>,
+        build_id: &str,
+        file: String,
+        paths: Vec<&'p String>,
+        fresh: bool,
+    ) -> io::Result<(
+        String,
+        Vec<&'p String>,
+        std::sync::Arc<sourcemap::SourceMapRecord>,
+    )> {
+        let wants: Vec<Want> = paths
+            .iter()
+            .map(|path| Want {
+                build_id: build_id.to_string(),
+                path: path.to_string(),
+                upload: upload.id.clone(),
+            })
+            .collect();
+        // Registered when the upload is first indexed: a re-index only reads (it writes
+        // nothing but its manifest records). Made at once, the swap returns the record with
+        // every offer written before it; deferred, indexing only reads it.
+        let want = SourceMapChange::Want(file.clone(), wants);
+        let record = if self.refs.defers_source_maps() {
+            if fresh {
+                self.change_source_map(&upload.id, want).await?;
+            }
+            self.refs.source_map(&file).await?
+        } else {
+            self.refs
+                .update_source_map(&file, |r| fresh && want.apply(r))
+                .await?
+        };
+        Ok((file, paths, record))
+    }
+
     /// Asks for the sources a debug file names: records each path in its join record, and
     /// publishes `source/` keys for those an uploaded source serves, on behalf of the source
     /// uploads (refs.rs, invariant 5). Returns the report and the records of the holders.
@@ -1263,30 +1306,20 @@ impl<'s> Indexer<'s> {
                 .or_default()
                 .push(path);
         }
+        // Each join record is swapped on its own (one compare-and-swap per record, none
+        // depending on another's), so a few at once: a debug file naming hundreds of source
+        // files touches up to 256 records, each a read and a write on S3.
+        let swaps: Vec<_> = by_file
+            .into_iter()
+            .map(|(file, group)| self.want_in(upload, build_id, file, group, fresh))
+            .collect();
+        let swapped: Vec<io::Result<_>> = futures_util::stream::iter(swaps)
+            .buffered(SOURCE_MAP_SWAPS)
+            .collect()
+            .await;
         let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (file, group) in by_file {
-            let wants: Vec<Want> = group
-                .iter()
-                .map(|path| Want {
-                    build_id: build_id.to_string(),
-                    path: path.to_string(),
-                    upload: upload.id.clone(),
-                })
-                .collect();
-            // Registered when the upload is first indexed: a re-index only reads (it writes
-            // nothing but its manifest records). Made at once, the swap returns the record
-            // with every offer written before it; deferred, indexing only reads it.
-            let want = SourceMapChange::Want(file.clone(), wants);
-            let record = if self.refs.defers_source_maps() {
-                if fresh {
-                    self.change_source_map(&upload.id, want).await?;
-                }
-                self.refs.source_map(&file).await?
-            } else {
-                self.refs
-                    .update_source_map(&file, |r| fresh && want.apply(r))
-                    .await?
-            };
+        for swapped in swapped {
+            let (file, group, record) = swapped?;
             let mut dead = BTreeSet::new();
             for path in group {
                 let Some(key) = self.source_key(build_id, path) else {

@@ -261,13 +261,24 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
             "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
             "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:bench", "awsRegion": "us-east-1"}]})
     };
+    let mut fresh = 0;
+    let mut most = Vec::new();
     for key in keys {
         let response = symdex_lambda::handle_indexer(&ctx, event(key, 1))
             .await
             .unwrap();
         assert_eq!(response["batchItemFailures"], json!([]));
+        let n = take();
+        fresh += n;
+        most.push((n, key.clone()));
     }
-    let fresh = take();
+    most.sort();
+    let most: Vec<String> = most
+        .iter()
+        .rev()
+        .take(3)
+        .map(|(n, key)| format!("{key} ({n})"))
+        .collect();
     let mut again = 0;
     let mut over = Vec::new();
     for key in keys {
@@ -332,6 +343,7 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         per_artifact + 4.0,
         again as f64 / n,
     );
+    println!("  most requests for a fresh artifact: {}", most.join(", "));
     if !over.is_empty() {
         println!(
             "  redelivered in more than 3 requests (a skipped or rejected input identified \
