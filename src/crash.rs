@@ -6,99 +6,38 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use symdex_shared::storage::{
-    CopySource, LocalStore, ObjectInfo, Precondition, Storage, StorageFuture, Versioned,
-};
+use symdex_shared::storage::hooked::{BeforeChange, Hooked};
+use symdex_shared::storage::{LocalStore, StorageResult};
 
-pub struct Store {
-    inner: LocalStore,
+/// The local store, each change counted by the crash switch.
+pub type Store = Hooked<LocalStore, CrashSwitch>;
+
+/// Aborts the process before its change number `crash_after` (counted from 0), if set.
+pub struct CrashSwitch {
     writes: AtomicU64,
     crash_after: Option<u64>,
 }
 
-impl Store {
-    pub fn new(inner: LocalStore) -> Self {
-        let crash_after = std::env::var("SYMDEX_CRASH_AFTER_WRITES")
-            .ok()
-            .and_then(|v| v.parse().ok());
-        Store {
-            inner,
+/// `inner`, with the crash switch `SYMDEX_CRASH_AFTER_WRITES` says.
+pub fn store(inner: LocalStore) -> Store {
+    let crash_after = std::env::var("SYMDEX_CRASH_AFTER_WRITES")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    Hooked::new(
+        inner,
+        CrashSwitch {
             writes: AtomicU64::new(0),
             crash_after,
-        }
-    }
+        },
+    )
+}
 
-    pub fn local(&self) -> &LocalStore {
-        &self.inner
-    }
-
-    fn write(&self) {
+impl BeforeChange for CrashSwitch {
+    fn before_change(&self, _op: &'static str, _key: &str) -> StorageResult<()> {
         let n = self.writes.fetch_add(1, Ordering::SeqCst);
         if self.crash_after.is_some_and(|limit| n >= limit) {
             std::process::abort();
         }
-    }
-}
-
-impl Storage for Store {
-    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
-        self.inner.head(key)
-    }
-    fn size<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<u64>> {
-        self.inner.size(key)
-    }
-    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
-        self.inner.get(key)
-    }
-    fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
-        self.inner.read(key)
-    }
-    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
-        self.write();
-        self.inner.put(key, bytes)
-    }
-    fn put_if<'a>(
-        &'a self,
-        key: &'a str,
-        bytes: &'a [u8],
-        condition: Precondition<'a>,
-    ) -> StorageFuture<'a, Option<String>> {
-        self.write();
-        self.inner.put_if(key, bytes, condition)
-    }
-    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
-        self.write();
-        self.inner.delete_if(key, version)
-    }
-    fn copy<'a>(
-        &'a self,
-        source: &'a CopySource<'a>,
-        key: &'a str,
-        known: &'a ObjectInfo,
-    ) -> StorageFuture<'a, u64> {
-        self.write();
-        self.inner.copy(source, key, known)
-    }
-    fn copy_new<'a>(
-        &'a self,
-        source: &'a CopySource<'a>,
-        key: &'a str,
-        known: &'a ObjectInfo,
-    ) -> StorageFuture<'a, Option<u64>> {
-        self.write();
-        self.inner.copy_new(source, key, known)
-    }
-    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
-        self.inner.list(prefix)
-    }
-    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
-        self.write();
-        self.inner.delete(key)
-    }
-    fn key_copies_are_aliases(&self) -> bool {
-        self.inner.key_copies_are_aliases()
-    }
-    fn versions_are_free(&self) -> bool {
-        self.inner.versions_are_free()
+        Ok(())
     }
 }

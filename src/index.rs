@@ -166,7 +166,7 @@ pub fn open_for_writing(
     if leftovers > 0 {
         eprintln!("symdex: removed {leftovers} temporary files left by an interrupted run");
     }
-    Ok((crate::crash::Store::new(store), lock))
+    Ok((crate::crash::store(store), lock))
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -184,7 +184,7 @@ fn progress(len: usize) -> ProgressBar {
 
 pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
-    let store_root = absolute(store.local().root());
+    let store_root = absolute(store.inner().root());
     // Canonical paths (upload ids name them): `index_file` takes them as they are.
     let files = expand_paths_excluding(&args.inputs, &store_root);
     let count = files.len();
@@ -203,7 +203,7 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     // indexing changes.
     std::thread::scope(|scope| {
         let (ahead, inputs) = std::sync::mpsc::sync_channel(READ_AHEAD);
-        let (reader, meta) = (store.local(), &meta);
+        let (reader, meta) = (store.inner(), &meta);
         scope.spawn(move || read_ahead(files, reader, args, lanes > 0, ahead));
         let (done, finished) = std::sync::mpsc::channel();
         let mut senders = Vec::new();
@@ -483,7 +483,7 @@ async fn run_async(
             }
             Ahead::Archive(path, container) => {
                 bar.set_message(path.display().to_string());
-                let local = store.local();
+                let local = store.inner();
                 let result = index_archive(&mut sink, local, &path, container, meta, args).await;
                 (path, result)
             }
@@ -511,7 +511,7 @@ async fn run_async(
     sink.flush().await?;
     println!("symdex: {} -> {}", sink.summary, args.store.display());
     for key in &sink.manifests {
-        println!("manifest: {}", store.local().root().join(key).display());
+        println!("manifest: {}", store.inner().root().join(key).display());
     }
     Ok(if failed {
         ExitCode::FAILURE
@@ -535,7 +535,7 @@ async fn index_read_file(
     sink.push(indexed).await?;
     match bundle {
         Some(files) => {
-            let (zip, local) = (archive::Container::Zip, store.local());
+            let (zip, local) = (archive::Container::Zip, store.inner());
             index_entries(sink, local, path, zip, meta, args, Some(&files)).await
         }
         None => Ok(()),

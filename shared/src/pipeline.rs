@@ -2053,6 +2053,7 @@ mod tests {
     use super::*;
     use crate::reader::MemReader;
     use crate::storage::LocalStore;
+    use crate::testing::failing::failing_nth;
     use crate::testing::scenarios::{config, Artifact, Artifacts};
 
     async fn index_and_finalize(
@@ -2167,11 +2168,13 @@ mod tests {
         // Every change of the removal in turn fails (the process dies before it); the retry
         // reports what the removal did, the failed attempt's part included.
         for nth in 0.. {
-            let store = LocalStore::open(dir.path().join(format!("at-{nth}"))).unwrap();
+            let root = dir.path().join(format!("at-{nth}"));
+            let store = LocalStore::open(&root).unwrap();
             index_and_finalize(&store, config(), artifact).await;
-            let failing = crate::testing::failing::FailingNth::new(&store, nth);
+            // The same directory, through a second handle that fails its `nth` change.
+            let failing = failing_nth(LocalStore::open(&root).unwrap(), nth);
             let first = Indexer::new(&failing, config()).unindex(&artifact.id).await;
-            if !failing.failed() {
+            if !failing.hook().failed() {
                 assert_eq!(removed(first.unwrap()), clean);
                 assert!(nth > clean.len(), "{nth} changes");
                 break;

@@ -1,0 +1,105 @@
+//! A store that asks a hook before each change it passes on: how the CLI's crash switch
+//! stops a run at an exact write, and how tests fail one change at a time.
+
+use super::{
+    CopySource, ObjectInfo, Precondition, Storage, StorageFuture, StorageResult, Versioned,
+};
+
+/// Asked before each change (write, copy, delete) of a [`Hooked`] store.
+pub trait BeforeChange: Send + Sync {
+    /// `op` names the change, `key` what it changes; an error is the change's outcome, and
+    /// the change is not made.
+    fn before_change(&self, op: &'static str, key: &str) -> StorageResult<()>;
+}
+
+/// `inner`, with `hook` asked before each change, when the change is asked for (before its
+/// future runs). Reads go straight through.
+pub struct Hooked<S, H> {
+    inner: S,
+    hook: H,
+}
+
+impl<S, H> Hooked<S, H> {
+    pub fn new(inner: S, hook: H) -> Self {
+        Hooked { inner, hook }
+    }
+
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    pub fn hook(&self) -> &H {
+        &self.hook
+    }
+}
+
+impl<S: Storage, H: BeforeChange> Hooked<S, H> {
+    fn change<'a, T: Send + 'a>(
+        &'a self,
+        op: &'static str,
+        key: &str,
+        then: impl FnOnce() -> StorageFuture<'a, T>,
+    ) -> StorageFuture<'a, T> {
+        match self.hook.before_change(op, key) {
+            Ok(()) => then(),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+}
+
+impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
+    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
+        self.inner.head(key)
+    }
+    fn size<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<u64>> {
+        self.inner.size(key)
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
+        self.inner.get(key)
+    }
+    fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        self.inner.read(key)
+    }
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
+        self.change("put", key, || self.inner.put(key, bytes))
+    }
+    fn put_if<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: &'a [u8],
+        condition: Precondition<'a>,
+    ) -> StorageFuture<'a, Option<String>> {
+        self.change("put_if", key, || self.inner.put_if(key, bytes, condition))
+    }
+    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
+        self.change("delete_if", key, || self.inner.delete_if(key, version))
+    }
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, u64> {
+        self.change("copy", key, || self.inner.copy(source, key, known))
+    }
+    fn copy_new<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+    ) -> StorageFuture<'a, Option<u64>> {
+        self.change("copy_new", key, || self.inner.copy_new(source, key, known))
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
+        self.inner.list(prefix)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
+        self.change("delete", key, || self.inner.delete(key))
+    }
+    fn key_copies_are_aliases(&self) -> bool {
+        self.inner.key_copies_are_aliases()
+    }
+    fn versions_are_free(&self) -> bool {
+        self.inner.versions_are_free()
+    }
+}
