@@ -344,8 +344,8 @@ impl<'s> Indexer<'s> {
     /// the keys anyway — one write per fresh upload saved. Otherwise they are listed by a
     /// write of their own right after publishing: an upload of the same bytes in the same
     /// batch (or archive) would wait on them, and its finalize comes only after the batch.
-    pub fn lists_keys_at_finalize(mut self) -> Self {
-        self.list_at_finalize = true;
+    pub fn lists_keys_at_finalize(mut self, at_finalize: bool) -> Self {
+        self.list_at_finalize = at_finalize;
         self
     }
 
@@ -722,11 +722,12 @@ impl<'s> Indexer<'s> {
             self.refs.plan(&template, &planned, prior, stamp).await?;
         // The upload record was taken to be absent (read so, or guessed on a first delivery:
         // `PriorRead::absent`) and is there after all: an upload of the same bytes at the same
-        // location indexed before is answered from it, as its re-delivery would be.
-        if let Some(found) = found.as_ref().filter(|_| assumed_absent) {
-            if let Some(answer) = (!bundle)
-                .then(|| self.answered_by(upload, found, &time))
-                .flatten()
+        // location indexed before is answered from it, as its re-delivery would be (a bundle's
+        // record keeps no answer: it runs in full, for its files).
+        if assumed_absent {
+            if let Some(answer) = found
+                .as_ref()
+                .and_then(|found| self.answered_by(upload, found, &time))
             {
                 return Ok(answer);
             }
@@ -2085,12 +2086,7 @@ mod tests {
         for at_finalize in [false, true] {
             let dir = tempfile::tempdir().unwrap();
             let store = LocalStore::open(dir.path()).unwrap();
-            let indexer = Indexer::new(&store, config());
-            let indexer = if at_finalize {
-                indexer.lists_keys_at_finalize()
-            } else {
-                indexer
-            };
+            let indexer = Indexer::new(&store, config()).lists_keys_at_finalize(at_finalize);
             let indexed = indexer
                 .index(&first.upload(), &MemReader(&first.bytes))
                 .await

@@ -50,6 +50,22 @@ fn encode(key: &str) -> String {
         .collect()
 }
 
+/// The S3 notification of `key` created in the ingest bucket (a direct invocation's event,
+/// and an SQS message's body).
+fn created_event(key: &str) -> serde_json::Value {
+    json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3",
+        "eventName": "ObjectCreated:Put",
+        "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(key)}}}]})
+}
+
+/// The SQS message carrying [`created_event`].
+fn created_message(id: &str, key: &str) -> aws_sdk_sqs::types::Message {
+    aws_sdk_sqs::types::Message::builder()
+        .message_id(id)
+        .body(created_event(key).to_string())
+        .build()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -86,10 +102,9 @@ async fn main() {
     let mut max_read = (0u64, String::new());
     for key in &keys {
         let before = ctx.store.stats().range_bytes();
-        let encoded = encode(key);
-        let event = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-            "s3": {"bucket": {"name": INGEST}, "object": {"key": encoded}}}]});
-        symdex_lambda::handle_indexer(&ctx, event).await.unwrap();
+        symdex_lambda::handle_indexer(&ctx, created_event(key))
+            .await
+            .unwrap();
         let read = ctx.store.stats().range_bytes() - before;
         if read > max_read.0 {
             max_read = (read, key.clone());
@@ -156,15 +171,7 @@ async fn main() {
         let messages: Vec<aws_sdk_sqs::types::Message> = keys[..batch_objects]
             .iter()
             .enumerate()
-            .map(|(i, key)| {
-                let body = json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3",
-                    "eventName": "ObjectCreated:Put",
-                    "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(key)}}}]});
-                aws_sdk_sqs::types::Message::builder()
-                    .message_id(format!("m{i}"))
-                    .body(body.to_string())
-                    .build()
-            })
+            .map(|(i, key)| created_message(&format!("m{i}"), key))
             .collect();
         let started = Instant::now();
         for chunk in messages.chunks(batch) {
@@ -252,19 +259,11 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
     let take = || std::mem::take(&mut *proxy.faults.log.lock().unwrap()).len();
     // As the module wires it: S3 -> SQS -> the function, one message per invocation; SQS
     // counts the deliveries (a first one is taken to be a new upload).
-    let event = |key: &str, received: u32| {
-        let body = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-            "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(key)}}}]});
-        json!({"Records": [{"messageId": key, "receiptHandle": "r", "body": body.to_string(),
-            "attributes": {"ApproximateReceiveCount": received.to_string(), "SentTimestamp": "0",
-                "SenderId": "s3", "ApproximateFirstReceiveTimestamp": "0"},
-            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:bench", "awsRegion": "us-east-1"}]})
-    };
+    let event = |key: &str| support::sqs_event(&[created_message(key, key)], "arn:bench");
     let mut fresh = 0;
     let mut most = Vec::new();
     for key in keys {
-        let response = symdex_lambda::handle_indexer(&ctx, event(key, 1))
+        let response = symdex_lambda::handle_indexer(&ctx, event(key))
             .await
             .unwrap();
         assert_eq!(response["batchItemFailures"], json!([]));
@@ -282,7 +281,7 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
     let mut again = 0;
     let mut over = Vec::new();
     for key in keys {
-        let response = symdex_lambda::handle_indexer(&ctx, event(key, 2))
+        let response = symdex_lambda::handle_indexer(&ctx, support::redelivered(&event(key)))
             .await
             .unwrap();
         assert_eq!(response["batchItemFailures"], json!([]));
@@ -421,8 +420,7 @@ async fn bench_archives(stack: &Stack, dir: &Path, sources: &[PathBuf]) {
             config(&[("SYMDEX_SERVING_BUCKET", bucket.as_str())]),
             stack.moto.s3().await,
         ));
-        let event = json!({"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put",
-            "s3": {"bucket": {"name": INGEST}, "object": {"key": encode(&key)}}}]});
+        let event = created_event(&key);
         let started = Instant::now();
         symdex_lambda::handle_indexer(&ctx, event).await.unwrap();
         let secs = started.elapsed().as_secs_f64();

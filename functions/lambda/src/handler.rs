@@ -317,11 +317,7 @@ async fn index_object(
     // A plain object alone in its invocation: nothing of the invocation waits on its keys
     // before its finalize. A bundle's files, indexed next in the same invocation, might (a
     // hostile bundle can name a key of its own): its keys are listed at once.
-    let indexer = if delivery.alone && bundle.is_empty() {
-        indexer.lists_keys_at_finalize()
-    } else {
-        indexer
-    };
+    let indexer = indexer.lists_keys_at_finalize(delivery.alone && bundle.is_empty());
     let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
     log_decisions(event, &indexed, first_read + bytes_read);
     if !bundle.is_empty() {

@@ -353,31 +353,26 @@ pub fn config() -> Config {
 
 /// Runs one operation to its end on `store` (`Err`: it should be retried).
 pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> {
-    run_op_listing(store, op, false).await
+    run_op_as(store, op, false).await
 }
 
-/// [`run_op`]; `at_finalize`: an indexer lists its keys by the finalize alone
-/// (`Indexer::lists_keys_at_finalize`) and takes the upload record to be absent without
-/// reading it (`PriorRead::absent`), as the Lambda does for a message's first delivery alone
-/// in its invocation; else it reads the record first and lists the keys right after
-/// publishing.
-pub async fn run_op_listing(
+/// [`run_op`]; `first_delivery`: an indexer runs as the Lambda runs a message's first
+/// delivery alone in its invocation — it takes the upload record to be absent without reading
+/// it (`PriorRead::absent`) and lists its keys by the finalize alone
+/// (`Indexer::lists_keys_at_finalize`); else it reads the record first and lists the keys
+/// right after publishing.
+pub async fn run_op_as(
     store: &dyn Storage,
     op: Op<'_>,
-    at_finalize: bool,
+    first_delivery: bool,
 ) -> io::Result<Vec<Record>> {
-    let indexer = Indexer::new(store, config());
-    let indexer = if at_finalize {
-        indexer.lists_keys_at_finalize()
-    } else {
-        indexer
-    };
+    let indexer = Indexer::new(store, config()).lists_keys_at_finalize(first_delivery);
     match op {
         Op::Index(artifact, alive) => {
             let upload = artifact.upload();
-            let indexed = if at_finalize {
-                // As the Lambda runs a message's first delivery: the upload record is taken
-                // to be absent, unread (also on the redeliveries here, as a wrong count would).
+            let indexed = if first_delivery {
+                // The upload record taken to be absent, unread (also on the redeliveries
+                // here, as a wrong receive count would have it).
                 let reader = MemReader(&artifact.bytes);
                 let identified = identify_with_details(&reader, &upload.options);
                 let guess = Some(crate::refs::PriorRead::absent());
@@ -457,8 +452,8 @@ pub fn schedules(default: u64) -> u64 {
 
 /// Runs `scenario` through the interleavings of `seeds`, each on a fresh store from
 /// `fresh_store`. Panics with the seed and the trace of the first schedule that breaks an
-/// invariant or ends differently from the serial run. Odd seeds run indexers that list their
-/// keys at the finalize, even ones indexers that list them right after publishing.
+/// invariant or ends differently from the serial run. Odd seeds run indexers as a first
+/// delivery alone in its invocation ([`run_op_as`]), even ones indexers that read first.
 pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
     scenario: &Scenario<'_>,
     seeds: std::ops::Range<u64>,
@@ -484,26 +479,26 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 .expect("setup");
         }
         let scheduled = Scheduled::new(&store, scheduler.clone());
-        let at_finalize = seed % 2 == 1;
+        let first_delivery = seed % 2 == 1;
         let actors: Vec<Actor<'_, io::Result<Vec<Record>>>> = scenario
             .ops
             .iter()
             .map(|op| {
                 let scheduled = &scheduled;
                 let op = *op;
-                Box::pin(async move { run_op_listing(scheduled, op, at_finalize).await })
+                Box::pin(async move { run_op_as(scheduled, op, first_delivery).await })
                     as Actor<'_, _>
             })
             .collect();
         let (results, trace) = scheduler.run(seed, actors).await;
         let context = |what: &str| {
             format!(
-                "scenario {:?}, seed {seed} (keys listed {}): {what}\ntrace:\n  {}",
+                "scenario {:?}, seed {seed} ({}): {what}\ntrace:\n  {}",
                 scenario.name,
-                if at_finalize {
-                    "at the finalize"
+                if first_delivery {
+                    "indexers as a first delivery"
                 } else {
-                    "after publishing"
+                    "indexers reading first"
                 },
                 trace.join("\n  ")
             )
@@ -524,7 +519,7 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 retried += 1;
                 let mut last = Err(first);
                 for _ in 0..3 {
-                    last = run_op_listing(&store, *op, at_finalize).await;
+                    last = run_op_as(&store, *op, first_delivery).await;
                     if last.is_ok() {
                         break;
                     }
