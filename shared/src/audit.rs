@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use crate::refs::{released_by_finalize, RefStore, UploadState, STATE_PREFIX};
+use crate::refs::{released_by_finalize, Listing, RefStore, UploadState, STATE_PREFIX};
 use crate::storage::Storage;
 
 /// One broken promise, as `verify` prints it.
@@ -74,8 +74,7 @@ pub async fn audit_with(
     let uploads = refs.uploads().await?;
     let by_upload: BTreeMap<&str, &crate::refs::UploadRecord> =
         uploads.iter().map(|u| (u.upload.as_str(), u)).collect();
-    let lists =
-        |upload: &str, key: &str| by_upload.get(upload).is_some_and(|u| u.keys.contains(key));
+    let listing = |upload: &str| by_upload.get(upload).map(|u| Listing::of(u));
     let records = refs.all_keys().await?;
     let referencing: BTreeMap<&str, &BTreeSet<String>> =
         records.iter().map(|r| (r.key.as_str(), &r.refs)).collect();
@@ -88,7 +87,7 @@ pub async fn audit_with(
         let in_force = record
             .lease
             .as_ref()
-            .filter(|lease| !released_by_finalize(lease, &record.key, lists));
+            .filter(|lease| !released_by_finalize(lease, &record.key, listing));
         if let Some(lease) = in_force {
             problem(
                 "lease",

@@ -3,7 +3,9 @@
 //! and one manifest record per decision.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::time::SystemTime;
 
 use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
@@ -12,8 +14,8 @@ use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
-    busy, Content, IdRecord, IndexedAs, KeyOutcome, LeasePolicy, OnDifferent, PriorRead, RefStore,
-    RemoveOutcome, Run, UploadRecord, UploadState,
+    busy, Content, IdRecord, InTurn, IndexedAs, KeyOutcome, LeasePolicy, OnDifferent, PriorRead,
+    RefStore, RemoveOutcome, Run, UploadRecord, UploadState,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
@@ -22,6 +24,9 @@ use futures_util::StreamExt;
 
 /// Join records of one debug file swapped at once ([`Indexer::want_sources`]).
 const SOURCE_MAP_SWAPS: usize = 8;
+/// Keys of one upload published at once once one of them holds its bytes
+/// ([`Indexer::publish_own`]).
+const KEY_PUBLISHES: usize = 8;
 
 /// Where each layout's keys live in the serving store, and what to do.
 #[derive(Debug, Clone)]
@@ -615,7 +620,7 @@ impl<'s> Indexer<'s> {
             let prior = done.upload_read.take();
             match self
                 .refs
-                .finalize_read(&upload.id, &done.referenced, Run::Partial, prior)
+                .finalize_read(&upload.id, &done.referenced, Run::Partial, prior, &held)
                 .await
             {
                 // Released; the finalize swaps on the record as this wrote it.
@@ -796,6 +801,7 @@ impl<'s> Indexer<'s> {
                     &indexed.referenced,
                     Run::Complete(indexed.indexed_as.as_ref()),
                     indexed.upload_read.clone(),
+                    &indexed.held,
                 )
                 .await;
             match finalized {
@@ -985,40 +991,66 @@ impl<'s> Indexer<'s> {
         let mut referenced = self
             .publish_own(upload, &keys, fresh, &mut outcome, holding)
             .await?;
-        // A key is referenced where the upload's reference was added (not a conflict): the
-        // upload record lists no more than the key records name it in.
-        for (key, bytes) in sidecar_keys {
-            if self.publish_sidecar(upload, &key, bytes, fresh).await? != KeyOutcome::Conflict {
-                referenced.insert(key);
-            }
+        // Sidecars and sections: generated from the upload (bytes in memory, or ranges of
+        // it), each needing no other key — published at once, taking their leases in turn
+        // after the upload's own keys (the order every upload of these bytes takes them in).
+        let mut turns = InTurn::chain(sidecar_keys.len() + section_keys.len()).into_iter();
+        let mut derived = Vec::new();
+        for ((key, bytes), turn) in sidecar_keys.iter().zip(turns.by_ref()) {
+            derived.push(Box::pin(async move {
+                let result = self
+                    .publish_sidecar(upload, key, bytes, fresh, Some(turn))
+                    .await?;
+                Ok((key.clone(), Some(result), false))
+            })
+                as Pin<Box<dyn Future<Output = io::Result<_>> + Send + '_>>);
         }
-        // Recorded like the upload's own keys (sections are keys clients request).
-        for (key, section) in section_keys {
+        for ((key, section), turn) in section_keys.iter().zip(turns) {
             let decompressed = id
                 .decompressed
                 .iter()
                 .find(|(name, _)| *name == section.name)
                 .map(|(_, bytes)| bytes.as_slice());
-            let result = match (section.compressed, decompressed) {
-                // Held in memory: decompressed, or small and read with the identification.
-                (_, Some(bytes)) => {
-                    let etag = crate::storage::content_sha1(bytes);
-                    let source = CopySource::Bytes(bytes);
-                    let size = bytes.len() as u64;
-                    Some(
-                        self.publish_generated(upload, &key, source, etag, size, fresh)
-                            .await?,
-                    )
-                }
-                (false, None) => self.publish_section(upload, &key, section, fresh).await?,
-                // Not decompressed (identification alone): not served.
-                (true, None) => None,
+            derived.push(Box::pin(async move {
+                let result = match (section.compressed, decompressed) {
+                    // Held in memory: decompressed, or small and read with the identification.
+                    (_, Some(bytes)) => {
+                        let etag = crate::storage::content_sha1(bytes);
+                        let source = CopySource::Bytes(bytes);
+                        let size = bytes.len() as u64;
+                        let turn = Some(turn);
+                        Some(
+                            self.publish_generated(upload, key, source, etag, size, fresh, turn)
+                                .await?,
+                        )
+                    }
+                    (false, None) => {
+                        self.publish_section(upload, key, section, fresh, turn)
+                            .await?
+                    }
+                    // Not decompressed (identification alone): not served.
+                    (true, None) => None,
+                };
+                Ok((key.clone(), result, true))
+            }));
+        }
+        let derived: Vec<io::Result<_>> = futures_util::stream::iter(derived)
+            .buffered(KEY_PUBLISHES)
+            .collect()
+            .await;
+        // A key is referenced where the upload's reference was added (not a conflict): the
+        // upload record lists no more than the key records name it in. Sections are recorded
+        // like the upload's own keys (they are keys clients request); sidecars are not.
+        for derived in derived {
+            let (key, result, recorded) = derived?;
+            let Some(result) = result else {
+                continue;
             };
-            if let Some(result) = result {
+            if recorded {
                 outcome.add(&key, result);
-                if result != KeyOutcome::Conflict {
-                    referenced.insert(key);
-                }
+            }
+            if result != KeyOutcome::Conflict {
+                referenced.insert(key);
             }
         }
 
@@ -1073,16 +1105,19 @@ impl<'s> Indexer<'s> {
         key: &str,
         bytes: &[u8],
         fresh: bool,
+        turn: Option<InTurn>,
     ) -> io::Result<KeyOutcome> {
         let etag = crate::storage::content_sha1(bytes);
         let source = CopySource::Bytes(bytes);
-        self.publish_generated(upload, key, source, etag, bytes.len() as u64, fresh)
+        let size = bytes.len() as u64;
+        self.publish_generated(upload, key, source, etag, size, fresh, turn)
             .await
     }
 
     /// Publishes content derived from the upload (a sidecar, a section): the first writer's
     /// content stays (the same build's derived objects are the same), later uploads reference
     /// it.
+    #[allow(clippy::too_many_arguments)]
     async fn publish_generated(
         &self,
         upload: &Upload<'_>,
@@ -1091,6 +1126,7 @@ impl<'s> Indexer<'s> {
         etag: String,
         size: u64,
         fresh: bool,
+        turn: Option<InTurn>,
     ) -> io::Result<KeyOutcome> {
         let content = Content {
             etag: &etag,
@@ -1098,7 +1134,7 @@ impl<'s> Indexer<'s> {
             source,
         };
         self.refs
-            .publish(key, &upload.id, &content, OnDifferent::Adopt, fresh)
+            .publish_in_turn(key, &upload.id, &content, OnDifferent::Adopt, fresh, turn)
             .await
     }
 
@@ -1113,6 +1149,7 @@ impl<'s> Indexer<'s> {
         key: &str,
         section: &SectionRef,
         fresh: bool,
+        turn: InTurn,
     ) -> io::Result<Option<KeyOutcome>> {
         let (offset, size) = (section.offset, section.size);
         let inside = offset
@@ -1149,7 +1186,7 @@ impl<'s> Indexer<'s> {
             CopySource::Key(_) => return Ok(None),
         };
         let outcome = self
-            .publish_generated(upload, key, source, etag, size, fresh)
+            .publish_generated(upload, key, source, etag, size, fresh, Some(turn))
             .await?;
         Ok(Some(outcome))
     }
@@ -1464,44 +1501,125 @@ impl<'s> Indexer<'s> {
                 && !self.config.overwrite
                 && self.config.lease.exclusive);
         let mut first: Option<String> = holding.clone();
-        for key in keys {
-            let mut content = upload.content();
-            if let (true, Some(first)) = (linkable, &first) {
-                content.source = CopySource::Key(first);
-            }
-            let result = self
-                .refs
-                .publish(
-                    key,
-                    &upload.id,
-                    &content,
-                    OnDifferent::overwrite(self.config.overwrite),
-                    fresh,
-                )
-                .await?;
-            outcome.add(key, result);
-            if result == KeyOutcome::Conflict {
-                continue;
-            }
-            referenced.insert(key.clone());
-            // Invariant 6 (refs.rs): an alias found in place is held with its target.
-            let target = match (aliases, result) {
-                (true, KeyOutcome::Unchanged) => self.refs.key(key).await?.and_then(|r| r.alias_of),
-                _ => None,
+        // Until one key holds the bytes, keys go one at a time (the next is copied from the
+        // first that does). After that each key's publishing depends on no other's (its own
+        // record, its own object), so a few go at once: on S3 a fresh key is two requests, and
+        // an ELF has 6 keys. Every one is run to its end before an error is returned (none is
+        // dropped halfway), and their outcomes are noted in key order.
+        let mut remaining = keys.iter();
+        while first.is_none() {
+            let Some(key) = remaining.next() else {
+                break;
             };
-            if let Some(target) = target.filter(|t| !referenced.contains(t)) {
-                if !self.hold_target(upload, &target, fresh, outcome).await? {
-                    continue;
-                }
-                referenced.insert(target.clone());
-                first.get_or_insert(target);
-            }
-            first.get_or_insert_with(|| key.clone());
+            let result = self
+                .publish_key(upload, key, linkable, None, fresh, None)
+                .await?;
+            self.note_published(
+                upload,
+                key,
+                result,
+                aliases,
+                fresh,
+                outcome,
+                &mut referenced,
+                &mut first,
+            )
+            .await?;
+        }
+        let source = first.clone();
+        let turns = InTurn::chain(remaining.len());
+        let publishes: Vec<_> = remaining
+            .clone()
+            .zip(turns)
+            .map(|(key, turn)| {
+                self.publish_key(upload, key, linkable, source.as_deref(), fresh, Some(turn))
+            })
+            .collect();
+        let published: Vec<io::Result<KeyOutcome>> = futures_util::stream::iter(publishes)
+            .buffered(KEY_PUBLISHES)
+            .collect()
+            .await;
+        for (key, result) in remaining.zip(published) {
+            self.note_published(
+                upload,
+                key,
+                result?,
+                aliases,
+                fresh,
+                outcome,
+                &mut referenced,
+                &mut first,
+            )
+            .await?;
         }
         if holding.is_none() {
             *holding = first;
         }
         Ok(referenced)
+    }
+
+    /// Publishes the upload's bytes under one key: copied from `first` (a key already holding
+    /// them) where `linkable`, else from the upload itself.
+    #[allow(clippy::too_many_arguments)]
+    async fn publish_key(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        linkable: bool,
+        first: Option<&str>,
+        fresh: bool,
+        turn: Option<InTurn>,
+    ) -> io::Result<KeyOutcome> {
+        let mut content = upload.content();
+        if let (true, Some(first)) = (linkable, first) {
+            content.source = CopySource::Key(first);
+        }
+        self.refs
+            .publish_in_turn(
+                key,
+                &upload.id,
+                &content,
+                OnDifferent::overwrite(self.config.overwrite),
+                fresh,
+                turn,
+            )
+            .await
+    }
+
+    /// Notes one key's outcome; a key now referenced is added to `referenced`, with the
+    /// target of an alias found in place (invariant 6, refs.rs), and becomes `first` when
+    /// no key held the bytes yet.
+    #[allow(clippy::too_many_arguments)]
+    async fn note_published(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        result: KeyOutcome,
+        aliases: bool,
+        fresh: bool,
+        outcome: &mut Outcome,
+        referenced: &mut BTreeSet<String>,
+        first: &mut Option<String>,
+    ) -> io::Result<()> {
+        outcome.add(key, result);
+        if result == KeyOutcome::Conflict {
+            return Ok(());
+        }
+        referenced.insert(key.to_string());
+        // Invariant 6 (refs.rs): an alias found in place is held with its target.
+        let target = match (aliases, result) {
+            (true, KeyOutcome::Unchanged) => self.refs.key(key).await?.and_then(|r| r.alias_of),
+            _ => None,
+        };
+        if let Some(target) = target.filter(|t| !referenced.contains(t)) {
+            if !self.hold_target(upload, &target, fresh, outcome).await? {
+                return Ok(());
+            }
+            referenced.insert(target.clone());
+            first.get_or_insert(target);
+        }
+        first.get_or_insert_with(|| key.to_string());
+        Ok(())
     }
 
     /// References the target of an alias this upload found in place, publishing it from the
@@ -1694,18 +1812,17 @@ impl<'s> Indexer<'s> {
         if result == KeyOutcome::Conflict {
             return Ok(Some(result));
         }
+        let held = self.refs.take_held(holder);
         if !self
             .refs
-            .finalize(holder, &keys, Run::Partial, None)
+            .finalize(holder, &keys, Run::Partial, None, &held)
             .await?
         {
-            let held = self.refs.take_held(holder);
             self.refs.release_created(&held).await?;
             self.refs.remove(key, holder).await?;
             return Ok(None);
         }
         // Listed: released (refs.rs, invariant 1).
-        self.refs.take_held(holder);
         Ok(Some(result))
     }
 

@@ -24,15 +24,20 @@
 //!    store's writer lock, was left by a dead process and is taken over. The holder is the
 //!    operation and the upload (`index:<upload>`, `remove:<upload>`): a retried message takes
 //!    its own earlier attempt's lease over at once, which is safe because both attempts mean
-//!    the same bytes (or the same removal) for the same upload. A key without a record gets a
+//!    the same bytes (or the same removal) for the same upload. Taken over, a lease is
+//!    written anew with the taker's run (`Lease::run`, one per [`RefStore`]): the earlier
+//!    attempt may be alive (a message delivered twice at once), and the two must not end
+//!    each other's lease — a release ends a lease only as its run took it, and a listing only
+//!    the `create` leases of the runs it names (`UploadRecord::runs`), so a removal waits
+//!    for a run still copying instead of deleting what that run then writes again. A key without a record gets a
 //!    `create` lease: no symdex object is there (its objects always have a record), so its
 //!    holder, or whoever takes it over, writes only where nothing is (`Storage::copy_new`)
 //!    and leaves anything found there alone unless it holds the same bytes (adopted) or the
 //!    upload overwrites; otherwise the record goes and the key is a conflict. A `create` lease
 //!    whose holder wrote the object (or found its own earlier attempt's) is not released by
 //!    a write: the record was created saying what the object will hold, and the lease ends
-//!    when the holder's upload record lists the key among its `keys` (its finalize, after
-//!    every copy of the run) — one write per key saved on S3. Whoever meets such a lease
+//!    when the holder's upload record lists the key among its `keys` for the lease's run
+//!    (its finalize, after every copy of the run) — one write per key saved on S3. Whoever meets such a lease
 //!    reads the holder's upload record first ([`RefStore::settle`]); a run that takes its
 //!    references back, or fails, never lists them, and releases them by a write each
 //!    ([`RefStore::release_created`]) — else its retry takes them over, or they run out.
@@ -98,6 +103,43 @@ pub struct Lease {
     pub until: u64,
     /// `copy` or `remove`.
     pub op: String,
+    /// The run that took it (unique per [`RefStore`]): two runs of one upload at once (a
+    /// message delivered twice) hold the same `holder`, and must not end each other's leases
+    /// (invariant 1). Empty in leases written before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub run: String,
+}
+
+/// One key's turn among keys published at once ([`RefStore::publish_in_turn`]): it waits
+/// for the key before it to decide, and tells the key after it when it has (or when it is
+/// dropped: a key that failed keeps nobody waiting).
+pub struct InTurn {
+    after: Option<tokio::sync::oneshot::Receiver<()>>,
+    // Dropping the sender is the signal.
+    _tells: tokio::sync::oneshot::Sender<()>,
+}
+
+impl InTurn {
+    /// Turns for `n` keys, in order.
+    pub fn chain(n: usize) -> Vec<InTurn> {
+        let mut turns = Vec::with_capacity(n);
+        let mut after = None;
+        for _ in 0..n {
+            let (tells, next) = tokio::sync::oneshot::channel();
+            turns.push(InTurn {
+                after: after.replace(next),
+                _tells: tells,
+            });
+        }
+        turns
+    }
+
+    async fn wait(&mut self) {
+        if let Some(after) = self.after.take() {
+            // Told or dropped: either way the key before has decided (or failed).
+            let _ = after.await;
+        }
+    }
 }
 
 /// Who references one published key.
@@ -157,6 +199,11 @@ pub struct UploadRecord {
     pub state: UploadState,
     /// Keys it references.
     pub keys: BTreeSet<String>,
+    /// The runs whose `create` leases on `keys` this listing ends (invariant 1): a lease
+    /// another run of the upload took meanwhile stays in force until that run lists or
+    /// releases it.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub runs: BTreeSet<String>,
     /// Keys it may reference that `keys` does not list yet (invariant 4: a key is listed in
     /// one of the two before a reference to it is added); a removal takes the references of
     /// all (`all_keys`). Records written before this kept every key in both.
@@ -507,9 +554,30 @@ fn created_by(lease: &Lease) -> Option<&str> {
 }
 
 /// Whether a `create` lease is released without a write: its holder's upload lists `key`
-/// (`lists`: whether an upload's record lists it). Other leases are released by a write.
-pub fn released_by_finalize(lease: &Lease, key: &str, lists: impl Fn(&str, &str) -> bool) -> bool {
-    created_by(lease).is_some_and(|upload| lists(upload, key))
+/// for the lease's run (`listing`: an upload's listing, if it has a record). Other leases
+/// are released by a write.
+pub fn released_by_finalize(
+    lease: &Lease,
+    key: &str,
+    listing: impl Fn(&str) -> Option<Listing>,
+) -> bool {
+    created_by(lease)
+        .and_then(listing)
+        .is_some_and(|listing| listing.ends(key, lease))
+}
+
+/// A run id unique to this process and call: a random per-process key (std's hasher seed)
+/// hashed with a counter and the time — no crate needed for a nonce.
+fn new_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    hasher.write_u128(nanos);
+    format!("{:016x}", hasher.finish())
 }
 
 fn remove_holder(upload: &str) -> String {
@@ -537,11 +605,13 @@ pub struct RefStore<'s> {
     /// `create` leases this process took and left to be released by their upload's finalize
     /// (invariant 1), by key, until the run hands them on ([`Self::take_held`]).
     held: std::sync::Mutex<std::collections::HashMap<String, Lease>>,
-    /// Keys upload records were seen listing, by upload: a `create` lease of an upload
-    /// listing its key is released (invariant 1). Only ever grows: a listing seen stays true
-    /// of the lease it released (a later lease of the same holder is taken only where no
-    /// record says the key is referenced, see [`Self::settle`]).
-    listed: std::sync::Mutex<std::collections::HashMap<String, BTreeSet<String>>>,
+    /// Listings upload records were seen with, by upload: a `create` lease of an upload
+    /// listing its key for the lease's run is released (invariant 1). Only ever grows: a
+    /// listing seen stays true of the lease it released (a later lease of the same run is
+    /// taken only where no record says the key is referenced, see [`Self::settle`]).
+    listed: std::sync::Mutex<Listed>,
+    /// This run's id, in every lease it takes ([`Lease::run`]).
+    run: String,
 }
 
 /// Waits of one decision (as [`RefStore::update`] waits for a lease): attempts and pauses.
@@ -574,9 +644,38 @@ impl Patience {
     }
 }
 
-/// What a decision needs to know first: the keys listed by these uploads (holders of the
+/// An upload record's listing: the keys it lists, and the runs whose `create` leases on them
+/// it ends (invariant 1).
+#[derive(Debug, Default, Clone)]
+pub struct Listing {
+    keys: BTreeSet<String>,
+    runs: BTreeSet<String>,
+}
+
+impl Listing {
+    pub fn of(record: &UploadRecord) -> Self {
+        Listing {
+            keys: record.keys.clone(),
+            runs: record.runs.clone(),
+        }
+    }
+
+    /// Whether this listing ends `lease` on `key`: it lists the key, for the lease's run
+    /// (a lease without a run was written before runs were told apart).
+    pub fn ends(&self, key: &str, lease: &Lease) -> bool {
+        self.keys.contains(key) && (lease.run.is_empty() || self.runs.contains(&lease.run))
+    }
+
+    /// What both listings say (an upload's listing only grows while its record lives).
+    fn merge(&mut self, other: &Listing) {
+        self.keys.extend(other.keys.iter().cloned());
+        self.runs.extend(other.runs.iter().cloned());
+    }
+}
+
+/// What a decision needs to know first: the listings of these uploads (holders of the
 /// `create` leases it met), read from their upload records.
-type Listed = std::collections::HashMap<String, BTreeSet<String>>;
+type Listed = std::collections::HashMap<String, Listing>;
 
 /// Deferred source-map records: file -> (version read, record now, changed since read).
 type DeferredSourceMaps =
@@ -601,6 +700,7 @@ impl<'s> RefStore<'s> {
             deferred_source_maps: None,
             held: Default::default(),
             listed: Default::default(),
+            run: new_run_id(),
         }
     }
 
@@ -835,6 +935,7 @@ impl<'s> RefStore<'s> {
             holder: holder.to_string(),
             until: now_secs() + self.policy.duration.as_secs(),
             op: op.to_string(),
+            run: self.run.clone(),
         }
     }
 
@@ -862,8 +963,10 @@ impl<'s> RefStore<'s> {
         let Some(upload) = created_by(lease) else {
             return Ok(());
         };
-        let seen = |listing: &std::collections::HashMap<String, BTreeSet<String>>| {
-            listing.get(upload).map(|keys| keys.contains(&record.key))
+        let seen = |listed: &Listed| {
+            listed
+                .get(upload)
+                .map(|listing| listing.ends(&record.key, lease))
         };
         let known = self.listed.lock().ok().and_then(|cache| seen(&cache));
         let released = match (known, seen(listed)) {
@@ -936,18 +1039,15 @@ impl<'s> RefStore<'s> {
                 .wait(&format!("{key}: a creation is in progress"))
                 .await?;
         }
-        let keys = self
+        let listing = self
             .upload(upload)
             .await?
-            .map(|record| record.keys)
+            .map(|record| Listing::of(&record))
             .unwrap_or_default();
         if let Ok(mut cache) = self.listed.lock() {
-            cache
-                .entry(upload.to_string())
-                .or_default()
-                .extend(keys.iter().cloned());
+            cache.entry(upload.to_string()).or_default().merge(&listing);
         }
-        listed.insert(upload.to_string(), keys);
+        listed.insert(upload.to_string(), listing);
         Ok(())
     }
 
@@ -990,6 +1090,29 @@ impl<'s> RefStore<'s> {
         different: OnDifferent,
         fresh: bool,
     ) -> io::Result<KeyOutcome> {
+        self.publish_in_turn(key, upload, content, different, fresh, None)
+            .await
+    }
+
+    /// [`Self::publish`], in `turn`: the key's record step starts when the key before has
+    /// decided, and this key tells the next once its own record step is taken: from then on
+    /// it waits for nobody (it holds the key's lease, or was answered without one), only
+    /// copies. Keys published at once are taken in turn this way ([`InTurn`]): each starts
+    /// its record step when the one before has decided, so the leases of an upload's keys are
+    /// taken in the same order as one after another — two uploads sharing keys never hold
+    /// one each of two keys the other waits for — while the objects are written at once.
+    pub async fn publish_in_turn(
+        &self,
+        key: &str,
+        upload: &str,
+        content: &Content<'_>,
+        different: OnDifferent,
+        fresh: bool,
+        mut turn: Option<InTurn>,
+    ) -> io::Result<KeyOutcome> {
+        if let Some(turn) = turn.as_mut() {
+            turn.wait().await;
+        }
         let overwrite = different == OnDifferent::Overwrite;
         let file = key_file(key);
         let holder = index_holder(upload);
@@ -1163,6 +1286,10 @@ impl<'s> RefStore<'s> {
             }
             break (plan, written);
         };
+        // A check may still wait (to repair a missing object under a lease): it tells later.
+        if !matches!(plan, PublishPlan::Check { .. }) {
+            drop(turn.take());
+        }
         match plan {
             // Never reached: the loop above asks and swaps again instead.
             PublishPlan::NeedHead | PublishPlan::Reread | PublishPlan::Learn(_) => {
@@ -1183,6 +1310,7 @@ impl<'s> RefStore<'s> {
                 // Invariant 2 says it is there; a missing or truncated object (removed by
                 // hand, or a store restored from a backup) is repaired under a lease.
                 if self.store.size(key).await? == Some(size) {
+                    drop(turn);
                     return Ok(if by_us {
                         KeyOutcome::Published
                     } else {
@@ -1215,6 +1343,7 @@ impl<'s> RefStore<'s> {
                         }
                     })
                     .await?;
+                drop(turn);
                 match lease {
                     Some(lease) => {
                         let how = CopyHow {
@@ -1618,15 +1747,18 @@ impl<'s> RefStore<'s> {
     /// `planned`: the record as this run's plan wrote it, if it did: the swap then needs no
     /// read, and fails (and reads) if anything changed since, a removal's mark included. A
     /// decision to leave the record as it is is never taken on that prefetched copy (it could
-    /// miss a mark): it is read first.
+    /// miss a mark): it is read first. `ending`: the `create` leases the listing ends (their
+    /// runs are listed with the keys, invariant 1).
     pub async fn finalize(
         &self,
         upload: &str,
         keys: &BTreeSet<String>,
         run: Run<'_>,
         planned: Option<PriorRead>,
+        ending: &[(String, Lease)],
     ) -> io::Result<bool> {
-        Ok(self.finalize_read(upload, keys, run, planned).await?.0)
+        let written = self.finalize_read(upload, keys, run, planned, ending);
+        Ok(written.await?.0)
     }
 
     /// [`Self::finalize`], also returning the record as it now stands when the swap wrote
@@ -1637,7 +1769,13 @@ impl<'s> RefStore<'s> {
         keys: &BTreeSet<String>,
         run: Run<'_>,
         planned: Option<PriorRead>,
+        ending: &[(String, Lease)],
     ) -> io::Result<(bool, Option<PriorRead>)> {
+        let runs: BTreeSet<String> = ending
+            .iter()
+            .map(|(_, lease)| lease.run.clone())
+            .filter(|run| !run.is_empty())
+            .collect();
         let mut prefetched = planned.and_then(|p| p.0).map(Some);
         loop {
             let mut on_prefetch = prefetched.is_some();
@@ -1648,7 +1786,7 @@ impl<'s> RefStore<'s> {
                     |current: Option<UploadRecord>| {
                         let stale = std::mem::take(&mut on_prefetch);
                         let keep = |alive| Ok(Step::Keep((!stale).then_some(alive)));
-                        self.finalize_step(current, keys, run, keep)
+                        self.finalize_step(current, keys, &runs, run, keep)
                     },
                 )
                 .await?;
@@ -1663,6 +1801,7 @@ impl<'s> RefStore<'s> {
         &self,
         current: Option<UploadRecord>,
         keys: &BTreeSet<String>,
+        runs: &BTreeSet<String>,
         run: Run<'_>,
         keep: impl Fn(bool) -> io::Result<Step<UploadRecord, Option<bool>>>,
     ) -> io::Result<Step<UploadRecord, Option<bool>>> {
@@ -1672,10 +1811,13 @@ impl<'s> RefStore<'s> {
         if record.state == UploadState::Removing {
             return keep(false);
         }
-        let summary =
-            |r: &UploadRecord| (r.keys.len(), r.planned.len(), r.state, r.indexed_as.clone());
+        let summary = |r: &UploadRecord| {
+            let counts = (r.keys.len(), r.runs.len(), r.planned.len());
+            (counts, r.state, r.indexed_as.clone())
+        };
         let before = summary(&record);
         record.keys.extend(keys.iter().cloned());
+        record.runs.extend(runs.iter().cloned());
         // Referenced now: listed under `keys` alone (records written before this kept every
         // key in both; either way `all_keys` is the union).
         record.planned.retain(|k| !record.keys.contains(k));
@@ -1930,7 +2072,9 @@ mod tests {
         };
         refs.plan(&template, &keys, None, None).await.unwrap();
         let complete = Run::Complete(None);
-        assert!(refs.finalize(upload, &keys, complete, None).await.unwrap());
+        let ending = refs.take_held(upload);
+        let listed = refs.finalize(upload, &keys, complete, None, &ending);
+        assert!(listed.await.unwrap());
     }
 
     /// A policy that gives up on a live lease at once (a retryable error).
@@ -2019,6 +2163,118 @@ mod tests {
             RemoveOutcome::Removed
         );
         assert_eq!(store.size("k2").await.unwrap(), None);
+    }
+
+    /// Keys published at once take their record steps in turn (`InTurn`): while the first
+    /// waits for another upload's creation, the second is not touched — so two uploads
+    /// sharing keys never hold one each of two keys the other waits for — and once the first
+    /// has decided, the second goes.
+    #[tokio::test]
+    async fn keys_published_at_once_take_their_records_in_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let patient = LeasePolicy {
+            wait: Wait {
+                attempts: 100_000,
+                first_pause: Duration::from_millis(1),
+                max_pause: Duration::from_millis(1),
+            },
+            ..LeasePolicy::default()
+        };
+        let c = content(&etag, &input);
+        // u1 created x and has not listed it: its `create` lease is in force.
+        let first = RefStore::with_policy(&store, patient.clone());
+        let published = first.publish("x", "u1", &c, OnDifferent::Conflict, true);
+        assert_eq!(published.await.unwrap(), KeyOutcome::Published);
+        // u2 publishes x and y at once, in turn.
+        let second = RefStore::with_policy(&store, patient);
+        let mut turns = InTurn::chain(2).into_iter();
+        let both = futures_util::future::join(
+            second.publish_in_turn("x", "u2", &c, OnDifferent::Conflict, true, turns.next()),
+            second.publish_in_turn("y", "u2", &c, OnDifferent::Conflict, true, turns.next()),
+        );
+        tokio::pin!(both);
+        // However long x waits, y is not begun (without the turn it would be created at once).
+        let waiting = tokio::time::timeout(Duration::from_millis(50), &mut both).await;
+        assert!(waiting.is_err(), "x did not wait: {waiting:?}");
+        assert_eq!(
+            first.key("y").await.unwrap(),
+            None,
+            "y began before x decided"
+        );
+        // u1 lists x: x decides (u2 references it), then y is created.
+        finalized(&first, "u1", &["x"]).await;
+        let (x, y) = both.await;
+        assert_eq!(
+            (x.unwrap(), y.unwrap()),
+            (KeyOutcome::Unchanged, KeyOutcome::Published)
+        );
+        let x = first.key("x").await.unwrap().unwrap();
+        assert_eq!(x.refs, ["u1".to_string(), "u2".to_string()].into());
+        let y = first.key("y").await.unwrap().unwrap();
+        assert_eq!(y.refs, ["u2".to_string()].into());
+    }
+
+    /// Two runs of one upload at once (a message delivered twice) hold the same holder, yet
+    /// neither ends the other's lease: the second takes the first's `create` lease over with
+    /// a lease of its own run, so the first run's release does not touch it and the first
+    /// run's listing does not end it — a removal waits for the run still copying (before runs
+    /// were told apart, both happened, and the removal deleted the object that run then
+    /// wrote again: published, and no record referencing it).
+    #[tokio::test]
+    async fn runs_of_one_upload_at_once_do_not_end_each_others_leases() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let c = content(&etag, &input);
+        let (first, second) = (
+            RefStore::with_policy(&store, impatient()),
+            RefStore::with_policy(&store, impatient()),
+        );
+        let publish = first.publish("k", "u", &c, OnDifferent::Conflict, true);
+        assert_eq!(publish.await.unwrap(), KeyOutcome::Published);
+        let taken_first = first.key("k").await.unwrap().unwrap().lease.unwrap();
+        // The second run meets its own holder's lease, unlisted: taken over at once, as a
+        // retry would, but written as its own run's.
+        let publish = second.publish("k", "u", &c, OnDifferent::Conflict, true);
+        assert_eq!(publish.await.unwrap(), KeyOutcome::Published);
+        let taken_second = second.key("k").await.unwrap().unwrap().lease.unwrap();
+        assert_eq!(taken_second.holder, taken_first.holder);
+        assert_ne!(taken_second.run, taken_first.run);
+        // The first run gives up its lease, then lists the key: the second's stays in force.
+        let held = first.take_held("u");
+        first.release_created(&held).await.unwrap();
+        assert_eq!(
+            first.key("k").await.unwrap().unwrap().lease,
+            Some(taken_second.clone())
+        );
+        let keys: BTreeSet<String> = ["k".to_string()].into();
+        let template = UploadRecord {
+            upload: "u".into(),
+            source: "/in/u".into(),
+            ..Default::default()
+        };
+        first.plan(&template, &keys, None, None).await.unwrap();
+        let listed = first.finalize("u", &keys, Run::Partial, None, &held);
+        assert!(listed.await.unwrap());
+        let remover = RefStore::with_policy(&store, impatient());
+        let waits = remover.remove("k", "u").await.unwrap_err();
+        assert_eq!(waits.kind(), io::ErrorKind::WouldBlock, "{waits}");
+        assert!(store.size("k").await.unwrap().is_some());
+        // The second run lists it too: ended, and the removal goes ahead.
+        let held = second.take_held("u");
+        let listed = second.finalize("u", &keys, Run::Complete(None), None, &held);
+        assert!(listed.await.unwrap());
+        assert_eq!(
+            remover.remove("k", "u").await.unwrap(),
+            RemoveOutcome::Removed
+        );
+        assert_eq!(store.size("k").await.unwrap(), None);
     }
 
     #[tokio::test]
@@ -2140,6 +2396,7 @@ mod tests {
             holder: "other".into(),
             until: now_secs() + 600,
             op: "remove".into(),
+            run: String::new(),
         });
         record.refs.clear();
         store
@@ -2189,6 +2446,7 @@ mod tests {
                 holder: index_holder(holder),
                 until,
                 op: CREATE.into(),
+                run: String::new(),
             }),
             alias_of: None,
         };
@@ -2329,7 +2587,8 @@ mod tests {
                 "file:/a",
                 &["k1".to_string()].into(),
                 Run::Complete(None),
-                planned.clone()
+                planned.clone(),
+                &[]
             )
             .await
             .unwrap());
@@ -2348,7 +2607,7 @@ mod tests {
         // A finalize swapping on a copy older than the removal's mark sees the mark.
         assert!(
             !refs
-                .finalize("file:/a", &keys, Run::Complete(None), planned)
+                .finalize("file:/a", &keys, Run::Complete(None), planned, &[])
                 .await
                 .unwrap(),
             "a removing upload is not finalized"

@@ -20,7 +20,7 @@ use symdex_shared::storage::{CopySource, ObjectInfo, StorageError};
 use symdex_shared::IdentifyOptions;
 
 use crate::events::ObjectEvent;
-use crate::handler::{finalize, upload_id, Context, Job};
+use crate::handler::{finalize, manifest_and_liveness, upload_id, Context, Job};
 
 /// Entries indexed between two manifest writes: a 100,000-entry archive does not hold all its
 /// records in memory, and a crash re-reports at most this many.
@@ -131,10 +131,13 @@ async fn flush(
         indexed: done,
         ingest: Some((event.clone(), info.etag.clone())),
     };
-    indexer
-        .write_manifest(&job.records().cloned().collect::<Vec<_>>())
-        .await?;
-    let undone = finalize(ctx, vec![job]).await.map_err(io::Error::other)?;
+    let records = job.records().cloned().collect();
+    let alive = manifest_and_liveness(ctx, records, &[std::slice::from_ref(&job)])
+        .await
+        .map_err(io::Error::other)?;
+    let undone = finalize(ctx, vec![job], alive.into_iter().flatten().collect())
+        .await
+        .map_err(io::Error::other)?;
     indexer.write_manifest(&undone).await?;
     Ok(())
 }

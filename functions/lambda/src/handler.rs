@@ -2,6 +2,7 @@
 //! identification runs over prefetched ranges (`S3Object::identify`), every S3 call is awaited,
 //! and the messages of a batch run as concurrent tasks on the function's runtime.
 
+use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -461,17 +462,53 @@ async fn process(
     Ok(jobs)
 }
 
+/// Whether each job's ingest object is still there ([`ingest_alive`]), per message, a few
+/// asked at once.
+async fn liveness(ctx: &Arc<Context>, messages: &[&[Job]]) -> Vec<Vec<std::io::Result<bool>>> {
+    let asks: Vec<_> = messages
+        .iter()
+        .map(|jobs| async move {
+            let mut alive = Vec::new();
+            for job in *jobs {
+                alive.push(match &job.ingest {
+                    Some((event, etag)) => ingest_alive(ctx, event, etag).await,
+                    None => Ok(true),
+                });
+            }
+            alive
+        })
+        .collect();
+    futures_util::stream::iter(asks)
+        .buffered(ctx.config.concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// Writes the records to the manifest while the liveness of each message's ingest objects is
+/// asked: both come only after the uploads were registered with their sources (the liveness
+/// check's condition), and both before any finalize — so the two requests on the way of
+/// every message are made at once.
+pub(crate) async fn manifest_and_liveness(
+    ctx: &Arc<Context>,
+    records: Vec<Record>,
+    messages: &[&[Job]],
+) -> Result<Vec<Vec<std::io::Result<bool>>>, Error> {
+    let (written, alive) = tokio::join!(write_manifest(ctx, records), liveness(ctx, messages));
+    written?;
+    Ok(alive)
+}
+
 /// Marks the jobs' uploads indexed (after the manifest holds their records); returns the
-/// records of uploads that had to be taken back.
-pub(crate) async fn finalize(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<Vec<Record>, String> {
+/// records of uploads that had to be taken back. `alive`: each job's [`liveness`].
+pub(crate) async fn finalize(
+    ctx: &Arc<Context>,
+    jobs: Vec<Job>,
+    alive: Vec<std::io::Result<bool>>,
+) -> Result<Vec<Record>, String> {
     let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
     let mut records = Vec::new();
-    for job in &jobs {
-        let alive = match &job.ingest {
-            Some((event, etag)) => ingest_alive(ctx, event, etag).await,
-            None => Ok(true),
-        }
-        .map_err(|e| e.to_string())?;
+    for (job, alive) in jobs.iter().zip(alive) {
+        let alive = alive.map_err(|e| e.to_string())?;
         for indexed in &job.indexed {
             records.extend(
                 indexer
@@ -560,10 +597,21 @@ async fn handle(
             .iter()
             .flat_map(|(_, jobs)| jobs.iter().flat_map(|j| j.records().cloned()))
             .collect();
-        write_manifest(ctx, records).await?;
+        let messages: Vec<&[Job]> = succeeded.iter().map(|(_, jobs)| jobs.as_slice()).collect();
+        let alive = manifest_and_liveness(ctx, records, &messages).await?;
+        // Each message's uploads are finalized on their own records: a few messages at once.
+        let finalizes: Vec<_> = succeeded
+            .into_iter()
+            .zip(alive)
+            .map(|((id, jobs), alive)| async move { (id, finalize(ctx, jobs, alive).await) })
+            .collect();
+        let finalized: Vec<_> = futures_util::stream::iter(finalizes)
+            .buffered(ctx.config.concurrency.max(1))
+            .collect()
+            .await;
         let mut undone = Vec::new();
-        for (id, jobs) in succeeded {
-            match finalize(ctx, jobs).await {
+        for (id, outcome) in finalized {
+            match outcome {
                 Ok(mut records) => undone.append(&mut records),
                 Err(reason) => {
                     tracing::error!(message_id = %id, reason = %reason, "finalizing failed; it will be retried");
@@ -593,8 +641,8 @@ async fn handle(
     let jobs = process(ctx, events, wanted, kind, delivery).await?;
     let records: Vec<Record> = jobs.iter().flat_map(|j| j.records().cloned()).collect();
     let mut count = records.len();
-    write_manifest(ctx, records).await?;
-    let undone = finalize(ctx, jobs).await?;
+    let alive = manifest_and_liveness(ctx, records, &[&jobs]).await?;
+    let undone = finalize(ctx, jobs, alive.into_iter().flatten().collect()).await?;
     count += undone.len();
     write_manifest(ctx, undone).await?;
     Ok(json!({ "records": count }))

@@ -29,12 +29,40 @@ pub struct Faults {
     pub budget: std::sync::atomic::AtomicI64,
     /// Every request forwarded, as `METHOD /path?query` (what the endpoint was asked).
     pub log: Mutex<Vec<String>>,
+    /// Requests being answered now.
+    pub in_flight: AtomicU64,
+    /// Requests that arrived while no other was being answered: the round trips a client
+    /// waited for one after another (requests made at once count once).
+    pub rounds: AtomicU64,
+}
+
+/// A request being answered (`Faults::in_flight`), until dropped.
+struct InFlight<'a>(&'a Faults);
+
+impl<'a> InFlight<'a> {
+    fn new(faults: &'a Faults) -> Self {
+        if faults.in_flight.fetch_add(1, Ordering::SeqCst) == 0 {
+            faults.rounds.fetch_add(1, Ordering::SeqCst);
+        }
+        InFlight(faults)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Faults {
     /// Forwards `n` more requests, then resets every one until the next call.
     pub fn cut_after(&self, n: i64) {
         self.budget.store(n, Ordering::SeqCst);
+    }
+
+    /// The round trips counted since the last call ([`Faults::rounds`]).
+    pub fn take_rounds(&self) -> u64 {
+        self.rounds.swap(0, Ordering::SeqCst)
     }
 }
 
@@ -172,6 +200,7 @@ impl FaultProxy {
                             faults.clone(),
                         );
                         async move {
+                            let _answering = InFlight::new(&faults);
                             if !latency.is_zero() {
                                 tokio::time::sleep(latency).await;
                             }
