@@ -257,11 +257,14 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         stack.moto.s3_via(&proxy.endpoint).await,
     ));
     let take = || std::mem::take(&mut *proxy.faults.log.lock().unwrap()).len();
+    // Round trips waited for one after another (requests made at once count once).
+    let rounds = || proxy.faults.take_rounds() as usize;
     // As the module wires it: S3 -> SQS -> the function, one message per invocation; SQS
     // counts the deliveries (a first one is taken to be a new upload).
     let event = |key: &str| support::sqs_event(&[created_message(key, key)], "arn:bench");
-    let mut fresh = 0;
+    let (mut fresh, mut fresh_rounds) = (0, 0);
     let mut most = Vec::new();
+    rounds();
     for key in keys {
         let response = symdex_lambda::handle_indexer(&ctx, event(key))
             .await
@@ -269,6 +272,7 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         assert_eq!(response["batchItemFailures"], json!([]));
         let n = take();
         fresh += n;
+        fresh_rounds += rounds();
         most.push((n, key.clone()));
     }
     most.sort();
@@ -341,6 +345,11 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         fresh as f64 / n,
         per_artifact + 4.0,
         again as f64 / n,
+    );
+    println!(
+        "  round trips one after another per fresh artifact: {:.1} (requests that need no \
+         answer of each other are made at once)",
+        fresh_rounds as f64 / n
     );
     println!("  most requests for a fresh artifact: {}", most.join(", "));
     if !over.is_empty() {
