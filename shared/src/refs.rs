@@ -2077,6 +2077,16 @@ mod tests {
         assert!(listed.await.unwrap());
     }
 
+    /// A local store and one input file (`in`, beside it), with the input's content identity.
+    fn store_and_input() -> (tempfile::TempDir, LocalStore, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        (dir, store, etag)
+    }
+
     /// A policy that gives up on a live lease at once (a retryable error).
     fn impatient() -> LeasePolicy {
         LeasePolicy {
@@ -2091,11 +2101,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_create_lease_is_released_by_its_uploads_finalize() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let (dir, store, etag) = store_and_input();
         let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
         let refs = RefStore::with_policy(&store, impatient());
         let c = content(&etag, &input);
         let publish = |key: &'static str, upload: &'static str| {
@@ -2171,11 +2178,8 @@ mod tests {
     /// has decided, the second goes.
     #[tokio::test]
     async fn keys_published_at_once_take_their_records_in_turn() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let (dir, store, etag) = store_and_input();
         let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
         let patient = LeasePolicy {
             wait: Wait {
                 attempts: 100_000,
@@ -2226,11 +2230,8 @@ mod tests {
     /// wrote again: published, and no record referencing it).
     #[tokio::test]
     async fn runs_of_one_upload_at_once_do_not_end_each_others_leases() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let (dir, store, etag) = store_and_input();
         let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
         let c = content(&etag, &input);
         let (first, second) = (
             RefStore::with_policy(&store, impatient()),
@@ -2279,11 +2280,8 @@ mod tests {
 
     #[tokio::test]
     async fn references_are_counted_per_upload() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path().join("s")).unwrap();
+        let (dir, store, etag) = store_and_input();
         let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
         let refs = RefStore::new(&store);
         let c = content(&etag, &input);
         assert_eq!(
