@@ -24,6 +24,9 @@ use futures_util::StreamExt;
 
 /// Join records of one debug file swapped at once ([`Indexer::want_sources`]).
 const SOURCE_MAP_SWAPS: usize = 8;
+/// From this many join records on, a debug file's first index in a named build lists its
+/// scope's records first (one request) to create the missing ones without reading them.
+const LIST_JOIN_RECORDS: usize = 4;
 /// Keys of one upload published at once once one of them holds its bytes
 /// ([`Indexer::publish_own`]).
 const KEY_PUBLISHES: usize = 8;
@@ -1288,6 +1291,7 @@ impl<'s> Indexer<'s> {
         file: String,
         paths: Vec<&'p String>,
         fresh: bool,
+        absent: bool,
     ) -> io::Result<(
         String,
         Vec<&'p String>,
@@ -1311,8 +1315,9 @@ impl<'s> Indexer<'s> {
             }
             self.refs.source_map(&file).await?
         } else {
+            // `absent` only for a first index (`fresh`): the change is made to any record.
             self.refs
-                .update_source_map(&file, |r| fresh && want.apply(r))
+                .update_source_map_guessing(&file, absent && fresh, |r| fresh && want.apply(r))
                 .await?
         };
         Ok((file, paths, record))
@@ -1346,10 +1351,29 @@ impl<'s> Indexer<'s> {
         }
         // Each join record is swapped on its own (one compare-and-swap per record, none
         // depending on another's), so a few at once: a debug file naming hundreds of source
-        // files touches up to 256 records, each a read and a write on S3.
+        // files touches up to 256 records, each a read and a write on S3. Registering its
+        // wants (a first index) in a named build, one listing of the scope's records tells
+        // which exist: the others are created without a read (a record created since fails
+        // the creation and is read, so a wrong listing costs a request, never a change) — a
+        // build's first debug file writes its records by one request each. Not for uploads
+        // naming no build: their one scope's 256 records soon all exist, and the listing
+        // would be a request more per debug file.
+        let listed_scope = fresh
+            && !scope.is_empty()
+            && by_file.len() >= LIST_JOIN_RECORDS
+            && !self.refs.defers_source_maps();
+        let existing = if listed_scope {
+            let listed = self.store.list(&sourcemap::scope_prefix(scope)).await?;
+            Some(listed.into_iter().collect::<BTreeSet<String>>())
+        } else {
+            None
+        };
         let swaps: Vec<_> = by_file
             .into_iter()
-            .map(|(file, group)| self.want_in(upload, build_id, file, group, fresh))
+            .map(|(file, group)| {
+                let absent = existing.as_ref().is_some_and(|e| !e.contains(&file));
+                self.want_in(upload, build_id, file, group, fresh, absent)
+            })
             .collect();
         let swapped: Vec<io::Result<_>> = futures_util::stream::iter(swaps)
             .buffered(SOURCE_MAP_SWAPS)
@@ -2194,6 +2218,24 @@ mod tests {
             .flat_map(|r| r.published.iter().chain(&r.unchanged))
             .cloned()
             .collect()
+    }
+
+    /// The scenarios' debug file (its sources arrive with it, are deleted while it arrives)
+    /// names enough join records in its build for a first index to list them first: the
+    /// interleavings run a listing that another upload's record creation may overtake.
+    #[test]
+    fn the_scenarios_debug_file_lists_its_builds_join_records() {
+        let artifacts = Artifacts::new();
+        let scope = artifacts.debug_with_sources.build.unwrap_or_default();
+        assert_eq!(Some(scope), artifacts.source.build);
+        let files: BTreeSet<String> = crate::testing::scenarios::SOURCES_NAMED
+            .iter()
+            .map(|path| sourcemap::record_file(scope, sourcemap::base_name(path)))
+            .collect();
+        assert!(
+            !scope.is_empty() && files.len() >= LIST_JOIN_RECORDS,
+            "{files:?}"
+        );
     }
 
     #[tokio::test]

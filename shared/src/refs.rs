@@ -1980,6 +1980,18 @@ impl<'s> RefStore<'s> {
     pub async fn update_source_map(
         &self,
         file: &str,
+        f: impl FnMut(&mut SourceMapRecord) -> bool,
+    ) -> io::Result<Arc<SourceMapRecord>> {
+        self.update_source_map_guessing(file, false, f).await
+    }
+
+    /// [`Self::update_source_map`]; `absent`: the record is taken to be absent and created
+    /// without a read (a wrong guess fails and reads). Only for a change `f` makes to any
+    /// record: a decision to keep one is never taken on the guess.
+    pub async fn update_source_map_guessing(
+        &self,
+        file: &str,
+        absent: bool,
         mut f: impl FnMut(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
         if let Some(deferred) = &self.deferred_source_maps {
@@ -2028,7 +2040,8 @@ impl<'s> RefStore<'s> {
                 Ok(Step::Write(Arc::clone(&record), record))
             }
         };
-        let (record, written) = self.update_decoded(file, None, decode, update).await?;
+        let guess = absent.then_some(None);
+        let (record, written) = self.update_decoded(file, guess, decode, update).await?;
         // Versions name content (a SHA-1, an ETag), so a record kept under the version it
         // was parsed from or written as is what any later read of that version parses to.
         match (written, last_version) {
@@ -2276,6 +2289,47 @@ mod tests {
             RemoveOutcome::Removed
         );
         assert_eq!(store.size("k").await.unwrap(), None);
+    }
+
+    /// A join record taken to be absent is created without a read; one there after all
+    /// fails the creation, is read, and gets the change on top of what it held.
+    #[tokio::test]
+    async fn a_join_record_guessed_absent_is_created_or_read_and_changed() {
+        use crate::sourcemap::{Offer, Want};
+        let (_dir, store, _) = store_and_input();
+        let refs = RefStore::new(&store);
+        let want = |upload: &str| Want {
+            build_id: "ab".into(),
+            path: "/src/a.c".into(),
+            upload: upload.into(),
+        };
+        let file = "_symdex/sourcemap/0123456789abcdef/00.json";
+        let created = refs
+            .update_source_map_guessing(file, true, |r| r.want(&want("d1")))
+            .await
+            .unwrap();
+        assert_eq!(created.wants, vec![want("d1")]);
+        // An offer arrives; a second debug file's guess is wrong: the offer is kept.
+        let offer = Offer {
+            path: "a.c".into(),
+            root: None,
+            upload: "s1".into(),
+            key: "k".into(),
+            etag: "e".into(),
+            size: 1,
+        };
+        refs.update_source_map(file, |r| r.offer(&offer))
+            .await
+            .unwrap();
+        let changed = refs
+            .update_source_map_guessing(file, true, |r| r.want(&want("d2")))
+            .await
+            .unwrap();
+        assert_eq!(changed.offers, vec![offer.clone()]);
+        assert_eq!(changed.wants, vec![want("d1"), want("d2")]);
+        let stored: SourceMapRecord =
+            parse(file, &store.read(file).await.unwrap().unwrap()).unwrap();
+        assert_eq!(stored, *changed);
     }
 
     #[tokio::test]

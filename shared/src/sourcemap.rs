@@ -101,13 +101,14 @@ pub fn base_name(path: &str) -> &str {
 /// The join record of `base_name` in `scope` (a build, or "" for uploads that name none):
 /// one of 256 per scope, so a debug file naming thousands of headers touches at most 256.
 pub fn record_file(scope: &str, base_name: &str) -> String {
-    let scope_hash = crate::digest::sha1_hex(scope.as_bytes());
     let bucket = crate::digest::sha1_hex(format!("{scope}\n{base_name}").as_bytes());
-    format!(
-        "{STATE_PREFIX}/sourcemap/{}/{}.json",
-        &scope_hash[..16],
-        &bucket[..2]
-    )
+    format!("{}{}.json", scope_prefix(scope), &bucket[..2])
+}
+
+/// Where the join records of `scope` are (every [`record_file`] of it starts so).
+pub fn scope_prefix(scope: &str) -> String {
+    let scope_hash = crate::digest::sha1_hex(scope.as_bytes());
+    format!("{STATE_PREFIX}/sourcemap/{}/", &scope_hash[..16])
 }
 
 /// The debuginfod key of a source path (`path` absolute and normalised).

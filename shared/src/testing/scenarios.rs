@@ -33,6 +33,8 @@ pub struct Artifact {
     pub channel: Option<&'static str>,
     /// Keyed as a source file (sourcemap.rs).
     pub as_source: bool,
+    /// The build it names (the scope of its source-join records).
+    pub build: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Artifact {
@@ -49,6 +51,7 @@ impl Artifact {
             bytes,
             channel: None,
             as_source: false,
+            build: None,
         }
     }
 
@@ -63,6 +66,11 @@ impl Artifact {
 
     fn keyed_as_source(mut self) -> Self {
         self.as_source = true;
+        self
+    }
+
+    fn in_build(mut self, build: &'static str) -> Self {
+        self.build = Some(build);
         self
     }
 
@@ -83,6 +91,7 @@ impl Artifact {
             size: self.bytes.len() as u64,
             meta: UploadMeta {
                 channel: self.channel.map(str::to_string),
+                build: self.build.map(str::to_string),
                 ..UploadMeta::default()
             },
             options: IdentifyOptions {
@@ -102,7 +111,9 @@ pub struct Artifacts {
     pub elf_other: Artifact,
     pub pe: Artifact,
     pub pdb: Artifact,
-    /// A debug file whose DWARF names `/ci/work/src/hello.c`, and that source file.
+    /// A debug file whose DWARF names `/ci/work/src/hello.c` and headers never uploaded
+    /// (their join records are more than enough for a first index to list the build's
+    /// records first), and that source file; both of build `ci-7`.
     pub debug_with_sources: Artifact,
     pub source: Artifact,
     /// A universal Mach-O uploaded by two builds: two identities (one per slice) whose keys
@@ -111,6 +122,18 @@ pub struct Artifacts {
     pub fat_a: Artifact,
     pub fat_b: Artifact,
 }
+
+/// The source paths `Artifacts::debug_with_sources` names, under `/ci/work`.
+pub const SOURCES_NAMED: [&str; 8] = [
+    "src/hello.c",
+    "include/a.h",
+    "include/b.h",
+    "include/c.h",
+    "include/d.h",
+    "include/e.h",
+    "include/f.h",
+    "include/g.h",
+];
 
 impl Artifacts {
     pub fn new() -> Self {
@@ -138,19 +161,21 @@ impl Artifacts {
         let with_sources = with_section(
             build_elf(true, false, 62, Some(&[0x6b; 20]), true),
             ".debug_line",
-            &dwarf5_line_table("/ci/work", &["src/hello.c"]),
+            &dwarf5_line_table("/ci/work", &SOURCES_NAMED),
         );
         let fat = build_fat_macho((0xa1, 0xb2));
         Artifacts {
             fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
             fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),
-            debug_with_sources: Artifact::new("file:/ci/hello.debug", "hello.debug", with_sources),
+            debug_with_sources: Artifact::new("file:/ci/hello.debug", "hello.debug", with_sources)
+                .in_build("ci-7"),
             source: Artifact::new(
                 "file:/ci/src/hello.c",
                 "src/hello.c",
                 b"int main(void) { return 0; }\n".to_vec(),
             )
-            .keyed_as_source(),
+            .keyed_as_source()
+            .in_build("ci-7"),
             elf_a: Artifact::new("file:/ci/app.debug#a", "app.debug", elf.clone())
                 .in_channel("try"),
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
