@@ -347,8 +347,10 @@ fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
         if key.starts_with("_symdex") && key.ends_with(".json") {
             let mut value: Value = serde_json::from_slice(bytes).unwrap();
             timeless(&mut value);
-            if key.starts_with("_symdex/sources/") {
-                value.as_object_mut().map(|record| record.remove("file"));
+            if let (true, Some(record)) =
+                (key.starts_with("_symdex/sources/"), value.as_object_mut())
+            {
+                record.remove("file");
             }
             *bytes = serde_json::to_vec(&value).unwrap();
         }

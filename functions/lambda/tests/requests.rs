@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fault_proxy::FaultProxy;
-use support::{config, redelivered, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use support::{config, redelivered, run_in, sqs_event, Fixtures, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, Context};
 
 /// Headers the third debug file's DWARF names beside its own source file.
@@ -37,17 +37,11 @@ fn debug_file_naming_headers(headers: usize) -> tempfile::TempDir {
     }
     main.push_str(&format!("int main(int c, char **v) {{ return {sum}; }}\n"));
     std::fs::write(dir.path().join("many.c"), main).unwrap();
-    for args in [
-        &["gcc", "-g", "-O0", "-o", "many", "many.c"][..],
+    run_in(dir.path(), &["gcc", "-g", "-O0", "-o", "many", "many.c"]);
+    run_in(
+        dir.path(),
         &["objcopy", "--only-keep-debug", "many", "many.debug"],
-    ] {
-        let status = std::process::Command::new(args[0])
-            .args(&args[1..])
-            .current_dir(dir.path())
-            .status()
-            .unwrap();
-        assert!(status.success(), "{args:?}");
-    }
+    );
     dir
 }
 

@@ -403,18 +403,21 @@ pub struct Fixtures {
     pub dir: tempfile::TempDir,
 }
 
+/// Runs a toolchain command (`args[0]` with the rest) in `dir`; panics unless it succeeds.
+pub fn run_in(dir: &Path, args: &[&str]) {
+    let status = Command::new(args[0])
+        .args(&args[1..])
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{args:?}");
+}
+
 impl Fixtures {
     pub fn build() -> Fixtures {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("prog.c"), "int compute(int x) { return x * 3 + 1; }\nint main(int c, char **v) { return compute(c); }\n").unwrap();
-        let run = |args: &[&str]| {
-            let status = Command::new(args[0])
-                .args(&args[1..])
-                .current_dir(dir.path())
-                .status()
-                .unwrap();
-            assert!(status.success(), "{args:?}");
-        };
+        let run = |args: &[&str]| run_in(dir.path(), args);
         run(&["gcc", "-g", "-O0", "-o", "app", "prog.c"]);
         run(&["objcopy", "--only-keep-debug", "app", "app.debug"]);
         run(&[
