@@ -75,7 +75,7 @@ pub async fn audit_with(
     let by_upload: BTreeMap<&str, &crate::refs::UploadRecord> =
         uploads.iter().map(|u| (u.upload.as_str(), u)).collect();
     let listing = |upload: &str| by_upload.get(upload).map(|u| Listing::of(u));
-    let records = refs.all_keys().await?;
+    let records = refs.all_keys_of(&uploads).await?;
     let referencing: BTreeMap<&str, &BTreeSet<String>> =
         records.iter().map(|r| (r.key.as_str(), &r.refs)).collect();
     let by_key: BTreeMap<&str, &crate::refs::KeyRecord> =

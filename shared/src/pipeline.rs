@@ -2244,6 +2244,8 @@ mod tests {
         let (first, second) = (&artifacts.elf_a, artifacts.elf_a.named("copy"));
         for at_finalize in [false, true] {
             let dir = tempfile::tempdir().unwrap();
+            // Keys with records and `create` leases: where objects name their owners, a
+            // fresh key has neither (refs.rs, invariant 7; the test after this one).
             let store = LocalStore::open(dir.path()).unwrap();
             let indexer = Indexer::new(&store, config()).lists_keys_at_finalize(at_finalize);
             let indexed = indexer
@@ -2299,6 +2301,57 @@ mod tests {
             let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
             assert!(audit.problems.is_empty(), "{:?}", audit.problems);
         }
+    }
+
+    #[tokio::test]
+    async fn where_objects_name_their_owners_a_fresh_upload_writes_no_key_record() {
+        let artifacts = Artifacts::new();
+        let (first, second) = (&artifacts.elf_a, artifacts.elf_a.named("copy"));
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap().with_owners();
+        let key_records = || async { store.list("_symdex/refs/").await.unwrap() };
+        let indexer = Indexer::new(&store, config()).lists_keys_at_finalize(true);
+        let indexed = indexer
+            .index(&first.upload(), &MemReader(&first.bytes))
+            .await
+            .unwrap();
+        let published = indexed.referenced.clone();
+        assert!(published.len() > 4, "{published:?}");
+        // Each key is its object alone, naming the upload (invariant 7): no record, no lease
+        // for a second upload to wait for before the first one's finalize.
+        assert_eq!(key_records().await, Vec::<String>::new());
+        let refs = RefStore::new(&store);
+        for key in &published {
+            let record = refs.key(key).await.unwrap().expect(key);
+            assert_eq!(record.refs, BTreeSet::from([first.id.clone()]), "{key}");
+        }
+        let other = index_and_finalize(&store, config(), &second).await;
+        assert!(other.records.iter().all(|r| r.conflicts.is_empty()));
+        assert!(indexer.finalize(&indexed, true).await.unwrap().is_empty());
+        // Shared now: a record per key names both, the first as the objects' writer.
+        assert_eq!(key_records().await.len(), published.len());
+        for key in &published {
+            let record = refs.key(key).await.unwrap().expect(key);
+            let both = BTreeSet::from([first.id.clone(), second.id.clone()]);
+            assert_eq!((record.refs, record.by), (both, first.id.clone()), "{key}");
+        }
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        // The first upload removed: the second keeps every object; removed too, nothing is left.
+        let indexer = Indexer::new(&store, config());
+        indexer.unindex(&first.id).await.unwrap();
+        for key in &published {
+            assert!(store.head(key).await.unwrap().is_some(), "{key}");
+        }
+        indexer.unindex(&second.id).await.unwrap();
+        for key in &published {
+            assert_eq!(store.head(key).await.unwrap(), None, "{key}");
+        }
+        assert_eq!(key_records().await, Vec::<String>::new());
+        assert_eq!(
+            store.list("_symdex/owners/").await.unwrap(),
+            Vec::<String>::new()
+        );
     }
 
     #[tokio::test]

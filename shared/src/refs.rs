@@ -2,7 +2,10 @@
 //! and the protocol that keeps keys published exactly while they are needed.
 //!
 //! - `_symdex/refs/<key>.json`: the key's content identity, the uploads referencing it, and the
-//!   lease of a change to the object in progress.
+//!   lease of a change to the object in progress. Where objects name their owner, only for a
+//!   key two uploads share or a removal holds (invariant 7): else the object's owner, the SHA-1
+//!   of an upload id (S3 metadata `symdex-owner`, a local store's `_symdex/owners/<key>`),
+//!   stands for it.
 //! - `_symdex/uploads/<sha1 of upload id>.json`: one upload, its state and its keys.
 //! - `_symdex/sources/<sha1 of source>.json`: the uploads of one ingest location.
 //! - `_symdex/ids/<debug id>.json`: PDB names recorded by PEs' CodeView records, and where a PDB
@@ -42,7 +45,8 @@
 //!    references back, or fails, never lists them, and releases them by a write each
 //!    ([`RefStore::release_created`]) — else its retry takes them over, or they run out.
 //! 2. **A record without a lease describes its object**: the object exists and holds the
-//!    recorded content. So a key with references and no lease is published. Sole-writer form
+//!    recorded content. So a key with references and no lease is published (and so is a key
+//!    without a record whose object names an upload, invariant 7). Sole-writer form
 //!    (the local store's writer lock, `LeasePolicy::exclusive`): a key with neither record nor
 //!    object is created record first, without a lease, then the object. Until the copy is
 //!    done (or after a crash in between) the record names an object that is not there, which
@@ -68,6 +72,29 @@
 //!    itself, and an upload that finds an alias already there adds a reference to its target
 //!    (publishing it from its own bytes if it is gone) before it is done. A target is removed
 //!    only without references (invariant 3), so not while an alias's referrer lives.
+//! 7. **A key one upload alone references needs no record** where objects name their owner
+//!    ([`Storage::names_owners`]: S3 metadata, a local store's side file) and writers run at
+//!    once. Its object, created only where nothing is (`Storage::copy_new`, where the store
+//!    decides that atomically: [`Storage::creates_only_new`]), names the upload
+//!    ([`owner_token`]), and stands for the record `{refs: [upload], by: upload}`: a fresh
+//!    key costs one request. Everything else goes through a record, and a record, once
+//!    there, decides (an object's owner is then only read to tell whose bytes are there):
+//!    - a second upload finding the same content takes the key's record with a `create`
+//!      lease (created only where no record is), and releases it naming both uploads, the
+//!      owner as `by`: the owner's removal, meeting the lease, waits instead of deleting the
+//!      object the sharer is about to reference;
+//!    - a removal finding no record creates a tombstone naming the upload, only where no
+//!      record is (so a sharer's record and the tombstone exclude each other), then deletes
+//!      the object only if it names that upload;
+//!    - every removal deletes only the object its tombstone is for: one naming the record's
+//!      `by`, or nobody (written before owners were named, or adopted). A writer that found
+//!      the key free after the object went (it needs no record to create one) named itself,
+//!      so a retried removal still holding its tombstone leaves that object alone — the race
+//!      that made a record per key necessary before objects named their owner;
+//!    - the writers of a record's object (a lease's copy, a repair, an overwrite) name the
+//!      record's `by`; an object of the same content found under a `create` lease whose owner
+//!      is another upload makes the record name that upload too (and as `by`), one whose
+//!      owner's upload is gone is replaced by ours.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -79,7 +106,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest::UploadMeta;
 use crate::sourcemap::SourceMapRecord;
-use crate::storage::{CopySource, ObjectInfo, Precondition, Storage, Versioned};
+use crate::storage::{CopySource, ObjectInfo, Owned, Precondition, Storage, Versioned};
 
 /// Root of symdex's own bookkeeping inside a store (never served).
 pub const STATE_PREFIX: &str = "_symdex";
@@ -90,8 +117,9 @@ const MAX_ATTEMPTS: usize = 64;
 /// outside symdex may be. Its holder (or whoever takes it over) creates the object only where
 /// nothing is (`Storage::copy_new`), and decides on what it finds there only then: the same
 /// content is adopted, other content is a conflict. No HEAD is asked first, and the lease is
-/// released by the upload record listing the key (invariant 1), so on S3 a fresh key costs its
-/// record's creation and the object.
+/// released by the upload record listing the key (invariant 1). Where objects name their
+/// owners, a fresh key takes no lease at all (invariant 7): this is then how a key whose
+/// record is a dead remover's tombstone is taken back.
 const CREATE: &str = "create";
 
 /// A change of the object at one key in progress (invariant 1).
@@ -452,21 +480,51 @@ enum Step<T, R> {
 }
 
 /// How [`RefStore::copy_under_lease`] treats an object it finds at the key.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct CopyHow {
     /// Other content is replaced (else: a conflict).
     overwrite: bool,
     /// The lease was our own earlier attempt's (the same content there is our copy).
     own: bool,
+    /// The upload the record names as the object's writer (`by`): the owner a write names
+    /// (invariant 7).
+    by: String,
+    /// Any content found at the key is taken as this content (`OnDifferent::Adopt`).
+    adopt: bool,
 }
 
 /// What a [`CREATE`] lease's holder found at the key.
 enum Found {
     Created,
-    /// An object with the same content (adopted).
-    Same,
+    /// An object with the same content (or any, adopting), whose it is, and what it holds.
+    Same(SameBy, ObjectInfo),
     /// Other content, written outside symdex.
     Other,
+}
+
+/// Who else wrote the same content found at a key (invariant 7).
+enum SameBy {
+    /// Nobody named (written outside symdex): adopted, unless our own earlier attempt's.
+    Nobody,
+    /// This upload (an earlier or concurrent run of it).
+    Us,
+    /// Another upload, still there: both reference the key now.
+    Upload(String, Option<String>),
+    /// Ours to write again: an upload whose record is gone named it (an orphan), or this
+    /// upload did and it holds other bytes now (changed behind symdex's back: repaired).
+    Replace,
+}
+
+/// What a removal's compare-and-swap on a key's record came to.
+struct Taken {
+    outcome: RemoveOutcome,
+    /// The tombstone's lease, when the object is to go.
+    lease: Option<Lease>,
+    /// Whom the record names as the object's writer.
+    by: String,
+    /// A tombstone made where no record was (invariant 7): only an object naming `by` as its
+    /// owner is the one it is for.
+    owned_only: bool,
 }
 
 /// What [`RefStore::publish`] does after its compare-and-swap.
@@ -503,6 +561,13 @@ fn upload_file(upload: &str) -> String {
         "{UPLOADS_DIR}{}.json",
         crate::digest::sha1_hex(upload.as_bytes())
     )
+}
+
+/// The owner an object names for the upload whose reference it is (invariant 7): the SHA-1
+/// of the upload id, short and ASCII as S3 metadata must be, and the name of the upload's
+/// record ([`upload_file`]), so the upload is found from its object.
+pub fn owner_token(upload: &str) -> String {
+    crate::digest::sha1_hex(upload.as_bytes())
 }
 
 fn key_file(key: &str) -> String {
@@ -1074,8 +1139,59 @@ impl<'s> RefStore<'s> {
         }
     }
 
+    /// Who references `key`: its record, or for a key without one, the upload its object
+    /// names as owner (invariant 7).
     pub async fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
-        self.read(&key_file(key)).await
+        let record = self.read(&key_file(key)).await?;
+        if record.is_some() || !self.owners_named() {
+            return Ok(record);
+        }
+        self.owned_key(key).await
+    }
+
+    /// Whether keys one upload alone references go without a record (invariant 7): where
+    /// objects name their owners and writers run at once (a sole writer keeps a record per
+    /// key: a local store's side files per key would double its files for nothing).
+    fn owners_named(&self) -> bool {
+        !self.policy.exclusive && self.store.names_owners()
+    }
+
+    /// The owner to name in an object whose record says `by` wrote it.
+    fn owner_for(&self, by: &str) -> Option<String> {
+        (self.owners_named() && !by.is_empty()).then(|| owner_token(by))
+    }
+
+    /// The record a key without one stands for (invariant 7): its object's owner alone
+    /// references it. `None`: nothing there, written outside symdex, or its owner's upload
+    /// record is gone (an orphan, which `verify` reports).
+    async fn owned_key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
+        let Some(found) = self.store.owned(key).await? else {
+            return Ok(None);
+        };
+        let Some(owner) = found.owner else {
+            return Ok(None);
+        };
+        let Some(upload) = self.upload_by_owner(&owner).await? else {
+            return Ok(None);
+        };
+        Ok(Some(KeyRecord {
+            key: key.to_string(),
+            etag: found.info.etag,
+            size: found.info.size,
+            refs: [upload.clone()].into(),
+            by: upload,
+            lease: None,
+            alias_of: found.alias_of,
+        }))
+    }
+
+    /// The id of the upload an object names as its owner ([`owner_token`]).
+    async fn upload_by_owner(&self, owner: &str) -> io::Result<Option<String>> {
+        if owner.len() != 40 || !owner.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let file = format!("{UPLOADS_DIR}{owner}.json");
+        Ok(self.read::<UploadRecord>(&file).await?.map(|u| u.upload))
     }
 
     /// Publishes `content` at `key` for `upload` and adds the reference (invariants 1–3).
@@ -1110,9 +1226,6 @@ impl<'s> RefStore<'s> {
         fresh: bool,
         mut turn: Option<InTurn>,
     ) -> io::Result<KeyOutcome> {
-        if let Some(turn) = turn.as_mut() {
-            turn.wait().await;
-        }
         let overwrite = different == OnDifferent::Overwrite;
         let file = key_file(key);
         let holder = index_holder(upload);
@@ -1130,6 +1243,28 @@ impl<'s> RefStore<'s> {
         // Only a write checks a guess (it fails where a record is): anything else decided on
         // one is decided again on a read.
         let mut on_guess = fresh;
+        // No record (or none guessed): the object alone, naming this upload (invariant 7).
+        let alone =
+            self.owners_named() && self.store.creates_only_new(&content.source, content.size);
+        if alone && !overwrite && matches!(prefetched, Some(None)) {
+            // No lease taken: the keys after this one need not wait for it. Should the record
+            // protocol decide after all, its lease is taken out of turn — two uploads then
+            // at worst wait for each other's lease until one gives up and is retried.
+            drop(turn.take());
+            let adopt = different == OnDifferent::Adopt;
+            if let Some(outcome) = self
+                .publish_owned(key, upload, content, fresh, adopt)
+                .await?
+            {
+                return Ok(outcome);
+            }
+            // Something the record protocol decides: read the record.
+            prefetched = None;
+            on_guess = false;
+        }
+        if let Some(turn) = turn.as_mut() {
+            turn.wait().await;
+        }
         let mut external: Option<Option<ObjectInfo>> = None;
         if let (false, Some(None)) = (creates, &prefetched) {
             external = Some(self.store.head(key).await?);
@@ -1143,7 +1278,12 @@ impl<'s> RefStore<'s> {
                     prefetched.take(),
                     |mut current: Option<KeyRecord>| {
                         let guessed = std::mem::take(&mut on_guess);
-                        let had_record = current.is_some();
+                        // Where objects name their owners, an empty record (a dead remover's
+                        // tombstone) is as good as none: the key is created under a `create`
+                        // lease, which finds out whose object is there (invariant 7).
+                        let had_record = current
+                            .as_ref()
+                            .is_some_and(|r| !r.refs.is_empty() || !self.owners_named());
                         if let Some(record) = current.as_mut() {
                             if let Err(holder) = self.settle(record, &listed) {
                                 return Ok(Step::Keep(PublishPlan::Learn(holder)));
@@ -1297,12 +1437,17 @@ impl<'s> RefStore<'s> {
             }
             PublishPlan::Done(outcome) => Ok(outcome),
             PublishPlan::CopySole => {
-                self.copy_or_take_back(key, upload, content).await?;
+                self.copy_or_take_back(key, upload, content, upload).await?;
                 Ok(KeyOutcome::Published)
             }
             PublishPlan::Copy(lease, record, own) => {
+                let how = CopyHow {
+                    overwrite,
+                    own,
+                    by: record.by.clone(),
+                    adopt: different == OnDifferent::Adopt,
+                };
                 let written = written.map(|v| (*record, v.version));
-                let how = CopyHow { overwrite, own };
                 self.copy_under_lease(key, upload, content, &lease, written, how)
                     .await
             }
@@ -1337,7 +1482,8 @@ impl<'s> RefStore<'s> {
                                 // What is copied now (an adopted copy is replaced by ours).
                                 r.etag = content.etag.to_string();
                                 r.size = content.size;
-                                Ok(Step::Write(r, Some(lease)))
+                                let by = r.by.clone();
+                                Ok(Step::Write(r, Some((lease, by))))
                             }
                             _ => Ok(Step::Keep(None)),
                         }
@@ -1345,10 +1491,12 @@ impl<'s> RefStore<'s> {
                     .await?;
                 drop(turn);
                 match lease {
-                    Some(lease) => {
+                    Some((lease, by)) => {
                         let how = CopyHow {
                             overwrite,
                             own: false,
+                            by,
+                            adopt: different == OnDifferent::Adopt,
                         };
                         self.copy_under_lease(key, upload, content, &lease, None, how)
                             .await
@@ -1360,6 +1508,53 @@ impl<'s> RefStore<'s> {
         }
     }
 
+    /// Publishes `content` at a key without a record by creating its object, which names
+    /// this upload as its owner (invariant 7): one request where the key is new. `None`:
+    /// what is there is for the record protocol to decide (other content, an object written
+    /// outside symdex, a record created meanwhile).
+    async fn publish_owned(
+        &self,
+        key: &str,
+        upload: &str,
+        content: &Content<'_>,
+        fresh: bool,
+        adopt: bool,
+    ) -> io::Result<Option<KeyOutcome>> {
+        let known = ObjectInfo {
+            size: content.size,
+            etag: content.etag.to_string(),
+        };
+        let owner = owner_token(upload);
+        // A few rounds: an object found and then gone (deleted meanwhile) is created again.
+        for _ in 0..4 {
+            // Nothing recorded yet: a failed copy leaves nothing to take back.
+            let created = self
+                .store
+                .copy_new(&content.source, key, &known, Some(&owner))
+                .await?;
+            if created.is_some() {
+                return Ok(Some(KeyOutcome::Published));
+            }
+            let Some(found) = self.store.owned(key).await? else {
+                continue;
+            };
+            let same = found.info.etag == content.etag && found.info.size == content.size;
+            // Our own earlier or concurrent run's object. Anything else — another upload's
+            // (to be shared), written outside symdex, other content — is decided under a
+            // `create` lease: while a record holds one, the owner's removal waits for it
+            // instead of deleting the object we are about to reference.
+            let ours = found.owner.as_deref() == Some(owner.as_str());
+            return Ok((ours && (same || adopt)).then_some(if fresh {
+                KeyOutcome::Published
+            } else {
+                KeyOutcome::Unchanged
+            }));
+        }
+        Err(busy(&format!(
+            "{key}: created and deleted by others meanwhile"
+        )))
+    }
+
     /// Copies the content to `key`; on a failure the upload's reference is taken back (its
     /// record must not claim an object that is not there).
     async fn copy_or_take_back(
@@ -1367,12 +1562,18 @@ impl<'s> RefStore<'s> {
         key: &str,
         upload: &str,
         content: &Content<'_>,
+        by: &str,
     ) -> io::Result<()> {
         let known = ObjectInfo {
             size: content.size,
             etag: content.etag.to_string(),
         };
-        if let Err(e) = self.store.copy(&content.source, key, &known).await {
+        let owner = self.owner_for(by);
+        let copied = self
+            .store
+            .copy(&content.source, key, &known, owner.as_deref())
+            .await;
+        if let Err(e) = copied {
             self.remove(key, upload).await?;
             return Err(e.into());
         }
@@ -1398,13 +1599,24 @@ impl<'s> RefStore<'s> {
     ) -> io::Result<KeyOutcome> {
         self.check_own_lease(lease)?;
         let mut adopted = false;
+        // Another upload's object of the same content, found where its record was absent
+        // (invariant 7): the record names it too, and its writer.
+        let mut shared: Option<(String, Option<String>, ObjectInfo)> = None;
         if lease.op == CREATE {
-            match self.create_object(key, upload, content).await? {
-                Found::Created => {}
+            match self.create_object(key, upload, content, how.adopt).await? {
+                Found::Created | Found::Same(SameBy::Us, _) => {}
                 // Our own earlier attempt's copy, or the same bytes written outside symdex.
-                Found::Same => adopted = !how.own,
+                Found::Same(SameBy::Nobody, _) => adopted = !how.own,
+                Found::Same(SameBy::Upload(other, alias_of), info) => {
+                    shared = Some((other, alias_of, info))
+                }
+                Found::Same(SameBy::Replace, _) => {
+                    self.copy_or_take_back(key, upload, content, &how.by)
+                        .await?
+                }
                 Found::Other if how.overwrite => {
-                    self.copy_or_take_back(key, upload, content).await?
+                    self.copy_or_take_back(key, upload, content, &how.by)
+                        .await?
                 }
                 Found::Other => {
                     self.drop_created(key, lease).await?;
@@ -1412,7 +1624,23 @@ impl<'s> RefStore<'s> {
                 }
             }
         } else {
-            self.copy_or_take_back(key, upload, content).await?;
+            self.copy_or_take_back(key, upload, content, &how.by)
+                .await?;
+        }
+        if let Some((other, alias_of, info)) = shared {
+            // The record says what the other upload's object holds (an adopted `.meta` of
+            // another name may differ from ours).
+            let share = |r: &mut KeyRecord| {
+                r.lease = None;
+                r.refs.insert(other.clone());
+                r.by.clone_from(&other);
+                r.alias_of.clone_from(&alias_of);
+                r.etag.clone_from(&info.etag);
+                r.size = info.size;
+            };
+            return self
+                .release_as(key, lease, written, share, KeyOutcome::Unchanged)
+                .await;
         }
         if lease.op == CREATE && !adopted {
             // Created (or our own earlier attempt's copy found): the record, written with the
@@ -1440,6 +1668,19 @@ impl<'s> RefStore<'s> {
         } else {
             KeyOutcome::Published
         };
+        self.release_as(key, lease, written, release, outcome).await
+    }
+
+    /// Releases `lease` on `key`'s record, changed by `release`: by one conditional write on
+    /// the version `written` when known, else on a read.
+    async fn release_as(
+        &self,
+        key: &str,
+        lease: &Lease,
+        written: Option<(KeyRecord, String)>,
+        release: impl Fn(&mut KeyRecord),
+        outcome: KeyOutcome,
+    ) -> io::Result<KeyOutcome> {
         let file = key_file(key);
         if let Some((mut record, version)) = written {
             release(&mut record);
@@ -1468,24 +1709,53 @@ impl<'s> RefStore<'s> {
         key: &str,
         upload: &str,
         content: &Content<'_>,
+        adopt: bool,
     ) -> io::Result<Found> {
         let known = ObjectInfo {
             size: content.size,
             etag: content.etag.to_string(),
         };
+        let owner = self.owner_for(upload);
+        // A copy that may replace what it finds (some servers ignore `If-None-Match` on
+        // CopyObject) is made only where nothing was seen just before: an object created
+        // in between by a writer relying on its copy alone (invariant 7) could still be
+        // replaced — a window of one request, closed where the store's copies are atomic.
+        let look_first = !self.store.creates_only_new(&content.source, content.size);
         // A few rounds: an object found and then gone (deleted meanwhile) is created again.
         for _ in 0..4 {
-            match self.store.copy_new(&content.source, key, &known).await {
-                Ok(Some(_)) => return Ok(Found::Created),
-                Ok(None) => {}
-                Err(e) => {
-                    self.remove(key, upload).await?;
-                    return Err(e.into());
+            let seen = if look_first {
+                self.store.owned(key).await?
+            } else {
+                None
+            };
+            if seen.is_none() {
+                let created = self
+                    .store
+                    .copy_new(&content.source, key, &known, owner.as_deref())
+                    .await;
+                match created {
+                    Ok(Some(_)) => return Ok(Found::Created),
+                    Ok(None) => {}
+                    Err(e) => {
+                        self.remove(key, upload).await?;
+                        return Err(e.into());
+                    }
                 }
             }
-            match self.store.head(key).await? {
-                Some(info) if info.etag == content.etag && info.size == content.size => {
-                    return Ok(Found::Same)
+            let found = match seen {
+                Some(found) => Some(found),
+                None => self.store.owned(key).await?,
+            };
+            match found {
+                Some(found)
+                    if adopt
+                        || (found.info.etag == content.etag && found.info.size == content.size) =>
+                {
+                    let info = found.info.clone();
+                    return Ok(Found::Same(self.same_by(upload, found).await?, info));
+                }
+                Some(found) if owner.is_some() && found.owner == owner => {
+                    return Ok(Found::Same(SameBy::Replace, found.info))
                 }
                 Some(_) => return Ok(Found::Other),
                 None => continue,
@@ -1494,6 +1764,20 @@ impl<'s> RefStore<'s> {
         Err(busy(&format!(
             "{key}: created and deleted by others meanwhile"
         )))
+    }
+
+    /// Whose the object of the same content found at a key is (invariant 7).
+    async fn same_by(&self, upload: &str, found: Owned) -> io::Result<SameBy> {
+        let Some(owner) = found.owner else {
+            return Ok(SameBy::Nobody);
+        };
+        if owner == owner_token(upload) {
+            return Ok(SameBy::Us);
+        }
+        Ok(match self.upload_by_owner(&owner).await? {
+            Some(other) => SameBy::Upload(other, found.alias_of),
+            None => SameBy::Replace,
+        })
     }
 
     /// Removes the record a [`CREATE`] lease made for an object that turned out to be
@@ -1534,7 +1818,26 @@ impl<'s> RefStore<'s> {
             let (taken, version) = self
                 .update_versioned(&file, None, |current: Option<KeyRecord>| {
                     let Some(mut record) = current else {
-                        return Ok(Step::Keep(Ok(None)));
+                        if !self.owners_named() {
+                            return Ok(Step::Keep(Ok(None)));
+                        }
+                        // No record: the object may be this upload's alone (invariant 7). A
+                        // tombstone holding our lease, created only where no record is, keeps
+                        // every writer and sharer off while we look whose it is.
+                        let lease = self.new_lease("remove", &holder);
+                        let tombstone = KeyRecord {
+                            key: key.to_string(),
+                            by: upload.to_string(),
+                            lease: Some(lease.clone()),
+                            ..Default::default()
+                        };
+                        let taken = Taken {
+                            outcome: RemoveOutcome::Removed,
+                            lease: Some(lease),
+                            by: upload.to_string(),
+                            owned_only: true,
+                        };
+                        return Ok(Step::Write(tombstone, Ok(Some(taken))));
                     };
                     if let Err(holder) = self.settle(&mut record, &listed) {
                         return Ok(Step::Keep(Err(holder)));
@@ -1551,8 +1854,16 @@ impl<'s> RefStore<'s> {
                     if !had && !record.refs.is_empty() {
                         return Ok(Step::Keep(Ok(None)));
                     }
+                    // A tombstone made where no record was (invariant 7) names no content.
+                    let owned_only = record.refs.is_empty() && record.etag.is_empty();
                     if !record.refs.is_empty() {
-                        return Ok(Step::Write(record, Ok(Some((RemoveOutcome::Kept, None)))));
+                        let kept = Taken {
+                            outcome: RemoveOutcome::Kept,
+                            lease: None,
+                            by: record.by.clone(),
+                            owned_only,
+                        };
+                        return Ok(Step::Write(record, Ok(Some(kept))));
                     }
                     // The last reference (or a dead remover's tombstone): an empty record holding our
                     // lease, written before the object goes (invariant 3).
@@ -1563,7 +1874,13 @@ impl<'s> RefStore<'s> {
                     } else {
                         RemoveOutcome::NotReferenced
                     };
-                    Ok(Step::Write(record, Ok(Some((outcome, Some(lease))))))
+                    let taken = Taken {
+                        outcome,
+                        lease: Some(lease),
+                        by: record.by.clone(),
+                        owned_only,
+                    };
+                    Ok(Step::Write(record, Ok(Some(taken))))
                 })
                 .await?;
             match taken {
@@ -1576,22 +1893,72 @@ impl<'s> RefStore<'s> {
         };
         match (taken, version) {
             (None, _) => Ok(RemoveOutcome::NotReferenced),
-            (Some((outcome, Some(lease))), Some(tombstone)) => {
+            (
+                Some(Taken {
+                    mut outcome,
+                    lease: Some(lease),
+                    by,
+                    owned_only,
+                }),
+                Some(tombstone),
+            ) => {
                 self.check_own_lease(&lease)?;
-                self.store.delete(key).await?;
+                let delete = if self.owners_named() {
+                    // Only the object the tombstone is for (invariant 7): one created since the
+                    // object was deleted (by a writer finding the key free, which needs no
+                    // record) names another owner, and stays.
+                    let found = self.store.owned(key).await?;
+                    let owner = found.as_ref().and_then(|f| f.owner.clone());
+                    let named = owner.is_some() && owner == self.owner_for(&by);
+                    let delete = found.is_some() && (named || (owner.is_none() && !owned_only));
+                    if owned_only && by == upload && !delete {
+                        outcome = RemoveOutcome::NotReferenced;
+                    }
+                    delete
+                } else {
+                    true
+                };
+                // Noted before the object goes: a retry that finds it gone still reports it.
                 if note && outcome == RemoveOutcome::Removed {
                     self.note_removed(upload, key).await?;
+                }
+                if delete {
+                    self.store.delete(key).await?;
                 }
                 // Only our tombstone goes: one taken over meanwhile stays its new holder's.
                 self.store.delete_if(&file, &tombstone.version).await?;
                 Ok(outcome)
             }
-            (Some((outcome, _)), _) => Ok(outcome),
+            (Some(taken), _) => Ok(taken.outcome),
         }
     }
 
+    /// Every referenced key: the records, and the keys uploads list that have none, as their
+    /// objects' owners stand for them (invariant 7).
     pub async fn all_keys(&self) -> io::Result<Vec<KeyRecord>> {
-        self.list_records(&format!("{STATE_PREFIX}/refs/")).await
+        if !self.store.names_owners() {
+            return self.list_records(&format!("{STATE_PREFIX}/refs/")).await;
+        }
+        self.all_keys_of(&self.uploads().await?).await
+    }
+
+    /// [`Self::all_keys`], given every upload record (an audit has them already).
+    pub async fn all_keys_of(&self, uploads: &[UploadRecord]) -> io::Result<Vec<KeyRecord>> {
+        let mut records: Vec<KeyRecord> =
+            self.list_records(&format!("{STATE_PREFIX}/refs/")).await?;
+        if !self.store.names_owners() {
+            return Ok(records);
+        }
+        let mut seen: BTreeSet<String> = records.iter().map(|r| r.key.clone()).collect();
+        for upload in uploads {
+            for key in upload.all_keys() {
+                if seen.insert(key.clone()) {
+                    records.extend(self.owned_key(&key).await?);
+                }
+            }
+        }
+        records.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(records)
     }
 
     async fn list_records<T: DeserializeOwned>(&self, prefix: &str) -> io::Result<Vec<T>> {
@@ -2064,7 +2431,7 @@ impl<'s> RefStore<'s> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::LocalStore;
+    use crate::storage::{content_sha1, LocalStore};
 
     fn content<'a>(etag: &'a str, path: &'a std::path::Path) -> Content<'a> {
         Content {
@@ -2679,5 +3046,182 @@ mod tests {
             .await
             .unwrap();
         assert!(refs.id("abc").await.unwrap().names.contains("Foo.PDB"));
+    }
+
+    /// [`store_and_input`] with a store whose objects name their owners (invariant 7).
+    fn owned_store_and_input() -> (tempfile::TempDir, LocalStore, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path().join("s"))
+            .unwrap()
+            .with_owners();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        (dir, store, etag)
+    }
+
+    /// `key` published fresh for u1 alone (invariant 7), its upload finalized.
+    async fn publish_alone(refs: &RefStore<'_>, key: &str, bytes: &Content<'_>) {
+        let outcome = refs.publish(key, "u1", bytes, OnDifferent::Conflict, true);
+        assert_eq!(outcome.await.unwrap(), KeyOutcome::Published);
+        finalized(refs, "u1", &[key]).await;
+    }
+
+    /// The tombstone a removal of `upload` holds on `key` where no record was (invariant 7).
+    async fn hold_tombstone(refs: &RefStore<'_>, store: &LocalStore, key: &str, upload: &str) {
+        let tombstone = KeyRecord {
+            key: key.to_string(),
+            by: upload.to_string(),
+            lease: Some(refs.new_lease("remove", &remove_holder(upload))),
+            ..Default::default()
+        };
+        let bytes = serde_json::to_vec(&tombstone).unwrap();
+        store.put(&key_file(key), &bytes).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_key_one_upload_alone_references_is_its_object_naming_the_upload() {
+        let (dir, store, etag) = owned_store_and_input();
+        let input = dir.path().join("in");
+        let refs = RefStore::new(&store);
+        let bytes = content(&etag, &input);
+        publish_alone(&refs, "k", &bytes).await;
+        assert_eq!(store.get(&key_file("k")).await.unwrap(), None, "no record");
+        let owned = store.owned("k").await.unwrap().unwrap();
+        assert_eq!(owned.owner, Some(owner_token("u1")));
+        let record = refs.key("k").await.unwrap().unwrap();
+        assert_eq!(
+            (record.refs, record.by),
+            (["u1".to_string()].into(), "u1".to_string())
+        );
+        // Another upload's removal takes nothing: the object names u1.
+        assert_eq!(
+            refs.remove("k", "u2").await.unwrap(),
+            RemoveOutcome::NotReferenced
+        );
+        assert!(store.head("k").await.unwrap().is_some());
+        assert_eq!(
+            refs.remove("k", "u1").await.unwrap(),
+            RemoveOutcome::Removed
+        );
+        assert_eq!(store.head("k").await.unwrap(), None);
+        assert_eq!(
+            store.get(&key_file("k")).await.unwrap(),
+            None,
+            "no tombstone left"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_retried_removal_leaves_an_object_written_after_its_delete() {
+        let (dir, store, etag) = owned_store_and_input();
+        let input = dir.path().join("in");
+        let refs = RefStore::new(&store);
+        let bytes = content(&etag, &input);
+        // Without a record, and with a shared record (u1 its writer, u3 gone): either way the
+        // removal of u1 tombstoned the key, deleted the object and died before dropping its
+        // tombstone; u2 then found the key free and created it, naming itself.
+        for shared in [false, true] {
+            let key = if shared { "shared" } else { "alone" };
+            publish_alone(&refs, key, &bytes).await;
+            if shared {
+                let share = refs.publish(key, "u3", &bytes, OnDifferent::Conflict, false);
+                assert_eq!(share.await.unwrap(), KeyOutcome::Unchanged);
+                finalized(&refs, "u3", &[key]).await;
+                assert_eq!(refs.remove(key, "u3").await.unwrap(), RemoveOutcome::Kept);
+                let mut record = refs.key(key).await.unwrap().unwrap();
+                assert_eq!(record.by, "u1");
+                record.refs.clear();
+                record.lease = Some(refs.new_lease("remove", &remove_holder("u1")));
+                let bytes = serde_json::to_vec(&record).unwrap();
+                store.put(&key_file(key), &bytes).await.unwrap();
+            } else {
+                hold_tombstone(&refs, &store, key, "u1").await;
+            }
+            store.delete(key).await.unwrap();
+            let again = refs.publish(key, "u2", &bytes, OnDifferent::Conflict, true);
+            assert_eq!(again.await.unwrap(), KeyOutcome::Published, "{key}");
+            finalized(&refs, "u2", &[key]).await;
+            // The retried removal finishes its own tombstone, and deletes nothing.
+            refs.remove(key, "u1").await.unwrap();
+            let owned = store.owned(key).await.unwrap();
+            assert_eq!(
+                owned.and_then(|o| o.owner),
+                Some(owner_token("u2")),
+                "{key}"
+            );
+            assert_eq!(store.get(&key_file(key)).await.unwrap(), None, "{key}");
+            let record = refs.key(key).await.unwrap().unwrap();
+            assert_eq!(record.refs, ["u2".to_string()].into(), "{key}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sharer_and_the_owners_removal_exclude_each_other() {
+        let (dir, store, etag) = owned_store_and_input();
+        let input = dir.path().join("in");
+        let refs = RefStore::with_policy(&store, impatient());
+        let bytes = content(&etag, &input);
+        publish_alone(&refs, "k", &bytes).await;
+        // u2 shares the key: under a `create` lease (which u1's removal would wait for) until
+        // the record names both, u1 as the writer.
+        let sharer = RefStore::with_policy(&store, impatient());
+        let share = sharer.publish("k", "u2", &bytes, OnDifferent::Conflict, false);
+        assert_eq!(share.await.unwrap(), KeyOutcome::Unchanged);
+        finalized(&sharer, "u2", &["k"]).await;
+        let record = refs.key("k").await.unwrap().unwrap();
+        assert_eq!((record.by.as_str(), &record.lease), ("u1", &None));
+        assert_eq!(record.refs, ["u1".to_string(), "u2".to_string()].into());
+        assert_eq!(refs.remove("k", "u1").await.unwrap(), RemoveOutcome::Kept);
+        assert!(store.head("k").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_sharer_waits_for_the_owners_removal_in_progress() {
+        let (dir, store, etag) = owned_store_and_input();
+        let input = dir.path().join("in");
+        let refs = RefStore::with_policy(&store, impatient());
+        let bytes = content(&etag, &input);
+        publish_alone(&refs, "k", &bytes).await;
+        let remover = RefStore::with_policy(&store, impatient());
+        hold_tombstone(&remover, &store, "k", "u1").await;
+        let waits = refs.publish("k", "u2", &bytes, OnDifferent::Conflict, false);
+        assert_eq!(waits.await.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(
+            remover.remove("k", "u1").await.unwrap(),
+            RemoveOutcome::Removed
+        );
+        assert_eq!(store.head("k").await.unwrap(), None);
+        let again = refs.publish("k", "u2", &bytes, OnDifferent::Conflict, false);
+        assert_eq!(again.await.unwrap(), KeyOutcome::Published);
+    }
+
+    #[tokio::test]
+    async fn a_key_alone_changed_behind_symdex_is_written_again_by_its_owner() {
+        let (dir, store, etag) = owned_store_and_input();
+        let input = dir.path().join("in");
+        let refs = RefStore::new(&store);
+        let bytes = content(&etag, &input);
+        publish_alone(&refs, "k", &bytes).await;
+        // Other bytes at the key, still naming u1 (a restore from an old backup, say).
+        let other = ObjectInfo {
+            size: 5,
+            etag: content_sha1(b"other"),
+        };
+        let token = owner_token("u1");
+        let source = CopySource::Bytes(b"other");
+        store
+            .copy(&source, "k", &other, Some(&token))
+            .await
+            .unwrap();
+        // u2's bytes are the same as u1's: for u2 the key holds other content.
+        let conflict = refs.publish("k", "u2", &bytes, OnDifferent::Conflict, false);
+        assert_eq!(conflict.await.unwrap(), KeyOutcome::Conflict);
+        let again = refs.publish("k", "u1", &bytes, OnDifferent::Conflict, false);
+        assert_eq!(again.await.unwrap(), KeyOutcome::Published);
+        assert_eq!(store.get("k").await.unwrap().unwrap().bytes, b"bytes");
+        finalized(&refs, "u1", &["k"]).await;
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
     }
 }

@@ -38,6 +38,11 @@ pub struct LambdaConfig {
     /// it (one stored copy; needs the CDN's viewer-response function or the S3 website
     /// endpoint in front). `copy` (default): every key a full copy, for the REST endpoint.
     pub redirect_aliases: bool,
+    /// SYMDEX_CONDITIONAL_COPY (default true): the bucket honours `If-None-Match` on
+    /// CopyObject, as Amazon S3 does. `false` for S3-compatible servers that copy over an
+    /// existing object anyway (moto_server): then a fresh key's first copy is made under a
+    /// reference record's lease, one request more.
+    pub conditional_copies: bool,
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -145,6 +150,7 @@ impl LambdaConfig {
                 .map(|v| list(&v))
                 .unwrap_or_default(),
             source_prefix: lookup("SYMDEX_SOURCE_PREFIX").filter(|p| !p.is_empty()),
+            conditional_copies: flag("SYMDEX_CONDITIONAL_COPY", true),
             redirect_aliases: match lookup("SYMDEX_ALIASES").as_deref().map(str::trim) {
                 None | Some("" | "copy") => false,
                 Some("redirect") => true,

@@ -52,7 +52,8 @@ impl Context {
     pub fn new(config: LambdaConfig, client: aws_sdk_s3::Client) -> Self {
         let store = S3Store::new(client, config.serving_bucket.clone())
             .with_multipart_threshold(config.multipart_threshold)
-            .with_redirect_aliases(config.redirect_aliases);
+            .with_redirect_aliases(config.redirect_aliases)
+            .with_conditional_copies(config.conditional_copies);
         Context {
             config,
             store,
@@ -161,12 +162,12 @@ pub(crate) async fn ingest_alive(
     Ok(match (&event.version_id, current) {
         (_, None) => false,
         // The indexed version is still the current one: no need to ask for it by id.
-        (Some(version), Some((_, _, Some(current)))) if current == *version => true,
+        (Some(version), Some((_, _, Some(current), _))) if current == *version => true,
         (Some(version), Some(_)) => store
             .head_object(&event.bucket, &event.key, Some(version))
             .await?
             .is_some(),
-        (None, Some((info, _, _))) => info.etag == etag,
+        (None, Some((info, _, _, _))) => info.etag == etag,
     })
 }
 

@@ -29,7 +29,7 @@ async fn every_scenario_over_s3_through_random_interleavings() {
             let client = client.clone();
             async move {
                 client.create_bucket().bucket(&bucket).send().await.unwrap();
-                S3Store::new(client, bucket)
+                S3Store::new(client, bucket).with_conditional_copies(false)
             }
         })
         .await;
@@ -60,7 +60,9 @@ async fn every_scenario_with_redirect_aliases_through_random_interleavings() {
             let client = client.clone();
             async move {
                 client.create_bucket().bucket(&bucket).send().await.unwrap();
-                S3Store::new(client, bucket).with_redirect_aliases(true)
+                S3Store::new(client, bucket)
+                    .with_redirect_aliases(true)
+                    .with_conditional_copies(false)
             }
         })
         .await;

@@ -2,10 +2,16 @@
 //! a proxy that logs every request it forwards. Prints the breakdown of a fresh artifact and of
 //! a redelivery, and holds them to bounds, so a change that adds requests per key shows here.
 //!
-//! The goal is at most (keys + 4) requests per fresh artifact and 3 per redelivery;
-//! the reference protocol (a record per key, created with a lease that the upload's listing
-//! releases, then the object) costs two requests per key, so the bounds below are what it
-//! costs today, not the goal.
+//! The goal is at most (keys + 4) requests per fresh artifact and 3 per redelivery.
+//! A fresh key is one request: its object, created only where nothing is and naming the
+//! upload as its owner, stands for its reference record (refs.rs, invariant 7); around the
+//! keys an artifact costs 6 (ingest read, upload record planned and finalized, source record,
+//! manifest, liveness), so the bounds below are what it costs today (keys + 6), not the goal.
+//!
+//! Counted as Amazon S3 is asked: with `If-None-Match` on CopyObject (moto_server ignores it,
+//! which changes no count with one writer; the tests that race writers over moto run with
+//! SYMDEX_CONDITIONAL_COPY=false). Without it the first copy of an artifact takes a record
+//! and a HEAD more: counted too.
 
 #[path = "support/checks.rs"]
 mod checks;
@@ -88,7 +94,10 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
     let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
     let client = stack.moto.s3_via(&proxy.endpoint).await;
     let ctx = Arc::new(Context::new(
-        config(&[("SYMDEX_ALIASES", "redirect")]),
+        config(&[
+            ("SYMDEX_ALIASES", "redirect"),
+            ("SYMDEX_CONDITIONAL_COPY", "true"),
+        ]),
         client,
     ));
     let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
@@ -226,25 +235,21 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             counts.get("ingest read").copied().unwrap_or(0) <= 6,
             "{key}: {fresh:#?}"
         );
-        // Today's protocol: per key its record created with a `create` lease (no read first:
-        // a fresh key has none) and the object created where nothing is (`If-None-Match: *`,
-        // no HEAD first); the lease is released by the upload record listing the key — for an
-        // object alone in its invocation, as here, by the finalize's swap, which is made
-        // anyway — not by a write per key (refs.rs, invariant 1). A small section is written
-        // from the bytes
-        // the identification read (one PUT), a larger one is a ranged part copy (three
-        // requests). Around it: the ingest reads (the first block and what a HEAD says by one
-        // GET), the upload record (read, planned, finalized with its keys listed by a swap on
-        // the version the plan wrote), the source record (created unread), a
-        // debug file's source-join record and the manifest.
+        // Today's protocol: per fresh key one request, its object created only where nothing
+        // is (`If-None-Match: *`, no HEAD first), naming the upload: no reference record, no
+        // lease (refs.rs, invariant 7). A small section is written from the bytes the
+        // identification read (one PUT), a larger one is a ranged part copy (three requests).
+        // Around it: the ingest reads (the first block and what a HEAD says by one GET), the
+        // upload record (planned unread, finalized with its keys listed by a swap on the
+        // version the plan wrote), the source record (created unread), a debug file's
+        // source-join records, the manifest and the ingest object's liveness.
         let key_record_writes = fresh
             .iter()
             .filter(|l| l.starts_with("PUT") && l.contains("/_symdex/refs/"))
             .count();
-        assert!(
-            key_record_writes <= written.len(),
-            "{key}: {key_record_writes} key record writes for {} objects: {fresh:#?}",
-            written.len()
+        assert_eq!(
+            key_record_writes, 0,
+            "{key}: a fresh key's object stands for its record: {fresh:#?}"
         );
         let upload_record_writes = fresh
             .iter()
@@ -254,8 +259,12 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
             upload_record_writes, 2,
             "{key}: the upload record is written planned, then finalized: {fresh:#?}"
         );
+        // The store's one-time marker (`index2.txt`, written with the first artifact) aside.
+        let marker = |l: &str| l.contains("index2.txt");
+        let counted = fresh.iter().filter(|l| !marker(l) && !is_join_record(l));
+        let objects = written.keys().filter(|o| !marker(o)).count();
         assert!(
-            fresh.len() - joins.len() <= 2 * keys + 12,
+            counted.count() <= objects + 6,
             "{key}: {} requests ({} for source-join records) for {keys} keys: {fresh:#?}",
             fresh.len(),
             joins.len()

@@ -2,7 +2,7 @@
 //! stops a run at an exact write, and how tests fail one change at a time.
 
 use super::{
-    CopySource, ObjectInfo, Precondition, Storage, StorageFuture, StorageResult, Versioned,
+    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult, Versioned,
 };
 
 /// Asked before each change (write, copy, delete) of a [`Hooked`] store.
@@ -79,22 +79,35 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
-        self.change("copy", key, || self.inner.copy(source, key, known))
+        self.change("copy", key, || self.inner.copy(source, key, known, owner))
     }
     fn copy_new<'a>(
         &'a self,
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
-        self.change("copy_new", key, || self.inner.copy_new(source, key, known))
+        self.change("copy_new", key, || {
+            self.inner.copy_new(source, key, known, owner)
+        })
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         self.inner.list(prefix)
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         self.change("delete", key, || self.inner.delete(key))
+    }
+    fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        self.inner.owned(key)
+    }
+    fn names_owners(&self) -> bool {
+        self.inner.names_owners()
+    }
+    fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
+        self.inner.creates_only_new(source, size)
     }
     fn key_copies_are_aliases(&self) -> bool {
         self.inner.key_copies_are_aliases()

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::{
-    check_key, content_sha1, CopySource, ObjectInfo, Precondition, Storage, StorageError,
+    check_key, content_sha1, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError,
     StorageFuture, StorageResult, Versioned,
 };
 
@@ -26,6 +26,11 @@ use super::{
 const TMP_DIR: &str = "_symdex/tmp";
 /// Lock files (never served, never listed).
 const LOCK_DIR: &str = "_symdex/lock";
+/// Who wrote each published object, where a writer named itself ([`Storage::copy`]'s
+/// `owner`): a side file per key, `_symdex/owners/<key>`. S3 keeps an owner in the object's
+/// metadata, created and deleted with it; here the object and its side file change together
+/// under the compare-and-swap lock, and are read together under it.
+const OWNERS_DIR: &str = "_symdex/owners";
 
 /// Held while a process changes the store; released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -42,6 +47,8 @@ pub struct LocalStore {
     write_lock: Mutex<Option<fs::File>>,
     /// Records are created from unnamed temporary files (until the file system says no).
     unnamed_temp: AtomicBool,
+    /// Writers' owners are kept ([`Storage::names_owners`]).
+    owners: bool,
 }
 
 impl LocalStore {
@@ -58,7 +65,17 @@ impl LocalStore {
             unnamed_temp: AtomicBool::new(
                 cfg!(target_os = "linux") && Path::new("/proc/self/fd").is_dir(),
             ),
+            owners: false,
         })
+    }
+
+    /// The store keeps the owner each writer names beside its object (`_symdex/owners/`), as
+    /// S3 keeps it in the object's metadata: for writers running at once without the writer
+    /// lock (refs.rs, invariant 7 — the interleaving scenarios run so). The CLI holds the
+    /// writer lock, keeps a record per key, and needs no side files.
+    pub fn with_owners(mut self) -> Self {
+        self.owners = true;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -181,6 +198,11 @@ impl LocalStore {
             }
         }
     }
+}
+
+/// The side file naming the owner of the published object at `key`.
+fn owner_file(key: &str) -> String {
+    format!("{OWNERS_DIR}/{key}")
 }
 
 /// A whole file, read into a buffer sized for the small records it mostly holds: unlike
@@ -333,7 +355,10 @@ impl LocalStore {
             if self.version(key)?.as_deref() != Some(version) {
                 return Ok(false);
             }
-            self.delete_now(key)?;
+            self.delete_file(key)?;
+            if !key.starts_with("_symdex/") {
+                self.delete_file(&owner_file(key))?;
+            }
             Ok(true)
         })
     }
@@ -500,6 +525,65 @@ impl LocalStore {
         Ok((temp, size, linked))
     }
 
+    /// [`Self::copy_known_now`] naming `owner` (when given) beside the object.
+    fn copy_owned_now(
+        &self,
+        source: &CopySource<'_>,
+        key: &str,
+        known_size: Option<u64>,
+        owner: Option<&str>,
+    ) -> StorageResult<u64> {
+        let Some(owner) = owner.filter(|_| self.owners) else {
+            return self.copy_known_now(source, key, known_size);
+        };
+        check_key(key)?;
+        let (temp, size, linked) = self.stage(source)?;
+        self.with_cas_lock(|| {
+            self.commit(&temp, key, linked)?;
+            self.put_now(&owner_file(key), owner.as_bytes())?;
+            Ok(size)
+        })
+    }
+
+    /// [`Self::copy_new_now`] naming `owner` (when given) beside the object it creates.
+    fn copy_new_owned_now(
+        &self,
+        source: &CopySource<'_>,
+        key: &str,
+        owner: Option<&str>,
+    ) -> StorageResult<Option<u64>> {
+        let Some(owner) = owner.filter(|_| self.owners) else {
+            return self.copy_new_now(source, key);
+        };
+        check_key(key)?;
+        let (temp, size, _) = self.stage(source)?;
+        let created = self.with_cas_lock(|| {
+            let created = self.link_new(&temp, key)?;
+            if created {
+                self.put_now(&owner_file(key), owner.as_bytes())?;
+            }
+            Ok(created)
+        });
+        let _ = fs::remove_file(&temp);
+        Ok(created?.then_some(size))
+    }
+
+    /// What is at `key` and who wrote it, read together.
+    pub fn owned_now(&self, key: &str) -> StorageResult<Option<Owned>> {
+        self.with_cas_lock(|| {
+            let Some(info) = self.head_now(key)? else {
+                return Ok(None);
+            };
+            let owner = not_found_is_none(fs::read(self.path_of(&owner_file(key))?))?
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
+            Ok(Some(Owned {
+                info,
+                owner,
+                alias_of: None,
+            }))
+        })
+    }
+
     pub fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
         let mut keys = Vec::new();
         // Walk from the deepest directory the prefix names, then filter by the full prefix.
@@ -544,7 +628,18 @@ impl LocalStore {
         Ok(keys)
     }
 
+    /// Deletes `key`; a published object goes together with its owner's side file.
     pub fn delete_now(&self, key: &str) -> StorageResult<()> {
+        if key.starts_with("_symdex/") {
+            return self.delete_file(key);
+        }
+        self.with_cas_lock(|| {
+            self.delete_file(key)?;
+            self.delete_file(&owner_file(key))
+        })
+    }
+
+    fn delete_file(&self, key: &str) -> StorageResult<()> {
         let path = self.path_of(key)?;
         match fs::remove_file(&path) {
             Ok(()) => {}
@@ -600,19 +695,27 @@ impl Storage for LocalStore {
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
         // The identity is not needed (a copy is a link or a plain file copy); the size is what
         // a link answers.
-        Box::pin(async move { self.copy_known_now(source, key, Some(known.size)) })
+        Box::pin(async move { self.copy_owned_now(source, key, Some(known.size), owner) })
     }
     fn copy_new<'a>(
         &'a self,
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
         let _ = known;
-        Box::pin(async move { self.copy_new_now(source, key) })
+        Box::pin(async move { self.copy_new_owned_now(source, key, owner) })
+    }
+    fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        Box::pin(async move { self.owned_now(key) })
+    }
+    fn names_owners(&self) -> bool {
+        self.owners
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(async move { self.list_now(prefix) })

@@ -80,6 +80,16 @@ pub struct ObjectInfo {
     pub etag: String,
 }
 
+/// A published object as its store describes it, with who wrote it ([`Storage::owned`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub info: ObjectInfo,
+    /// The writer named when it was written (refs.rs: the SHA-1 of an upload id), if any.
+    pub owner: Option<String>,
+    /// The key it redirects to, for an S3 alias.
+    pub alias_of: Option<String>,
+}
+
 /// A small object together with the version that was read (for a later conditional write).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versioned {
@@ -193,21 +203,49 @@ pub trait Storage: Send + Sync {
     /// the size written. `known`: the source's size and content identity, which the caller
     /// always has (it publishes content it identified), so no store asks for them again (S3
     /// writing an alias) or computes them (a local store would read every hard link again).
+    /// `owner`: the writer to name in the object (where the store names owners,
+    /// [`Self::names_owners`]; `None` names nobody).
     fn copy<'a>(
         &'a self,
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64>;
     /// [`Self::copy`] only where nothing is at `key` yet, decided by the store atomically
     /// against every other writer (S3: `If-None-Match: *`; a local store: a hard link, which
-    /// never replaces a name). `Ok(None)`: something is there, whoever wrote it.
+    /// never replaces a name). `Ok(None)`: something is there, whoever wrote it. The object
+    /// and its owner appear together.
     fn copy_new<'a>(
         &'a self,
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>>;
+    /// What is at `key` and who wrote it, read at once (one HEAD on S3).
+    fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        Box::pin(async move {
+            Ok(self.head(key).await?.map(|info| Owned {
+                info,
+                owner: None,
+                alias_of: None,
+            }))
+        })
+    }
+    /// Whether [`Self::copy_new`] of `source` (`size` bytes) fails wherever something is at
+    /// the key, decided by the store atomically. Some S3-compatible servers ignore
+    /// `If-None-Match` on CopyObject (moto_server does): there a copy may replace what it
+    /// finds, and a writer must not rely on the copy alone (refs.rs, invariant 7).
+    fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
+        let _ = (source, size);
+        true
+    }
+    /// Whether objects carry the owner their writer named ([`Self::copy`]), so that a key
+    /// needs no reference record while one upload alone references it (refs.rs).
+    fn names_owners(&self) -> bool {
+        false
+    }
     /// Keys under `prefix`, in lexicographic order.
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
     /// Deletes `key`; deleting a missing key is not an error.

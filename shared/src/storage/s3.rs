@@ -18,7 +18,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, MetadataDirecti
 use aws_sdk_s3::Client;
 
 use super::{
-    check_key, CopySource, ObjectInfo, Precondition, Storage, StorageError, StorageFuture,
+    check_key, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StorageFuture,
     StorageResult, Versioned,
 };
 use crate::reader::RangeReader;
@@ -36,6 +36,9 @@ pub const BLOCK_SIZE: u64 = 32 * 1024;
 /// Metadata key holding the content identity (the source's ETag) of a copied object, so a
 /// multipart copy (whose ETag differs) still compares equal to its source.
 const CONTENT_ETAG_META: &str = "symdex-content-etag";
+/// Who wrote a published object (refs.rs: the SHA-1 of the upload whose reference it is),
+/// where a writer named itself.
+const OWNER_META: &str = "symdex-owner";
 /// The size of the content an alias (a zero-byte redirect object) stands for.
 const CONTENT_SIZE_META: &str = "symdex-content-size";
 
@@ -44,9 +47,17 @@ const CONTENT_SIZE_META: &str = "symdex-content-size";
 /// whole file's) and `X-Debuginfod-File` (its key, as `symdex serve` says it), which the
 /// CDN's viewer-response function (infra edge/response.js) turns from
 /// `x-amz-meta-debuginfod-*` into `x-debuginfod-*`.
-fn object_metadata(key: &str, size: u64, etag: &str) -> std::collections::HashMap<String, String> {
+fn object_metadata(
+    key: &str,
+    size: u64,
+    etag: &str,
+    owner: Option<&str>,
+) -> std::collections::HashMap<String, String> {
     let mut meta: std::collections::HashMap<String, String> =
         [(CONTENT_ETAG_META.to_string(), etag.to_string())].into();
+    if let Some(owner) = owner {
+        meta.insert(OWNER_META.to_string(), owner.to_string());
+    }
     let debuginfod = key.starts_with("buildid/") || key.contains("/buildid/");
     if debuginfod {
         meta.insert("debuginfod-size".into(), size.to_string());
@@ -166,6 +177,8 @@ pub struct S3Store {
     multipart_threshold: u64,
     stats: Arc<S3Stats>,
     redirect_aliases: bool,
+    /// CopyObject honours `If-None-Match: *` ([`Storage::creates_only_new`]).
+    conditional_copies: bool,
 }
 
 impl S3Store {
@@ -176,7 +189,16 @@ impl S3Store {
             multipart_threshold: DEFAULT_MULTIPART_THRESHOLD,
             stats: Arc::new(S3Stats::default()),
             redirect_aliases: false,
+            conditional_copies: true,
         }
+    }
+
+    /// Whether CopyObject honours `If-None-Match: *` (SYMDEX_CONDITIONAL_COPY): Amazon S3
+    /// does; moto_server, for one, copies over what is there. Without it, a fresh primary
+    /// copy is made under a reference record's lease (refs.rs, invariant 7).
+    pub fn with_conditional_copies(mut self, on: bool) -> Self {
+        self.conditional_copies = on;
+        self
     }
 
     /// Copies from another key of the store become aliases (SYMDEX_ALIASES=redirect): a
@@ -302,7 +324,7 @@ impl S3Store {
         &self,
         key: &str,
         path: &std::path::Path,
-        only_new: bool,
+        write: Write<'_>,
     ) -> StorageResult<ObjectInfo> {
         use tokio::io::AsyncReadExt;
         check_key(key)?;
@@ -322,10 +344,10 @@ impl S3Store {
         };
         if size <= UPLOAD_PART_SIZE {
             let bytes = tokio::fs::read(path).await?;
-            return self.put_new(key, &bytes, Some(&sha1), only_new).await;
+            return self.put_new(key, &bytes, Some(&sha1), write).await;
         }
         let part_size = size.div_ceil(MAX_PARTS).max(UPLOAD_PART_SIZE);
-        let upload = self.begin_multipart(key, size, &sha1, only_new).await?;
+        let upload = self.begin_multipart(key, size, &sha1, write).await?;
         let parts = async {
             let mut file = tokio::fs::File::open(path).await?;
             let mut parts = Vec::new();
@@ -368,17 +390,18 @@ impl S3Store {
         Ok(self
             .head_object_versioned(bucket, key, version_id)
             .await?
-            .map(|(info, meta, _)| (info, meta)))
+            .map(|(info, meta, _, _)| (info, meta)))
     }
 
     /// [`Self::head_object`], also returning the version id of what answered (the current
-    /// version when `version_id` is `None`; `None` in an unversioned bucket).
+    /// version when `version_id` is `None`; `None` in an unversioned bucket) and where it
+    /// redirects (an alias).
     pub async fn head_object_versioned(
         &self,
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
-    ) -> StorageResult<Option<(ObjectInfo, HashMap<String, String>, Option<String>)>> {
+    ) -> StorageResult<Option<HeadAnswer>> {
         let result = self
             .client
             .head_object()
@@ -403,7 +426,8 @@ impl S3Store {
                     u64::try_from(out.content_length().unwrap_or(0)).unwrap_or(0)
                 });
                 let version = out.version_id().map(str::to_string);
-                Ok(Some((ObjectInfo { size, etag }, meta, version)))
+                let redirect = out.website_redirect_location().map(str::to_string);
+                Ok(Some((ObjectInfo { size, etag }, meta, version, redirect)))
             }
             Err(SdkError::ServiceError(e)) if e.err().is_not_found() => Ok(None),
             Err(e) => Err(sdk_err("HeadObject", e)),
@@ -440,16 +464,16 @@ impl S3Store {
         key: &str,
         size: u64,
         etag: &str,
-        only_new: bool,
+        write: Write<'_>,
     ) -> StorageResult<()> {
         self.client
             .copy_object()
             .bucket(&self.bucket)
             .key(key)
-            .set_if_none_match(if_absent(only_new))
+            .set_if_none_match(if_absent(write.only_new))
             .copy_source(copy_source)
             .metadata_directive(MetadataDirective::Replace)
-            .set_metadata(Some(object_metadata(key, size, etag)))
+            .set_metadata(Some(object_metadata(key, size, etag, write.owner)))
             .content_type("application/octet-stream")
             .send()
             .await
@@ -467,13 +491,13 @@ impl S3Store {
         offset: u64,
         size: u64,
         etag: &str,
-        only_new: bool,
+        write: Write<'_>,
     ) -> StorageResult<()> {
         let part_size = size
             .div_ceil(MAX_PARTS)
             .max(MIN_PART_SIZE)
             .max(self.multipart_threshold.min(512 << 20));
-        let upload = self.begin_multipart(key, size, etag, only_new).await?;
+        let upload = self.begin_multipart(key, size, etag, write).await?;
         let parts = async {
             let mut parts = Vec::new();
             let mut start = 0u64;
@@ -513,14 +537,14 @@ impl S3Store {
         key: &'s str,
         size: u64,
         etag: &str,
-        only_new: bool,
+        write: Write<'_>,
     ) -> StorageResult<Multipart<'s>> {
         let created = self
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
-            .set_metadata(Some(object_metadata(key, size, etag)))
+            .set_metadata(Some(object_metadata(key, size, etag, write.owner)))
             .content_type("application/octet-stream")
             .send()
             .await
@@ -529,9 +553,24 @@ impl S3Store {
             store: self,
             key,
             id: created.upload_id().unwrap_or_default().to_string(),
-            only_new,
+            only_new: write.only_new,
         })
     }
+}
+
+/// What a HEAD answers: size and content identity, user metadata, version id, redirect.
+pub type HeadAnswer = (
+    ObjectInfo,
+    HashMap<String, String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// How an object is written: only where nothing is (`If-None-Match: *`), naming an owner.
+#[derive(Debug, Clone, Copy, Default)]
+struct Write<'a> {
+    only_new: bool,
+    owner: Option<&'a str>,
 }
 
 /// The `If-None-Match` of a write made `only_new` (where nothing is at the key).
@@ -681,7 +720,8 @@ impl S3Store {
         bytes: &[u8],
         content_etag: Option<&str>,
     ) -> StorageResult<ObjectInfo> {
-        self.put_new(key, bytes, content_etag, false).await
+        self.put_new(key, bytes, content_etag, Write::default())
+            .await
     }
 
     /// [`Self::put_now`]; `only_new`: only where nothing is at the key (`If-None-Match: *`).
@@ -690,7 +730,7 @@ impl S3Store {
         key: &str,
         bytes: &[u8],
         content_etag: Option<&str>,
-        only_new: bool,
+        write: Write<'_>,
     ) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let out = self
@@ -698,8 +738,10 @@ impl S3Store {
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .set_if_none_match(if_absent(only_new))
-            .set_metadata(content_etag.map(|e| object_metadata(key, bytes.len() as u64, e)))
+            .set_if_none_match(if_absent(write.only_new))
+            .set_metadata(
+                content_etag.map(|e| object_metadata(key, bytes.len() as u64, e, write.owner)),
+            )
             .body(ByteStream::from(bytes.to_vec()))
             .send()
             .await
@@ -718,15 +760,15 @@ impl S3Store {
         key: &str,
         target: &str,
         info: ObjectInfo,
-        only_new: bool,
+        write: Write<'_>,
     ) -> StorageResult<ObjectInfo> {
-        let mut metadata = object_metadata(key, info.size, &info.etag);
+        let mut metadata = object_metadata(key, info.size, &info.etag, write.owner);
         metadata.insert(CONTENT_SIZE_META.to_string(), info.size.to_string());
         self.client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .set_if_none_match(if_absent(only_new))
+            .set_if_none_match(if_absent(write.only_new))
             .website_redirect_location(format!("/{target}"))
             .set_metadata(Some(metadata))
             .body(ByteStream::from(Vec::new()))
@@ -794,7 +836,7 @@ impl S3Store {
         source: &CopySource<'_>,
         key: &str,
         known: &ObjectInfo,
-        only_new: bool,
+        write: Write<'_>,
     ) -> StorageResult<ObjectInfo> {
         check_key(key)?;
         let (bucket, src_key, version, info) = match *source {
@@ -814,11 +856,11 @@ impl S3Store {
             CopySource::Key(src) => {
                 let info = known.clone();
                 if self.redirect_aliases {
-                    return self.put_alias(key, src, info, only_new).await;
+                    return self.put_alias(key, src, info, write).await;
                 }
                 (self.bucket.as_str(), src, None, info)
             }
-            CopySource::File(path) => return self.put_file(key, path, only_new).await,
+            CopySource::File(path) => return self.put_file(key, path, write).await,
             CopySource::Range {
                 bucket,
                 key: src_key,
@@ -828,10 +870,10 @@ impl S3Store {
                 etag,
             } => {
                 if size == 0 {
-                    return self.put_new(key, &[], Some(etag), only_new).await;
+                    return self.put_new(key, &[], Some(etag), write).await;
                 }
                 let header = copy_source_header(bucket, src_key, version_id);
-                self.copy_multipart(&header, key, offset, size, etag, only_new)
+                self.copy_multipart(&header, key, offset, size, etag, write)
                     .await?;
                 return Ok(ObjectInfo {
                     size,
@@ -841,15 +883,15 @@ impl S3Store {
             // Generated content carries its SHA-1 as its identity, as in a local store.
             CopySource::Bytes(bytes) => {
                 let sha1 = super::content_sha1(bytes);
-                return self.put_new(key, bytes, Some(&sha1), only_new).await;
+                return self.put_new(key, bytes, Some(&sha1), write).await;
             }
         };
         let header = copy_source_header(bucket, src_key, version);
         if info.size >= self.multipart_threshold {
-            self.copy_multipart(&header, key, 0, info.size, &info.etag, only_new)
+            self.copy_multipart(&header, key, 0, info.size, &info.etag, write)
                 .await?;
         } else {
-            self.copy_single(&header, key, info.size, &info.etag, only_new)
+            self.copy_single(&header, key, info.size, &info.etag, write)
                 .await?;
         }
         Ok(info)
@@ -921,17 +963,27 @@ impl Storage for S3Store {
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
-        Box::pin(async move { Ok(self.copy_now(source, key, known, false).await?.size) })
+        let write = Write {
+            only_new: false,
+            owner,
+        };
+        Box::pin(async move { Ok(self.copy_now(source, key, known, write).await?.size) })
     }
     fn copy_new<'a>(
         &'a self,
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
+        let write = Write {
+            only_new: true,
+            owner,
+        };
         Box::pin(async move {
-            match self.copy_now(source, key, known, true).await {
+            match self.copy_now(source, key, known, write).await {
                 Ok(info) => Ok(Some(info.size)),
                 Err(StorageError::PreconditionFailed(_)) => Ok(None),
                 Err(e) => Err(e),
@@ -946,6 +998,30 @@ impl Storage for S3Store {
     }
     fn key_copies_are_aliases(&self) -> bool {
         self.redirect_aliases
+    }
+    fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        Box::pin(async move {
+            check_key(key)?;
+            let found = self.head_object_versioned(&self.bucket, key, None).await?;
+            Ok(found.map(|(info, meta, _, redirect)| Owned {
+                info,
+                owner: meta.get(OWNER_META).cloned(),
+                alias_of: redirect.map(|r| r.trim_start_matches('/').to_string()),
+            }))
+        })
+    }
+    fn names_owners(&self) -> bool {
+        true
+    }
+    fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
+        // Everything but a single CopyObject is a PutObject or a CompleteMultipartUpload,
+        // whose `If-None-Match` every S3 we know honours.
+        let single_copy = match source {
+            CopySource::Object { .. } => true,
+            CopySource::Key(_) => !self.redirect_aliases,
+            _ => false,
+        };
+        !single_copy || size >= self.multipart_threshold || self.conditional_copies
     }
 }
 
@@ -1191,14 +1267,14 @@ mod tests {
 
     #[test]
     fn debuginfod_files_carry_their_headers_as_metadata() {
-        let meta = object_metadata("buildid/ab/debuginfo", 42, "e");
+        let meta = object_metadata("buildid/ab/debuginfo", 42, "e", None);
         assert_eq!(meta["debuginfod-size"], "42");
         assert_eq!(meta["debuginfod-file"], "buildid/ab/debuginfo");
         assert_eq!(meta[CONTENT_ETAG_META], "e");
-        let prefixed = object_metadata("cdn/buildid/ab/source/src/\u{e9}.c", 7, "e");
+        let prefixed = object_metadata("cdn/buildid/ab/source/src/\u{e9}.c", 7, "e", None);
         assert_eq!(prefixed["debuginfod-size"], "7");
         assert!(!prefixed.contains_key("debuginfod-file"), "not ASCII");
-        let other = object_metadata("symbols/a.pdb/ID/a.pdb", 1, "e");
+        let other = object_metadata("symbols/a.pdb/ID/a.pdb", 1, "e", None);
         assert_eq!(other.len(), 1);
     }
 }

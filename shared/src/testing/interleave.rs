@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::storage::{CopySource, ObjectInfo, Precondition, Storage, StorageFuture, Versioned};
+use crate::storage::{
+    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, Versioned,
+};
 
 tokio::task_local! {
     /// (scheduler identity, actor index) of the future being polled, when it is an actor.
@@ -225,10 +227,11 @@ impl Storage for Scheduled<'_> {
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
         Box::pin(async move {
             self.scheduler.barrier(&format!("copy {key}")).await;
-            self.inner.copy(source, key, known).await
+            self.inner.copy(source, key, known, owner).await
         })
     }
     fn copy_new<'a>(
@@ -236,10 +239,11 @@ impl Storage for Scheduled<'_> {
         source: &'a CopySource<'a>,
         key: &'a str,
         known: &'a ObjectInfo,
+        owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
         Box::pin(async move {
             self.scheduler.barrier(&format!("copy_new {key}")).await;
-            self.inner.copy_new(source, key, known).await
+            self.inner.copy_new(source, key, known, owner).await
         })
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
@@ -253,6 +257,18 @@ impl Storage for Scheduled<'_> {
             self.scheduler.barrier(&format!("delete {key}")).await;
             self.inner.delete(key).await
         })
+    }
+    fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("owned {key}")).await;
+            self.inner.owned(key).await
+        })
+    }
+    fn names_owners(&self) -> bool {
+        self.inner.names_owners()
+    }
+    fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
+        self.inner.creates_only_new(source, size)
     }
     fn key_copies_are_aliases(&self) -> bool {
         self.inner.key_copies_are_aliases()

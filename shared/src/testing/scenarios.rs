@@ -455,7 +455,7 @@ type Expected = (BTreeMap<String, BTreeSet<String>>, BTreeMap<String, String>);
 
 async fn serial(uploads: &[&Artifact]) -> Expected {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = LocalStore::open(dir.path()).expect("store");
+    let store = LocalStore::open(dir.path()).expect("store").with_owners();
     for artifact in uploads {
         run_op(&store, Op::Index(artifact, true))
             .await
@@ -614,7 +614,7 @@ mod tests {
             let mut dirs = Vec::new();
             retried += check(&scenario, 0..schedules(60), || {
                 let dir = tempfile::tempdir().expect("tempdir");
-                let store = LocalStore::open(dir.path()).expect("store");
+                let store = LocalStore::open(dir.path()).expect("store").with_owners();
                 dirs.push(dir);
                 std::future::ready(store)
             })
@@ -628,7 +628,7 @@ mod tests {
     async fn the_fat_mach_o_of_the_scenarios_is_two_identities() {
         let a = Artifacts::new();
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = LocalStore::open(dir.path()).expect("store");
+        let store = LocalStore::open(dir.path()).expect("store").with_owners();
         let records = run_op(&store, Op::Index(&a.fat_a, true)).await.unwrap();
         let identities: BTreeSet<_> = records
             .iter()

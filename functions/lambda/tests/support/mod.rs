@@ -129,6 +129,8 @@ pub fn lambda_env(function: &str, runtime_api: &str, moto: &Moto) -> Vec<(String
         ),
         ("AWS_LAMBDA_LOG_STREAM_NAME", "test".to_string()),
         ("SYMDEX_SERVING_BUCKET", SERVING.to_string()),
+        // moto_server copies over an existing object despite `If-None-Match`.
+        ("SYMDEX_CONDITIONAL_COPY", "false".to_string()),
     ] {
         env.push((k.to_string(), v));
     }
@@ -452,8 +454,12 @@ impl Fixtures {
 
 /// A Lambda configuration for the test stack.
 pub fn config(extra: &[(&str, &str)]) -> symdex_lambda::LambdaConfig {
-    let mut vars: std::collections::HashMap<String, String> =
-        [("SYMDEX_SERVING_BUCKET".to_string(), SERVING.to_string())].into();
+    // moto_server copies over an existing object despite `If-None-Match` on CopyObject.
+    let mut vars: std::collections::HashMap<String, String> = [
+        ("SYMDEX_SERVING_BUCKET".to_string(), SERVING.to_string()),
+        ("SYMDEX_CONDITIONAL_COPY".to_string(), "false".to_string()),
+    ]
+    .into();
     for (k, v) in extra {
         vars.insert(k.to_string(), v.to_string());
     }
