@@ -1544,7 +1544,17 @@ impl<'s> RefStore<'s> {
             // `create` lease: while a record holds one, the owner's removal waits for it
             // instead of deleting the object we are about to reference.
             let ours = found.owner.as_deref() == Some(owner.as_str());
-            return Ok((ours && (same || adopt)).then_some(if fresh {
+            if !(ours && (same || adopt)) {
+                return Ok(None);
+            }
+            // Ours stands for the record only where there is none: a record left naming us as
+            // its writer after our reference went (another upload shares the key) must get
+            // our reference back. A fresh upload's record was guessed absent, unread: read now
+            // (a sharer's record created since a read names the owner too).
+            if fresh && self.store.get(&key_file(key)).await?.is_some() {
+                return Ok(None);
+            }
+            return Ok(Some(if fresh {
                 KeyOutcome::Published
             } else {
                 KeyOutcome::Unchanged
@@ -3223,5 +3233,30 @@ mod tests {
         finalized(&refs, "u1", &["k"]).await;
         let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
+    #[tokio::test]
+    async fn an_owner_indexed_again_gets_its_reference_back_in_a_shared_record() {
+        let (dir, store, etag) = owned_store_and_input();
+        let input = dir.path().join("in");
+        let refs = RefStore::new(&store);
+        let bytes = content(&etag, &input);
+        publish_alone(&refs, "k", &bytes).await;
+        let share = refs.publish("k", "u2", &bytes, OnDifferent::Conflict, false);
+        assert_eq!(share.await.unwrap(), KeyOutcome::Unchanged);
+        finalized(&refs, "u2", &["k"]).await;
+        // u1's reference goes; the record still names u1 as the object's writer.
+        assert_eq!(refs.remove("k", "u1").await.unwrap(), RemoveOutcome::Kept);
+        // The same upload indexed again (the same bytes to the same unversioned key): its
+        // object is found naming it, and the record must reference it again.
+        let again = refs.publish("k", "u1", &bytes, OnDifferent::Conflict, true);
+        assert_ne!(again.await.unwrap(), KeyOutcome::Conflict);
+        let record = refs.key("k").await.unwrap().unwrap();
+        assert_eq!(record.refs, ["u1".to_string(), "u2".to_string()].into());
+        assert_eq!(refs.remove("k", "u2").await.unwrap(), RemoveOutcome::Kept);
+        assert!(
+            store.head("k").await.unwrap().is_some(),
+            "u1 still needs it"
+        );
     }
 }
