@@ -106,7 +106,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::manifest::UploadMeta;
 use crate::sourcemap::SourceMapRecord;
-use crate::storage::{CopySource, ObjectInfo, Owned, Precondition, Storage, Versioned};
+use crate::storage::{
+    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, Versioned,
+};
 
 /// Root of symdex's own bookkeeping inside a store (never served).
 pub const STATE_PREFIX: &str = "_symdex";
@@ -500,6 +502,23 @@ enum Found {
     Same(SameBy, ObjectInfo),
     /// Other content, written outside symdex.
     Other,
+}
+
+/// What creating an object only where nothing is came to ([`RefStore::create_or_find`]).
+enum Creation {
+    Created,
+    /// Something is there: what, and whose.
+    Found(Owned),
+    /// The copy failed; nothing was created.
+    Failed(StorageError),
+}
+
+/// What publishing a key as its object alone came to ([`RefStore::publish_owned`]).
+enum Alone {
+    /// No record needed: the key's outcome.
+    Done(KeyOutcome),
+    /// For the record protocol to decide, on the key's record where it was just read.
+    Decide(Option<Versioned>),
 }
 
 /// Who else wrote the same content found at a key (invariant 7).
@@ -1252,14 +1271,14 @@ impl<'s> RefStore<'s> {
             // at worst wait for each other's lease until one gives up and is retried.
             drop(turn.take());
             let adopt = different == OnDifferent::Adopt;
-            if let Some(outcome) = self
+            match self
                 .publish_owned(key, upload, content, fresh, adopt)
                 .await?
             {
-                return Ok(outcome);
+                Alone::Done(outcome) => return Ok(outcome),
+                // Something the record protocol decides: on the record if it was read.
+                Alone::Decide(record) => prefetched = record.map(Some),
             }
-            // Something the record protocol decides: read the record.
-            prefetched = None;
             on_guess = false;
         }
         if let Some(turn) = turn.as_mut() {
@@ -1509,9 +1528,9 @@ impl<'s> RefStore<'s> {
     }
 
     /// Publishes `content` at a key without a record by creating its object, which names
-    /// this upload as its owner (invariant 7): one request where the key is new. `None`:
-    /// what is there is for the record protocol to decide (other content, an object written
-    /// outside symdex, a record created meanwhile).
+    /// this upload as its owner (invariant 7): one request where the key is new. Else what
+    /// is there may be for the record protocol to decide (other content, an object written
+    /// outside symdex, another upload's object, a record).
     async fn publish_owned(
         &self,
         key: &str,
@@ -1519,46 +1538,74 @@ impl<'s> RefStore<'s> {
         content: &Content<'_>,
         fresh: bool,
         adopt: bool,
-    ) -> io::Result<Option<KeyOutcome>> {
+    ) -> io::Result<Alone> {
+        let owner = owner_token(upload);
+        let found = match self.create_or_find(key, content, Some(&owner)).await? {
+            Creation::Created => return Ok(Alone::Done(KeyOutcome::Published)),
+            // Nothing recorded yet: a failed copy leaves nothing to take back.
+            Creation::Failed(e) => return Err(e.into()),
+            Creation::Found(found) => found,
+        };
+        let same = found.info.etag == content.etag && found.info.size == content.size;
+        // Our own earlier or concurrent run's object. Anything else — another upload's (to be
+        // shared), written outside symdex, other content — is decided under a `create`
+        // lease: while a record holds one, the owner's removal waits for it instead of
+        // deleting the object we are about to reference.
+        let ours = found.owner.as_deref() == Some(owner.as_str());
+        if !(ours && (same || adopt)) {
+            return Ok(Alone::Decide(None));
+        }
+        // Ours stands for the record only where there is none: a record left naming us as its
+        // writer after our reference went (another upload shares the key) must get our
+        // reference back. A fresh upload's record was guessed absent, unread: read now (a
+        // sharer's record created since a read names the owner too).
+        if fresh {
+            if let Some(record) = self.store.get(&key_file(key)).await? {
+                return Ok(Alone::Decide(Some(record)));
+            }
+        }
+        Ok(Alone::Done(if fresh {
+            KeyOutcome::Published
+        } else {
+            KeyOutcome::Unchanged
+        }))
+    }
+
+    /// Creates `content` at `key` only where nothing is, naming `owner`; else reads what is
+    /// there. A few rounds: an object found and then gone (deleted meanwhile) is created
+    /// again. Where the store's copy may replace what it finds (some servers ignore
+    /// `If-None-Match` on CopyObject), it is made only where nothing was seen just before:
+    /// an object created in between by a writer relying on its copy alone (invariant 7)
+    /// could still be replaced — a window of one request, closed where copies are atomic.
+    async fn create_or_find(
+        &self,
+        key: &str,
+        content: &Content<'_>,
+        owner: Option<&str>,
+    ) -> io::Result<Creation> {
         let known = ObjectInfo {
             size: content.size,
             etag: content.etag.to_string(),
         };
-        let owner = owner_token(upload);
-        // A few rounds: an object found and then gone (deleted meanwhile) is created again.
+        let look_first = !self.store.creates_only_new(&content.source, content.size);
         for _ in 0..4 {
-            // Nothing recorded yet: a failed copy leaves nothing to take back.
-            let created = self
+            if look_first {
+                if let Some(found) = self.store.owned(key).await? {
+                    return Ok(Creation::Found(found));
+                }
+            }
+            match self
                 .store
-                .copy_new(&content.source, key, &known, Some(&owner))
-                .await?;
-            if created.is_some() {
-                return Ok(Some(KeyOutcome::Published));
+                .copy_new(&content.source, key, &known, owner)
+                .await
+            {
+                Ok(Some(_)) => return Ok(Creation::Created),
+                Ok(None) => {}
+                Err(e) => return Ok(Creation::Failed(e)),
             }
-            let Some(found) = self.store.owned(key).await? else {
-                continue;
-            };
-            let same = found.info.etag == content.etag && found.info.size == content.size;
-            // Our own earlier or concurrent run's object. Anything else — another upload's
-            // (to be shared), written outside symdex, other content — is decided under a
-            // `create` lease: while a record holds one, the owner's removal waits for it
-            // instead of deleting the object we are about to reference.
-            let ours = found.owner.as_deref() == Some(owner.as_str());
-            if !(ours && (same || adopt)) {
-                return Ok(None);
+            if let Some(found) = self.store.owned(key).await? {
+                return Ok(Creation::Found(found));
             }
-            // Ours stands for the record only where there is none: a record left naming us as
-            // its writer after our reference went (another upload shares the key) must get
-            // our reference back. A fresh upload's record was guessed absent, unread: read now
-            // (a sharer's record created since a read names the owner too).
-            if fresh && self.store.get(&key_file(key)).await?.is_some() {
-                return Ok(None);
-            }
-            return Ok(Some(if fresh {
-                KeyOutcome::Published
-            } else {
-                KeyOutcome::Unchanged
-            }));
         }
         Err(busy(&format!(
             "{key}: created and deleted by others meanwhile"
@@ -1721,59 +1768,24 @@ impl<'s> RefStore<'s> {
         content: &Content<'_>,
         adopt: bool,
     ) -> io::Result<Found> {
-        let known = ObjectInfo {
-            size: content.size,
-            etag: content.etag.to_string(),
-        };
         let owner = self.owner_for(upload);
-        // A copy that may replace what it finds (some servers ignore `If-None-Match` on
-        // CopyObject) is made only where nothing was seen just before: an object created
-        // in between by a writer relying on its copy alone (invariant 7) could still be
-        // replaced — a window of one request, closed where the store's copies are atomic.
-        let look_first = !self.store.creates_only_new(&content.source, content.size);
-        // A few rounds: an object found and then gone (deleted meanwhile) is created again.
-        for _ in 0..4 {
-            let seen = if look_first {
-                self.store.owned(key).await?
-            } else {
-                None
-            };
-            if seen.is_none() {
-                let created = self
-                    .store
-                    .copy_new(&content.source, key, &known, owner.as_deref())
-                    .await;
-                match created {
-                    Ok(Some(_)) => return Ok(Found::Created),
-                    Ok(None) => {}
-                    Err(e) => {
-                        self.remove(key, upload).await?;
-                        return Err(e.into());
-                    }
-                }
+        let found = match self.create_or_find(key, content, owner.as_deref()).await? {
+            Creation::Created => return Ok(Found::Created),
+            Creation::Failed(e) => {
+                self.remove(key, upload).await?;
+                return Err(e.into());
             }
-            let found = match seen {
-                Some(found) => Some(found),
-                None => self.store.owned(key).await?,
-            };
-            match found {
-                Some(found)
-                    if adopt
-                        || (found.info.etag == content.etag && found.info.size == content.size) =>
-                {
-                    let info = found.info.clone();
-                    return Ok(Found::Same(self.same_by(upload, found).await?, info));
-                }
-                Some(found) if owner.is_some() && found.owner == owner => {
-                    return Ok(Found::Same(SameBy::Replace, found.info))
-                }
-                Some(_) => return Ok(Found::Other),
-                None => continue,
-            }
-        }
-        Err(busy(&format!(
-            "{key}: created and deleted by others meanwhile"
-        )))
+            Creation::Found(found) => found,
+        };
+        let same = found.info.etag == content.etag && found.info.size == content.size;
+        Ok(if adopt || same {
+            let info = found.info.clone();
+            Found::Same(self.same_by(upload, found).await?, info)
+        } else if owner.is_some() && found.owner == owner {
+            Found::Same(SameBy::Replace, found.info)
+        } else {
+            Found::Other
+        })
     }
 
     /// Whose the object of the same content found at a key is (invariant 7).

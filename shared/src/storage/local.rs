@@ -355,10 +355,7 @@ impl LocalStore {
             if self.version(key)?.as_deref() != Some(version) {
                 return Ok(false);
             }
-            self.delete_file(key)?;
-            if !key.starts_with("_symdex/") {
-                self.delete_file(&owner_file(key))?;
-            }
+            self.delete_with_owner(key)?;
             Ok(true)
         })
     }
@@ -570,6 +567,14 @@ impl LocalStore {
 
     /// What is at `key` and who wrote it, read together.
     pub fn owned_now(&self, key: &str) -> StorageResult<Option<Owned>> {
+        let unowned = |info| Owned {
+            info,
+            owner: None,
+            alias_of: None,
+        };
+        if !self.owners {
+            return Ok(self.head_now(key)?.map(unowned));
+        }
         self.with_cas_lock(|| {
             let Some(info) = self.head_now(key)? else {
                 return Ok(None);
@@ -577,9 +582,8 @@ impl LocalStore {
             let owner = not_found_is_none(fs::read(self.path_of(&owner_file(key))?))?
                 .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
             Ok(Some(Owned {
-                info,
                 owner,
-                alias_of: None,
+                ..unowned(info)
             }))
         })
     }
@@ -628,15 +632,29 @@ impl LocalStore {
         Ok(keys)
     }
 
-    /// Deletes `key`; a published object goes together with its owner's side file.
+    /// Deletes `key`; a published object goes together with its owner's side file, where
+    /// owners are kept (under the compare-and-swap lock, as they are written).
     pub fn delete_now(&self, key: &str) -> StorageResult<()> {
-        if key.starts_with("_symdex/") {
+        if !self.has_owner_file(key) {
             return self.delete_file(key);
         }
-        self.with_cas_lock(|| {
-            self.delete_file(key)?;
-            self.delete_file(&owner_file(key))
-        })
+        self.with_cas_lock(|| self.delete_with_owner(key))
+    }
+
+    /// Whether `key` may have an owner's side file: a published object of a store that keeps
+    /// owners.
+    fn has_owner_file(&self, key: &str) -> bool {
+        self.owners && !key.starts_with("_symdex/")
+    }
+
+    /// Deletes `key` and its owner's side file, if it may have one; the caller holds the
+    /// compare-and-swap lock.
+    fn delete_with_owner(&self, key: &str) -> StorageResult<()> {
+        self.delete_file(key)?;
+        if self.has_owner_file(key) {
+            self.delete_file(&owner_file(key))?;
+        }
+        Ok(())
     }
 
     fn delete_file(&self, key: &str) -> StorageResult<()> {
