@@ -6,8 +6,12 @@
 //!   key two uploads share or a removal holds (invariant 7): else the object's owner, the SHA-1
 //!   of an upload id (S3 metadata `symdex-owner`, a local store's `_symdex/owners/<key>`),
 //!   stands for it.
-//! - `_symdex/uploads/<sha1 of upload id>.json`: one upload, its state and its keys.
-//! - `_symdex/sources/<sha1 of source>.json`: the uploads of one ingest location.
+//! - `_symdex/uploads/<sha1 of location>/<sha1 of upload id>.json`: one upload, its state and
+//!   its keys, named under the ingest location it came from, which a removal lists
+//!   ([`UploadLayout::ByLocation`], new S3 stores). Stores made before, and local stores
+//!   ([`UploadLayout::Flat`]), keep `_symdex/uploads/<sha1 of upload id>.json` and a record
+//!   of each location's uploads, `_symdex/sources/<sha1 of source>.json`. The store's
+//!   layout is decided once and kept in `_symdex/layout.json` ([`RefStore::layout`]).
 //! - `_symdex/ids/<debug id>.json`: PDB names recorded by PEs' CodeView records, and where a PDB
 //!   with that id was published, so a PDB is reachable under the exact name its PE uses.
 //! - `_symdex/sourcemap/<scope>/<bucket>.json`: source files offered and source paths wanted,
@@ -574,19 +578,75 @@ enum PublishPlan {
 
 /// Where upload records live.
 const UPLOADS_DIR: &str = "_symdex/uploads/";
+/// Where a [`UploadLayout::Flat`] store keeps its source records.
+const SOURCES_DIR: &str = "_symdex/sources/";
+/// The store's [`UploadLayout`], written once.
+pub const LAYOUT_FILE: &str = "_symdex/layout.json";
 
-fn upload_file(upload: &str) -> String {
-    format!(
-        "{UPLOADS_DIR}{}.json",
-        crate::digest::sha1_hex(upload.as_bytes())
-    )
+/// How a store names its upload records: decided once per store and kept in its marker
+/// ([`LAYOUT_FILE`]), so every writer follows the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UploadLayout {
+    /// `_symdex/uploads/<sha1 of upload>.json`, and per ingest location a source record
+    /// listing its uploads (`_symdex/sources/`, written by the plan): stores made before
+    /// upload records were named by location, and local stores (the CLI keeps an input's
+    /// file stamp in its source record).
+    Flat,
+    /// `_symdex/uploads/<sha1 of location>/<sha1 of upload>.json` ([`location_of`]): the
+    /// upload record is the upload's registration with its location, found by a removal
+    /// listing the location's directory — no source record, one request less per artifact.
+    /// New S3 stores ([`Storage::uploads_by_location`]).
+    ByLocation,
 }
 
-/// The owner an object names for the upload whose reference it is (invariant 7): the SHA-1
-/// of the upload id, short and ASCII as S3 metadata must be, and the name of the upload's
-/// record ([`upload_file`]), so the upload is found from its object.
-pub fn owner_token(upload: &str) -> String {
-    crate::digest::sha1_hex(upload.as_bytes())
+/// The marker's content.
+#[derive(Serialize, Deserialize)]
+struct LayoutMarker {
+    uploads: UploadLayout,
+}
+
+/// The location an upload id names: up to its first `@` (every id names its location, then
+/// `@` and a version or content identity) or `!/` (an archive's entry), whichever comes
+/// first. A location holding either is cut short the same way for each of its uploads and
+/// for its removal: it shares a directory with the locations that begin alike, told apart
+/// by their records' `source`.
+pub fn location_of(upload: &str) -> &str {
+    let cut = [upload.find('@'), upload.find("!/")]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(upload.len());
+    &upload[..cut]
+}
+
+/// The name of an upload's record under [`UPLOADS_DIR`], which is also the owner its
+/// objects name (invariant 7): SHA-1s, short and ASCII as S3 metadata must be, so the
+/// upload is found from its object.
+fn upload_name(layout: UploadLayout, upload: &str) -> String {
+    let leaf = crate::digest::sha1_hex(upload.as_bytes());
+    match layout {
+        UploadLayout::Flat => leaf,
+        UploadLayout::ByLocation => format!("{}/{leaf}", location_dir(upload)),
+    }
+}
+
+/// The directory of a location's upload records in a [`UploadLayout::ByLocation`] store.
+fn location_dir(location: &str) -> String {
+    crate::digest::sha1_hex(location_of(location).as_bytes())
+}
+
+fn upload_file(layout: UploadLayout, upload: &str) -> String {
+    format!("{UPLOADS_DIR}{}.json", upload_name(layout, upload))
+}
+
+/// Whether `owner` has the form of an upload record's name (either layout's).
+fn is_upload_name(owner: &str) -> bool {
+    let sha1 = |s: &str| s.len() == 40 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match owner.split_once('/') {
+        Some((dir, leaf)) => sha1(dir) && sha1(leaf),
+        None => sha1(owner),
+    }
 }
 
 fn key_file(key: &str) -> String {
@@ -595,7 +655,7 @@ fn key_file(key: &str) -> String {
 
 fn source_file(source: &str) -> String {
     format!(
-        "{STATE_PREFIX}/sources/{}.json",
+        "{SOURCES_DIR}{}.json",
         crate::digest::sha1_hex(source.as_bytes())
     )
 }
@@ -696,6 +756,8 @@ pub struct RefStore<'s> {
     listed: std::sync::Mutex<Listed>,
     /// This run's id, in every lease it takes ([`Lease::run`]).
     run: String,
+    /// The store's upload layout, once read ([`Self::layout`]).
+    layout: std::sync::OnceLock<UploadLayout>,
 }
 
 /// Waits of one decision (as [`RefStore::update`] waits for a lease): attempts and pauses.
@@ -785,7 +847,55 @@ impl<'s> RefStore<'s> {
             held: Default::default(),
             listed: Default::default(),
             run: new_run_id(),
+            layout: Default::default(),
         }
+    }
+
+    /// How the store names its upload records: its marker says, read once. A store without
+    /// one is [`UploadLayout::Flat`], unless it lays new stores out by location
+    /// ([`Storage::uploads_by_location`]): then it is decided now — `ByLocation` where no
+    /// upload or source record is yet, else `Flat` (records written before layouts were
+    /// named) — and the marker is created only where none is: a writer deciding at the same
+    /// time reads the other's decision instead, so every writer follows the same.
+    pub async fn layout(&self) -> io::Result<UploadLayout> {
+        if let Some(layout) = self.layout.get() {
+            return Ok(*layout);
+        }
+        let layout = self.decide_layout().await?;
+        Ok(*self.layout.get_or_init(|| layout))
+    }
+
+    async fn decide_layout(&self) -> io::Result<UploadLayout> {
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(bytes) = self.store.read_settled(LAYOUT_FILE).await? {
+                return Ok(parse::<LayoutMarker>(LAYOUT_FILE, &bytes)?.uploads);
+            }
+            if !self.store.uploads_by_location() {
+                return Ok(UploadLayout::Flat);
+            }
+            let existing = self.store.any_under(UPLOADS_DIR).await?
+                || self.store.any_under(SOURCES_DIR).await?;
+            let uploads = if existing {
+                UploadLayout::Flat
+            } else {
+                UploadLayout::ByLocation
+            };
+            let marker = serde_json::to_vec(&LayoutMarker { uploads })?;
+            if self.store.create_settled(LAYOUT_FILE, &marker).await? {
+                return Ok(uploads);
+            }
+        }
+        Err(io::Error::other(format!("{LAYOUT_FILE}: unreadable")))
+    }
+
+    /// The owner an object names for `upload` (invariant 7): its record's name.
+    pub async fn owner_token(&self, upload: &str) -> io::Result<String> {
+        Ok(upload_name(self.layout().await?, upload))
+    }
+
+    /// Where `upload`'s record is.
+    async fn upload_file(&self, upload: &str) -> io::Result<String> {
+        Ok(upload_file(self.layout().await?, upload))
     }
 
     /// A sole writer (the CLI, holding the local store's writer lock) keeps the source-map
@@ -1176,8 +1286,11 @@ impl<'s> RefStore<'s> {
     }
 
     /// The owner to name in an object whose record says `by` wrote it.
-    fn owner_for(&self, by: &str) -> Option<String> {
-        (self.owners_named() && !by.is_empty()).then(|| owner_token(by))
+    async fn owner_for(&self, by: &str) -> io::Result<Option<String>> {
+        if !self.owners_named() || by.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.owner_token(by).await?))
     }
 
     /// The record a key without one stands for (invariant 7): its object's owner alone
@@ -1206,7 +1319,7 @@ impl<'s> RefStore<'s> {
 
     /// The id of the upload an object names as its owner ([`owner_token`]).
     async fn upload_by_owner(&self, owner: &str) -> io::Result<Option<String>> {
-        if owner.len() != 40 || !owner.bytes().all(|b| b.is_ascii_hexdigit()) {
+        if !is_upload_name(owner) {
             return Ok(None);
         }
         let file = format!("{UPLOADS_DIR}{owner}.json");
@@ -1539,7 +1652,7 @@ impl<'s> RefStore<'s> {
         fresh: bool,
         adopt: bool,
     ) -> io::Result<Alone> {
-        let owner = owner_token(upload);
+        let owner = self.owner_token(upload).await?;
         let found = match self.create_or_find(key, content, Some(&owner)).await? {
             Creation::Created => return Ok(Alone::Done(KeyOutcome::Published)),
             // Nothing recorded yet: a failed copy leaves nothing to take back.
@@ -1625,7 +1738,7 @@ impl<'s> RefStore<'s> {
             size: content.size,
             etag: content.etag.to_string(),
         };
-        let owner = self.owner_for(by);
+        let owner = self.owner_for(by).await?;
         let copied = self
             .store
             .copy(&content.source, key, &known, owner.as_deref())
@@ -1768,7 +1881,7 @@ impl<'s> RefStore<'s> {
         content: &Content<'_>,
         adopt: bool,
     ) -> io::Result<Found> {
-        let owner = self.owner_for(upload);
+        let owner = self.owner_for(upload).await?;
         let found = match self.create_or_find(key, content, owner.as_deref()).await? {
             Creation::Created => return Ok(Found::Created),
             Creation::Failed(e) => {
@@ -1793,7 +1906,7 @@ impl<'s> RefStore<'s> {
         let Some(owner) = found.owner else {
             return Ok(SameBy::Nobody);
         };
-        if owner == owner_token(upload) {
+        if owner == self.owner_token(upload).await? {
             return Ok(SameBy::Us);
         }
         Ok(match self.upload_by_owner(&owner).await? {
@@ -1931,7 +2044,7 @@ impl<'s> RefStore<'s> {
                     // record) names another owner, and stays.
                     let found = self.store.owned(key).await?;
                     let owner = found.as_ref().and_then(|f| f.owner.clone());
-                    let named = owner.is_some() && owner == self.owner_for(&by);
+                    let named = owner.is_some() && owner == self.owner_for(&by).await?;
                     let delete = found.is_some() && (named || (owner.is_none() && !owned_only));
                     if owned_only && by == upload && !delete {
                         outcome = RemoveOutcome::NotReferenced;
@@ -1994,7 +2107,7 @@ impl<'s> RefStore<'s> {
     }
 
     pub async fn upload(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
-        self.read(&upload_file(upload)).await
+        self.read(&self.upload_file(upload).await?).await
     }
 
     /// [`Self::upload`], with the read kept for a [`Self::plan`] that follows — unless the
@@ -2004,7 +2117,7 @@ impl<'s> RefStore<'s> {
         &self,
         upload: &str,
     ) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
-        let file = upload_file(upload);
+        let file = self.upload_file(upload).await?;
         if !self.store.versions_are_free() {
             return Ok(match self.store.read(&file).await? {
                 Some(bytes) => (Some(parse(&file, &bytes)?), None),
@@ -2047,7 +2160,9 @@ impl<'s> RefStore<'s> {
 
     /// Lists `keys` as the upload's planned keys before any reference to them is added
     /// (invariant 4), creating the upload record in `indexing` state, and registers the upload
-    /// with its source. Returns the record it found, as it was (`None`: a new upload).
+    /// with its source: in a [`UploadLayout::ByLocation`] store the record, named under its
+    /// location, is the registration; a `Flat` one adds it to the location's source record.
+    /// Returns the record it found, as it was (`None`: a new upload).
     pub async fn plan(
         &self,
         template: &UploadRecord,
@@ -2057,7 +2172,7 @@ impl<'s> RefStore<'s> {
     ) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
         let (found, written) = self
             .update_versioned(
-                &upload_file(&template.upload),
+                &self.upload_file(&template.upload).await?,
                 prior.map(|p| p.0),
                 |current: Option<UploadRecord>| {
                     let Some(mut record) = current else {
@@ -2081,7 +2196,8 @@ impl<'s> RefStore<'s> {
             .await?;
         // The record as written, for the finalize's swap (saves reading it again).
         let written = written.map(|v| PriorRead(Some(v)));
-        if found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
+        let flat = self.layout().await? == UploadLayout::Flat;
+        if flat && found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
             // A new upload usually comes from a new location: its record is created without
             // reading it first (a wrong guess fails and reads).
             let guess = found.is_none().then_some(None);
@@ -2113,19 +2229,22 @@ impl<'s> RefStore<'s> {
     /// Adds `keys` to the planned keys of an upload that is not being removed (another
     /// upload's indexer holding a key for it, invariant 5). `false`: removed or gone.
     pub async fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
-        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
-            let Some(mut record) = current else {
-                return Ok(Step::Keep(false));
-            };
-            if record.state == UploadState::Removing {
-                return Ok(Step::Keep(false));
-            }
-            if record.plan_keys(keys) {
-                Ok(Step::Write(record, true))
-            } else {
-                Ok(Step::Keep(true))
-            }
-        })
+        self.update(
+            &self.upload_file(upload).await?,
+            |current: Option<UploadRecord>| {
+                let Some(mut record) = current else {
+                    return Ok(Step::Keep(false));
+                };
+                if record.state == UploadState::Removing {
+                    return Ok(Step::Keep(false));
+                }
+                if record.plan_keys(keys) {
+                    Ok(Step::Write(record, true))
+                } else {
+                    Ok(Step::Keep(true))
+                }
+            },
+        )
         .await
     }
 
@@ -2170,7 +2289,7 @@ impl<'s> RefStore<'s> {
             let mut on_prefetch = prefetched.is_some();
             let (decided, written) = self
                 .update_versioned(
-                    &upload_file(upload),
+                    &self.upload_file(upload).await?,
                     prefetched.take(),
                     |current: Option<UploadRecord>| {
                         let stale = std::mem::take(&mut on_prefetch);
@@ -2235,19 +2354,22 @@ impl<'s> RefStore<'s> {
         upload: &str,
         wanted: impl Fn(&UploadRecord) -> bool,
     ) -> io::Result<Option<UploadRecord>> {
-        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
-            let Some(mut record) = current else {
-                return Ok(Step::Keep(None));
-            };
-            if record.state == UploadState::Removing {
-                return Ok(Step::Keep(Some(record)));
-            }
-            if !wanted(&record) {
-                return Ok(Step::Keep(None));
-            }
-            record.state = UploadState::Removing;
-            Ok(Step::Write(record.clone(), Some(record)))
-        })
+        self.update(
+            &self.upload_file(upload).await?,
+            |current: Option<UploadRecord>| {
+                let Some(mut record) = current else {
+                    return Ok(Step::Keep(None));
+                };
+                if record.state == UploadState::Removing {
+                    return Ok(Step::Keep(Some(record)));
+                }
+                if !wanted(&record) {
+                    return Ok(Step::Keep(None));
+                }
+                record.state = UploadState::Removing;
+                Ok(Step::Write(record.clone(), Some(record)))
+            },
+        )
         .await
     }
 
@@ -2259,28 +2381,31 @@ impl<'s> RefStore<'s> {
         upload: &str,
         mut change: impl FnMut(&UploadRecord) -> UploadMeta,
     ) -> io::Result<Option<UploadRecord>> {
-        self.update(&upload_file(upload), |current: Option<UploadRecord>| {
-            let Some(mut record) = current else {
-                return Ok(Step::Keep(None));
-            };
-            if record.state == UploadState::Removing {
-                return Ok(Step::Keep(None));
-            }
-            let meta = change(&record);
-            if record.meta == meta {
-                Ok(Step::Keep(Some(record)))
-            } else {
-                record.meta = meta;
-                Ok(Step::Write(record.clone(), Some(record)))
-            }
-        })
+        self.update(
+            &self.upload_file(upload).await?,
+            |current: Option<UploadRecord>| {
+                let Some(mut record) = current else {
+                    return Ok(Step::Keep(None));
+                };
+                if record.state == UploadState::Removing {
+                    return Ok(Step::Keep(None));
+                }
+                let meta = change(&record);
+                if record.meta == meta {
+                    Ok(Step::Keep(Some(record)))
+                } else {
+                    record.meta = meta;
+                    Ok(Step::Write(record.clone(), Some(record)))
+                }
+            },
+        )
         .await
     }
 
     /// Notes a key a removal unpublished, so a retry of an interrupted removal reports it.
     pub async fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
         self.update(
-            &upload_file(upload),
+            &self.upload_file(upload).await?,
             |current: Option<UploadRecord>| match current {
                 Some(mut r) if r.state == UploadState::Removing => {
                     if r.removed.insert(key.to_string()) {
@@ -2297,6 +2422,21 @@ impl<'s> RefStore<'s> {
 
     /// Forgets a removed upload (after every reference was taken back).
     pub async fn end_removal(&self, record: &UploadRecord) -> io::Result<()> {
+        if self.layout().await? == UploadLayout::Flat {
+            self.unregister_source(record).await?;
+        }
+        self.update(
+            &self.upload_file(&record.upload).await?,
+            |current: Option<UploadRecord>| match current {
+                Some(r) if r.state == UploadState::Removing => Ok(Step::Delete(())),
+                _ => Ok(Step::Keep(())),
+            },
+        )
+        .await
+    }
+
+    /// Takes a removed upload out of its location's source record ([`UploadLayout::Flat`]).
+    async fn unregister_source(&self, record: &UploadRecord) -> io::Result<()> {
         self.update(
             &source_file(&record.source),
             |current: Option<SourceRecord>| {
@@ -2313,29 +2453,45 @@ impl<'s> RefStore<'s> {
                 }
             },
         )
-        .await?;
-        self.update(
-            &upload_file(&record.upload),
-            |current: Option<UploadRecord>| match current {
-                Some(r) if r.state == UploadState::Removing => Ok(Step::Delete(())),
-                _ => Ok(Step::Keep(())),
-            },
-        )
         .await
     }
 
-    /// The record of one ingest location.
+    /// The source record of one ingest location (`None` in a [`UploadLayout::ByLocation`]
+    /// store, which keeps none).
     pub async fn source(&self, source: &str) -> io::Result<Option<SourceRecord>> {
+        if self.layout().await? != UploadLayout::Flat {
+            return Ok(None);
+        }
         self.read(&source_file(source)).await
     }
 
-    /// The uploads indexed from one ingest location (`s3://bucket/key` or a path).
-    pub async fn uploads_of_source(&self, source: &str) -> io::Result<BTreeSet<String>> {
-        Ok(self
-            .source(source)
-            .await?
-            .map(|r| r.uploads)
-            .unwrap_or_default())
+    /// The uploads indexed from one ingest location: `source` as upload records name it
+    /// (`s3://bucket/key` or a path), `location` as its upload ids begin (`s3:bucket/key`,
+    /// [`location_of`]). A `ByLocation` store lists the location's directory: an upload
+    /// whose record was created before the listing is in it (S3 lists what was written).
+    pub async fn uploads_of_source(
+        &self,
+        source: &str,
+        location: &str,
+    ) -> io::Result<BTreeSet<String>> {
+        if self.layout().await? == UploadLayout::Flat {
+            return Ok(self
+                .source(source)
+                .await?
+                .map(|r| r.uploads)
+                .unwrap_or_default());
+        }
+        let dir = format!("{UPLOADS_DIR}{}/", location_dir(location));
+        let mut uploads = BTreeSet::new();
+        for file in self.store.list(&dir).await? {
+            // Gone since the listing: removed meanwhile.
+            if let Some(record) = self.read::<UploadRecord>(&file).await? {
+                if record.source == source {
+                    uploads.insert(record.upload);
+                }
+            }
+        }
+        Ok(uploads)
     }
 
     pub async fn id(&self, debug_id: &str) -> io::Result<IdRecord> {
@@ -2994,13 +3150,100 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn uploads_plan_finalize_and_removal() {
+    async fn uploads_plan_finalize_and_removal_in_either_layout() {
         let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path()).unwrap();
-        let refs = RefStore::new(&store);
-        let up = UploadRecord {
-            upload: "file:/a".into(),
+        let flat = LocalStore::open(dir.path().join("flat")).unwrap();
+        uploads_plan_finalize_and_removal(&flat, UploadLayout::Flat).await;
+        let sources = flat.list(SOURCES_DIR).await.unwrap();
+        assert!(
+            sources.is_empty(),
+            "the last upload's removal left {sources:?}"
+        );
+        assert!(
+            flat.read(LAYOUT_FILE).await.unwrap().is_none(),
+            "a CLI store keeps no marker"
+        );
+        let by_location = LocalStore::open(dir.path().join("by-location"))
+            .unwrap()
+            .with_owners();
+        uploads_plan_finalize_and_removal(&by_location, UploadLayout::ByLocation).await;
+        let marker = by_location.read(LAYOUT_FILE).await.unwrap().unwrap();
+        assert_eq!(marker, br#"{"uploads":"by-location"}"#);
+    }
+
+    /// A store's upload layout is decided once and kept: a new store that lays records out
+    /// by location does so; one holding records written before layouts were named (flat)
+    /// stays flat, and every writer after reads the marker rather than deciding again.
+    #[tokio::test]
+    async fn a_store_keeps_the_upload_layout_it_was_made_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let up = |upload: &str| UploadRecord {
+            upload: upload.into(),
             source: "s3://b/k".into(),
+            ..Default::default()
+        };
+        let keys: BTreeSet<String> = ["k1".to_string()].into();
+        // Written as before: flat records, a source record, no marker.
+        let old = LocalStore::open(dir.path().join("old")).unwrap();
+        RefStore::new(&old)
+            .plan(&up("s3:b/k@v1"), &keys, None, None)
+            .await
+            .unwrap();
+        assert!(old.read(LAYOUT_FILE).await.unwrap().is_none());
+        let shared = LocalStore::open(dir.path().join("old"))
+            .unwrap()
+            .with_owners();
+        let refs = RefStore::new(&shared);
+        assert_eq!(refs.layout().await.unwrap(), UploadLayout::Flat);
+        assert_eq!(
+            shared.read(LAYOUT_FILE).await.unwrap().unwrap(),
+            br#"{"uploads":"flat"}"#
+        );
+        refs.plan(&up("s3:b/k@v2"), &keys, None, None)
+            .await
+            .unwrap();
+        let uploads = refs.uploads_of_source("s3://b/k", "s3:b/k").await.unwrap();
+        assert_eq!(uploads.len(), 2, "{uploads:?}");
+        // A new store: by location, and a marker saying so is what a later writer follows,
+        // whatever it finds (a flat record written by hand here).
+        let new = LocalStore::open(dir.path().join("new"))
+            .unwrap()
+            .with_owners();
+        assert_eq!(
+            RefStore::new(&new).layout().await.unwrap(),
+            UploadLayout::ByLocation
+        );
+        new.put(&format!("{UPLOADS_DIR}{}.json", "0".repeat(40)), b"{}")
+            .await
+            .unwrap();
+        let later = RefStore::new(&new);
+        assert_eq!(later.layout().await.unwrap(), UploadLayout::ByLocation);
+        later
+            .plan(&up("s3:b/k@v1"), &keys, None, None)
+            .await
+            .unwrap();
+        assert!(new.list(SOURCES_DIR).await.unwrap().is_empty());
+        let token = later.owner_token("s3:b/k@v1").await.unwrap();
+        assert!(is_upload_name(&token) && token.contains('/'), "{token}");
+        assert!(new
+            .read(&format!("{UPLOADS_DIR}{token}.json"))
+            .await
+            .unwrap()
+            .is_some());
+    }
+
+    /// An upload's way through its record, in a store of `layout`; its location found by
+    /// the removal (a location whose name begins alike shares its directory `ByLocation`).
+    async fn uploads_plan_finalize_and_removal(store: &LocalStore, layout: UploadLayout) {
+        let refs = RefStore::new(store);
+        let up = UploadRecord {
+            upload: "s3:b/k@v1".into(),
+            source: "s3://b/k".into(),
+            ..Default::default()
+        };
+        let alike = UploadRecord {
+            upload: "s3:b/k@x@v2".into(),
+            source: "s3://b/k@x".into(),
             ..Default::default()
         };
         let keys: BTreeSet<String> = ["k1".to_string(), "k2".to_string()].into();
@@ -3014,18 +3257,32 @@ mod tests {
             "the second plan finds the first"
         );
         assert!(again.is_none(), "and changes nothing");
-        let record = refs.upload("file:/a").await.unwrap().unwrap();
+        let record = refs.upload("s3:b/k@v1").await.unwrap().unwrap();
         assert_eq!(record.state, UploadState::Indexing);
         assert_eq!(record.planned, keys);
-        assert!(refs
-            .uploads_of_source("s3://b/k")
-            .await
-            .unwrap()
-            .contains("file:/a"));
+        assert_eq!(refs.layout().await.unwrap(), layout);
+        refs.plan(&alike, &keys, None, None).await.unwrap();
+        let at = |source: &'static str, location: &'static str| {
+            let refs = &refs;
+            async move { refs.uploads_of_source(source, location).await.unwrap() }
+        };
+        assert_eq!(
+            at("s3://b/k", "s3:b/k").await,
+            ["s3:b/k@v1".to_string()].into()
+        );
+        assert_eq!(
+            at("s3://b/k@x", "s3:b/k@x").await,
+            ["s3:b/k@x@v2".to_string()].into()
+        );
+        let sources = store.list(SOURCES_DIR).await.unwrap();
+        assert_eq!(
+            sources.len(),
+            if layout == UploadLayout::Flat { 2 } else { 0 }
+        );
         // Finalized on the record as the plan wrote it (unchanged since: no read needed).
         assert!(refs
             .finalize(
-                "file:/a",
+                "s3:b/k@v1",
                 &["k1".to_string()].into(),
                 Run::Complete(None),
                 planned.clone(),
@@ -3033,7 +3290,7 @@ mod tests {
             )
             .await
             .unwrap());
-        let record = refs.upload("file:/a").await.unwrap().unwrap();
+        let record = refs.upload("s3:b/k@v1").await.unwrap().unwrap();
         assert_eq!(record.state, UploadState::Indexed);
         assert_eq!(record.keys.len(), 1);
         // Each key is listed once: referenced under `keys`, the rest still `planned`.
@@ -3042,13 +3299,13 @@ mod tests {
             refs.plan(&up, &keys, None, None).await.unwrap().0.is_some(),
             "planning the same keys again"
         );
-        assert_eq!(refs.upload("file:/a").await.unwrap().unwrap(), record);
-        let removing = refs.begin_removal("file:/a").await.unwrap().unwrap();
+        assert_eq!(refs.upload("s3:b/k@v1").await.unwrap().unwrap(), record);
+        let removing = refs.begin_removal("s3:b/k@v1").await.unwrap().unwrap();
         assert_eq!(removing.all_keys(), keys);
         // A finalize swapping on a copy older than the removal's mark sees the mark.
         assert!(
             !refs
-                .finalize("file:/a", &keys, Run::Complete(None), planned, &[])
+                .finalize("s3:b/k@v1", &keys, Run::Complete(None), planned, &[])
                 .await
                 .unwrap(),
             "a removing upload is not finalized"
@@ -3062,8 +3319,10 @@ mod tests {
             Some(UploadState::Removing)
         );
         refs.end_removal(&removing).await.unwrap();
-        assert!(refs.upload("file:/a").await.unwrap().is_none());
-        assert!(refs.uploads_of_source("s3://b/k").await.unwrap().is_empty());
+        assert!(refs.upload("s3:b/k@v1").await.unwrap().is_none());
+        assert!(at("s3://b/k", "s3:b/k").await.is_empty());
+        let other = refs.begin_removal("s3:b/k@x@v2").await.unwrap().unwrap();
+        refs.end_removal(&other).await.unwrap();
         refs.update_id("abc", |r| r.names.insert("Foo.PDB".into()))
             .await
             .unwrap();
@@ -3110,7 +3369,7 @@ mod tests {
         publish_alone(&refs, "k", &bytes).await;
         assert_eq!(store.get(&key_file("k")).await.unwrap(), None, "no record");
         let owned = store.owned("k").await.unwrap().unwrap();
-        assert_eq!(owned.owner, Some(owner_token("u1")));
+        assert_eq!(owned.owner, Some(refs.owner_token("u1").await.unwrap()));
         let record = refs.key("k").await.unwrap().unwrap();
         assert_eq!(
             (record.refs, record.by),
@@ -3169,7 +3428,7 @@ mod tests {
             let owned = store.owned(key).await.unwrap();
             assert_eq!(
                 owned.and_then(|o| o.owner),
-                Some(owner_token("u2")),
+                Some(refs.owner_token("u2").await.unwrap()),
                 "{key}"
             );
             assert_eq!(store.get(&key_file(key)).await.unwrap(), None, "{key}");
@@ -3230,7 +3489,7 @@ mod tests {
             size: 5,
             etag: content_sha1(b"other"),
         };
-        let token = owner_token("u1");
+        let token = refs.owner_token("u1").await.unwrap();
         let source = CopySource::Bytes(b"other");
         store
             .copy(&source, "k", &other, Some(&token))

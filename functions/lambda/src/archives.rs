@@ -20,7 +20,7 @@ use symdex_shared::storage::{CopySource, ObjectInfo, StorageError};
 use symdex_shared::IdentifyOptions;
 
 use crate::events::ObjectEvent;
-use crate::handler::{finalize, manifest_and_liveness, upload_id, Context, Job};
+use crate::handler::{finalize, manifest_and_liveness, upload_id, Context, Ingest, Job};
 
 /// Entries indexed between two manifest writes: a 100,000-entry archive does not hold all its
 /// records in memory, and a crash re-reports at most this many.
@@ -114,7 +114,7 @@ pub(crate) async fn index_archive(
     }
     Ok(Job {
         indexed: pending,
-        ingest: Some((event.clone(), info.etag.clone())),
+        ingest: Some(Ingest::asked(event, &info.etag)),
     })
 }
 
@@ -129,7 +129,7 @@ async fn flush(
 ) -> io::Result<()> {
     let job = Job {
         indexed: done,
-        ingest: Some((event.clone(), info.etag.clone())),
+        ingest: Some(Ingest::asked(event, &info.etag)),
     };
     let records = job.records().cloned().collect();
     let alive = manifest_and_liveness(ctx, records, &[std::slice::from_ref(&job)])

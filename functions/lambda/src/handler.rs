@@ -14,7 +14,7 @@ use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{Indexed, Indexer, Lookup, Upload};
 use symdex_shared::refs::PriorRead;
 use symdex_shared::storage::s3::S3Store;
-use symdex_shared::storage::{CopySource, StorageError};
+use symdex_shared::storage::{CopySource, SeenCurrent, StorageError};
 use symdex_shared::{FormatError, IdentifyOptions};
 
 use crate::config::LambdaConfig;
@@ -115,15 +115,42 @@ fn check_product_prefix(key: &str, meta: &mut UploadMeta) -> Result<(), String> 
 /// `s3:<bucket>/<key>@<version>`: the version id, or the ETag in an unversioned bucket.
 pub(crate) fn upload_id(event: &ObjectEvent, etag: &str) -> String {
     let version = event.version_id.as_deref().unwrap_or(etag);
-    format!("s3:{}/{}@{version}", event.bucket, event.key)
+    format!("{}@{version}", location(event))
+}
+
+/// `s3:<bucket>/<key>`: how the ids of the uploads of one object begin (refs.rs,
+/// `location_of`), by which a removal finds them.
+fn location(event: &ObjectEvent) -> String {
+    format!("s3:{}/{}", event.bucket, event.key)
 }
 
 /// One object's work, waiting to be finalized after the manifest write: one upload, or an
 /// archive's entries.
 pub struct Job {
     pub(crate) indexed: Vec<Indexed>,
-    /// The ingest object and the ETag that was indexed (for the liveness check).
-    pub(crate) ingest: Option<(ObjectEvent, String)>,
+    /// The ingest object whose uploads were referenced, for the liveness check.
+    pub(crate) ingest: Option<Ingest>,
+}
+
+/// An ingest object as it was indexed, for the liveness check after its references were added.
+pub(crate) struct Ingest {
+    pub(crate) event: ObjectEvent,
+    /// The ETag that was indexed.
+    pub(crate) etag: String,
+    /// A copy made from it after the upload was registered read it as current with that
+    /// content ([`SeenCurrent`]): live then, and no request needed to say so.
+    pub(crate) seen_current: bool,
+}
+
+impl Ingest {
+    /// An ingest object whose liveness is asked of the bucket.
+    pub(crate) fn asked(event: &ObjectEvent, etag: &str) -> Ingest {
+        Ingest {
+            event: event.clone(),
+            etag: etag.to_string(),
+            seen_current: false,
+        }
+    }
 }
 
 impl Job {
@@ -149,7 +176,9 @@ fn vanished(event: &ObjectEvent) -> Record {
 /// Whether the indexed object still exists: its version, and (versioned bucket) no delete
 /// marker on top of it; unversioned, the key still holds the content that was indexed. A
 /// removal processed before its creation found nothing to remove; this check, made after the
-/// upload was registered with its source, catches it (refs.rs, invariant 4).
+/// upload was registered with its location (its upload record created where the removal
+/// looks), catches it (refs.rs, invariant 4). A copy from the ingest object made after the
+/// registration may have answered it already ([`Ingest::seen_current`]).
 pub(crate) async fn ingest_alive(
     ctx: &Context,
     event: &ObjectEvent,
@@ -239,6 +268,8 @@ async fn index_object(
     let options = IdentifyOptions {
         as_source: ctx.config.is_source(&event.key),
     };
+    // Set by the copy of the artifact from its current object, if it proves it live.
+    let seen = SeenCurrent::default();
     let upload = Upload {
         id: upload_id(event, &info.etag),
         source: CopySource::Object {
@@ -247,6 +278,7 @@ async fn index_object(
             version_id: event.version_id.as_deref(),
             size: info.size,
             etag: &info.etag,
+            seen: Some(&seen),
         },
         ingest_bucket: Some(event.bucket.clone()),
         ingest_key: event.key.clone(),
@@ -337,10 +369,10 @@ async fn index_object(
         return Ok(files);
     }
     // Nothing referenced (answered from the record, skipped, rejected): no liveness check.
-    let ingest = indexed
-        .upload
-        .is_some()
-        .then(|| (event.clone(), info.etag.clone()));
+    let ingest = indexed.upload.is_some().then(|| Ingest {
+        seen_current: seen.seen(),
+        ..Ingest::asked(event, &info.etag)
+    });
     Ok(Job {
         indexed: vec![indexed],
         ingest,
@@ -372,7 +404,10 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
     let event = &event;
     let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
     let source = format!("s3://{}/{}", event.bucket, event.key);
-    let uploads = indexer.refs().uploads_of_source(&source).await?;
+    let uploads = indexer
+        .refs()
+        .uploads_of_source(&source, &location(event))
+        .await?;
     // A specific version deleted: only that upload; a delete marker or an unversioned delete:
     // every upload of the key.
     let only = match (event.change, &event.version_id) {
@@ -472,7 +507,8 @@ async fn liveness(ctx: &Arc<Context>, messages: &[&[Job]]) -> Vec<Vec<std::io::R
             let mut alive = Vec::new();
             for job in *jobs {
                 alive.push(match &job.ingest {
-                    Some((event, etag)) => ingest_alive(ctx, event, etag).await,
+                    Some(ingest) if ingest.seen_current => Ok(true),
+                    Some(ingest) => ingest_alive(ctx, &ingest.event, &ingest.etag).await,
                     None => Ok(true),
                 });
             }

@@ -257,6 +257,51 @@ async fn large_objects_are_copied_with_upload_part_copy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remover_unpublishes_keys_no_other_upload_references() {
     let stack = Stack::new().await;
+    the_remover_unpublishes_keys_in(&stack, false).await;
+    // New stores name upload records under their location: no source record is written.
+    assert!(stack.objects(SERVING, "_symdex/sources/").await.is_empty());
+    let layout = stack.objects(SERVING, "_symdex/layout.json").await;
+    assert_eq!(layout[0].1, br#"{"uploads":"by-location"}"#);
+}
+
+/// A store an earlier version wrote (flat upload records, a source record per location) keeps
+/// its layout: indexed and unindexed the same, its records where that version put them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_written_before_upload_records_were_named_by_location_keeps_its_layout() {
+    let stack = Stack::new().await;
+    let earlier = json!({
+        "upload": "s3:symdex-ingest/old.debug@v0",
+        "source": "s3://symdex-ingest/old.debug",
+        "state": "indexed",
+    });
+    let upload_file = "_symdex/uploads/0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a.json";
+    let source = json!({"source": "s3://symdex-ingest/old.debug", "uploads": ["s3:symdex-ingest/old.debug@v0"]});
+    let source_file = "_symdex/sources/0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b.json";
+    for (key, body) in [(upload_file, earlier), (source_file, source)] {
+        let body = body.to_string().into_bytes();
+        let put = stack
+            .s3
+            .put_object()
+            .bucket(SERVING)
+            .key(key)
+            .body(body.into());
+        put.send().await.unwrap();
+    }
+    the_remover_unpublishes_keys_in(&stack, true).await;
+    let layout = stack.objects(SERVING, "_symdex/layout.json").await;
+    assert_eq!(layout[0].1, br#"{"uploads":"flat"}"#);
+    let uploads = stack.objects(SERVING, "_symdex/uploads/").await;
+    assert_eq!(
+        uploads.len(),
+        1,
+        "the earlier upload's record alone is left"
+    );
+    assert_eq!(uploads[0].0, upload_file);
+}
+
+/// Two uploads of one debug file: removing one keeps its keys, removing both unpublishes them.
+/// `flat`: the store keeps source records (checked while both uploads are there).
+async fn the_remover_unpublishes_keys_in(stack: &Stack, flat: bool) {
     let fx = Fixtures::build();
     stack
         .upload("build-1/app.debug", &fx.path("app.debug"))
@@ -264,12 +309,17 @@ async fn the_remover_unpublishes_keys_no_other_upload_references() {
     stack
         .upload("build-2/app.debug", &fx.path("app.debug"))
         .await;
-    let ctx = context(&stack, &[]).await;
+    let ctx = context(stack, &[]).await;
     let created = stack.receive(2).await;
     handle_indexer(&ctx, sqs_event(&created, &stack.queue_arn))
         .await
         .unwrap();
     let key = format!("buildid/{}/debuginfo", fx.build_id());
+    let sources = stack.objects(SERVING, "_symdex/sources/").await;
+    assert_eq!(sources.len(), if flat { 3 } else { 0 });
+    let uploads = stack.objects(SERVING, "_symdex/uploads/").await;
+    let nested = uploads.iter().filter(|(k, _)| k.matches('/').count() == 3);
+    assert_eq!(nested.count(), if flat { 0 } else { 2 }, "{uploads:?}");
 
     stack
         .s3

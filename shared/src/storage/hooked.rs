@@ -97,6 +97,20 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         self.inner.list(prefix)
     }
+    fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
+        self.inner.any_under(prefix)
+    }
+    fn read_settled<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        self.inner.read_settled(key)
+    }
+    fn create_settled<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, bool> {
+        self.change("create_settled", key, || {
+            self.inner.create_settled(key, bytes)
+        })
+    }
+    fn uploads_by_location(&self) -> bool {
+        self.inner.uploads_by_location()
+    }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         self.change("delete", key, || self.inner.delete(key))
     }

@@ -72,7 +72,9 @@ impl LocalStore {
     /// The store keeps the owner each writer names beside its object (`_symdex/owners/`), as
     /// S3 keeps it in the object's metadata: for writers running at once without the writer
     /// lock (refs.rs, invariant 7 — the interleaving scenarios run so). The CLI holds the
-    /// writer lock, keeps a record per key, and needs no side files.
+    /// writer lock, keeps a record per key, and needs no side files. Such a store stands in
+    /// for the Lambda's S3 store in full: a new one also lays upload records out under their
+    /// location ([`Storage::uploads_by_location`]).
     pub fn with_owners(mut self) -> Self {
         self.owners = true;
         self
@@ -738,6 +740,9 @@ impl Storage for LocalStore {
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(async move { self.list_now(prefix) })
     }
+    fn uploads_by_location(&self) -> bool {
+        self.owners
+    }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         Box::pin(async move { self.delete_now(key) })
     }
@@ -876,6 +881,7 @@ mod tests {
                     version_id: None,
                     size: 1,
                     etag: "e",
+                    seen: None,
                 },
                 "x"
             )

@@ -123,6 +123,8 @@ pub enum CopySource<'a> {
         version_id: Option<&'a str>,
         size: u64,
         etag: &'a str,
+        /// Where the store may prove the object live by the copy itself ([`SeenCurrent`]).
+        seen: Option<&'a SeenCurrent>,
     },
     /// `size` bytes at `offset` of another bucket's object (an archive entry stored
     /// uncompressed), copied server-side by ranged part copies; `etag` is its content identity.
@@ -164,6 +166,25 @@ impl<'a> CopySource<'a> {
             size,
             etag,
         })
+    }
+}
+
+/// Set by a store when a copy from an ingest object ([`CopySource::Object`]) read it as the
+/// bucket's current object holding the indexed content: the version that was indexed, or in
+/// an unversioned bucket the same ETag. The object was live at that moment — after the
+/// upload was registered, as every copy of an upload is (refs.rs, invariant 4) — so the
+/// Lambda's liveness check, asked after the copies (handler.rs, `ingest_alive`), needs no
+/// request of its own. Never set is no answer: the check asks.
+#[derive(Debug, Default)]
+pub struct SeenCurrent(std::sync::atomic::AtomicBool);
+
+impl SeenCurrent {
+    pub fn mark(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn seen(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -248,6 +269,27 @@ pub trait Storage: Send + Sync {
     }
     /// Keys under `prefix`, in lexicographic order.
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
+    /// Whether any key is under `prefix` (S3: a listing of one key).
+    fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(async move { Ok(!self.list(prefix).await?.is_empty()) })
+    }
+    /// [`Self::read`] of an object that never changes once written (the store's layout
+    /// marker): a store may answer later reads of it from memory (S3: once per process).
+    fn read_settled<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        self.read(key)
+    }
+    /// Creates such an object only where none is; `false`: one was there (read it).
+    fn create_settled<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, bool> {
+        Box::pin(async move {
+            let created = self.put_if(key, bytes, Precondition::Absent).await?;
+            Ok(created.is_some())
+        })
+    }
+    /// Whether a new store lays upload records out under their ingest location (refs.rs,
+    /// `UploadLayout`): where many writers share a store and every request counts (S3).
+    fn uploads_by_location(&self) -> bool {
+        false
+    }
     /// Deletes `key`; deleting a missing key is not an error.
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()>;
     /// Whether a [`CopySource::Key`] copy writes an alias that stores no bytes of its own (an

@@ -18,8 +18,8 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, MetadataDirecti
 use aws_sdk_s3::Client;
 
 use super::{
-    check_key, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StorageFuture,
-    StorageResult, Versioned,
+    check_key, CopySource, ObjectInfo, Owned, Precondition, SeenCurrent, Storage, StorageError,
+    StorageFuture, StorageResult, Versioned,
 };
 use crate::reader::RangeReader;
 
@@ -179,6 +179,9 @@ pub struct S3Store {
     redirect_aliases: bool,
     /// CopyObject honours `If-None-Match: *` ([`Storage::creates_only_new`]).
     conditional_copies: bool,
+    /// Objects that never change once written, as first found ([`Storage::read_settled`]):
+    /// shared by clones, so a Lambda reads each once per container.
+    settled: Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<u8>>>>,
 }
 
 impl S3Store {
@@ -190,6 +193,7 @@ impl S3Store {
             stats: Arc::new(S3Stats::default()),
             redirect_aliases: false,
             conditional_copies: true,
+            settled: Default::default(),
         }
     }
 
@@ -466,12 +470,30 @@ impl S3Store {
         etag: &str,
         write: Write<'_>,
     ) -> StorageResult<()> {
-        self.client
+        self.copy_single_if(copy_source, None, key, size, etag, write)
+            .await
+            .map(|_| ())
+    }
+
+    /// [`Self::copy_single`], only if the source's ETag is `source_etag` (when given): what
+    /// was copied, as CopyObject says — the source's version id and the new object's ETag.
+    async fn copy_single_if(
+        &self,
+        copy_source: &str,
+        source_etag: Option<&str>,
+        key: &str,
+        size: u64,
+        etag: &str,
+        write: Write<'_>,
+    ) -> StorageResult<(Option<String>, Option<String>)> {
+        let out = self
+            .client
             .copy_object()
             .bucket(&self.bucket)
             .key(key)
             .set_if_none_match(if_absent(write.only_new))
             .copy_source(copy_source)
+            .set_copy_source_if_match(source_etag.map(|e| format!("\"{e}\"")))
             .metadata_directive(MetadataDirective::Replace)
             .set_metadata(Some(object_metadata(key, size, etag, write.owner)))
             .content_type("application/octet-stream")
@@ -479,7 +501,75 @@ impl S3Store {
             .await
             .map_err(|e| sdk_err("CopyObject", e))?;
         self.stats.copies.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        let version = out.copy_source_version_id().map(str::to_string);
+        let copied = out
+            .copy_object_result()
+            .and_then(|r| r.e_tag())
+            .map(unquote);
+        Ok((version, copied))
+    }
+
+    /// Copies an ingest object from the bucket's *current* object at its key (not the
+    /// version by id), on condition that it holds the indexed ETag, so that the copy itself
+    /// says whether the object is still live ([`SeenCurrent`]): one request instead of a
+    /// copy and a liveness HEAD per artifact. `false`: nothing was written and the usual copy
+    /// (by version id) must decide — the current object is another or a delete marker, or,
+    /// `write` being `only_new`, something is at `key` (a 412 does not say which condition
+    /// failed: the usual copy, asking only for the key, tells).
+    ///
+    /// A store that ignores `x-amz-copy-source-if-match` (moto_server) copies whatever is
+    /// current: what CopyObject says it copied is checked, and another version's bytes are
+    /// written over at once with the indexed version's (the object is ours, just written).
+    #[allow(clippy::too_many_arguments)]
+    async fn copy_from_current(
+        &self,
+        bucket: &str,
+        src_key: &str,
+        version_id: Option<&str>,
+        key: &str,
+        info: &ObjectInfo,
+        write: Write<'_>,
+        seen: &SeenCurrent,
+    ) -> StorageResult<bool> {
+        let current = copy_source_header(bucket, src_key, None);
+        let copied = self
+            .copy_single_if(
+                &current,
+                Some(&info.etag),
+                key,
+                info.size,
+                &info.etag,
+                write,
+            )
+            .await;
+        let (copied_version, copied_etag) = match copied {
+            Ok(copied) => copied,
+            Err(StorageError::PreconditionFailed(_) | StorageError::NotFound(_)) => {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        };
+        let same_bytes = copied_etag.as_deref() == Some(info.etag.as_str());
+        match version_id {
+            Some(version) if copied_version.as_deref() == Some(version) => seen.mark(),
+            // Another version of the same bytes: the indexed one may be gone (the usual
+            // liveness check asks).
+            Some(_) if same_bytes => {}
+            Some(version) => {
+                let indexed = copy_source_header(bucket, src_key, Some(version));
+                let over = Write {
+                    only_new: false,
+                    ..write
+                };
+                self.copy_single(&indexed, key, info.size, &info.etag, over)
+                    .await?;
+            }
+            // Unversioned: the key still holds the indexed content. Other bytes mean it was
+            // overwritten: the liveness check finds so, and the upload takes its keys back.
+            None if same_bytes => seen.mark(),
+            None => {}
+        }
+        Ok(true)
     }
 
     /// Copies `size` bytes at `offset` of `copy_source` part by part (UploadPartCopy with
@@ -842,16 +932,28 @@ impl S3Store {
         let (bucket, src_key, version, info) = match *source {
             CopySource::Object {
                 bucket,
-                key,
+                key: src_key,
                 version_id,
                 size,
                 etag,
+                seen,
             } => {
                 let info = ObjectInfo {
                     size,
                     etag: etag.to_string(),
                 };
-                (bucket, key, version_id, info)
+                // Only where the source condition is honoured (SYMDEX_CONDITIONAL_COPY, as
+                // for `If-None-Match`): elsewhere the copy from the current object could
+                // briefly publish another version's bytes before they are written over.
+                let single = size < self.multipart_threshold;
+                if let Some(seen) = seen.filter(|_| single && self.conditional_copies) {
+                    let copied = self
+                        .copy_from_current(bucket, src_key, version_id, key, &info, write, seen);
+                    if copied.await? {
+                        return Ok(info);
+                    }
+                }
+                (bucket, src_key, version_id, info)
             }
             CopySource::Key(src) => {
                 let info = known.clone();
@@ -992,6 +1094,45 @@ impl Storage for S3Store {
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(self.list_now(prefix))
+    }
+    fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(async move {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .max_keys(1)
+                .send()
+                .await
+                .map_err(|e| sdk_err("ListObjectsV2", e))?;
+            Ok(!page.contents().is_empty())
+        })
+    }
+    fn read_settled<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            let known = self.settled.lock().ok().and_then(|s| s.get(key).cloned());
+            if let Some(bytes) = known {
+                return Ok(Some(bytes));
+            }
+            let read = self.get_now(key).await?.map(|v| v.bytes);
+            if let (Some(bytes), Ok(mut settled)) = (&read, self.settled.lock()) {
+                settled.insert(key.to_string(), bytes.clone());
+            }
+            Ok(read)
+        })
+    }
+    fn create_settled<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, bool> {
+        Box::pin(async move {
+            let created = self.put_if_now(key, bytes, Precondition::Absent).await?;
+            if let (Some(_), Ok(mut settled)) = (&created, self.settled.lock()) {
+                settled.insert(key.to_string(), bytes.to_vec());
+            }
+            Ok(created.is_some())
+        })
+    }
+    fn uploads_by_location(&self) -> bool {
+        true
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         Box::pin(self.delete_now(key))

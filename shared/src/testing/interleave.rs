@@ -264,6 +264,29 @@ impl Storage for Scheduled<'_> {
             self.inner.owned(key).await
         })
     }
+    fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("any_under {prefix}")).await;
+            self.inner.any_under(prefix).await
+        })
+    }
+    fn read_settled<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("read_settled {key}")).await;
+            self.inner.read_settled(key).await
+        })
+    }
+    fn create_settled<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, bool> {
+        Box::pin(async move {
+            self.scheduler
+                .barrier(&format!("create_settled {key}"))
+                .await;
+            self.inner.create_settled(key, bytes).await
+        })
+    }
+    fn uploads_by_location(&self) -> bool {
+        self.inner.uploads_by_location()
+    }
     fn names_owners(&self) -> bool {
         self.inner.names_owners()
     }
