@@ -14,8 +14,8 @@ use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
-    busy, Content, IdRecord, InTurn, IndexedAs, KeyOutcome, LeasePolicy, OnDifferent, PriorRead,
-    RefStore, RemoveOutcome, Run, UploadRecord, UploadState,
+    busy, Content, IdRecord, InTurn, IndexedAs, KeyOutcome, KeyRecord, LeasePolicy, OnDifferent,
+    PriorRead, RefStore, RemoveOutcome, Run, UploadRecord, UploadState,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
@@ -1474,7 +1474,7 @@ impl<'s> Indexer<'s> {
         // Keep a live copy; replace one that was unpublished. The same swap tells us every
         // name recorded so far: a PE that added its name after this swap sees `pdb_key` and
         // publishes the alias itself, one that added it before is seen here (no name lost).
-        let record = self
+        let (record, _) = self
             .update_id_knowing_liveness(&id.debug_id.to_string(), |r, live| {
                 if live {
                     false
@@ -1692,7 +1692,7 @@ impl<'s> Indexer<'s> {
             let debug_id = pdb.debug_id.to_string();
             // Record the name; forget a PDB copy that was unpublished since (it is replaced
             // when the PDB is indexed again).
-            let record = self
+            let (record, live) = self
                 .update_id_knowing_liveness(&debug_id, |r, live| {
                     let mut changed = r.names.insert(name.clone());
                     if r.pdb_key.is_some() && !live {
@@ -1702,10 +1702,8 @@ impl<'s> Indexer<'s> {
                     changed
                 })
                 .await?;
-            let Some(pdb_key) = record.pdb_key else {
-                continue;
-            };
-            let Some(pdb_record) = self.refs.is_live(&pdb_key).await? else {
+            // Live as the swap was decided: `pdb_key` is the key that was asked.
+            let (Some(pdb_key), Some(pdb_record)) = (record.pdb_key, live) else {
                 continue;
             };
             let content = Content {
@@ -1723,11 +1721,15 @@ impl<'s> Indexer<'s> {
             // a retried PE, published when its bytes were first written for that holder (the
             // earlier attempt may have written it and failed before its records were: the
             // manifest is at-least-once, as for an upload's own keys).
-            let mut held: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+            // Their upload records, read once: for the keys, and for the records reported.
+            let mut holders: BTreeMap<&str, Option<UploadRecord>> = BTreeMap::new();
             for holder in &pdb_record.refs {
-                let keys = self.refs.upload(holder).await?.map(|u| u.keys);
-                held.insert(holder, keys.unwrap_or_default());
+                holders.insert(holder, self.refs.upload(holder).await?);
             }
+            let held: BTreeMap<&str, &BTreeSet<String>> = holders
+                .iter()
+                .filter_map(|(holder, record)| Some((*holder, &record.as_ref()?.keys)))
+                .collect();
             for key in self.prefixed(&layouts::keys_for(&pdb, &name, &self.config.layouts)) {
                 if key == pdb_key {
                     continue;
@@ -1757,8 +1759,8 @@ impl<'s> Indexer<'s> {
                 }
             }
             for (holder, outcome) in outcomes {
-                if let Some(holder_upload) = self.refs.upload(&holder).await? {
-                    let mut record = upload_record_of(&holder_upload, outcome.action());
+                if let Some(Some(holder_upload)) = holders.get(holder.as_str()) {
+                    let mut record = upload_record_of(holder_upload, outcome.action());
                     fill_identity(&mut record, &pdb);
                     record.published = outcome.published;
                     record.unchanged = outcome.unchanged;
@@ -1775,22 +1777,24 @@ impl<'s> Indexer<'s> {
 
     /// Updates a debug id's record with `f`, told whether its current `pdb_key` is live. The
     /// liveness is asked outside the swap (a swap does no I/O), and asked again when the key
-    /// changed in between.
+    /// changed in between. Returns the record and, where its `pdb_key` is live, that key's
+    /// record (so the caller does not ask again). The swap is made on the version read first.
     async fn update_id_knowing_liveness(
         &self,
         debug_id: &str,
         f: impl Fn(&mut IdRecord, bool) -> bool,
-    ) -> io::Result<IdRecord> {
-        let mut known: Option<(String, bool)> = None;
+    ) -> io::Result<(IdRecord, Option<KeyRecord>)> {
+        let mut known: Option<(String, Option<KeyRecord>)> = None;
         loop {
-            let current = self.refs.id(debug_id).await?.pdb_key;
+            let (read, prior) = self.refs.id_read(debug_id).await?;
+            let current = read.pdb_key;
             let live = match &current {
-                None => false,
+                None => None,
                 Some(key) => match &known {
-                    Some((k, live)) if k == key => *live,
+                    Some((k, live)) if k == key => live.clone(),
                     _ => {
-                        let live = self.refs.is_live(key).await?.is_some();
-                        known = Some((key.clone(), live));
+                        let live = self.refs.is_live(key).await?;
+                        known = Some((key.clone(), live.clone()));
                         live
                     }
                 },
@@ -1798,13 +1802,13 @@ impl<'s> Indexer<'s> {
             let mut stale = false;
             let record = self
                 .refs
-                .update_id(debug_id, |r| {
+                .update_id_on(debug_id, prior, |r| {
                     stale = r.pdb_key != current;
-                    !stale && f(r, live)
+                    !stale && f(r, live.is_some())
                 })
                 .await?;
             if !stale {
-                return Ok(record);
+                return Ok((record, live));
             }
         }
     }

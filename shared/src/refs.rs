@@ -2498,6 +2498,37 @@ impl<'s> RefStore<'s> {
         Ok(self.read(&id_file(debug_id)).await?.unwrap_or_default())
     }
 
+    /// [`Self::id`], with the read kept for an [`Self::update_id_on`] that follows.
+    pub async fn id_read(&self, debug_id: &str) -> io::Result<(IdRecord, PriorRead)> {
+        let file = id_file(debug_id);
+        let read = self.store.get(&file).await?;
+        let record = read.as_ref().map(|v| parse(&file, &v.bytes)).transpose()?;
+        Ok((record.unwrap_or_default(), PriorRead(read)))
+    }
+
+    /// [`Self::update_id`], swapping first on the record as `prior` read it (no read again
+    /// while it is current). Leaving it as it is, decided on that read, is as good as
+    /// decided on a later one: the read came after everything the caller did before.
+    pub async fn update_id_on(
+        &self,
+        debug_id: &str,
+        prior: PriorRead,
+        mut f: impl FnMut(&mut IdRecord) -> bool,
+    ) -> io::Result<IdRecord> {
+        let file = id_file(debug_id);
+        let (record, _) = self
+            .update_versioned(&file, Some(prior.0), |current: Option<IdRecord>| {
+                let mut record = current.unwrap_or_default();
+                if f(&mut record) {
+                    Ok(Step::Write(record.clone(), record))
+                } else {
+                    Ok(Step::Keep(record))
+                }
+            })
+            .await?;
+        Ok(record)
+    }
+
     /// Updates a debug id's record; `f` returns whether it changed anything.
     pub async fn update_id(
         &self,
@@ -3323,6 +3354,18 @@ mod tests {
         assert!(at("s3://b/k", "s3:b/k").await.is_empty());
         let other = refs.begin_removal("s3:b/k@x@v2").await.unwrap().unwrap();
         refs.end_removal(&other).await.unwrap();
+        // A key naming an archive's entry separator: its uploads and its removal cut alike.
+        let odd = UploadRecord {
+            upload: "s3:b/d!/k@v3".into(),
+            source: "s3://b/d!/k".into(),
+            ..Default::default()
+        };
+        refs.plan(&odd, &keys, None, None).await.unwrap();
+        let found = at("s3://b/d!/k", "s3:b/d!/k").await;
+        assert_eq!(found, ["s3:b/d!/k@v3".to_string()].into());
+        let gone = refs.begin_removal("s3:b/d!/k@v3").await.unwrap().unwrap();
+        refs.end_removal(&gone).await.unwrap();
+        assert!(at("s3://b/d!/k", "s3:b/d!/k").await.is_empty());
         refs.update_id("abc", |r| r.names.insert("Foo.PDB".into()))
             .await
             .unwrap();

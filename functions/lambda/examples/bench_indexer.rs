@@ -272,6 +272,7 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
     // counts the deliveries (a first one is taken to be a new upload).
     let event = |key: &str| support::sqs_event(&[created_message(key, key)], "arn:bench");
     let (mut fresh, mut fresh_rounds, mut joins) = (0, 0, 0);
+    let mut kinds = std::collections::BTreeMap::<&'static str, usize>::new();
     let mut most = Vec::new();
     rounds();
     for key in keys {
@@ -282,6 +283,12 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         let lines = log();
         let n = lines.len();
         joins += lines.iter().filter(|l| is_join(l)).count();
+        let mut first_read = true;
+        for line in &lines {
+            *kinds
+                .entry(request_kind(line, &mut first_read))
+                .or_default() += 1;
+        }
         if std::env::var_os("SYMDEX_BENCH_DETAIL").is_some() {
             let own: Vec<&String> = lines.iter().filter(|l| !is_join(l)).collect();
             let writes = own
@@ -382,6 +389,11 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
          answer of each other are made at once)",
         fresh_rounds as f64 / n
     );
+    let kinds: Vec<String> = kinds
+        .iter()
+        .map(|(kind, count)| format!("{kind} {:.2}", *count as f64 / n))
+        .collect();
+    println!("  where they go, per fresh artifact: {}", kinds.join(", "));
     println!("  most requests for a fresh artifact: {}", most.join(", "));
     if !over.is_empty() {
         println!(
@@ -401,6 +413,52 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         kinds.join(", "),
         share(published + bookkeeping),
     );
+}
+
+/// What one logged request of a fresh artifact was for (`first_read`: no ingest read of the
+/// artifact was seen yet, so this one is its first block).
+fn request_kind(line: &str, first_read: &mut bool) -> &'static str {
+    let (method, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let once = ["/_symdex/layout.json", "max-keys=1", "index2.txt"];
+    if rest.starts_with(&format!("/{INGEST}/")) {
+        return match (method, std::mem::take(first_read)) {
+            ("HEAD", _) => "liveness HEAD",
+            (_, true) => "first block",
+            (_, false) => "further identification reads",
+        };
+    }
+    if once.iter().any(|m| rest.contains(m)) {
+        return "one-time markers";
+    }
+    if rest.contains("/_symdex/sourcemap/") || rest.contains("prefix=_symdex%2Fsourcemap%2F") {
+        return "source-join records";
+    }
+    let record = |(read, written): (&'static str, &'static str)| {
+        if method == "GET" {
+            read
+        } else {
+            written
+        }
+    };
+    if rest.contains("/_symdex/ids/") {
+        return "PE/PDB name records";
+    }
+    if rest.contains("/_symdex/uploads/") {
+        return record(("upload records read", "upload record writes"));
+    }
+    if rest.contains("/_symdex/refs/") {
+        return "key records";
+    }
+    if rest.contains("/_manifest/") {
+        return "manifest";
+    }
+    match method {
+        "HEAD" => "object HEADs",
+        "POST" => "multipart copies",
+        "PUT" if rest.contains("partNumber") => "multipart copies",
+        "PUT" => "object writes",
+        _ => "other",
+    }
 }
 
 /// The corpus packed as one archive per shape (with the real tools), each uploaded and indexed
