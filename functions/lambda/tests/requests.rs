@@ -24,7 +24,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fault_proxy::FaultProxy;
-use support::{config, redelivered, run_in, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use support::{
+    build_id_of, config, redelivered, run_in, sqs_event, Fixtures, Stack, INGEST, SERVING,
+};
 use symdex_lambda::{handle_indexer, Context};
 
 /// Headers the third debug file's DWARF names beside its own source file.
@@ -473,19 +475,4 @@ async fn a_copy_from_the_current_object_answers_the_liveness_check() {
     let removed = log();
     assert!(liveness_asked(&removed), "{removed:#?}");
     assert_eq!(debuginfo(gone_id).await, None, "{removed:#?}");
-}
-
-/// The GNU build id of an ELF file, as readelf prints it.
-fn build_id_of(path: &std::path::Path) -> String {
-    let out = std::process::Command::new("readelf")
-        .arg("-n")
-        .arg(path)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        .unwrap()
-        .trim()
-        .to_string()
 }

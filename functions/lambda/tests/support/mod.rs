@@ -405,6 +405,21 @@ pub struct Fixtures {
     pub dir: tempfile::TempDir,
 }
 
+/// The GNU build id of an ELF file, as readelf prints it.
+pub fn build_id_of(path: &Path) -> String {
+    let out = Command::new("readelf")
+        .arg("-n")
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
 /// Runs a toolchain command (`args[0]` with the rest) in `dir`; panics unless it succeeds.
 pub fn run_in(dir: &Path, args: &[&str]) {
     let status = Command::new(args[0])
@@ -438,17 +453,7 @@ impl Fixtures {
     }
 
     pub fn build_id(&self) -> String {
-        let out = Command::new("readelf")
-            .args(["-n"])
-            .arg(self.path("app"))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("Build ID: "))
-            .unwrap()
-            .trim()
-            .to_string()
+        build_id_of(&self.path("app"))
     }
 }
 
