@@ -38,10 +38,12 @@ pub struct LambdaConfig {
     /// it (one stored copy; needs the CDN's viewer-response function or the S3 website
     /// endpoint in front). `copy` (default): every key a full copy, for the REST endpoint.
     pub redirect_aliases: bool,
-    /// SYMDEX_CONDITIONAL_COPY (default true): the bucket honours `If-None-Match` on
-    /// CopyObject, as Amazon S3 does. `false` for S3-compatible servers that copy over an
-    /// existing object anyway (moto_server): then a fresh key's first copy is made under a
-    /// reference record's lease, one request more.
+    /// SYMDEX_CONDITIONAL_COPY (default true): the buckets honour CopyObject's conditions,
+    /// `If-None-Match` and `x-amz-copy-source-if-match`, as Amazon S3 does. `false` for
+    /// S3-compatible servers that copy over an existing object anyway (moto_server): then a
+    /// fresh key's first copy is made under a reference record's lease, and the ingest
+    /// object's liveness is asked by a HEAD rather than answered by that copy (made from the
+    /// current object only where the source condition holds): three requests more.
     pub conditional_copies: bool,
 }
 
