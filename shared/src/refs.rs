@@ -2229,22 +2229,20 @@ impl<'s> RefStore<'s> {
     /// Adds `keys` to the planned keys of an upload that is not being removed (another
     /// upload's indexer holding a key for it, invariant 5). `false`: removed or gone.
     pub async fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
-        self.update(
-            &self.upload_file(upload).await?,
-            |current: Option<UploadRecord>| {
-                let Some(mut record) = current else {
-                    return Ok(Step::Keep(false));
-                };
-                if record.state == UploadState::Removing {
-                    return Ok(Step::Keep(false));
-                }
-                if record.plan_keys(keys) {
-                    Ok(Step::Write(record, true))
-                } else {
-                    Ok(Step::Keep(true))
-                }
-            },
-        )
+        let file = self.upload_file(upload).await?;
+        self.update(&file, |current: Option<UploadRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(false));
+            };
+            if record.state == UploadState::Removing {
+                return Ok(Step::Keep(false));
+            }
+            if record.plan_keys(keys) {
+                Ok(Step::Write(record, true))
+            } else {
+                Ok(Step::Keep(true))
+            }
+        })
         .await
     }
 
@@ -2285,18 +2283,15 @@ impl<'s> RefStore<'s> {
             .filter(|run| !run.is_empty())
             .collect();
         let mut prefetched = planned.and_then(|p| p.0).map(Some);
+        let file = self.upload_file(upload).await?;
         loop {
             let mut on_prefetch = prefetched.is_some();
             let (decided, written) = self
-                .update_versioned(
-                    &self.upload_file(upload).await?,
-                    prefetched.take(),
-                    |current: Option<UploadRecord>| {
-                        let stale = std::mem::take(&mut on_prefetch);
-                        let keep = |alive| Ok(Step::Keep((!stale).then_some(alive)));
-                        self.finalize_step(current, keys, &runs, run, keep)
-                    },
-                )
+                .update_versioned(&file, prefetched.take(), |current: Option<UploadRecord>| {
+                    let stale = std::mem::take(&mut on_prefetch);
+                    let keep = |alive| Ok(Step::Keep((!stale).then_some(alive)));
+                    self.finalize_step(current, keys, &runs, run, keep)
+                })
                 .await?;
             if let Some(alive) = decided {
                 return Ok((alive, written.map(|v| PriorRead(Some(v)))));
@@ -2354,22 +2349,20 @@ impl<'s> RefStore<'s> {
         upload: &str,
         wanted: impl Fn(&UploadRecord) -> bool,
     ) -> io::Result<Option<UploadRecord>> {
-        self.update(
-            &self.upload_file(upload).await?,
-            |current: Option<UploadRecord>| {
-                let Some(mut record) = current else {
-                    return Ok(Step::Keep(None));
-                };
-                if record.state == UploadState::Removing {
-                    return Ok(Step::Keep(Some(record)));
-                }
-                if !wanted(&record) {
-                    return Ok(Step::Keep(None));
-                }
-                record.state = UploadState::Removing;
-                Ok(Step::Write(record.clone(), Some(record)))
-            },
-        )
+        let file = self.upload_file(upload).await?;
+        self.update(&file, |current: Option<UploadRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(None));
+            };
+            if record.state == UploadState::Removing {
+                return Ok(Step::Keep(Some(record)));
+            }
+            if !wanted(&record) {
+                return Ok(Step::Keep(None));
+            }
+            record.state = UploadState::Removing;
+            Ok(Step::Write(record.clone(), Some(record)))
+        })
         .await
     }
 
@@ -2381,42 +2374,38 @@ impl<'s> RefStore<'s> {
         upload: &str,
         mut change: impl FnMut(&UploadRecord) -> UploadMeta,
     ) -> io::Result<Option<UploadRecord>> {
-        self.update(
-            &self.upload_file(upload).await?,
-            |current: Option<UploadRecord>| {
-                let Some(mut record) = current else {
-                    return Ok(Step::Keep(None));
-                };
-                if record.state == UploadState::Removing {
-                    return Ok(Step::Keep(None));
-                }
-                let meta = change(&record);
-                if record.meta == meta {
-                    Ok(Step::Keep(Some(record)))
-                } else {
-                    record.meta = meta;
-                    Ok(Step::Write(record.clone(), Some(record)))
-                }
-            },
-        )
+        let file = self.upload_file(upload).await?;
+        self.update(&file, |current: Option<UploadRecord>| {
+            let Some(mut record) = current else {
+                return Ok(Step::Keep(None));
+            };
+            if record.state == UploadState::Removing {
+                return Ok(Step::Keep(None));
+            }
+            let meta = change(&record);
+            if record.meta == meta {
+                Ok(Step::Keep(Some(record)))
+            } else {
+                record.meta = meta;
+                Ok(Step::Write(record.clone(), Some(record)))
+            }
+        })
         .await
     }
 
     /// Notes a key a removal unpublished, so a retry of an interrupted removal reports it.
     pub async fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
-        self.update(
-            &self.upload_file(upload).await?,
-            |current: Option<UploadRecord>| match current {
-                Some(mut r) if r.state == UploadState::Removing => {
-                    if r.removed.insert(key.to_string()) {
-                        Ok(Step::Write(r, ()))
-                    } else {
-                        Ok(Step::Keep(()))
-                    }
+        let file = self.upload_file(upload).await?;
+        self.update(&file, |current: Option<UploadRecord>| match current {
+            Some(mut r) if r.state == UploadState::Removing => {
+                if r.removed.insert(key.to_string()) {
+                    Ok(Step::Write(r, ()))
+                } else {
+                    Ok(Step::Keep(()))
                 }
-                _ => Ok(Step::Keep(())),
-            },
-        )
+            }
+            _ => Ok(Step::Keep(())),
+        })
         .await
     }
 
@@ -2425,13 +2414,11 @@ impl<'s> RefStore<'s> {
         if self.layout().await? == UploadLayout::Flat {
             self.unregister_source(record).await?;
         }
-        self.update(
-            &self.upload_file(&record.upload).await?,
-            |current: Option<UploadRecord>| match current {
-                Some(r) if r.state == UploadState::Removing => Ok(Step::Delete(())),
-                _ => Ok(Step::Keep(())),
-            },
-        )
+        let file = self.upload_file(&record.upload).await?;
+        self.update(&file, |current: Option<UploadRecord>| match current {
+            Some(r) if r.state == UploadState::Removing => Ok(Step::Delete(())),
+            _ => Ok(Step::Keep(())),
+        })
         .await
     }
 
@@ -2513,11 +2500,30 @@ impl<'s> RefStore<'s> {
         &self,
         debug_id: &str,
         prior: PriorRead,
+        f: impl FnMut(&mut IdRecord) -> bool,
+    ) -> io::Result<IdRecord> {
+        self.update_id_from(debug_id, Some(prior.0), f).await
+    }
+
+    /// Updates a debug id's record; `f` returns whether it changed anything.
+    pub async fn update_id(
+        &self,
+        debug_id: &str,
+        f: impl FnMut(&mut IdRecord) -> bool,
+    ) -> io::Result<IdRecord> {
+        self.update_id_from(debug_id, None, f).await
+    }
+
+    /// [`Self::update_id`] from what was `prefetched` of the record, if anything.
+    async fn update_id_from(
+        &self,
+        debug_id: &str,
+        prefetched: Option<Option<Versioned>>,
         mut f: impl FnMut(&mut IdRecord) -> bool,
     ) -> io::Result<IdRecord> {
         let file = id_file(debug_id);
         let (record, _) = self
-            .update_versioned(&file, Some(prior.0), |current: Option<IdRecord>| {
+            .update_versioned(&file, prefetched, |current: Option<IdRecord>| {
                 let mut record = current.unwrap_or_default();
                 if f(&mut record) {
                     Ok(Step::Write(record.clone(), record))
@@ -2527,23 +2533,6 @@ impl<'s> RefStore<'s> {
             })
             .await?;
         Ok(record)
-    }
-
-    /// Updates a debug id's record; `f` returns whether it changed anything.
-    pub async fn update_id(
-        &self,
-        debug_id: &str,
-        mut f: impl FnMut(&mut IdRecord) -> bool,
-    ) -> io::Result<IdRecord> {
-        self.update(&id_file(debug_id), |current: Option<IdRecord>| {
-            let mut record = current.unwrap_or_default();
-            if f(&mut record) {
-                Ok(Step::Write(record.clone(), record))
-            } else {
-                Ok(Step::Keep(record))
-            }
-        })
-        .await
     }
 
     /// Changes one source join record (sourcemap.rs) with `f`, which returns whether it

@@ -999,6 +999,13 @@ impl S3Store {
         Ok(info)
     }
 
+    /// Keeps what a settled object holds ([`Storage::read_settled`]) for later reads.
+    fn remember_settled(&self, key: &str, bytes: &[u8]) {
+        if let Ok(mut settled) = self.settled.lock() {
+            settled.insert(key.to_string(), bytes.to_vec());
+        }
+    }
+
     async fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
         let mut keys = Vec::new();
         let mut pages = self
@@ -1116,8 +1123,8 @@ impl Storage for S3Store {
                 return Ok(Some(bytes));
             }
             let read = self.get_now(key).await?.map(|v| v.bytes);
-            if let (Some(bytes), Ok(mut settled)) = (&read, self.settled.lock()) {
-                settled.insert(key.to_string(), bytes.clone());
+            if let Some(bytes) = &read {
+                self.remember_settled(key, bytes);
             }
             Ok(read)
         })
@@ -1125,8 +1132,8 @@ impl Storage for S3Store {
     fn create_settled<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, bool> {
         Box::pin(async move {
             let created = self.put_if_now(key, bytes, Precondition::Absent).await?;
-            if let (Some(_), Ok(mut settled)) = (&created, self.settled.lock()) {
-                settled.insert(key.to_string(), bytes.to_vec());
+            if created.is_some() {
+                self.remember_settled(key, bytes);
             }
             Ok(created.is_some())
         })
