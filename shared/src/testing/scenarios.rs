@@ -624,6 +624,40 @@ mod tests {
         assert!(retried > 0, "no schedule made an actor wait");
     }
 
+    /// The same over a store laid out as S3 stores made before upload records were named by
+    /// location (flat records, a source record per location; `refs::UploadLayout::Flat`),
+    /// which keep that layout: their objects name owners all the same.
+    #[tokio::test]
+    async fn every_scenario_over_a_flat_local_store_through_random_interleavings() {
+        let flat = br#"{"uploads":"flat"}"#;
+        let probe = tempfile::tempdir().expect("tempdir");
+        let store = LocalStore::open(probe.path()).expect("store").with_owners();
+        store
+            .put(crate::refs::LAYOUT_FILE, flat)
+            .await
+            .expect("marker");
+        let layout = crate::refs::RefStore::new(&store)
+            .layout()
+            .await
+            .expect("layout");
+        assert_eq!(layout, crate::refs::UploadLayout::Flat);
+        let artifacts = Artifacts::new();
+        for scenario in scenarios(&artifacts) {
+            let mut dirs = Vec::new();
+            check(&scenario, 0..schedules(20), || {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let store = LocalStore::open(dir.path()).expect("store").with_owners();
+                dirs.push(dir);
+                async move {
+                    let marker = store.put(crate::refs::LAYOUT_FILE, flat).await;
+                    marker.expect("layout marker");
+                    store
+                }
+            })
+            .await;
+        }
+    }
+
     #[tokio::test]
     async fn the_fat_mach_o_of_the_scenarios_is_two_identities() {
         let a = Artifacts::new();
