@@ -398,6 +398,50 @@ mod tests {
         assert_eq!(all, [a[0].clone(), b[0].clone()]);
     }
 
+    /// Every field comes back where it was written, the upload's metadata (flattened among
+    /// the record's own fields) included; fields a reader does not know are passed over.
+    #[test]
+    fn records_read_as_written() {
+        let s = |v: &str| Some(v.to_string());
+        let v = |v: &str| vec![v.to_string()];
+        let full = Record {
+            reason: s("why"),
+            ingest_bucket: s("bucket"),
+            entry: s("inner.tar!/a"),
+            ingest_version: s("v1"),
+            ingest_etag: s("etag"),
+            ingest_size: Some(7),
+            meta: UploadMeta {
+                build: s("b"),
+                product: s("p"),
+                version: s("1.0"),
+                channel: s("try"),
+                expires: s("2027-01-01T00:00:00Z"),
+                source_root: s("/src"),
+            },
+            format: s("elf"),
+            kind: s("debuginfo"),
+            arch: s("x86_64"),
+            code_id: s("abcd"),
+            code_file: s("app"),
+            debug_file: s("app.debug"),
+            published: v("k/1"),
+            unchanged: v("k/2"),
+            conflicts: v("k/3"),
+            removed: v("k/4"),
+            source_paths: v("/src/a.c"),
+            ..record(Action::Indexed, "2026-11-20T10:00:00Z", "b")
+        };
+        let text = serde_json::to_string(&full).unwrap();
+        assert!(text.contains(r#""channel":"try""#), "flattened: {text}");
+        assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), full);
+        let sparse = r#"{"schema":1,"time":"t","action":null,"upload":"u","ingest_key":"k",
+            "indexer":"i","build":"7","later_field":{"x":[1]}}"#;
+        let read: Record = serde_json::from_str(sparse).unwrap();
+        assert_eq!((read.meta.build.as_deref(), read.action), (Some("7"), None));
+        assert!(serde_json::from_str::<Record>(r#"{"schema":1}"#).is_err());
+    }
+
     #[test]
     fn queries_by_key_conflicts_and_channel() {
         let mut r = record(Action::Conflict, "2026-11-20T10:00:00Z", "1");

@@ -320,21 +320,28 @@ pub struct Indexer<'s> {
     /// Source-map changes of uploads being indexed, by upload (see [`SourceMapChange`]).
     pending_source_maps: std::sync::Mutex<HashMap<String, Vec<SourceMapChange>>>,
     /// What of this indexer decides keys besides an upload: its version, layouts, prefixes,
-    /// case folding, the store's alias mode (part of [`Self::plan_digest`]).
-    key_plan: String,
+    /// case folding, the store's alias mode — hashed once, the start of each upload's
+    /// [`Self::plan_digest`] (a re-index computes one per input).
+    key_plan: crate::digest::Sha1,
+    /// The last upload's part of a plan and its digest ([`Self::plan_digest`]).
+    last_plan: std::sync::Mutex<Option<(String, String)>>,
     /// Keys are listed by the finalize alone ([`Self::lists_keys_at_finalize`]).
     list_at_finalize: bool,
 }
 
 impl<'s> Indexer<'s> {
     pub fn new(store: &'s dyn Storage, config: Config) -> Self {
-        let key_plan = format!(
-            "{}\n{:?}\n{:?}\n{}\n{}",
-            crate::manifest::indexer_version(),
-            config.layouts,
-            config.prefixes,
-            config.fold_case,
-            store.key_copies_are_aliases(),
+        let mut key_plan = crate::digest::Sha1::new();
+        key_plan.update(
+            format!(
+                "{}\n{:?}\n{:?}\n{}\n{}\n",
+                crate::manifest::indexer_version(),
+                config.layouts,
+                config.prefixes,
+                config.fold_case,
+                store.key_copies_are_aliases(),
+            )
+            .as_bytes(),
         );
         Indexer {
             store,
@@ -342,6 +349,7 @@ impl<'s> Indexer<'s> {
             config,
             pending_source_maps: Default::default(),
             key_plan,
+            last_plan: Default::default(),
             list_at_finalize: false,
         }
     }
@@ -529,13 +537,17 @@ impl<'s> Indexer<'s> {
     /// key configuration and the store's alias mode, the upload's identify options and source
     /// path. Compared by [`Self::already_indexed`].
     fn plan_digest(&self, upload: &Upload<'_>) -> String {
-        crate::digest::sha1_hex(
-            format!(
-                "{}\n{:?}\n{:?}",
-                self.key_plan, upload.options, upload.source_path,
-            )
-            .as_bytes(),
-        )
+        let upload_plan = format!("{:?}\n{:?}", upload.options, upload.source_path);
+        // The last one asked is mostly asked again (a run's inputs share their options).
+        let mut last = self.last_plan.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, digest)) = last.as_ref().filter(|(plan, _)| *plan == upload_plan) {
+            return digest.clone();
+        }
+        let mut digest = self.key_plan.clone();
+        digest.update(upload_plan.as_bytes());
+        let digest = digest.hex();
+        *last = Some((upload_plan, digest.clone()));
+        digest
     }
 
     /// What a run came to, kept in the upload record when a re-delivery may be answered from

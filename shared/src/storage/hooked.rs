@@ -60,7 +60,7 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
     fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
         self.inner.read(key)
     }
-    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
         self.change("put", key, || self.inner.put(key, bytes))
     }
     fn put_if<'a>(

@@ -208,7 +208,9 @@ pub trait Storage: Send + Sync {
         Box::pin(async move { Ok(self.get(key).await?.map(|v| v.bytes)) })
     }
     /// Writes `bytes` atomically: readers see the old object or the new one, never a part.
-    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo>;
+    /// Says nothing of what it wrote: no caller needs its etag, and a local store would hash
+    /// the bytes for one (a re-index's manifest, a megabyte per thousand inputs).
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()>;
     /// Conditional write; `Ok(Some(new version))`, or `Ok(None)` when the condition failed
     /// (someone else wrote first). Atomic against every other writer of the store, in this
     /// process or another.

@@ -1053,8 +1053,8 @@ impl Storage for S3Store {
     fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
         Box::pin(self.get_now(key))
     }
-    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
-        Box::pin(self.put_now(key, bytes, None))
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
+        Box::pin(async move { self.put_now(key, bytes, None).await.map(|_| ()) })
     }
     fn put_if<'a>(
         &'a self,

@@ -199,7 +199,7 @@ impl Storage for Scheduled<'_> {
             self.inner.get(key).await
         })
     }
-    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ObjectInfo> {
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
         Box::pin(async move {
             self.scheduler.barrier(&format!("put {key}")).await;
             self.inner.put(key, bytes).await
