@@ -311,6 +311,9 @@ struct Planned {
     record: Record,
     keys: BTreeSet<String>,
     set: KeySet,
+    /// A PDB: its debug id's record as the plan read it (for the names PEs gave it), kept
+    /// for the swap that records where it lives ([`Indexer::remember_pdb`]).
+    id_read: Option<(IdRecord, PriorRead)>,
 }
 
 pub struct Indexer<'s> {
@@ -917,10 +920,13 @@ impl<'s> Indexer<'s> {
         let set = layouts::keys_for(&id, upload.name(), layouts);
         let mut keys = self.prefixed(&set);
         // A PDB is also reachable under every name PEs' CodeView records gave it.
+        let mut id_read = None;
         if is_pdb(&id) {
-            for alias in self.refs.id(&id.debug_id.to_string()).await?.names {
-                keys.extend(self.prefixed(&layouts::keys_for(&id, &alias, layouts)));
+            let (record, prior) = self.refs.id_read(&id.debug_id.to_string()).await?;
+            for alias in &record.names {
+                keys.extend(self.prefixed(&layouts::keys_for(&id, alias, layouts)));
             }
+            id_read = Some((record, prior));
         }
         // The reference record of a key lives at `_symdex/refs/<key>.json`: with a long layout
         // prefix it could outgrow S3's 1,024-byte keys, so such keys are refused here.
@@ -964,6 +970,7 @@ impl<'s> Indexer<'s> {
             record,
             keys,
             set,
+            id_read,
         }))
     }
 
@@ -980,6 +987,7 @@ impl<'s> Indexer<'s> {
             mut record,
             mut keys,
             set,
+            id_read,
         } = plan;
         let mut sidecar_keys = BTreeSet::new();
         for sidecar in &set.sidecars {
@@ -1071,7 +1079,7 @@ impl<'s> Indexer<'s> {
 
         if is_pdb(&id) {
             referenced.extend(
-                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh)
+                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh, id_read)
                     .await?,
             );
         }
@@ -1462,6 +1470,8 @@ impl<'s> Indexer<'s> {
 
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under
     /// the names PEs gave it since the plan was made. Returns the extra keys it references.
+    /// `id_read`: the debug id's record as the plan read it (see
+    /// [`Self::update_id_knowing_liveness`]).
     async fn remember_pdb(
         &self,
         upload: &Upload<'_>,
@@ -1469,6 +1479,7 @@ impl<'s> Indexer<'s> {
         planned: &BTreeSet<String>,
         outcome: &mut Outcome,
         fresh: bool,
+        id_read: Option<(IdRecord, PriorRead)>,
     ) -> io::Result<BTreeSet<String>> {
         let mut extra_keys = BTreeSet::new();
         if id.debug_id.is_nil() {
@@ -1486,8 +1497,9 @@ impl<'s> Indexer<'s> {
         // Keep a live copy; replace one that was unpublished. The same swap tells us every
         // name recorded so far: a PE that added its name after this swap sees `pdb_key` and
         // publishes the alias itself, one that added it before is seen here (no name lost).
+        let debug_id = id.debug_id.to_string();
         let (record, _) = self
-            .update_id_knowing_liveness(&id.debug_id.to_string(), |r, live| {
+            .update_id_knowing_liveness(&debug_id, id_read, |r, live| {
                 if live {
                     false
                 } else {
@@ -1705,7 +1717,7 @@ impl<'s> Indexer<'s> {
             // Record the name; forget a PDB copy that was unpublished since (it is replaced
             // when the PDB is indexed again).
             let (record, live) = self
-                .update_id_knowing_liveness(&debug_id, |r, live| {
+                .update_id_knowing_liveness(&debug_id, None, |r, live| {
                     let mut changed = r.names.insert(name.clone());
                     if r.pdb_key.is_some() && !live {
                         r.pdb_key = None;
@@ -1791,15 +1803,26 @@ impl<'s> Indexer<'s> {
     /// liveness is asked outside the swap (a swap does no I/O), and asked again when the key
     /// changed in between. Returns the record and, where its `pdb_key` is live, that key's
     /// record (so the caller does not ask again). The swap is made on the version read first.
+    ///
+    /// `earlier`: the record as read before the caller did what this update follows (a PDB's
+    /// plan read it before the PDB was published), saving the read where `f` changes it: the
+    /// swap on that read's version fails if anything changed since. Leaving the record as it
+    /// is cannot be decided on it — a `pdb_key` live then may be unpublished by now, and the
+    /// names recorded since unseen — so a keep reads the record again.
     async fn update_id_knowing_liveness(
         &self,
         debug_id: &str,
+        mut earlier: Option<(IdRecord, PriorRead)>,
         f: impl Fn(&mut IdRecord, bool) -> bool,
     ) -> io::Result<(IdRecord, Option<KeyRecord>)> {
         let mut known: Option<(String, Option<KeyRecord>)> = None;
         loop {
-            let (read, prior) = self.refs.id_read(debug_id).await?;
-            let current = read.pdb_key;
+            let from_earlier = earlier.is_some();
+            let (read, prior) = match earlier.take() {
+                Some(read) => read,
+                None => self.refs.id_read(debug_id).await?,
+            };
+            let current = read.pdb_key.clone();
             let live = match &current {
                 None => None,
                 Some(key) => match &known {
@@ -1811,6 +1834,9 @@ impl<'s> Indexer<'s> {
                     }
                 },
             };
+            if from_earlier && !f(&mut read.clone(), live.is_some()) {
+                continue;
+            }
             let mut stale = false;
             let record = self
                 .refs

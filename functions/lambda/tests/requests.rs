@@ -476,3 +476,61 @@ async fn a_copy_from_the_current_object_answers_the_liveness_check() {
     assert!(liveness_asked(&removed), "{removed:#?}");
     assert_eq!(debuginfo(gone_id).await, None, "{removed:#?}");
 }
+
+/// A PDB's debug-id record (where the PDB lives, the names PEs gave it) is read once: the
+/// plan reads it for those names, and the swap recording where the PDB lives is made on that
+/// read's version (a write; only leaving the record as it is would need a read after the
+/// PDB was published). Around its keys a fresh PDB then costs the ingest read, the upload
+/// record twice, the debug id's record read and written, and the manifest: keys + 6.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pdb_reads_its_debug_ids_record_once() {
+    use symdex_shared::testing::builders::{build_msf, dbi_stream, info_stream};
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
+    let client = stack.moto.s3_via(&proxy.endpoint).await;
+    let ctx = Arc::new(Context::new(
+        config(&[
+            ("SYMDEX_ALIASES", "redirect"),
+            ("SYMDEX_CONDITIONAL_COPY", "true"),
+        ]),
+        client,
+    ));
+    let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let pdb = dir.path().join("app.pdb");
+    let streams = [
+        None,
+        Some(info_stream([0x3d; 16], 2)),
+        None,
+        Some(dbi_stream(2, 0x8664)),
+    ];
+    std::fs::write(&pdb, build_msf(4096, &streams)).unwrap();
+    // The store's one-time markers go with a first artifact, not counted.
+    for (key, file) in [
+        ("ci/warm-up.stripped", fx.path("app.stripped")),
+        ("ci/app.pdb", pdb),
+    ] {
+        stack.upload(key, &file).await;
+        let messages = stack.receive(1).await;
+        log();
+        let event = sqs_event(&messages, &stack.queue_arn);
+        let response = handle_indexer(&ctx, event).await.unwrap();
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    }
+    let fresh = log();
+    let id_record = |method: &str| {
+        fresh
+            .iter()
+            .filter(|l| l.starts_with(method) && l.contains("/_symdex/ids/"))
+            .count()
+    };
+    assert_eq!((id_record("GET"), id_record("PUT")), (1, 1), "{fresh:#?}");
+    let objects = fresh.iter().filter(|l| kind(l) == "object write").count();
+    assert!(objects >= 4, "{fresh:#?}");
+    assert!(
+        fresh.len() <= objects + 6,
+        "{} requests for {objects} keys: {fresh:#?}",
+        fresh.len()
+    );
+}

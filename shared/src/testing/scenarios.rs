@@ -111,6 +111,9 @@ pub struct Artifacts {
     pub elf_other: Artifact,
     pub pe: Artifact,
     pub pdb: Artifact,
+    /// The same PDB uploaded under another file name: other keys, the same debug id (whose
+    /// record points at one copy of it).
+    pub pdb_renamed: Artifact,
     /// A debug file whose DWARF names `/ci/work/src/hello.c` and headers never uploaded
     /// (their join records are more than enough for a first index to list the build's
     /// records first), and that source file; both of build `ci-7`.
@@ -181,6 +184,7 @@ impl Artifacts {
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
             elf_other: Artifact::new("file:/ci/app.debug#other", "app.debug", other),
             pe: Artifact::new("file:/ci/mixed.dll", "mixed.dll", pe),
+            pdb_renamed: Artifact::new("file:/ci/renamed.pdb", "renamed.pdb", pdb.clone()),
             pdb: Artifact::new("file:/ci/mixed.pdb", "mixed.pdb", pdb),
         }
     }
@@ -210,6 +214,9 @@ pub enum Survivors<'a> {
     Exactly(Vec<&'a Artifact>),
     /// ... one of these sets (a race either side may win; `check` ties it to the outcome);
     OneOf(Vec<Vec<&'a Artifact>>),
+    /// ... what one of these serial runs leaves (where the order decides more than which
+    /// uploads survive: a shared sidecar keeps the first publisher's name);
+    OneOfRuns(Vec<Vec<Op<'a>>>),
     /// ... or, for conflicting bytes under one key, one upload's bytes per key.
     Conflict,
 }
@@ -303,6 +310,28 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![&a.pdb],
             ops: vec![Op::Index(&a.pe, true), Op::Delete(&a.pdb)],
             survivors: Survivors::Exactly(vec![&a.pe]),
+        },
+        Scenario {
+            // The renamed PDB's plan reads the debug id's record pointing at the first copy,
+            // which may be unpublished before the renamed one records where it lives.
+            name:
+                "a PDB arrives under another name while the first is deleted and their PE arrives",
+            before: vec![&a.pdb],
+            ops: vec![
+                Op::Index(&a.pdb_renamed, true),
+                Op::Delete(&a.pdb),
+                Op::Index(&a.pe, true),
+            ],
+            // The first copy's `.meta` (its name) stays where the renamed one found it.
+            survivors: Survivors::OneOfRuns(vec![
+                vec![Op::Index(&a.pe, true), Op::Index(&a.pdb_renamed, true)],
+                vec![
+                    Op::Index(&a.pdb, true),
+                    Op::Index(&a.pe, true),
+                    Op::Index(&a.pdb_renamed, true),
+                    Op::Delete(&a.pdb),
+                ],
+            ]),
         },
         Scenario {
             name: "a debug file and its sources arrive at once",
@@ -454,12 +483,16 @@ async fn published(store: &dyn Storage) -> io::Result<BTreeMap<String, String>> 
 type Expected = (BTreeMap<String, BTreeSet<String>>, BTreeMap<String, String>);
 
 async fn serial(uploads: &[&Artifact]) -> Expected {
+    let ops: Vec<Op<'_>> = uploads.iter().map(|a| Op::Index(a, true)).collect();
+    serial_ops(&ops).await
+}
+
+/// What `ops` run one after another leave.
+async fn serial_ops(ops: &[Op<'_>]) -> Expected {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LocalStore::open(dir.path()).expect("store").with_owners();
-    for artifact in uploads {
-        run_op(&store, Op::Index(artifact, true))
-            .await
-            .expect("serial run");
+    for op in ops {
+        run_op(&store, *op).await.expect("serial run");
     }
     (
         references(&store).await.expect("references"),
@@ -490,6 +523,11 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
         Survivors::OneOf(sets) => {
             for survivors in sets {
                 expected.push(serial(survivors).await);
+            }
+        }
+        Survivors::OneOfRuns(runs) => {
+            for ops in runs {
+                expected.push(serial_ops(ops).await);
             }
         }
         Survivors::Conflict => {}
