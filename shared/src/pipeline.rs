@@ -1504,6 +1504,7 @@ impl<'s> Indexer<'s> {
                     false
                 } else {
                     r.pdb_key = Some(first.clone());
+                    r.pdb_name = Some(upload.name().to_string());
                     true
                 }
             })
@@ -1714,13 +1715,33 @@ impl<'s> Indexer<'s> {
                 continue;
             }
             let debug_id = pdb.debug_id.to_string();
+            let (read, prior) = self.refs.id_read(&debug_id).await?;
+            // The name the recorded copy was uploaded under: its keys are the ones this PE
+            // would alias, published by the PDB itself. The name is recorded, on condition
+            // that the record still says so when swapped (else the whole way below: a copy
+            // under another name recorded meanwhile may not have seen this name).
+            let own_name = |r: &IdRecord| r.pdb_key.is_some() && r.pdb_name.as_ref() == Some(&name);
+            if own_name(&read) {
+                let mut other = false;
+                self.refs
+                    .update_id_on(&debug_id, prior.clone(), |r| {
+                        other = !own_name(r);
+                        !other && r.names.insert(name.clone())
+                    })
+                    .await?;
+                if !other {
+                    continue;
+                }
+            }
             // Record the name; forget a PDB copy that was unpublished since (it is replaced
             // when the PDB is indexed again).
+            let earlier = Some((read, prior));
             let (record, live) = self
-                .update_id_knowing_liveness(&debug_id, None, |r, live| {
+                .update_id_knowing_liveness(&debug_id, earlier, |r, live| {
                     let mut changed = r.names.insert(name.clone());
                     if r.pdb_key.is_some() && !live {
                         r.pdb_key = None;
+                        r.pdb_name = None;
                         changed = true;
                     }
                     changed

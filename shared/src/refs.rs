@@ -376,6 +376,11 @@ impl FileStamp {
 pub struct IdRecord {
     /// A key holding the PDB's content, once one was published.
     pub pdb_key: Option<String>,
+    /// The file name that copy was uploaded under (set with `pdb_key`; absent in records
+    /// written before it was kept): a PE naming the PDB so has nothing to alias — its keys
+    /// are the PDB's own — and records its name without asking whether the copy is live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdb_name: Option<String>,
     /// PDB file names as PEs' CodeView records spell them.
     pub names: BTreeSet<String>,
 }

@@ -482,9 +482,15 @@ async fn a_copy_from_the_current_object_answers_the_liveness_check() {
 /// read's version (a write; only leaving the record as it is would need a read after the
 /// PDB was published). Around its keys a fresh PDB then costs the ingest read, the upload
 /// record twice, the debug id's record read and written, and the manifest: keys + 6.
+///
+/// A PE naming that PDB by the name it was uploaded under then records the name (the record
+/// read and written) and asks nothing of the PDB's copy: its keys are the PDB's own, so there
+/// is nothing to alias — no key record, no HEAD, no upload record of the PDB's read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pdb_reads_its_debug_ids_record_once() {
-    use symdex_shared::testing::builders::{build_msf, dbi_stream, info_stream};
+async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
+    use symdex_shared::testing::builders::{
+        build_msf, build_pe, codeview, dbi_stream, info_stream,
+    };
     let stack = Stack::new().await;
     let fx = Fixtures::build();
     let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
@@ -498,18 +504,24 @@ async fn a_pdb_reads_its_debug_ids_record_once() {
     ));
     let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
     let dir = tempfile::tempdir().unwrap();
+    let (guid, age) = ([0x3d; 16], 2);
     let pdb = dir.path().join("app.pdb");
     let streams = [
         None,
-        Some(info_stream([0x3d; 16], 2)),
+        Some(info_stream(guid, age)),
         None,
-        Some(dbi_stream(2, 0x8664)),
+        Some(dbi_stream(age, 0x8664)),
     ];
     std::fs::write(&pdb, build_msf(4096, &streams)).unwrap();
+    let pe = dir.path().join("app.dll");
+    let entries = [codeview(guid, age, "C:\\build\\app.pdb", 0, 0)];
+    std::fs::write(&pe, build_pe(true, 0x8664, true, &entries, true)).unwrap();
     // The store's one-time markers go with a first artifact, not counted.
+    let mut fresh = BTreeMap::new();
     for (key, file) in [
         ("ci/warm-up.stripped", fx.path("app.stripped")),
         ("ci/app.pdb", pdb),
+        ("ci/app.dll", pe),
     ] {
         stack.upload(key, &file).await;
         let messages = stack.receive(1).await;
@@ -517,20 +529,45 @@ async fn a_pdb_reads_its_debug_ids_record_once() {
         let event = sqs_event(&messages, &stack.queue_arn);
         let response = handle_indexer(&ctx, event).await.unwrap();
         assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        fresh.insert(key, log());
     }
-    let fresh = log();
-    let id_record = |method: &str| {
-        fresh
-            .iter()
-            .filter(|l| l.starts_with(method) && l.contains("/_symdex/ids/"))
-            .count()
-    };
-    assert_eq!((id_record("GET"), id_record("PUT")), (1, 1), "{fresh:#?}");
-    let objects = fresh.iter().filter(|l| kind(l) == "object write").count();
-    assert!(objects >= 4, "{fresh:#?}");
+    for key in ["ci/app.pdb", "ci/app.dll"] {
+        let fresh = &fresh[key];
+        let id_record = |method: &str| {
+            fresh
+                .iter()
+                .filter(|l| l.starts_with(method) && l.contains("/_symdex/ids/"))
+                .count()
+        };
+        assert_eq!(
+            (id_record("GET"), id_record("PUT")),
+            (1, 1),
+            "{key}: {fresh:#?}"
+        );
+        let objects = fresh.iter().filter(|l| kind(l) == "object write").count();
+        assert!(objects >= 4, "{key}: {fresh:#?}");
+        assert!(
+            fresh.len() <= objects + 6,
+            "{key}: {} requests for {objects} keys: {fresh:#?}",
+            fresh.len()
+        );
+    }
+    let pe_fresh = &fresh["ci/app.dll"];
+    let asked_of_the_pdb = pe_fresh.iter().filter(|l| {
+        kind(l) == "object head"
+            || (l.starts_with("GET") && l.contains("/_symdex/refs/"))
+            || (l.starts_with("GET") && l.contains("/_symdex/uploads/"))
+    });
+    assert_eq!(asked_of_the_pdb.count(), 0, "{pe_fresh:#?}");
+    // The PDB serves the name the PE gives it: its own keys.
+    let records = checks::manifest_records(&stack, SERVING).await;
     assert!(
-        fresh.len() <= objects + 6,
-        "{} requests for {objects} keys: {fresh:#?}",
-        fresh.len()
+        records.iter().any(|r| r["ingest_key"] == "ci/app.pdb"
+            && r["published"]
+                .as_array()
+                .is_some_and(|keys| keys.iter().any(|k| k
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("symbols/app.pdb/"))))),
+        "{records:#?}"
     );
 }

@@ -110,6 +110,8 @@ pub struct Artifacts {
     pub elf_b: Artifact,
     pub elf_other: Artifact,
     pub pe: Artifact,
+    /// A PE naming the PDB by the name it is uploaded under (nothing to alias).
+    pub pe_same_name: Artifact,
     pub pdb: Artifact,
     /// The same PDB uploaded under another file name: other keys, the same debug id (whose
     /// record points at one copy of it).
@@ -152,6 +154,13 @@ impl Artifacts {
             &[codeview(guid, 1, "C:\\b\\Mixed.PDB", 0, 0)],
             true,
         );
+        let pe_same_name = build_pe(
+            true,
+            0x8664,
+            true,
+            &[codeview(guid, 1, "C:\\b\\mixed.pdb", 0, 0)],
+            true,
+        );
         let pdb = build_msf(
             4096,
             &[
@@ -184,6 +193,7 @@ impl Artifacts {
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
             elf_other: Artifact::new("file:/ci/app.debug#other", "app.debug", other),
             pe: Artifact::new("file:/ci/mixed.dll", "mixed.dll", pe),
+            pe_same_name: Artifact::new("file:/ci/same/mixed.dll", "mixed.dll", pe_same_name),
             pdb_renamed: Artifact::new("file:/ci/renamed.pdb", "renamed.pdb", pdb.clone()),
             pdb: Artifact::new("file:/ci/mixed.pdb", "mixed.pdb", pdb),
         }
@@ -310,6 +320,18 @@ pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![&a.pdb],
             ops: vec![Op::Index(&a.pe, true), Op::Delete(&a.pdb)],
             survivors: Survivors::Exactly(vec![&a.pe]),
+        },
+        Scenario {
+            name: "a PE naming its PDB as uploaded and the PDB arrive at once",
+            before: vec![],
+            ops: vec![Op::Index(&a.pe_same_name, true), Op::Index(&a.pdb, true)],
+            survivors: Survivors::Exactly(vec![&a.pe_same_name, &a.pdb]),
+        },
+        Scenario {
+            name: "a PDB is deleted while a PE naming it as uploaded arrives",
+            before: vec![&a.pdb],
+            ops: vec![Op::Index(&a.pe_same_name, true), Op::Delete(&a.pdb)],
+            survivors: Survivors::Exactly(vec![&a.pe_same_name]),
         },
         Scenario {
             // The renamed PDB's plan reads the debug id's record pointing at the first copy,
@@ -756,5 +778,14 @@ mod tests {
                 "deleting the PDB leaves what the PE alone publishes"
             );
         }
+        // A PE naming the PDB as uploaded: the same keys whichever came first (the PE's own
+        // and the PDB's, nothing aliased).
+        let pe_first = serial(&[&a.pe_same_name, &a.pdb]).await;
+        let pdb_first = serial(&[&a.pdb, &a.pe_same_name]).await;
+        assert_eq!(pe_first, pdb_first);
+        let pdb_alone = serial(&[&a.pdb]).await.0;
+        let pe_alone = serial(&[&a.pe_same_name]).await.0;
+        let both: BTreeMap<_, _> = pe_alone.into_iter().chain(pdb_alone).collect();
+        assert_eq!(pe_first.0, both);
     }
 }
