@@ -81,6 +81,22 @@ pub struct UploadMeta {
     pub source_root: Option<String>,
 }
 
+#[cfg(test)]
+impl UploadMeta {
+    /// Metadata with every field set (records' round trips).
+    pub(crate) fn with_every_field() -> UploadMeta {
+        let s = |v: &str| Some(v.to_string());
+        UploadMeta {
+            build: s("b"),
+            product: s("p"),
+            version: s("1.0"),
+            channel: s("try"),
+            expires: s("2027-01-01T00:00:00Z"),
+            source_root: s("/src"),
+        }
+    }
+}
+
 /// One manifest record. Optional fields are omitted when unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
@@ -411,14 +427,7 @@ mod tests {
             ingest_version: s("v1"),
             ingest_etag: s("etag"),
             ingest_size: Some(7),
-            meta: UploadMeta {
-                build: s("b"),
-                product: s("p"),
-                version: s("1.0"),
-                channel: s("try"),
-                expires: s("2027-01-01T00:00:00Z"),
-                source_root: s("/src"),
-            },
+            meta: UploadMeta::with_every_field(),
             format: s("elf"),
             kind: s("debuginfo"),
             arch: s("x86_64"),

@@ -2695,14 +2695,7 @@ mod tests {
         let full = UploadRecord {
             upload: "file:/a@e#build=b".into(),
             source: "/a".into(),
-            meta: UploadMeta {
-                build: s("b"),
-                product: s("p"),
-                version: s("1.0"),
-                channel: s("try"),
-                expires: s("2027-01-01T00:00:00Z"),
-                source_root: s("/src"),
-            },
+            meta: UploadMeta::with_every_field(),
             etag: "e".into(),
             size: 3,
             time: "t".into(),

@@ -92,10 +92,10 @@ fn breakdown(log: &[String]) -> BTreeMap<&'static str, usize> {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_requests_per_artifact_counted_at_the_endpoint() {
+/// The stack, and an indexer talking to it through a proxy that logs every request, deployed
+/// as by default (redirect aliases) and counted as Amazon S3 is asked (conditional copies).
+async fn counted() -> (Stack, FaultProxy, Arc<Context>) {
     let stack = Stack::new().await;
-    let fx = Fixtures::build();
     let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
     let client = stack.moto.s3_via(&proxy.endpoint).await;
     let ctx = Arc::new(Context::new(
@@ -105,6 +105,13 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         ]),
         client,
     ));
+    (stack, proxy, ctx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_requests_per_artifact_counted_at_the_endpoint() {
+    let (stack, proxy, ctx) = counted().await;
+    let fx = Fixtures::build();
     let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
     let rounds = || proxy.faults.take_rounds() as usize;
     // One-time costs (the store's marker objects) go with a first artifact, not counted.
@@ -493,17 +500,8 @@ async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
     use symdex_shared::testing::builders::{
         build_msf, build_pe, codeview, dbi_stream, info_stream,
     };
-    let stack = Stack::new().await;
+    let (stack, proxy, ctx) = counted().await;
     let fx = Fixtures::build();
-    let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
-    let client = stack.moto.s3_via(&proxy.endpoint).await;
-    let ctx = Arc::new(Context::new(
-        config(&[
-            ("SYMDEX_ALIASES", "redirect"),
-            ("SYMDEX_CONDITIONAL_COPY", "true"),
-        ]),
-        client,
-    ));
     let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let (guid, age) = ([0x3d; 16], 2);
