@@ -1718,13 +1718,14 @@ impl<'s> Indexer<'s> {
             let (read, prior) = self.refs.id_read(&debug_id).await?;
             // The name the recorded copy was uploaded under: its keys are the ones this PE
             // would alias, published by the PDB itself. The name is recorded, on condition
-            // that the record still says so when swapped (else the whole way below: a copy
-            // under another name recorded meanwhile may not have seen this name).
+            // that the record still says so when swapped (else the whole way below, from a
+            // read of its own: a copy under another name recorded meanwhile may not have
+            // seen this name).
             let own_name = |r: &IdRecord| r.pdb_key.is_some() && r.pdb_name.as_ref() == Some(&name);
-            if own_name(&read) {
+            let earlier = if own_name(&read) {
                 let mut other = false;
                 self.refs
-                    .update_id_on(&debug_id, prior.clone(), |r| {
+                    .update_id_on(&debug_id, prior, |r| {
                         other = !own_name(r);
                         !other && r.names.insert(name.clone())
                     })
@@ -1732,10 +1733,12 @@ impl<'s> Indexer<'s> {
                 if !other {
                     continue;
                 }
-            }
+                None
+            } else {
+                Some((read, prior))
+            };
             // Record the name; forget a PDB copy that was unpublished since (it is replaced
             // when the PDB is indexed again).
-            let earlier = Some((read, prior));
             let (record, live) = self
                 .update_id_knowing_liveness(&debug_id, earlier, |r, live| {
                     let mut changed = r.names.insert(name.clone());

@@ -687,6 +687,11 @@ fn parse<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> io::Result<T> {
     serde_json::from_str(text).map_err(|e| invalid(&e))
 }
 
+/// An upload record that may still gain keys or metadata: not being removed.
+fn not_removing(record: &UploadRecord) -> bool {
+    record.state != UploadState::Removing
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -2241,12 +2246,9 @@ impl<'s> RefStore<'s> {
     pub async fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| {
-            let Some(mut record) = current else {
+            let Some(mut record) = current.filter(not_removing) else {
                 return Ok(Step::Keep(false));
             };
-            if record.state == UploadState::Removing {
-                return Ok(Step::Keep(false));
-            }
             if record.plan_keys(keys) {
                 Ok(Step::Write(record, true))
             } else {
@@ -2318,12 +2320,9 @@ impl<'s> RefStore<'s> {
         run: Run<'_>,
         keep: impl Fn(bool) -> io::Result<Step<UploadRecord, Option<bool>>>,
     ) -> io::Result<Step<UploadRecord, Option<bool>>> {
-        let Some(mut record) = current else {
+        let Some(mut record) = current.filter(not_removing) else {
             return keep(false);
         };
-        if record.state == UploadState::Removing {
-            return keep(false);
-        }
         let summary = |r: &UploadRecord| {
             let counts = (r.keys.len(), r.runs.len(), r.planned.len());
             (counts, r.state, r.indexed_as.clone())
@@ -2386,12 +2385,9 @@ impl<'s> RefStore<'s> {
     ) -> io::Result<Option<UploadRecord>> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| {
-            let Some(mut record) = current else {
+            let Some(mut record) = current.filter(not_removing) else {
                 return Ok(Step::Keep(None));
             };
-            if record.state == UploadState::Removing {
-                return Ok(Step::Keep(None));
-            }
             let meta = change(&record);
             if record.meta == meta {
                 Ok(Step::Keep(Some(record)))
@@ -2491,11 +2487,8 @@ impl<'s> RefStore<'s> {
         Ok(uploads)
     }
 
-    pub async fn id(&self, debug_id: &str) -> io::Result<IdRecord> {
-        Ok(self.read(&id_file(debug_id)).await?.unwrap_or_default())
-    }
-
-    /// [`Self::id`], with the read kept for an [`Self::update_id_on`] that follows.
+    /// A debug id's record (empty where there is none), with the read kept for an
+    /// [`Self::update_id_on`] that follows.
     pub async fn id_read(&self, debug_id: &str) -> io::Result<(IdRecord, PriorRead)> {
         let file = id_file(debug_id);
         let read = self.store.get(&file).await?;
@@ -3402,7 +3395,13 @@ mod tests {
         refs.update_id("abc", |r| r.names.insert("Foo.PDB".into()))
             .await
             .unwrap();
-        assert!(refs.id("abc").await.unwrap().names.contains("Foo.PDB"));
+        assert!(refs
+            .id_read("abc")
+            .await
+            .unwrap()
+            .0
+            .names
+            .contains("Foo.PDB"));
     }
 
     /// [`store_and_input`] with a store whose objects name their owners (invariant 7).
