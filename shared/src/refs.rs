@@ -98,7 +98,13 @@
 //!    - the writers of a record's object (a lease's copy, a repair, an overwrite) name the
 //!      record's `by`; an object of the same content found under a `create` lease whose owner
 //!      is another upload makes the record name that upload too (and as `by`), one whose
-//!      owner's upload is gone is replaced by ours.
+//!      owner's upload is gone is replaced by ours;
+//!    - a writer that neither overwrites nor adopts and finds other content at a key, not
+//!      its own, reports a conflict on what it found, without a record: it takes no
+//!      reference, so nothing is left to keep. What the record protocol could still change
+//!      is a change already in progress — a removal about to delete the object, an
+//!      overwriting writer about to replace it (with this very content, even) — and the
+//!      conflict is then the outcome of the serial order in which it came first.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -502,6 +508,9 @@ struct CopyHow {
     by: String,
     /// Any content found at the key is taken as this content (`OnDifferent::Adopt`).
     adopt: bool,
+    /// An object was found at the key just before: a [`CREATE`] lease looks before it
+    /// creates (one request where it is still there, as it most likely is).
+    seen: bool,
 }
 
 /// What a [`CREATE`] lease's holder found at the key.
@@ -1393,6 +1402,7 @@ impl<'s> RefStore<'s> {
         // No record (or none guessed): the object alone, naming this upload (invariant 7).
         let alone =
             self.owners_named() && self.store.creates_only_new(&content.source, content.size);
+        let mut seen = false;
         if alone && !overwrite && matches!(prefetched, Some(None)) {
             // No lease taken: the keys after this one need not wait for it. Should the record
             // protocol decide after all, its lease is taken out of turn — two uploads then
@@ -1404,10 +1414,20 @@ impl<'s> RefStore<'s> {
                 .await?
             {
                 Alone::Done(outcome) => return Ok(outcome),
-                // Something the record protocol decides: on the record if it was read.
-                Alone::Decide(record) => prefetched = record.map(Some),
+                // Something the record protocol decides: on the record if it was read. Else
+                // guessed absent again where writers create records only where none is (a
+                // key another upload alone references has none): the `create` lease's write
+                // checks the guess, and a record found instead is read.
+                Alone::Decide(record) => {
+                    seen = true;
+                    on_guess = record.is_none() && creates;
+                    prefetched = match record {
+                        Some(record) => Some(Some(record)),
+                        None if creates => Some(None),
+                        None => None,
+                    };
+                }
             }
-            on_guess = false;
         }
         if let Some(turn) = turn.as_mut() {
             turn.wait().await;
@@ -1593,6 +1613,7 @@ impl<'s> RefStore<'s> {
                     own,
                     by: record.by.clone(),
                     adopt: different == OnDifferent::Adopt,
+                    seen,
                 };
                 let written = written.map(|v| (*record, v.version));
                 self.copy_under_lease(key, upload, content, &lease, written, how)
@@ -1644,6 +1665,7 @@ impl<'s> RefStore<'s> {
                             own: false,
                             by,
                             adopt: different == OnDifferent::Adopt,
+                            seen: false,
                         };
                         self.copy_under_lease(key, upload, content, &lease, None, how)
                             .await
@@ -1668,18 +1690,28 @@ impl<'s> RefStore<'s> {
         adopt: bool,
     ) -> io::Result<Alone> {
         let owner = self.owner_token(upload).await?;
-        let found = match self.create_or_find(key, content, Some(&owner)).await? {
+        let found = match self
+            .create_or_find(key, content, Some(&owner), false)
+            .await?
+        {
             Creation::Created => return Ok(Alone::Done(KeyOutcome::Published)),
             // Nothing recorded yet: a failed copy leaves nothing to take back.
             Creation::Failed(e) => return Err(e.into()),
             Creation::Found(found) => found,
         };
         let same = found.info.etag == content.etag && found.info.size == content.size;
-        // Our own earlier or concurrent run's object. Anything else — another upload's (to be
-        // shared), written outside symdex, other content — is decided under a `create`
-        // lease: while a record holds one, the owner's removal waits for it instead of
-        // deleting the object we are about to reference.
         let ours = found.owner.as_deref() == Some(owner.as_str());
+        // Other content, not ours, and this upload neither overwrites nor adopts: a conflict,
+        // decided on what the key holds now (invariant 7, last point) — the record protocol
+        // would take a `create` lease only to find the same object and drop the record again
+        // (six requests more per key).
+        if !ours && !same && !adopt {
+            return Ok(Alone::Done(KeyOutcome::Conflict));
+        }
+        // Our own earlier or concurrent run's object. Anything else — another upload's (to be
+        // shared), written outside symdex — is decided under a `create` lease: while a record
+        // holds one, the owner's removal waits for it instead of deleting the object we are
+        // about to reference.
         if !(ours && (same || adopt)) {
             return Ok(Alone::Decide(None));
         }
@@ -1705,19 +1737,22 @@ impl<'s> RefStore<'s> {
     /// `If-None-Match` on CopyObject), it is made only where nothing was seen just before:
     /// an object created in between by a writer relying on its copy alone (invariant 7)
     /// could still be replaced — a window of one request, closed where copies are atomic.
+    /// `seen`: an object was at the key just before, so the first round looks first (one
+    /// request, not a failed creation and a look).
     async fn create_or_find(
         &self,
         key: &str,
         content: &Content<'_>,
         owner: Option<&str>,
+        seen: bool,
     ) -> io::Result<Creation> {
         let known = ObjectInfo {
             size: content.size,
             etag: content.etag.to_string(),
         };
         let look_first = !self.store.creates_only_new(&content.source, content.size);
-        for _ in 0..4 {
-            if look_first {
+        for round in 0..4 {
+            if look_first || (seen && round == 0) {
                 if let Some(found) = self.store.owned(key).await? {
                     return Ok(Creation::Found(found));
                 }
@@ -1788,7 +1823,10 @@ impl<'s> RefStore<'s> {
         // (invariant 7): the record names it too, and its writer.
         let mut shared: Option<(String, Option<String>, ObjectInfo)> = None;
         if lease.op == CREATE {
-            match self.create_object(key, upload, content, how.adopt).await? {
+            match self
+                .create_object(key, upload, content, how.adopt, how.seen)
+                .await?
+            {
                 Found::Created | Found::Same(SameBy::Us, _) => {}
                 // Our own earlier attempt's copy, or the same bytes written outside symdex.
                 Found::Same(SameBy::Nobody, _) => adopted = !how.own,
@@ -1888,16 +1926,19 @@ impl<'s> RefStore<'s> {
     }
 
     /// Creates the object at `key` where nothing is; else says whether what is there holds
-    /// the same content. On a failed copy the reference is taken back.
+    /// the same content. On a failed copy the reference is taken back. `seen`: as
+    /// [`Self::create_or_find`].
     async fn create_object(
         &self,
         key: &str,
         upload: &str,
         content: &Content<'_>,
         adopt: bool,
+        seen: bool,
     ) -> io::Result<Found> {
         let owner = self.owner_for(upload).await?;
-        let found = match self.create_or_find(key, content, owner.as_deref()).await? {
+        let found = self.create_or_find(key, content, owner.as_deref(), seen);
+        let found = match found.await? {
             Creation::Created => return Ok(Found::Created),
             Creation::Failed(e) => {
                 self.remove(key, upload).await?;
