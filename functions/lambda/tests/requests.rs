@@ -571,3 +571,91 @@ async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
         "{records:#?}"
     );
 }
+
+/// Keys an unstripped binary published before its separate debug file arrives: the debug
+/// file's keys for the binary's other bytes are conflicts decided on the object its copy found
+/// (the copy and a HEAD, no record taken and dropped); the keys of the same bytes in both
+/// (debuginfod sections, `.meta` sidecars) are shared through their record. And a file
+/// smaller than the first read is identified by that read alone, wherever its headers lie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflict() {
+    let (stack, proxy, ctx) = counted().await;
+    let fx = Fixtures::build();
+    let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
+    // An ELF file of ~100 KiB whose section headers (at its end) lie past the first 32 KiB.
+    let big = tempfile::tempdir().unwrap();
+    let source = "static const char pad[96 * 1024] = {1};\n\
+                  int main(int c, char **v) { return pad[c]; }\n";
+    std::fs::write(big.path().join("big.c"), source).unwrap();
+    run_in(big.path(), &["gcc", "-O0", "-o", "big", "big.c"]);
+    let big = big.path().join("big");
+    let size = std::fs::metadata(&big).unwrap().len();
+    assert!(size > 96 << 10 && size < 128 << 10, "{size} bytes");
+    let mut fresh = BTreeMap::new();
+    for (key, file) in [
+        ("ci/big", big),
+        ("ci/app", fx.path("app")),
+        ("ci/app.debug", fx.path("app.debug")),
+    ] {
+        stack.upload(key, &file).await;
+        let messages = stack.receive(1).await;
+        log();
+        let event = sqs_event(&messages, &stack.queue_arn);
+        let response = handle_indexer(&ctx, event).await.unwrap();
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        fresh.insert(key, log());
+    }
+    let ingest_reads = |key: &str| {
+        let requests = &fresh[key];
+        let reads = requests.iter().filter(|l| kind(l) == "ingest read").count();
+        (reads, requests)
+    };
+    let (reads, requests) = ingest_reads("ci/big");
+    assert_eq!(reads, 1, "{requests:#?}");
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let debug = records
+        .iter()
+        .find(|r| r["ingest_key"] == "ci/app.debug")
+        .expect("the debug file's record");
+    let conflicts: Vec<&str> = debug["conflicts"]
+        .as_array()
+        .map(|keys| keys.iter().filter_map(|k| k.as_str()).collect())
+        .unwrap_or_default();
+    assert!(conflicts.len() >= 2, "{debug:#}");
+    let requests = &fresh["ci/app.debug"];
+    for key in &conflicts {
+        let about: Vec<&String> = requests
+            .iter()
+            .filter(|l| l.split('?').next().is_some_and(|p| p.ends_with(*key)))
+            .collect();
+        assert!(about.len() <= 2, "{key}: {about:#?}");
+        let record = format!("_symdex/refs/{key}.json");
+        assert!(
+            !requests.iter().any(|l| l.contains(&record)),
+            "{key}: its record asked: {requests:#?}"
+        );
+    }
+    // The keys both uploads serve the same bytes under: a record naming both, created
+    // unread under a `create` lease, which looks before it copies (the copy, a HEAD, the
+    // record, a HEAD under it and the record released).
+    let shared: Vec<&str> = debug["unchanged"]
+        .as_array()
+        .map(|keys| keys.iter().filter_map(|k| k.as_str()).collect())
+        .unwrap_or_default();
+    assert!(!shared.is_empty(), "{debug:#}");
+    for key in &shared {
+        let record = format!("_symdex/refs/{key}.json");
+        let about: Vec<&String> = requests
+            .iter()
+            .filter(|l| {
+                let path = l.split('?').next().unwrap_or("");
+                path.ends_with(*key) || path.ends_with(&record)
+            })
+            .collect();
+        assert!(about.len() <= 5, "{key}: {about:#?}");
+    }
+    assert!(
+        !requests.iter().any(|l| kind(l) == "record delete"),
+        "{requests:#?}"
+    );
+}

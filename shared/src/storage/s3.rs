@@ -33,6 +33,11 @@ const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 pub const UPLOAD_PART_SIZE: u64 = 16 * 1024 * 1024;
 /// Ranged reads fetch whole blocks of this size, so neighbouring small reads cost one GET.
 pub const BLOCK_SIZE: u64 = 32 * 1024;
+/// What the first GET of an ingest object reads (whole blocks): most artifacts CI uploads are
+/// smaller, and identifying one then needs no further request (a PE's debug directory, a
+/// small PDB's stream directory or an ELF file's section headers are rarely in its first
+/// 32 KiB). A GET costs the same whatever its size; the extra bytes cost a millisecond.
+pub const FIRST_READ: u64 = 4 * BLOCK_SIZE;
 /// Metadata key holding the content identity (the source's ETag) of a copied object, so a
 /// multipart copy (whose ETag differs) still compares equal to its source.
 const CONTENT_ETAG_META: &str = "symdex-content-etag";
@@ -266,7 +271,7 @@ impl S3Store {
         }
     }
 
-    /// What a HEAD of an ingest object says, and its first [`BLOCK_SIZE`] bytes, by one
+    /// What a HEAD of an ingest object says, and its first [`FIRST_READ`] bytes, by one
     /// ranged GET: an index needs both (the metadata and content identity decide the upload,
     /// every format's header is in the first block), so a fresh artifact costs one request
     /// less than a HEAD followed by identification's first read. `None`: no such object.
@@ -282,7 +287,7 @@ impl S3Store {
             .bucket(bucket)
             .key(key)
             .set_version_id(version_id.map(str::to_string))
-            .range(format!("bytes=0-{}", BLOCK_SIZE - 1))
+            .range(format!("bytes=0-{}", FIRST_READ - 1))
             .send()
             .await;
         let out = match result {
@@ -1177,7 +1182,7 @@ impl Storage for S3Store {
 pub struct FirstBlock {
     pub info: ObjectInfo,
     pub metadata: HashMap<String, String>,
-    /// Bytes from 0, up to [`BLOCK_SIZE`] (fewer only at the end of the object).
+    /// Bytes from 0, up to [`FIRST_READ`] (fewer only at the end of the object).
     pub bytes: Vec<u8>,
 }
 
@@ -1193,7 +1198,7 @@ pub struct S3Object {
     offset: u64,
     size: u64,
     stats: Arc<S3Stats>,
-    /// Block 0, when already read ([`Self::with_first_block`]).
+    /// The first [`FIRST_READ`] bytes, when already read ([`Self::with_first_block`]).
     first_block: Option<Arc<Vec<u8>>>,
 }
 
@@ -1204,12 +1209,13 @@ const MAX_PREFETCH_BLOCKS: usize = 256;
 const MAX_PASSES: usize = 64;
 
 impl S3Object {
-    /// This object with its first block already read (by [`S3Store::head_with_first_block`]):
-    /// identification starts from it instead of fetching it again, and a blocking read within
-    /// it is answered from it. Ignored unless it is the whole block 0 of this object.
+    /// This object with its first bytes already read (by [`S3Store::head_with_first_block`]):
+    /// identification starts from them instead of fetching them again, and a blocking read
+    /// within them is answered from them. Ignored unless they are the whole first
+    /// [`FIRST_READ`] bytes of this object (or all of it).
     pub fn with_first_block(mut self, bytes: Vec<u8>) -> Self {
-        let whole_block = bytes.len() as u64 == BLOCK_SIZE.min(self.size);
-        if self.offset == 0 && whole_block && !bytes.is_empty() {
+        let whole = bytes.len() as u64 == FIRST_READ.min(self.size);
+        if self.offset == 0 && whole && !bytes.is_empty() {
             self.first_block = Some(Arc::new(bytes));
         }
         self
@@ -1255,10 +1261,13 @@ impl S3Object {
         &self,
         identify: impl Fn(&dyn RangeReader) -> T,
     ) -> StorageResult<(T, u64)> {
-        let seeded = self.first_block.as_ref().map(|b| (0, b.to_vec()));
+        let seeded = self.first_block.iter().flat_map(|first| {
+            let blocks = first.chunks(BLOCK_SIZE as usize).map(<[u8]>::to_vec);
+            (0u64..).zip(blocks)
+        });
         let reader = Prefetched {
             size: self.size,
-            blocks: Mutex::new(seeded.into_iter().collect()),
+            blocks: Mutex::new(seeded.collect()),
             missing: Mutex::new(std::collections::BTreeSet::new()),
         };
         let mut fetched = 0u64;
