@@ -56,6 +56,27 @@ fn debug_file_naming_headers(headers: usize) -> tempfile::TempDir {
     dir
 }
 
+/// Uploads and indexes each input in turn (each its own message): the requests each made.
+async fn index_each<const N: usize>(
+    stack: &Stack,
+    proxy: &FaultProxy,
+    ctx: &Arc<Context>,
+    inputs: [(&'static str, std::path::PathBuf); N],
+) -> BTreeMap<&'static str, Vec<String>> {
+    let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
+    let mut fresh = BTreeMap::new();
+    for (key, file) in inputs {
+        stack.upload(key, &file).await;
+        let messages = stack.receive(1).await;
+        log();
+        let event = sqs_event(&messages, &stack.queue_arn);
+        let response = handle_indexer(ctx, event).await.unwrap();
+        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+        fresh.insert(key, log());
+    }
+    fresh
+}
+
 /// Whether a logged request is for a source-join record.
 fn is_join_record(line: &str) -> bool {
     line.contains("/_symdex/sourcemap/") || line.contains("prefix=_symdex%2Fsourcemap%2F")
@@ -502,7 +523,6 @@ async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
     };
     let (stack, proxy, ctx) = counted().await;
     let fx = Fixtures::build();
-    let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let (guid, age) = ([0x3d; 16], 2);
     let pdb = dir.path().join("app.pdb");
@@ -517,20 +537,12 @@ async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
     let entries = [codeview(guid, age, "C:\\build\\app.pdb", 0, 0)];
     std::fs::write(&pe, build_pe(true, 0x8664, true, &entries, true)).unwrap();
     // The store's one-time markers go with a first artifact, not counted.
-    let mut fresh = BTreeMap::new();
-    for (key, file) in [
+    let inputs = [
         ("ci/warm-up.stripped", fx.path("app.stripped")),
         ("ci/app.pdb", pdb),
         ("ci/app.dll", pe),
-    ] {
-        stack.upload(key, &file).await;
-        let messages = stack.receive(1).await;
-        log();
-        let event = sqs_event(&messages, &stack.queue_arn);
-        let response = handle_indexer(&ctx, event).await.unwrap();
-        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
-        fresh.insert(key, log());
-    }
+    ];
+    let fresh = index_each(&stack, &proxy, &ctx, inputs).await;
     for key in ["ci/app.pdb", "ci/app.dll"] {
         let fresh = &fresh[key];
         let id_record = |method: &str| {
@@ -581,7 +593,6 @@ async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
 async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflict() {
     let (stack, proxy, ctx) = counted().await;
     let fx = Fixtures::build();
-    let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
     // An ELF file of ~100 KiB whose section headers (at its end) lie past the first 32 KiB.
     let big = tempfile::tempdir().unwrap();
     let source = "static const char pad[96 * 1024] = {1};\n\
@@ -591,26 +602,14 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
     let big = big.path().join("big");
     let size = std::fs::metadata(&big).unwrap().len();
     assert!(size > 96 << 10 && size < 128 << 10, "{size} bytes");
-    let mut fresh = BTreeMap::new();
-    for (key, file) in [
+    let inputs = [
         ("ci/big", big),
         ("ci/app", fx.path("app")),
         ("ci/app.debug", fx.path("app.debug")),
-    ] {
-        stack.upload(key, &file).await;
-        let messages = stack.receive(1).await;
-        log();
-        let event = sqs_event(&messages, &stack.queue_arn);
-        let response = handle_indexer(&ctx, event).await.unwrap();
-        assert_eq!(response["batchItemFailures"], serde_json::json!([]));
-        fresh.insert(key, log());
-    }
-    let ingest_reads = |key: &str| {
-        let requests = &fresh[key];
-        let reads = requests.iter().filter(|l| kind(l) == "ingest read").count();
-        (reads, requests)
-    };
-    let (reads, requests) = ingest_reads("ci/big");
+    ];
+    let fresh = index_each(&stack, &proxy, &ctx, inputs).await;
+    let requests = &fresh["ci/big"];
+    let reads = requests.iter().filter(|l| kind(l) == "ingest read").count();
     assert_eq!(reads, 1, "{requests:#?}");
     let records = checks::manifest_records(&stack, SERVING).await;
     let debug = records
