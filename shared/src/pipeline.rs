@@ -1509,7 +1509,14 @@ impl<'s> Indexer<'s> {
                 }
             })
             .await?;
-        for name in &record.names {
+        // Another live copy kept under another name: this copy serves that name too. A PE
+        // naming it finds the keys already there (nothing to alias: `alias_pdbs`), held by that
+        // copy alone, and they would go with that copy's removal while this one lives — as
+        // they do not where the PE arrived first (its name is then among `names`). So the
+        // order of arrival decides nothing (invariant 5). Only a copy found live: a name whose
+        // upload was deleted is not brought back.
+        let kept_copy = record.pdb_name.iter();
+        for name in record.names.iter().chain(kept_copy) {
             let keys = self.prefixed(&layouts::keys_for(id, name, &self.config.layouts));
             extra_keys.extend(keys.difference(planned).cloned());
         }

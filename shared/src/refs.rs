@@ -68,7 +68,9 @@
 //!    Either the remover's list holds the key, or the adder sees the mark.
 //! 5. **A key is held by the uploads whose bytes it serves**: an alias copy of a PDB made
 //!    when its PE arrives is referenced by the PDB's uploads, not the PE's, so the outcome
-//!    does not depend on which arrived first.
+//!    does not depend on which arrived first. A copy of a PDB uploaded under another name
+//!    than the copy recorded (and live) serves that copy's name too, for the same reason: a
+//!    PE naming it may have arrived before or after it (`Indexer::remember_pdb`).
 //! 6. **An alias never outlives its target.** Where the store writes a copy from another key
 //!    as an alias that holds no bytes (S3 redirect objects, `Storage::key_copies_are_aliases`),
 //!    the key's record names its target (`alias_of`), and every upload referencing the alias

@@ -227,6 +227,8 @@ pub enum Survivors<'a> {
     /// ... what one of these serial runs leaves (where the order decides more than which
     /// uploads survive: a shared sidecar keeps the first publisher's name);
     OneOfRuns(Vec<Vec<Op<'a>>>),
+    /// ... what the uploads before and the operations in any order leave, run one by one;
+    AnyOrder,
     /// ... or, for conflicting bytes under one key, one upload's bytes per key (none of a
     /// deleted upload's).
     Conflict,
@@ -335,6 +337,16 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![],
             ops: vec![Op::Index(&a.pe_same_name, true), Op::Index(&a.pdb, true)],
             survivors: Survivors::Exactly(vec![&a.pe_same_name, &a.pdb]),
+        },
+        Scenario {
+            name: "a PDB's renamed copy and a PE naming the PDB arrive while the PDB is deleted",
+            before: vec![&a.pdb],
+            ops: vec![
+                Op::Index(&a.pdb_renamed, true),
+                Op::Index(&a.pe_same_name, true),
+                Op::Delete(&a.pdb),
+            ],
+            survivors: Survivors::AnyOrder,
         },
         Scenario {
             name: "a PDB is deleted while a PE naming it as uploaded arrives",
@@ -541,6 +553,22 @@ async fn serial_ops(ops: &[Op<'_>]) -> Expected {
     )
 }
 
+/// Every order of `ops` (all permutations: scenarios have a few).
+fn orders<'a>(ops: &[Op<'a>]) -> Vec<Vec<Op<'a>>> {
+    if ops.len() <= 1 {
+        return vec![ops.to_vec()];
+    }
+    let mut all = Vec::new();
+    for (i, first) in ops.iter().enumerate() {
+        let rest: Vec<Op<'a>> = [&ops[..i], &ops[i + 1..]].concat();
+        for mut order in orders(&rest) {
+            order.insert(0, *first);
+            all.push(order);
+        }
+    }
+    all
+}
+
 /// How many schedules each scenario runs: `SYMDEX_SCHEDULES`, or `default`.
 pub fn schedules(default: u64) -> u64 {
     std::env::var("SYMDEX_SCHEDULES")
@@ -569,6 +597,13 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
         Survivors::OneOfRuns(runs) => {
             for ops in runs {
                 expected.push(serial_ops(ops).await);
+            }
+        }
+        Survivors::AnyOrder => {
+            let before = scenario.before.iter().map(|a| Op::Index(a, true));
+            let before: Vec<Op<'_>> = before.collect();
+            for order in orders(&scenario.ops) {
+                expected.push(serial_ops(&[before.clone(), order].concat()).await);
             }
         }
         Survivors::Conflict => {}
@@ -817,5 +852,31 @@ mod tests {
         let pe_alone = serial(&[&a.pe_same_name]).await.0;
         let both: BTreeMap<_, _> = pe_alone.into_iter().chain(pdb_alone).collect();
         assert_eq!(pe_first.0, both);
+    }
+
+    /// The same PDB uploaded under two names, a PE naming the first, the first deleted: the
+    /// PE's name stays served by the renamed copy whether the PE came before or after it.
+    #[tokio::test]
+    async fn serial_runs_of_a_renamed_pdb_do_not_depend_on_when_its_pe_arrived() {
+        let a = Artifacts::new();
+        let pe = Op::Index(&a.pe_same_name, true);
+        let (pdb, renamed) = (Op::Index(&a.pdb, true), Op::Index(&a.pdb_renamed, true));
+        let deleted = Op::Delete(&a.pdb);
+        let pe_first = serial_ops(&[pdb, pe, renamed, deleted]).await;
+        let renamed_first = serial_ops(&[pdb, renamed, pe, deleted]).await;
+        assert_eq!(pe_first, renamed_first);
+        let by_renamed: Vec<&String> = renamed_first
+            .0
+            .iter()
+            .filter(|(key, owners)| {
+                key.contains("mixed.pdb/") && owners.contains(&a.pdb_renamed.id)
+            })
+            .map(|(key, _)| key)
+            .collect();
+        assert!(
+            !by_renamed.is_empty(),
+            "the name the PE uses is served by the renamed copy: {:#?}",
+            renamed_first.0
+        );
     }
 }
