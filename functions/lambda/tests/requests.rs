@@ -616,41 +616,37 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
         .iter()
         .find(|r| r["ingest_key"] == "ci/app.debug")
         .expect("the debug file's record");
-    let conflicts: Vec<&str> = debug["conflicts"]
-        .as_array()
-        .map(|keys| keys.iter().filter_map(|k| k.as_str()).collect())
-        .unwrap_or_default();
-    assert!(conflicts.len() >= 2, "{debug:#}");
+    let keys_in = |field: &str| -> Vec<&str> {
+        let keys = debug[field]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        keys.iter().filter_map(|k| k.as_str()).collect()
+    };
     let requests = &fresh["ci/app.debug"];
-    for key in &conflicts {
-        let about: Vec<&String> = requests
-            .iter()
-            .filter(|l| l.split('?').next().is_some_and(|p| p.ends_with(*key)))
-            .collect();
-        assert!(about.len() <= 2, "{key}: {about:#?}");
+    // The requests naming a key's object, and those naming its record.
+    let naming = |key: &str| -> (Vec<&String>, Vec<&String>) {
         let record = format!("_symdex/refs/{key}.json");
-        assert!(
-            !requests.iter().any(|l| l.contains(&record)),
-            "{key}: its record asked: {requests:#?}"
-        );
+        let path = |l: &String| l.split('?').next().unwrap_or("").to_string();
+        let object = requests.iter().filter(|l| path(l).ends_with(key));
+        let record = requests.iter().filter(|l| path(l).ends_with(&record));
+        (object.collect(), record.collect())
+    };
+    let conflicts = keys_in("conflicts");
+    assert!(conflicts.len() >= 2, "{debug:#}");
+    for key in &conflicts {
+        let (object, record) = naming(key);
+        assert!(object.len() <= 2, "{key}: {object:#?}");
+        assert!(record.is_empty(), "{key}: its record asked: {record:#?}");
     }
     // The keys both uploads serve the same bytes under: a record naming both, created
     // unread under a `create` lease, which looks before it copies (the copy, a HEAD, the
     // record, a HEAD under it and the record released).
-    let shared: Vec<&str> = debug["unchanged"]
-        .as_array()
-        .map(|keys| keys.iter().filter_map(|k| k.as_str()).collect())
-        .unwrap_or_default();
+    let shared = keys_in("unchanged");
     assert!(!shared.is_empty(), "{debug:#}");
     for key in &shared {
-        let record = format!("_symdex/refs/{key}.json");
-        let about: Vec<&String> = requests
-            .iter()
-            .filter(|l| {
-                let path = l.split('?').next().unwrap_or("");
-                path.ends_with(*key) || path.ends_with(&record)
-            })
-            .collect();
+        let (mut about, record) = naming(key);
+        about.extend(record);
         assert!(about.len() <= 5, "{key}: {about:#?}");
     }
     assert!(

@@ -244,11 +244,16 @@ pub struct Scenario<'a> {
 }
 
 pub fn scenarios(a: &Artifacts) -> Vec<Scenario<'_>> {
-    // `SYMDEX_SCENARIO=<part of a name>` runs only those (while working on one race).
-    let only = std::env::var("SYMDEX_SCENARIO").unwrap_or_default();
+    let only = only_scenarios();
     let mut all = every_scenario(a);
     all.retain(|s| s.name.contains(only.as_str()));
     all
+}
+
+/// `SYMDEX_SCENARIO=<part of a name>` runs only those scenarios (while working on one race);
+/// empty: every one.
+fn only_scenarios() -> String {
+    std::env::var("SYMDEX_SCENARIO").unwrap_or_default()
 }
 
 fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
@@ -745,7 +750,7 @@ mod tests {
             .await;
         }
         // Some schedules make an actor meet a live lease: the retry path is exercised too.
-        let every = std::env::var("SYMDEX_SCENARIO").map_or(true, |only| only.is_empty());
+        let every = only_scenarios().is_empty();
         assert!(retried > 0 || !every, "no schedule made an actor wait");
     }
 
