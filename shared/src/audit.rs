@@ -11,7 +11,7 @@ use crate::storage::Storage;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// `missing`, `changed`, `lease`, `tombstone`, `incomplete`, `unref`, `dangling`, `orphan`,
-    /// `alias`.
+    /// `alias`, `sidecar`.
     pub kind: &'static str,
     pub key: String,
     pub detail: String,
@@ -174,6 +174,19 @@ pub async fn audit_with(
                     format!("upload {} lists it, its record does not", upload.upload),
                 );
             }
+        }
+    }
+    // A unified `.meta` sidecar describes the file beside it, and goes with it (a sidecar
+    // of a conflicting key is the file's upload's, pipeline.rs): one without its file is
+    // what an earlier version left where an upload conflicting on the file shared it.
+    for key in &accounted {
+        let described = crate::layouts::unified::described_by_sidecar(key);
+        if let Some(file) = described.filter(|file| !accounted.contains(*file)) {
+            problem(
+                "sidecar",
+                key,
+                format!("its file {file} is not published; re-index the upload referencing it with --recheck"),
+            );
         }
     }
     // Published objects no record accounts for (what a removal that lost a race would leave).

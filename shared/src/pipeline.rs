@@ -991,9 +991,11 @@ impl<'s> Indexer<'s> {
         } = plan;
         let mut sidecar_keys = BTreeSet::new();
         for sidecar in &set.sidecars {
-            let key = format!("{}{}", self.config.prefix(sidecar.layout), sidecar.key);
+            let prefix = self.config.prefix(sidecar.layout);
+            let key = format!("{prefix}{}", sidecar.key);
             keys.remove(&key);
-            sidecar_keys.insert((key, sidecar.content.as_bytes()));
+            let describes = format!("{prefix}{}", sidecar.describes);
+            sidecar_keys.insert((key, sidecar.content.as_bytes(), describes));
         }
         // Sections are ranges of the upload, published like sidecars.
         let mut section_keys = Vec::new();
@@ -1014,12 +1016,23 @@ impl<'s> Indexer<'s> {
         let mut referenced = self
             .publish_own(upload, &keys, fresh, &mut outcome, holding)
             .await?;
+        // A sidecar goes with the file it describes: where that file's key holds another
+        // upload's other bytes (a conflict), so does the sidecar's — it is that upload's, and
+        // describes its file. Sharing it would take a reference (a record, 6 requests) that
+        // keeps it when that upload is removed: a `.meta` without its file.
+        sidecar_keys.retain(|(key, _, describes)| {
+            let described_conflict = outcome.conflicts.contains(describes);
+            if described_conflict {
+                outcome.add(key, KeyOutcome::Conflict);
+            }
+            !described_conflict
+        });
         // Sidecars and sections: generated from the upload (bytes in memory, or ranges of
         // it), each needing no other key — published at once, taking their leases in turn
         // after the upload's own keys (the order every upload of these bytes takes them in).
         let mut turns = InTurn::chain(sidecar_keys.len() + section_keys.len()).into_iter();
         let mut derived = Vec::new();
-        for ((key, bytes), turn) in sidecar_keys.iter().zip(turns.by_ref()) {
+        for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns.by_ref()) {
             derived.push(Box::pin(async move {
                 let result = self
                     .publish_sidecar(upload, key, bytes, fresh, Some(turn))
@@ -2517,6 +2530,63 @@ mod tests {
         assert_eq!(conflicts(&again.records), conflicts(&first.records));
         assert_eq!(keys_of(&again.records), keys_of(&first.records));
         assert_eq!(again.records[0].reason, first.records[0].reason);
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
+    /// Other bytes under a build id taken: the file keys conflict, and so do the `.meta`
+    /// sidecars beside them (the same name, arch and format: the same bytes), which describe
+    /// the first upload's file. Shared, they outlived that upload: `.meta` without a file.
+    #[tokio::test]
+    async fn a_sidecar_beside_a_conflicting_key_is_a_conflict_and_goes_with_its_file() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let first = index_and_finalize(&store, config(), &artifacts.elf_a).await;
+        let other = &artifacts.elf_other;
+        let indexed = index_and_finalize(&store, config(), other).await;
+        let conflicts: BTreeSet<String> = indexed
+            .records
+            .iter()
+            .flat_map(|r| r.conflicts.clone())
+            .collect();
+        let sidecars: BTreeSet<&String> =
+            conflicts.iter().filter(|k| k.ends_with(".meta")).collect();
+        // Every conflicting file with a sidecar has its sidecar among the conflicts.
+        let described: BTreeSet<String> = sidecars
+            .iter()
+            .filter_map(|k| k.strip_suffix(".meta").map(str::to_string))
+            .collect();
+        assert!(!described.is_empty(), "{conflicts:?}");
+        assert!(described.is_subset(&conflicts), "{conflicts:?}");
+        let listed = RefStore::new(&store)
+            .upload(&other.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .keys;
+        assert!(
+            listed.iter().all(|k| !k.ends_with(".meta")),
+            "the conflicting upload references no sidecar: {listed:?}"
+        );
+        // Answered from its record, a redelivery reports the same conflicts.
+        let again = index_and_finalize(&store, config(), other).await;
+        assert_eq!(again.upload, None, "indexed in full again");
+        let again: BTreeSet<String> = again
+            .records
+            .iter()
+            .flat_map(|r| r.conflicts.clone())
+            .collect();
+        assert_eq!(again, conflicts);
+        // The first upload removed: its files and their sidecars go together.
+        assert!(first.records.iter().all(|r| r.conflicts.is_empty()));
+        Indexer::new(&store, config())
+            .unindex(&artifacts.elf_a.id)
+            .await
+            .unwrap();
+        for sidecar in &sidecars {
+            assert_eq!(store.head(sidecar).await.unwrap(), None, "{sidecar}");
+        }
         let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
     }

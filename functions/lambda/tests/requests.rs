@@ -639,6 +639,17 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
         assert!(object.len() <= 2, "{key}: {object:#?}");
         assert!(record.is_empty(), "{key}: its record asked: {record:#?}");
     }
+    // The `.meta` sidecar beside a conflicting file conflicts with it, unasked: it describes
+    // the binary's file, and goes with it.
+    let sidecars: Vec<&&str> = conflicts.iter().filter(|k| k.ends_with(".meta")).collect();
+    assert!(!sidecars.is_empty(), "{debug:#}");
+    for key in sidecars {
+        let (object, record) = naming(key);
+        assert!(
+            object.is_empty() && record.is_empty(),
+            "{key}: {object:#?} {record:#?}"
+        );
+    }
     // The keys both uploads serve the same bytes under: a record naming both, created
     // unread under a `create` lease, which looks before it copies (the copy, a HEAD, the
     // record, a HEAD under it and the record released).

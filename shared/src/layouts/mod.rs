@@ -227,6 +227,10 @@ pub struct Sidecar {
     pub layout: Layout,
     pub key: String,
     pub content: String,
+    /// The key (same layout) of the file it sits beside and describes: published only with
+    /// that file (a sidecar without its file describes nothing).
+    #[serde(skip)]
+    pub describes: String,
 }
 
 /// All keys of one artifact over the enabled layouts.

@@ -105,13 +105,37 @@ pub fn sidecars(id: &Identity, name: Option<&Name<'_>>, keys: &[String]) -> Vec<
             layout: Layout::Unified,
             key: format!("{k}.meta"),
             content: content.clone(),
+            describes: k.clone(),
         })
         .collect()
+}
+
+/// The key of the file a unified `.meta` sidecar describes, when `key` is one (under any
+/// prefix): `<prefix>xx/yyyy…/<type>.meta` → `<prefix>xx/yyyy…/<type>`.
+pub fn described_by_sidecar(key: &str) -> Option<&str> {
+    let file = key.strip_suffix(".meta")?;
+    let start = file.rmatch_indices('/').nth(2).map_or(0, |(at, _)| at + 1);
+    super::grammar::is_valid_key(Layout::Unified, &key[start..]).then_some(file)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
+
+    #[test]
+    fn a_sidecar_key_names_the_file_it_describes() {
+        let described = |k| described_by_sidecar(k);
+        assert_eq!(
+            described("unified/ab/cdef/debuginfo.meta"),
+            Some("unified/ab/cdef/debuginfo")
+        );
+        assert_eq!(described("ab/cdef/breakpad.meta"), Some("ab/cdef/breakpad"));
+        assert_eq!(described("ab/cdef/breakpad"), None, "not a sidecar");
+        // A `.meta` that is a file of another layout (SSQP, debuginfod sources).
+        assert_eq!(described("foo.meta/ABCDEF1/foo.meta"), None);
+        assert_eq!(described("buildid/ab/source/src/x.meta"), None);
+        assert_eq!(described("ab/cdef/notatype.meta"), None);
+    }
     use super::*;
     use crate::identity::Kind;
 
