@@ -314,6 +314,10 @@ struct Planned {
     /// A PDB: its debug id's record as the plan read it (for the names PEs gave it), kept
     /// for the swap that records where it lives ([`Indexer::remember_pdb`]).
     id_read: Option<(IdRecord, PriorRead)>,
+    /// A PDB's first delivery: its debug id's record was not read, guessed absent (the PDB
+    /// the first of its PE and PDB to arrive, or alone): created where it lives, or, there
+    /// after all, read and updated as if read by the plan.
+    id_guessed: bool,
 }
 
 pub struct Indexer<'s> {
@@ -706,9 +710,12 @@ impl<'s> Indexer<'s> {
         // is added (refs.rs, invariant 4).
         let mut plans = Vec::new();
         let mut records = Vec::new();
+        // A first delivery (its upload record absent: read so, or guessed) also guesses that
+        // a PDB's debug id has no record yet (`remember_pdb`).
+        let first_delivery = prior.as_ref().is_some_and(PriorRead::is_absent);
         for mut id in identities {
             id.fill_file_names(upload.name());
-            match self.plan_identity(upload, id).await? {
+            match self.plan_identity(upload, id, first_delivery).await? {
                 Ok(plan) => plans.push(plan),
                 Err(record) => records.push(record),
             }
@@ -913,6 +920,7 @@ impl<'s> Indexer<'s> {
         &self,
         upload: &Upload<'_>,
         id: Identity,
+        guess_id_absent: bool,
     ) -> io::Result<Result<Planned, Record>> {
         let mut record = upload.record(Action::Indexed);
         fill_identity(&mut record, &id);
@@ -921,7 +929,8 @@ impl<'s> Indexer<'s> {
         let mut keys = self.prefixed(&set);
         // A PDB is also reachable under every name PEs' CodeView records gave it.
         let mut id_read = None;
-        if is_pdb(&id) {
+        let id_guessed = is_pdb(&id) && guess_id_absent;
+        if is_pdb(&id) && !id_guessed {
             let (record, prior) = self.refs.id_read(&id.debug_id.to_string()).await?;
             for alias in &record.names {
                 keys.extend(self.prefixed(&layouts::keys_for(&id, alias, layouts)));
@@ -971,6 +980,7 @@ impl<'s> Indexer<'s> {
             keys,
             set,
             id_read,
+            id_guessed,
         }))
     }
 
@@ -988,6 +998,7 @@ impl<'s> Indexer<'s> {
             mut keys,
             set,
             id_read,
+            id_guessed,
         } = plan;
         let mut sidecar_keys = BTreeSet::new();
         for sidecar in &set.sidecars {
@@ -1092,13 +1103,14 @@ impl<'s> Indexer<'s> {
 
         if is_pdb(&id) {
             referenced.extend(
-                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh, id_read)
+                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh, id_read, id_guessed)
                     .await?,
             );
         }
         let mut others = Vec::new();
         if id.format == Format::Pe {
-            others = self.alias_pdbs(upload, &id, retry).await?;
+            // A first attempt guesses the PE is the first of its PE and PDB to arrive.
+            others = self.alias_pdbs(upload, &id, retry, fresh && !retry).await?;
         }
         // Sources for debuggers (sourcemap.rs): a source file offers itself, a debug file
         // asks for the paths its DWARF names.
@@ -1484,7 +1496,8 @@ impl<'s> Indexer<'s> {
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under
     /// the names PEs gave it since the plan was made. Returns the extra keys it references.
     /// `id_read`: the debug id's record as the plan read it (see
-    /// [`Self::update_id_knowing_liveness`]).
+    /// [`Self::update_id_knowing_liveness`]); `id_guessed`: not read, guessed absent.
+    #[allow(clippy::too_many_arguments)]
     async fn remember_pdb(
         &self,
         upload: &Upload<'_>,
@@ -1493,6 +1506,7 @@ impl<'s> Indexer<'s> {
         outcome: &mut Outcome,
         fresh: bool,
         id_read: Option<(IdRecord, PriorRead)>,
+        id_guessed: bool,
     ) -> io::Result<BTreeSet<String>> {
         let mut extra_keys = BTreeSet::new();
         if id.debug_id.is_nil() {
@@ -1507,10 +1521,23 @@ impl<'s> Indexer<'s> {
             return Ok(extra_keys);
         };
         let refs = &self.refs;
+        let debug_id = id.debug_id.to_string();
+        // Guessed absent: created here, there was no record — no name a PE gave, no copy
+        // kept; a PE arriving later finds this copy (as after the swap below).
+        if id_guessed {
+            let created = IdRecord {
+                pdb_key: Some(first.clone()),
+                pdb_name: Some(upload.name().to_string()),
+                names: BTreeSet::new(),
+            };
+            if refs.create_id(&debug_id, &created).await? {
+                return Ok(extra_keys);
+            }
+        }
         // Keep a live copy; replace one that was unpublished. The same swap tells us every
         // name recorded so far: a PE that added its name after this swap sees `pdb_key` and
         // publishes the alias itself, one that added it before is seen here (no name lost).
-        let debug_id = id.debug_id.to_string();
+        // (A guess that failed: `id_read` is `None`, the record is read as it is now.)
         let (record, _) = self
             .update_id_knowing_liveness(&debug_id, id_read, |r, live| {
                 if live {
@@ -1722,12 +1749,14 @@ impl<'s> Indexer<'s> {
     /// For each PDB a PE references: remember the CodeView name, and if that PDB is already
     /// published, make it reachable under the exact name the PE uses. The alias copies are
     /// held by the PDB's uploads, whose bytes they serve (refs.rs, invariant 5). `retry`: an
-    /// earlier attempt of this PE began and did not finish.
+    /// earlier attempt of this PE began and did not finish. `guess`: the debug id's record
+    /// is guessed absent (a first attempt: the PE first of its PE and PDB, or alone).
     async fn alias_pdbs(
         &self,
         upload: &Upload<'_>,
         id: &Identity,
         retry: bool,
+        guess: bool,
     ) -> io::Result<Vec<Record>> {
         let mut records = Vec::new();
         for (pdb, name) in layouts::companions(id, upload.name()) {
@@ -1735,6 +1764,15 @@ impl<'s> Indexer<'s> {
                 continue;
             }
             let debug_id = pdb.debug_id.to_string();
+            // Created with the name: there was no record, so no PDB copy to alias; a PDB
+            // arriving later publishes under the name. Else the record is read as usual.
+            let created = IdRecord {
+                names: BTreeSet::from([name.clone()]),
+                ..IdRecord::default()
+            };
+            if guess && self.refs.create_id(&debug_id, &created).await? {
+                continue;
+            }
             let (read, prior) = self.refs.id_read(&debug_id).await?;
             // The name the recorded copy was uploaded under: its keys are the ones this PE
             // would alias, published by the PDB itself. The name is recorded, on condition

@@ -2539,6 +2539,19 @@ impl<'s> RefStore<'s> {
         Ok((record.unwrap_or_default(), PriorRead(read)))
     }
 
+    /// Creates a debug id's record as `record` where there is none: a first delivery's guess
+    /// that its PE or PDB is the first of the two to arrive (or the only one) — one write, no
+    /// read. `false`: a record is there, unchanged (the caller reads and updates it as it
+    /// would have without the guess). Only a write checks a guess.
+    pub async fn create_id(&self, debug_id: &str, record: &IdRecord) -> io::Result<bool> {
+        let bytes = serde_json::to_vec(record)?;
+        let created = self
+            .store
+            .put_if(&id_file(debug_id), &bytes, Precondition::Absent)
+            .await?;
+        Ok(created.is_some())
+    }
+
     /// [`Self::update_id`], swapping first on the record as `prior` read it (no read again
     /// while it is current). Leaving it as it is, decided on that read, is as good as
     /// decided on a later one: the read came after everything the caller did before.

@@ -507,43 +507,59 @@ async fn a_copy_from_the_current_object_answers_the_liveness_check() {
     assert_eq!(debuginfo(gone_id).await, None, "{removed:#?}");
 }
 
-/// A PDB's debug-id record (where the PDB lives, the names PEs gave it) is read once: the
-/// plan reads it for those names, and the swap recording where the PDB lives is made on that
-/// read's version (a write; only leaving the record as it is would need a read after the
-/// PDB was published). Around its keys a fresh PDB then costs the ingest read, the upload
-/// record twice, the debug id's record read and written, and the manifest: keys + 6.
+/// A PDB's debug-id record (where the PDB lives, the names PEs gave it) joins a PDB and the
+/// PEs naming it. A first delivery guesses it is the first of the two to arrive (or alone,
+/// as a third-party DLL without its PDB is): it creates the record unread, one write
+/// (`If-None-Match`). The second finds the record there (the write fails), reads it and
+/// swaps on that read's version: a write, a read and a write. Around its keys the first
+/// costs the ingest read, the upload record twice, the record's write and the manifest
+/// (keys + 5), the second keys + 7 — a pair as before (keys + 6 each), an artifact alone one
+/// request less.
 ///
-/// A PE naming that PDB by the name it was uploaded under then records the name (the record
-/// read and written) and asks nothing of the PDB's copy: its keys are the PDB's own, so there
-/// is nothing to alias — no key record, no HEAD, no upload record of the PDB's read.
+/// A PE naming the PDB by the name it was uploaded under asks nothing of the PDB's copy,
+/// in either order: its keys are the PDB's own, so there is nothing to alias — no key
+/// record, no HEAD, no upload record of the PDB's read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
+async fn the_first_of_a_pdb_and_its_pe_creates_the_debug_ids_record_unread() {
     use symdex_shared::testing::builders::{
         build_msf, build_pe, codeview, dbi_stream, info_stream,
     };
     let (stack, proxy, ctx) = counted().await;
     let fx = Fixtures::build();
     let dir = tempfile::tempdir().unwrap();
-    let (guid, age) = ([0x3d; 16], 2);
-    let pdb = dir.path().join("app.pdb");
-    let streams = [
-        None,
-        Some(info_stream(guid, age)),
-        None,
-        Some(dbi_stream(age, 0x8664)),
-    ];
-    std::fs::write(&pdb, build_msf(4096, &streams)).unwrap();
-    let pe = dir.path().join("app.dll");
-    let entries = [codeview(guid, age, "C:\\build\\app.pdb", 0, 0)];
-    std::fs::write(&pe, build_pe(true, 0x8664, true, &entries, true)).unwrap();
+    // Two builds: `app` uploads its PDB first, `lib` its PE first.
+    let pair = |stem: &str, guid: [u8; 16]| {
+        let age = 2;
+        let pdb = dir.path().join(format!("{stem}.pdb"));
+        let streams = [
+            None,
+            Some(info_stream(guid, age)),
+            None,
+            Some(dbi_stream(age, 0x8664)),
+        ];
+        std::fs::write(&pdb, build_msf(4096, &streams)).unwrap();
+        let pe = dir.path().join(format!("{stem}.dll"));
+        let entries = [codeview(guid, age, &format!("C:\\build\\{stem}.pdb"), 0, 0)];
+        std::fs::write(&pe, build_pe(true, 0x8664, true, &entries, true)).unwrap();
+        (pdb, pe)
+    };
+    let (app_pdb, app_dll) = pair("app", [0x3d; 16]);
+    let (lib_pdb, lib_dll) = pair("lib", [0x4e; 16]);
     // The store's one-time markers go with a first artifact, not counted.
     let inputs = [
         ("ci/warm-up.stripped", fx.path("app.stripped")),
-        ("ci/app.pdb", pdb),
-        ("ci/app.dll", pe),
+        ("ci/app.pdb", app_pdb),
+        ("ci/app.dll", app_dll),
+        ("ci/lib.dll", lib_dll),
+        ("ci/lib.pdb", lib_pdb),
     ];
     let fresh = index_each(&stack, &proxy, &ctx, inputs).await;
-    for key in ["ci/app.pdb", "ci/app.dll"] {
+    for (key, first) in [
+        ("ci/app.pdb", true),
+        ("ci/app.dll", false),
+        ("ci/lib.dll", true),
+        ("ci/lib.pdb", false),
+    ] {
         let fresh = &fresh[key];
         let id_record = |method: &str| {
             fresh
@@ -551,43 +567,50 @@ async fn a_pdb_and_a_pe_naming_it_read_its_debug_ids_record_once() {
                 .filter(|l| l.starts_with(method) && l.contains("/_symdex/ids/"))
                 .count()
         };
+        let (expected, more) = if first { ((0, 1), 5) } else { ((1, 2), 7) };
         assert_eq!(
             (id_record("GET"), id_record("PUT")),
-            (1, 1),
+            expected,
             "{key}: {fresh:#?}"
         );
         let objects = fresh.iter().filter(|l| kind(l) == "object write").count();
         assert!(objects >= 4, "{key}: {fresh:#?}");
         assert!(
-            fresh.len() <= objects + 6,
+            fresh.len() <= objects + more,
             "{key}: {} requests for {objects} keys: {fresh:#?}",
             fresh.len()
         );
     }
-    let pe_fresh = &fresh["ci/app.dll"];
-    let asked_of_the_pdb = pe_fresh.iter().filter(|l| {
-        kind(l) == "object head"
-            || (l.starts_with("GET") && l.contains("/_symdex/refs/"))
-            || (l.starts_with("GET") && l.contains("/_symdex/uploads/"))
-    });
-    assert_eq!(asked_of_the_pdb.count(), 0, "{pe_fresh:#?}");
-    // The PDB serves the name the PE gives it: its own keys.
+    for pe in ["ci/app.dll", "ci/lib.dll"] {
+        let pe_fresh = &fresh[pe];
+        let asked_of_the_pdb = pe_fresh.iter().filter(|l| {
+            kind(l) == "object head"
+                || (l.starts_with("GET") && l.contains("/_symdex/refs/"))
+                || (l.starts_with("GET") && l.contains("/_symdex/uploads/"))
+        });
+        assert_eq!(asked_of_the_pdb.count(), 0, "{pe}: {pe_fresh:#?}");
+    }
+    // Each PDB serves the name its PE gives it: its own keys.
     let records = checks::manifest_records(&stack, SERVING).await;
-    assert!(
-        records.iter().any(|r| r["ingest_key"] == "ci/app.pdb"
-            && r["published"]
-                .as_array()
-                .is_some_and(|keys| keys.iter().any(|k| k
-                    .as_str()
-                    .is_some_and(|k| k.starts_with("symbols/app.pdb/"))))),
-        "{records:#?}"
-    );
+    for (pdb, prefix) in [
+        ("ci/app.pdb", "symbols/app.pdb/"),
+        ("ci/lib.pdb", "symbols/lib.pdb/"),
+    ] {
+        assert!(
+            records.iter().any(|r| r["ingest_key"] == pdb
+                && r["published"].as_array().is_some_and(|keys| keys
+                    .iter()
+                    .any(|k| k.as_str().is_some_and(|k| k.starts_with(prefix))))),
+            "{pdb}: {records:#?}"
+        );
+    }
 }
 
 /// Keys an unstripped binary published before its separate debug file arrives: the debug
 /// file's keys for the binary's other bytes are conflicts decided on the object its copy found
-/// (the copy and a HEAD, no record taken and dropped); the keys of the same bytes in both
-/// (debuginfod sections, `.meta` sidecars) are shared through their record. And a file
+/// (the copy and a HEAD, no record taken and dropped), and so are the `.meta` sidecars beside
+/// them, unasked; the keys of the same bytes in both (debuginfod sections) are shared through
+/// their record. And a file
 /// smaller than the first read is identified by that read alone, wherever its headers lie.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflict() {
