@@ -2336,6 +2336,12 @@ mod tests {
         indexed
     }
 
+    /// The keys an upload's record lists (it references).
+    async fn listed_keys(store: &LocalStore, upload: &str) -> BTreeSet<String> {
+        let record = RefStore::new(store).upload(upload).await.unwrap();
+        record.expect(upload).keys
+    }
+
     fn keys_of(records: &[Record]) -> BTreeSet<String> {
         records
             .iter()
@@ -2379,12 +2385,7 @@ mod tests {
             // Every key referenced (sidecars, `.meta`, too: no record lists them).
             let published = indexed.referenced.clone();
             assert!(published.is_superset(&keys_of(&indexed.records)));
-            let listed = RefStore::new(&store)
-                .upload(&first.id)
-                .await
-                .unwrap()
-                .unwrap()
-                .keys;
+            let listed = listed_keys(&store, &first.id).await;
             let leases = crate::audit::audit(&store, "_manifest")
                 .await
                 .unwrap()
@@ -2597,12 +2598,7 @@ mod tests {
             .collect();
         assert!(!described.is_empty(), "{conflicts:?}");
         assert!(described.is_subset(&conflicts), "{conflicts:?}");
-        let listed = RefStore::new(&store)
-            .upload(&other.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .keys;
+        let listed = listed_keys(&store, &other.id).await;
         assert!(
             listed.iter().all(|k| !k.ends_with(".meta")),
             "the conflicting upload references no sidecar: {listed:?}"
@@ -2937,12 +2933,7 @@ mod tests {
                 "exclusive {exclusive}: {:#?}",
                 found.problems
             );
-            let renamed_keys = RefStore::new(&store)
-                .upload(&renamed.id)
-                .await
-                .unwrap()
-                .unwrap()
-                .keys;
+            let renamed_keys = listed_keys(&store, &renamed.id).await;
             assert!(
                 renamed_keys.iter().any(|k| k.ends_with(".meta")),
                 "exclusive {exclusive}: the renamed copy references the sidecar: {renamed_keys:?}"

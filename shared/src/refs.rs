@@ -70,7 +70,10 @@
 //!    when its PE arrives is referenced by the PDB's uploads, not the PE's, so the outcome
 //!    does not depend on which arrived first. A copy of a PDB uploaded under another name
 //!    than the copy recorded (and live) serves that copy's name too, for the same reason: a
-//!    PE naming it may have arrived before or after it (`Indexer::remember_pdb`).
+//!    PE naming it may have arrived before or after it (`Indexer::remember_pdb`). A first
+//!    delivery of either creates the debug id's record unread ([`RefStore::create_id`], a
+//!    write only where none is): created, there was nothing to see (no name, no copy);
+//!    refused, it reads and swaps as if the guess had not been made.
 //! 6. **An alias never outlives its target.** Where the store writes a copy from another key
 //!    as an alias that holds no bytes (S3 redirect objects, `Storage::key_copies_are_aliases`),
 //!    the key's record names its target (`alias_of`), and every upload referencing the alias

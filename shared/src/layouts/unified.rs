@@ -122,9 +122,12 @@ pub fn described_by_sidecar(key: &str) -> Option<&str> {
 mod tests {
     use super::super::tests::*;
 
+    use super::*;
+    use crate::identity::Kind;
+
     #[test]
     fn a_sidecar_key_names_the_file_it_describes() {
-        let described = |k| described_by_sidecar(k);
+        let described = described_by_sidecar;
         assert_eq!(
             described("unified/ab/cdef/debuginfo.meta"),
             Some("unified/ab/cdef/debuginfo")
@@ -136,8 +139,6 @@ mod tests {
         assert_eq!(described("buildid/ab/source/src/x.meta"), None);
         assert_eq!(described("ab/cdef/notatype.meta"), None);
     }
-    use super::*;
-    use crate::identity::Kind;
 
     #[test]
     fn pdb_and_pe_use_the_breakpad_id() {
