@@ -1555,19 +1555,46 @@ impl<'s> Indexer<'s> {
         // they do not where the PE arrived first (its name is then among `names`). So the
         // order of arrival decides nothing (invariant 5). Only a copy found live: a name whose
         // upload was deleted is not brought back.
-        let kept_copy = record.pdb_name.iter();
-        for name in record.names.iter().chain(kept_copy) {
-            let keys = self.prefixed(&layouts::keys_for(id, name, &self.config.layouts));
-            extra_keys.extend(keys.difference(planned).cloned());
+        //
+        // Publishing under that copy's name joins the holders of its key, after the record
+        // was read. A PE recording its name reads the key's holders after its swap
+        // (`alias_pdbs`); so this copy reads the record again after joining: of a PE's
+        // write and this join, whichever came second is seen by the other's later read —
+        // the PE aliases its name for this copy, or this copy publishes under it. Read once
+        // before joining only, a name recorded in between was lost when the kept copy was
+        // removed (found by the scenario "a PDB arrives under another name while the first
+        // is deleted and their PE arrives" over more schedules). Read again, only the names
+        // PEs gave count: a copy recorded since was not found live by this one's swap.
+        let mut names: BTreeSet<String> = record
+            .names
+            .iter()
+            .chain(&record.pdb_name)
+            .cloned()
+            .collect();
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        loop {
+            let mut more = BTreeSet::new();
+            for name in &names {
+                if seen.insert(name.clone()) {
+                    let keys = self.prefixed(&layouts::keys_for(id, name, &self.config.layouts));
+                    let new = keys
+                        .difference(planned)
+                        .filter(|k| !extra_keys.contains(*k));
+                    more.extend(new.cloned());
+                }
+            }
+            if more.is_empty() {
+                return Ok(extra_keys);
+            }
+            if !refs.plan_more(&upload.id, &more).await? {
+                return Ok(extra_keys);
+            }
+            let published = self
+                .publish_own(upload, &more, fresh, outcome, &mut Some(first.clone()))
+                .await?;
+            extra_keys.extend(published);
+            names = refs.id_read(&debug_id).await?.0.names;
         }
-        if extra_keys.is_empty() {
-            return Ok(extra_keys);
-        }
-        if !refs.plan_more(&upload.id, &extra_keys).await? {
-            return Ok(BTreeSet::new());
-        }
-        self.publish_own(upload, &extra_keys, fresh, outcome, &mut Some(first))
-            .await
     }
 
     /// Publishes the upload's own bytes under `keys`, noting each outcome; returns the keys it
@@ -1808,8 +1835,13 @@ impl<'s> Indexer<'s> {
                     changed
                 })
                 .await?;
-            // Live as the swap was decided: `pdb_key` is the key that was asked.
-            let (Some(pdb_key), Some(pdb_record)) = (record.pdb_key, live) else {
+            // Live as the swap was decided: `pdb_key` is the key that was asked. Its holders
+            // are read again now, after the name was recorded: a copy under another name
+            // that joined them since read the record before this swap (`remember_pdb`).
+            let (Some(pdb_key), Some(_)) = (record.pdb_key, live) else {
+                continue;
+            };
+            let Some(pdb_record) = self.refs.is_live(&pdb_key).await? else {
                 continue;
             };
             let content = Content {

@@ -754,6 +754,34 @@ mod tests {
         assert!(retried > 0 || !every, "no schedule made an actor wait");
     }
 
+    /// The races of a PDB's copies under two names and the PE naming one of them, through
+    /// more schedules than every scenario gets: a PE recording its name between a renamed
+    /// copy's read of the debug id's record and its joining the kept copy's key saw neither
+    /// that copy among the key's holders nor was seen by it, and its name went with the kept
+    /// copy's removal (seed 121; the default 60 schedules never met it).
+    #[tokio::test]
+    async fn a_renamed_pdb_and_its_pe_through_more_interleavings() {
+        let artifacts = Artifacts::new();
+        let renamed = |s: &Scenario<'_>| {
+            s.name.contains("under another name") || s.name.contains("renamed copy")
+        };
+        let chosen: Vec<Scenario<'_>> = every_scenario(&artifacts)
+            .into_iter()
+            .filter(renamed)
+            .collect();
+        assert_eq!(chosen.len(), 2);
+        for scenario in chosen {
+            let mut dirs = Vec::new();
+            check(&scenario, 0..schedules(200).max(200), || {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let store = LocalStore::open(dir.path()).expect("store").with_owners();
+                dirs.push(dir);
+                std::future::ready(store)
+            })
+            .await;
+        }
+    }
+
     /// The same over a store laid out as S3 stores made before upload records were named by
     /// location (flat records, a source record per location; `refs::UploadLayout::Flat`),
     /// which keep that layout: their objects name owners all the same.
