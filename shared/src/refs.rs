@@ -73,7 +73,10 @@
 //!    PE naming it may have arrived before or after it (`Indexer::remember_pdb`). A first
 //!    delivery of either creates the debug id's record unread ([`RefStore::create_id`], a
 //!    write only where none is): created, there was nothing to see (no name, no copy);
-//!    refused, it reads and swaps as if the guess had not been made.
+//!    refused, it reads and swaps as if the guess had not been made. A PE reads the PDB
+//!    copy's holders after its swap records its name; a copy that published under names
+//!    it found (another live copy's among them, joining that copy's key) reads the record
+//!    again: one of the two sees the other, so no name is lost with the kept copy.
 //! 6. **An alias never outlives its target.** Where the store writes a copy from another key
 //!    as an alias that holds no bytes (S3 redirect objects, `Storage::key_copies_are_aliases`),
 //!    the key's record names its target (`alias_of`), and every upload referencing the alias
