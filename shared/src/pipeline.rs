@@ -312,12 +312,10 @@ struct Planned {
     keys: BTreeSet<String>,
     set: KeySet,
     /// A PDB: its debug id's record as the plan read it (for the names PEs gave it), kept
-    /// for the swap that records where it lives ([`Indexer::remember_pdb`]).
+    /// for the swap that records where it lives ([`Indexer::remember_pdb`]). `None` for a
+    /// PDB's first delivery: not read, guessed absent (the PDB the first of its PE and PDB
+    /// to arrive, or alone): created where it lives, or, there after all, read then.
     id_read: Option<(IdRecord, PriorRead)>,
-    /// A PDB's first delivery: its debug id's record was not read, guessed absent (the PDB
-    /// the first of its PE and PDB to arrive, or alone): created where it lives, or, there
-    /// after all, read and updated as if read by the plan.
-    id_guessed: bool,
 }
 
 pub struct Indexer<'s> {
@@ -712,10 +710,10 @@ impl<'s> Indexer<'s> {
         let mut records = Vec::new();
         // A first delivery (its upload record absent: read so, or guessed) also guesses that
         // a PDB's debug id has no record yet (`remember_pdb`).
-        let first_delivery = prior.as_ref().is_some_and(PriorRead::is_absent);
+        let assumed_absent = prior.as_ref().is_some_and(PriorRead::is_absent);
         for mut id in identities {
             id.fill_file_names(upload.name());
-            match self.plan_identity(upload, id, first_delivery).await? {
+            match self.plan_identity(upload, id, assumed_absent).await? {
                 Ok(plan) => plans.push(plan),
                 Err(record) => records.push(record),
             }
@@ -747,7 +745,6 @@ impl<'s> Indexer<'s> {
         let stamp = upload.file_stamp.as_ref();
         // Stamped before the plan's read, for an answer from the record (as `already_indexed`).
         let time = now_rfc3339();
-        let assumed_absent = prior.as_ref().is_some_and(PriorRead::is_absent);
         let (mut found, mut upload_read) =
             self.refs.plan(&template, &planned, prior, stamp).await?;
         // The upload record was taken to be absent (read so, or guessed on a first delivery:
@@ -929,8 +926,7 @@ impl<'s> Indexer<'s> {
         let mut keys = self.prefixed(&set);
         // A PDB is also reachable under every name PEs' CodeView records gave it.
         let mut id_read = None;
-        let id_guessed = is_pdb(&id) && guess_id_absent;
-        if is_pdb(&id) && !id_guessed {
+        if is_pdb(&id) && !guess_id_absent {
             let (record, prior) = self.refs.id_read(&id.debug_id.to_string()).await?;
             for alias in &record.names {
                 keys.extend(self.prefixed(&layouts::keys_for(&id, alias, layouts)));
@@ -980,7 +976,6 @@ impl<'s> Indexer<'s> {
             keys,
             set,
             id_read,
-            id_guessed,
         }))
     }
 
@@ -998,7 +993,6 @@ impl<'s> Indexer<'s> {
             mut keys,
             set,
             id_read,
-            id_guessed,
         } = plan;
         let mut sidecar_keys = BTreeSet::new();
         for sidecar in &set.sidecars {
@@ -1103,7 +1097,7 @@ impl<'s> Indexer<'s> {
 
         if is_pdb(&id) {
             referenced.extend(
-                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh, id_read, id_guessed)
+                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh, id_read)
                     .await?,
             );
         }
@@ -1496,8 +1490,7 @@ impl<'s> Indexer<'s> {
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under
     /// the names PEs gave it since the plan was made. Returns the extra keys it references.
     /// `id_read`: the debug id's record as the plan read it (see
-    /// [`Self::update_id_knowing_liveness`]); `id_guessed`: not read, guessed absent.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Self::update_id_knowing_liveness`]), `None` where not read (guessed absent).
     async fn remember_pdb(
         &self,
         upload: &Upload<'_>,
@@ -1506,7 +1499,6 @@ impl<'s> Indexer<'s> {
         outcome: &mut Outcome,
         fresh: bool,
         id_read: Option<(IdRecord, PriorRead)>,
-        id_guessed: bool,
     ) -> io::Result<BTreeSet<String>> {
         let mut extra_keys = BTreeSet::new();
         if id.debug_id.is_nil() {
@@ -1524,7 +1516,7 @@ impl<'s> Indexer<'s> {
         let debug_id = id.debug_id.to_string();
         // Guessed absent: created here, there was no record — no name a PE gave, no copy
         // kept; a PE arriving later finds this copy (as after the swap below).
-        if id_guessed {
+        if id_read.is_none() {
             let created = IdRecord {
                 pdb_key: Some(first.clone()),
                 pdb_name: Some(upload.name().to_string()),
@@ -1537,7 +1529,7 @@ impl<'s> Indexer<'s> {
         // Keep a live copy; replace one that was unpublished. The same swap tells us every
         // name recorded so far: a PE that added its name after this swap sees `pdb_key` and
         // publishes the alias itself, one that added it before is seen here (no name lost).
-        // (A guess that failed: `id_read` is `None`, the record is read as it is now.)
+        // (A guess that failed: `id_read` is still `None`, the record is read as it is now.)
         let (record, _) = self
             .update_id_knowing_liveness(&debug_id, id_read, |r, live| {
                 if live {
@@ -1793,12 +1785,14 @@ impl<'s> Indexer<'s> {
             let debug_id = pdb.debug_id.to_string();
             // Created with the name: there was no record, so no PDB copy to alias; a PDB
             // arriving later publishes under the name. Else the record is read as usual.
-            let created = IdRecord {
-                names: BTreeSet::from([name.clone()]),
-                ..IdRecord::default()
-            };
-            if guess && self.refs.create_id(&debug_id, &created).await? {
-                continue;
+            if guess {
+                let created = IdRecord {
+                    names: BTreeSet::from([name.clone()]),
+                    ..IdRecord::default()
+                };
+                if self.refs.create_id(&debug_id, &created).await? {
+                    continue;
+                }
             }
             let (read, prior) = self.refs.id_read(&debug_id).await?;
             // The name the recorded copy was uploaded under: its keys are the ones this PE

@@ -735,19 +735,21 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
 mod tests {
     use super::*;
 
+    /// A fresh local store whose objects name their owners, in a directory kept in `dirs`.
+    fn local_store(dirs: &mut Vec<tempfile::TempDir>) -> std::future::Ready<LocalStore> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = LocalStore::open(dir.path()).expect("store").with_owners();
+        dirs.push(dir);
+        std::future::ready(store)
+    }
+
     #[tokio::test]
     async fn every_scenario_over_a_local_store_through_random_interleavings() {
         let artifacts = Artifacts::new();
         let mut retried = 0;
         for scenario in scenarios(&artifacts) {
             let mut dirs = Vec::new();
-            retried += check(&scenario, 0..schedules(60), || {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let store = LocalStore::open(dir.path()).expect("store").with_owners();
-                dirs.push(dir);
-                std::future::ready(store)
-            })
-            .await;
+            retried += check(&scenario, 0..schedules(60), || local_store(&mut dirs)).await;
         }
         // Some schedules make an actor meet a live lease: the retry path is exercised too.
         let every = only_scenarios().is_empty();
@@ -773,10 +775,7 @@ mod tests {
         for scenario in chosen {
             let mut dirs = Vec::new();
             check(&scenario, 0..schedules(200).max(200), || {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let store = LocalStore::open(dir.path()).expect("store").with_owners();
-                dirs.push(dir);
-                std::future::ready(store)
+                local_store(&mut dirs)
             })
             .await;
         }
@@ -803,9 +802,7 @@ mod tests {
         for scenario in scenarios(&artifacts) {
             let mut dirs = Vec::new();
             check(&scenario, 0..schedules(20), || {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let store = LocalStore::open(dir.path()).expect("store").with_owners();
-                dirs.push(dir);
+                let store = local_store(&mut dirs).into_inner();
                 async move {
                     let marker = store.put(crate::refs::LAYOUT_FILE, flat).await;
                     marker.expect("layout marker");
