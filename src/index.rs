@@ -13,13 +13,14 @@ use symdex_shared::formats::{identify_with_details, FormatError};
 use symdex_shared::identity::{file_name_of, Identity};
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
-    default_prefixes, route_of, Config, EntryOf, Indexed, Indexer, Lookup, Summary, Upload,
+    default_prefixes, route_of, Config, EntryOf, HandOver, Indexed, Indexer, Lookup, Summary,
+    Upload,
 };
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
-use symdex_shared::refs::{FileStamp, LeasePolicy, RefStore};
+use symdex_shared::refs::{FileStamp, LeasePolicy, RefStore, UploadRecord};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
-use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
+use symdex_shared::storage::{content_sha1, CopySource, LocalStore, Storage};
 use symdex_shared::{IdentifyOptions, Layout};
 
 use crate::inputs::{expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked};
@@ -35,10 +36,7 @@ pub struct IndexArgs {
     #[arg(long, default_value = DEFAULT_STORE)]
     pub store: PathBuf,
     #[command(flatten)]
-    pub layout: LayoutArgs,
-    /// Key prefix of a layout, e.g. `unified=sentry/` (repeatable).
-    #[arg(long = "prefix", value_name = "LAYOUT=PREFIX", value_parser = parse_prefix)]
-    pub prefixes: Vec<(Layout, String)>,
+    pub keys: KeyArgs,
     /// The directory the build compiled its sources in (the absolute paths its debug files
     /// name): source files and source archive entries then serve exactly
     /// `<DIR>/<their path>` (a loose file's path relative to the current directory), instead
@@ -65,13 +63,6 @@ pub struct IndexArgs {
     /// all its keys is answered from its upload record (`verify` finds what it would repair).
     #[arg(long)]
     pub recheck: bool,
-    /// Store the SymSrv family's keys (ssqp, symstore, symstore_index2, breakpad) lowercase,
-    /// for a server that looks them up case-insensitively (`symdex serve --fold-case`, the
-    /// Terraform module's CDN).
-    #[arg(long)]
-    pub fold_case: bool,
-    #[command(flatten)]
-    pub sources: SourceArgs,
     #[command(flatten)]
     pub limits: ArchiveLimits,
     /// Print every manifest record (JSON Lines) instead of only the summary.
@@ -82,6 +73,92 @@ pub struct IndexArgs {
     /// in order. The store and the manifest come out as with `--jobs 1`.
     #[arg(long, short = 'j', value_name = "N")]
     pub jobs: Option<usize>,
+}
+
+/// What decides an input's keys besides its bytes: given to `index`, and to `delete` and
+/// `expire`, which index the uploads waiting for keys they free again (refs.rs, invariant 8)
+/// — the same options as `index` was given.
+#[derive(Args, Clone)]
+pub struct KeyArgs {
+    #[command(flatten)]
+    pub layout: LayoutArgs,
+    /// Key prefix of a layout, e.g. `unified=sentry/` (repeatable).
+    #[arg(long = "prefix", value_name = "LAYOUT=PREFIX", value_parser = parse_prefix)]
+    pub prefixes: Vec<(Layout, String)>,
+    /// Store the SymSrv family's keys (ssqp, symstore, symstore_index2, breakpad) lowercase,
+    /// for a server that looks them up case-insensitively (`symdex serve --fold-case`, the
+    /// Terraform module's CDN).
+    #[arg(long)]
+    pub fold_case: bool,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+}
+
+impl KeyArgs {
+    /// The configuration of a writer holding the store's lock, with these keys.
+    pub fn config(&self) -> Config {
+        let mut prefixes = default_prefixes();
+        prefixes.extend(self.prefixes.iter().cloned());
+        Config {
+            layouts: self.layout.layouts(),
+            prefixes,
+            lease: exclusive_lease(),
+            fold_case: self.fold_case,
+            ..Config::default()
+        }
+    }
+}
+
+/// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant 8):
+/// each input file is indexed again, every key checked, if it still holds the bytes its
+/// upload was. An archive's entry is left waiting (`verify` reports it; `index --recheck`
+/// of the archive publishes it).
+pub struct FromFiles<'s> {
+    pub store: &'s dyn Storage,
+    pub keys: &'s KeyArgs,
+}
+
+impl HandOver for FromFiles<'_> {
+    fn reindex<'a>(
+        &'a self,
+        waiter: &'a UploadRecord,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send + 'a>> {
+        Box::pin(async move {
+            let path = Path::new(&waiter.source);
+            if waiter.entry.is_some() || !path.is_file() {
+                if waiter.entry.is_some() {
+                    eprintln!(
+                        "symdex: {} waits for keys this freed; re-index its archive with --recheck",
+                        waiter.upload
+                    );
+                }
+                return Ok(());
+            }
+            let config = Config {
+                recheck: true,
+                ..self.keys.config()
+            };
+            let indexer = Indexer::new(self.store, config);
+            let options = IdentifyOptions {
+                as_source: self.keys.sources.wants_source(path),
+            };
+            let Ok(read) = read_input(indexer.refs(), path, options, true).await? else {
+                return Ok(());
+            };
+            if read.upload(&waiter.meta).id != waiter.upload {
+                // Other bytes there now: another upload.
+                return Ok(());
+            }
+            let indexed = index_file(&indexer, read, &waiter.meta).await?;
+            indexer.write_manifest(&indexed.records).await?;
+            let taken_back = indexer.finalize(&indexed, true).await?;
+            indexer.write_manifest(&taken_back).await?;
+            for record in &indexed.records {
+                eprintln!("symdex: handed over: {}", describe(record));
+            }
+            Ok(())
+        })
+    }
 }
 
 fn parse_prefix(s: &str) -> Result<(Layout, String), String> {
@@ -103,6 +180,8 @@ pub struct DeleteArgs {
     /// The store directory.
     #[arg(long, default_value = DEFAULT_STORE)]
     pub store: PathBuf,
+    #[command(flatten)]
+    pub keys: KeyArgs,
     /// Delete every upload of this build.
     #[arg(long, required_unless_present = "input")]
     pub build: Option<String>,
@@ -112,17 +191,11 @@ pub struct DeleteArgs {
 }
 
 fn config(args: &IndexArgs) -> Config {
-    let mut prefixes = default_prefixes();
-    prefixes.extend(args.prefixes.iter().cloned());
     Config {
-        layouts: args.layout.layouts(),
-        prefixes,
         overwrite: args.overwrite,
         recheck: args.recheck,
-        lease: exclusive_lease(),
         retention: args.policy.policy.clone(),
-        fold_case: args.fold_case,
-        ..Config::default()
+        ..args.keys.config()
     }
 }
 
@@ -273,7 +346,7 @@ fn read_ahead(
         let item = match entry {
             Walked::File(path) => {
                 let options = IdentifyOptions {
-                    as_source: args.sources.wants_source(&path),
+                    as_source: args.keys.sources.wants_source(&path),
                 };
                 match runtime.block_on(read_input(&refs, &path, options, args.recheck)) {
                     Ok(Ok(mut read)) => {
@@ -944,7 +1017,7 @@ async fn index_entries(
                     meta: meta.clone(),
                     options: IdentifyOptions {
                         as_source: source_path.is_some()
-                            || args.sources.wants_source(Path::new(&entry)),
+                            || args.keys.sources.wants_source(Path::new(&entry)),
                     },
                     source_path,
                     file_stamp: None,
@@ -1021,19 +1094,17 @@ pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
 
 async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
-    let indexer = Indexer::new(
-        &store,
-        Config {
-            lease: exclusive_lease(),
-            ..Config::default()
-        },
-    );
+    let hand_over = FromFiles {
+        store: &store,
+        keys: &args.keys,
+    };
+    let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let inputs: Vec<String> = args
         .input
         .iter()
         .map(|p| absolute(p).to_string_lossy().into_owned())
         .collect();
-    let mut records = Vec::new();
+    let mut removals = Vec::new();
     for upload in indexer.refs().uploads().await? {
         let by_build = args.build.is_some() && upload.meta.build == args.build;
         let by_input = inputs.iter().any(|input| {
@@ -1042,10 +1113,17 @@ async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
                 || upload.source.starts_with(&format!("{input}!/"))
         });
         if by_build || by_input {
-            records.extend(indexer.unindex(&upload.upload).await?);
+            removals.extend(indexer.begin_unindex(&upload.upload).await?);
         }
     }
+    let records: Vec<Record> = removals.iter().map(|r| r.record.clone()).collect();
+    // The manifest first (a run killed before the uploads are forgotten reports them again),
+    // then the keys freed are handed over — to none of the uploads deleted here, all marked
+    // removing by now.
     indexer.write_manifest(&records).await?;
+    for removal in &removals {
+        indexer.end_removal(removal).await?;
+    }
     let removed: usize = records.iter().map(|r| r.removed.len()).sum();
     println!(
         "symdex: {} uploads deleted, {removed} keys unpublished",

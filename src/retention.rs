@@ -9,7 +9,7 @@ use symdex_shared::manifest::Record;
 use symdex_shared::pipeline::{Config, Indexer};
 use symdex_shared::retention::{parse_time, RetentionPolicy, RELEASE_CHANNEL};
 
-use crate::index::{describe, exclusive_lease, open_for_writing, PolicyArg};
+use crate::index::{describe, exclusive_lease, open_for_writing, FromFiles, KeyArgs, PolicyArg};
 use crate::DEFAULT_STORE;
 
 #[derive(Args)]
@@ -48,6 +48,8 @@ pub struct ExpireArgs {
     /// Print every manifest record (JSON Lines).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub keys: KeyArgs,
 }
 
 fn indexer_config() -> Config {
@@ -107,7 +109,11 @@ pub fn expire(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
 
 async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
-    let indexer = Indexer::new(&store, indexer_config());
+    let hand_over = FromFiles {
+        store: &store,
+        keys: &args.keys,
+    };
+    let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let now = args.now.unwrap_or_else(SystemTime::now);
     let plan = indexer.plan_expiry(now, args.policy.as_ref()).await?;
     if args.dry_run {

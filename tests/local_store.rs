@@ -182,6 +182,46 @@ fn conflicts_are_reported_and_not_overwritten() {
     );
 }
 
+/// Build b's files meet build a's bytes under their build id and wait for those keys; deleting
+/// build a hands the keys to b (indexed again from its files), and the store stays whole.
+#[test]
+fn deleting_the_upload_holding_a_key_hands_it_to_the_upload_waiting_for_it() {
+    let w = Workdir::new();
+    build_split_elf(&w, "a", BID, "x * 3 + 1");
+    build_split_elf(&w, "b", BID, "x * 5 - 2"); // same build id, different code
+    let store = w.path("store");
+    index(&store, &[w.path("a").to_str().unwrap()]);
+    let out = index(&store, &[w.path("b").to_str().unwrap()]);
+    assert!(out.contains("2 conflicts"), "{out}");
+    let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
+    let out = symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(w.path("a"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out);
+    assert!(stderr.contains("handed over"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&key).unwrap(),
+        std::fs::read(w.path("b/app.debug")).unwrap(),
+        "the waiting upload's bytes now serve the key"
+    );
+    verify_clean(&store);
+    // The manifest says the key was unpublished, then published again.
+    let key_name = format!("buildid/{BID_HEX}/debuginfo");
+    let about_key = manifest(&store, &["--key", &key_name]);
+    let actions: Vec<&str> = about_key
+        .iter()
+        .map(|r| r["action"].as_str().unwrap())
+        .collect();
+    let unpublished = actions.iter().position(|a| *a == "unpublished");
+    let again = actions.iter().rposition(|a| *a == "indexed");
+    assert!(unpublished.is_some() && unpublished < again, "{actions:?}");
+}
+
 #[test]
 fn deleting_builds_honours_shared_references() {
     let w = Workdir::new();

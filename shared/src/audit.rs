@@ -189,6 +189,23 @@ pub async fn audit_with(
             );
         }
     }
+    // Invariant 8: a live upload waits only for a key that holds something (another upload's
+    // bytes); a free one was freed by a removal that did not hand it over.
+    for waiting in refs.all_waiting().await? {
+        let live = by_upload
+            .get(waiting.upload.as_str())
+            .is_some_and(|u| u.state != UploadState::Removing);
+        if live && !accounted.contains(&waiting.key) && store.head(&waiting.key).await?.is_none() {
+            problem(
+                "waiting",
+                &waiting.key,
+                format!(
+                    "free, while upload {} waits for it; re-index that upload with --recheck",
+                    waiting.upload
+                ),
+            );
+        }
+    }
     // Published objects no record accounts for (what a removal that lost a race would leave).
     for key in store.list("").await? {
         if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(&key) {

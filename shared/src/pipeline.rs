@@ -15,7 +15,7 @@ use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
     busy, Content, IdRecord, InTurn, IndexedAs, KeyOutcome, KeyRecord, LeasePolicy, OnDifferent,
-    PriorRead, RefStore, RemoveOutcome, Run, UploadRecord, UploadState,
+    PriorRead, RefStore, RemoveOutcome, Run, UploadRecord, UploadState, Waiting,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
@@ -30,6 +30,21 @@ const LIST_JOIN_RECORDS: usize = 4;
 /// Keys of one upload published at once once one of them holds its bytes
 /// ([`Indexer::publish_own`]).
 const KEY_PUBLISHES: usize = 8;
+/// Times a key is published again when it was freed while its conflict was being recorded
+/// ([`Indexer::publish_key`]): each time somebody else took it meanwhile.
+const CONFLICT_RETRIES: usize = 8;
+
+/// Re-indexes an upload from its ingest object, with every key checked again
+/// (`Config::recheck`): how a removal hands the keys it freed to the uploads waiting for them
+/// (refs.rs, invariant 8). Only the caller can read an upload's bytes again (an S3 ingest
+/// bucket, a local file, a test's artifacts). An upload whose ingest object is gone or holds
+/// other bytes now is left alone (`Ok`): its own removal or index comes.
+pub trait HandOver: Send + Sync {
+    fn reindex<'a>(
+        &'a self,
+        waiter: &'a UploadRecord,
+    ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'a>>;
+}
 
 /// Where each layout's keys live in the serving store, and what to do.
 #[derive(Debug, Clone)]
@@ -332,6 +347,8 @@ pub struct Indexer<'s> {
     last_plan: std::sync::Mutex<Option<(String, String)>>,
     /// Keys are listed by the finalize alone ([`Self::lists_keys_at_finalize`]).
     list_at_finalize: bool,
+    /// Where a removal hands the keys it freed ([`Self::handing_over_to`]).
+    hand_over: Option<&'s dyn HandOver>,
 }
 
 impl<'s> Indexer<'s> {
@@ -356,7 +373,16 @@ impl<'s> Indexer<'s> {
             key_plan,
             last_plan: Default::default(),
             list_at_finalize: false,
+            hand_over: None,
         }
+    }
+
+    /// A removal re-indexes the uploads waiting for the keys it freed through `hand_over`
+    /// (refs.rs, invariant 8). Without one, they stay waiting: `verify` reports each such key
+    /// (`waiting`), and `index --recheck` of the upload publishes it.
+    pub fn handing_over_to(mut self, hand_over: &'s dyn HandOver) -> Self {
+        self.hand_over = Some(hand_over);
+        self
     }
 
     /// For a caller that finalizes each upload right after indexing it, with no other upload
@@ -861,8 +887,9 @@ impl<'s> Indexer<'s> {
     }
 
     /// Marks an upload removing (if it still has a record), takes back its references to
-    /// `keys` and to every key its record lists, then forgets it. Returns the keys unpublished
-    /// and the number still referenced by other uploads.
+    /// `keys` and to every key its record lists, hands the keys it freed to the uploads
+    /// waiting for them, then forgets it. Returns the keys unpublished and the number still
+    /// referenced by other uploads.
     async fn take_back(
         &self,
         upload_id: &str,
@@ -872,10 +899,48 @@ impl<'s> Indexer<'s> {
         let taken = self
             .take_back_references(upload_id, keys, record.as_ref())
             .await?;
+        self.hand_over(upload_id, &taken.0).await?;
         if let Some(record) = &record {
             self.refs.end_removal(record).await?;
         }
         Ok(taken)
+    }
+
+    /// Re-indexes every live upload waiting for one of `freed`, keys whose objects a removal
+    /// of `remover` deleted (refs.rs, invariant 8); forgets the waits of uploads gone or
+    /// going. Called before the remover's record goes: a removal that dies here hands over on
+    /// its retry, which reports the same keys freed.
+    async fn hand_over(&self, remover: &str, freed: &[String]) -> io::Result<()> {
+        let mut waiters: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
+        for key in freed {
+            for waiting in self.refs.waiting(key).await? {
+                waiters
+                    .entry(waiting.upload.clone())
+                    .or_default()
+                    .push(waiting);
+            }
+        }
+        for (upload, waits) in waiters {
+            let record = if upload == remover {
+                None
+            } else {
+                self.refs.upload(&upload).await?
+            };
+            match (record, self.hand_over) {
+                (Some(record), Some(hand_over)) if record.state != UploadState::Removing => {
+                    // Its marker stays: the re-index may meet other content there again.
+                    hand_over.reindex(&record).await?;
+                }
+                // Left waiting: `verify` reports it.
+                (Some(record), None) if record.state != UploadState::Removing => {}
+                _ => {
+                    for waiting in &waits {
+                        self.refs.stop_waiting(waiting).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Takes back an upload's references to `keys` and to every key its `removing` record
@@ -1689,16 +1754,30 @@ impl<'s> Indexer<'s> {
         if let (true, Some(first)) = (linkable, first) {
             content.source = CopySource::Key(first);
         }
-        self.refs
-            .publish_in_turn(
-                key,
-                &upload.id,
-                &content,
-                OnDifferent::overwrite(self.config.overwrite),
-                fresh,
-                turn,
-            )
-            .await
+        let on_different = OnDifferent::overwrite(self.config.overwrite);
+        let mut outcome = self
+            .refs
+            .publish_in_turn(key, &upload.id, &content, on_different, fresh, turn)
+            .await?;
+        // Another upload's bytes: wait for the key, and look again (refs.rs, invariant 8) —
+        // freed meanwhile, its removal may have listed its waiters before we were one.
+        let mut retries = 0;
+        while outcome == KeyOutcome::Conflict {
+            match self.refs.wait_for(key, &upload.id).await? {
+                Some(found) if found.etag != content.etag || found.size != content.size => break,
+                _ if retries == CONFLICT_RETRIES => {
+                    return Err(busy(&format!(
+                        "{key}: freed and taken again, {retries} times"
+                    )))
+                }
+                _ => retries += 1,
+            }
+            outcome = self
+                .refs
+                .publish_in_turn(key, &upload.id, &content, on_different, fresh, None)
+                .await?;
+        }
+        Ok(outcome)
     }
 
     /// Notes one key's outcome; a key now referenced is added to `referenced`, with the
@@ -2001,19 +2080,36 @@ impl<'s> Indexer<'s> {
     }
 
     /// Deletes one upload: marks it removing, takes back its references (unpublishing keys
-    /// nobody else needs), then forgets it. Re-running it after a crash finishes the job.
+    /// nobody else needs), hands the keys it freed to the uploads waiting for them, then
+    /// forgets it. Re-running it after a crash finishes the job. A caller writing the
+    /// manifest runs the two halves around it instead ([`Self::begin_unindex`],
+    /// [`Self::end_removal`]).
     pub async fn unindex(&self, upload_id: &str) -> io::Result<Option<Record>> {
-        let Some(upload) = self.refs.upload(upload_id).await? else {
+        let Some(removal) = self.begin_unindex(upload_id).await? else {
             return Ok(None);
         };
-        let (removed, kept) = self.take_back(upload_id, &upload.all_keys()).await?;
+        self.end_removal(&removal).await?;
+        Ok(Some(removal.record))
+    }
+
+    /// [`Self::unindex`] up to its hand-over: the upload marked removing and its references
+    /// taken back, its record kept (`removing`, noting the keys unpublished) until
+    /// [`Self::end_removal`], called once the returned record is in the manifest. `None`: no
+    /// such upload.
+    pub async fn begin_unindex(&self, upload_id: &str) -> io::Result<Option<Removal>> {
+        let Some(upload) = self.refs.begin_removal(upload_id).await? else {
+            return Ok(None);
+        };
+        let (removed, kept) = self
+            .take_back_references(upload_id, &upload.all_keys(), Some(&upload))
+            .await?;
         let mut record = upload_record_of(&upload, Action::Unpublished);
         record.reason = Some(format!(
             "{} keys removed, {kept} still referenced by other uploads",
             removed.len()
         ));
         record.removed = removed;
-        Ok(Some(record))
+        Ok(Some(Removal { record, upload }))
     }
 
     /// Removes one upload if its retention has passed at `now` (by its recorded expiry, or
@@ -2052,8 +2148,12 @@ impl<'s> Indexer<'s> {
         Ok(Some(Removal { record, upload }))
     }
 
-    /// Forgets a removed upload, after its record reached the manifest.
+    /// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant
+    /// 8), then forgets the removed upload: after its record reached the manifest, which so
+    /// says the keys were unpublished before the re-indexes say they are published again.
     pub async fn end_removal(&self, removal: &Removal) -> io::Result<()> {
+        let freed = &removal.record.removed;
+        self.hand_over(&removal.upload.upload, freed).await?;
         self.refs.end_removal(&removal.upload).await
     }
 
@@ -2346,7 +2446,7 @@ mod tests {
     use crate::reader::MemReader;
     use crate::storage::LocalStore;
     use crate::testing::failing::failing_nth;
-    use crate::testing::scenarios::{config, Artifact, Artifacts};
+    use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
     async fn index_and_finalize(
         store: &LocalStore,
@@ -2638,15 +2738,36 @@ mod tests {
             .flat_map(|r| r.conflicts.clone())
             .collect();
         assert_eq!(again, conflicts);
-        // The first upload removed: its files and their sidecars go together.
+        // The first upload removed: its files and their sidecars go together, and the
+        // waiting upload, indexed again (refs.rs, invariant 8), publishes both.
         assert!(first.records.iter().all(|r| r.conflicts.is_empty()));
-        Indexer::new(&store, config())
-            .unindex(&artifacts.elf_a.id)
-            .await
-            .unwrap();
+        let none_ingested = FromArtifacts {
+            store: &store,
+            ingest: &[],
+        };
+        let remover = Indexer::new(&store, config()).handing_over_to(&none_ingested);
+        remover.unindex(&artifacts.elf_a.id).await.unwrap();
         for sidecar in &sidecars {
             assert_eq!(store.head(sidecar).await.unwrap(), None, "{sidecar}");
         }
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        let waiting: BTreeSet<&str> = audit.problems.iter().map(|p| p.key.as_str()).collect();
+        assert!(audit.problems.iter().all(|p| p.kind == "waiting"));
+        let files = conflicts.iter().filter(|k| !k.ends_with(".meta"));
+        assert_eq!(waiting, files.map(String::as_str).collect());
+        let handed_over = index_and_finalize(&store, config(), &artifacts.elf_a).await;
+        assert!(handed_over.records.iter().all(|r| r.conflicts.is_empty()));
+        let other_ingested = FromArtifacts {
+            store: &store,
+            ingest: &[other],
+        };
+        let remover = Indexer::new(&store, config()).handing_over_to(&other_ingested);
+        remover.unindex(&artifacts.elf_a.id).await.unwrap();
+        for sidecar in &sidecars {
+            assert!(store.head(sidecar).await.unwrap().is_some(), "{sidecar}");
+        }
+        let listed = listed_keys(&store, &other.id).await;
+        assert!(described.is_subset(&listed), "{listed:?}");
         let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
     }

@@ -113,6 +113,20 @@
 //!      is a change already in progress — a removal about to delete the object, an
 //!      overwriting writer about to replace it (with this very content, even) — and the
 //!      conflict is then the outcome of the serial order in which it came first.
+//! 8. **A key another upload's bytes hold is handed over when they go.** An upload that
+//!    finds other content at one of its keys (a conflict) records that it waits for the key
+//!    (`_symdex/waiting/<sha1 of key>/<sha1 of upload>.json`, [`RefStore::wait_for`]), then
+//!    looks at the key again. A removal that deleted a key's object (now, or in an earlier
+//!    attempt: the keys its record notes `removed`) lists the key's waiters, and re-indexes
+//!    each live one from its ingest object ([`crate::pipeline::HandOver`]) before it
+//!    forgets its own upload. Of the waiter's write and the removal's delete, whichever came
+//!    second is seen by the other's later look: the waiter finds the key free (or holding
+//!    its own content) and publishes it after all, or the removal finds the waiter. A
+//!    removal that dies before it is done hands over on its retry: its record stays
+//!    `removing`, and a marker stays until a listing finds its upload gone or removing (a
+//!    marker of an upload that published the key since costs a re-index that changes
+//!    nothing). Without this, deleting an unstripped binary unpublished the `debuginfo` of
+//!    the separate debug file that lives on, whose bytes were nowhere in the store.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -602,6 +616,8 @@ enum PublishPlan {
 const UPLOADS_DIR: &str = "_symdex/uploads/";
 /// Where a [`UploadLayout::Flat`] store keeps its source records.
 const SOURCES_DIR: &str = "_symdex/sources/";
+/// Uploads waiting for keys other content holds (invariant 8).
+const WAITING_DIR: &str = "_symdex/waiting/";
 /// The store's [`UploadLayout`], written once.
 pub const LAYOUT_FILE: &str = "_symdex/layout.json";
 
@@ -673,6 +689,26 @@ fn is_upload_name(owner: &str) -> bool {
 
 fn key_file(key: &str) -> String {
     format!("{STATE_PREFIX}/refs/{key}.json")
+}
+
+/// The waiters of one key, by the key's SHA-1 (no key's directory holds another's).
+fn waiting_dir(key: &str) -> String {
+    format!("{WAITING_DIR}{}/", crate::digest::sha1_hex(key.as_bytes()))
+}
+
+fn waiting_file(key: &str, upload: &str) -> String {
+    format!(
+        "{}{}.json",
+        waiting_dir(key),
+        crate::digest::sha1_hex(upload.as_bytes())
+    )
+}
+
+/// An upload waiting for a key that holds other content (invariant 8).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Waiting {
+    pub key: String,
+    pub upload: String,
 }
 
 fn source_file(source: &str) -> String {
@@ -2683,6 +2719,35 @@ impl<'s> RefStore<'s> {
     }
 
     /// A key is live when its record has references and no removal in progress.
+    /// Records that `upload` waits for `key`, where it found other content, then looks at
+    /// the key again: what is there now (invariant 8). Free, or holding the upload's own
+    /// content, the key is the upload's to publish after all.
+    pub async fn wait_for(&self, key: &str, upload: &str) -> io::Result<Option<ObjectInfo>> {
+        let waiting = Waiting {
+            key: key.to_string(),
+            upload: upload.to_string(),
+        };
+        let bytes = serde_json::to_vec(&waiting)?;
+        self.store.put(&waiting_file(key, upload), &bytes).await?;
+        Ok(self.store.head(key).await?)
+    }
+
+    /// The uploads waiting for `key` (invariant 8): asked after its object was deleted.
+    pub async fn waiting(&self, key: &str) -> io::Result<Vec<Waiting>> {
+        self.list_records(&waiting_dir(key)).await
+    }
+
+    /// Every upload waiting for a key (`verify`).
+    pub async fn all_waiting(&self) -> io::Result<Vec<Waiting>> {
+        self.list_records(WAITING_DIR).await
+    }
+
+    /// Forgets a wait (its upload is gone, or going).
+    pub async fn stop_waiting(&self, waiting: &Waiting) -> io::Result<()> {
+        let file = waiting_file(&waiting.key, &waiting.upload);
+        Ok(self.store.delete(&file).await?)
+    }
+
     pub async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
         Ok(self
             .key(key)

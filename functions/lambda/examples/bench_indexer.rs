@@ -449,6 +449,9 @@ fn request_kind(line: &str, first_read: &mut bool) -> &'static str {
     if rest.contains("/_symdex/refs/") {
         return "key records";
     }
+    if rest.contains("/_symdex/waiting/") {
+        return "waits for conflicting keys";
+    }
     if rest.contains("/_manifest/") {
         return "manifest";
     }

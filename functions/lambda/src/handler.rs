@@ -11,8 +11,8 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
 use symdex_shared::archive;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
-use symdex_shared::pipeline::{Indexed, Indexer, Lookup, Upload};
-use symdex_shared::refs::PriorRead;
+use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Lookup, Upload};
+use symdex_shared::refs::{PriorRead, UploadRecord};
 use symdex_shared::storage::s3::S3Store;
 use symdex_shared::storage::{CopySource, SeenCurrent, StorageError};
 use symdex_shared::{FormatError, IdentifyOptions};
@@ -399,10 +399,71 @@ pub(crate) async fn read_debug_details(
     .map_err(std::io::Error::other)
 }
 
-/// Unindexes the uploads of one removed object.
+/// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant 8):
+/// each is indexed again from its ingest object, every key checked (`Config::recheck`), and
+/// finalized as a message of its own would be. One whose object is gone, or holds other
+/// bytes now, is left to its own removal or index.
+pub(crate) struct FromIngest(pub(crate) Arc<Context>);
+
+impl HandOver for FromIngest {
+    fn reindex<'a>(
+        &'a self,
+        waiter: &'a UploadRecord,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>> {
+        Box::pin(reindex(&self.0, waiter))
+    }
+}
+
+async fn reindex(ctx: &Arc<Context>, waiter: &UploadRecord) -> std::io::Result<()> {
+    let Some((bucket, key)) = waiter
+        .source
+        .strip_prefix("s3://")
+        .and_then(|path| path.split_once('/'))
+    else {
+        return Ok(());
+    };
+    let event = ObjectEvent {
+        change: Change::Created,
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+        version_id: waiter.ingest_version.clone(),
+        etag: None,
+        size: None,
+    };
+    let version = event.version_id.as_deref();
+    let Some((info, _)) = ctx.store.head_object(bucket, key, version).await? else {
+        return Ok(());
+    };
+    // The same bytes still (an archive's entry: the archive's upload).
+    let id = upload_id(&event, &info.etag);
+    if waiter.upload != id && !waiter.upload.starts_with(&format!("{id}!/")) {
+        return Ok(());
+    }
+    let mut config = ctx.config.clone();
+    config.pipeline.recheck = true;
+    let rechecking = Arc::new(Context {
+        config,
+        store: ctx.store.clone(),
+        prepared: AtomicBool::new(ctx.prepared.load(Ordering::Relaxed)),
+    });
+    let delivery = Delivery {
+        alone: true,
+        first: false,
+    };
+    let job = Box::pin(index_object(rechecking.clone(), event, delivery)).await?;
+    run_jobs(&rechecking, vec![job])
+        .await
+        .map(|_| ())
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// Unindexes the uploads of one removed object: their records reach the manifest before the
+/// keys they freed are handed over (`Indexer::end_removal`), so it says they were unpublished
+/// before it says who published them again.
 async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result<Job> {
     let event = &event;
-    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+    let hand_over = FromIngest(ctx.clone());
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone()).handing_over_to(&hand_over);
     let source = format!("s3://{}/{}", event.bucket, event.key);
     let uploads = indexer
         .refs()
@@ -414,7 +475,7 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
         (Change::Removed, Some(_)) => Some(upload_id(event, "")),
         _ => None,
     };
-    let mut records = Vec::new();
+    let mut removals = Vec::new();
     // An archive's entries are uploads of the same object (`<upload>!/<entry>`).
     let of_only = |u: &str| {
         only.as_ref().is_none_or(|o| {
@@ -424,16 +485,23 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
         })
     };
     for upload in uploads.iter().filter(|u| of_only(u)) {
-        if let Some(record) = indexer.unindex(upload).await? {
+        if let Some(removal) = indexer.begin_unindex(upload).await? {
+            let record = &removal.record;
             tracing::info!(action = "unpublished", key = %event.key, upload = %upload, removed = record.removed.len(), "decision");
-            records.push(record);
+            removals.push(removal);
         }
     }
-    if records.is_empty() {
+    if removals.is_empty() {
         tracing::info!(action = "none", key = %event.key, "no upload of this object was indexed");
     }
+    let records: Vec<Record> = removals.iter().map(|r| r.record.clone()).collect();
+    indexer.write_manifest(&records).await?;
+    for removal in &removals {
+        indexer.end_removal(removal).await?;
+    }
+    // In the manifest already.
     Ok(Job {
-        indexed: vec![Indexed::nothing_published(records)],
+        indexed: Vec::new(),
         ingest: None,
     })
 }
@@ -542,7 +610,8 @@ pub(crate) async fn finalize(
     jobs: Vec<Job>,
     alive: Vec<std::io::Result<bool>>,
 ) -> Result<Vec<Record>, String> {
-    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
+    let hand_over = FromIngest(ctx.clone());
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone()).handing_over_to(&hand_over);
     let mut records = Vec::new();
     for (job, alive) in jobs.iter().zip(alive) {
         let alive = alive.map_err(|e| e.to_string())?;
@@ -676,13 +745,20 @@ async fn handle(
         first: false,
     };
     let jobs = process(ctx, events, wanted, kind, delivery).await?;
+    let count = run_jobs(ctx, jobs).await?;
+    Ok(json!({ "records": count }))
+}
+
+/// The records of `jobs` to the manifest, then their uploads finalized (taken back where the
+/// ingest object is gone, which is recorded too). Returns how many records were written.
+async fn run_jobs(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<usize, Error> {
     let records: Vec<Record> = jobs.iter().flat_map(|j| j.records().cloned()).collect();
     let mut count = records.len();
     let alive = manifest_and_liveness(ctx, records, &[&jobs]).await?;
     let undone = finalize(ctx, jobs, alive.into_iter().flatten().collect()).await?;
     count += undone.len();
     write_manifest(ctx, undone).await?;
-    Ok(json!({ "records": count }))
+    Ok(count)
 }
 
 /// The indexer: ObjectCreated events.

@@ -35,6 +35,17 @@ fn failures(response: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Deletes `key` from the ingest bucket and runs the remover on the event that arrives.
+async fn delete_and_remove(stack: &Stack, ctx: &Arc<Context>, key: &str) {
+    let delete = stack.s3.delete_object().bucket(INGEST).key(key);
+    delete.send().await.unwrap();
+    let removed = stack.receive(1).await;
+    let response = handle_remover(ctx, sqs_event(&removed, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty(), "{response}");
+}
+
 const DEBUG_KEY: &str = "product=demo/build=7/my app+1.debug";
 const BIN_KEY: &str = "product=demo/build=7/my app+1";
 
@@ -364,6 +375,54 @@ async fn the_remover_unpublishes_keys_in(stack: &Stack, flat: bool) {
     assert!(stack.objects(SERVING, "symbols/").await.is_empty());
 }
 
+/// An unstripped binary holds its build id's `debuginfo` key; its separate debug file,
+/// uploaded after, finds the key taken and waits for it (refs.rs, invariant 8). Removing the
+/// binary hands the key to the debug file, indexed again from its ingest object — and the
+/// manifest says the key was unpublished before it says it was published again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_binary_hands_its_debuginfo_to_the_separate_debug_file_waiting_for_it() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let ctx = context(&stack, &[]).await;
+    let debuginfo = format!("buildid/{}/debuginfo", fx.build_id());
+    for (key, file) in [("build-1/app", "app"), ("build-1/app.debug", "app.debug")] {
+        stack.upload(key, &fx.path(file)).await;
+        let created = stack.receive(1).await;
+        let response = handle_indexer(&ctx, sqs_event(&created, &stack.queue_arn))
+            .await
+            .unwrap();
+        assert!(failures(&response).is_empty(), "{response}");
+    }
+    let binary = std::fs::read(fx.path("app")).unwrap();
+    let debug_file = std::fs::read(fx.path("app.debug")).unwrap();
+    assert_eq!(stack.objects(SERVING, &debuginfo).await[0].1, binary);
+    let waiting = stack.objects(SERVING, "_symdex/waiting/").await;
+    assert!(!waiting.is_empty(), "the debug file waits for the key");
+
+    delete_and_remove(&stack, &ctx, "build-1/app").await;
+    let found = stack.objects(SERVING, &debuginfo).await;
+    assert_eq!(found.len(), 1, "handed over, not unpublished");
+    assert_eq!(found[0].1, debug_file);
+    let (problems, refs) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    let holders: Vec<&String> = refs[&debuginfo].iter().collect();
+    assert_eq!(holders.len(), 1);
+    assert!(holders[0].contains("app.debug"), "{holders:?}");
+    // The manifest, in order: the binary's removal, then the debug file publishing the key.
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let mentions = |r: &Value, list: &str| {
+        r[list]
+            .as_array()
+            .is_some_and(|keys| keys.iter().any(|k| k == debuginfo.as_str()))
+    };
+    let unpublished = records.iter().position(|r| mentions(r, "removed"));
+    let republished = records.iter().rposition(|r| mentions(r, "published"));
+    assert!(
+        unpublished.is_some() && unpublished < republished,
+        "{unpublished:?} {republished:?}: {records:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_s3_and_eventbridge_events() {
     let stack = Stack::new().await;
@@ -538,19 +597,7 @@ async fn redirect_aliases_store_each_artifact_once_and_never_dangle() {
 
     // The same PDB under another name, then the first one removed.
     index("ci/bar.pdb", "bar.pdb").await;
-    stack
-        .s3
-        .delete_object()
-        .bucket(INGEST)
-        .key("ci/foo.pdb")
-        .send()
-        .await
-        .unwrap();
-    let removed = stack.receive(1).await;
-    let response = handle_remover(&ctx, sqs_event(&removed, &stack.queue_arn))
-        .await
-        .unwrap();
-    assert!(failures(&response).is_empty(), "{response}");
+    delete_and_remove(&stack, &ctx, "ci/foo.pdb").await;
     check(&stack).await;
     let (problems, refs) = checks::audited(&stack, SERVING).await;
     assert!(problems.is_empty(), "{problems:?}");

@@ -657,11 +657,16 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
     };
     let conflicts = keys_in("conflicts");
     assert!(conflicts.len() >= 2, "{debug:#}");
+    // Decided by the copy and a HEAD; then waited for (refs.rs, invariant 8): the wait
+    // recorded, and the key looked at again.
     for key in &conflicts {
         let (object, record) = naming(key);
-        assert!(object.len() <= 2, "{key}: {object:#?}");
+        assert!(object.len() <= 3, "{key}: {object:#?}");
         assert!(record.is_empty(), "{key}: its record asked: {record:#?}");
     }
+    let files = conflicts.iter().filter(|k| !k.ends_with(".meta")).count();
+    let waits = requests.iter().filter(|l| l.contains("_symdex/waiting/"));
+    assert_eq!(waits.count(), files, "{requests:#?}");
     // The `.meta` sidecar beside a conflicting file conflicts with it, unasked: it describes
     // the binary's file, and goes with it.
     let sidecars: Vec<&&str> = conflicts.iter().filter(|k| k.ends_with(".meta")).collect();

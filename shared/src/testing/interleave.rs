@@ -126,6 +126,22 @@ impl Scheduler {
         actors: Vec<Actor<'_, T>>,
     ) -> (Vec<T>, Vec<String>) {
         let mut rng = Rng::new(seed);
+        let random = |waiting: &BTreeMap<usize, String>| {
+            let ready: Vec<usize> = waiting.keys().copied().collect();
+            ready[rng.below(ready.len())]
+        };
+        self.run_picking(actors, random).await
+    }
+
+    /// [`Self::run`] with the next actor to take a step picked by `pick`, from the actors
+    /// waiting at a barrier and the step each is about to take (one schedule, written out:
+    /// "let this one reach that step, then run that one to its end"). `pick` must name a
+    /// waiting actor.
+    pub async fn run_picking<T: Send>(
+        self: &Arc<Self>,
+        actors: Vec<Actor<'_, T>>,
+        mut pick: impl FnMut(&BTreeMap<usize, String>) -> usize,
+    ) -> (Vec<T>, Vec<String>) {
         let count = actors.len();
         *self.lock() = State {
             actors: count,
@@ -153,9 +169,13 @@ impl Scheduler {
                     if state.finished.len() == state.actors {
                         break;
                     }
-                    let ready: Vec<usize> = state.waiting.keys().copied().collect();
-                    let pick = ready[rng.below(ready.len())];
-                    let step = state.waiting.remove(&pick).unwrap_or_default();
+                    let pick = pick(&state.waiting);
+                    let Some(step) = state.waiting.remove(&pick) else {
+                        panic!(
+                            "picked actor {pick}, which is not waiting: {:?}",
+                            state.waiting
+                        );
+                    };
                     state.trace.push(format!("{pick}: {step}"));
                     state.running = Some(pick);
                 }

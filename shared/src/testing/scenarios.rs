@@ -12,9 +12,9 @@ use std::time::Duration;
 use crate::audit::{audit, references};
 use crate::formats::identify_with_details;
 use crate::manifest::{Record, UploadMeta};
-use crate::pipeline::{Config, Indexer, Upload};
+use crate::pipeline::{Config, HandOver, Indexer, Upload};
 use crate::reader::MemReader;
-use crate::refs::{LeasePolicy, Wait};
+use crate::refs::{LeasePolicy, UploadRecord, Wait};
 use crate::storage::{CopySource, LocalStore, Storage};
 use crate::testing::builders::{
     build_elf, build_fat_macho, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table,
@@ -413,13 +413,25 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
         },
         Scenario {
             // The second upload decides its conflict on the object it finds, without a
-            // record: the first one's removal may be deleting it meanwhile.
+            // record: the first one's removal may be deleting it meanwhile. Either it finds
+            // the key free when it looks again after recording its wait, or the removal
+            // finds it waiting and indexes it again (refs.rs, invariant 8).
             name: "different bytes under one key arrive while the first upload is deleted",
             before: vec![&a.elf_a],
             ops: vec![Op::Index(&a.elf_other, true), Op::Delete(&a.elf_a)],
-            // Key by key, as conflicts are decided: each key the second upload's or nobody's
-            // (a key it found the first upload's, the removal then deletes).
-            survivors: Survivors::Conflict,
+            survivors: Survivors::Exactly(vec![&a.elf_other]),
+        },
+        Scenario {
+            name: "an upload waiting for another's keys is redelivered while the other is deleted",
+            before: vec![&a.elf_a, &a.elf_other],
+            ops: vec![Op::Delete(&a.elf_a), Op::Index(&a.elf_other, true)],
+            survivors: Survivors::Exactly(vec![&a.elf_other]),
+        },
+        Scenario {
+            name: "an upload waiting for another's keys is deleted with it",
+            before: vec![&a.elf_a, &a.elf_other],
+            ops: vec![Op::Delete(&a.elf_a), Op::Delete(&a.elf_other)],
+            survivors: Survivors::Exactly(vec![]),
         },
         Scenario {
             name: "a try build expires while a release build of the same bytes arrives",
@@ -463,9 +475,58 @@ pub fn config() -> Config {
     }
 }
 
-/// Runs one operation to its end on `store` (`Err`: it should be retried).
+/// Runs one operation to its end on `store` (`Err`: it should be retried); a removal hands
+/// the keys it frees to none of the uploads waiting for them.
 pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> {
-    run_op_as(store, op, false).await
+    run_op_as(store, op, false, &[]).await
+}
+
+/// Hands the keys a removal freed over as the Lambda does (pipeline.rs, `HandOver`): a
+/// waiting upload is indexed again from its bytes, here one of the artifacts whose ingest
+/// objects are there (not deleted in the scenario).
+pub struct FromArtifacts<'a> {
+    pub store: &'a dyn Storage,
+    pub ingest: &'a [&'a Artifact],
+}
+
+impl HandOver for FromArtifacts<'_> {
+    fn reindex<'b>(
+        &'b self,
+        waiter: &'b UploadRecord,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send + 'b>> {
+        Box::pin(async move {
+            let Some(artifact) = self.ingest.iter().find(|a| a.id == waiter.upload) else {
+                return Ok(());
+            };
+            let recheck = Config {
+                recheck: true,
+                ..config()
+            };
+            let indexer = Indexer::new(self.store, recheck);
+            let upload = artifact.upload();
+            let indexed = indexer.index(&upload, &MemReader(&artifact.bytes)).await?;
+            indexer.finalize(&indexed, true).await?;
+            Ok(())
+        })
+    }
+}
+
+/// The artifacts of `before` and `ops` whose ingest objects are there: not deleted by an
+/// operation (`Delete`, or `Index` of a deleted object).
+fn in_ingest<'a>(before: &[&'a Artifact], ops: &[Op<'a>]) -> Vec<&'a Artifact> {
+    let deleted = |a: &Artifact| {
+        ops.iter().any(|op| match op {
+            Op::Delete(d) | Op::Index(d, false) => d.id == a.id,
+            _ => false,
+        })
+    };
+    let mut all: Vec<&'a Artifact> = before.to_vec();
+    all.extend(ops.iter().map(|op| match op {
+        Op::Index(a, _) | Op::Delete(a) | Op::Expire(a) | Op::Promote(a) => *a,
+    }));
+    all.retain(|a| !deleted(a));
+    all.dedup_by(|a, b| a.id == b.id);
+    all
 }
 
 /// [`run_op`]; `first_delivery`: an indexer runs as the Lambda runs a message's first
@@ -477,8 +538,12 @@ pub async fn run_op_as(
     store: &dyn Storage,
     op: Op<'_>,
     first_delivery: bool,
+    ingest: &[&Artifact],
 ) -> io::Result<Vec<Record>> {
-    let indexer = Indexer::new(store, config()).lists_keys_at_finalize(first_delivery);
+    let hand_over = FromArtifacts { store, ingest };
+    let indexer = Indexer::new(store, config())
+        .lists_keys_at_finalize(first_delivery)
+        .handing_over_to(&hand_over);
     match op {
         Op::Index(artifact, alive) => {
             let upload = artifact.upload();
@@ -549,8 +614,11 @@ async fn serial(uploads: &[&Artifact]) -> Expected {
 async fn serial_ops(ops: &[Op<'_>]) -> Expected {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = LocalStore::open(dir.path()).expect("store").with_owners();
+    let ingest = in_ingest(&[], ops);
     for op in ops {
-        run_op(&store, *op).await.expect("serial run");
+        run_op_as(&store, *op, false, &ingest)
+            .await
+            .expect("serial run");
     }
     (
         references(&store).await.expect("references"),
@@ -615,6 +683,7 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
     }
     let scheduler = Scheduler::new();
     let mut retried = 0;
+    let ingest = in_ingest(&scenario.before, &scenario.ops);
     for seed in seeds {
         let store = fresh_store().await;
         for artifact in &scenario.before {
@@ -630,7 +699,8 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
             .map(|op| {
                 let scheduled = &scheduled;
                 let op = *op;
-                Box::pin(async move { run_op_as(scheduled, op, first_delivery).await })
+                let ingest = &ingest;
+                Box::pin(async move { run_op_as(scheduled, op, first_delivery, ingest).await })
                     as Actor<'_, _>
             })
             .collect();
@@ -663,7 +733,7 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 retried += 1;
                 let mut last = Err(first);
                 for _ in 0..3 {
-                    last = run_op_as(&store, *op, first_delivery).await;
+                    last = run_op_as(&store, *op, first_delivery, &ingest).await;
                     if last.is_ok() {
                         break;
                     }
@@ -779,6 +849,56 @@ mod tests {
             })
             .await;
         }
+    }
+
+    /// Invariant 8's other half (refs.rs): a removal that lists a key's waiters before an
+    /// upload that found the key held records its wait leaves the key to that upload's second
+    /// look. The schedule is written out: the upload runs until it is about to record its
+    /// wait, the removal then runs to its end (handing over to nobody), then the upload.
+    #[tokio::test]
+    async fn an_upload_that_records_its_wait_after_the_removal_looked_publishes_the_freed_keys() {
+        let a = Artifacts::new();
+        let mut dirs = Vec::new();
+        let store = local_store(&mut dirs).await;
+        run_op(&store, Op::Index(&a.elf_a, true)).await.unwrap();
+        let scheduler = Scheduler::new();
+        let scheduled = Scheduled::new(&store, scheduler.clone());
+        let ingest = [&a.elf_other];
+        let (indexer, remover) = (0, 1);
+        let actors: Vec<Actor<'_, io::Result<Vec<Record>>>> = vec![
+            Box::pin(run_op_as(
+                &scheduled,
+                Op::Index(&a.elf_other, true),
+                false,
+                &ingest,
+            )),
+            Box::pin(run_op_as(&scheduled, Op::Delete(&a.elf_a), false, &ingest)),
+        ];
+        let mut met_first_bytes = false;
+        let pick = |waiting: &BTreeMap<usize, String>| {
+            let recording = waiting
+                .get(&indexer)
+                .is_some_and(|step| step.starts_with("put _symdex/waiting/"));
+            if recording && waiting.contains_key(&remover) {
+                met_first_bytes = true;
+                return remover;
+            }
+            if waiting.contains_key(&indexer) {
+                indexer
+            } else {
+                remover
+            }
+        };
+        let (results, trace) = scheduler.run_picking(actors, pick).await;
+        for result in results {
+            result.unwrap_or_else(|e| panic!("{e}\n{}", trace.join("\n")));
+        }
+        assert!(met_first_bytes, "the upload met the first upload's bytes");
+        let found = audit(&store, "_manifest").await.unwrap();
+        assert!(found.problems.is_empty(), "{:?}", found.problems);
+        let (want_refs, want_objects) = serial(&[&a.elf_other]).await;
+        assert_eq!(references(&store).await.unwrap(), want_refs);
+        assert_eq!(published(&store).await.unwrap(), want_objects);
     }
 
     /// The same over a store laid out as S3 stores made before upload records were named by
