@@ -204,9 +204,8 @@ fn deleting_the_upload_holding_a_key_hands_it_to_the_upload_waiting_for_it() {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     ok(out);
     assert!(stderr.contains("handed over"), "{stderr}");
-    assert_eq!(
-        std::fs::read(&key).unwrap(),
-        std::fs::read(w.path("b/app.debug")).unwrap(),
+    assert!(
+        std::fs::read(&key).unwrap() == std::fs::read(w.path("b/app.debug")).unwrap(),
         "the waiting upload's bytes now serve the key"
     );
     verify_clean(&store);

@@ -67,6 +67,40 @@ async fn ingest_keys(stack: &Stack) -> Vec<String> {
         .collect()
 }
 
+/// A try build's unstripped binary holds the build id's `debuginfo`; the release's separate
+/// debug file waits for it (refs.rs, invariant 8). The expiry hands it over: the debug file,
+/// indexed again from its ingest object, serves the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_hands_the_keys_it_frees_to_the_uploads_waiting_for_them() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let ctx = Arc::new(Context::new(config(&[]), stack.moto.s3().await));
+    for (key, file) in [(TRY_BIN, "app"), (RELEASE_DEBUG, "app.debug")] {
+        stack
+            .put(key, std::fs::read(fx.path(file)).unwrap(), &[])
+            .await;
+        let created = stack.receive(1).await;
+        let response = handle_indexer(&ctx, sqs_event(&created, &stack.queue_arn))
+            .await
+            .unwrap();
+        assert_eq!(response["batchItemFailures"], json!([]), "{response}");
+    }
+    let debuginfo = format!("buildid/{}/debuginfo", fx.build_id());
+    let binary = std::fs::read(fx.path("app")).unwrap();
+    let holds = |bytes: Option<&Vec<u8>>, want: &[u8]| bytes.is_some_and(|b| b == want);
+    let before = checks::published(&stack, SERVING).await;
+    assert!(holds(before.get(&debuginfo), &binary), "the binary's");
+
+    let runs = sweep_all(&ctx, SystemTime::now() + 29 * DAY).await;
+    assert_eq!(total(&runs, "expired"), 1, "{runs:?}");
+    let debug_file = std::fs::read(fx.path("app.debug")).unwrap();
+    let after = checks::published(&stack, SERVING).await;
+    assert!(holds(after.get(&debuginfo), &debug_file), "handed over");
+    let (problems, refs) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(refs.values().flatten().all(|u| u.contains(RELEASE_DEBUG)));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn try_uploads_expire_while_keys_shared_with_a_release_stay() {
     let stack = Stack::new().await;

@@ -1,6 +1,7 @@
 # Least privilege: the indexer reads the ingest bucket and writes only the serving layouts, the
-# manifest and its reference records; only the remover deletes serving objects; no function can
-# write or delete ingest objects.
+# manifest and its reference records; only the remover (and the sweeper) deletes serving
+# objects, reading the ingest bucket to hand freed keys over; no function but the sweeper
+# (expired versions) deletes ingest objects, and none writes them.
 
 locals {
   default_prefixes = {
@@ -65,7 +66,7 @@ data "aws_iam_policy_document" "indexer" {
   statement {
     sid       = "HeadMissingKeysAs404"
     actions   = ["s3:ListBucket"]
-    resources = [aws_s3_bucket.serving.arn]
+    resources = [aws_s3_bucket.serving.arn, aws_s3_bucket.ingest.arn]
   }
   statement {
     sid       = "ConsumeEvents"
@@ -79,17 +80,25 @@ data "aws_iam_policy_document" "indexer" {
   }
 }
 
-# What unpublishing needs: the remover's and the sweeper's (retention.tf) common part.
+# What unpublishing needs: the remover's and the sweeper's (retention.tf) common part. A key
+# an upload frees is handed to the uploads waiting for it (another upload's other bytes were
+# there), which are indexed again from their ingest objects (refs.rs, invariant 8): read, and
+# a gone one answered 404 (ListBucket), not 403.
 data "aws_iam_policy_document" "unpublish" {
   statement {
     sid       = "UnpublishServingKeys"
-    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+    actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]
     resources = local.writable_objects
+  }
+  statement {
+    sid       = "ReindexWaitingUploads"
+    actions   = ["s3:GetObject", "s3:GetObjectVersion"]
+    resources = ["${aws_s3_bucket.ingest.arn}/*"]
   }
   statement {
     sid       = "HeadMissingKeysAs404"
     actions   = ["s3:ListBucket"]
-    resources = [aws_s3_bucket.serving.arn]
+    resources = [aws_s3_bucket.serving.arn, aws_s3_bucket.ingest.arn]
   }
 }
 
