@@ -20,7 +20,7 @@ use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::{FileStamp, LeasePolicy, RefStore, UploadRecord};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
-use symdex_shared::storage::{content_sha1, CopySource, LocalStore, Storage};
+use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
 use crate::inputs::{expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked};
@@ -110,12 +110,14 @@ impl KeyArgs {
 }
 
 /// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant 8):
-/// each input file is indexed again, every key checked, if it still holds the bytes its
-/// upload was. An archive's entry is left waiting (`verify` reports it; `index --recheck`
-/// of the archive publishes it).
+/// each upload's input is indexed again as `index --recheck` would (an archive entry's whole
+/// archive), if it still holds the bytes the upload was. An input gone or changed is left
+/// alone: the upload stays waiting, `verify` reports the key (`waiting`).
 pub struct FromFiles<'s> {
-    pub store: &'s dyn Storage,
+    pub store: &'s crate::crash::Store,
     pub keys: &'s KeyArgs,
+    /// How far an archive input may expand.
+    pub limits: ArchiveLimits,
 }
 
 impl HandOver for FromFiles<'_> {
@@ -123,41 +125,54 @@ impl HandOver for FromFiles<'_> {
         &'a self,
         waiter: &'a UploadRecord,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send + 'a>> {
-        Box::pin(async move {
-            let path = Path::new(&waiter.source);
-            if waiter.entry.is_some() || !path.is_file() {
-                if waiter.entry.is_some() {
-                    eprintln!(
-                        "symdex: {} waits for keys this freed; re-index its archive with --recheck",
-                        waiter.upload
-                    );
+        Box::pin(self.reindex_input(waiter))
+    }
+}
+
+impl FromFiles<'_> {
+    async fn reindex_input(&self, waiter: &UploadRecord) -> io::Result<()> {
+        let path = Path::new(&waiter.source);
+        if !path.is_file() {
+            return Ok(());
+        }
+        let config = Config {
+            recheck: true,
+            ..self.keys.config()
+        };
+        let indexer = Indexer::new(self.store, config);
+        let mut sink = Sink::new(&indexer, false);
+        let options = IdentifyOptions {
+            as_source: self.keys.sources.wants_source(path),
+        };
+        let meta = &waiter.meta;
+        let unpack = Unpack {
+            limits: self.limits,
+            keys: self.keys,
+        };
+        // The bytes the upload was: its own, or (an entry) its archive's.
+        let archive_etag = waiter.ingest_etag.as_deref();
+        match read_input(indexer.refs(), path, options, true).await? {
+            Ok(read) => {
+                let same = match &waiter.entry {
+                    None => read.upload(meta).id == waiter.upload,
+                    Some(_) => archive_etag == Some(read.etag.as_str()),
+                };
+                if !same {
+                    return Ok(());
                 }
-                return Ok(());
+                index_read_file(&mut sink, self.store, path, read, meta, unpack).await?;
             }
-            let config = Config {
-                recheck: true,
-                ..self.keys.config()
-            };
-            let indexer = Indexer::new(self.store, config);
-            let options = IdentifyOptions {
-                as_source: self.keys.sources.wants_source(path),
-            };
-            let Ok(read) = read_input(indexer.refs(), path, options, true).await? else {
-                return Ok(());
-            };
-            if read.upload(&waiter.meta).id != waiter.upload {
-                // Other bytes there now: another upload.
-                return Ok(());
+            Err(container) => {
+                if archive_etag != Some(file_sha1(path)?.as_str()) {
+                    return Ok(());
+                }
+                let local = self.store.inner();
+                index_archive(&mut sink, local, path, container, meta, unpack).await?;
             }
-            let indexed = index_file(&indexer, read, &waiter.meta).await?;
-            indexer.write_manifest(&indexed.records).await?;
-            let taken_back = indexer.finalize(&indexed, true).await?;
-            indexer.write_manifest(&taken_back).await?;
-            for record in &indexed.records {
-                eprintln!("symdex: handed over: {}", describe(record));
-            }
-            Ok(())
-        })
+        }
+        sink.flush().await?;
+        eprintln!("symdex: handed over to {}: {}", waiter.upload, sink.summary);
+        Ok(())
     }
 }
 
@@ -182,6 +197,8 @@ pub struct DeleteArgs {
     pub store: PathBuf,
     #[command(flatten)]
     pub keys: KeyArgs,
+    #[command(flatten)]
+    pub limits: ArchiveLimits,
     /// Delete every upload of this build.
     #[arg(long, required_unless_present = "input")]
     pub build: Option<String>,
@@ -549,7 +566,10 @@ async fn run_async(
             Ahead::File(path, read) => {
                 bar.set_message(path.display().to_string());
                 let result = match read {
-                    Ok(read) => index_read_file(&mut sink, store, &path, *read, meta, args).await,
+                    Ok(read) => {
+                        let unpack = Unpack::of(args);
+                        index_read_file(&mut sink, store, &path, *read, meta, unpack).await
+                    }
                     Err(e) => Err(e),
                 };
                 (path, result)
@@ -557,7 +577,8 @@ async fn run_async(
             Ahead::Archive(path, container) => {
                 bar.set_message(path.display().to_string());
                 let local = store.inner();
-                let result = index_archive(&mut sink, local, &path, container, meta, args).await;
+                let unpack = Unpack::of(args);
+                let result = index_archive(&mut sink, local, &path, container, meta, unpack).await;
                 (path, result)
             }
             Ahead::Skipped(p, reason) => {
@@ -601,7 +622,7 @@ async fn index_read_file(
     path: &Path,
     read: ReadInput,
     meta: &UploadMeta,
-    args: &IndexArgs,
+    unpack: Unpack<'_>,
 ) -> io::Result<()> {
     let indexed = index_file(sink.indexer, read, meta).await?;
     let bundle = bundle_files(path, &indexed);
@@ -609,7 +630,7 @@ async fn index_read_file(
     match bundle {
         Some(files) => {
             let (zip, local) = (archive::Container::Zip, store.inner());
-            index_entries(sink, local, path, zip, meta, args, Some(&files)).await
+            index_entries(sink, local, path, zip, meta, unpack, Some(&files)).await
         }
         None => Ok(()),
     }
@@ -895,6 +916,23 @@ fn settled_status(_status: &std::fs::Metadata) -> Option<FileStamp> {
     None
 }
 
+/// How an archive's entries become uploads, besides the archive: how far it may expand, and
+/// which entries are sources.
+#[derive(Clone, Copy)]
+struct Unpack<'k> {
+    limits: ArchiveLimits,
+    keys: &'k KeyArgs,
+}
+
+impl<'k> Unpack<'k> {
+    fn of(args: &'k IndexArgs) -> Self {
+        Unpack {
+            limits: args.limits,
+            keys: &args.keys,
+        }
+    }
+}
+
 /// How far an archive may expand (archive bombs). Each breach is a `rejected` record with its
 /// reason; what was indexed before it stays indexed and recorded.
 #[derive(Args, Clone, Copy, Debug)]
@@ -949,9 +987,9 @@ async fn index_archive(
     path: &Path,
     container: archive::Container,
     meta: &UploadMeta,
-    args: &IndexArgs,
+    unpack: Unpack<'_>,
 ) -> io::Result<()> {
-    index_entries(sink, store, path, container, meta, args, None).await
+    index_entries(sink, store, path, container, meta, unpack, None).await
 }
 
 /// [`index_archive`]; with `bundle` (a Sentry source bundle's files), only the entries it
@@ -962,7 +1000,7 @@ async fn index_entries(
     path: &Path,
     container: archive::Container,
     meta: &UploadMeta,
-    args: &IndexArgs,
+    unpack: Unpack<'_>,
     bundle: Option<&BTreeMap<String, String>>,
 ) -> io::Result<()> {
     let indexer = sink.indexer;
@@ -974,7 +1012,7 @@ async fn index_entries(
     let mut entries = 0usize;
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
     let options = archive::Options {
-        limits: args.limits.into(),
+        limits: unpack.limits.into(),
         stored_ranges: false,
     };
     let name = file_name(&abs);
@@ -1017,7 +1055,7 @@ async fn index_entries(
                     meta: meta.clone(),
                     options: IdentifyOptions {
                         as_source: source_path.is_some()
-                            || args.keys.sources.wants_source(Path::new(&entry)),
+                            || unpack.keys.sources.wants_source(Path::new(&entry)),
                     },
                     source_path,
                     file_stamp: None,
@@ -1097,6 +1135,7 @@ async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
     let hand_over = FromFiles {
         store: &store,
         keys: &args.keys,
+        limits: args.limits,
     };
     let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let inputs: Vec<String> = args

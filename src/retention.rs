@@ -50,6 +50,8 @@ pub struct ExpireArgs {
     pub json: bool,
     #[command(flatten)]
     pub keys: KeyArgs,
+    #[command(flatten)]
+    pub limits: crate::index::ArchiveLimits,
 }
 
 fn indexer_config() -> Config {
@@ -112,6 +114,7 @@ async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
     let hand_over = FromFiles {
         store: &store,
         keys: &args.keys,
+        limits: args.limits,
     };
     let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let now = args.now.unwrap_or_else(SystemTime::now);

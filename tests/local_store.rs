@@ -221,6 +221,35 @@ fn deleting_the_upload_holding_a_key_hands_it_to_the_upload_waiting_for_it() {
     assert!(unpublished.is_some() && unpublished < again, "{actions:?}");
 }
 
+/// The upload waiting is an archive's entry: the archive is indexed again, entry by entry.
+#[test]
+fn a_key_freed_is_handed_to_an_archive_entry_waiting_for_it() {
+    let w = Workdir::new();
+    build_split_elf(&w, "a", BID, "x * 3 + 1");
+    build_split_elf(&w, "b", BID, "x * 5 - 2");
+    w.run("zip", &["-q", "-r", "b.zip", "b"]);
+    let store = w.path("store");
+    index(&store, &[w.path("a").to_str().unwrap()]);
+    let out = index(&store, &[w.path("b.zip").to_str().unwrap()]);
+    assert!(out.contains("2 conflicts"), "{out}");
+    let out = symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(w.path("a"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out);
+    assert!(stderr.contains("handed over"), "{stderr}");
+    let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
+    assert!(
+        std::fs::read(&key).unwrap() == std::fs::read(w.path("b/app.debug")).unwrap(),
+        "the entry's bytes now serve the key"
+    );
+    verify_clean(&store);
+}
+
 #[test]
 fn deleting_builds_honours_shared_references() {
     let w = Workdir::new();
