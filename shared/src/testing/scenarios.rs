@@ -428,6 +428,19 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.elf_other]),
         },
         Scenario {
+            // The key stays the other build's: nothing is handed over.
+            name: "an upload waiting for keys two builds share arrives while one is deleted",
+            before: vec![&a.elf_a, &a.elf_b],
+            ops: vec![Op::Index(&a.elf_other, true), Op::Delete(&a.elf_a)],
+            survivors: Survivors::Exactly(vec![&a.elf_b, &a.elf_other]),
+        },
+        Scenario {
+            name: "a try build expires while an upload waiting for its keys is redelivered",
+            before: vec![&a.elf_a, &a.elf_other],
+            ops: vec![Op::Expire(&a.elf_a), Op::Index(&a.elf_other, true)],
+            survivors: Survivors::Exactly(vec![&a.elf_other]),
+        },
+        Scenario {
             name: "an upload waiting for another's keys is deleted with it",
             before: vec![&a.elf_a, &a.elf_other],
             ops: vec![Op::Delete(&a.elf_a), Op::Delete(&a.elf_other)],
