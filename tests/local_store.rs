@@ -182,6 +182,20 @@ fn conflicts_are_reported_and_not_overwritten() {
     );
 }
 
+/// `symdex delete --input INPUT`; what it said on stderr.
+fn delete_input(store: &Path, input: &Path) -> String {
+    let out = symdex()
+        .args(["delete", "--store"])
+        .arg(store)
+        .arg("--input")
+        .arg(input)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    ok(out);
+    stderr
+}
+
 /// Build b's files meet build a's bytes under their build id and wait for those keys; deleting
 /// build a hands the keys to b (indexed again from its files), and the store stays whole.
 #[test]
@@ -194,15 +208,7 @@ fn deleting_the_upload_holding_a_key_hands_it_to_the_upload_waiting_for_it() {
     let out = index(&store, &[w.path("b").to_str().unwrap()]);
     assert!(out.contains("2 conflicts"), "{out}");
     let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
-    let out = symdex()
-        .args(["delete", "--store"])
-        .arg(&store)
-        .arg("--input")
-        .arg(w.path("a"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    ok(out);
+    let stderr = delete_input(&store, &w.path("a"));
     assert!(stderr.contains("handed over"), "{stderr}");
     assert!(
         std::fs::read(&key).unwrap() == std::fs::read(w.path("b/app.debug")).unwrap(),
@@ -232,15 +238,7 @@ fn a_key_freed_is_handed_to_an_archive_entry_waiting_for_it() {
     index(&store, &[w.path("a").to_str().unwrap()]);
     let out = index(&store, &[w.path("b.zip").to_str().unwrap()]);
     assert!(out.contains("2 conflicts"), "{out}");
-    let out = symdex()
-        .args(["delete", "--store"])
-        .arg(&store)
-        .arg("--input")
-        .arg(w.path("a"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    ok(out);
+    let stderr = delete_input(&store, &w.path("a"));
     assert!(stderr.contains("handed over"), "{stderr}");
     let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
     assert!(
