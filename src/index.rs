@@ -114,10 +114,8 @@ impl KeyArgs {
 /// archive), if it still holds the bytes the upload was. An input gone or changed is left
 /// alone: the upload stays waiting, `verify` reports the key (`waiting`).
 pub struct FromFiles<'s> {
-    pub store: &'s crate::crash::Store,
-    pub keys: &'s KeyArgs,
-    /// How far an archive input may expand.
-    pub limits: ArchiveLimits,
+    store: &'s crate::crash::Store,
+    unpack: Unpack<'s>,
 }
 
 impl HandOver for FromFiles<'_> {
@@ -129,26 +127,31 @@ impl HandOver for FromFiles<'_> {
     }
 }
 
-impl FromFiles<'_> {
+impl<'s> FromFiles<'s> {
+    /// `keys` and `limits`: what `index` was given.
+    pub fn new(store: &'s crate::crash::Store, keys: &'s KeyArgs, limits: ArchiveLimits) -> Self {
+        FromFiles {
+            store,
+            unpack: Unpack { limits, keys },
+        }
+    }
+
     async fn reindex_input(&self, waiter: &UploadRecord) -> io::Result<()> {
         let path = Path::new(&waiter.source);
         if !path.is_file() {
             return Ok(());
         }
+        let unpack = self.unpack;
         let config = Config {
             recheck: true,
-            ..self.keys.config()
+            ..unpack.keys.config()
         };
         let indexer = Indexer::new(self.store, config);
         let mut sink = Sink::new(&indexer, false);
         let options = IdentifyOptions {
-            as_source: self.keys.sources.wants_source(path),
+            as_source: unpack.keys.sources.wants_source(path),
         };
         let meta = &waiter.meta;
-        let unpack = Unpack {
-            limits: self.limits,
-            keys: self.keys,
-        };
         // The bytes the upload was: its own, or (an entry) its archive's.
         let archive_etag = waiter.ingest_etag.as_deref();
         match read_input(indexer.refs(), path, options, true).await? {
@@ -1132,11 +1135,7 @@ pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
 
 async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
-    let hand_over = FromFiles {
-        store: &store,
-        keys: &args.keys,
-        limits: args.limits,
-    };
+    let hand_over = FromFiles::new(&store, &args.keys, args.limits);
     let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let inputs: Vec<String> = args
         .input

@@ -111,11 +111,7 @@ pub fn expire(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
 
 async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
     let (store, _lock) = open_for_writing(&args.store)?;
-    let hand_over = FromFiles {
-        store: &store,
-        keys: &args.keys,
-        limits: args.limits,
-    };
+    let hand_over = FromFiles::new(&store, &args.keys, args.limits);
     let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let now = args.now.unwrap_or_else(SystemTime::now);
     let plan = indexer.plan_expiry(now, args.policy.as_ref()).await?;

@@ -921,19 +921,18 @@ impl<'s> Indexer<'s> {
             }
         }
         for (upload, waits) in waiters {
-            let record = if upload == remover {
+            let live = if upload == remover {
                 None
             } else {
-                self.refs.upload(&upload).await?
+                let record = self.refs.upload(&upload).await?;
+                record.filter(|r| r.state != UploadState::Removing)
             };
-            match (record, self.hand_over) {
-                (Some(record), Some(hand_over)) if record.state != UploadState::Removing => {
-                    // Its marker stays: the re-index may meet other content there again.
-                    hand_over.reindex(&record).await?;
-                }
+            match (live, self.hand_over) {
+                // Its marker stays: the re-index may meet other content there again.
+                (Some(record), Some(hand_over)) => hand_over.reindex(&record).await?,
                 // Left waiting: `verify` reports it.
-                (Some(record), None) if record.state != UploadState::Removing => {}
-                _ => {
+                (Some(_), None) => {}
+                (None, _) => {
                     for waiting in &waits {
                         self.refs.stop_waiting(waiting).await?;
                     }

@@ -2718,7 +2718,6 @@ impl<'s> RefStore<'s> {
         Ok(record)
     }
 
-    /// A key is live when its record has references and no removal in progress.
     /// Records that `upload` waits for `key`, where it found other content, then looks at
     /// the key again: what is there now (invariant 8). Free, or holding the upload's own
     /// content, the key is the upload's to publish after all.
@@ -2748,6 +2747,7 @@ impl<'s> RefStore<'s> {
         Ok(self.store.delete(&file).await?)
     }
 
+    /// A key is live when its record has references and no removal in progress.
     pub async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
         Ok(self
             .key(key)

@@ -538,7 +538,6 @@ fn in_ingest<'a>(before: &[&'a Artifact], ops: &[Op<'a>]) -> Vec<&'a Artifact> {
         Op::Index(a, _) | Op::Delete(a) | Op::Expire(a) | Op::Promote(a) => *a,
     }));
     all.retain(|a| !deleted(a));
-    all.dedup_by(|a, b| a.id == b.id);
     all
 }
 
