@@ -283,7 +283,12 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     let count = files.len();
     // The writer lock makes this run the store's only writer: source-map records are
     // written once per flush, before the uploads they serve are finalized.
-    let indexer = Indexer::new(&store, config(args)).defer_source_map_writes();
+    // A removal a killed `delete` or `expire` left half done is finished by indexing its
+    // upload again: the keys it frees go to the uploads waiting for them, as they would have.
+    let hand_over = FromFiles::new(&store, &args.keys, args.limits);
+    let indexer = Indexer::new(&store, config(args))
+        .defer_source_map_writes()
+        .handing_over_to(&hand_over);
     let meta = upload_meta(args);
     let lanes = match args.jobs {
         Some(jobs) => jobs,
@@ -692,13 +697,11 @@ impl<'i, 's> Sink<'i, 's> {
         let mut records: Vec<Record> = pending.iter().flat_map(|i| i.records.clone()).collect();
         self.manifests
             .extend(self.indexer.write_manifest(&records).await?);
-        let mut undone = Vec::new();
+        // An upload taken back (a removal came first) is reported too: its records are in
+        // the manifest already (written by `finalize`, before it hands over what it freed).
         for upload in &pending {
-            undone.extend(self.indexer.finalize(upload, true).await?);
+            records.extend(self.indexer.finalize(upload, true).await?);
         }
-        self.manifests
-            .extend(self.indexer.write_manifest(&undone).await?);
-        records.extend(undone);
         for record in &records {
             self.summary.add(record);
             if self.json {

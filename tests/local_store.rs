@@ -248,6 +248,94 @@ fn a_key_freed_is_handed_to_an_archive_entry_waiting_for_it() {
     verify_clean(&store);
 }
 
+/// A `delete` killed at any point, then the deleted input indexed again: `index` finishes the
+/// removal it finds half done as the delete would have — its record in the manifest, the keys
+/// it freed handed to the upload waiting for them — before indexing the input again (which
+/// then waits in turn). A kill before the removal of the key's holder began deleted nothing.
+#[test]
+fn index_finishes_a_killed_delete_and_hands_over_the_keys_it_freed() {
+    let w = Workdir::new();
+    build_split_elf(&w, "a", BID, "x * 3 + 1");
+    build_split_elf(&w, "b", BID, "x * 5 - 2"); // same build id, different code
+    let (a, b) = (w.path("a"), w.path("b"));
+    let before = w.path("before");
+    index(&before, &[a.to_str().unwrap()]);
+    index(&before, &[b.to_str().unwrap()]);
+    let key = format!("buildid/{BID_HEX}/debuginfo");
+    let a_bytes = std::fs::read(a.join("app.debug")).unwrap();
+    let b_bytes = std::fs::read(b.join("app.debug")).unwrap();
+    let holder = a.join("app.debug").canonicalize().unwrap();
+    let (mut began, mut not_begun) = (0, 0);
+    for crash_after in 0.. {
+        let store = w.path(&format!("store{crash_after}"));
+        w.run(
+            "cp",
+            &["-a", before.to_str().unwrap(), store.to_str().unwrap()],
+        );
+        let killed = symdex()
+            .args(["delete", "--store"])
+            .arg(&store)
+            .arg("--input")
+            .arg(&a)
+            .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
+            .output()
+            .unwrap();
+        if killed.status.success() {
+            break;
+        }
+        // The holder's removal began (its record `removing`) or ended (no record).
+        let removal_began = upload_state(&store, &holder).as_deref() != Some("indexed");
+        index(&store, &[a.to_str().unwrap()]);
+        verify_clean(&store);
+        let holds = std::fs::read(store.join(&key)).unwrap();
+        if !removal_began {
+            not_begun += 1;
+            assert!(
+                holds == a_bytes,
+                "crash after {crash_after}: nothing deleted"
+            );
+            continue;
+        }
+        began += 1;
+        assert!(
+            holds == b_bytes,
+            "crash after {crash_after}: the key went to the upload waiting for it"
+        );
+        let about_key: Vec<(String, String)> = manifest(&store, &["--key", &key])
+            .iter()
+            .map(|r| {
+                let upload = r["upload"].as_str().unwrap_or_default().to_string();
+                (upload, r["action"].as_str().unwrap_or_default().to_string())
+            })
+            .collect();
+        let went = about_key
+            .iter()
+            .position(|(u, a)| u.contains("/a/app.debug") && a == "unpublished");
+        let back = about_key
+            .iter()
+            .rposition(|(u, a)| u.contains("/b/app.debug") && a == "indexed");
+        assert!(
+            went.is_some() && went < back,
+            "crash after {crash_after}: the manifest says the key went, then came back: {about_key:?}"
+        );
+    }
+    assert!(
+        began >= 3 && not_begun >= 1,
+        "the crash points fell before and inside the removal: {not_begun} / {began}"
+    );
+}
+
+/// The state of the upload record of the input file `input` in a local store (`None`: none).
+fn upload_state(store: &Path, input: &Path) -> Option<String> {
+    let records = common::files_of(store, |k| k.starts_with("_symdex/uploads/"));
+    records.values().find_map(|bytes| {
+        let record: Value = serde_json::from_slice(bytes).ok()?;
+        let source = record["source"].as_str()?;
+        (Path::new(source) == input)
+            .then(|| record["state"].as_str().unwrap_or("indexed").to_string())
+    })
+}
+
 #[test]
 fn deleting_builds_honours_shared_references() {
     let w = Workdir::new();

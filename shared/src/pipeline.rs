@@ -789,11 +789,26 @@ impl<'s> Indexer<'s> {
             if !self.config.lease.exclusive {
                 return Err(busy(&format!("{}: a removal is in progress", upload.id)));
             }
-            // A removal that died half-way (we hold the writer lock): finish it first.
-            self.unindex(&upload.id).await?;
+            // A removal that died half-way (we hold the writer lock): finish it first, as it
+            // would have finished — its record to the manifest (again, if it got there: the
+            // manifest is at-least-once), then the keys it freed handed over (invariant 8).
+            if let Some(mut removal) = self.begin_unindex(&upload.id).await? {
+                let reason = removal.record.reason.take().unwrap_or_default();
+                removal.record.reason = Some(format!(
+                    "a removal in progress was finished before indexing it again; {reason}"
+                ));
+                self.write_manifest(std::slice::from_ref(&removal.record))
+                    .await?;
+                self.end_removal(&removal).await?;
+            }
             (found, upload_read) = self.refs.plan(&template, &planned, None, stamp).await?;
         }
         let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
+        // The keys the upload's finished runs referenced (none for a fresh upload).
+        let listed = found
+            .as_ref()
+            .filter(|r| r.state == UploadState::Indexed)
+            .map(|r| r.keys.clone());
         // An earlier attempt of this upload began and did not finish.
         let retry = found.as_ref().map(|r| r.state) == Some(UploadState::Indexing);
         // An upload indexed before keeps its channel and expiry (a promotion may have changed
@@ -809,6 +824,11 @@ impl<'s> Indexer<'s> {
             referenced.extend(keys);
             records.push(record);
             records.extend(others);
+        }
+        if let Some(listed) = &listed {
+            for record in records.iter_mut().filter(|r| r.upload == upload.id) {
+                report_unlisted_as_published(record, listed);
+            }
         }
         if let Some((channel, expires)) = retained {
             for record in records.iter_mut().filter(|r| r.upload == upload.id) {
@@ -834,7 +854,8 @@ impl<'s> Indexer<'s> {
 
     /// Marks an indexed upload done, after its records reached the manifest. `alive`: the
     /// ingest object still exists (a removal that came first found nothing to remove, so the
-    /// indexer takes its own references back). Returns the records of such an undo.
+    /// indexer takes its own references back). Returns the records of such an undo, already
+    /// written to the manifest (the caller only reports them).
     pub async fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
         let Some(upload) = &indexed.upload else {
             return Ok(Vec::new());
@@ -867,8 +888,11 @@ impl<'s> Indexer<'s> {
         // while we were publishing), this attempt's references go (refs.rs, invariant 4),
         // its `create` leases first (its finalize will not list their keys).
         self.refs.release_created(&indexed.held).await?;
-        let (removed, _) = self.take_back(upload, &indexed.planned).await?;
-        Ok(indexed
+        let record = self.refs.begin_removal(upload).await?;
+        let (removed, _) = self
+            .take_back_references(upload, &indexed.planned, record.as_ref())
+            .await?;
+        let undone: Vec<Record> = indexed
             .records
             .first()
             .map(|first| Record {
@@ -879,31 +903,20 @@ impl<'s> Indexer<'s> {
                 published: Vec::new(),
                 unchanged: Vec::new(),
                 conflicts: Vec::new(),
-                removed,
+                removed: removed.clone(),
                 ..first.clone()
             })
             .into_iter()
-            .collect())
-    }
-
-    /// Marks an upload removing (if it still has a record), takes back its references to
-    /// `keys` and to every key its record lists, hands the keys it freed to the uploads
-    /// waiting for them, then forgets it. Returns the keys unpublished and the number still
-    /// referenced by other uploads.
-    async fn take_back(
-        &self,
-        upload_id: &str,
-        keys: &BTreeSet<String>,
-    ) -> io::Result<(Vec<String>, usize)> {
-        let record = self.refs.begin_removal(upload_id).await?;
-        let taken = self
-            .take_back_references(upload_id, keys, record.as_ref())
-            .await?;
-        self.hand_over(upload_id, &taken.0).await?;
+            .collect();
+        // As a removal does (`end_removal`): the manifest says the keys went before the
+        // hand-over's records say who published them again, and before the record that would
+        // report them on a retry goes.
+        self.write_manifest(&undone).await?;
+        self.hand_over(upload, &removed).await?;
         if let Some(record) = &record {
             self.refs.end_removal(record).await?;
         }
-        Ok(taken)
+        Ok(undone)
     }
 
     /// Re-indexes every live upload waiting for one of `freed`, keys whose objects a removal
@@ -2251,6 +2264,26 @@ impl<'s> Indexer<'s> {
     }
 }
 
+/// Reports the keys of an indexed upload's record found `unchanged` that its finished runs did
+/// not reference (`listed` leaves them out: conflicts then) as `published`. Holding its bytes
+/// now, they were published by a run of it that died before its records reached the manifest
+/// — a hand-over's re-index (refs.rs, invariant 8) — whose retry finds them its own: reported
+/// again (the manifest is at-least-once), as a fresh upload's unfinished attempt's keys are.
+fn report_unlisted_as_published(record: &mut Record, listed: &BTreeSet<String>) {
+    let (again, unchanged): (Vec<String>, Vec<String>) = std::mem::take(&mut record.unchanged)
+        .into_iter()
+        .partition(|key| !listed.contains(key));
+    record.unchanged = unchanged;
+    if again.is_empty() {
+        return;
+    }
+    record.published.extend(again);
+    record.published.sort();
+    if record.action == Some(Action::Unchanged) {
+        record.action = Some(Action::Indexed);
+    }
+}
+
 /// An upload removed but not yet forgotten: its record stays (`removing`, listing the keys it
 /// unpublished) until [`Indexer::end_removal`], called once `record` is in the manifest, so a
 /// run that dies in between reports the same keys again (the manifest is at-least-once).
@@ -2767,6 +2800,68 @@ mod tests {
         }
         let listed = listed_keys(&store, &other.id).await;
         assert!(described.is_subset(&listed), "{listed:?}");
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
+    /// The indexer's own take-back (its ingest object deleted before its finalize) frees a
+    /// key another upload waits for: the manifest says the key was unpublished before the
+    /// hand-over's record says who published it again, as a removal's does.
+    #[tokio::test]
+    async fn a_take_back_records_the_keys_it_freed_before_handing_them_over() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let (first, other) = (&artifacts.elf_a, &artifacts.elf_other);
+        let indexer = Indexer::new(&store, config());
+        let indexed = indexer
+            .index(&first.upload(), &MemReader(&first.bytes))
+            .await
+            .unwrap();
+        let waiting = index_and_finalize(&store, config(), other).await;
+        let conflicts: BTreeSet<String> = waiting
+            .records
+            .iter()
+            .flat_map(|r| r.conflicts.clone())
+            .collect();
+        assert!(!conflicts.is_empty(), "other bytes under the same build id");
+        let ingest = FromArtifacts {
+            store: &store,
+            ingest: &[other],
+        };
+        let taker = Indexer::new(&store, config()).handing_over_to(&ingest);
+        let undone = taker.finalize(&indexed, false).await.unwrap();
+        assert_eq!(undone.len(), 1);
+        assert_eq!(undone[0].action, Some(Action::Unpublished));
+        assert!(conflicts.iter().all(|k| undone[0].removed.contains(k)));
+        // Every conflicting key now holds the waiting upload's bytes, and the manifest, in
+        // the order its objects were written, says so after saying the key went.
+        let mut written = Vec::new();
+        crate::manifest::for_each_record(&store, "_manifest", None, |r| {
+            written.push(r);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        for key in &conflicts {
+            let holds = store.read(key).await.unwrap().unwrap();
+            if key.ends_with(".meta") {
+                continue; // A sidecar: records name the file it describes.
+            }
+            assert!(holds == other.bytes, "{key}");
+            let went = written
+                .iter()
+                .position(|r| r.upload == first.id && r.removed.contains(key));
+            let back = written
+                .iter()
+                .position(|r| r.upload == other.id && r.published.contains(key));
+            assert!(went.is_some() && went < back, "{key}: {went:?} {back:?}");
+        }
+        assert_eq!(
+            written.iter().filter(|r| r.upload == first.id).count(),
+            1,
+            "the undo is written once (its caller only reports it)"
+        );
         let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
     }

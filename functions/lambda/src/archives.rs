@@ -106,7 +106,7 @@ pub(crate) async fn index_archive(
         .await?;
         pending.push(indexed);
         if pending.len() >= FLUSH_EVERY {
-            flush(ctx, &indexer, event, info, std::mem::take(&mut pending)).await?;
+            flush(ctx, event, info, std::mem::take(&mut pending)).await?;
         }
     }
     if let Some((action, reason)) = archive::ending(walk.finish(), entries, container)? {
@@ -122,7 +122,6 @@ pub(crate) async fn index_archive(
 /// every job (the manifest is at-least-once).
 async fn flush(
     ctx: &Arc<Context>,
-    indexer: &Indexer<'_>,
     event: &ObjectEvent,
     info: &ObjectInfo,
     done: Vec<Indexed>,
@@ -135,10 +134,9 @@ async fn flush(
     let alive = manifest_and_liveness(ctx, records, &[std::slice::from_ref(&job)])
         .await
         .map_err(io::Error::other)?;
-    let undone = finalize(ctx, vec![job], alive.into_iter().flatten().collect())
+    finalize(ctx, vec![job], alive.into_iter().flatten().collect())
         .await
         .map_err(io::Error::other)?;
-    indexer.write_manifest(&undone).await?;
     Ok(())
 }
 

@@ -604,7 +604,8 @@ pub(crate) async fn manifest_and_liveness(
 }
 
 /// Marks the jobs' uploads indexed (after the manifest holds their records); returns the
-/// records of uploads that had to be taken back. `alive`: each job's [`liveness`].
+/// records of uploads that had to be taken back, which `Indexer::finalize` wrote to the
+/// manifest before handing over the keys they freed. `alive`: each job's [`liveness`].
 pub(crate) async fn finalize(
     ctx: &Arc<Context>,
     jobs: Vec<Job>,
@@ -715,17 +716,12 @@ async fn handle(
             .buffered(ctx.config.concurrency.max(1))
             .collect()
             .await;
-        let mut undone = Vec::new();
         for (id, outcome) in finalized {
-            match outcome {
-                Ok(mut records) => undone.append(&mut records),
-                Err(reason) => {
-                    tracing::error!(message_id = %id, reason = %reason, "finalizing failed; it will be retried");
-                    failures.push(id);
-                }
+            if let Err(reason) = outcome {
+                tracing::error!(message_id = %id, reason = %reason, "finalizing failed; it will be retried");
+                failures.push(id);
             }
         }
-        write_manifest(ctx, undone).await?;
         let mut response = SqsBatchResponse::default();
         response.batch_item_failures = failures
             .into_iter()
@@ -753,12 +749,10 @@ async fn handle(
 /// ingest object is gone, which is recorded too). Returns how many records were written.
 async fn run_jobs(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<usize, Error> {
     let records: Vec<Record> = jobs.iter().flat_map(|j| j.records().cloned()).collect();
-    let mut count = records.len();
+    let count = records.len();
     let alive = manifest_and_liveness(ctx, records, &[&jobs]).await?;
     let undone = finalize(ctx, jobs, alive.into_iter().flatten().collect()).await?;
-    count += undone.len();
-    write_manifest(ctx, undone).await?;
-    Ok(count)
+    Ok(count + undone.len())
 }
 
 /// The indexer: ObjectCreated events.

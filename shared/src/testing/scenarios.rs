@@ -496,7 +496,8 @@ pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> 
 
 /// Hands the keys a removal freed over as the Lambda does (pipeline.rs, `HandOver`): a
 /// waiting upload is indexed again from its bytes, here one of the artifacts whose ingest
-/// objects are there (not deleted in the scenario).
+/// objects are there (not deleted in the scenario), its records written to the manifest
+/// before it is finalized.
 pub struct FromArtifacts<'a> {
     pub store: &'a dyn Storage,
     pub ingest: &'a [&'a Artifact],
@@ -518,6 +519,7 @@ impl HandOver for FromArtifacts<'_> {
             let indexer = Indexer::new(self.store, recheck);
             let upload = artifact.upload();
             let indexed = indexer.index(&upload, &MemReader(&artifact.bytes)).await?;
+            indexer.write_manifest(&indexed.records).await?;
             indexer.finalize(&indexed, true).await?;
             Ok(())
         })
