@@ -914,7 +914,7 @@ impl<'s> Indexer<'s> {
         self.write_manifest(&undone).await?;
         self.hand_over(upload, &removed).await?;
         if let Some(record) = &record {
-            self.refs.end_removal(record).await?;
+            self.forget(record).await?;
         }
         Ok(undone)
     }
@@ -2166,7 +2166,22 @@ impl<'s> Indexer<'s> {
     pub async fn end_removal(&self, removal: &Removal) -> io::Result<()> {
         let freed = &removal.record.removed;
         self.hand_over(&removal.upload.upload, freed).await?;
-        self.refs.end_removal(&removal.upload).await
+        self.forget(&removal.upload).await
+    }
+
+    /// Forgets a removed upload: its own waits (refs.rs, invariant 8) first — a marker is
+    /// where a key it plans and does not reference held other bytes — then its record. A
+    /// marker a crash in between leaves, or a late attempt of the upload writes, is found
+    /// stale by the key holder's removal, as any wait of an upload gone.
+    async fn forget(&self, upload: &UploadRecord) -> io::Result<()> {
+        for key in upload.planned.difference(&upload.keys) {
+            let waiting = Waiting {
+                key: key.clone(),
+                upload: upload.upload.clone(),
+            };
+            self.refs.stop_waiting(&waiting).await?;
+        }
+        self.refs.end_removal(upload).await
     }
 
     /// Moves an upload to `channel`, its expiry recomputed under `policy` from its indexing
@@ -2800,6 +2815,25 @@ mod tests {
         }
         let listed = listed_keys(&store, &other.id).await;
         assert!(described.is_subset(&listed), "{listed:?}");
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
+    /// A waiting upload removed takes its waits with it: the key's holder, removed later,
+    /// finds no marker to re-index or clean up.
+    #[tokio::test]
+    async fn a_removed_upload_takes_its_waits_with_it() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        index_and_finalize(&store, config(), &artifacts.elf_a).await;
+        let waiter = index_and_finalize(&store, config(), &artifacts.elf_other).await;
+        assert!(waiter.records.iter().any(|r| !r.conflicts.is_empty()));
+        let refs = RefStore::new(&store);
+        assert!(!refs.all_waiting().await.unwrap().is_empty(), "it waits");
+        let remover = Indexer::new(&store, config());
+        remover.unindex(&artifacts.elf_other.id).await.unwrap();
+        assert_eq!(refs.all_waiting().await.unwrap(), Vec::new());
         let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
     }

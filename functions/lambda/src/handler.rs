@@ -13,7 +13,7 @@ use symdex_shared::archive;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
 use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Lookup, Upload};
 use symdex_shared::refs::{PriorRead, UploadRecord};
-use symdex_shared::storage::s3::S3Store;
+use symdex_shared::storage::s3::{FirstBlock, S3Store};
 use symdex_shared::storage::{CopySource, SeenCurrent, StorageError};
 use symdex_shared::{FormatError, IdentifyOptions};
 
@@ -226,17 +226,28 @@ async fn index_object(
     event: ObjectEvent,
     delivery: Delivery,
 ) -> std::io::Result<Job> {
-    let store = &ctx.store;
-    let event = &event;
-    let Some(mut first) = store
+    let first = ctx
+        .store
         .head_with_first_block(&event.bucket, &event.key, event.version_id.as_deref())
-        .await?
-    else {
+        .await?;
+    let Some(first) = first else {
         return Ok(Job {
-            indexed: vec![Indexed::nothing_published(vec![vanished(event)])],
+            indexed: vec![Indexed::nothing_published(vec![vanished(&event)])],
             ingest: None,
         });
     };
+    index_first_block(ctx, event, first, delivery).await
+}
+
+/// [`index_object`], its first block read (with what the object is: size, ETag, metadata).
+async fn index_first_block(
+    ctx: Arc<Context>,
+    event: ObjectEvent,
+    mut first: FirstBlock,
+    delivery: Delivery,
+) -> std::io::Result<Job> {
+    let store = &ctx.store;
+    let event = &event;
     let first_read = first.bytes.len() as u64;
     let (info, metadata) = (&first.info, &first.metadata);
     let rejected = |reason: String, meta: UploadMeta| {
@@ -431,11 +442,16 @@ async fn reindex(ctx: &Arc<Context>, waiter: &UploadRecord) -> std::io::Result<(
         size: None,
     };
     let version = event.version_id.as_deref();
-    let Some((info, _)) = ctx.store.head_object(bucket, key, version).await? else {
+    // One read: the first block says what the object holds now, and is where indexing starts.
+    let Some(first) = ctx
+        .store
+        .head_with_first_block(bucket, key, version)
+        .await?
+    else {
         return Ok(());
     };
     // The same bytes still (an archive's entry: the archive's upload).
-    let id = upload_id(&event, &info.etag);
+    let id = upload_id(&event, &first.info.etag);
     if waiter.upload != id && !waiter.upload.starts_with(&format!("{id}!/")) {
         return Ok(());
     }
@@ -450,7 +466,13 @@ async fn reindex(ctx: &Arc<Context>, waiter: &UploadRecord) -> std::io::Result<(
         alone: true,
         first: false,
     };
-    let job = Box::pin(index_object(rechecking.clone(), event, delivery)).await?;
+    let job = Box::pin(index_first_block(
+        rechecking.clone(),
+        event,
+        first,
+        delivery,
+    ))
+    .await?;
     run_jobs(&rechecking, vec![job])
         .await
         .map(|_| ())

@@ -29,7 +29,7 @@ use fault_proxy::FaultProxy;
 use support::{
     build_id_of, config, redelivered, run_in, sqs_event, Fixtures, Stack, INGEST, SERVING,
 };
-use symdex_lambda::{handle_indexer, Context};
+use symdex_lambda::{handle_indexer, handle_remover, Context};
 
 /// Headers the third debug file's DWARF names beside its own source file.
 const HEADERS: usize = 10;
@@ -692,4 +692,32 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
         !requests.iter().any(|l| kind(l) == "record delete"),
         "{requests:#?}"
     );
+    // The binary deleted, its keys go to the debug file waiting for them, whose ingest object
+    // is read once: the first block says it still holds the upload's bytes, and indexing
+    // starts from it.
+    let delete = stack.s3.delete_object().bucket(INGEST).key("ci/app");
+    delete.send().await.unwrap();
+    let removed = stack.receive(1).await;
+    let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
+    log();
+    let response = handle_remover(&ctx, sqs_event(&removed, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    let removal = log();
+    let waiter_reads = removal
+        .iter()
+        .filter(|l| kind(l) == "ingest read" && l.contains("/ci/app.debug"))
+        .count();
+    assert_eq!(waiter_reads, 1, "{removal:#?}");
+    let records = checks::manifest_records(&stack, SERVING).await;
+    for key in conflicts.iter().filter(|k| !k.ends_with(".meta")) {
+        let handed = records.iter().any(|r| {
+            r["ingest_key"] == "ci/app.debug"
+                && r["published"]
+                    .as_array()
+                    .is_some_and(|keys| keys.iter().any(|k| k == key))
+        });
+        assert!(handed, "{key}: not handed over");
+    }
 }

@@ -441,6 +441,18 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.elf_other]),
         },
         Scenario {
+            // The indexer takes the first upload back itself (its ingest object deleted
+            // before its finalize), and hands the keys it frees over as a removal does.
+            name: "an upload waiting for another's keys arrives while the other is taken back",
+            before: vec![],
+            ops: vec![
+                Op::Index(&a.elf_a, false),
+                Op::Index(&a.elf_other, true),
+                Op::Delete(&a.elf_a),
+            ],
+            survivors: Survivors::Exactly(vec![&a.elf_other]),
+        },
+        Scenario {
             name: "an upload waiting for another's keys is deleted with it",
             before: vec![&a.elf_a, &a.elf_other],
             ops: vec![Op::Delete(&a.elf_a), Op::Delete(&a.elf_other)],
