@@ -2495,6 +2495,12 @@ mod tests {
     use crate::testing::failing::failing_nth;
     use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
+    /// The store's audit finds nothing wrong.
+    async fn assert_audit_clean(store: &LocalStore) {
+        let audit = crate::audit::audit(store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
     async fn index_and_finalize(
         store: &LocalStore,
         config: Config,
@@ -2596,8 +2602,7 @@ mod tests {
             // The upload that waited goes through on its retry, sharing the keys.
             let other = index_and_finalize(&store, config(), &second).await;
             assert!(other.records.iter().all(|r| r.conflicts.is_empty()));
-            let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-            assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+            assert_audit_clean(&store).await;
         }
     }
 
@@ -2633,8 +2638,7 @@ mod tests {
             let both = BTreeSet::from([first.id.clone(), second.id.clone()]);
             assert_eq!((record.refs, record.by), (both, first.id.clone()), "{key}");
         }
-        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        assert_audit_clean(&store).await;
         // The first upload removed: the second keeps every object; removed too, nothing is left.
         let indexer = Indexer::new(&store, config());
         indexer.unindex(&first.id).await.unwrap();
@@ -2742,8 +2746,7 @@ mod tests {
         assert_eq!(conflicts(&again.records), conflicts(&first.records));
         assert_eq!(keys_of(&again.records), keys_of(&first.records));
         assert_eq!(again.records[0].reason, first.records[0].reason);
-        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        assert_audit_clean(&store).await;
     }
 
     /// Other bytes under a build id taken: the file keys conflict, and so do the `.meta`
@@ -2815,8 +2818,7 @@ mod tests {
         }
         let listed = listed_keys(&store, &other.id).await;
         assert!(described.is_subset(&listed), "{listed:?}");
-        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        assert_audit_clean(&store).await;
     }
 
     /// A waiting upload removed takes its waits with it: the key's holder, removed later,
@@ -2834,8 +2836,7 @@ mod tests {
         let remover = Indexer::new(&store, config());
         remover.unindex(&artifacts.elf_other.id).await.unwrap();
         assert_eq!(refs.all_waiting().await.unwrap(), Vec::new());
-        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        assert_audit_clean(&store).await;
     }
 
     /// The indexer's own take-back (its ingest object deleted before its finalize) frees a
@@ -2896,8 +2897,7 @@ mod tests {
             1,
             "the undo is written once (its caller only reports it)"
         );
-        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        assert_audit_clean(&store).await;
     }
 
     #[tokio::test]
