@@ -215,6 +215,8 @@ fn deleting_the_upload_holding_a_key_hands_it_to_the_upload_waiting_for_it() {
         "the waiting upload's bytes now serve the key"
     );
     verify_clean(&store);
+    let waits = common::files_of(&store, |k| k.starts_with("_symdex/waiting/"));
+    assert!(waits.is_empty(), "the waits ended: {:?}", waits.keys());
     // The manifest says the key was unpublished, then published again.
     let key_name = format!("buildid/{BID_HEX}/debuginfo");
     let about_key = manifest(&store, &["--key", &key_name]);

@@ -267,6 +267,10 @@ pub struct Indexed {
     /// `create` leases left to the finalize (refs.rs, invariant 1): released by a write if
     /// the references are taken back instead.
     held: Vec<(String, crate::refs::Lease)>,
+    /// Keys the upload waited for and references now (a hand-over's re-index: refs.rs,
+    /// invariant 8): their markers go once the finalize lists them — before that, a run
+    /// that dies must be re-indexed by the hand-over's retry, which finds it by its marker.
+    waits_ended: BTreeSet<String>,
 }
 
 /// A change to one source-map record an upload's indexing decided (made at once, or by a
@@ -804,11 +808,13 @@ impl<'s> Indexer<'s> {
             (found, upload_read) = self.refs.plan(&template, &planned, None, stamp).await?;
         }
         let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
-        // The keys the upload's finished runs referenced (none for a fresh upload).
-        let listed = found
-            .as_ref()
-            .filter(|r| r.state == UploadState::Indexed)
-            .map(|r| r.keys.clone());
+        // The keys the upload's finished runs referenced (none for a fresh upload), and those
+        // they planned without referencing them (where they may have waited: conflicts).
+        let indexed_before = found.as_ref().filter(|r| r.state == UploadState::Indexed);
+        let listed = indexed_before.map(|r| r.keys.clone());
+        let unreferenced: BTreeSet<String> = indexed_before
+            .map(|r| r.planned.difference(&r.keys).cloned().collect())
+            .unwrap_or_default();
         // An earlier attempt of this upload began and did not finish.
         let retry = found.as_ref().map(|r| r.state) == Some(UploadState::Indexing);
         // An upload indexed before keeps its channel and expiry (a promotion may have changed
@@ -830,6 +836,7 @@ impl<'s> Indexer<'s> {
                 report_unlisted_as_published(record, listed);
             }
         }
+        let waits_ended = unreferenced.intersection(&referenced).cloned().collect();
         if let Some((channel, expires)) = retained {
             for record in records.iter_mut().filter(|r| r.upload == upload.id) {
                 record.meta.channel.clone_from(&channel);
@@ -849,6 +856,7 @@ impl<'s> Indexer<'s> {
             upload_read,
             source_map_changes: Vec::new(),
             held: Vec::new(),
+            waits_ended,
         })
     }
 
@@ -874,7 +882,18 @@ impl<'s> Indexer<'s> {
                 )
                 .await;
             match finalized {
-                Ok(true) => return Ok(Vec::new()),
+                Ok(true) => {
+                    // Listed now: the waits for these keys are over (a marker a crash here
+                    // leaves goes when the key's holder, this upload, is removed).
+                    for key in &indexed.waits_ended {
+                        let waiting = Waiting {
+                            key: key.clone(),
+                            upload: upload.clone(),
+                        };
+                        self.refs.stop_waiting(&waiting).await?;
+                    }
+                    return Ok(Vec::new());
+                }
                 Ok(false) => "removed while it was indexed",
                 Err(e) => {
                     // Leases this write was to end (`lists_keys_at_finalize`): others need
@@ -2897,6 +2916,8 @@ mod tests {
             1,
             "the undo is written once (its caller only reports it)"
         );
+        let waits = RefStore::new(&store).all_waiting().await.unwrap();
+        assert_eq!(waits, Vec::new(), "the waits ended with the hand-over");
         assert_audit_clean(&store).await;
     }
 

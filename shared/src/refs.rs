@@ -123,10 +123,10 @@
 //!    second is seen by the other's later look: the waiter finds the key free (or holding
 //!    its own content) and publishes it after all, or the removal finds the waiter. A
 //!    removal that dies before it is done hands over on its retry: its record stays
-//!    `removing`, and a marker stays until its upload's removal deletes it (with the keys
-//!    that upload planned and did not reference) or a listing finds its upload gone or
-//!    removing (a marker of an upload that published the key since costs a re-index that
-//!    changes nothing). Without this, deleting an unstripped binary unpublished the `debuginfo` of
+//!    `removing`, and a marker stays until its upload references the key (the re-index
+//!    deletes it), its upload's removal deletes it (with the keys that upload planned and
+//!    did not reference), or a listing finds its upload gone or removing (a marker a crash
+//!    left costs a re-index that changes nothing). Without this, deleting an unstripped binary unpublished the `debuginfo` of
 //!    the separate debug file that lives on, whose bytes were nowhere in the store.
 
 use std::collections::BTreeSet;

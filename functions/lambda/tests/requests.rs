@@ -710,6 +710,14 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
         .filter(|l| kind(l) == "ingest read" && l.contains("/ci/app.debug"))
         .count();
     assert_eq!(waiter_reads, 1, "{removal:#?}");
+    // The debug file's waits end with the hand-over: a marker deleted per key it waited for
+    // (and per sidecar beside one, which waits with its file); the binary waited for
+    // nothing, and its removal deletes no marker of its own.
+    let ended = removal
+        .iter()
+        .filter(|l| l.starts_with("DELETE") && l.contains("_symdex/waiting/"))
+        .count();
+    assert!(ended >= files && ended <= conflicts.len(), "{removal:#?}");
     let records = checks::manifest_records(&stack, SERVING).await;
     for key in conflicts.iter().filter(|k| !k.ends_with(".meta")) {
         let handed = records.iter().any(|r| {
@@ -720,4 +728,6 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
         });
         assert!(handed, "{key}: not handed over");
     }
+    let waiting = stack.objects(SERVING, "_symdex/waiting/").await;
+    assert!(waiting.is_empty(), "the waits ended with the hand-over");
 }
