@@ -281,11 +281,11 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     // Canonical paths (upload ids name them): `index_file` takes them as they are.
     let files = expand_paths_excluding(&args.inputs, &store_root);
     let count = files.len();
-    // The writer lock makes this run the store's only writer: source-map records are
-    // written once per flush, before the uploads they serve are finalized.
     // A removal a killed `delete` or `expire` left half done is finished by indexing its
     // upload again: the keys it frees go to the uploads waiting for them, as they would have.
     let hand_over = FromFiles::new(&store, &args.keys, args.limits);
+    // The writer lock makes this run the store's only writer: source-map records are
+    // written once per flush, before the uploads they serve are finalized.
     let indexer = Indexer::new(&store, config(args))
         .defer_source_map_writes()
         .handing_over_to(&hand_over);
