@@ -885,13 +885,7 @@ impl<'s> Indexer<'s> {
                 Ok(true) => {
                     // Listed now: the waits for these keys are over (a marker a crash here
                     // leaves goes when the key's holder, this upload, is removed).
-                    for key in &indexed.waits_ended {
-                        let waiting = Waiting {
-                            key: key.clone(),
-                            upload: upload.clone(),
-                        };
-                        self.refs.stop_waiting(&waiting).await?;
-                    }
+                    self.stop_waiting(upload, &indexed.waits_ended).await?;
                     return Ok(Vec::new());
                 }
                 Ok(false) => "removed while it was indexed",
@@ -931,10 +925,8 @@ impl<'s> Indexer<'s> {
         // hand-over's records say who published them again, and before the record that would
         // report them on a retry goes.
         self.write_manifest(&undone).await?;
-        self.hand_over(upload, &removed).await?;
-        if let Some(record) = &record {
-            self.forget(record).await?;
-        }
+        self.finish_removal(upload, &removed, record.as_ref())
+            .await?;
         Ok(undone)
     }
 
@@ -2183,24 +2175,43 @@ impl<'s> Indexer<'s> {
     /// 8), then forgets the removed upload: after its record reached the manifest, which so
     /// says the keys were unpublished before the re-indexes say they are published again.
     pub async fn end_removal(&self, removal: &Removal) -> io::Result<()> {
-        let freed = &removal.record.removed;
-        self.hand_over(&removal.upload.upload, freed).await?;
-        self.forget(&removal.upload).await
+        let upload = &removal.upload;
+        self.finish_removal(&upload.upload, &removal.record.removed, Some(upload))
+            .await
     }
 
-    /// Forgets a removed upload: its own waits (refs.rs, invariant 8) first — a marker is
-    /// where a key it plans and does not reference held other bytes — then its record. A
-    /// marker a crash in between leaves, or a late attempt of the upload writes, is found
-    /// stale by the key holder's removal, as any wait of an upload gone.
-    async fn forget(&self, upload: &UploadRecord) -> io::Result<()> {
-        for key in upload.planned.difference(&upload.keys) {
+    /// The end of every removal, once its record is in the manifest: the keys it `freed`
+    /// handed over, then the removed upload forgotten (if it still has a `record`) — its own
+    /// waits first (refs.rs, invariant 8; a marker is where a key it plans and does not
+    /// reference held other bytes), then its record. A marker a crash in between leaves, or a
+    /// late attempt of the upload writes, is found stale by the key holder's removal, as any
+    /// wait of an upload gone.
+    async fn finish_removal(
+        &self,
+        upload_id: &str,
+        freed: &[String],
+        record: Option<&UploadRecord>,
+    ) -> io::Result<()> {
+        self.hand_over(upload_id, freed).await?;
+        let Some(record) = record else {
+            return Ok(());
+        };
+        let unreferenced: BTreeSet<String> =
+            record.planned.difference(&record.keys).cloned().collect();
+        self.stop_waiting(upload_id, &unreferenced).await?;
+        self.refs.end_removal(record).await
+    }
+
+    /// Forgets the waits of `upload` for `keys` (refs.rs, invariant 8).
+    async fn stop_waiting(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<()> {
+        for key in keys {
             let waiting = Waiting {
                 key: key.clone(),
-                upload: upload.upload.clone(),
+                upload: upload.to_string(),
             };
             self.refs.stop_waiting(&waiting).await?;
         }
-        self.refs.end_removal(upload).await
+        Ok(())
     }
 
     /// Moves an upload to `channel`, its expiry recomputed under `policy` from its indexing
@@ -2898,10 +2909,10 @@ mod tests {
         .await
         .unwrap();
         for key in &conflicts {
-            let holds = store.read(key).await.unwrap().unwrap();
             if key.ends_with(".meta") {
                 continue; // A sidecar: records name the file it describes.
             }
+            let holds = store.read(key).await.unwrap().unwrap();
             assert!(holds == other.bytes, "{key}");
             let went = written
                 .iter()
