@@ -148,14 +148,16 @@ impl<'s> FromFiles<'s> {
         };
         let indexer = Indexer::new(self.store, config);
         let mut sink = Sink::new(&indexer, false);
+        // Identified as the upload was: its record says whether it was a source.
         let options = IdentifyOptions {
-            as_source: unpack.keys.sources.wants_source(path),
+            as_source: waiter.as_source || unpack.keys.sources.wants_source(path),
         };
         let meta = &waiter.meta;
         // The bytes the upload was: its own, or (an entry) its archive's.
         let archive_etag = waiter.ingest_etag.as_deref();
         match read_input(indexer.refs(), path, options, true).await? {
-            Ok(read) => {
+            Ok(mut read) => {
+                read.source_path.clone_from(&waiter.source_path);
                 let same = match &waiter.entry {
                     None => read.upload(meta).id == waiter.upload,
                     Some(_) => archive_etag == Some(read.etag.as_str()),
@@ -759,6 +761,9 @@ struct ReadInput {
     identified: Option<Result<Vec<Identity>, FormatError>>,
     /// Where it may be indexed beside others (`pipeline::route_of`), when asked.
     route: Option<String>,
+    /// Where it sits in its source tree, as its upload record says (a hand-over); else
+    /// found from the current directory.
+    source_path: Option<String>,
 }
 
 /// Reads an input (reader thread): only its status when its source record knows that status
@@ -798,6 +803,7 @@ async fn read_input(
             options,
             identified: None,
             route: None,
+            source_path: None,
         }));
     }
     let container = file_head::<{ archive::DETECT_LEN }>(&abs)
@@ -830,6 +836,7 @@ async fn read_input(
         options,
         identified: Some(identified),
         route: None,
+        source_path: None,
     }))
 }
 
@@ -839,7 +846,8 @@ impl ReadInput {
     fn upload(&self, meta: &UploadMeta) -> Upload<'_> {
         // Under a source root, a loose source file sits in its tree where it sits under the
         // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
-        let source_path = meta.source_root.as_ref().and_then(|_| {
+        let source_path = self.source_path.clone().or_else(|| {
+            meta.source_root.as_ref()?;
             let cwd = absolute(Path::new("."));
             self.abs
                 .strip_prefix(&cwd)

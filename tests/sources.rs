@@ -258,6 +258,185 @@ fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
     assert_eq!(published_files(&last), b);
 }
 
+/// `symdex index --source-ext c,h [--source-root ROOT] src/hello.c` run in `dir`.
+fn index_source_in(store: &Path, dir: &Path, root: Option<&Path>) {
+    let mut cmd = symdex();
+    cmd.current_dir(dir)
+        .args(["index", "--source-ext", "c,h", "--store"])
+        .arg(store);
+    if let Some(root) = root {
+        cmd.arg("--source-root").arg(root);
+    }
+    let out = cmd.arg("src/hello.c").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `symdex delete --input INPUT` run in `dir`.
+fn delete_in(store: &Path, dir: &Path, input: &Path) {
+    let out = symdex()
+        .current_dir(dir)
+        .args(["delete", "--store"])
+        .arg(store)
+        .arg("--input")
+        .arg(input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `checkout/src/hello.c` holding `text`.
+fn checkout(w: &Workdir, name: &str, text: &str) -> std::path::PathBuf {
+    std::fs::create_dir_all(w.path(&format!("{name}/src"))).unwrap();
+    std::fs::write(w.path(&format!("{name}/src/hello.c")), text).unwrap();
+    w.path(name)
+}
+
+/// The manifest records matching `filter` (`manifest query` options), as stored.
+fn records_matching(store: &Path, filter: &[&str]) -> Vec<serde_json::Value> {
+    let out = symdex()
+        .args(["manifest", "query", "--format", "json"])
+        .args(filter)
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Two checkouts offer the same path with different content: the first served it, the second
+/// tied with it (ambiguous, nothing published for it). Deleting the first withdraws its offer
+/// and hands the path to the second — for the debug file indexed before, and for one indexed
+/// after (no stale offer of the deleted upload makes it ambiguous again).
+#[test]
+fn deleting_a_source_hands_its_paths_to_the_sources_that_match_them_now() {
+    let w = Workdir::new();
+    let build_id = build(&w, &[], 0);
+    let root = w.path("build").canonicalize().unwrap();
+    let store = w.path("store");
+    index(&store, &[&w.path("app.debug")]);
+    let edited = format!("{HELLO}/* edited */\n");
+    let one = checkout(&w, "one", HELLO);
+    index_source_in(&store, &one, Some(&root));
+    let two = checkout(&w, "two", &edited);
+    index_source_in(&store, &two, Some(&root));
+    let key = format!("buildid/{build_id}/source{}/src/hello.c", root.display());
+    assert_eq!(std::fs::read(store.join(&key)).unwrap(), HELLO.as_bytes());
+
+    delete_in(&store, &w.path(""), &one.join("src/hello.c"));
+    assert_eq!(
+        std::fs::read(store.join(&key)).ok(),
+        Some(edited.clone().into_bytes()),
+        "the other checkout's file serves the path"
+    );
+    // The manifest says the key went with the first and came back with the second, in order.
+    let actions: Vec<(String, String)> = records_matching(&store, &["--key", &key])
+        .iter()
+        .map(|r| {
+            let upload = r["upload"].as_str().unwrap();
+            let from = if upload.contains("/one/") {
+                "one"
+            } else {
+                "two"
+            };
+            (from.to_string(), r["action"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let at = |step: (&str, &str)| {
+        actions
+            .iter()
+            .position(|(u, a)| (u.as_str(), a.as_str()) == step)
+            .unwrap_or_else(|| panic!("no record {step:?} in {actions:?}"))
+    };
+    assert!(
+        at(("one", "unpublished")) < at(("two", "indexed")),
+        "{actions:?}"
+    );
+    verify_clean(&store);
+
+    // A debug file of another build naming the same path, indexed after the delete.
+    common::run_in(
+        &w.path("build"),
+        "gcc",
+        &["-g", "-O1", "-o", "app2", "src/hello.c"],
+    );
+    common::run_in(
+        &w.path("build"),
+        "objcopy",
+        &["--only-keep-debug", "app2", "../app2.debug"],
+    );
+    let second_id = readelf_build_id(&w, "app2.debug").unwrap();
+    assert_ne!(second_id, build_id);
+    index(&store, &[&w.path("app2.debug")]);
+    let second = format!("buildid/{second_id}/source{}/src/hello.c", root.display());
+    assert_eq!(
+        std::fs::read(store.join(&second)).ok(),
+        Some(edited.into_bytes()),
+        "served by the one offer left"
+    );
+    verify_clean(&store);
+}
+
+/// A loose source file keyed under a source root that waits for its key (a suffix match from
+/// another checkout holds it) takes the key when the holder is deleted from another
+/// directory: the hand-over indexes it again with the path it was keyed under (its upload
+/// record), not one found from the deleting process's directory.
+#[test]
+fn a_waiting_source_is_handed_its_key_with_the_path_it_was_keyed_under() {
+    let w = Workdir::new();
+    let build_id = build(&w, &[], 0);
+    let root = w.path("build").canonicalize().unwrap();
+    let store = w.path("store");
+    index(&store, &[&w.path("app.debug")]);
+    let edited = format!("{HELLO}/* edited */\n");
+    // Offered as `src/hello.c`: it serves the path by its suffix.
+    let one = checkout(&w, "one", HELLO);
+    index_source_in(&store, &one, None);
+    let key = format!("buildid/{build_id}/source{}/src/hello.c", root.display());
+    assert_eq!(std::fs::read(store.join(&key)).unwrap(), HELLO.as_bytes());
+    // Under the source root the exact path wins, and finds the key holding other bytes.
+    let two = checkout(&w, "two", &edited);
+    index_source_in(&store, &two, Some(&root));
+    assert_eq!(std::fs::read(store.join(&key)).unwrap(), HELLO.as_bytes());
+
+    delete_in(&store, &w.path(""), &one.join("src/hello.c"));
+    assert_eq!(
+        std::fs::read(store.join(&key)).ok(),
+        Some(edited.into_bytes())
+    );
+    // Indexed again as a source, as it was (the `delete` was not told `--source-ext`).
+    assert_eq!(
+        records_matching(&store, &["--action", "skipped"]),
+        [] as [serde_json::Value; 0]
+    );
+    // Every offer the second checkout's file made is of the path it was keyed under.
+    let offers: Vec<serde_json::Value> = common::files_of(&store, |k| k.contains("/sourcemap/"))
+        .values()
+        .flat_map(|bytes| {
+            let record: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+            record["offers"].as_array().unwrap().clone()
+        })
+        .collect();
+    let paths: Vec<&str> = offers.iter().map(|o| o["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["src/hello.c"], "{offers:?}");
+    verify_clean(&store);
+}
+
 #[test]
 fn a_source_root_maps_loose_files_exactly_and_compressed_debug_sections_are_read() {
     let w = Workdir::new();

@@ -271,6 +271,9 @@ pub struct Indexed {
     /// invariant 8): their markers go once the finalize lists them — before that, a run
     /// that dies must be re-indexed by the hand-over's retry, which finds it by its marker.
     waits_ended: BTreeSet<String>,
+    /// A source upload: the join record of its offer (`UploadRecord::offered_in`), for a
+    /// take-back to withdraw it even when a removal got there first and forgot the record.
+    offered_in: Option<String>,
 }
 
 /// A change to one source-map record an upload's indexing decided (made at once, or by a
@@ -770,6 +773,15 @@ impl<'s> Indexer<'s> {
                 .filter_map(|p| p.id.sources.as_ref())
                 .flat_map(|s| s.paths.iter().cloned())
                 .collect(),
+            source_path: upload.source_path.clone(),
+            // Where its offer goes, if it makes one (`offer_source`), for its removal to
+            // withdraw it.
+            offered_in: plans
+                .iter()
+                .any(|p| p.id.kind == Kind::Source)
+                .then(|| offer_of(upload).1)
+                .filter(|_| self.config.layouts.contains(&Layout::Debuginfod)),
+            as_source: upload.options.as_source,
             ..UploadRecord::default()
         };
         let stamp = upload.file_stamp.as_ref();
@@ -857,6 +869,7 @@ impl<'s> Indexer<'s> {
             source_map_changes: Vec::new(),
             held: Vec::new(),
             waits_ended,
+            offered_in: template.offered_in,
         })
     }
 
@@ -925,7 +938,8 @@ impl<'s> Indexer<'s> {
         // hand-over's records say who published them again, and before the record that would
         // report them on a retry goes.
         self.write_manifest(&undone).await?;
-        self.finish_removal(upload, &removed, record.as_ref())
+        let offered_in = indexed.offered_in.as_deref();
+        self.finish_removal(upload, &removed, record.as_ref(), offered_in)
             .await?;
         Ok(undone)
     }
@@ -1335,12 +1349,7 @@ impl<'s> Indexer<'s> {
         if !self.config.layouts.contains(&Layout::Debuginfod) {
             return Ok(BTreeSet::new());
         }
-        let path = upload
-            .source_path
-            .clone()
-            .or_else(|| upload.entry.as_ref().map(|e| e.path.clone()))
-            .unwrap_or_else(|| upload.ingest_key.clone())
-            .replace('\\', "/");
+        let (path, file) = offer_of(upload);
         let offer = Offer {
             path,
             root: upload.meta.source_root.clone(),
@@ -1350,7 +1359,6 @@ impl<'s> Indexer<'s> {
             size: upload.size,
         };
         let name = sourcemap::base_name(&offer.path).to_string();
-        let file = sourcemap::record_file(upload.meta.build.as_deref().unwrap_or(""), &name);
         let record = self
             .refs
             .update_source_map(&file, |r| r.offer(&offer))
@@ -1560,19 +1568,106 @@ impl<'s> Indexer<'s> {
                 self.change_source_map(&upload.id, change).await?;
             }
         }
+        let why = format!("sources named by {} (build id {build_id})", upload.id);
+        Ok((report, self.holder_records(held, &why).await?))
+    }
+
+    /// The records of source uploads that now hold `source/` keys (`held`, by upload).
+    async fn holder_records(
+        &self,
+        held: BTreeMap<String, Vec<String>>,
+        why: &str,
+    ) -> io::Result<Vec<Record>> {
         let mut records = Vec::new();
         for (holder, keys) in held {
             if let Some(holder_upload) = self.refs.upload(&holder).await? {
                 let mut record = upload_record_of(&holder_upload, Action::Indexed);
                 record.published = keys;
-                record.reason = Some(format!(
-                    "sources named by {} (build id {build_id})",
-                    upload.id
-                ));
+                record.reason = Some(why.to_string());
                 records.push(record);
             }
         }
-        Ok((report, records))
+        Ok(records)
+    }
+
+    /// Withdraws a removed source upload's offer from its join record (sourcemap.rs), and
+    /// serves the paths it decided from the offers that match them now: a path it served
+    /// (its key among `freed`, the keys the removal unpublished), or one its offer made
+    /// ambiguous. Each such key is published on behalf of the source upload now matching
+    /// (refs.rs, invariant 5), and the manifest says so after the removal's own record.
+    ///
+    /// Whoever swaps the join record second sees the other: a debug file whose want is
+    /// swapped after the withdrawal matches without this offer itself; one swapped before
+    /// is in the record returned here, and is served from it (its own indexing may have
+    /// met the offer and found its upload removing). A retry after a crash finds the offer
+    /// gone and serves the keys in `freed` again (a retried removal reports the same
+    /// keys); a path only made ambiguous is then served by the next upload to match it.
+    async fn withdraw_offer(&self, removed: &str, file: &str, freed: &[String]) -> io::Result<()> {
+        let mut before = None;
+        let after = self
+            .refs
+            .update_source_map(file, |record| {
+                before = Some(record.clone());
+                let offered = record.offers.len();
+                record.offers.retain(|o| o.upload != removed);
+                record.offers.len() != offered
+            })
+            .await?;
+        let before = before.unwrap_or_default();
+        let names: BTreeSet<&str> = before
+            .offers
+            .iter()
+            .filter(|o| o.upload == removed)
+            .map(|o| sourcemap::base_name(&o.path))
+            .collect();
+        let freed: BTreeSet<&str> = freed.iter().map(String::as_str).collect();
+        let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for want in &after.wants {
+            let name = sourcemap::base_name(&want.path);
+            let Some(key) = self.source_key(&want.build_id, &want.path) else {
+                continue;
+            };
+            let best = |record: &sourcemap::SourceMapRecord| match best_offer(
+                &want.path,
+                record
+                    .offers
+                    .iter()
+                    .filter(|o| sourcemap::base_name(&o.path) == name),
+            ) {
+                Match::Found(offer) => Some(offer.clone()),
+                _ => None,
+            };
+            let Some(now) = best(&after) else {
+                continue;
+            };
+            let decided = names.contains(name) && best(&before).as_ref() != Some(&now);
+            if !(decided || freed.contains(key.as_str())) {
+                continue;
+            }
+            // A want of a debug file removed since serves nobody.
+            let alive = self
+                .refs
+                .upload(&want.upload)
+                .await?
+                .is_some_and(|u| u.state != UploadState::Removing);
+            if !alive {
+                continue;
+            }
+            let content = Content {
+                etag: &now.etag,
+                size: now.size,
+                source: CopySource::Key(&now.key),
+            };
+            if self.hold_for(&now.upload, &key, &content).await? == Some(KeyOutcome::Published) {
+                held.entry(now.upload.clone()).or_default().push(key);
+            }
+        }
+        let why = format!("sources whose upload {removed} was removed");
+        let records = self.holder_records(held, &why).await?;
+        if !records.is_empty() {
+            self.write_manifest(&records).await?;
+        }
+        Ok(())
     }
 
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under
@@ -2176,23 +2271,30 @@ impl<'s> Indexer<'s> {
     /// says the keys were unpublished before the re-indexes say they are published again.
     pub async fn end_removal(&self, removal: &Removal) -> io::Result<()> {
         let upload = &removal.upload;
-        self.finish_removal(&upload.upload, &removal.record.removed, Some(upload))
+        self.finish_removal(&upload.upload, &removal.record.removed, Some(upload), None)
             .await
     }
 
     /// The end of every removal, once its record is in the manifest: the keys it `freed`
-    /// handed over, then the removed upload forgotten (if it still has a `record`) — its own
-    /// waits first (refs.rs, invariant 8; a marker is where a key it plans and does not
-    /// reference held other bytes), then its record. A marker a crash in between leaves, or a
-    /// late attempt of the upload writes, is found stale by the key holder's removal, as any
-    /// wait of an upload gone.
+    /// handed over, a source upload's offer withdrawn (its join record: the `record`'s, else
+    /// `offered_in`, what a take-back's attempt planned) and its paths served by the offers
+    /// matching them now, then the removed upload forgotten (if it still has a `record`) —
+    /// its own waits first (refs.rs, invariant 8; a marker is where a key it plans and does
+    /// not reference held other bytes), then its record. A marker a crash in between leaves,
+    /// or a late attempt of the upload writes, is found stale by the key holder's removal, as
+    /// any wait of an upload gone.
     async fn finish_removal(
         &self,
         upload_id: &str,
         freed: &[String],
         record: Option<&UploadRecord>,
+        offered_in: Option<&str>,
     ) -> io::Result<()> {
         self.hand_over(upload_id, freed).await?;
+        let offered_in = record.and_then(|r| r.offered_in.as_deref()).or(offered_in);
+        if let Some(file) = offered_in {
+            self.withdraw_offer(upload_id, file, freed).await?;
+        }
         let Some(record) = record else {
             return Ok(());
         };
@@ -2391,6 +2493,19 @@ fn read_range(path: &std::path::Path, offset: u64, size: u64) -> io::Result<Vec<
 }
 
 /// A manifest record about an upload known only from its upload record.
+/// The path a source upload offers (sourcemap.rs) and the join record it offers it in.
+fn offer_of(upload: &Upload<'_>) -> (String, String) {
+    let path = upload
+        .source_path
+        .clone()
+        .or_else(|| upload.entry.as_ref().map(|e| e.path.clone()))
+        .unwrap_or_else(|| upload.ingest_key.clone())
+        .replace('\\', "/");
+    let scope = upload.meta.build.as_deref().unwrap_or("");
+    let file = sourcemap::record_file(scope, sourcemap::base_name(&path));
+    (path, file)
+}
+
 fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
     let (bucket, key) = match upload
         .source

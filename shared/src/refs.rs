@@ -275,6 +275,20 @@ pub struct UploadRecord {
     /// An ELF debug file: the source paths its DWARF names (formats::dwarf).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub source_paths: Vec<String>,
+    /// A loose source file keyed under a source root: where it sat in its source tree
+    /// (`Upload::source_path`). A hand-over re-indexes it from anywhere with the same path,
+    /// so it takes the keys it waits for (the path from the indexer's directory would be
+    /// another). Absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_path: Option<String>,
+    /// A source upload: the join record it offers itself in (sourcemap.rs), from which its
+    /// removal withdraws the offer. Absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_in: Option<String>,
+    /// Identified as a source file when no binary format matched (`IdentifyOptions`): a
+    /// hand-over identifies it so again, whatever its own run was told.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub as_source: bool,
     /// While `removing`: keys already unpublished (a retried removal reports them too).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub removed: BTreeSet<String>,
@@ -334,6 +348,18 @@ pub struct IndexedAs {
 }
 
 impl UploadRecord {
+    /// Takes how `latest` was indexed (a run of the same bytes at the same location, with
+    /// other options or from another directory): what a hand-over repeats, and where its
+    /// offer is. `true` if anything changed.
+    fn take_plan_of(&mut self, latest: &UploadRecord) -> bool {
+        let plan = |r: &UploadRecord| (r.source_path.clone(), r.offered_in.clone(), r.as_source);
+        let changed = plan(self) != plan(latest);
+        self.source_path.clone_from(&latest.source_path);
+        self.offered_in.clone_from(&latest.offered_in);
+        self.as_source = latest.as_source;
+        changed
+    }
+
     /// Lists `keys` as planned where neither list has them; `true` if any was new.
     fn plan_keys(&mut self, keys: &BTreeSet<String>) -> bool {
         let new: Vec<String> = keys
@@ -2287,7 +2313,8 @@ impl<'s> RefStore<'s> {
                     if record.state == UploadState::Removing {
                         return Ok(Step::Keep(Some(found)));
                     }
-                    if record.plan_keys(keys) {
+                    let replanned = record.take_plan_of(template);
+                    if record.plan_keys(keys) || replanned {
                         Ok(Step::Write(record, Some(found)))
                     } else {
                         Ok(Step::Keep(Some(found)))
@@ -2828,6 +2855,9 @@ mod tests {
             runs: set("run"),
             planned: set("k/2"),
             source_paths: vec!["/src/a.c".into()],
+            source_path: s("src/a.c"),
+            offered_in: s("_symdex/sourcemap/x/ab.json"),
+            as_source: true,
             removed: set("k/3"),
             indexed_as: Some(IndexedAs {
                 plan: "p".into(),

@@ -121,6 +121,12 @@ pub struct Artifacts {
     /// records first), and that source file; both of build `ci-7`.
     pub debug_with_sources: Artifact,
     pub source: Artifact,
+    /// Another checkout's `src/hello.c` (other bytes): its path ties with `source`'s for the
+    /// debug file's (both share `src/hello.c` with it), so while both are offered neither
+    /// serves it.
+    pub source_edited: Artifact,
+    /// `source`'s bytes from a third checkout.
+    pub source_copy: Artifact,
     /// A universal Mach-O uploaded by two builds: two identities (one per slice) whose keys
     /// serve the whole file (on S3 with aliases, one key holds the bytes and the others,
     /// both slices', are aliases of it).
@@ -185,6 +191,20 @@ impl Artifacts {
                 "file:/ci/src/hello.c",
                 "src/hello.c",
                 b"int main(void) { return 0; }\n".to_vec(),
+            )
+            .keyed_as_source()
+            .in_build("ci-7"),
+            source_copy: Artifact::new(
+                "file:/ci/copy/src/hello.c",
+                "copy/src/hello.c",
+                b"int main(void) { return 0; }\n".to_vec(),
+            )
+            .keyed_as_source()
+            .in_build("ci-7"),
+            source_edited: Artifact::new(
+                "file:/ci/other/src/hello.c",
+                "other/src/hello.c",
+                b"int main(void) { return 1; }\n".to_vec(),
             )
             .keyed_as_source()
             .in_build("ci-7"),
@@ -398,6 +418,37 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Delete(&a.source),
             ],
             survivors: Survivors::Exactly(vec![&a.debug_with_sources]),
+        },
+        Scenario {
+            // The deleted source's offer is withdrawn, and the path it made ambiguous is
+            // served by the other (sourcemap.rs): by the debug file's own indexing if its
+            // want is swapped after the withdrawal, by the removal if before.
+            name: "a source tying with another is deleted while their debug file arrives",
+            before: vec![&a.source, &a.source_edited],
+            ops: vec![
+                Op::Index(&a.debug_with_sources, true),
+                Op::Delete(&a.source),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_edited]),
+        },
+        Scenario {
+            name: "the source serving a path is deleted while another of the path arrives",
+            before: vec![&a.debug_with_sources, &a.source],
+            ops: vec![Op::Index(&a.source_edited, true), Op::Delete(&a.source)],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_edited]),
+        },
+        Scenario {
+            // A copy of the bytes is there: the source's key is found unchanged, no `create`
+            // lease holds its removal back, which may withdraw the offer and forget the upload
+            // before the indexer makes the offer. Its take-back withdraws it again.
+            name: "a source is deleted while it is indexed, beside another of its path",
+            before: vec![&a.debug_with_sources, &a.source_edited, &a.source_copy],
+            ops: vec![Op::Index(&a.source, false), Op::Delete(&a.source)],
+            survivors: Survivors::Exactly(vec![
+                &a.debug_with_sources,
+                &a.source_edited,
+                &a.source_copy,
+            ]),
         },
         Scenario {
             name: "a removal processed before its creation",
@@ -628,6 +679,32 @@ async fn published(store: &dyn Storage) -> io::Result<BTreeMap<String, String>> 
     Ok(out)
 }
 
+/// A join record's offer of a source upload gone or going (sourcemap.rs): its removal
+/// withdraws it, else it would make the paths it ties for ambiguous to debug files to come.
+async fn stale_offer(store: &dyn Storage) -> io::Result<Option<String>> {
+    let refs = crate::refs::RefStore::new(store);
+    let live: BTreeSet<String> = refs
+        .uploads()
+        .await?
+        .into_iter()
+        .filter(|u| u.state != crate::refs::UploadState::Removing)
+        .map(|u| u.upload)
+        .collect();
+    for file in store
+        .list(&format!("{}/sourcemap/", crate::refs::STATE_PREFIX))
+        .await?
+    {
+        let record = refs.source_map(&file).await?;
+        if let Some(offer) = record.offers.iter().find(|o| !live.contains(&o.upload)) {
+            return Ok(Some(format!(
+                "{file} offers {} of an upload gone",
+                offer.path
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// What a serial run of `uploads` leaves: references and published objects.
 type Expected = (BTreeMap<String, BTreeSet<String>>, BTreeMap<String, String>);
 
@@ -779,6 +856,9 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 "{}",
                 context(&format!("invariants broken:\n{}", lines.join("\n")))
             );
+        }
+        if let Some(stale) = stale_offer(&store).await.expect("join records") {
+            panic!("{}", context(&stale));
         }
         let refs = references(&store).await.expect("references");
         let objects = published(&store).await.expect("published");
