@@ -39,7 +39,7 @@ conformance:
 	SYMDEX_SHARED=$(SHARED) $(CARGO) test --test conformance -- --ignored --nocapture
 
 # Throughput figures (files/s), symdex beside Sentry's symbolic on the same files.
-bench: release
+bench: setup release
 	bash scripts/bench.sh $(SHARED)
 
 # Coverage-guided fuzzing (fuzz/, cargo-fuzz) for FUZZ_SECONDS per target, when a nightly

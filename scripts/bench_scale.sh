@@ -10,6 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 symdex="$root/target/release/symdex"
 work="${BENCH_SCALE_DIR:-$root/.work/bench-scale}"
 sizes=${BENCH_SCALE:-"1000 5000 20000"}
+command -v debuginfod >/dev/null || { echo "bench: debuginfod is missing (make setup installs it)" >&2; exit 1; }
 rm -rf "$work" && mkdir -p "$work"
 cat > "$work/prog.c" <<'C'
 #include <stdio.h>
@@ -69,6 +70,8 @@ PY
     scanned=$({ curl -s "http://127.0.0.1:$port/metrics" 2>/dev/null || true; } |
       awk '/^scanned_files_total\{source="file"\}/ {print $2}')
     [ "${scanned:-0}" -ge "$n" ] && break
+    # A debuginfod that exited (a port taken, say) would be waited for forever.
+    kill -0 "$pid" 2>/dev/null || { echo "bench: debuginfod exited before scanning $n files" >&2; exit 1; }
     sleep 0.05
   done
   d1=$(now)

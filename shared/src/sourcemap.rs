@@ -17,6 +17,11 @@
 //! - The published key is held by the source upload (refs.rs, invariant 5: a key is held by
 //!   the uploads whose bytes it serves): removing the sources unpublishes it, removing the
 //!   debug file does not (its build's sources stay served until they are removed).
+//! - A removed source's offer is withdrawn by its removal, which then serves the paths it
+//!   served or made ambiguous from the offers matching them now (`Indexer::withdraw_offer`):
+//!   no offer outlives its upload (the scenarios check it), so none makes a path ambiguous
+//!   for debug files to come. (An upload record written before it named its join record:
+//!   such an offer is dropped as before, when a debug file meets it as its best match.)
 
 use std::collections::BTreeSet;
 
