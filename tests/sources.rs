@@ -8,7 +8,7 @@ use std::path::Path;
 
 use common::debuginfod_client as client;
 use common::{
-    index_json, published_files, readelf_build_id, symdex, verify_clean, Server, Workdir,
+    index_json, ok, published_files, readelf_build_id, symdex, verify_clean, Server, Workdir,
 };
 
 const HELLO: &str = r#"#include <stdio.h>
@@ -267,29 +267,14 @@ fn index_source_in(store: &Path, dir: &Path, root: Option<&Path>) {
     if let Some(root) = root {
         cmd.arg("--source-root").arg(root);
     }
-    let out = cmd.arg("src/hello.c").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(cmd.arg("src/hello.c").output().unwrap());
 }
 
 /// `symdex delete --input INPUT` run in `dir`.
 fn delete_in(store: &Path, dir: &Path, input: &Path) {
-    let out = symdex()
-        .current_dir(dir)
-        .args(["delete", "--store"])
-        .arg(store)
-        .arg("--input")
-        .arg(input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut cmd = symdex();
+    cmd.current_dir(dir).args(["delete", "--store"]).arg(store);
+    ok(cmd.arg("--input").arg(input).output().unwrap());
 }
 
 /// `checkout/src/hello.c` holding `text`.
@@ -301,19 +286,10 @@ fn checkout(w: &Workdir, name: &str, text: &str) -> std::path::PathBuf {
 
 /// The manifest records matching `filter` (`manifest query` options), as stored.
 fn records_matching(store: &Path, filter: &[&str]) -> Vec<serde_json::Value> {
-    let out = symdex()
-        .args(["manifest", "query", "--format", "json"])
-        .args(filter)
-        .arg(store)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
+    let mut cmd = symdex();
+    cmd.args(["manifest", "query", "--format", "json"])
+        .args(filter);
+    ok(cmd.arg(store).output().unwrap())
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
