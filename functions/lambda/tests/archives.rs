@@ -425,6 +425,69 @@ async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
     );
 }
 
+/// What a serving-bucket key serves: its bytes, or its alias target's (one hop).
+async fn served(stack: &Stack, key: &str) -> Option<Vec<u8>> {
+    let head = stack.s3.head_object().bucket(SERVING).key(key).send().await;
+    let target = head.ok()?.website_redirect_location().map(str::to_string);
+    let key = target.as_deref().map_or(key, |t| t.trim_start_matches('/'));
+    let object = stack.s3.get_object().bucket(SERVING).key(key).send().await;
+    Some(
+        object
+            .ok()?
+            .body
+            .collect()
+            .await
+            .ok()?
+            .into_bytes()
+            .to_vec(),
+    )
+}
+
+/// Two source tarballs tie for the path the debug file names (prog.c of other content): the
+/// first serves it. Deleting the first from the ingest bucket (the remover) withdraws its offer
+/// and hands the path to the second, in both alias modes (with redirects, the key becomes an
+/// alias of the second tarball's entry), and the store audits clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_source_tarball_hands_its_paths_to_the_tarball_left() {
+    for aliases in ["copy", "redirect"] {
+        let stack = Stack::new().await;
+        let settings = [
+            ("SYMDEX_SOURCE_EXTENSIONS", "c,h"),
+            ("SYMDEX_ALIASES", aliases),
+        ];
+        let ctx = Arc::new(Context::new(config(&settings), stack.moto.s3().await));
+        let fx = Fixtures::build();
+        let dir = fx.dir.path().canonicalize().unwrap();
+        let source = std::fs::read(dir.join("prog.c")).unwrap();
+        run(
+            &dir,
+            "tar -czf a.tar.gz prog.c && mkdir b && (cat prog.c; echo '/* b */') > b/prog.c \
+             && tar -czf b.tar.gz -C b prog.c",
+        );
+        let edited = std::fs::read(dir.join("b/prog.c")).unwrap();
+        index(&stack, &ctx, "ci/app.debug", &dir.join("app.debug")).await;
+        index(&stack, &ctx, "ci/a/src.tar.gz", &dir.join("a.tar.gz")).await;
+        index(&stack, &ctx, "ci/b/src.tar.gz", &dir.join("b.tar.gz")).await;
+        let key = format!("buildid/{}/source{}/prog.c", fx.build_id(), dir.display());
+        assert_eq!(served(&stack, &key).await, Some(source), "{aliases}: {key}");
+
+        remove(&stack, &ctx, "ci/a/src.tar.gz").await;
+        assert_eq!(served(&stack, &key).await, Some(edited), "{aliases}: {key}");
+        let records = checks::manifest_records(&stack, SERVING).await;
+        assert!(
+            records.iter().any(|r| r["upload"]
+                .as_str()
+                .is_some_and(|u| u.contains("ci/b/src.tar.gz"))
+                && r["published"]
+                    .as_array()
+                    .is_some_and(|p| p.contains(&Value::from(key.clone())))),
+            "{aliases}: a record says the second tarball's entry published {key}"
+        );
+        let (problems, _) = checks::audited(&stack, SERVING).await;
+        assert!(problems.is_empty(), "{aliases}: {problems:?}");
+    }
+}
+
 /// With SYMDEX_ALIASES=redirect a source key is an alias of the source's first key: read
 /// through the module's viewer-response function (a node stand-in for CloudFront runs the real
 /// `edge/response.js`), debuginfod-find gets a 301, follows it, and fetches the source byte
