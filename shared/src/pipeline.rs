@@ -1378,13 +1378,7 @@ impl<'s> Indexer<'s> {
             if best.etag != offer.etag {
                 continue;
             }
-            // A want of a debug file removed since serves nobody.
-            let alive = self
-                .refs
-                .upload(&want.upload)
-                .await?
-                .is_some_and(|u| u.state != UploadState::Removing);
-            if !alive {
+            if !self.wanted_by_a_live_upload(want).await? {
                 dead.insert(want.clone());
                 continue;
             }
@@ -1407,6 +1401,13 @@ impl<'s> Indexer<'s> {
         let mut holding = Some(holding.to_string());
         self.publish_own(upload, &keys, fresh, outcome, &mut holding)
             .await
+    }
+
+    /// Whether the debug file of `want` is still there (a want of one removed since serves
+    /// nobody).
+    async fn wanted_by_a_live_upload(&self, want: &Want) -> io::Result<bool> {
+        let upload = self.refs.upload(&want.upload).await?;
+        Ok(upload.is_some_and(|u| u.state != UploadState::Removing))
     }
 
     /// The prefixed `source/` key of a path, if it is a valid key.
@@ -1644,13 +1645,7 @@ impl<'s> Indexer<'s> {
             if !(decided || freed.contains(key.as_str())) {
                 continue;
             }
-            // A want of a debug file removed since serves nobody.
-            let alive = self
-                .refs
-                .upload(&want.upload)
-                .await?
-                .is_some_and(|u| u.state != UploadState::Removing);
-            if !alive {
+            if !self.wanted_by_a_live_upload(want).await? {
                 continue;
             }
             let content = Content {
