@@ -2487,7 +2487,6 @@ fn read_range(path: &std::path::Path, offset: u64, size: u64) -> io::Result<Vec<
     crate::reader::read_vec(&reader, offset, len)
 }
 
-/// A manifest record about an upload known only from its upload record.
 /// The path a source upload offers (sourcemap.rs) and the join record it offers it in.
 fn offer_of(upload: &Upload<'_>) -> (String, String) {
     let path = upload
@@ -2501,6 +2500,7 @@ fn offer_of(upload: &Upload<'_>) -> (String, String) {
     (path, file)
 }
 
+/// A manifest record about an upload known only from its upload record.
 fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
     let (bucket, key) = match upload
         .source
