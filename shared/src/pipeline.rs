@@ -776,11 +776,9 @@ impl<'s> Indexer<'s> {
             source_path: upload.source_path.clone(),
             // Where its offer goes, if it makes one (`offer_source`), for its removal to
             // withdraw it.
-            offered_in: plans
-                .iter()
-                .any(|p| p.id.kind == Kind::Source)
-                .then(|| offer_of(upload).1)
-                .filter(|_| self.config.layouts.contains(&Layout::Debuginfod)),
+            offered_in: (self.config.layouts.contains(&Layout::Debuginfod)
+                && plans.iter().any(|p| p.id.kind == Kind::Source))
+            .then(|| offer_of(upload).1),
             as_source: upload.options.as_source,
             ..UploadRecord::default()
         };
@@ -824,8 +822,8 @@ impl<'s> Indexer<'s> {
         // they planned without referencing them (where they may have waited: conflicts).
         let indexed_before = found.as_ref().filter(|r| r.state == UploadState::Indexed);
         let listed = indexed_before.map(|r| r.keys.clone());
-        let unreferenced: BTreeSet<String> = indexed_before
-            .map(|r| r.planned.difference(&r.keys).cloned().collect())
+        let unreferenced = indexed_before
+            .map(UploadRecord::unreferenced)
             .unwrap_or_default();
         // An earlier attempt of this upload began and did not finish.
         let retry = found.as_ref().map(|r| r.state) == Some(UploadState::Indexing);
@@ -2293,9 +2291,7 @@ impl<'s> Indexer<'s> {
         let Some(record) = record else {
             return Ok(());
         };
-        let unreferenced: BTreeSet<String> =
-            record.planned.difference(&record.keys).cloned().collect();
-        self.stop_waiting(upload_id, &unreferenced).await?;
+        self.stop_waiting(upload_id, &record.unreferenced()).await?;
         self.refs.end_removal(record).await
     }
 

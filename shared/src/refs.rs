@@ -376,6 +376,12 @@ impl UploadRecord {
     pub fn all_keys(&self) -> BTreeSet<String> {
         self.keys.union(&self.planned).cloned().collect()
     }
+
+    /// Keys it planned and does not reference: where it may wait for another upload's bytes
+    /// (invariant 8).
+    pub fn unreferenced(&self) -> BTreeSet<String> {
+        self.planned.difference(&self.keys).cloned().collect()
+    }
 }
 
 /// The uploads of one ingest location (for removals by key).
