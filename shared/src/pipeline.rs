@@ -1590,29 +1590,57 @@ impl<'s> Indexer<'s> {
     }
 
     /// Withdraws a removed source upload's offer from its join record (sourcemap.rs), and
-    /// serves the paths it decided from the offers that match them now: a path it served
+    /// serves the paths it decided from the offers that match them then: a path it served
     /// (its key among `freed`, the keys the removal unpublished), or one its offer made
-    /// ambiguous. Each such key is published on behalf of the source upload now matching
+    /// ambiguous. Each such key is published on behalf of the source upload then matching
     /// (refs.rs, invariant 5), and the manifest says so after the removal's own record.
+    ///
+    /// The paths are served, and reported, *before* the offer goes, decided on the record
+    /// as read: the offer still there is what makes a retry after a crash do it all again
+    /// (each key is reported again, as the removal's own are). Served after the swap, a
+    /// retry would find the offer gone, and a path it had only made ambiguous would stay
+    /// unserved although a source matches it.
     ///
     /// Whoever swaps the join record second sees the other: a debug file whose want is
     /// swapped after the withdrawal matches without this offer itself; one swapped before
-    /// is in the record returned here, and is served from it (its own indexing may have
-    /// met the offer and found its upload removing). A retry after a crash finds the offer
-    /// gone and serves the keys in `freed` again (a retried removal reports the same
-    /// keys); a path only made ambiguous is then served by the next upload to match it.
+    /// the read is served from the read, and one swapped in between from the record the
+    /// withdrawal swapped (its own indexing met the offer and found its upload removing).
     async fn withdraw_offer(&self, removed: &str, file: &str, freed: &[String]) -> io::Result<()> {
-        let mut before = None;
-        let after = self
-            .refs
-            .update_source_map(file, |record| {
-                before = Some(record.clone());
+        let read = self.refs.read_source_map(file).await?;
+        let as_read = std::sync::Arc::clone(&read.record);
+        let mut handed = BTreeSet::new();
+        self.hand_on_paths(removed, &as_read, freed, &mut handed)
+            .await?;
+        let mut swapped = None;
+        self.refs
+            .update_source_map_read(file, read, |record| {
+                swapped = Some(record.clone());
                 let offered = record.offers.len();
                 record.offers.retain(|o| o.upload != removed);
                 record.offers.len() != offered
             })
             .await?;
-        let before = before.unwrap_or_default();
+        // Changed since the read: a want (or offer) swapped in meanwhile is decided now. A
+        // crash before this leaves such a path to the next upload that matches it.
+        if let Some(swapped) = swapped.filter(|s| *s != *as_read) {
+            self.hand_on_paths(removed, &swapped, freed, &mut handed)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::withdraw_offer`] on one state of the join record (`before`, with the offer):
+    /// serves the paths withdrawing the offer decides, skipping keys in `handed` (served by
+    /// an earlier call) and adding those it serves, and writes their records.
+    async fn hand_on_paths(
+        &self,
+        removed: &str,
+        before: &sourcemap::SourceMapRecord,
+        freed: &[String],
+        handed: &mut BTreeSet<String>,
+    ) -> io::Result<()> {
+        let mut after = before.clone();
+        after.offers.retain(|o| o.upload != removed);
         let names: BTreeSet<&str> = before
             .offers
             .iter()
@@ -1626,6 +1654,9 @@ impl<'s> Indexer<'s> {
             let Some(key) = self.source_key(&want.build_id, &want.path) else {
                 continue;
             };
+            if handed.contains(&key) {
+                continue;
+            }
             let best = |record: &sourcemap::SourceMapRecord| match best_offer(
                 &want.path,
                 record
@@ -1639,7 +1670,7 @@ impl<'s> Indexer<'s> {
             let Some(now) = best(&after) else {
                 continue;
             };
-            let decided = names.contains(name) && best(&before).as_ref() != Some(&now);
+            let decided = names.contains(name) && best(before).as_ref() != Some(&now);
             if !(decided || freed.contains(key.as_str())) {
                 continue;
             }
@@ -1651,6 +1682,7 @@ impl<'s> Indexer<'s> {
                 size: now.size,
                 source: CopySource::Key(&now.key),
             };
+            handed.insert(key.clone());
             if self.hold_for(&now.upload, &key, &content).await? == Some(KeyOutcome::Published) {
                 held.entry(now.upload.clone()).or_default().push(key);
             }
@@ -2830,6 +2862,138 @@ mod tests {
             assert_eq!(removed(retry.unwrap()), clean, "failing at change {nth}");
             let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
             assert!(audit.problems.is_empty(), "{nth}: {:?}", audit.problems);
+        }
+    }
+
+    /// A source tying with another for a debug file's path is removed: the path goes to the
+    /// other. Every change of the removal in turn fails (the process dies before it); the
+    /// retry still serves the path with the other's bytes, and the manifest says so.
+    #[tokio::test]
+    async fn a_source_removal_that_fails_at_any_change_hands_its_paths_on_by_its_retry() {
+        let a = Artifacts::new();
+        let (removed, left) = (&a.source, &a.source_edited);
+        let indexed_before = [removed, left, &a.debug_with_sources];
+        // The removal as the CLI and the Lambda run it: its record in the manifest, then its
+        // end (hand-over, the offer withdrawn, the upload forgotten).
+        async fn delete(store: &dyn Storage, upload: &str) -> io::Result<()> {
+            let indexer = Indexer::new(store, config());
+            if let Some(removal) = indexer.begin_unindex(upload).await? {
+                indexer
+                    .write_manifest(std::slice::from_ref(&removal.record))
+                    .await?;
+                indexer.end_removal(&removal).await?;
+            }
+            Ok(())
+        }
+        // The keys the manifest says were published for `left` after the removal.
+        async fn handed_on(store: &LocalStore, left: &str) -> BTreeSet<String> {
+            let records = crate::manifest::read_all(store, "_manifest").await.unwrap();
+            records
+                .iter()
+                .filter(|r| r.upload == left)
+                .filter(|r| {
+                    r.reason
+                        .as_deref()
+                        .is_some_and(|w| w.contains("was removed"))
+                })
+                .flat_map(|r| r.published.clone())
+                .collect()
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let clean = LocalStore::open(dir.path().join("clean")).unwrap();
+        for artifact in indexed_before {
+            index_and_finalize(&clean, config(), artifact).await;
+        }
+        delete(&clean, &removed.id).await.unwrap();
+        let keys = handed_on(&clean, &left.id).await;
+        assert_eq!(keys.len(), 1, "the tied path is served now: {keys:?}");
+        let key = keys.first().unwrap().clone();
+        assert_eq!(clean.read(&key).await.unwrap(), Some(left.bytes.clone()));
+        for nth in 0.. {
+            let root = dir.path().join(format!("at-{nth}"));
+            let store = LocalStore::open(&root).unwrap();
+            for artifact in indexed_before {
+                index_and_finalize(&store, config(), artifact).await;
+            }
+            let failing = failing_nth(LocalStore::open(&root).unwrap(), nth);
+            let first = delete(&failing, &removed.id).await;
+            if !failing.hook().failed() {
+                first.unwrap();
+                assert!(nth > 3, "{nth} changes");
+                break;
+            }
+            assert!(first.is_err(), "change {nth} failed, the removal did not");
+            delete(&store, &removed.id).await.unwrap();
+            let served = store.read(&key).await.unwrap();
+            assert_eq!(served, Some(left.bytes.clone()), "failing at change {nth}");
+            assert_eq!(
+                handed_on(&store, &left.id).await,
+                keys,
+                "failing at change {nth}"
+            );
+            assert_audit_clean(&store).await;
+        }
+    }
+
+    /// A debug file arrives after its source: the source's key is published on the source
+    /// upload's behalf. Every change of the index in turn fails (the process dies before
+    /// it); the retry still serves the key, and the manifest says it was published for the
+    /// source upload (at-least-once, as for the debug file's own keys).
+    #[tokio::test]
+    async fn a_debug_file_index_that_fails_at_any_change_reports_its_sources_keys_on_its_retry() {
+        let a = Artifacts::new();
+        let (source, debug) = (&a.source, &a.debug_with_sources);
+        async fn index_reported(store: &dyn Storage, artifact: &Artifact) -> io::Result<()> {
+            let indexer = Indexer::new(store, config());
+            let indexed = indexer
+                .index(&artifact.upload(), &MemReader(&artifact.bytes))
+                .await?;
+            indexer.write_manifest(&indexed.records).await?;
+            indexer.finalize(&indexed, true).await?;
+            Ok(())
+        }
+        // The keys the manifest says were published for `holder` by a debug file.
+        async fn held(store: &LocalStore, holder: &str) -> BTreeSet<String> {
+            let records = crate::manifest::read_all(store, "_manifest").await.unwrap();
+            records
+                .iter()
+                .filter(|r| r.upload == holder)
+                .filter(|r| r.reason.as_deref().is_some_and(|w| w.contains("named by")))
+                .flat_map(|r| r.published.clone())
+                .collect()
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let clean = LocalStore::open(dir.path().join("clean")).unwrap();
+        index_reported(&clean, source).await.unwrap();
+        index_reported(&clean, debug).await.unwrap();
+        let keys = held(&clean, &source.id).await;
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let key = keys.first().unwrap().clone();
+        for nth in 0.. {
+            let root = dir.path().join(format!("at-{nth}"));
+            let store = LocalStore::open(&root).unwrap();
+            index_reported(&store, source).await.unwrap();
+            let failing = failing_nth(LocalStore::open(&root).unwrap(), nth);
+            let first = index_reported(&failing, debug).await;
+            if !failing.hook().failed() {
+                first.unwrap();
+                assert!(nth > 3, "{nth} changes");
+                break;
+            }
+            assert!(first.is_err(), "change {nth} failed, the index did not");
+            index_reported(&store, debug).await.unwrap();
+            let served = store.read(&key).await.unwrap();
+            assert_eq!(
+                served,
+                Some(source.bytes.clone()),
+                "failing at change {nth}"
+            );
+            assert_eq!(
+                held(&store, &source.id).await,
+                keys,
+                "failing at change {nth}"
+            );
+            assert_audit_clean(&store).await;
         }
     }
 

@@ -834,6 +834,14 @@ pub fn busy(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::WouldBlock, format!("busy: {what}"))
 }
 
+/// A source-map record read before it is changed ([`RefStore::read_source_map`]).
+pub struct SourceMapRead {
+    /// What the store held (`None` inside: no record), for the swap; `None`: kept by a sole
+    /// writer deferring its writes, no version to swap on.
+    read: Option<Option<Versioned>>,
+    pub record: Arc<SourceMapRecord>,
+}
+
 /// Bookkeeping over a store.
 pub struct RefStore<'s> {
     store: &'s dyn Storage,
@@ -2692,6 +2700,48 @@ impl<'s> RefStore<'s> {
         &self,
         file: &str,
         absent: bool,
+        f: impl FnMut(&mut SourceMapRecord) -> bool,
+    ) -> io::Result<Arc<SourceMapRecord>> {
+        self.update_source_map_from(file, absent.then_some(None), f)
+            .await
+    }
+
+    /// A source-map record as it stands for this process, read for a later
+    /// [`Self::update_source_map_read`]: a caller acting on what it holds before changing it
+    /// swaps on this read (no second read where nothing changed in between).
+    pub async fn read_source_map(&self, file: &str) -> io::Result<SourceMapRead> {
+        if self.deferred_source_maps.is_some() {
+            let record = self.source_map(file).await?;
+            return Ok(SourceMapRead { read: None, record });
+        }
+        let read = self.store.get(file).await?;
+        let record = match &read {
+            Some(read) => Arc::new(parse(file, &read.bytes)?),
+            None => Arc::default(),
+        };
+        Ok(SourceMapRead {
+            read: Some(read),
+            record,
+        })
+    }
+
+    /// [`Self::update_source_map`], starting from `read`: its version is swapped on (where
+    /// the record changed since, it is read again and `f` runs on that).
+    pub async fn update_source_map_read(
+        &self,
+        file: &str,
+        read: SourceMapRead,
+        f: impl FnMut(&mut SourceMapRecord) -> bool,
+    ) -> io::Result<Arc<SourceMapRecord>> {
+        self.update_source_map_from(file, read.read, f).await
+    }
+
+    /// [`Self::update_source_map`] from a read made before (`prefetched`: `Some(None)` taken
+    /// to be absent; `None`: read here).
+    async fn update_source_map_from(
+        &self,
+        file: &str,
+        prefetched: Option<Option<Versioned>>,
         mut f: impl FnMut(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
         if let Some(deferred) = &self.deferred_source_maps {
@@ -2740,8 +2790,9 @@ impl<'s> RefStore<'s> {
                 Ok(Step::Write(Arc::clone(&record), record))
             }
         };
-        let guess = absent.then_some(None);
-        let (record, written) = self.update_decoded(file, guess, decode, update).await?;
+        let (record, written) = self
+            .update_decoded(file, prefetched, decode, update)
+            .await?;
         // Versions name content (a SHA-1, an ETag), so a record kept under the version it
         // was parsed from or written as is what any later read of that version parses to.
         match (written, last_version) {

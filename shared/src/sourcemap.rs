@@ -20,7 +20,9 @@
 //! - A removed source's offer is withdrawn by its removal, which then serves the paths it
 //!   served or made ambiguous from the offers matching them now (`Indexer::withdraw_offer`):
 //!   no offer outlives its upload (the scenarios check it), so none makes a path ambiguous
-//!   for debug files to come. (An upload record written before it named its join record:
+//!   for debug files to come. The paths are served before the offer goes, so that a retry
+//!   after a crash, finding the offer still there, serves them again and reports them
+//!   again. (An upload record written before it named its join record:
 //!   such an offer is dropped as before, when a debug file meets it as its best match.)
 
 use std::collections::BTreeSet;
