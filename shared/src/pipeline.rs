@@ -1523,43 +1523,49 @@ impl<'s> Indexer<'s> {
                     continue;
                 };
                 let name = sourcemap::base_name(path);
-                let candidates = record
-                    .offers
-                    .iter()
-                    .filter(|o| sourcemap::base_name(&o.path) == name && !dead.contains(*o));
-                let offer = match best_offer(path, candidates) {
-                    Match::Missing => {
-                        report.missing.push(path.clone());
-                        continue;
-                    }
-                    Match::Ambiguous(n) => {
-                        report.unserved.push(format!(
-                            "{path}: {n} uploaded sources of different content match it"
-                        ));
-                        continue;
-                    }
-                    Match::Found(offer) => offer,
-                };
-                let content = Content {
-                    etag: &offer.etag,
-                    size: offer.size,
-                    source: CopySource::Key(&offer.key),
-                };
-                match self.hold_for(&offer.upload, &key, &content).await? {
-                    Some(KeyOutcome::Conflict) => report
-                        .unserved
-                        .push(format!("{path}: {key} holds other content")),
-                    Some(outcome) => {
-                        report.served += 1;
-                        if outcome == KeyOutcome::Published {
-                            held.entry(offer.upload.clone()).or_default().push(key);
+                // An offer whose upload was removed since it offered itself is dead: the
+                // path goes to the offer matching it next, as if the dead one had been
+                // withdrawn. (Reported missing instead, the path stayed unserved where the
+                // removal's withdrawal then found the offer dropped and decided nothing.)
+                loop {
+                    let candidates = record
+                        .offers
+                        .iter()
+                        .filter(|o| sourcemap::base_name(&o.path) == name && !dead.contains(*o));
+                    let offer = match best_offer(path, candidates) {
+                        Match::Missing => {
+                            report.missing.push(path.clone());
+                            break;
+                        }
+                        Match::Ambiguous(n) => {
+                            report.unserved.push(format!(
+                                "{path}: {n} uploaded sources of different content match it"
+                            ));
+                            break;
+                        }
+                        Match::Found(offer) => offer,
+                    };
+                    let content = Content {
+                        etag: &offer.etag,
+                        size: offer.size,
+                        source: CopySource::Key(&offer.key),
+                    };
+                    match self.hold_for(&offer.upload, &key, &content).await? {
+                        Some(KeyOutcome::Conflict) => report
+                            .unserved
+                            .push(format!("{path}: {key} holds other content")),
+                        Some(outcome) => {
+                            report.served += 1;
+                            if outcome == KeyOutcome::Published {
+                                held.entry(offer.upload.clone()).or_default().push(key);
+                            }
+                        }
+                        None => {
+                            dead.insert(offer.clone());
+                            continue;
                         }
                     }
-                    // The source upload was removed since it offered itself.
-                    None => {
-                        dead.insert(offer.clone());
-                        report.missing.push(path.clone());
-                    }
+                    break;
                 }
             }
             if !dead.is_empty() {

@@ -22,8 +22,11 @@
 //!   no offer outlives its upload (the scenarios check it), so none makes a path ambiguous
 //!   for debug files to come. The paths are served before the offer goes, so that a retry
 //!   after a crash, finding the offer still there, serves them again and reports them
-//!   again. (An upload record written before it named its join record:
-//!   such an offer is dropped as before, when a debug file meets it as its best match.)
+//!   again.
+//! - A debug file meeting as its best match an offer whose upload is gone or going (its
+//!   removal not yet withdrawn the offer, or an upload record written before records named
+//!   their join record) drops that offer and takes the next best: the removal's withdrawal
+//!   may find the offer dropped already, and decides nothing for that path.
 
 use std::collections::BTreeSet;
 

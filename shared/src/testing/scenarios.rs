@@ -127,6 +127,9 @@ pub struct Artifacts {
     pub source_edited: Artifact,
     /// `source`'s bytes from a third checkout.
     pub source_copy: Artifact,
+    /// A `hello.c` uploaded by its base name alone (other bytes): it matches the debug file's
+    /// path less well than `source`, and serves it where `source` is not offered.
+    pub source_flat: Artifact,
     /// A universal Mach-O uploaded by two builds: two identities (one per slice) whose keys
     /// serve the whole file (on S3 with aliases, one key holds the bytes and the others,
     /// both slices', are aliases of it).
@@ -198,6 +201,13 @@ impl Artifacts {
                 "file:/ci/copy/src/hello.c",
                 "copy/src/hello.c",
                 b"int main(void) { return 0; }\n".to_vec(),
+            )
+            .keyed_as_source()
+            .in_build("ci-7"),
+            source_flat: Artifact::new(
+                "file:/ci/flat/hello.c",
+                "hello.c",
+                b"int main(void) { return 2; }\n".to_vec(),
             )
             .keyed_as_source()
             .in_build("ci-7"),
@@ -449,6 +459,17 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
                 &a.source_edited,
                 &a.source_copy,
             ]),
+        },
+        Scenario {
+            // The debug file may meet `source` as its best match while it is being removed:
+            // the path goes to the offer matching it next.
+            name: "the source best matching a path is deleted while its debug file arrives",
+            before: vec![&a.source, &a.source_flat],
+            ops: vec![
+                Op::Index(&a.debug_with_sources, true),
+                Op::Delete(&a.source),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_flat]),
         },
         Scenario {
             name: "a removal processed before its creation",
