@@ -1376,7 +1376,7 @@ impl<'s> Indexer<'s> {
             if best.etag != offer.etag {
                 continue;
             }
-            if !self.wanted_by_a_live_upload(want).await? {
+            if !self.upload_lives(&want.upload).await? {
                 dead.insert(want.clone());
                 continue;
             }
@@ -1401,11 +1401,11 @@ impl<'s> Indexer<'s> {
             .await
     }
 
-    /// Whether the debug file of `want` is still there (a want of one removed since serves
-    /// nobody).
-    async fn wanted_by_a_live_upload(&self, want: &Want) -> io::Result<bool> {
-        let upload = self.refs.upload(&want.upload).await?;
-        Ok(upload.is_some_and(|u| u.state != UploadState::Removing))
+    /// Whether `upload` is still there (not removed, nor being removed): a want of a debug
+    /// file removed since serves nobody, an offer of a source removed since serves nothing.
+    async fn upload_lives(&self, upload: &str) -> io::Result<bool> {
+        let record = self.refs.upload(upload).await?;
+        Ok(record.is_some_and(|u| u.state != UploadState::Removing))
     }
 
     /// The prefixed `source/` key of a path, if it is a valid key.
@@ -1527,6 +1527,10 @@ impl<'s> Indexer<'s> {
                 // path goes to the offer matching it next, as if the dead one had been
                 // withdrawn. (Reported missing instead, the path stayed unserved where the
                 // removal's withdrawal then found the offer dropped and decided nothing.)
+                // Offers tying are asked whether their uploads live (a read each, only
+                // where sources tie): one dead would keep the path ambiguous for good where
+                // no withdrawal comes (an upload removed before records named their join
+                // record).
                 loop {
                     let candidates = record
                         .offers
@@ -1537,9 +1541,19 @@ impl<'s> Indexer<'s> {
                             report.missing.push(path.clone());
                             break;
                         }
-                        Match::Ambiguous(n) => {
+                        Match::Ambiguous(tied) => {
+                            let before = dead.len();
+                            for offer in &tied {
+                                if !self.upload_lives(&offer.upload).await? {
+                                    dead.insert((*offer).clone());
+                                }
+                            }
+                            if dead.len() > before {
+                                continue;
+                            }
                             report.unserved.push(format!(
-                                "{path}: {n} uploaded sources of different content match it"
+                                "{path}: {} uploaded sources of different content match it",
+                                tied.len()
                             ));
                             break;
                         }
@@ -1680,7 +1694,7 @@ impl<'s> Indexer<'s> {
             if !(decided || freed.contains(key.as_str())) {
                 continue;
             }
-            if !self.wanted_by_a_live_upload(want).await? {
+            if !self.upload_lives(&want.upload).await? {
                 continue;
             }
             let content = Content {
@@ -3001,6 +3015,72 @@ mod tests {
             );
             assert_audit_clean(&store).await;
         }
+    }
+
+    /// An offer whose upload was removed without withdrawing it (by a version before upload
+    /// records named their join record) ties with a live one: a debug file arriving later
+    /// finds the dead offer's upload gone, and the live offer serves the path.
+    #[tokio::test]
+    async fn an_offer_left_by_a_removed_upload_does_not_keep_a_path_ambiguous() {
+        let a = Artifacts::new();
+        let (stale, live) = (&a.source, &a.source_edited);
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        for artifact in [stale, live] {
+            index_and_finalize(&store, config(), artifact).await;
+        }
+        // As the older version wrote it: no join record named, so no withdrawal.
+        let refs = RefStore::new(&store);
+        let mut record = refs.upload(&stale.id).await.unwrap().unwrap();
+        assert!(record.offered_in.take().is_some());
+        let file = store
+            .list("_symdex/uploads/")
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|f| {
+                let bytes = std::fs::read(dir.path().join(f)).unwrap();
+                serde_json::from_slice::<UploadRecord>(&bytes).is_ok_and(|r| r.upload == stale.id)
+            })
+            .expect("the stale upload's record");
+        store
+            .put(&file, &serde_json::to_vec(&record).unwrap())
+            .await
+            .unwrap();
+        Indexer::new(&store, config())
+            .unindex(&stale.id)
+            .await
+            .unwrap();
+        // The uploads offering sources in the store's join records.
+        async fn offers(store: &LocalStore) -> BTreeSet<String> {
+            let mut uploads = BTreeSet::new();
+            for file in store.list("_symdex/sourcemap/").await.unwrap() {
+                let bytes = store.read(&file).await.unwrap().unwrap();
+                let record: sourcemap::SourceMapRecord = serde_json::from_slice(&bytes).unwrap();
+                uploads.extend(record.offers.into_iter().map(|o| o.upload));
+            }
+            uploads
+        }
+        assert!(
+            offers(&store).await.contains(&stale.id),
+            "the stale offer stays"
+        );
+
+        let debug = index_and_finalize(&store, config(), &a.debug_with_sources).await;
+        let served: BTreeSet<String> = debug
+            .records
+            .iter()
+            .filter(|r| r.upload == live.id)
+            .flat_map(|r| r.published.clone())
+            .collect();
+        assert_eq!(served.len(), 1, "{:?}", debug.records);
+        let key = served.first().unwrap();
+        assert_eq!(store.read(key).await.unwrap(), Some(live.bytes.clone()));
+        assert!(
+            !offers(&store).await.contains(&stale.id),
+            "dropped once met"
+        );
+        assert_audit_clean(&store).await;
     }
 
     #[tokio::test]

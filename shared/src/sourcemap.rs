@@ -26,7 +26,9 @@
 //! - A debug file meeting as its best match an offer whose upload is gone or going (its
 //!   removal not yet withdrawn the offer, or an upload record written before records named
 //!   their join record) drops that offer and takes the next best: the removal's withdrawal
-//!   may find the offer dropped already, and decides nothing for that path.
+//!   may find the offer dropped already, and decides nothing for that path. Offers tying for
+//!   a path are asked the same (a read of each one's upload record, only where sources tie),
+//!   so a dead one never keeps a path ambiguous.
 
 use std::collections::BTreeSet;
 
@@ -98,8 +100,8 @@ fn push_bounded<T: Clone + PartialEq>(list: &mut Vec<T>, item: &T) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Match<'a> {
     Found(&'a Offer),
-    /// Offers with different content tie for the longest suffix.
-    Ambiguous(usize),
+    /// Offers with different content tie for the longest suffix (these).
+    Ambiguous(Vec<&'a Offer>),
     Missing,
 }
 
@@ -163,7 +165,7 @@ pub fn best_offer<'a>(wanted: &str, offers: impl IntoIterator<Item = &'a Offer>)
     };
     let contents: BTreeSet<&str> = best.iter().map(|o| o.etag.as_str()).collect();
     if contents.len() > 1 {
-        Match::Ambiguous(best.len())
+        Match::Ambiguous(best)
     } else {
         Match::Found(first)
     }
@@ -226,7 +228,10 @@ mod tests {
         assert_eq!(best_offer(wanted, &all), Match::Found(&all[1]));
         // Two offers, same suffix length, different bytes: ambiguous.
         let tie = [offer("x/src/hello.c", "a"), offer("y/src/hello.c", "b")];
-        assert_eq!(best_offer(wanted, &tie), Match::Ambiguous(2));
+        assert_eq!(
+            best_offer(wanted, &tie),
+            Match::Ambiguous(vec![&tie[0], &tie[1]])
+        );
         // Same bytes: not ambiguous.
         let same = [offer("x/src/hello.c", "a"), offer("y/src/hello.c", "a")];
         assert!(matches!(best_offer(wanted, &same), Match::Found(_)));
