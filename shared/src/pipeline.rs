@@ -286,6 +286,18 @@ enum SourceMapChange {
     DropOffers(String, BTreeSet<Offer>),
 }
 
+/// What serving one wanted source path came to ([`Indexer::serve_path`]).
+enum Served {
+    /// Held by this source upload: published for it, or found so.
+    By(String, KeyOutcome),
+    /// The key holds other content.
+    Conflict,
+    /// Offers of different content tie for it.
+    Ambiguous(usize),
+    /// No offer matches it.
+    Missing,
+}
+
 impl SourceMapChange {
     fn file(&self) -> &str {
         match self {
@@ -1522,64 +1534,23 @@ impl<'s> Indexer<'s> {
                     report.unserved.push(format!("{path}: not a valid key"));
                     continue;
                 };
-                let name = sourcemap::base_name(path);
-                // An offer whose upload was removed since it offered itself is dead: the
-                // path goes to the offer matching it next, as if the dead one had been
-                // withdrawn. (Reported missing instead, the path stayed unserved where the
-                // removal's withdrawal then found the offer dropped and decided nothing.)
-                // Offers tying are asked whether their uploads live (a read each, only
-                // where sources tie): one dead would keep the path ambiguous for good where
-                // no withdrawal comes (an upload removed before records named their join
-                // record).
-                loop {
-                    let candidates = record
-                        .offers
-                        .iter()
-                        .filter(|o| sourcemap::base_name(&o.path) == name && !dead.contains(*o));
-                    let offer = match best_offer(path, candidates) {
-                        Match::Missing => {
-                            report.missing.push(path.clone());
-                            break;
-                        }
-                        Match::Ambiguous(tied) => {
-                            let before = dead.len();
-                            for offer in &tied {
-                                if !self.upload_lives(&offer.upload).await? {
-                                    dead.insert((*offer).clone());
-                                }
-                            }
-                            if dead.len() > before {
-                                continue;
-                            }
-                            report.unserved.push(format!(
-                                "{path}: {} uploaded sources of different content match it",
-                                tied.len()
-                            ));
-                            break;
-                        }
-                        Match::Found(offer) => offer,
-                    };
-                    let content = Content {
-                        etag: &offer.etag,
-                        size: offer.size,
-                        source: CopySource::Key(&offer.key),
-                    };
-                    match self.hold_for(&offer.upload, &key, &content).await? {
-                        Some(KeyOutcome::Conflict) => report
-                            .unserved
-                            .push(format!("{path}: {key} holds other content")),
-                        Some(outcome) => {
-                            report.served += 1;
-                            if outcome == KeyOutcome::Published {
-                                held.entry(offer.upload.clone()).or_default().push(key);
-                            }
-                        }
-                        None => {
-                            dead.insert(offer.clone());
-                            continue;
+                match self
+                    .serve_path(&record.offers, path, &key, &mut dead)
+                    .await?
+                {
+                    Served::Missing => report.missing.push(path.clone()),
+                    Served::Ambiguous(n) => report.unserved.push(format!(
+                        "{path}: {n} uploaded sources of different content match it"
+                    )),
+                    Served::Conflict => report
+                        .unserved
+                        .push(format!("{path}: {key} holds other content")),
+                    Served::By(holder, outcome) => {
+                        report.served += 1;
+                        if outcome == KeyOutcome::Published {
+                            held.entry(holder).or_default().push(key);
                         }
                     }
-                    break;
                 }
             }
             if !dead.is_empty() {
@@ -1589,6 +1560,57 @@ impl<'s> Indexer<'s> {
         }
         let why = format!("sources named by {} (build id {build_id})", upload.id);
         Ok((report, self.holder_records(held, &why).await?))
+    }
+
+    /// Serves a wanted `path` (its `key`) from the best of `offers`, on behalf of that offer's
+    /// source upload (refs.rs, invariant 5). An offer whose upload was removed since it
+    /// offered itself is dead (added to `dead`, skipped from then on): the path goes to the
+    /// offer matching it next, as if the dead one had been withdrawn. Offers tying are asked
+    /// whether their uploads live (a read each, only where sources tie), so a dead one never
+    /// keeps a path ambiguous: for an upload removed before records named their join record
+    /// no withdrawal comes, and a removal's withdrawal may find the offer dropped already
+    /// (by whoever met it dead) and decide nothing for the path.
+    async fn serve_path(
+        &self,
+        offers: &[sourcemap::Offer],
+        path: &str,
+        key: &str,
+        dead: &mut BTreeSet<sourcemap::Offer>,
+    ) -> io::Result<Served> {
+        let name = sourcemap::base_name(path);
+        loop {
+            let candidates = offers
+                .iter()
+                .filter(|o| sourcemap::base_name(&o.path) == name && !dead.contains(*o));
+            let offer = match best_offer(path, candidates) {
+                Match::Missing => return Ok(Served::Missing),
+                Match::Ambiguous(tied) => {
+                    let found_dead = dead.len();
+                    for offer in &tied {
+                        if !self.upload_lives(&offer.upload).await? {
+                            dead.insert((*offer).clone());
+                        }
+                    }
+                    if dead.len() > found_dead {
+                        continue;
+                    }
+                    return Ok(Served::Ambiguous(tied.len()));
+                }
+                Match::Found(offer) => offer,
+            };
+            let content = Content {
+                etag: &offer.etag,
+                size: offer.size,
+                source: CopySource::Key(&offer.key),
+            };
+            match self.hold_for(&offer.upload, key, &content).await? {
+                Some(KeyOutcome::Conflict) => return Ok(Served::Conflict),
+                Some(outcome) => return Ok(Served::By(offer.upload.clone(), outcome)),
+                None => {
+                    dead.insert(offer.clone());
+                }
+            }
+        }
     }
 
     /// The records of source uploads that now hold `source/` keys (`held`, by upload).
@@ -1669,6 +1691,7 @@ impl<'s> Indexer<'s> {
             .collect();
         let freed: BTreeSet<&str> = freed.iter().map(String::as_str).collect();
         let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut dead = BTreeSet::new();
         for want in &after.wants {
             let name = sourcemap::base_name(&want.path);
             let Some(key) = self.source_key(&want.build_id, &want.path) else {
@@ -1677,34 +1700,29 @@ impl<'s> Indexer<'s> {
             if handed.contains(&key) {
                 continue;
             }
-            let best = |record: &sourcemap::SourceMapRecord| match best_offer(
-                &want.path,
-                record
-                    .offers
-                    .iter()
-                    .filter(|o| sourcemap::base_name(&o.path) == name),
-            ) {
-                Match::Found(offer) => Some(offer.clone()),
-                _ => None,
-            };
-            let Some(now) = best(&after) else {
-                continue;
-            };
-            let decided = names.contains(name) && best(before).as_ref() != Some(&now);
+            // The withdrawn offer decided the path: it was the best match, or tied for it.
+            let decided = names.contains(name)
+                && match best_offer(
+                    &want.path,
+                    before
+                        .offers
+                        .iter()
+                        .filter(|o| sourcemap::base_name(&o.path) == name),
+                ) {
+                    Match::Found(offer) => offer.upload == removed,
+                    Match::Ambiguous(tied) => tied.iter().any(|o| o.upload == removed),
+                    Match::Missing => false,
+                };
             if !(decided || freed.contains(key.as_str())) {
                 continue;
             }
             if !self.upload_lives(&want.upload).await? {
                 continue;
             }
-            let content = Content {
-                etag: &now.etag,
-                size: now.size,
-                source: CopySource::Key(&now.key),
-            };
             handed.insert(key.clone());
-            if self.hold_for(&now.upload, &key, &content).await? == Some(KeyOutcome::Published) {
-                held.entry(now.upload.clone()).or_default().push(key);
+            let served = self.serve_path(&after.offers, &want.path, &key, &mut dead);
+            if let Served::By(holder, KeyOutcome::Published) = served.await? {
+                held.entry(holder).or_default().push(key);
             }
         }
         let why = format!("sources whose upload {removed} was removed");

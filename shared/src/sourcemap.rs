@@ -23,12 +23,13 @@
 //!   for debug files to come. The paths are served before the offer goes, so that a retry
 //!   after a crash, finding the offer still there, serves them again and reports them
 //!   again.
-//! - A debug file meeting as its best match an offer whose upload is gone or going (its
-//!   removal not yet withdrawn the offer, or an upload record written before records named
-//!   their join record) drops that offer and takes the next best: the removal's withdrawal
-//!   may find the offer dropped already, and decides nothing for that path. Offers tying for
-//!   a path are asked the same (a read of each one's upload record, only where sources tie),
-//!   so a dead one never keeps a path ambiguous.
+//! - An offer whose upload is gone or going is dead (its removal has not withdrawn it yet,
+//!   or an upload record written before records named their join record left it): a debug
+//!   file, or a withdrawal handing a path on, meeting it as the best match takes the next
+//!   best (`Indexer::serve_path`; a debug file also drops it from the record). A removal's
+//!   withdrawal may find its offer dropped already and decide nothing for that path, so the
+//!   one meeting it must. Offers tying for a path are asked the same (a read of each one's
+//!   upload record, only where sources tie), so a dead one never keeps a path ambiguous.
 
 use std::collections::BTreeSet;
 

@@ -472,6 +472,43 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_flat]),
         },
         Scenario {
+            // Each withdrawal may meet the other's offer, its upload being removed: the path
+            // goes to the one left, which matches it less well than both.
+            name: "two sources tying for a path are deleted at once",
+            before: vec![
+                &a.debug_with_sources,
+                &a.source,
+                &a.source_edited,
+                &a.source_flat,
+            ],
+            ops: vec![Op::Delete(&a.source), Op::Delete(&a.source_edited)],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_flat]),
+        },
+        Scenario {
+            name: "the same delete of a source delivered twice, beside its tie",
+            before: vec![&a.debug_with_sources, &a.source, &a.source_edited],
+            ops: vec![Op::Delete(&a.source), Op::Delete(&a.source)],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_edited]),
+        },
+        Scenario {
+            name: "two sources of a path arrive at once beside their debug file",
+            before: vec![&a.debug_with_sources],
+            ops: vec![
+                Op::Index(&a.source, true),
+                Op::Index(&a.source_edited, true),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a debug file is deleted while its source arrives",
+            before: vec![&a.debug_with_sources],
+            ops: vec![
+                Op::Index(&a.source, true),
+                Op::Delete(&a.debug_with_sources),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
             name: "a removal processed before its creation",
             before: vec![],
             ops: vec![Op::Index(&a.elf_a, false), Op::Delete(&a.elf_a)],
