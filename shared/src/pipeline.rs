@@ -2751,6 +2751,13 @@ mod tests {
             !scope.is_empty() && files.len() >= LIST_JOIN_RECORDS,
             "{files:?}"
         );
+        // The other build's debug file differs by its build id alone.
+        let other = &artifacts.debug_other_build;
+        assert_eq!(other.build, Some(scope));
+        let differing: Vec<usize> = (0..other.bytes.len())
+            .filter(|&i| other.bytes[i] != artifacts.debug_with_sources.bytes[i])
+            .collect();
+        assert_eq!(differing.len(), 20, "{differing:?}");
     }
 
     #[tokio::test]

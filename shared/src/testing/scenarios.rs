@@ -120,6 +120,9 @@ pub struct Artifacts {
     /// (their join records are more than enough for a first index to list the build's
     /// records first), and that source file; both of build `ci-7`.
     pub debug_with_sources: Artifact,
+    /// The same debug file under another build id, of the same build (`ci-7`): another
+    /// debug file wanting the same paths.
+    pub debug_other_build: Artifact,
     pub source: Artifact,
     /// Another checkout's `src/hello.c` (other bytes): its path ties with `source`'s for the
     /// debug file's (both share `src/hello.c` with it), so while both are offered neither
@@ -184,11 +187,17 @@ impl Artifacts {
             ".debug_line",
             &dwarf5_line_table("/ci/work", &SOURCES_NAMED),
         );
+        let mut other_build = with_sources.clone();
+        if let Some(at) = other_build.windows(20).position(|w| w == [0x6b; 20]) {
+            other_build[at..at + 20].copy_from_slice(&[0x7c; 20]);
+        }
         let fat = build_fat_macho((0xa1, 0xb2));
         Artifacts {
             fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
             fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),
             debug_with_sources: Artifact::new("file:/ci/hello.debug", "hello.debug", with_sources)
+                .in_build("ci-7"),
+            debug_other_build: Artifact::new("file:/ci/other.debug", "other.debug", other_build)
                 .in_build("ci-7"),
             source: Artifact::new(
                 "file:/ci/src/hello.c",
@@ -505,6 +514,29 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             ops: vec![
                 Op::Index(&a.source, true),
                 Op::Delete(&a.debug_with_sources),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "two debug files naming a path arrive while its best source is deleted",
+            before: vec![&a.source, &a.source_flat],
+            ops: vec![
+                Op::Index(&a.debug_with_sources, true),
+                Op::Index(&a.debug_other_build, true),
+                Op::Delete(&a.source),
+            ],
+            survivors: Survivors::Exactly(vec![
+                &a.debug_with_sources,
+                &a.debug_other_build,
+                &a.source_flat,
+            ]),
+        },
+        Scenario {
+            name: "a source is promoted while its debug file arrives",
+            before: vec![&a.source],
+            ops: vec![
+                Op::Index(&a.debug_with_sources, true),
+                Op::Promote(&a.source),
             ],
             survivors: Survivors::AnyOrder,
         },
