@@ -541,6 +541,17 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::AnyOrder,
         },
         Scenario {
+            // The source's ingest object is gone by the time it is indexed: its take-back
+            // withdraws its offer, and the path goes to the other source.
+            name: "a source taken back while its debug file arrives, beside another source",
+            before: vec![&a.source_flat],
+            ops: vec![
+                Op::Index(&a.source, false),
+                Op::Index(&a.debug_with_sources, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_flat]),
+        },
+        Scenario {
             name: "a removal processed before its creation",
             before: vec![],
             ops: vec![Op::Index(&a.elf_a, false), Op::Delete(&a.elf_a)],
