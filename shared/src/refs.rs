@@ -45,7 +45,7 @@
 //!    a write: the record was created saying what the object will hold, and the lease ends
 //!    when the holder's upload record lists the key among its `keys` for the lease's run
 //!    (its finalize, after every copy of the run) — one write per key saved on S3. Whoever meets such a lease
-//!    reads the holder's upload record first ([`RefStore::settle`]); a run that takes its
+//!    reads the holder's upload record first (`RefStore::settle`); a run that takes its
 //!    references back, or fails, never lists them, and releases them by a write each
 //!    ([`RefStore::release_created`]) — else its retry takes them over, or they run out.
 //! 2. **A record without a lease describes its object**: the object exists and holds the
@@ -88,7 +88,7 @@
 //!    ([`Storage::names_owners`]: S3 metadata, a local store's side file) and writers run at
 //!    once. Its object, created only where nothing is (`Storage::copy_new`, where the store
 //!    decides that atomically: [`Storage::creates_only_new`]), names the upload
-//!    ([`owner_token`]), and stands for the record `{refs: [upload], by: upload}`: a fresh
+//!    ([`RefStore::owner_token`]), and stands for the record `{refs: [upload], by: upload}`: a fresh
 //!    key costs one request. Everything else goes through a record, and a record, once
 //!    there, decides (an object's owner is then only read to tell whose bytes are there):
 //!    - a second upload finding the same content takes the key's record with a `create`
