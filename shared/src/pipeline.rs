@@ -2910,6 +2910,18 @@ mod tests {
         }
     }
 
+    /// The keys the manifest says were published for `upload` on another upload's behalf
+    /// (source keys: the record's reason says `why`).
+    async fn published_for(store: &LocalStore, upload: &str, why: &str) -> BTreeSet<String> {
+        let records = crate::manifest::read_all(store, "_manifest").await.unwrap();
+        records
+            .iter()
+            .filter(|r| r.upload == upload)
+            .filter(|r| r.reason.as_deref().is_some_and(|w| w.contains(why)))
+            .flat_map(|r| r.published.clone())
+            .collect()
+    }
+
     /// A source tying with another for a debug file's path is removed: the path goes to the
     /// other. Every change of the removal in turn fails (the process dies before it); the
     /// retry still serves the path with the other's bytes, and the manifest says so.
@@ -2930,27 +2942,13 @@ mod tests {
             }
             Ok(())
         }
-        // The keys the manifest says were published for `left` after the removal.
-        async fn handed_on(store: &LocalStore, left: &str) -> BTreeSet<String> {
-            let records = crate::manifest::read_all(store, "_manifest").await.unwrap();
-            records
-                .iter()
-                .filter(|r| r.upload == left)
-                .filter(|r| {
-                    r.reason
-                        .as_deref()
-                        .is_some_and(|w| w.contains("was removed"))
-                })
-                .flat_map(|r| r.published.clone())
-                .collect()
-        }
         let dir = tempfile::tempdir().unwrap();
         let clean = LocalStore::open(dir.path().join("clean")).unwrap();
         for artifact in indexed_before {
             index_and_finalize(&clean, config(), artifact).await;
         }
         delete(&clean, &removed.id).await.unwrap();
-        let keys = handed_on(&clean, &left.id).await;
+        let keys = published_for(&clean, &left.id, "was removed").await;
         assert_eq!(keys.len(), 1, "the tied path is served now: {keys:?}");
         let key = keys.first().unwrap().clone();
         assert_eq!(clean.read(&key).await.unwrap(), Some(left.bytes.clone()));
@@ -2972,7 +2970,7 @@ mod tests {
             let served = store.read(&key).await.unwrap();
             assert_eq!(served, Some(left.bytes.clone()), "failing at change {nth}");
             assert_eq!(
-                handed_on(&store, &left.id).await,
+                published_for(&store, &left.id, "was removed").await,
                 keys,
                 "failing at change {nth}"
             );
@@ -2997,21 +2995,11 @@ mod tests {
             indexer.finalize(&indexed, true).await?;
             Ok(())
         }
-        // The keys the manifest says were published for `holder` by a debug file.
-        async fn held(store: &LocalStore, holder: &str) -> BTreeSet<String> {
-            let records = crate::manifest::read_all(store, "_manifest").await.unwrap();
-            records
-                .iter()
-                .filter(|r| r.upload == holder)
-                .filter(|r| r.reason.as_deref().is_some_and(|w| w.contains("named by")))
-                .flat_map(|r| r.published.clone())
-                .collect()
-        }
         let dir = tempfile::tempdir().unwrap();
         let clean = LocalStore::open(dir.path().join("clean")).unwrap();
         index_reported(&clean, source).await.unwrap();
         index_reported(&clean, debug).await.unwrap();
-        let keys = held(&clean, &source.id).await;
+        let keys = published_for(&clean, &source.id, "named by").await;
         assert_eq!(keys.len(), 1, "{keys:?}");
         let key = keys.first().unwrap().clone();
         for nth in 0.. {
@@ -3034,7 +3022,7 @@ mod tests {
                 "failing at change {nth}"
             );
             assert_eq!(
-                held(&store, &source.id).await,
+                published_for(&store, &source.id, "named by").await,
                 keys,
                 "failing at change {nth}"
             );
