@@ -377,6 +377,12 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.pe]),
         },
         Scenario {
+            name: "a PE is deleted while its PDB arrives",
+            before: vec![&a.pe],
+            ops: vec![Op::Index(&a.pdb, true), Op::Delete(&a.pe)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
             name: "a PE naming its PDB as uploaded and the PDB arrive at once",
             before: vec![],
             ops: vec![Op::Index(&a.pe_same_name, true), Op::Index(&a.pdb, true)],
@@ -603,6 +609,12 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Delete(&a.elf_a),
             ],
             survivors: Survivors::Exactly(vec![&a.elf_other]),
+        },
+        Scenario {
+            name: "an upload waiting for another's keys is promoted while the other is deleted",
+            before: vec![&a.elf_a, &a.elf_other],
+            ops: vec![Op::Promote(&a.elf_other), Op::Delete(&a.elf_a)],
+            survivors: Survivors::AnyOrder,
         },
         Scenario {
             name: "an upload waiting for another's keys is deleted with it",
