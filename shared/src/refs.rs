@@ -2716,7 +2716,13 @@ impl<'s> RefStore<'s> {
         }
         let read = self.store.get(file).await?;
         let record = match &read {
-            Some(read) => Arc::new(parse(file, &read.bytes)?),
+            // Kept parsed under its version: the swap's first attempt takes it from there
+            // instead of parsing the same bytes again.
+            Some(read) => {
+                let record = Arc::new(parse(file, &read.bytes)?);
+                self.remember_source_map(file, &read.version, &record);
+                record
+            }
             None => Arc::default(),
         };
         Ok(SourceMapRead {
@@ -2751,13 +2757,6 @@ impl<'s> RefStore<'s> {
             self.parsed_source_maps
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-        };
-        let remember = |version: &str, record: &Arc<SourceMapRecord>| {
-            let mut cache = cache();
-            if cache.len() >= PARSED_SOURCE_MAPS {
-                cache.clear();
-            }
-            cache.insert(file.to_string(), (version.to_string(), Arc::clone(record)));
         };
         // The version last read, and whether the update left that record as it was.
         let read_version = std::sync::Mutex::new(None::<String>);
@@ -2796,11 +2795,24 @@ impl<'s> RefStore<'s> {
         // Versions name content (a SHA-1, an ETag), so a record kept under the version it
         // was parsed from or written as is what any later read of that version parses to.
         match (written, last_version) {
-            (Some(written), _) => remember(&written.version, &record),
-            (None, Some(version)) if unchanged => remember(&version, &record),
+            (Some(written), _) => self.remember_source_map(file, &written.version, &record),
+            (None, Some(version)) if unchanged => self.remember_source_map(file, &version, &record),
             _ => {}
         }
         Ok(record)
+    }
+
+    /// Keeps a source-map record as parsed from (or written as) `version`, for the next
+    /// update reading that version (bounded: past that many records, the cache starts over).
+    fn remember_source_map(&self, file: &str, version: &str, record: &Arc<SourceMapRecord>) {
+        let mut cache = self
+            .parsed_source_maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= PARSED_SOURCE_MAPS {
+            cache.clear();
+        }
+        cache.insert(file.to_string(), (version.to_string(), Arc::clone(record)));
     }
 
     /// Records that `upload` waits for `key`, where it found other content, then looks at
