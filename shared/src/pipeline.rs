@@ -1663,7 +1663,9 @@ impl<'s> Indexer<'s> {
             })
             .await?;
         // Changed since the read: a want (or offer) swapped in meanwhile is decided now. A
-        // crash before this leaves such a path to the next upload that matches it.
+        // crash before this leaves such a path to the next upload that matches it. Compared,
+        // not inferred from a second attempt: a sole writer's kept copy changes in place,
+        // with no read again to tell.
         if let Some(swapped) = swapped.filter(|s| *s != *as_read) {
             self.hand_on_paths(removed, &swapped, freed, &mut handed)
                 .await?;
