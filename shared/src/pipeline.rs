@@ -3106,16 +3106,7 @@ mod tests {
         let refs = RefStore::new(&store);
         let mut record = refs.upload(&stale.id).await.unwrap().unwrap();
         assert!(record.offered_in.take().is_some());
-        let file = store
-            .list("_symdex/uploads/")
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|f| {
-                let bytes = std::fs::read(dir.path().join(f)).unwrap();
-                serde_json::from_slice::<UploadRecord>(&bytes).is_ok_and(|r| r.upload == stale.id)
-            })
-            .expect("the stale upload's record");
+        let file = refs.upload_file(&stale.id).await.unwrap();
         store
             .put(&file, &serde_json::to_vec(&record).unwrap())
             .await
@@ -3124,19 +3115,12 @@ mod tests {
             .unindex(&stale.id)
             .await
             .unwrap();
-        // The uploads offering sources in the store's join records.
-        async fn offers(store: &LocalStore) -> BTreeSet<String> {
-            let mut uploads = BTreeSet::new();
-            for file in store.list("_symdex/sourcemap/").await.unwrap() {
-                let bytes = store.read(&file).await.unwrap().unwrap();
-                let record: sourcemap::SourceMapRecord = serde_json::from_slice(&bytes).unwrap();
-                uploads.extend(record.offers.into_iter().map(|o| o.upload));
-            }
-            uploads
-        }
+        let stale_offer = crate::testing::scenarios::stale_offer;
+        let left = stale_offer(&store).await.unwrap();
         assert!(
-            offers(&store).await.contains(&stale.id),
-            "the stale offer stays"
+            left.as_ref()
+                .is_some_and(|o| o.contains(&format!(" of {},", stale.id))),
+            "the stale offer stays: {left:?}"
         );
 
         let debug = index_and_finalize(&store, config(), &a.debug_with_sources).await;
@@ -3149,10 +3133,7 @@ mod tests {
         assert_eq!(served.len(), 1, "{:?}", debug.records);
         let key = served.first().unwrap();
         assert_eq!(store.read(key).await.unwrap(), Some(live.bytes.clone()));
-        assert!(
-            !offers(&store).await.contains(&stale.id),
-            "dropped once met"
-        );
+        assert_eq!(stale_offer(&store).await.unwrap(), None, "dropped once met");
         assert_audit_clean(&store).await;
     }
 

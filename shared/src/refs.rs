@@ -1003,7 +1003,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// Where `upload`'s record is.
-    async fn upload_file(&self, upload: &str) -> io::Result<String> {
+    pub(crate) async fn upload_file(&self, upload: &str) -> io::Result<String> {
         Ok(upload_file(self.layout().await?, upload))
     }
 

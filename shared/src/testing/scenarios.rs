@@ -794,7 +794,7 @@ async fn published(store: &dyn Storage) -> io::Result<BTreeMap<String, String>> 
 
 /// A join record's offer of a source upload gone or going (sourcemap.rs): its removal
 /// withdraws it, else it would make the paths it ties for ambiguous to debug files to come.
-async fn stale_offer(store: &dyn Storage) -> io::Result<Option<String>> {
+pub(crate) async fn stale_offer(store: &dyn Storage) -> io::Result<Option<String>> {
     let refs = crate::refs::RefStore::new(store);
     let live: BTreeSet<String> = refs
         .uploads()
@@ -810,8 +810,8 @@ async fn stale_offer(store: &dyn Storage) -> io::Result<Option<String>> {
         let record = refs.source_map(&file).await?;
         if let Some(offer) = record.offers.iter().find(|o| !live.contains(&o.upload)) {
             return Ok(Some(format!(
-                "{file} offers {} of an upload gone",
-                offer.path
+                "{file} offers {} of {}, an upload gone",
+                offer.path, offer.upload
             )));
         }
     }
