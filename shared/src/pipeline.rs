@@ -1535,7 +1535,7 @@ impl<'s> Indexer<'s> {
                     continue;
                 };
                 match self
-                    .serve_path(&record.offers, path, &key, &mut dead)
+                    .serve_path(&record.offers, path, &key, &mut dead, None)
                     .await?
                 {
                     Served::Missing => report.missing.push(path.clone()),
@@ -1569,13 +1569,15 @@ impl<'s> Indexer<'s> {
     /// whether their uploads live (a read each, only where sources tie), so a dead one never
     /// keeps a path ambiguous: for an upload removed before records named their join record
     /// no withdrawal comes, and a removal's withdrawal may find the offer dropped already
-    /// (by whoever met it dead) and decide nothing for the path.
+    /// (by whoever met it dead) and decide nothing for the path. `removal`: the upload whose
+    /// withdrawal this is, if it is one ([`Self::hold_for`]).
     async fn serve_path(
         &self,
         offers: &[sourcemap::Offer],
         path: &str,
         key: &str,
         dead: &mut BTreeSet<sourcemap::Offer>,
+        removal: Option<&str>,
     ) -> io::Result<Served> {
         let name = sourcemap::base_name(path);
         loop {
@@ -1603,7 +1605,7 @@ impl<'s> Indexer<'s> {
                 size: offer.size,
                 source: CopySource::Key(&offer.key),
             };
-            match self.hold_for(&offer.upload, key, &content).await? {
+            match self.hold_for(&offer.upload, key, &content, removal).await? {
                 Some(KeyOutcome::Conflict) => return Ok(Served::Conflict),
                 Some(outcome) => return Ok(Served::By(offer.upload.clone(), outcome)),
                 None => {
@@ -1722,7 +1724,7 @@ impl<'s> Indexer<'s> {
                 continue;
             }
             handed.insert(key.clone());
-            let served = self.serve_path(&after.offers, &want.path, &key, &mut dead);
+            let served = self.serve_path(&after.offers, &want.path, &key, &mut dead, Some(removed));
             if let Served::By(holder, KeyOutcome::Published) = served.await? {
                 held.entry(holder).or_default().push(key);
             }
@@ -2141,7 +2143,7 @@ impl<'s> Indexer<'s> {
                             KeyOutcome::Unchanged
                         })
                     } else {
-                        self.hold_for(holder, &key, &content).await?
+                        self.hold_for(holder, &key, &content, None).await?
                     };
                     if let Some(outcome @ (KeyOutcome::Published | KeyOutcome::Unchanged)) = outcome
                     {
@@ -2223,11 +2225,13 @@ impl<'s> Indexer<'s> {
 
     /// Publishes `key` on behalf of another upload (invariants 4 and 5): listed in its record
     /// first, referenced, then confirmed, or taken back if that upload is being removed.
+    /// `removal`: the upload whose removal hands the key on ([`crate::refs::Lease::acting`]).
     async fn hold_for(
         &self,
         holder: &str,
         key: &str,
         content: &Content<'_>,
+        removal: Option<&str>,
     ) -> io::Result<Option<KeyOutcome>> {
         let keys: BTreeSet<String> = [key.to_string()].into();
         if !self.refs.plan_more(holder, &keys).await? {
@@ -2235,11 +2239,19 @@ impl<'s> Indexer<'s> {
         }
         // `fresh`: copies first written for this holder are reported as published again by a
         // retry (at-least-once, as for the holder's own keys).
-        let result = match self
-            .refs
-            .publish(key, holder, content, OnDifferent::Conflict, true)
-            .await
-        {
+        let published = match removal {
+            Some(removed) => {
+                self.refs
+                    .publish_handed_on(key, holder, removed, content)
+                    .await
+            }
+            None => {
+                self.refs
+                    .publish(key, holder, content, OnDifferent::Conflict, true)
+                    .await
+            }
+        };
+        let result = match published {
             Ok(result) => result,
             // The source copy was unpublished meanwhile: so is its upload, no alias needed.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -3021,27 +3033,28 @@ mod tests {
                 runs += 1;
                 let why = format!("seed {seed}, change {nth}: {trace:#?}");
                 results[1].as_ref().expect(&why);
-                if !failing.hook().failed() {
-                    results[0].as_ref().expect(&why);
-                    break;
+                let failed = failing.hook().failed();
+                match &results[0] {
+                    Ok(()) => {}
+                    // Handing the path on, the removal waits for the debug file's live lease
+                    // of the same holder, and may give up: retried, as SQS would.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => assert!(failed, "{e}\n{why}"),
                 }
-                delete_reported(&store, &removed.id).await.unwrap();
+                delete_reported(&store, &removed.id).await.expect(&why);
                 let key = published_for(&store, &left.id, "").await;
                 assert_eq!(key.len(), 1, "{why}");
                 let key = key.first().unwrap();
                 let served = store.read(key).await.unwrap();
                 assert_eq!(served, Some(left.bytes.clone()), "{why}");
-                // All else is as it should be. What may be left is the `create` lease the dead
-                // attempt took over from the debug file's run publishing the same key for the
-                // same holder: nobody lists that run, so it ends when it runs out (noted).
+                // Nothing left behind: no lease of the dead attempt's (it took over none of
+                // the debug file's run) waits to run out.
                 let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-                let other: Vec<_> = audit
-                    .problems
-                    .iter()
-                    .filter(|p| !(p.kind == "lease" && p.key == *key))
-                    .collect();
-                assert!(other.is_empty(), "{other:?}\n{why}");
+                assert!(audit.problems.is_empty(), "{:?}\n{why}", audit.problems);
                 std::fs::remove_dir_all(&root).unwrap();
+                if !failed {
+                    break;
+                }
             }
         }
         assert!(runs > 20, "{runs} runs");

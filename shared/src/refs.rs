@@ -31,7 +31,12 @@
 //!    store's writer lock, was left by a dead process and is taken over. The holder is the
 //!    operation and the upload (`index:<upload>`, `remove:<upload>`): a retried message takes
 //!    its own earlier attempt's lease over at once, which is safe because both attempts mean
-//!    the same bytes (or the same removal) for the same upload. Taken over, a lease is
+//!    the same bytes (or the same removal) for the same upload. A removal handing a key on
+//!    to another upload (invariant 5) holds that upload's lease and says so
+//!    ([`Lease::acting`]): it takes over at once only its own removal's earlier attempt's,
+//!    and waits for a live lease any other run holds for that upload — its retry may never
+//!    meet the key again (the offer it withdraws may be dropped meanwhile), so a lease it
+//!    took over and then left would stay, listed by nobody, until it ran out. Taken over, a lease is
 //!    written anew with the taker's run (`Lease::run`, one per [`RefStore`]): the earlier
 //!    attempt may be alive (a message delivered twice at once), and the two must not end
 //!    each other's lease — a release ends a lease only as its run took it, and a listing only
@@ -171,6 +176,12 @@ pub struct Lease {
     /// (invariant 1). Empty in leases written before it existed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub run: String,
+    /// The upload whose removal hands the key on to `holder` (a source's withdrawal serving
+    /// a path from another source, invariant 5); empty for anyone else. Such a lease is taken
+    /// over at once only by another attempt of the same removal, and takes nobody else's
+    /// live lease over (invariant 1).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub acting: String,
 }
 
 /// One key's turn among keys published at once ([`RefStore::publish_in_turn`]): it waits
@@ -549,6 +560,14 @@ enum Step<T, R> {
     Keep(R),
     /// Somebody else's live lease: wait, then read again.
     Wait(String),
+}
+
+/// Who publishes a key: the upload referencing it, and the removal handing it on to that
+/// upload, where one does (empty else; [`Lease::acting`]).
+#[derive(Clone, Copy)]
+struct Publisher<'a> {
+    upload: &'a str,
+    acting: &'a str,
 }
 
 /// How [`RefStore::copy_under_lease`] treats an object it finds at the key.
@@ -1239,6 +1258,15 @@ impl<'s> RefStore<'s> {
             until: now_secs() + self.policy.duration.as_secs(),
             op: op.to_string(),
             run: self.run.clone(),
+            acting: String::new(),
+        }
+    }
+
+    /// [`Self::new_lease`] of a publisher: one acting for a removal says so.
+    fn publisher_lease(&self, op: &str, holder: &str, publisher: Publisher<'_>) -> Lease {
+        Lease {
+            acting: publisher.acting.to_string(),
+            ..self.new_lease(op, holder)
         }
     }
 
@@ -1253,6 +1281,24 @@ impl<'s> RefStore<'s> {
             .lease
             .as_ref()
             .is_some_and(|l| self.lease_is_live_other(l, holder))
+    }
+
+    /// [`Self::blocked`], for `publisher` holding `holder`'s leases. A removal handing a key
+    /// on (`acting`) waits for a live lease of its holder's unless its own removal's (an
+    /// earlier attempt): its retry may never meet the key again (the offer it withdraws may
+    /// be dropped meanwhile by whoever finds it dead), so a lease it took over from a run
+    /// still going would be left to run out. Anyone else takes a lease of its holder over at
+    /// once, as a retry takes its own earlier attempt's: the run that took it over lists
+    /// it, or its own retry meets the key again (invariant 1).
+    fn blocked_for(&self, record: &KeyRecord, holder: &str, publisher: Publisher<'_>) -> bool {
+        record.lease.as_ref().is_some_and(|l| {
+            let other = !publisher.acting.is_empty() && l.acting != publisher.acting;
+            if other && l.holder == holder {
+                !self.policy.exclusive && l.until >= now_secs()
+            } else {
+                self.lease_is_live_other(l, holder)
+            }
+        })
     }
 
     /// Drops `record`'s lease where it is released without a write (invariant 1): a `create`
@@ -1465,8 +1511,42 @@ impl<'s> RefStore<'s> {
         content: &Content<'_>,
         different: OnDifferent,
         fresh: bool,
+        turn: Option<InTurn>,
+    ) -> io::Result<KeyOutcome> {
+        let publisher = Publisher { upload, acting: "" };
+        self.publish_as(key, publisher, content, different, fresh, turn)
+            .await
+    }
+
+    /// [`Self::publish`] of a key `removed`'s removal hands on to `holder` (invariant 5): its
+    /// leases say so, and it waits for a live lease of another run of `holder`'s
+    /// ([`Self::blocked_for`]).
+    pub async fn publish_handed_on(
+        &self,
+        key: &str,
+        holder: &str,
+        removed: &str,
+        content: &Content<'_>,
+    ) -> io::Result<KeyOutcome> {
+        let publisher = Publisher {
+            upload: holder,
+            acting: removed,
+        };
+        self.publish_as(key, publisher, content, OnDifferent::Conflict, true, None)
+            .await
+    }
+
+    /// [`Self::publish_in_turn`] by `publisher`.
+    async fn publish_as(
+        &self,
+        key: &str,
+        publisher: Publisher<'_>,
+        content: &Content<'_>,
+        different: OnDifferent,
+        fresh: bool,
         mut turn: Option<InTurn>,
     ) -> io::Result<KeyOutcome> {
+        let upload = publisher.upload;
         let overwrite = different == OnDifferent::Overwrite;
         let file = key_file(key);
         let holder = index_holder(upload);
@@ -1542,7 +1622,7 @@ impl<'s> RefStore<'s> {
                             }
                         }
                         let record = match current {
-                            Some(r) if self.blocked(&r, &holder) => {
+                            Some(r) if self.blocked_for(&r, &holder, publisher) => {
                                 // A creation ends with its holder's listing: read it again.
                                 if let Some(creator) = self.creating(&r) {
                                     return Ok(Step::Keep(PublishPlan::Learn(creator)));
@@ -1553,7 +1633,7 @@ impl<'s> RefStore<'s> {
                             Some(r) if r.refs.is_empty() => None,
                             other => other,
                         };
-                        let lease = self.new_lease("copy", &holder);
+                        let lease = self.publisher_lease("copy", &holder, publisher);
                         let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
                             key: key.to_string(),
                             etag: content.etag.to_string(),
@@ -1570,7 +1650,7 @@ impl<'s> RefStore<'s> {
                             if creates && !had_record {
                                 // Written as it will stay (alias target included): the upload's
                                 // finalize releases the lease (invariant 1).
-                                let lease = self.new_lease(CREATE, &holder);
+                                let lease = self.publisher_lease(CREATE, &holder, publisher);
                                 let record = KeyRecord {
                                     lease: Some(lease.clone()),
                                     alias_of: self.alias_target(content),
@@ -1640,7 +1720,7 @@ impl<'s> RefStore<'s> {
                             let own = dead.holder == holder;
                             let creation = dead.op == CREATE;
                             let lease = if creation {
-                                self.new_lease(CREATE, &holder)
+                                self.publisher_lease(CREATE, &holder, publisher)
                             } else {
                                 lease.clone()
                             };
@@ -1723,14 +1803,14 @@ impl<'s> RefStore<'s> {
                             }
                         }
                         match current {
-                            Some(r) if self.blocked(&r, &holder) => {
+                            Some(r) if self.blocked_for(&r, &holder, publisher) => {
                                 Ok(Step::Wait(format!("{key}: a change is in progress")))
                             }
                             Some(mut r)
                                 if (r.etag == content.etag || different == OnDifferent::Adopt)
                                     && r.refs.contains(upload) =>
                             {
-                                let lease = self.new_lease("copy", &holder);
+                                let lease = self.publisher_lease("copy", &holder, publisher);
                                 r.lease = Some(lease.clone());
                                 // What is copied now (an adopted copy is replaced by ours).
                                 r.etag = content.etag.to_string();
@@ -3120,6 +3200,78 @@ mod tests {
         assert_eq!(store.size("k").await.unwrap(), None);
     }
 
+    /// A removal handing a key on to its holder (a source's withdrawal serving a path from
+    /// another source) takes over its own removal's earlier attempt's lease at once, as a
+    /// retry does, but waits for a live lease another run holds for the same holder: its
+    /// retry may never meet the key again, so a lease it took over and then left would run
+    /// out unlisted. The holder's other publishers (a debug file serving the path) take the
+    /// removal's lease over, as before.
+    #[tokio::test]
+    async fn a_removal_handing_a_key_on_takes_over_only_its_own_attempts_lease() {
+        let (dir, store, etag) = store_and_input();
+        let input = dir.path().join("in");
+        let c = content(&etag, &input);
+        let run = || RefStore::with_policy(&store, impatient());
+        let reader = run();
+        let lease = || async { reader.key("k").await.unwrap().unwrap().lease };
+        let dying = run();
+        let handed = dying.publish_handed_on("k", "u", "t", &c);
+        assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
+        let first = lease().await.unwrap();
+        assert_eq!(
+            (first.holder.as_str(), first.acting.as_str()),
+            ("index:u", "t")
+        );
+        // Its retry: taken over, written as the retry's run.
+        let retry = run();
+        let handed = retry.publish_handed_on("k", "u", "t", &c);
+        assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
+        let retried = lease().await.unwrap();
+        assert_ne!(retried.run, first.run);
+        assert_eq!(retried.acting, "t");
+        // Another removal handing the same key on to the same holder waits, and changes
+        // nothing.
+        let waits = run()
+            .publish_handed_on("k", "u", "t2", &c)
+            .await
+            .unwrap_err();
+        assert_eq!(waits.kind(), io::ErrorKind::WouldBlock, "{waits}");
+        assert_eq!(lease().await, Some(retried.clone()));
+        // A debug file serving the path for the holder takes it over: its retry meets the
+        // key again, so its lease is listed by one of its runs.
+        let debug = run();
+        let served = debug.publish("k", "u", &c, OnDifferent::Conflict, true);
+        assert_eq!(served.await.unwrap(), KeyOutcome::Published);
+        let served = lease().await.unwrap();
+        assert_eq!(
+            (served.acting.as_str(), served.holder.as_str()),
+            ("", "index:u")
+        );
+        assert_ne!(served.run, retried.run);
+        // The removal, retried again, now waits for the debug file's run.
+        let waits = run()
+            .publish_handed_on("k", "u", "t", &c)
+            .await
+            .unwrap_err();
+        assert_eq!(waits.kind(), io::ErrorKind::WouldBlock, "{waits}");
+        // Once the debug file's run lists the key, the lease is over and the removal finds
+        // it published.
+        let keys: BTreeSet<String> = ["k".to_string()].into();
+        let template = UploadRecord {
+            upload: "u".into(),
+            source: "/in/u".into(),
+            ..Default::default()
+        };
+        debug.plan(&template, &keys, None, None).await.unwrap();
+        let held = debug.take_held("u");
+        let listed = debug.finalize("u", &keys, Run::Partial, None, &held);
+        assert!(listed.await.unwrap());
+        let last = run();
+        let handed = last.publish_handed_on("k", "u", "t", &c);
+        assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
+        assert_eq!(store.size("k").await.unwrap(), Some(c.size));
+    }
+
     /// A join record taken to be absent is created without a read; one there after all
     /// fails the creation, is read, and gets the change on top of what it held.
     #[tokio::test]
@@ -3278,6 +3430,7 @@ mod tests {
             until: now_secs() + 600,
             op: "remove".into(),
             run: String::new(),
+            acting: String::new(),
         });
         record.refs.clear();
         store
@@ -3328,6 +3481,7 @@ mod tests {
                 until,
                 op: CREATE.into(),
                 run: String::new(),
+                acting: String::new(),
             }),
             alias_of: None,
         };
