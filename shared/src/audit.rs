@@ -11,7 +11,7 @@ use crate::storage::Storage;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// `missing`, `changed`, `lease`, `tombstone`, `incomplete`, `unref`, `dangling`, `orphan`,
-    /// `alias`, `sidecar`.
+    /// `alias`, `sidecar`, `waiting`, `offer`, `source`.
     pub kind: &'static str,
     pub key: String,
     pub detail: String,
@@ -206,6 +206,7 @@ pub async fn audit_with(
             );
         }
     }
+    let of_sources = source_problems(store, &refs, &by_upload, &accounted).await?;
     // Published objects no record accounts for (what a removal that lost a race would leave).
     for key in store.list("").await? {
         if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(&key) {
@@ -216,10 +217,91 @@ pub async fn audit_with(
             );
         }
     }
+    problems.extend(of_sources);
     Ok(Audit {
         keys: records.len(),
         problems,
     })
+}
+
+/// The source-join records (sourcemap.rs) against the uploads and the keys published:
+/// - `offer`: an offer of an upload that is gone. Harmless (whoever meets it drops it, at
+///   the cost of a read), but a removal should have withdrawn it.
+/// - `source`: a path a live debug file wants, matched best by one live upload's source, and
+///   nothing at its key (invariant 5: a source uploaded is served to the debug files naming
+///   it, whichever came first and whoever was removed since). Where the key holds other
+///   content (a conflict) it is served, and nothing is said.
+///
+/// Read from the join records alone: the debuginfod prefix a store was indexed with is not
+/// known here, so a key counts as published when a published key ends with it.
+async fn source_problems(
+    store: &dyn Storage,
+    refs: &RefStore<'_>,
+    by_upload: &BTreeMap<&str, &crate::refs::UploadRecord>,
+    accounted: &BTreeSet<String>,
+) -> io::Result<Vec<Problem>> {
+    use crate::sourcemap::{base_name, best_offer, source_key, Match};
+    let mut problems = Vec::new();
+    let files = store.list(&format!("{STATE_PREFIX}/sourcemap/")).await?;
+    if files.is_empty() {
+        return Ok(problems);
+    }
+    let published: BTreeSet<&str> = accounted
+        .iter()
+        .flat_map(|key| key.match_indices("buildid/").map(move |(at, _)| &key[at..]))
+        .collect();
+    let lives = |upload: &str| {
+        by_upload
+            .get(upload)
+            .is_some_and(|u| u.state != UploadState::Removing)
+    };
+    for file in files {
+        let record = refs.source_map(&file).await?;
+        for offer in &record.offers {
+            if !by_upload.contains_key(offer.upload.as_str()) {
+                problems.push(Problem {
+                    kind: "offer",
+                    key: file.clone(),
+                    detail: format!(
+                        "{} offered by upload {}, which is gone; the next debug file meeting it drops it",
+                        offer.path, offer.upload
+                    ),
+                });
+            }
+        }
+        for want in &record.wants {
+            let indexed = by_upload
+                .get(want.upload.as_str())
+                .is_some_and(|u| u.state == UploadState::Indexed);
+            let key = source_key(&want.build_id, &want.path);
+            if !indexed || published.contains(key.as_str()) || !servable(&key) {
+                continue;
+            }
+            let name = base_name(&want.path);
+            let offers = record
+                .offers
+                .iter()
+                .filter(|o| base_name(&o.path) == name && lives(&o.upload));
+            if let Match::Found(offer) = best_offer(&want.path, offers) {
+                problems.push(Problem {
+                    kind: "source",
+                    key,
+                    detail: format!(
+                        "{} is not served to upload {}, while upload {} offers it as {}; re-index {} with --recheck",
+                        want.path, want.upload, offer.upload, offer.path, want.upload
+                    ),
+                });
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Whether a debuginfod source key is one an indexer publishes (pipeline.rs,
+/// `Indexer::source_key`), as far as it can be told without the store's prefix.
+fn servable(key: &str) -> bool {
+    crate::pipeline::fits_state_prefix(key)
+        && crate::layouts::grammar::is_valid_key(crate::layouts::Layout::Debuginfod, key)
 }
 
 /// Every published key with the uploads referencing it (for comparing two stores).

@@ -1424,7 +1424,7 @@ impl<'s> Indexer<'s> {
     fn source_key(&self, build_id: &str, path: &str) -> Option<String> {
         let key = sourcemap::source_key(build_id, path);
         let prefixed = format!("{}{key}", self.config.prefix(Layout::Debuginfod));
-        let fits = crate::refs::STATE_PREFIX.len() + "/refs/".len() + prefixed.len() + 5 <= 1024;
+        let fits = fits_state_prefix(&prefixed);
         (fits && layouts::grammar::is_valid_key(Layout::Debuginfod, &key)).then_some(prefixed)
     }
 
@@ -2506,6 +2506,12 @@ fn report_unlisted_as_published(record: &mut Record, listed: &BTreeSet<String>) 
     }
 }
 
+/// Whether a key's record fits under the bookkeeping prefix (`_symdex/refs/<key>.json`) within
+/// S3's 1,024-byte key limit.
+pub(crate) fn fits_state_prefix(key: &str) -> bool {
+    crate::refs::STATE_PREFIX.len() + "/refs/".len() + key.len() + 5 <= 1024
+}
+
 /// An upload removed but not yet forgotten: its record stays (`removing`, listing the keys it
 /// unpublished) until [`Indexer::end_removal`], called once `record` is in the manifest, so a
 /// run that dies in between reports the same keys again (the manifest is at-least-once).
@@ -3128,12 +3134,15 @@ mod tests {
             .unindex(&stale.id)
             .await
             .unwrap();
-        let stale_offer = crate::testing::scenarios::stale_offer;
-        let left = stale_offer(&store).await.unwrap();
+        let offers_gone = |problems: Vec<crate::audit::Problem>| -> Vec<String> {
+            let offers = problems.into_iter().filter(|p| p.kind == "offer");
+            offers.map(|p| p.detail).collect()
+        };
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        let left = offers_gone(audit.problems);
         assert!(
-            left.as_ref()
-                .is_some_and(|o| o.contains(&format!(" of {},", stale.id))),
-            "the stale offer stays: {left:?}"
+            left.len() == 1 && left[0].contains(&format!("upload {}, which is gone", stale.id)),
+            "verify tells the stale offer: {left:?}"
         );
 
         let debug = index_and_finalize(&store, config(), &a.debug_with_sources).await;
@@ -3146,7 +3155,55 @@ mod tests {
         assert_eq!(served.len(), 1, "{:?}", debug.records);
         let key = served.first().unwrap();
         assert_eq!(store.read(key).await.unwrap(), Some(live.bytes.clone()));
-        assert_eq!(stale_offer(&store).await.unwrap(), None, "dropped once met");
+        // Dropped once met: verify finds nothing more.
+        assert_audit_clean(&store).await;
+    }
+
+    /// `verify` tells a path a debug file wants left unserved while an uploaded source matches
+    /// it (what a hand-on lost would leave), and indexing the debug file again with
+    /// `--recheck` serves it.
+    #[tokio::test]
+    async fn a_wanted_path_a_source_matches_left_unserved_is_reported_until_served() {
+        let a = Artifacts::new();
+        let (source, debug) = (&a.source, &a.debug_with_sources);
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        index_reported(&store, source).await.unwrap();
+        index_reported(&store, debug).await.unwrap();
+        assert_audit_clean(&store).await;
+        let keys = published_for(&store, &source.id, "named by").await;
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let key = keys.first().unwrap();
+        // Lost: the source's reference taken back, its object gone with it.
+        let refs = RefStore::new(&store);
+        assert_eq!(
+            refs.remove(key, &source.id).await.unwrap(),
+            RemoveOutcome::Removed
+        );
+        assert_eq!(store.read(key).await.unwrap(), None);
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        let unserved: Vec<_> = audit
+            .problems
+            .iter()
+            .filter(|p| p.kind == "source")
+            .collect();
+        assert_eq!(unserved.len(), 1, "{:?}", audit.problems);
+        assert!(key.ends_with(&unserved[0].key), "{unserved:?}");
+        assert!(
+            unserved[0]
+                .detail
+                .contains(&format!("while upload {} offers it", source.id)),
+            "{unserved:?}"
+        );
+        let recheck = Config {
+            recheck: true,
+            ..config()
+        };
+        let indexer = Indexer::new(&store, recheck);
+        let upload = debug.upload();
+        let indexed = indexer.index(&upload, &MemReader(&debug.bytes)).await;
+        indexer.finalize(&indexed.unwrap(), true).await.unwrap();
+        assert_eq!(store.read(key).await.unwrap(), Some(source.bytes.clone()));
         assert_audit_clean(&store).await;
     }
 
