@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
@@ -17,7 +18,7 @@ use symdex_shared::pipeline::{
     Upload,
 };
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
-use symdex_shared::refs::{FileStamp, LeasePolicy, RefStore, UploadRecord};
+use symdex_shared::refs::{DeferredWrites, FileStamp, LeasePolicy, RefStore, UploadRecord};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
@@ -116,6 +117,9 @@ impl KeyArgs {
 pub struct FromFiles<'s> {
     store: &'s crate::crash::Store,
     unpack: Unpack<'s>,
+    /// The deferred source-map writes of the run handing over, where it defers them: the
+    /// re-indexes share them (see `refs::DeferredWrites`).
+    deferred: Option<Arc<DeferredWrites>>,
 }
 
 impl HandOver for FromFiles<'_> {
@@ -133,7 +137,14 @@ impl<'s> FromFiles<'s> {
         FromFiles {
             store,
             unpack: Unpack { limits, keys },
+            deferred: None,
         }
+    }
+
+    /// Re-indexes sharing `deferred`, the run's deferred source-map writes.
+    pub fn sharing(mut self, deferred: &Arc<DeferredWrites>) -> Self {
+        self.deferred = Some(Arc::clone(deferred));
+        self
     }
 
     async fn reindex_input(&self, waiter: &UploadRecord) -> io::Result<()> {
@@ -146,7 +157,10 @@ impl<'s> FromFiles<'s> {
             recheck: true,
             ..unpack.keys.config()
         };
-        let indexer = Indexer::new(self.store, config);
+        let mut indexer = Indexer::new(self.store, config);
+        if let Some(deferred) = &self.deferred {
+            indexer = indexer.defer_source_map_writes_to(Arc::clone(deferred));
+        }
         let mut sink = Sink::new(&indexer, false);
         // Identified as the upload was: its record says whether it was a source.
         let options = IdentifyOptions {
@@ -285,11 +299,13 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     let count = files.len();
     // A removal a killed `delete` or `expire` left half done is finished by indexing its
     // upload again: the keys it frees go to the uploads waiting for them, as they would have.
-    let hand_over = FromFiles::new(&store, &args.keys, args.limits);
     // The writer lock makes this run the store's only writer: source-map records are
-    // written once per flush, before the uploads they serve are finalized.
+    // written once per flush, before the uploads they serve are finalized (the hand-over's
+    // re-indexes too: they share the deferred writes).
+    let deferred = Arc::default();
+    let hand_over = FromFiles::new(&store, &args.keys, args.limits).sharing(&deferred);
     let indexer = Indexer::new(&store, config(args))
-        .defer_source_map_writes()
+        .defer_source_map_writes_to(deferred)
         .handing_over_to(&hand_over);
     let meta = upload_meta(args);
     let lanes = match args.jobs {

@@ -507,3 +507,79 @@ fn a_sentry_source_bundle_serves_its_files_to_debuginfod_clients() {
     assert!(store.join(bundle).is_file());
     verify_clean(&store);
 }
+
+/// `index` meeting a source whose `delete` was killed finishes the removal first: the path
+/// goes to the sources waiting for its key, indexed again by the hand-over. The same run
+/// indexed another source of the path before (a join record changed and not yet written):
+/// the hand-over's changes and the run's are written as one (they failed as "changed by
+/// another writer"), whatever point the delete was killed at.
+#[test]
+fn index_finishes_a_killed_source_delete_after_another_source_of_the_path() {
+    let w = Workdir::new();
+    let build_id = build(&w, &[], 0);
+    let root = w.path("build").canonicalize().unwrap();
+    let before = w.path("before");
+    index(&before, &[&w.path("app.debug")]);
+    let edited = format!("{HELLO}/* edited */\n");
+    // `one` serves the path by its suffix; `two`, under the source root, matches it exactly
+    // and waits for the key.
+    let one = checkout(&w, "one", HELLO);
+    index_source_in(&before, &one, None);
+    let two = checkout(&w, "two", &edited);
+    index_source_in(&before, &two, Some(&root));
+    checkout(&w, "a-third", &edited);
+    let key = format!("buildid/{build_id}/source{}/src/hello.c", root.display());
+    let one_input = one.join("src/hello.c").canonicalize().unwrap();
+    let (mut began, mut handed_over, mut not_begun) = (0, 0, 0);
+    for crash_after in 0.. {
+        let store = w.path(&format!("store{crash_after}"));
+        common::run_in(
+            &w.path(""),
+            "cp",
+            &["-a", before.to_str().unwrap(), store.to_str().unwrap()],
+        );
+        let killed = symdex()
+            .args(["delete", "--store"])
+            .arg(&store)
+            .arg("--input")
+            .arg(&one_input)
+            .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
+            .output()
+            .unwrap();
+        if killed.status.success() {
+            break;
+        }
+        let removing = common::files_of(&store, |k| k.starts_with("_symdex/uploads/"))
+            .values()
+            .filter_map(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok())
+            .any(|r| r["source"] == one_input.to_str().unwrap() && r["state"] == "removing");
+        let mut cmd = symdex();
+        cmd.current_dir(w.path(""))
+            .args(["index", "--jobs", "1", "--source-ext", "c,h", "--store"])
+            .arg(&store)
+            .args(["a-third/src/hello.c", "one/src/hello.c"]);
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "crash after {crash_after}: {stderr}");
+        verify_clean(&store);
+        if !removing {
+            not_begun += 1;
+            continue;
+        }
+        began += 1;
+        // The key went to a waiting source indexed again (the path that failed), or was
+        // handed on by the withdrawal of `one`'s offer.
+        handed_over += usize::from(stderr.contains("handed over"));
+        // `one` is indexed again after its removal, and waits in turn.
+        assert_eq!(
+            std::fs::read(store.join(&key)).ok(),
+            Some(edited.clone().into_bytes()),
+            "crash after {crash_after}: the exact match serves the path"
+        );
+    }
+    assert!(
+        began >= 2 && handed_over >= 1 && not_begun >= 1,
+        "the crash points fell before and inside the removal: {not_begun} / {began}, \
+         {handed_over} handed over by indexing again"
+    );
+}

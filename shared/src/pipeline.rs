@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
@@ -14,8 +15,8 @@ use crate::layouts::{self, symstore_index2, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
-    busy, Content, IdRecord, InTurn, IndexedAs, KeyOutcome, KeyRecord, LeasePolicy, OnDifferent,
-    PriorRead, RefStore, RemoveOutcome, Run, UploadRecord, UploadState, Waiting,
+    busy, Content, DeferredWrites, IdRecord, InTurn, IndexedAs, KeyOutcome, KeyRecord, LeasePolicy,
+    OnDifferent, PriorRead, RefStore, RemoveOutcome, Run, UploadRecord, UploadState, Waiting,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
@@ -422,9 +423,15 @@ impl<'s> Indexer<'s> {
     /// For a sole writer (`lease.exclusive`, else nothing changes): source-map records are
     /// written at [`Self::flush_source_maps`], which the caller runs before it finalizes
     /// (see `RefStore::defer_source_map_writes`).
-    pub fn defer_source_map_writes(mut self) -> Self {
+    pub fn defer_source_map_writes(self) -> Self {
+        self.defer_source_map_writes_to(Arc::default())
+    }
+
+    /// [`Self::defer_source_map_writes`] into `writes`, shared with the run's other indexers
+    /// (a removal's hand-over indexes with one of its own, see `refs::DeferredWrites`).
+    pub fn defer_source_map_writes_to(mut self, writes: Arc<DeferredWrites>) -> Self {
         if self.config.lease.exclusive {
-            self.refs.defer_source_map_writes();
+            self.refs.defer_source_map_writes_to(writes);
         }
         self
     }
@@ -1438,11 +1445,7 @@ impl<'s> Indexer<'s> {
         paths: Vec<&'p String>,
         fresh: bool,
         absent: bool,
-    ) -> io::Result<(
-        String,
-        Vec<&'p String>,
-        std::sync::Arc<sourcemap::SourceMapRecord>,
-    )> {
+    ) -> io::Result<(String, Vec<&'p String>, Arc<sourcemap::SourceMapRecord>)> {
         let wants: Vec<Want> = paths
             .iter()
             .map(|path| Want {
@@ -1651,7 +1654,7 @@ impl<'s> Indexer<'s> {
     /// withdrawal swapped (its own indexing met the offer and found its upload removing).
     async fn withdraw_offer(&self, removed: &str, file: &str, freed: &[String]) -> io::Result<()> {
         let read = self.refs.read_source_map(file).await?;
-        let as_read = std::sync::Arc::clone(&read.record);
+        let as_read = Arc::clone(&read.record);
         let mut handed = BTreeSet::new();
         self.hand_on_paths(removed, &as_read, freed, &mut handed)
             .await?;

@@ -873,7 +873,7 @@ pub struct RefStore<'s> {
     /// Source-map records changed by this process and not yet written (a sole writer's
     /// deferred writes, [`Self::defer_source_map_writes`]): file -> version read (`None`:
     /// absent), the record as it is now.
-    deferred_source_maps: Option<std::sync::Mutex<DeferredSourceMaps>>,
+    deferred_source_maps: Option<Arc<DeferredWrites>>,
     /// `create` leases this process took and left to be released by their upload's finalize
     /// (invariant 1), by key, until the run hands them on ([`Self::take_held`]).
     held: std::sync::Mutex<std::collections::HashMap<String, Lease>>,
@@ -955,6 +955,20 @@ type Listed = std::collections::HashMap<String, Listing>;
 type DeferredSourceMaps =
     std::collections::HashMap<String, (Option<String>, Arc<SourceMapRecord>, bool)>;
 
+/// A sole writer's deferred source-map writes ([`RefStore::defer_source_map_writes`]),
+/// shared by every [`RefStore`] of its run ([`RefStore::defer_source_map_writes_to`]): a
+/// removal the run finishes hands its keys over to uploads indexed again by an indexer of
+/// their own, inside the run. Shared, each sees the others' changes, and what one writes is
+/// the version the others change on; apart, the run's writes failed on the versions the
+/// hand-over's had replaced.
+#[derive(Default)]
+pub struct DeferredWrites {
+    records: std::sync::Mutex<DeferredSourceMaps>,
+    /// One flush at a time: two at once would both write a record changed since the last
+    /// one, the second on the version the first replaced.
+    flushing: tokio::sync::Mutex<()>,
+}
+
 /// A parsed source-map record and the version it was parsed from.
 type ParsedSourceMap = (String, Arc<SourceMapRecord>);
 
@@ -1031,11 +1045,18 @@ impl<'s> RefStore<'s> {
     /// [`Self::flush_source_maps`] — which must come before any upload whose wants or offers
     /// they hold is finalized, so that a run killed before it leaves those uploads `indexing`
     /// (a re-run registers them again) and never an indexed upload whose want was lost.
-    /// Nobody else writes them meanwhile (the writer lock), so the kept copy is the store's.
+    /// Nobody else writes them meanwhile (the writer lock; the run's other indexers share the
+    /// kept copies, [`DeferredWrites`]), so the kept copy is the store's.
     /// Measured: in a store-wide scope every debug file naming `stdio.h` rewrote the same
     /// record of up to 512 entries, a third of a fresh index of many debug files.
     pub fn defer_source_map_writes(&mut self) {
-        self.deferred_source_maps = Some(Default::default());
+        self.defer_source_map_writes_to(Arc::default());
+    }
+
+    /// [`Self::defer_source_map_writes`] into `writes`, shared with the other writers of the
+    /// run (see [`DeferredWrites`]).
+    pub fn defer_source_map_writes_to(&mut self, writes: Arc<DeferredWrites>) {
+        self.deferred_source_maps = Some(writes);
     }
 
     /// Whether source-map writes are deferred ([`Self::defer_source_map_writes`]).
@@ -1049,6 +1070,7 @@ impl<'s> RefStore<'s> {
     pub async fn source_map(&self, file: &str) -> io::Result<Arc<SourceMapRecord>> {
         if let Some(deferred) = &self.deferred_source_maps {
             let kept = deferred
+                .records
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .get(file)
@@ -1070,7 +1092,8 @@ impl<'s> RefStore<'s> {
         let Some(deferred) = &self.deferred_source_maps else {
             return Ok(());
         };
-        let lock = || deferred.lock().unwrap_or_else(|p| p.into_inner());
+        let _alone = deferred.flushing.lock().await;
+        let lock = || deferred.records.lock().unwrap_or_else(|p| p.into_inner());
         let changed: Vec<(String, Option<String>, Arc<SourceMapRecord>)> = lock()
             .iter()
             .filter(|(_, (_, _, changed))| *changed)
@@ -1120,11 +1143,11 @@ impl<'s> RefStore<'s> {
     /// or after the change, never the stored record without this run's earlier changes.
     async fn update_deferred_source_map(
         &self,
-        deferred: &std::sync::Mutex<DeferredSourceMaps>,
+        deferred: &DeferredWrites,
         file: &str,
         f: impl FnOnce(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
-        let lock = || deferred.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = || deferred.records.lock().unwrap_or_else(|p| p.into_inner());
         let mut f = Some(f);
         // Not kept: read outside the lock, then kept (only this process writes these records,
         // so what is stored is what it was when nothing was kept).
@@ -3270,6 +3293,101 @@ mod tests {
         let handed = last.publish_handed_on("k", "u", "t", &c);
         assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
         assert_eq!(store.size("k").await.unwrap(), Some(c.size));
+    }
+
+    /// Holds the first change under `prefix` back until the test lets it through.
+    struct HoldFirst {
+        prefix: &'static str,
+        held: std::sync::atomic::AtomicBool,
+        reached: tokio::sync::Notify,
+        open: tokio::sync::Semaphore,
+    }
+
+    impl crate::storage::hooked::BeforeChange for HoldFirst {
+        fn before_change(
+            &self,
+            _op: &'static str,
+            _key: &str,
+        ) -> crate::storage::StorageResult<()> {
+            Ok(())
+        }
+
+        fn hold<'a>(
+            &'a self,
+            _op: &'static str,
+            key: &str,
+        ) -> Option<crate::storage::StorageFuture<'a, ()>> {
+            use std::sync::atomic::Ordering;
+            if !key.starts_with(self.prefix) || self.held.swap(true, Ordering::SeqCst) {
+                return None;
+            }
+            Some(Box::pin(async move {
+                self.reached.notify_one();
+                let permit = self.open.acquire().await;
+                let permit = permit.map_err(|e| io::Error::other(e.to_string()))?;
+                permit.forget();
+                Ok(())
+            }))
+        }
+    }
+
+    /// Two writers of one run share their deferred source-map writes (a removal's hand-over
+    /// indexing inside `symdex index`): each sees the other's changes, and while one flushes,
+    /// the other's flush waits for it, then finds nothing left to write. Apart, or flushing
+    /// at once, the second wrote the record the first was writing, and the first failed on
+    /// the version the second had replaced ("changed by another writer").
+    #[tokio::test]
+    async fn writers_sharing_deferred_writes_see_each_others_changes_and_flush_in_turn() {
+        use crate::sourcemap::Want;
+        use futures_util::FutureExt;
+        let dir = tempfile::tempdir().unwrap();
+        let hold = HoldFirst {
+            prefix: "_symdex/sourcemap/",
+            held: Default::default(),
+            reached: Default::default(),
+            open: tokio::sync::Semaphore::new(0),
+        };
+        let store =
+            crate::storage::hooked::Hooked::new(LocalStore::open(dir.path()).unwrap(), hold);
+        let want = |upload: &str| Want {
+            build_id: "ab".into(),
+            path: "/src/a.c".into(),
+            upload: upload.into(),
+        };
+        let file = "_symdex/sourcemap/0123456789abcdef/00.json";
+        let shared = Arc::new(DeferredWrites::default());
+        let mut run = RefStore::new(&store);
+        run.defer_source_map_writes_to(Arc::clone(&shared));
+        let mut hand_over = RefStore::new(&store);
+        hand_over.defer_source_map_writes_to(shared);
+        run.update_source_map(file, |r| r.want(&want("d1")))
+            .await
+            .unwrap();
+        hand_over
+            .update_source_map(file, |r| r.want(&want("d2")))
+            .await
+            .unwrap();
+        let both = vec![want("d1"), want("d2")];
+        assert_eq!(run.source_map(file).await.unwrap().wants, both);
+        assert_eq!(store.inner().read(file).await.unwrap(), None, "deferred");
+        let first = run.flush_source_maps();
+        let second = async {
+            // The first flush's write is held back; the second flush starts meanwhile.
+            store.hook().reached.notified().await;
+            let mut second = std::pin::pin!(hand_over.flush_source_maps());
+            let early = second.as_mut().now_or_never();
+            store.hook().open.add_permits(1);
+            match early {
+                Some(flushed) => flushed,
+                None => second.await,
+            }
+        };
+        let (first, second) = tokio::join!(first, second);
+        first.unwrap();
+        second.unwrap();
+        let stored = store.inner().read(file).await.unwrap().unwrap();
+        let stored: crate::sourcemap::SourceMapRecord = serde_json::from_slice(&stored).unwrap();
+        assert_eq!(stored.wants, both);
     }
 
     /// A join record taken to be absent is created without a read; one there after all

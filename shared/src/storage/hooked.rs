@@ -10,6 +10,13 @@ pub trait BeforeChange: Send + Sync {
     /// `op` names the change, `key` what it changes; an error is the change's outcome, and
     /// the change is not made.
     fn before_change(&self, op: &'static str, key: &str) -> StorageResult<()>;
+
+    /// A wait before a change `before_change` let through goes on: none, unless a test holds
+    /// the change back — for the interleavings the scheduler (`testing::interleave`) cannot
+    /// drive, where one writer waits on a lock of the process, not on the store.
+    fn hold<'a>(&'a self, _op: &'static str, _key: &str) -> Option<StorageFuture<'a, ()>> {
+        None
+    }
 }
 
 /// `inner`, with `hook` asked before each change, when the change is asked for (before its
@@ -38,11 +45,17 @@ impl<S: Storage, H: BeforeChange> Hooked<S, H> {
         &'a self,
         op: &'static str,
         key: &str,
-        then: impl FnOnce() -> StorageFuture<'a, T>,
+        then: impl FnOnce() -> StorageFuture<'a, T> + Send + 'a,
     ) -> StorageFuture<'a, T> {
-        match self.hook.before_change(op, key) {
-            Ok(()) => then(),
-            Err(e) => Box::pin(async move { Err(e) }),
+        if let Err(e) = self.hook.before_change(op, key) {
+            return Box::pin(async move { Err(e) });
+        }
+        match self.hook.hold(op, key) {
+            None => then(),
+            Some(held) => Box::pin(async move {
+                held.await?;
+                then().await
+            }),
         }
     }
 }
@@ -61,7 +74,7 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         self.inner.read(key)
     }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
-        self.change("put", key, || self.inner.put(key, bytes))
+        self.change("put", key, move || self.inner.put(key, bytes))
     }
     fn put_if<'a>(
         &'a self,
@@ -69,10 +82,12 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         bytes: &'a [u8],
         condition: Precondition<'a>,
     ) -> StorageFuture<'a, Option<String>> {
-        self.change("put_if", key, || self.inner.put_if(key, bytes, condition))
+        self.change("put_if", key, move || {
+            self.inner.put_if(key, bytes, condition)
+        })
     }
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
-        self.change("delete_if", key, || self.inner.delete_if(key, version))
+        self.change("delete_if", key, move || self.inner.delete_if(key, version))
     }
     fn copy<'a>(
         &'a self,
@@ -81,7 +96,9 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         known: &'a ObjectInfo,
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
-        self.change("copy", key, || self.inner.copy(source, key, known, owner))
+        self.change("copy", key, move || {
+            self.inner.copy(source, key, known, owner)
+        })
     }
     fn copy_new<'a>(
         &'a self,
@@ -90,7 +107,7 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         known: &'a ObjectInfo,
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
-        self.change("copy_new", key, || {
+        self.change("copy_new", key, move || {
             self.inner.copy_new(source, key, known, owner)
         })
     }
@@ -104,7 +121,7 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         self.inner.read_settled(key)
     }
     fn create_settled<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, bool> {
-        self.change("create_settled", key, || {
+        self.change("create_settled", key, move || {
             self.inner.create_settled(key, bytes)
         })
     }
@@ -112,7 +129,7 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         self.inner.uploads_by_location()
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
-        self.change("delete", key, || self.inner.delete(key))
+        self.change("delete", key, move || self.inner.delete(key))
     }
     fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         self.inner.owned(key)
