@@ -583,3 +583,38 @@ fn index_finishes_a_killed_source_delete_after_another_source_of_the_path() {
          {handed_over} handed over by indexing again"
     );
 }
+
+/// `verify` tells a source path the debug file names, that an uploaded source matches, left
+/// unserved (here: its key and record removed by hand), and `index --recheck` of the debug
+/// file serves it again.
+#[test]
+fn verify_tells_an_unserved_source_path_and_recheck_serves_it() {
+    let w = Workdir::new();
+    let build_id = build(&w, &[], 0);
+    let root = w.path("build").canonicalize().unwrap();
+    let store = w.path("store");
+    index(&store, &[&w.path("app.debug")]);
+    let one = checkout(&w, "one", HELLO);
+    index_source_in(&store, &one, Some(&root));
+    let key = format!("buildid/{build_id}/source{}/src/hello.c", root.display());
+    verify_clean(&store);
+    std::fs::remove_file(store.join(&key)).unwrap();
+    std::fs::remove_file(store.join(format!("_symdex/refs/{key}.json"))).unwrap();
+    let out = symdex().arg("verify").arg(&store).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    let unserved: Vec<&str> = text.lines().filter(|l| l.starts_with("source")).collect();
+    assert_eq!(unserved.len(), 1, "{text}");
+    assert!(
+        unserved[0].contains(&format!("{}/src/hello.c", root.display())),
+        "{text}"
+    );
+    let mut recheck = symdex();
+    recheck
+        .args(["index", "--recheck", "--store"])
+        .arg(&store)
+        .arg(w.path("app.debug"));
+    ok(recheck.output().unwrap());
+    assert_eq!(std::fs::read(store.join(&key)).unwrap(), HELLO.as_bytes());
+    verify_clean(&store);
+}
