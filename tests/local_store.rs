@@ -269,24 +269,13 @@ fn index_finishes_a_killed_delete_and_hands_over_the_keys_it_freed() {
     let holder = a.join("app.debug").canonicalize().unwrap();
     let (mut began, mut not_begun) = (0, 0);
     for crash_after in 0.. {
-        let store = w.path(&format!("store{crash_after}"));
-        w.run(
-            "cp",
-            &["-a", before.to_str().unwrap(), store.to_str().unwrap()],
-        );
-        let killed = symdex()
-            .args(["delete", "--store"])
-            .arg(&store)
-            .arg("--input")
-            .arg(&a)
-            .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
-            .output()
-            .unwrap();
-        if killed.status.success() {
+        let name = format!("store{crash_after}");
+        let Some(store) = common::store_with_killed_delete(&w, &before, &name, &a, crash_after)
+        else {
             break;
-        }
+        };
         // The holder's removal began (its record `removing`) or ended (no record).
-        let removal_began = upload_state(&store, &holder).as_deref() != Some("indexed");
+        let removal_began = common::upload_state(&store, &holder).as_deref() != Some("indexed");
         index(&store, &[a.to_str().unwrap()]);
         verify_clean(&store);
         let holds = std::fs::read(store.join(&key)).unwrap();
@@ -325,17 +314,6 @@ fn index_finishes_a_killed_delete_and_hands_over_the_keys_it_freed() {
         began >= 3 && not_begun >= 1,
         "the crash points fell before and inside the removal: {not_begun} / {began}"
     );
-}
-
-/// The state of the upload record of the input file `input` in a local store (`None`: none).
-fn upload_state(store: &Path, input: &Path) -> Option<String> {
-    let records = common::files_of(store, |k| k.starts_with("_symdex/uploads/"));
-    records.values().find_map(|bytes| {
-        let record: Value = serde_json::from_slice(bytes).ok()?;
-        let source = record["source"].as_str()?;
-        (Path::new(source) == input)
-            .then(|| record["state"].as_str().unwrap_or("indexed").to_string())
-    })
 }
 
 #[test]

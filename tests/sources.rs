@@ -532,27 +532,13 @@ fn index_finishes_a_killed_source_delete_after_another_source_of_the_path() {
     let one_input = one.join("src/hello.c").canonicalize().unwrap();
     let (mut began, mut handed_over, mut not_begun) = (0, 0, 0);
     for crash_after in 0.. {
-        let store = w.path(&format!("store{crash_after}"));
-        common::run_in(
-            &w.path(""),
-            "cp",
-            &["-a", before.to_str().unwrap(), store.to_str().unwrap()],
-        );
-        let killed = symdex()
-            .args(["delete", "--store"])
-            .arg(&store)
-            .arg("--input")
-            .arg(&one_input)
-            .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
-            .output()
-            .unwrap();
-        if killed.status.success() {
+        let name = format!("store{crash_after}");
+        let killed = common::store_with_killed_delete(&w, &before, &name, &one_input, crash_after);
+        let Some(store) = killed else {
             break;
-        }
-        let removing = common::files_of(&store, |k| k.starts_with("_symdex/uploads/"))
-            .values()
-            .filter_map(|bytes| serde_json::from_slice::<serde_json::Value>(bytes).ok())
-            .any(|r| r["source"] == one_input.to_str().unwrap() && r["state"] == "removing");
+        };
+        // The removal began (its record `removing`) or ended (no record).
+        let removal_began = common::upload_state(&store, &one_input).as_deref() != Some("indexed");
         let mut cmd = symdex();
         cmd.current_dir(w.path(""))
             .args(["index", "--jobs", "1", "--source-ext", "c,h", "--store"])
@@ -562,7 +548,7 @@ fn index_finishes_a_killed_source_delete_after_another_source_of_the_path() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "crash after {crash_after}: {stderr}");
         verify_clean(&store);
-        if !removing {
+        if !removal_began {
             not_begun += 1;
             continue;
         }

@@ -416,3 +416,40 @@ pub fn build_macho(w: &Workdir) {
         ],
     );
 }
+
+/// A copy of the store `before` (as `<w>/<name>`) in which `delete --input <input>` was killed
+/// before its change `crash_after` (the CLI's crash switch). `None`: the delete made fewer
+/// changes and finished.
+pub fn store_with_killed_delete(
+    w: &Workdir,
+    before: &Path,
+    name: &str,
+    input: &Path,
+    crash_after: u64,
+) -> Option<PathBuf> {
+    let store = w.path(name);
+    w.run(
+        "cp",
+        &["-a", before.to_str().unwrap(), store.to_str().unwrap()],
+    );
+    let killed = symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(input)
+        .env("SYMDEX_CRASH_AFTER_WRITES", crash_after.to_string())
+        .output()
+        .unwrap();
+    (!killed.status.success()).then_some(store)
+}
+
+/// The state of the upload record of the input file `input` in a local store (`None`: none).
+pub fn upload_state(store: &Path, input: &Path) -> Option<String> {
+    let records = files_of(store, |k| k.starts_with("_symdex/uploads/"));
+    records.values().find_map(|bytes| {
+        let record: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        let source = record["source"].as_str()?;
+        (Path::new(source) == input)
+            .then(|| record["state"].as_str().unwrap_or("indexed").to_string())
+    })
+}
