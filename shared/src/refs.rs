@@ -23,36 +23,35 @@
 //! ([`Storage::put_if`], [`Storage::delete_if`]), so concurrent writers never lose each
 //! other's updates. On top of that:
 //!
-//! 1. **Objects change under a lease.** The object at a key is written or deleted only by
-//!    the holder of the lease in the key's record, taken by compare-and-swap. Nobody else
-//!    writes it, removes a reference that would empty it, or takes the lease while it is live.
-//!    A holder acts only while its lease runs (`until`, longer than any run of the function
-//!    that took it); a lease past its time, or any lease but one's own while holding the local
-//!    store's writer lock, was left by a dead process and is taken over. The holder is the
-//!    operation and the upload (`index:<upload>`, `remove:<upload>`): a retried message takes
-//!    its own earlier attempt's lease over at once, which is safe because both attempts mean
-//!    the same bytes (or the same removal) for the same upload. A removal handing a key on
-//!    to another upload (invariant 5) holds that upload's lease and says so
-//!    ([`Lease::acting`]): it takes over at once only its own removal's earlier attempt's,
-//!    and waits for a live lease any other run holds for that upload — its retry may never
-//!    meet the key again (the offer it withdraws may be dropped meanwhile), so a lease it
-//!    took over and then left would stay, listed by nobody, until it ran out. Taken over, a lease is
-//!    written anew with the taker's run (`Lease::run`, one per [`RefStore`]): the earlier
-//!    attempt may be alive (a message delivered twice at once), and the two must not end
-//!    each other's lease — a release ends a lease only as its run took it, and a listing only
-//!    the `create` leases of the runs it names (`UploadRecord::runs`), so a removal waits
-//!    for a run still copying instead of deleting what that run then writes again. A key without a record gets a
-//!    `create` lease: no symdex object is there (its objects always have a record), so its
-//!    holder, or whoever takes it over, writes only where nothing is (`Storage::copy_new`)
-//!    and leaves anything found there alone unless it holds the same bytes (adopted) or the
-//!    upload overwrites; otherwise the record goes and the key is a conflict. A `create` lease
-//!    whose holder wrote the object (or found its own earlier attempt's) is not released by
-//!    a write: the record was created saying what the object will hold, and the lease ends
-//!    when the holder's upload record lists the key among its `keys` for the lease's run
-//!    (its finalize, after every copy of the run) — one write per key saved on S3. Whoever meets such a lease
-//!    reads the holder's upload record first (`RefStore::settle`); a run that takes its
-//!    references back, or fails, never lists them, and releases them by a write each
-//!    ([`RefStore::release_created`]) — else its retry takes them over, or they run out.
+//! 1. **Objects change under a lease.** The object at a key is written or deleted only by the
+//!    holder of the lease in the key's record, taken by compare-and-swap. Nobody else writes it,
+//!    removes a reference that would empty it, or takes the lease while it is live. A holder acts
+//!    only while its lease runs (`until`, longer than any run of the function that took it); a
+//!    lease past its time, or any lease but one's own while holding the local store's writer lock,
+//!    was left by a dead process and is taken over. The holder is the operation and the upload
+//!    (`index:<upload>`, `remove:<upload>`): a retried message takes its own earlier attempt's
+//!    lease over at once, which is safe because both attempts mean the same bytes (or the same
+//!    removal) for the same upload. A removal handing a key on to another upload (invariant 5)
+//!    holds that upload's lease and says so ([`Lease::acting`]): it takes over at once only its own
+//!    removal's earlier attempt's, and waits for a live lease any other run holds for that upload —
+//!    its retry may never meet the key again (the offer it withdraws may be dropped meanwhile), so
+//!    a lease it took over and then left would stay, listed by nobody, until it ran out. Taken
+//!    over, a lease is written anew with the taker's run (`Lease::run`, one per [`RefStore`]): the
+//!    earlier attempt may be alive (a message delivered twice at once), and the two must not end
+//!    each other's lease — a release ends a lease only as its run took it, and a listing only the
+//!    `create` leases of the runs it names (`UploadRecord::runs`), so a removal waits for a run
+//!    still copying instead of deleting what that run then writes again. A key without a record
+//!    gets a `create` lease: no symdex object is there (its objects always have a record), so its
+//!    holder, or whoever takes it over, writes only where nothing is (`Storage::copy_new`) and
+//!    leaves anything found there alone unless it holds the same bytes (adopted) or the upload
+//!    overwrites; otherwise the record goes and the key is a conflict. A `create` lease whose
+//!    holder wrote the object (or found its own earlier attempt's) is not released by a write: the
+//!    record was created saying what the object will hold, and the lease ends when the holder's
+//!    upload record lists the key among its `keys` for the lease's run (its finalize, after every
+//!    copy of the run) — one write per key saved on S3. Whoever meets such a lease reads the
+//!    holder's upload record first (`RefStore::settle`); a run that takes its references back, or
+//!    fails, never lists them, and releases them by a write each ([`RefStore::release_created`]) —
+//!    else its retry takes them over, or they run out.
 //! 2. **A record without a lease describes its object**: the object exists and holds the
 //!    recorded content. So a key with references and no lease is published (and so is a key
 //!    without a record whose object names an upload, invariant 7). Sole-writer form
@@ -1543,7 +1542,7 @@ impl<'s> RefStore<'s> {
 
     /// [`Self::publish`] of a key `removed`'s removal hands on to `holder` (invariant 5): its
     /// leases say so, and it waits for a live lease of another run of `holder`'s
-    /// ([`Self::blocked_for`]).
+    /// (`blocked_for`).
     pub async fn publish_handed_on(
         &self,
         key: &str,
