@@ -2382,9 +2382,14 @@ impl<'s> Indexer<'s> {
         self.refs.end_removal(record).await
     }
 
-    /// Forgets the waits of `upload` for `keys` (refs.rs, invariant 8).
+    /// Forgets the waits of `upload` for `keys` (refs.rs, invariant 8). A `.meta` sidecar
+    /// never waits (beside a conflicting file it is a conflict too, and goes with that file,
+    /// `publish_own`): it has no marker, and asking one to go costs a request.
     async fn stop_waiting(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<()> {
-        for key in keys {
+        let waits = keys
+            .iter()
+            .filter(|key| layouts::unified::described_by_sidecar(key).is_none());
+        for key in waits {
             let waiting = Waiting {
                 key: key.clone(),
                 upload: upload.to_string(),
@@ -3259,6 +3264,56 @@ mod tests {
         assert_eq!(conflicts(&again.records), conflicts(&first.records));
         assert_eq!(keys_of(&again.records), keys_of(&first.records));
         assert_eq!(again.records[0].reason, first.records[0].reason);
+        assert_audit_clean(&store).await;
+    }
+
+    /// Records every change a store is asked for.
+    #[derive(Default)]
+    struct Changes(std::sync::Mutex<Vec<(&'static str, String)>>);
+
+    impl crate::storage::hooked::BeforeChange for Changes {
+        fn before_change(&self, op: &'static str, key: &str) -> crate::storage::StorageResult<()> {
+            self.0.lock().unwrap().push((op, key.to_string()));
+            Ok(())
+        }
+    }
+
+    /// A removal forgets the waits of the keys its upload planned and did not reference: the
+    /// markers of its conflicting files go, and no marker of their `.meta` sidecars is asked
+    /// to (a sidecar never waits: it goes with its file).
+    #[tokio::test]
+    async fn a_removal_removes_only_the_markers_its_upload_wrote() {
+        let a = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        index_and_finalize(&store, config(), &a.elf_a).await;
+        let other = index_and_finalize(&store, config(), &a.elf_other).await;
+        let conflicts = other.records.iter().flat_map(|r| r.conflicts.iter());
+        assert!(conflicts.clone().any(|k| k.ends_with(".meta")), "{other:?}");
+        assert!(
+            conflicts.clone().any(|k| !k.ends_with(".meta")),
+            "{other:?}"
+        );
+        let waiting = format!("{}/waiting/", crate::refs::STATE_PREFIX);
+        let markers: BTreeSet<String> = store.list(&waiting).await.unwrap().into_iter().collect();
+        assert!(!markers.is_empty());
+        let recorded = crate::storage::hooked::Hooked::new(
+            LocalStore::open(dir.path()).unwrap(),
+            Changes::default(),
+        );
+        let remover = Indexer::new(&recorded, config());
+        assert!(remover.unindex(&a.elf_other.id).await.unwrap().is_some());
+        let asked: BTreeSet<String> = recorded
+            .hook()
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, key)| key.starts_with(&waiting))
+            .map(|(_, key)| key.clone())
+            .collect();
+        assert_eq!(asked, markers);
+        assert!(store.list(&waiting).await.unwrap().is_empty());
         assert_audit_clean(&store).await;
     }
 
