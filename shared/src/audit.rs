@@ -300,7 +300,7 @@ async fn source_problems(
 /// Whether a debuginfod source key is one an indexer publishes (pipeline.rs,
 /// `Indexer::source_key`), as far as it can be told without the store's prefix.
 fn servable(key: &str) -> bool {
-    crate::pipeline::fits_state_prefix(key)
+    crate::refs::record_fits(key)
         && crate::layouts::grammar::is_valid_key(crate::layouts::Layout::Debuginfod, key)
 }
 

@@ -1052,12 +1052,10 @@ impl<'s> Indexer<'s> {
             }
             id_read = Some((record, prior));
         }
-        // The reference record of a key lives at `_symdex/refs/<key>.json`: with a long layout
-        // prefix it could outgrow S3's 1,024-byte keys, so such keys are refused here.
+        // A key whose reference record would outgrow S3's keys is refused here.
         let mut set = set;
         keys.retain(|key| {
-            let fits = crate::refs::STATE_PREFIX.len() + "/refs/".len() + key.len() + ".json".len()
-                <= 1024;
+            let fits = crate::refs::record_fits(key);
             if !fits {
                 set.rejected.push(format!(
                     "key of {} bytes is too long for its record",
@@ -1431,7 +1429,7 @@ impl<'s> Indexer<'s> {
     fn source_key(&self, build_id: &str, path: &str) -> Option<String> {
         let key = sourcemap::source_key(build_id, path);
         let prefixed = format!("{}{key}", self.config.prefix(Layout::Debuginfod));
-        let fits = fits_state_prefix(&prefixed);
+        let fits = crate::refs::record_fits(&prefixed);
         (fits && layouts::grammar::is_valid_key(Layout::Debuginfod, &key)).then_some(prefixed)
     }
 
@@ -2512,12 +2510,6 @@ fn report_unlisted_as_published(record: &mut Record, listed: &BTreeSet<String>) 
     if record.action == Some(Action::Unchanged) {
         record.action = Some(Action::Indexed);
     }
-}
-
-/// Whether a key's record fits under the bookkeeping prefix (`_symdex/refs/<key>.json`) within
-/// S3's 1,024-byte key limit.
-pub(crate) fn fits_state_prefix(key: &str) -> bool {
-    crate::refs::STATE_PREFIX.len() + "/refs/".len() + key.len() + 5 <= 1024
 }
 
 /// An upload removed but not yet forgotten: its record stays (`removing`, listing the keys it

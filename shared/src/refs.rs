@@ -742,6 +742,12 @@ fn key_file(key: &str) -> String {
     format!("{STATE_PREFIX}/refs/{key}.json")
 }
 
+/// Whether `key`'s reference record ([`key_file`]) stays within S3's 1,024-byte keys: with a
+/// long layout prefix it could outgrow them, and such a key is never published.
+pub fn record_fits(key: &str) -> bool {
+    key_file(key).len() <= 1024
+}
+
 /// The waiters of one key, by the key's SHA-1 (no key's directory holds another's).
 fn waiting_dir(key: &str) -> String {
     format!("{WAITING_DIR}{}/", crate::digest::sha1_hex(key.as_bytes()))
