@@ -2238,21 +2238,7 @@ impl<'s> Indexer<'s> {
         if !self.refs.plan_more(holder, &keys).await? {
             return Ok(None);
         }
-        // `fresh`: copies first written for this holder are reported as published again by a
-        // retry (at-least-once, as for the holder's own keys).
-        let published = match removal {
-            Some(removed) => {
-                self.refs
-                    .publish_handed_on(key, holder, removed, content)
-                    .await
-            }
-            None => {
-                self.refs
-                    .publish(key, holder, content, OnDifferent::Conflict, true)
-                    .await
-            }
-        };
-        let result = match published {
+        let result = match self.refs.publish_for(key, holder, removal, content).await {
             Ok(result) => result,
             // The source copy was unpublished meanwhile: so is its upload, no alias needed.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),

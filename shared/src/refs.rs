@@ -742,8 +742,8 @@ fn key_file(key: &str) -> String {
     format!("{STATE_PREFIX}/refs/{key}.json")
 }
 
-/// Whether `key`'s reference record ([`key_file`]) stays within S3's 1,024-byte keys: with a
-/// long layout prefix it could outgrow them, and such a key is never published.
+/// Whether `key`'s reference record (`_symdex/refs/<key>.json`) stays within S3's 1,024-byte
+/// keys: with a long layout prefix it could outgrow them, and such a key is never published.
 pub fn record_fits(key: &str) -> bool {
     key_file(key).len() <= 1024
 }
@@ -1300,7 +1300,13 @@ impl<'s> RefStore<'s> {
 
     /// A lease `holder` may not act against: somebody else's, still running.
     fn lease_is_live_other(&self, lease: &Lease, holder: &str) -> bool {
-        lease.holder != holder && !self.policy.exclusive && lease.until >= now_secs()
+        lease.holder != holder && self.lease_runs(lease)
+    }
+
+    /// Whether `lease`'s holder may still be at work: within its time, and not while this
+    /// process holds the local store's writer lock (then its holder is dead, invariant 1).
+    fn lease_runs(&self, lease: &Lease) -> bool {
+        !self.policy.exclusive && lease.until >= now_secs()
     }
 
     /// Whether `record` is held by somebody else's live lease (then `holder` waits).
@@ -1320,12 +1326,9 @@ impl<'s> RefStore<'s> {
     /// it, or its own retry meets the key again (invariant 1).
     fn blocked_for(&self, record: &KeyRecord, holder: &str, publisher: Publisher<'_>) -> bool {
         record.lease.as_ref().is_some_and(|l| {
-            let other = !publisher.acting.is_empty() && l.acting != publisher.acting;
-            if other && l.holder == holder {
-                !self.policy.exclusive && l.until >= now_secs()
-            } else {
-                self.lease_is_live_other(l, holder)
-            }
+            let ours =
+                l.holder == holder && (publisher.acting.is_empty() || l.acting == publisher.acting);
+            !ours && self.lease_runs(l)
         })
     }
 
@@ -1546,19 +1549,20 @@ impl<'s> RefStore<'s> {
             .await
     }
 
-    /// [`Self::publish`] of a key `removed`'s removal hands on to `holder` (invariant 5): its
-    /// leases say so, and it waits for a live lease of another run of `holder`'s
-    /// (`blocked_for`).
-    pub async fn publish_handed_on(
+    /// [`Self::publish`] of a key on `holder`'s behalf (invariant 5), as fresh: a copy first
+    /// written for `holder` is reported as published again by a retry (at-least-once, as for
+    /// its own keys). Where `removed`'s removal hands the key on, its leases say so, and it
+    /// waits for a live lease of another run of `holder`'s (`blocked_for`).
+    pub async fn publish_for(
         &self,
         key: &str,
         holder: &str,
-        removed: &str,
+        removed: Option<&str>,
         content: &Content<'_>,
     ) -> io::Result<KeyOutcome> {
         let publisher = Publisher {
             upload: holder,
-            acting: removed,
+            acting: removed.unwrap_or_default(),
         };
         self.publish_as(key, publisher, content, OnDifferent::Conflict, true, None)
             .await
@@ -3243,7 +3247,7 @@ mod tests {
         let reader = run();
         let lease = || async { reader.key("k").await.unwrap().unwrap().lease };
         let dying = run();
-        let handed = dying.publish_handed_on("k", "u", "t", &c);
+        let handed = dying.publish_for("k", "u", Some("t"), &c);
         assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
         let first = lease().await.unwrap();
         assert_eq!(
@@ -3252,7 +3256,7 @@ mod tests {
         );
         // Its retry: taken over, written as the retry's run.
         let retry = run();
-        let handed = retry.publish_handed_on("k", "u", "t", &c);
+        let handed = retry.publish_for("k", "u", Some("t"), &c);
         assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
         let retried = lease().await.unwrap();
         assert_ne!(retried.run, first.run);
@@ -3260,7 +3264,7 @@ mod tests {
         // Another removal handing the same key on to the same holder waits, and changes
         // nothing.
         let waits = run()
-            .publish_handed_on("k", "u", "t2", &c)
+            .publish_for("k", "u", Some("t2"), &c)
             .await
             .unwrap_err();
         assert_eq!(waits.kind(), io::ErrorKind::WouldBlock, "{waits}");
@@ -3278,7 +3282,7 @@ mod tests {
         assert_ne!(served.run, retried.run);
         // The removal, retried again, now waits for the debug file's run.
         let waits = run()
-            .publish_handed_on("k", "u", "t", &c)
+            .publish_for("k", "u", Some("t"), &c)
             .await
             .unwrap_err();
         assert_eq!(waits.kind(), io::ErrorKind::WouldBlock, "{waits}");
@@ -3295,7 +3299,7 @@ mod tests {
         let listed = debug.finalize("u", &keys, Run::Partial, None, &held);
         assert!(listed.await.unwrap());
         let last = run();
-        let handed = last.publish_handed_on("k", "u", "t", &c);
+        let handed = last.publish_for("k", "u", Some("t"), &c);
         assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
         assert_eq!(store.size("k").await.unwrap(), Some(c.size));
     }
