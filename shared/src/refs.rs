@@ -887,6 +887,11 @@ pub struct RefStore<'s> {
     /// listing seen stays true of the lease it released (a later lease of the same run is
     /// taken only where no record says the key is referenced, see [`Self::settle`]).
     listed: std::sync::Mutex<Listed>,
+    /// Reads of upload records for their listings, by upload, while in flight: keys of one
+    /// decision meeting one upload's `create` leases at once (a debug file's `section/`
+    /// keys) share one read instead of each missing `listed` and reading it
+    /// ([`Self::learn_listing`]).
+    listing_reads: ListingReads,
     /// This run's id, in every lease it takes ([`Lease::run`]).
     run: String,
     /// The store's upload layout, once read ([`Self::layout`]).
@@ -956,6 +961,10 @@ impl Listing {
 /// `create` leases it met), read from their upload records.
 type Listed = std::collections::HashMap<String, Listing>;
 
+/// [`RefStore::listing_reads`]: one cell per upload whose record is being read.
+type ListingReads =
+    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Listing>>>>;
+
 /// Deferred source-map records: file -> (version read, record now, changed since read).
 type DeferredSourceMaps =
     std::collections::HashMap<String, (Option<String>, Arc<SourceMapRecord>, bool)>;
@@ -993,6 +1002,7 @@ impl<'s> RefStore<'s> {
             deferred_source_maps: None,
             held: Default::default(),
             listed: Default::default(),
+            listing_reads: Default::default(),
             run: new_run_id(),
             layout: Default::default(),
         }
@@ -1419,16 +1429,38 @@ impl<'s> RefStore<'s> {
                 .wait(&format!("{key}: a creation is in progress"))
                 .await?;
         }
-        let listing = self
-            .upload(upload)
-            .await?
-            .map(|record| Listing::of(&record))
-            .unwrap_or_default();
+        let listing = self.read_listing(upload).await?;
         if let Ok(mut cache) = self.listed.lock() {
             cache.entry(upload.to_string()).or_default().merge(&listing);
         }
         listed.insert(upload.to_string(), listing);
         Ok(())
+    }
+
+    /// `upload`'s listing, read from its record — or by a read of it already in flight, which
+    /// is as good: a listing only ends leases its record lists for their runs, so one read
+    /// earlier than ours can at worst end fewer (the key then waits and reads again, as on
+    /// a listing read before the finalize), never a lease it should not.
+    async fn read_listing(&self, upload: &str) -> io::Result<Listing> {
+        let cell = match self.listing_reads.lock() {
+            Ok(mut reads) => Arc::clone(reads.entry(upload.to_string()).or_default()),
+            Err(_) => Arc::default(),
+        };
+        let read = cell
+            .get_or_try_init(|| async {
+                let record = self.upload(upload).await?;
+                Ok::<_, io::Error>(record.map(|r| Listing::of(&r)).unwrap_or_default())
+            })
+            .await
+            .cloned();
+        // The next decision reads afresh (a read that failed is tried again by whoever
+        // waited on it).
+        if let Ok(mut reads) = self.listing_reads.lock() {
+            if reads.get(upload).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                reads.remove(upload);
+            }
+        }
+        read
     }
 
     /// Before touching an object: our lease must not be past its time (someone may have
@@ -3337,6 +3369,76 @@ mod tests {
                 permit.forget();
                 Ok(())
             }))
+        }
+    }
+
+    /// Counts the reads of one file (once named), holding each back for a few turns of the
+    /// runtime: whatever else is ready runs while the read is in flight.
+    #[derive(Default)]
+    struct CountReads {
+        file: std::sync::Mutex<String>,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+
+    impl crate::storage::hooked::BeforeChange for CountReads {
+        fn before_change(
+            &self,
+            _op: &'static str,
+            _key: &str,
+        ) -> crate::storage::StorageResult<()> {
+            Ok(())
+        }
+
+        fn hold_read<'a>(&'a self, key: &str) -> Option<crate::storage::StorageFuture<'a, ()>> {
+            if self.file.lock().ok()?.as_str() != key {
+                return None;
+            }
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Some(Box::pin(async {
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+                Ok(())
+            }))
+        }
+    }
+
+    /// Keys meeting one upload's `create` leases at once share one read of that upload's
+    /// record. Before, each missed the listing cache and read it: a debug file whose two
+    /// `section/` keys met another upload's creations read its record twice.
+    #[tokio::test]
+    async fn keys_meeting_one_uploads_leases_at_once_read_its_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let store = crate::storage::hooked::Hooked::new(
+            LocalStore::open(dir.path().join("s")).unwrap(),
+            CountReads::default(),
+        );
+        let refs = RefStore::with_policy(&store, impatient());
+        let c = content(&etag, &input);
+        for key in ["k1", "k2"] {
+            let created = refs.publish(key, "u1", &c, OnDifferent::Conflict, true);
+            assert_eq!(created.await.unwrap(), KeyOutcome::Published);
+        }
+        // u1 lists both: its `create` leases end with its listing, read by whoever meets them.
+        finalized(&refs, "u1", &["k1", "k2"]).await;
+        *store.hook().file.lock().unwrap() = refs.upload_file("u1").await.unwrap();
+        // Another process, knowing no listing yet, shares both keys at once.
+        let other = RefStore::with_policy(&store, impatient());
+        let (k1, k2) = tokio::join!(
+            other.publish("k1", "u2", &c, OnDifferent::Conflict, true),
+            other.publish("k2", "u2", &c, OnDifferent::Conflict, true),
+        );
+        let both = (k1.unwrap(), k2.unwrap());
+        assert_eq!(both, (KeyOutcome::Unchanged, KeyOutcome::Unchanged));
+        let reads = store.hook().reads.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(reads, 1, "u1's record read once for both keys");
+        for key in ["k1", "k2"] {
+            let record = other.key(key).await.unwrap().unwrap();
+            assert_eq!(record.refs, ["u1".to_string(), "u2".to_string()].into());
+            assert_eq!(record.lease, None);
         }
     }
 

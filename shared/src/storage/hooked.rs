@@ -17,10 +17,17 @@ pub trait BeforeChange: Send + Sync {
     fn hold<'a>(&'a self, _op: &'static str, _key: &str) -> Option<StorageFuture<'a, ()>> {
         None
     }
+
+    /// A wait before a read (`get`, `read`) goes on: none, unless a test holds the read back
+    /// to show what others do while it is in flight.
+    fn hold_read<'a>(&'a self, _key: &str) -> Option<StorageFuture<'a, ()>> {
+        None
+    }
 }
 
 /// `inner`, with `hook` asked before each change, when the change is asked for (before its
-/// future runs). Reads go straight through.
+/// future runs). Reads go straight through, unless the hook holds them
+/// ([`BeforeChange::hold_read`]).
 pub struct Hooked<S, H> {
     inner: S,
     hook: H,
@@ -68,10 +75,22 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         self.inner.size(key)
     }
     fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
-        self.inner.get(key)
+        match self.hook.hold_read(key) {
+            None => self.inner.get(key),
+            Some(held) => Box::pin(async move {
+                held.await?;
+                self.inner.get(key).await
+            }),
+        }
     }
     fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
-        self.inner.read(key)
+        match self.hook.hold_read(key) {
+            None => self.inner.read(key),
+            Some(held) => Box::pin(async move {
+                held.await?;
+                self.inner.read(key).await
+            }),
+        }
     }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
         self.change("put", key, move || self.inner.put(key, bytes))
