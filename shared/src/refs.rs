@@ -887,10 +887,9 @@ pub struct RefStore<'s> {
     /// listing seen stays true of the lease it released (a later lease of the same run is
     /// taken only where no record says the key is referenced, see [`Self::settle`]).
     listed: std::sync::Mutex<Listed>,
-    /// Reads of upload records for their listings, by upload, while in flight: keys of one
-    /// decision meeting one upload's `create` leases at once (a debug file's `section/`
-    /// keys) share one read instead of each missing `listed` and reading it
-    /// ([`Self::learn_listing`]).
+    /// Reads of upload records for their listings, by upload, while in flight: keys deciding
+    /// at once that meet one upload's `create` leases share one read instead of each missing
+    /// `listed` and reading it ([`Self::learn_listing`]).
     listing_reads: ListingReads,
     /// This run's id, in every lease it takes ([`Lease::run`]).
     run: String,
@@ -2186,7 +2185,10 @@ impl<'s> RefStore<'s> {
         })
     }
 
-    /// Whose the object of the same content found at a key is (invariant 7).
+    /// Whose the object of the same content found at a key is (invariant 7). The owner's
+    /// record is read after the object was seen, never taken from a read already in flight
+    /// (as [`Self::read_listing`] does): one begun earlier may predate the owner's
+    /// registration, and would call a live upload's object an orphan's (`SameBy::Replace`).
     async fn same_by(&self, upload: &str, found: Owned) -> io::Result<SameBy> {
         let Some(owner) = found.owner else {
             return Ok(SameBy::Nobody);
@@ -3404,8 +3406,8 @@ mod tests {
     }
 
     /// Keys meeting one upload's `create` leases at once share one read of that upload's
-    /// record. Before, each missed the listing cache and read it: a debug file whose two
-    /// `section/` keys met another upload's creations read its record twice.
+    /// record. Before, each missed the listing cache and read it. (The owner lookup of keys
+    /// shared at once is not shared: see `same_by`.)
     #[tokio::test]
     async fn keys_meeting_one_uploads_leases_at_once_read_its_record_once() {
         let dir = tempfile::tempdir().unwrap();
