@@ -3347,14 +3347,6 @@ mod tests {
     }
 
     impl crate::storage::hooked::BeforeChange for HoldFirst {
-        fn before_change(
-            &self,
-            _op: &'static str,
-            _key: &str,
-        ) -> crate::storage::StorageResult<()> {
-            Ok(())
-        }
-
         fn hold<'a>(
             &'a self,
             _op: &'static str,
@@ -3383,14 +3375,6 @@ mod tests {
     }
 
     impl crate::storage::hooked::BeforeChange for CountReads {
-        fn before_change(
-            &self,
-            _op: &'static str,
-            _key: &str,
-        ) -> crate::storage::StorageResult<()> {
-            Ok(())
-        }
-
         fn hold_read<'a>(&'a self, key: &str) -> Option<crate::storage::StorageFuture<'a, ()>> {
             if self.file.lock().ok()?.as_str() != key {
                 return None;
