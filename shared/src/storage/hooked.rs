@@ -59,13 +59,21 @@ impl<S: Storage, H: BeforeChange> Hooked<S, H> {
         if let Err(e) = self.hook.before_change(op, key) {
             return Box::pin(async move { Err(e) });
         }
-        match self.hook.hold(op, key) {
-            None => then(),
-            Some(held) => Box::pin(async move {
-                held.await?;
-                then().await
-            }),
-        }
+        after_hold(self.hook.hold(op, key), then)
+    }
+}
+
+/// `then`'s future, after `held` (a wait a hook asked for) where there is one.
+fn after_hold<'a, T: Send + 'a>(
+    held: Option<StorageFuture<'a, ()>>,
+    then: impl FnOnce() -> StorageFuture<'a, T> + Send + 'a,
+) -> StorageFuture<'a, T> {
+    match held {
+        None => then(),
+        Some(held) => Box::pin(async move {
+            held.await?;
+            then().await
+        }),
     }
 }
 
@@ -77,22 +85,10 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
         self.inner.size(key)
     }
     fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
-        match self.hook.hold_read(key) {
-            None => self.inner.get(key),
-            Some(held) => Box::pin(async move {
-                held.await?;
-                self.inner.get(key).await
-            }),
-        }
+        after_hold(self.hook.hold_read(key), move || self.inner.get(key))
     }
     fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
-        match self.hook.hold_read(key) {
-            None => self.inner.read(key),
-            Some(held) => Box::pin(async move {
-                held.await?;
-                self.inner.read(key).await
-            }),
-        }
+        after_hold(self.hook.hold_read(key), move || self.inner.read(key))
     }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
         self.change("put", key, move || self.inner.put(key, bytes))
