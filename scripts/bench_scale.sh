@@ -40,6 +40,9 @@ for i in range(n):
 PY
   # Built, then indexed: inputs left alone for 2 s have their status stamped by the first
   # index, so the re-index reads none of them (as in CI, where indexing follows the build).
+  # On a disk, the inputs just written (and the files just deleted) are still being written
+  # back: flushed first, so neither side is timed against the other's writeback.
+  sync
   sleep 2
   t0=$(now); "$symdex" index --store "$store" "$dir" >/dev/null; t1=$(now)
   # Re-index: the median of three runs (each finds the store as the first left it; one run
@@ -62,6 +65,7 @@ PY
   t2=$(python3 -c "print($t1 + $median)")
   t3s=$(now); "$symdex" verify "$store" >/dev/null; t3=$(python3 -c "print($t2 + $(now) - $t3s)")
   # debuginfod -F: started on the directory, done when it has scanned every file.
+  sync
   port=$((20000 + RANDOM % 20000))
   debuginfod -F "$dir" -d "$work/db-$n.sqlite" -p "$port" >/dev/null 2>&1 &
   pid=$!
