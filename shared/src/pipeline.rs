@@ -3340,6 +3340,7 @@ mod tests {
         let none_ingested = FromArtifacts {
             store: &store,
             ingest: &[],
+            config: config(),
         };
         let remover = Indexer::new(&store, config()).handing_over_to(&none_ingested);
         remover.unindex(&artifacts.elf_a.id).await.unwrap();
@@ -3356,6 +3357,7 @@ mod tests {
         let other_ingested = FromArtifacts {
             store: &store,
             ingest: &[other],
+            config: config(),
         };
         let remover = Indexer::new(&store, config()).handing_over_to(&other_ingested);
         remover.unindex(&artifacts.elf_a.id).await.unwrap();
@@ -3409,6 +3411,7 @@ mod tests {
         let ingest = FromArtifacts {
             store: &store,
             ingest: &[other],
+            config: config(),
         };
         let taker = Indexer::new(&store, config()).handing_over_to(&ingest);
         let undone = taker.finalize(&indexed, false).await.unwrap();

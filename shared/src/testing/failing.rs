@@ -11,6 +11,9 @@ use crate::storage::{StorageError, StorageResult};
 pub struct FailNth {
     nth: usize,
     changes: AtomicUsize,
+    /// Every change from the `nth` on fails: the process died there, and nothing it would
+    /// have done after (a clean-up on the error included) happens.
+    dies: bool,
 }
 
 impl FailNth {
@@ -22,10 +25,10 @@ impl FailNth {
 
 impl BeforeChange for FailNth {
     fn before_change(&self, op: &'static str, key: &str) -> StorageResult<()> {
-        if self.changes.fetch_add(1, Ordering::SeqCst) == self.nth {
+        let change = self.changes.fetch_add(1, Ordering::SeqCst);
+        if change == self.nth || (self.dies && change > self.nth) {
             return Err(StorageError::Io(io::Error::other(format!(
-                "injected failure of change {} ({op} {key})",
-                self.nth
+                "injected failure of change {change} ({op} {key})"
             ))));
         }
         Ok(())
@@ -39,6 +42,20 @@ pub fn failing_nth<S>(inner: S, nth: usize) -> Hooked<S, FailNth> {
         FailNth {
             nth,
             changes: AtomicUsize::new(0),
+            dies: false,
+        },
+    )
+}
+
+/// `inner` as seen by a process that dies before its `nth` change: that change and every
+/// later one fail ([`FailNth`]).
+pub fn dying_at_nth<S>(inner: S, nth: usize) -> Hooked<S, FailNth> {
+    Hooked::new(
+        inner,
+        FailNth {
+            nth,
+            changes: AtomicUsize::new(0),
+            dies: true,
         },
     )
 }

@@ -664,6 +664,14 @@ pub fn config() -> Config {
     }
 }
 
+/// [`config`] for a sole writer, as the CLI runs holding the local store's writer lock:
+/// every lease but its own was left by a process that died, and is taken over at once.
+pub fn sole_writer_config() -> Config {
+    let mut config = config();
+    config.lease.exclusive = true;
+    config
+}
+
 /// Runs one operation to its end on `store` (`Err`: it should be retried); a removal hands
 /// the keys it frees to none of the uploads waiting for them.
 pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> {
@@ -677,6 +685,8 @@ pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> 
 pub struct FromArtifacts<'a> {
     pub store: &'a dyn Storage,
     pub ingest: &'a [&'a Artifact],
+    /// The configuration of the re-index ([`config`] or [`sole_writer_config`]).
+    pub config: Config,
 }
 
 impl HandOver for FromArtifacts<'_> {
@@ -690,7 +700,7 @@ impl HandOver for FromArtifacts<'_> {
             };
             let recheck = Config {
                 recheck: true,
-                ..config()
+                ..self.config.clone()
             };
             let indexer = Indexer::new(self.store, recheck);
             let upload = artifact.upload();
@@ -730,8 +740,23 @@ pub async fn run_op_as(
     first_delivery: bool,
     ingest: &[&Artifact],
 ) -> io::Result<Vec<Record>> {
-    let hand_over = FromArtifacts { store, ingest };
-    let indexer = Indexer::new(store, config())
+    run_op_configured(store, op, first_delivery, ingest, config()).await
+}
+
+/// [`run_op_as`] with `config`.
+async fn run_op_configured(
+    store: &dyn Storage,
+    op: Op<'_>,
+    first_delivery: bool,
+    ingest: &[&Artifact],
+    config: Config,
+) -> io::Result<Vec<Record>> {
+    let hand_over = FromArtifacts {
+        store,
+        ingest,
+        config: config.clone(),
+    };
+    let indexer = Indexer::new(store, config)
         .lists_keys_at_finalize(first_delivery)
         .handing_over_to(&hand_over);
     match op {
@@ -994,6 +1019,7 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::failing::dying_at_nth;
 
     /// A fresh local store whose objects name their owners, in a directory kept in `dirs`.
     fn local_store(dirs: &mut Vec<tempfile::TempDir>) -> std::future::Ready<LocalStore> {
@@ -1089,6 +1115,84 @@ mod tests {
         let (want_refs, want_objects) = serial(&[&a.elf_other]).await;
         assert_eq!(references(&store).await.unwrap(), want_refs);
         assert_eq!(published(&store).await.unwrap(), want_objects);
+    }
+
+    /// [`run_op_configured`] as a sole writer.
+    async fn run_sole(
+        store: &dyn Storage,
+        op: Op<'_>,
+        ingest: &[&Artifact],
+    ) -> io::Result<Vec<Record>> {
+        run_op_configured(store, op, false, ingest, sole_writer_config()).await
+    }
+
+    /// A sole writer (the CLI: the local store's writer lock held, a reference record per
+    /// key, no owners) that dies at any change: each scenario's uploads and operations run
+    /// one after another, the process dies before the `nth` change of the whole run (that
+    /// change and every later one of the operation fail, its clean-up on the error
+    /// included), the operation runs again in a new process, then the rest. The store must
+    /// pass the audit and end as the run without the failure does (refs.rs, invariant 2 in
+    /// its sole-writer form: a record written before its object, a re-run repairing what a
+    /// death between the two left). `SYMDEX_SOLE_STRIDE`: die at every how many changes
+    /// (each scenario from another offset; 1 tries every change, in about 6 minutes).
+    #[tokio::test]
+    async fn every_scenario_run_by_a_sole_writer_that_dies_at_any_change() {
+        let stride: usize = std::env::var("SYMDEX_SOLE_STRIDE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(6)
+            .max(1);
+        let artifacts = Artifacts::new();
+        let mut deaths = 0;
+        for (index, scenario) in scenarios(&artifacts).iter().enumerate() {
+            let mut ops: Vec<Op<'_>> = scenario.before.iter().map(|a| Op::Index(a, true)).collect();
+            ops.extend(scenario.ops.iter().copied());
+            let ingest = in_ingest(&scenario.before, &scenario.ops);
+            let dir = tempfile::tempdir().expect("tempdir");
+            let clean = LocalStore::open(dir.path().join("clean")).expect("store");
+            for op in &ops {
+                run_sole(&clean, *op, &ingest)
+                    .await
+                    .expect("a run without failures");
+            }
+            let want_refs = references(&clean).await.expect("references");
+            let want_objects = published(&clean).await.expect("published");
+            for nth in (index % stride..).step_by(stride) {
+                let context = format!("{}, dying at change {nth}", scenario.name);
+                let root = dir.path().join(format!("at-{nth}"));
+                let store = LocalStore::open(&root).expect("store");
+                let dying = dying_at_nth(LocalStore::open(&root).expect("store"), nth);
+                let mut died = false;
+                for op in &ops {
+                    if !died {
+                        match run_sole(&dying, *op, &ingest).await {
+                            Ok(_) if !dying.hook().failed() => continue,
+                            // Died in a change whose failure the operation survives (a
+                            // best-effort clean-up): it ends as it would, in the next run.
+                            Ok(_) => died = true,
+                            Err(e) => {
+                                assert!(dying.hook().failed(), "{context}: {op:?}: {e}");
+                                died = true;
+                            }
+                        }
+                    }
+                    run_sole(&store, *op, &ingest)
+                        .await
+                        .unwrap_or_else(|e| panic!("{context}: {op:?} after it: {e}"));
+                }
+                if !died {
+                    break;
+                }
+                deaths += 1;
+                let found = audit(&store, "_manifest").await.expect("audit");
+                assert!(found.problems.is_empty(), "{context}: {:?}", found.problems);
+                let refs = references(&store).await.expect("references");
+                assert_eq!(refs, want_refs, "{context}: references");
+                let objects = published(&store).await.expect("published");
+                assert_eq!(objects, want_objects, "{context}: objects");
+            }
+        }
+        assert!(deaths > 100, "{deaths} deaths tried");
     }
 
     /// The same over a store laid out as S3 stores made before upload records were named by
