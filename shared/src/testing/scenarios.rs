@@ -1134,7 +1134,7 @@ mod tests {
     /// pass the audit and end as the run without the failure does (refs.rs, invariant 2 in
     /// its sole-writer form: a record written before its object, a re-run repairing what a
     /// death between the two left). `SYMDEX_SOLE_STRIDE`: die at every how many changes
-    /// (each scenario from another offset; 1 tries every change, in about 6 minutes).
+    /// (each scenario from another offset; 1 tries every change, in about 7 minutes).
     #[tokio::test]
     async fn every_scenario_run_by_a_sole_writer_that_dies_at_any_change() {
         let stride: usize = std::env::var("SYMDEX_SOLE_STRIDE")
@@ -1168,7 +1168,8 @@ mod tests {
                         match run_sole(&dying, *op, &ingest).await {
                             Ok(_) if !dying.hook().failed() => continue,
                             // Died in a change whose failure the operation survives (a
-                            // best-effort clean-up): it ends as it would, in the next run.
+                            // best-effort clean-up): run again all the same, as the next
+                            // run would.
                             Ok(_) => died = true,
                             Err(e) => {
                                 assert!(dying.hook().failed(), "{context}: {op:?}: {e}");
