@@ -37,25 +37,22 @@ impl BeforeChange for FailNth {
 
 /// `inner` failing its `nth` change ([`FailNth`]).
 pub fn failing_nth<S>(inner: S, nth: usize) -> Hooked<S, FailNth> {
-    Hooked::new(
-        inner,
-        FailNth {
-            nth,
-            changes: AtomicUsize::new(0),
-            dies: false,
-        },
-    )
+    fail_from(inner, nth, false)
 }
 
 /// `inner` as seen by a process that dies before its `nth` change: that change and every
 /// later one fail ([`FailNth`]).
 pub fn dying_at_nth<S>(inner: S, nth: usize) -> Hooked<S, FailNth> {
+    fail_from(inner, nth, true)
+}
+
+fn fail_from<S>(inner: S, nth: usize, dies: bool) -> Hooked<S, FailNth> {
     Hooked::new(
         inner,
         FailNth {
             nth,
             changes: AtomicUsize::new(0),
-            dies: true,
+            dies,
         },
     )
 }
