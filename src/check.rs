@@ -476,6 +476,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         Some(dir) if !dir.is_dir() => anyhow::bail!("no store at {}", dir.display()),
         Some(dir) => Some(
             LocalStore::open(dir)
+                .and_then(|store| store.naming_owners_as_marked(None))
                 .with_context(|| format!("cannot open store {}", dir.display()))?,
         ),
         None => None,

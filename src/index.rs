@@ -254,7 +254,9 @@ pub fn exclusive_lease() -> LeasePolicy {
 }
 
 /// Opens a store for writing: takes the writer lock (waiting for another `symdex index` or
-/// `delete` on the same store, and saying so) and removes what a killed run left in `tmp`.
+/// `delete` on the same store, and saying so), removes what a killed run left in `tmp`, and
+/// names owners in the objects it writes where the file system can (`LocalStore::
+/// naming_owners_as_marked`: a key one upload alone references then needs no record).
 pub fn open_for_writing(
     path: &Path,
 ) -> anyhow::Result<(
@@ -275,6 +277,9 @@ pub fn open_for_writing(
     if leftovers > 0 {
         eprintln!("symdex: removed {leftovers} temporary files left by an interrupted run");
     }
+    let store = store
+        .naming_owners_as_marked(Some(&lock))
+        .with_context(|| format!("cannot write to store {}", path.display()))?;
     Ok((crate::crash::store(store), lock))
 }
 

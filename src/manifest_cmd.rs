@@ -130,7 +130,7 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
     if !args.store.is_dir() {
         anyhow::bail!("no store at {}", args.store.display());
     }
-    let store = LocalStore::open(&args.store)?;
+    let store = LocalStore::open(&args.store)?.naming_owners_as_marked(None)?;
     let query = Query {
         debug_id: args.debug_id.clone(),
         code_id: args.code_id.clone(),

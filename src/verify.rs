@@ -24,7 +24,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     if !args.store.is_dir() {
         anyhow::bail!("no store at {}", args.store.display());
     }
-    let store = LocalStore::open(&args.store)?;
+    let store = LocalStore::open(&args.store)?.naming_owners_as_marked(None)?;
     let depth = if args.deep { Depth::Deep } else { Depth::Fast };
     let audit = crate::block_on(audit_with(&store, "_manifest", depth))??;
     for problem in &audit.problems {

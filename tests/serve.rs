@@ -24,7 +24,7 @@ fn store_with_state(w: &Workdir) -> std::path::PathBuf {
         .output()
         .unwrap();
     assert!(out.status.success());
-    assert!(store.join("_symdex/refs").is_dir() && store.join("_manifest").is_dir());
+    assert!(store.join("_symdex/uploads").is_dir() && store.join("_manifest").is_dir());
     store
 }
 
@@ -39,8 +39,17 @@ fn private_records_are_not_found_in_any_spelling() {
         200,
         "a published key is served"
     );
-    let record = "_symdex/refs/buildid/11223344556677889900aabbccddeeff00112233/debuginfo.json";
-    assert!(store.join(record).is_file());
+    // The upload's record (its keys have none: their objects name the upload).
+    let upload = std::fs::read_dir(store.join("_symdex/uploads"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let record = format!("_symdex/uploads/{upload}");
+    assert!(store.join(&record).is_file());
     let manifest = std::fs::read_dir(store.join("_manifest"))
         .unwrap()
         .next()

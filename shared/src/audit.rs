@@ -167,13 +167,30 @@ pub async fn audit_with(
             let referenced = referencing
                 .get(key.as_str())
                 .is_some_and(|refs| refs.contains(&upload.upload));
-            if !referenced {
-                problem(
-                    "unref",
-                    key,
-                    format!("upload {} lists it, its record does not", upload.upload),
-                );
+            if referenced {
+                continue;
             }
+            let lists = format!("upload {} lists it", upload.upload);
+            // Where objects name their owners, a key without a record is its object: gone, or
+            // replaced by one naming nobody (or another upload), it is missing or changed.
+            if store.names_owners() && !referencing.contains_key(key.as_str()) {
+                match store.owned(key).await? {
+                    None => problem("missing", key, lists),
+                    Some(found) => {
+                        let whose = found.owner.unwrap_or_else(|| "no upload".into());
+                        accounted.insert(key.clone());
+                        problem(
+                            "changed",
+                            key,
+                            format!(
+                                "{lists}; what is there names {whose} (replaced outside symdex?)"
+                            ),
+                        );
+                    }
+                }
+                continue;
+            }
+            problem("unref", key, format!("{lists}, its record does not"));
         }
     }
     // A unified `.meta` sidecar describes the file beside it, and goes with it (a sidecar

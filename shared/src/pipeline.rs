@@ -2869,10 +2869,6 @@ mod tests {
             assert_eq!(store.head(key).await.unwrap(), None, "{key}");
         }
         assert_eq!(key_records().await, Vec::<String>::new());
-        assert_eq!(
-            store.list("_symdex/owners/").await.unwrap(),
-            Vec::<String>::new()
-        );
     }
 
     #[tokio::test]

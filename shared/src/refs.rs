@@ -3,9 +3,9 @@
 //!
 //! - `_symdex/refs/<key>.json`: the key's content identity, the uploads referencing it, and the
 //!   lease of a change to the object in progress. Where objects name their owner, only for a
-//!   key two uploads share or a removal holds (invariant 7): else the object's owner, the SHA-1
-//!   of an upload id (S3 metadata `symdex-owner`, a local store's `_symdex/owners/<key>`),
-//!   stands for it.
+//!   key two uploads share or a removal holds (invariant 7): else the object's owner, the name
+//!   of an upload's record (S3 metadata `symdex-owner`, a local file's extended attribute
+//!   `user.symdex.owner`), stands for it.
 //! - `_symdex/uploads/<sha1 of location>/<sha1 of upload id>.json`: one upload, its state and
 //!   its keys, named under the ingest location it came from, which a removal lists
 //!   ([`UploadLayout::ByLocation`], new S3 stores). Stores made before, and local stores
@@ -55,8 +55,9 @@
 //! 2. **A record without a lease describes its object**: the object exists and holds the
 //!    recorded content. So a key with references and no lease is published (and so is a key
 //!    without a record whose object names an upload, invariant 7). Sole-writer form
-//!    (the local store's writer lock, `LeasePolicy::exclusive`): a key with neither record nor
-//!    object is created record first, without a lease, then the object. Until the copy is
+//!    (the local store's writer lock, `LeasePolicy::exclusive`) where objects name no owner
+//!    (invariant 7 otherwise): a key with neither record nor object is created record first,
+//!    without a lease, then the object. Until the copy is
 //!    done (or after a crash in between) the record names an object that is not there, which
 //!    is safe because nothing else runs: a re-run finds its own reference to a missing object
 //!    and copies it again (the `Check` path), a removal deletes the record and finds no
@@ -89,11 +90,13 @@
 //!    (publishing it from its own bytes if it is gone) before it is done. A target is removed
 //!    only without references (invariant 3), so not while an alias's referrer lives.
 //! 7. **A key one upload alone references needs no record** where objects name their owner
-//!    ([`Storage::names_owners`]: S3 metadata, a local store's side file) and writers run at
-//!    once. Its object, created only where nothing is (`Storage::copy_new`, where the store
-//!    decides that atomically: [`Storage::creates_only_new`]), names the upload
-//!    ([`RefStore::owner_token`]), and stands for the record `{refs: [upload], by: upload}`: a fresh
-//!    key costs one request. Everything else goes through a record, and a record, once
+//!    ([`Storage::names_owners`]: S3 metadata, a local file's extended attribute), whether
+//!    writers run at once or one holds the writer lock (which then only takes every other
+//!    lease over at once). Its object, created only where nothing is (`Storage::copy_new`,
+//!    where the store decides that atomically: [`Storage::creates_only_new`]), names the upload
+//!    ([`RefStore::owner_token`]), and stands for the record `{refs: [upload], by: upload}`
+//!    (of the content its writer named with it, where the store keeps that apart from the
+//!    bytes: `Owned::written`): a fresh key costs one request, and a local one no record file. Everything else goes through a record, and a record, once
 //!    there, decides (an object's owner is then only read to tell whose bytes are there):
 //!    - a second upload finding the same content takes the key's record with a `create`
 //!      lease (created only where no record is), and releases it naming both uploads, the
@@ -1496,10 +1499,9 @@ impl<'s> RefStore<'s> {
     }
 
     /// Whether keys one upload alone references go without a record (invariant 7): where
-    /// objects name their owners and writers run at once (a sole writer keeps a record per
-    /// key: a local store's side files per key would double its files for nothing).
+    /// objects name their owners, whether writers run at once or one holds the writer lock.
     fn owners_named(&self) -> bool {
-        !self.policy.exclusive && self.store.names_owners()
+        self.store.names_owners()
     }
 
     /// The owner to name in an object whose record says `by` wrote it.
@@ -1523,10 +1525,13 @@ impl<'s> RefStore<'s> {
         let Some(upload) = self.upload_by_owner(&owner).await? else {
             return Ok(None);
         };
+        // The content named with the owner stands for the record's (what is there now may
+        // have been changed in place since, which `verify` reports as for a record).
+        let written = found.written.unwrap_or(found.info);
         Ok(Some(KeyRecord {
             key: key.to_string(),
-            etag: found.info.etag,
-            size: found.info.size,
+            etag: written.etag,
+            size: written.size,
             refs: [upload.clone()].into(),
             by: upload,
             lease: None,
@@ -1617,8 +1622,10 @@ impl<'s> RefStore<'s> {
         // without reading (a wrong guess fails and reads). Concurrent writers (leases): what
         // is at the key is found by creating the object only where nothing is (`CREATE`).
         // A sole writer: without a record, whatever is at the key was written outside symdex:
-        // asked once, before the first swap.
-        let creates = !self.policy.exclusive;
+        // asked once, before the first swap. Unless objects name their owners: a key without
+        // a record may then be another upload's alone, found (and shared) by creating it
+        // under a `create` lease as concurrent writers do (invariant 7).
+        let creates = !self.policy.exclusive || self.owners_named();
         let mut prefetched = if fresh {
             Some(None)
         } else {

@@ -27,10 +27,20 @@ const TMP_DIR: &str = "_symdex/tmp";
 /// Lock files (never served, never listed).
 const LOCK_DIR: &str = "_symdex/lock";
 /// Who wrote each published object, where a writer named itself ([`Storage::copy`]'s
-/// `owner`): a side file per key, `_symdex/owners/<key>`. S3 keeps an owner in the object's
-/// metadata, created and deleted with it; here the object and its side file change together
-/// under the compare-and-swap lock, and are read together under it.
-const OWNERS_DIR: &str = "_symdex/owners";
+/// `owner`), and the content it wrote (`<owner> <size> <SHA-1>`, the record the object
+/// stands for: refs.rs, invariant 7): an extended attribute of the object's file. S3 keeps an
+/// owner in the object's metadata, created and deleted with it; so does the file: the
+/// attribute is set on the temporary file before it gets its name, so the object never shows
+/// without it, and goes with the object's last name. A file changed in place keeps it, so the
+/// content is named too (`verify` compares). A side file per key did the same at the cost of a file per
+/// key (the very cost of a record per key, refs.rs invariant 7). The keys of one blob are
+/// hard links of one file, so they share its attribute: a key is linked only to a file
+/// naming the owner the key is written for (else its bytes are copied).
+const OWNER_ATTRIBUTE: &str = "user.symdex.owner";
+/// The marker of a store whose objects name their owners ([`LocalStore::naming_owners_as_marked`]).
+pub const OWNERS_MARKER: &str = "_symdex/owners.json";
+/// What the marker's own attribute says (no upload's name: no key's owner).
+const MARKER_OWNER: &str = "store";
 
 /// Held while a process changes the store; released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -49,6 +59,9 @@ pub struct LocalStore {
     unnamed_temp: AtomicBool,
     /// Writers' owners are kept ([`Storage::names_owners`]).
     owners: bool,
+    /// Upload records of a new store go under their location, as on S3
+    /// ([`Storage::uploads_by_location`]).
+    by_location: bool,
 }
 
 impl LocalStore {
@@ -66,18 +79,82 @@ impl LocalStore {
                 cfg!(target_os = "linux") && Path::new("/proc/self/fd").is_dir(),
             ),
             owners: false,
+            by_location: false,
         })
     }
 
-    /// The store keeps the owner each writer names beside its object (`_symdex/owners/`), as
+    /// The store keeps the owner each writer names in its object (an extended attribute), as
     /// S3 keeps it in the object's metadata: for writers running at once without the writer
-    /// lock (refs.rs, invariant 7 — the interleaving scenarios run so). The CLI holds the
-    /// writer lock, keeps a record per key, and needs no side files. Such a store stands in
+    /// lock (refs.rs, invariant 7 — the interleaving scenarios run so). Such a store stands in
     /// for the Lambda's S3 store in full: a new one also lays upload records out under their
     /// location ([`Storage::uploads_by_location`]).
     pub fn with_owners(mut self) -> Self {
         self.owners = true;
+        self.by_location = true;
         self
+    }
+
+    /// The store keeps the owner each writer names in its object, and its upload records as
+    /// the CLI always laid them out: a sole writer's fresh key then needs no reference record
+    /// (refs.rs, invariant 7), which was half of a fresh index's time on a disk.
+    pub fn naming_owners(mut self) -> Self {
+        self.owners = true;
+        self
+    }
+
+    /// The store as the CLI opens it: its objects name their owners where the store says so
+    /// ([`OWNERS_MARKER`]), or where `writer` is given (a writer), the store is new to owners
+    /// and its file system keeps extended attributes (the marker is then written). A store
+    /// once marked always names owners: a key without a record stands for its owner's
+    /// reference, which a writer not reading owners would take for an object written outside
+    /// symdex. The marker names itself in the same attribute: a store copied without its
+    /// attributes (`cp -r`) has the marker and lost every owner, and is refused, readers
+    /// included, before a writer takes its keys for others' and a removal unpublishes them.
+    pub fn naming_owners_as_marked(self, writer: Option<&WriterLock>) -> io::Result<Self> {
+        let store = self;
+        let marker = store.path_of(OWNERS_MARKER)?;
+        let marked = match not_found_is_none(fs::File::open(&marker))? {
+            Some(file) if owner_of(&file)?.as_deref() == Some(MARKER_OWNER) => true,
+            Some(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: its objects name their owners in an extended attribute \
+                         ({OWNER_ATTRIBUTE}), and the store has lost them (copied without \
+                         them? copy it again keeping them: cp -a, rsync -aX, tar --xattrs)",
+                        store.root.display()
+                    ),
+                ))
+            }
+            None => false,
+        };
+        if marked || writer.is_none() {
+            return Ok(if marked { store.naming_owners() } else { store });
+        }
+        if !store.can_name_owners()? {
+            return Ok(store);
+        }
+        let temp = store.temp_path();
+        fs::write(&temp, b"{\"owners\":\"xattr\"}\n")?;
+        let named = name_owner(&temp, MARKER_OWNER).map_err(StorageError::from);
+        let linked = named.and_then(|()| store.link_new(&temp, OWNERS_MARKER));
+        let _ = fs::remove_file(&temp);
+        linked?;
+        Ok(store.naming_owners())
+    }
+
+    /// Whether this store's file system keeps the extended attribute owners are named in
+    /// (tried on a temporary file).
+    pub fn can_name_owners(&self) -> io::Result<bool> {
+        let temp = self.temp_path();
+        fs::write(&temp, b"")?;
+        let named = name_owner(&temp, MARKER_OWNER);
+        let _ = fs::remove_file(&temp);
+        match named {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::Unsupported => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -202,9 +279,59 @@ impl LocalStore {
     }
 }
 
-/// The side file naming the owner of the published object at `key`.
-fn owner_file(key: &str) -> String {
-    format!("{OWNERS_DIR}/{key}")
+/// The attribute naming `owner` as the writer of `written` ([`OWNER_ATTRIBUTE`]).
+fn owner_attribute(owner: &str, written: &ObjectInfo) -> String {
+    format!("{owner} {} {}", written.size, written.etag)
+}
+
+/// The owner and the content an attribute names; `None` for anything symdex did not write.
+fn parse_owner_attribute(value: &str) -> Option<(String, ObjectInfo)> {
+    let mut parts = value.split(' ');
+    let (owner, size, etag) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || owner.is_empty() {
+        return None;
+    }
+    let info = ObjectInfo {
+        size: size.parse().ok()?,
+        etag: etag.to_string(),
+    };
+    Some((owner.to_string(), info))
+}
+
+/// Sets the owner attribute of the file at `path` (not yet a key's: see
+/// [`OWNER_ATTRIBUTE`]). `Unsupported` where the file system keeps no extended attributes.
+#[cfg(target_os = "linux")]
+fn name_owner(path: &Path, value: &str) -> io::Result<()> {
+    use rustix::fs::{setxattr, XattrFlags};
+    setxattr(path, OWNER_ATTRIBUTE, value.as_bytes(), XattrFlags::empty()).map_err(|e| match e {
+        rustix::io::Errno::OPNOTSUPP => io::Error::from(io::ErrorKind::Unsupported),
+        e => io::Error::from(e),
+    })
+}
+
+/// The owner attribute of an open file, if any.
+#[cfg(target_os = "linux")]
+fn owner_of(file: &fs::File) -> io::Result<Option<String>> {
+    // An upload record's name (at most two SHA-1s and a slash), a size and a SHA-1: anything
+    // longer was not written by symdex, and names nobody.
+    let mut value = [0u8; 256];
+    match rustix::fs::fgetxattr(file, OWNER_ATTRIBUTE, &mut value[..]) {
+        Ok(n) => Ok(Some(String::from_utf8_lossy(&value[..n]).into_owned())),
+        Err(
+            rustix::io::Errno::NODATA | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::RANGE,
+        ) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn name_owner(_path: &Path, _value: &str) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn owner_of(_file: &fs::File) -> io::Result<Option<String>> {
+    Ok(None)
 }
 
 /// A whole file, read into a buffer sized for the small records it mostly holds: unlike
@@ -221,7 +348,11 @@ fn read_record(path: &Path) -> io::Result<Vec<u8>> {
 
 /// SHA-1 of a file's content, streamed.
 pub fn file_sha1(path: &Path) -> io::Result<String> {
-    let mut file = fs::File::open(path)?;
+    sha1_of(&mut fs::File::open(path)?)
+}
+
+/// SHA-1 of an open file's content from where it is, streamed.
+fn sha1_of(file: &mut fs::File) -> io::Result<String> {
     let mut hasher = crate::digest::Sha1::new();
     // No bigger than the file (plus one byte to see its end): a re-index hashes every input,
     // and zeroing a 256 KiB buffer for each small one cost as much as hashing it.
@@ -353,7 +484,7 @@ impl LocalStore {
             if self.version(key)?.as_deref() != Some(version) {
                 return Ok(false);
             }
-            self.delete_with_owner(key)?;
+            self.delete_file(key)?;
             Ok(true)
         })
     }
@@ -383,7 +514,7 @@ impl LocalStore {
             }
             // Taken (replaced below, by a rename), or the source is missing (reported below).
         }
-        let (temp, size, linked) = self.stage(source)?;
+        let (temp, size, linked) = self.stage(source, true)?;
         self.commit(&temp, key, linked)?;
         Ok(size)
     }
@@ -397,7 +528,7 @@ impl LocalStore {
                 return Ok(created.then_some(bytes.len() as u64));
             }
         }
-        let (temp, size, _) = self.stage(source)?;
+        let (temp, size, _) = self.stage(source, true)?;
         let created = self.link_new(&temp, key);
         let _ = fs::remove_file(&temp);
         Ok(created?.then_some(size))
@@ -483,8 +614,12 @@ impl LocalStore {
     }
 
     /// The bytes of `source` in a temporary file of the store: its path, its size, and whether
-    /// it is a hard link of a stored file.
-    fn stage(&self, source: &CopySource<'_>) -> StorageResult<(PathBuf, u64, bool)> {
+    /// it is a hard link of a stored file (only if `may_link`).
+    fn stage(
+        &self,
+        source: &CopySource<'_>,
+        may_link: bool,
+    ) -> StorageResult<(PathBuf, u64, bool)> {
         let temp = self.temp_path();
         let mut linked = false;
         let size = match source {
@@ -496,7 +631,7 @@ impl LocalStore {
             }
             CopySource::Key(src) => {
                 let src_path = self.path_of(src)?;
-                if fs::hard_link(&src_path, &temp).is_ok() {
+                if may_link && fs::hard_link(&src_path, &temp).is_ok() {
                     linked = true;
                     fs::metadata(&temp)?.len()
                 } else {
@@ -520,70 +655,122 @@ impl LocalStore {
         Ok((temp, size, linked))
     }
 
-    /// [`Self::copy_known_now`] naming `owner` (when given) beside the object.
+    /// [`Self::copy_known_now`] naming `owner` in the object, where owners are kept, as the
+    /// writer of `known`.
     fn copy_owned_now(
         &self,
         source: &CopySource<'_>,
         key: &str,
-        known_size: Option<u64>,
+        known: &ObjectInfo,
         owner: Option<&str>,
     ) -> StorageResult<u64> {
-        let Some(owner) = owner.filter(|_| self.owners) else {
-            return self.copy_known_now(source, key, known_size);
-        };
+        if !self.owners {
+            return self.copy_known_now(source, key, Some(known.size));
+        }
         check_key(key)?;
-        let (temp, size, linked) = self.stage(source)?;
-        self.with_cas_lock(|| {
-            self.commit(&temp, key, linked)?;
-            self.put_now(&owner_file(key), owner.as_bytes())?;
-            Ok(size)
-        })
+        let (temp, size, linked) = self.stage_owned(source, known, owner)?;
+        // A rename replaces the object and its owner at once.
+        self.commit(&temp, key, linked)?;
+        Ok(size)
     }
 
-    /// [`Self::copy_new_now`] naming `owner` (when given) beside the object it creates.
+    /// [`Self::copy_new_now`] naming `owner` in the object it creates, where owners are kept,
+    /// as the writer of `known`.
     fn copy_new_owned_now(
         &self,
         source: &CopySource<'_>,
         key: &str,
+        known: &ObjectInfo,
         owner: Option<&str>,
     ) -> StorageResult<Option<u64>> {
-        let Some(owner) = owner.filter(|_| self.owners) else {
+        if !self.owners {
             return self.copy_new_now(source, key);
-        };
+        }
         check_key(key)?;
-        let (temp, size, _) = self.stage(source)?;
-        let created = self.with_cas_lock(|| {
-            let created = self.link_new(&temp, key)?;
-            if created {
-                self.put_now(&owner_file(key), owner.as_bytes())?;
-            }
-            Ok(created)
-        });
+        if let Some((file, size)) = self.linkable(source, owner)? {
+            return Ok(self.link_new(&file, key)?.then_some(size));
+        }
+        let (temp, size, _) = self.stage_owned(source, known, owner)?;
+        let created = self.link_new(&temp, key);
         let _ = fs::remove_file(&temp);
         Ok(created?.then_some(size))
     }
 
-    /// What is at `key` and who wrote it, read together.
+    /// The stored file a copy of `source` naming `owner` may be a hard link of, and its size:
+    /// one naming the same owner (a link shares the file's attribute, [`OWNER_ATTRIBUTE`]; a
+    /// copy from a key is of the key's content, named there already).
+    fn linkable(
+        &self,
+        source: &CopySource<'_>,
+        owner: Option<&str>,
+    ) -> StorageResult<Option<(PathBuf, u64)>> {
+        let CopySource::Key(src) = source else {
+            return Ok(None);
+        };
+        let path = self.path_of(src)?;
+        // Missing: reported by the copy that follows.
+        let Some(file) = not_found_is_none(fs::File::open(&path))? else {
+            return Ok(None);
+        };
+        let named = owner_of(&file)?.and_then(|value| parse_owner_attribute(&value));
+        if named.as_ref().map(|(named, _)| named.as_str()) != owner {
+            return Ok(None);
+        }
+        Ok(Some((path, file.metadata()?.len())))
+    }
+
+    /// [`Self::stage`] naming `owner` (when given) as the writer of `known` in the temporary
+    /// file: a hard link only of a file naming the same owner, else a copy.
+    fn stage_owned(
+        &self,
+        source: &CopySource<'_>,
+        known: &ObjectInfo,
+        owner: Option<&str>,
+    ) -> StorageResult<(PathBuf, u64, bool)> {
+        if let Some((file, size)) = self.linkable(source, owner)? {
+            let temp = self.temp_path();
+            fs::hard_link(&file, &temp)?;
+            return Ok((temp, size, true));
+        }
+        let (temp, size, _) = self.stage(source, false)?;
+        if let Some(owner) = owner {
+            if let Err(e) = name_owner(&temp, &owner_attribute(owner, known)) {
+                let _ = fs::remove_file(&temp);
+                return Err(e.into());
+            }
+        }
+        Ok((temp, size, false))
+    }
+
+    /// What is at `key` and who wrote it, read together (from one open file).
     pub fn owned_now(&self, key: &str) -> StorageResult<Option<Owned>> {
         let unowned = |info| Owned {
             info,
             owner: None,
             alias_of: None,
+            written: None,
         };
         if !self.owners {
             return Ok(self.head_now(key)?.map(unowned));
         }
-        self.with_cas_lock(|| {
-            let Some(info) = self.head_now(key)? else {
-                return Ok(None);
-            };
-            let owner = not_found_is_none(fs::read(self.path_of(&owner_file(key))?))?
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-            Ok(Some(Owned {
-                owner,
-                ..unowned(info)
-            }))
-        })
+        let Some(mut file) = not_found_is_none(fs::File::open(self.path_of(key)?))? else {
+            return Ok(None);
+        };
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let named = owner_of(&file)?.and_then(|value| parse_owner_attribute(&value));
+        let info = ObjectInfo {
+            size: meta.len(),
+            etag: sha1_of(&mut file)?,
+        };
+        let (owner, written) = named.unzip();
+        Ok(Some(Owned {
+            owner,
+            written,
+            ..unowned(info)
+        }))
     }
 
     pub fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
@@ -630,29 +817,9 @@ impl LocalStore {
         Ok(keys)
     }
 
-    /// Deletes `key`; a published object goes together with its owner's side file, where
-    /// owners are kept (under the compare-and-swap lock, as they are written).
+    /// Deletes `key` (a published object's owner goes with its file).
     pub fn delete_now(&self, key: &str) -> StorageResult<()> {
-        if !self.has_owner_file(key) {
-            return self.delete_file(key);
-        }
-        self.with_cas_lock(|| self.delete_with_owner(key))
-    }
-
-    /// Whether `key` may have an owner's side file: a published object of a store that keeps
-    /// owners.
-    fn has_owner_file(&self, key: &str) -> bool {
-        self.owners && !key.starts_with("_symdex/")
-    }
-
-    /// Deletes `key` and its owner's side file, if it may have one; the caller holds the
-    /// compare-and-swap lock.
-    fn delete_with_owner(&self, key: &str) -> StorageResult<()> {
-        self.delete_file(key)?;
-        if self.has_owner_file(key) {
-            self.delete_file(&owner_file(key))?;
-        }
-        Ok(())
+        self.delete_file(key)
     }
 
     fn delete_file(&self, key: &str) -> StorageResult<()> {
@@ -713,9 +880,8 @@ impl Storage for LocalStore {
         known: &'a ObjectInfo,
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
-        // The identity is not needed (a copy is a link or a plain file copy); the size is what
-        // a link answers.
-        Box::pin(async move { self.copy_owned_now(source, key, Some(known.size), owner) })
+        // The size is what a link answers; the identity is named with an owner.
+        Box::pin(async move { self.copy_owned_now(source, key, known, owner) })
     }
     fn copy_new<'a>(
         &'a self,
@@ -724,8 +890,7 @@ impl Storage for LocalStore {
         known: &'a ObjectInfo,
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
-        let _ = known;
-        Box::pin(async move { self.copy_new_owned_now(source, key, owner) })
+        Box::pin(async move { self.copy_new_owned_now(source, key, known, owner) })
     }
     fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         Box::pin(async move { self.owned_now(key) })
@@ -737,7 +902,7 @@ impl Storage for LocalStore {
         Box::pin(async move { self.list_now(prefix) })
     }
     fn uploads_by_location(&self) -> bool {
-        self.owners
+        self.by_location
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         Box::pin(async move { self.delete_now(key) })
@@ -813,6 +978,104 @@ mod tests {
             0,
             "no temporary file left behind"
         );
+    }
+
+    fn inode(s: &LocalStore, key: &str) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(s.path_of(key).unwrap()).unwrap().ino()
+    }
+
+    /// Owners named in the files' attribute: a key is a hard link only of a file naming the
+    /// same owner (links share it), the content written is named with it, and a change in
+    /// place (which keeps the attribute) shows against it.
+    #[test]
+    fn keys_name_their_owner_and_share_a_file_only_with_the_same_owner() {
+        let (d, s) = store();
+        let s = s.naming_owners();
+        let input = d.path().join("input.bin");
+        fs::write(&input, b"the bytes").unwrap();
+        let known = ObjectInfo {
+            size: 9,
+            etag: content_sha1(b"the bytes"),
+        };
+        let copy_new = |source: &CopySource<'_>, key: &str, owner: Option<&str>| {
+            s.copy_new_owned_now(source, key, &known, owner).unwrap()
+        };
+        assert_eq!(
+            copy_new(&CopySource::File(&input), "a/one", Some("up-a")),
+            Some(9)
+        );
+        assert_eq!(
+            copy_new(&CopySource::File(&input), "a/one", Some("up-b")),
+            None
+        );
+        let from_one = CopySource::Key("a/one");
+        assert_eq!(copy_new(&from_one, "a/two", Some("up-a")), Some(9));
+        assert_eq!(copy_new(&from_one, "b/one", Some("up-b")), Some(9));
+        assert_eq!(copy_new(&from_one, "n/one", None), Some(9));
+        assert_eq!(
+            inode(&s, "a/two"),
+            inode(&s, "a/one"),
+            "the same owner: a link"
+        );
+        assert_ne!(
+            inode(&s, "b/one"),
+            inode(&s, "a/one"),
+            "another owner: a copy"
+        );
+        assert_ne!(inode(&s, "n/one"), inode(&s, "a/one"), "nobody: a copy");
+        let owner = |key| s.owned_now(key).unwrap().unwrap().owner;
+        assert_eq!(owner("a/two").as_deref(), Some("up-a"));
+        assert_eq!(owner("b/one").as_deref(), Some("up-b"));
+        assert_eq!(owner("n/one"), None);
+        // An overwrite names its writer; the other names of the file it replaced keep theirs.
+        s.copy_owned_now(&CopySource::Key("b/one"), "a/two", &known, Some("up-b"))
+            .unwrap();
+        assert_eq!(owner("a/two").as_deref(), Some("up-b"));
+        assert_eq!(owner("a/one").as_deref(), Some("up-a"));
+        let found = s.owned_now("a/one").unwrap().unwrap();
+        assert_eq!(
+            (found.written, found.info),
+            (Some(known.clone()), known.clone())
+        );
+        // Changed in place: the attribute stays, and says what was written.
+        fs::write(s.path_of("a/one").unwrap(), b"tampered").unwrap();
+        let found = s.owned_now("a/one").unwrap().unwrap();
+        assert_eq!(found.owner.as_deref(), Some("up-a"));
+        assert_eq!(found.written, Some(known));
+        assert_eq!(found.info.size, 8);
+        // Deleting a name leaves the file's other names and their owner.
+        let before = inode(&s, "b/one");
+        s.delete_now("b/one").unwrap();
+        assert_eq!(owner("a/two").as_deref(), Some("up-b"));
+        assert_eq!(inode(&s, "a/two"), before);
+        assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
+    }
+
+    /// The CLI's store names owners once a writer marked it so, and refuses a copy that lost
+    /// the attributes (a `cp -r`), whose keys would look written outside symdex.
+    #[test]
+    fn a_marked_store_names_owners_and_a_copy_without_attributes_is_refused() {
+        let (d, s) = store();
+        let unmarked = LocalStore::open(s.root()).unwrap();
+        let reader = unmarked.naming_owners_as_marked(None).unwrap();
+        assert!(!reader.names_owners(), "a reader does not mark a store");
+        let lock = s.lock_writer(|| {}).unwrap();
+        let writer = s.naming_owners_as_marked(Some(&lock)).unwrap();
+        assert!(writer.names_owners());
+        let reader = LocalStore::open(writer.root()).unwrap();
+        assert!(reader.naming_owners_as_marked(None).unwrap().names_owners());
+        drop(lock);
+        // Copied file by file: `fs::copy` keeps no extended attributes, as `cp -r` does not.
+        let copy = d.path().join("copy");
+        fs::create_dir_all(copy.join("_symdex")).unwrap();
+        fs::copy(writer.root().join(OWNERS_MARKER), copy.join(OWNERS_MARKER)).unwrap();
+        let copied = LocalStore::open(&copy).unwrap();
+        let lock = copied.lock_writer(|| {}).unwrap();
+        let refused = copied.naming_owners_as_marked(Some(&lock)).unwrap_err();
+        assert!(refused.to_string().contains("lost them"), "{refused}");
+        let reader = LocalStore::open(&copy).unwrap();
+        assert!(reader.naming_owners_as_marked(None).is_err());
     }
 
     #[test]

@@ -88,6 +88,11 @@ pub struct Owned {
     pub owner: Option<String>,
     /// The key it redirects to, for an S3 alias.
     pub alias_of: Option<String>,
+    /// The content its writer named with the owner, where the store keeps it apart from the
+    /// bytes: a local file can be changed in place and keep its attributes, so `info` (what
+    /// is there now) may differ, which `verify` reports. `None`: `info` is it (an S3 object
+    /// changes only by a new write, which names its own owner, or none).
+    pub written: Option<ObjectInfo>,
 }
 
 /// A small object together with the version that was read (for a later conditional write).
@@ -253,6 +258,7 @@ pub trait Storage: Send + Sync {
                 info,
                 owner: None,
                 alias_of: None,
+                written: None,
             }))
         })
     }

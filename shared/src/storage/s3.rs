@@ -1160,6 +1160,7 @@ impl Storage for S3Store {
                 info,
                 owner: meta.get(OWNER_META).cloned(),
                 alias_of: redirect.map(|r| r.trim_start_matches('/').to_string()),
+                written: None,
             }))
         })
     }

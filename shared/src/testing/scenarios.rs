@@ -1137,6 +1137,21 @@ mod tests {
     /// (each scenario from another offset; 1 tries every change, in about 7 minutes).
     #[tokio::test]
     async fn every_scenario_run_by_a_sole_writer_that_dies_at_any_change() {
+        sole_writer_dying_at_any_change(|root| LocalStore::open(root).expect("store")).await;
+    }
+
+    /// The same for a sole writer whose objects name their owners (the CLI on a file system
+    /// with extended attributes): a fresh key is its object alone, created with its owner
+    /// (refs.rs, invariant 7), and a death leaves it there or not at all.
+    #[tokio::test]
+    async fn every_scenario_run_by_a_sole_writer_naming_owners_that_dies_at_any_change() {
+        sole_writer_dying_at_any_change(|root| {
+            LocalStore::open(root).expect("store").naming_owners()
+        })
+        .await;
+    }
+
+    async fn sole_writer_dying_at_any_change(open: impl Fn(&std::path::Path) -> LocalStore) {
         let stride: usize = std::env::var("SYMDEX_SOLE_STRIDE")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -1149,19 +1164,26 @@ mod tests {
             ops.extend(scenario.ops.iter().copied());
             let ingest = in_ingest(&scenario.before, &scenario.ops);
             let dir = tempfile::tempdir().expect("tempdir");
-            let clean = LocalStore::open(dir.path().join("clean")).expect("store");
+            let clean = open(&dir.path().join("clean"));
             for op in &ops {
                 run_sole(&clean, *op, &ingest)
                     .await
                     .expect("a run without failures");
             }
+            let found = audit(&clean, "_manifest").await.expect("audit");
+            assert!(
+                found.problems.is_empty(),
+                "{}: {:?}",
+                scenario.name,
+                found.problems
+            );
             let want_refs = references(&clean).await.expect("references");
             let want_objects = published(&clean).await.expect("published");
             for nth in (index % stride..).step_by(stride) {
                 let context = format!("{}, dying at change {nth}", scenario.name);
                 let root = dir.path().join(format!("at-{nth}"));
-                let store = LocalStore::open(&root).expect("store");
-                let dying = dying_at_nth(LocalStore::open(&root).expect("store"), nth);
+                let store = open(&root);
+                let dying = dying_at_nth(open(&root), nth);
                 let mut died = false;
                 for op in &ops {
                     if !died {
