@@ -523,9 +523,9 @@ impl LocalStore {
     /// link, which fails when the name exists (a rename would replace it). `None`: taken.
     pub fn copy_new_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<Option<u64>> {
         check_key(key)?;
-        if let CopySource::Bytes(bytes) = source {
-            if let Some(created) = self.create_unnamed(bytes, key)? {
-                return Ok(created.then_some(bytes.len() as u64));
+        if let CopySource::Bytes(_) = source {
+            if let Some((created, size)) = self.create_unnamed(source, None, key)? {
+                return Ok(created.then_some(size));
             }
         }
         let (temp, size, _) = self.stage(source, true)?;
@@ -534,18 +534,38 @@ impl LocalStore {
         Ok(created?.then_some(size))
     }
 
-    /// Creates `key` holding `bytes` unless it exists, from a temporary file that never had a
-    /// name (Linux `O_TMPFILE`, then `linkat` through `/proc/self/fd`): a record costs four
-    /// calls instead of five, and the temporary directory's entries are not touched. `None`
-    /// where the file system or the system cannot (the caller stages a named file instead).
+    /// Creates `key` holding the bytes of `source` unless it exists, from a temporary file
+    /// that never had a name (Linux `O_TMPFILE`, then `linkat` through `/proc/self/fd`):
+    /// a record costs four calls instead of five, and the temporary directory's entries are
+    /// not touched (on a disk, each entry made and removed is journaled). `attribute`: the
+    /// owner's, set before the file gets its name ([`OWNER_ATTRIBUTE`]). Whether it was
+    /// created, and its size; `None` where the file system or the system cannot, or for a
+    /// source it does not copy (the caller stages a named file instead).
     #[cfg(target_os = "linux")]
-    fn create_unnamed(&self, bytes: &[u8], key: &str) -> StorageResult<Option<bool>> {
+    fn create_unnamed(
+        &self,
+        source: &CopySource<'_>,
+        attribute: Option<&str>,
+        key: &str,
+    ) -> StorageResult<Option<(bool, u64)>> {
         use rustix::fs::{openat, AtFlags, Mode, OFlags, CWD};
         use std::io::Write;
         use std::os::fd::AsRawFd;
         if !self.unnamed_temp.load(Ordering::Relaxed) {
             return Ok(None);
         }
+        let from = match source {
+            CopySource::Bytes(_) => None,
+            CopySource::File(path) => Some(fs::File::open(path)?),
+            CopySource::Key(src) => match fs::File::open(self.path_of(src)?) {
+                Ok(file) => Some(file),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    return Err(StorageError::NotFound(src.to_string()))
+                }
+                Err(e) => return Err(e.into()),
+            },
+            _ => return Ok(None),
+        };
         let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
         let fd = match openat(
             CWD,
@@ -564,17 +584,39 @@ impl LocalStore {
             Err(e) => return Err(io::Error::from(e).into()),
         };
         let mut file = fs::File::from(fd);
-        file.write_all(bytes)?;
+        let size = match (source, from) {
+            (CopySource::Bytes(bytes), _) => {
+                file.write_all(bytes)?;
+                bytes.len() as u64
+            }
+            // `io::copy` between files is `copy_file_range` on Linux, as `fs::copy` is.
+            (_, Some(mut from)) => io::copy(&mut from, &mut file)?,
+            _ => return Ok(None),
+        };
+        if let Some(attribute) = attribute {
+            rustix::fs::fsetxattr(
+                &file,
+                OWNER_ATTRIBUTE,
+                attribute.as_bytes(),
+                rustix::fs::XattrFlags::empty(),
+            )
+            .map_err(io::Error::from)?;
+        }
         let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
         let created = self.link_new_with(key, |dest| {
             rustix::fs::linkat(CWD, &proc_path, CWD, dest, AtFlags::SYMLINK_FOLLOW)
                 .map_err(io::Error::from)
         })?;
-        Ok(Some(created))
+        Ok(Some((created, size)))
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn create_unnamed(&self, _bytes: &[u8], _key: &str) -> StorageResult<Option<bool>> {
+    fn create_unnamed(
+        &self,
+        _source: &CopySource<'_>,
+        _attribute: Option<&str>,
+        _key: &str,
+    ) -> StorageResult<Option<(bool, u64)>> {
         Ok(None)
     }
 
@@ -689,6 +731,10 @@ impl LocalStore {
         check_key(key)?;
         if let Some((file, size)) = self.linkable(source, owner)? {
             return Ok(self.link_new(&file, key)?.then_some(size));
+        }
+        let attribute = owner.map(|owner| owner_attribute(owner, known));
+        if let Some((created, size)) = self.create_unnamed(source, attribute.as_deref(), key)? {
+            return Ok(created.then_some(size));
         }
         let (temp, size, _) = self.stage_owned(source, known, owner)?;
         let created = self.link_new(&temp, key);
@@ -990,66 +1036,72 @@ mod tests {
     /// place (which keeps the attribute) shows against it.
     #[test]
     fn keys_name_their_owner_and_share_a_file_only_with_the_same_owner() {
-        let (d, s) = store();
-        let s = s.naming_owners();
-        let input = d.path().join("input.bin");
-        fs::write(&input, b"the bytes").unwrap();
-        let known = ObjectInfo {
-            size: 9,
-            etag: content_sha1(b"the bytes"),
-        };
-        let copy_new = |source: &CopySource<'_>, key: &str, owner: Option<&str>| {
-            s.copy_new_owned_now(source, key, &known, owner).unwrap()
-        };
-        assert_eq!(
-            copy_new(&CopySource::File(&input), "a/one", Some("up-a")),
-            Some(9)
-        );
-        assert_eq!(
-            copy_new(&CopySource::File(&input), "a/one", Some("up-b")),
-            None
-        );
-        let from_one = CopySource::Key("a/one");
-        assert_eq!(copy_new(&from_one, "a/two", Some("up-a")), Some(9));
-        assert_eq!(copy_new(&from_one, "b/one", Some("up-b")), Some(9));
-        assert_eq!(copy_new(&from_one, "n/one", None), Some(9));
-        assert_eq!(
-            inode(&s, "a/two"),
-            inode(&s, "a/one"),
-            "the same owner: a link"
-        );
-        assert_ne!(
-            inode(&s, "b/one"),
-            inode(&s, "a/one"),
-            "another owner: a copy"
-        );
-        assert_ne!(inode(&s, "n/one"), inode(&s, "a/one"), "nobody: a copy");
-        let owner = |key| s.owned_now(key).unwrap().unwrap().owner;
-        assert_eq!(owner("a/two").as_deref(), Some("up-a"));
-        assert_eq!(owner("b/one").as_deref(), Some("up-b"));
-        assert_eq!(owner("n/one"), None);
-        // An overwrite names its writer; the other names of the file it replaced keep theirs.
-        s.copy_owned_now(&CopySource::Key("b/one"), "a/two", &known, Some("up-b"))
-            .unwrap();
-        assert_eq!(owner("a/two").as_deref(), Some("up-b"));
-        assert_eq!(owner("a/one").as_deref(), Some("up-a"));
-        let found = s.owned_now("a/one").unwrap().unwrap();
-        assert_eq!(
-            (found.written, found.info),
-            (Some(known.clone()), known.clone())
-        );
-        // Changed in place: the attribute stays, and says what was written.
-        fs::write(s.path_of("a/one").unwrap(), b"tampered").unwrap();
-        let found = s.owned_now("a/one").unwrap().unwrap();
-        assert_eq!(found.owner.as_deref(), Some("up-a"));
-        assert_eq!(found.written, Some(known));
-        assert_eq!(found.info.size, 8);
-        // Deleting a name leaves the file's other names and their owner.
-        let before = inode(&s, "b/one");
-        s.delete_now("b/one").unwrap();
-        assert_eq!(owner("a/two").as_deref(), Some("up-b"));
-        assert_eq!(inode(&s, "a/two"), before);
-        assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
+        // Created from an unnamed temporary file, and from a named one where there are none.
+        for unnamed in [true, false] {
+            let (d, s) = store();
+            let s = s.naming_owners();
+            if !unnamed {
+                s.unnamed_temp.store(false, Ordering::Relaxed);
+            }
+            let input = d.path().join("input.bin");
+            fs::write(&input, b"the bytes").unwrap();
+            let known = ObjectInfo {
+                size: 9,
+                etag: content_sha1(b"the bytes"),
+            };
+            let copy_new = |source: &CopySource<'_>, key: &str, owner: Option<&str>| {
+                s.copy_new_owned_now(source, key, &known, owner).unwrap()
+            };
+            assert_eq!(
+                copy_new(&CopySource::File(&input), "a/one", Some("up-a")),
+                Some(9)
+            );
+            assert_eq!(
+                copy_new(&CopySource::File(&input), "a/one", Some("up-b")),
+                None
+            );
+            let from_one = CopySource::Key("a/one");
+            assert_eq!(copy_new(&from_one, "a/two", Some("up-a")), Some(9));
+            assert_eq!(copy_new(&from_one, "b/one", Some("up-b")), Some(9));
+            assert_eq!(copy_new(&from_one, "n/one", None), Some(9));
+            assert_eq!(
+                inode(&s, "a/two"),
+                inode(&s, "a/one"),
+                "the same owner: a link"
+            );
+            assert_ne!(
+                inode(&s, "b/one"),
+                inode(&s, "a/one"),
+                "another owner: a copy"
+            );
+            assert_ne!(inode(&s, "n/one"), inode(&s, "a/one"), "nobody: a copy");
+            let owner = |key| s.owned_now(key).unwrap().unwrap().owner;
+            assert_eq!(owner("a/two").as_deref(), Some("up-a"));
+            assert_eq!(owner("b/one").as_deref(), Some("up-b"));
+            assert_eq!(owner("n/one"), None);
+            // An overwrite names its writer; the other names of the file it replaced keep theirs.
+            s.copy_owned_now(&CopySource::Key("b/one"), "a/two", &known, Some("up-b"))
+                .unwrap();
+            assert_eq!(owner("a/two").as_deref(), Some("up-b"));
+            assert_eq!(owner("a/one").as_deref(), Some("up-a"));
+            let found = s.owned_now("a/one").unwrap().unwrap();
+            assert_eq!(
+                (found.written, found.info),
+                (Some(known.clone()), known.clone())
+            );
+            // Changed in place: the attribute stays, and says what was written.
+            fs::write(s.path_of("a/one").unwrap(), b"tampered").unwrap();
+            let found = s.owned_now("a/one").unwrap().unwrap();
+            assert_eq!(found.owner.as_deref(), Some("up-a"));
+            assert_eq!(found.written, Some(known));
+            assert_eq!(found.info.size, 8);
+            // Deleting a name leaves the file's other names and their owner.
+            let before = inode(&s, "b/one");
+            s.delete_now("b/one").unwrap();
+            assert_eq!(owner("a/two").as_deref(), Some("up-b"));
+            assert_eq!(inode(&s, "a/two"), before);
+            assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
+        }
     }
 
     /// The CLI's store names owners once a writer marked it so, and refuses a copy that lost
