@@ -28,6 +28,12 @@ fn store_with_state(w: &Workdir) -> std::path::PathBuf {
     store
 }
 
+/// The name of a file in `dir`.
+fn first_name(dir: &std::path::Path) -> String {
+    let entry = std::fs::read_dir(dir).unwrap().next().unwrap().unwrap();
+    entry.file_name().to_string_lossy().into_owned()
+}
+
 #[test]
 fn private_records_are_not_found_in_any_spelling() {
     let w = Workdir::new();
@@ -40,24 +46,12 @@ fn private_records_are_not_found_in_any_spelling() {
         "a published key is served"
     );
     // The upload's record (its keys have none: their objects name the upload).
-    let upload = std::fs::read_dir(store.join("_symdex/uploads"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
-    let record = format!("_symdex/uploads/{upload}");
+    let record = format!(
+        "_symdex/uploads/{}",
+        first_name(&store.join("_symdex/uploads"))
+    );
     assert!(store.join(&record).is_file());
-    let manifest = std::fs::read_dir(store.join("_manifest"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let manifest = first_name(&store.join("_manifest"));
     for path in [
         format!("/{record}"),
         format!("//{record}"),

@@ -96,8 +96,9 @@
 //!    where the store decides that atomically: [`Storage::creates_only_new`]), names the upload
 //!    ([`RefStore::owner_token`]), and stands for the record `{refs: [upload], by: upload}`
 //!    (of the content its writer named with it, where the store keeps that apart from the
-//!    bytes: `Owned::written`): a fresh key costs one request, and a local one no record file. Everything else goes through a record, and a record, once
-//!    there, decides (an object's owner is then only read to tell whose bytes are there):
+//!    bytes: `Owned::written`): a fresh key costs one request, and a local one no record
+//!    file. Everything else goes through a record, and a record, once there, decides (an
+//!    object's owner is then only read to tell whose bytes are there):
 //!    - a second upload finding the same content takes the key's record with a `create`
 //!      lease (created only where no record is), and releases it naming both uploads, the
 //!      owner as `by`: the owner's removal, meeting the lease, waits instead of deleting the

@@ -32,15 +32,15 @@ const LOCK_DIR: &str = "_symdex/lock";
 /// owner in the object's metadata, created and deleted with it; so does the file: the
 /// attribute is set on the temporary file before it gets its name, so the object never shows
 /// without it, and goes with the object's last name. A file changed in place keeps it, so the
-/// content is named too (`verify` compares). A side file per key did the same at the cost of a file per
-/// key (the very cost of a record per key, refs.rs invariant 7). The keys of one blob are
-/// hard links of one file, so they share its attribute: a key is linked only to a file
-/// naming the owner the key is written for (else its bytes are copied).
+/// content is named too (`verify` compares). A side file per key did the same at the cost of
+/// a file per key (the very cost of a record per key). The keys of one blob are hard links of
+/// one file, so they share its attribute: a key is linked only to a file naming the owner the
+/// key is written for (else its bytes are copied).
 const OWNER_ATTRIBUTE: &str = "user.symdex.owner";
 /// The marker of a store whose objects name their owners ([`LocalStore::naming_owners_as_marked`]).
 pub const OWNERS_MARKER: &str = "_symdex/owners.json";
 /// What the marker's own attribute says (no upload's name: no key's owner).
-const MARKER_OWNER: &str = "store";
+const MARKER_OWNER: &[u8] = b"store";
 
 /// Held while a process changes the store; released when dropped (or when the process dies).
 #[derive(Debug)]
@@ -279,13 +279,42 @@ impl LocalStore {
     }
 }
 
-/// The attribute naming `owner` as the writer of `written` ([`OWNER_ATTRIBUTE`]).
-fn owner_attribute(owner: &str, written: &ObjectInfo) -> String {
-    format!("{owner} {} {}", written.size, written.etag)
+/// The attribute naming `owner` as the writer of `written` ([`OWNER_ATTRIBUTE`]). Packed
+/// where its parts are SHA-1s (always, for owners an upload's record names and a local
+/// store's content): `1`, the owner's SHA-1 count, their 20 bytes each, the size (8 bytes,
+/// little-endian), the content's 20 bytes — 50 bytes for the CLI's owners. Written out as
+/// text (`<owner> <size> <SHA-1>`, 88 bytes) it outgrew the room ext4 keeps for attributes
+/// in a 256-byte inode, and every object took a 4 KiB attribute block of its own.
+fn owner_attribute(owner: &str, written: &ObjectInfo) -> Vec<u8> {
+    let packed = (|| {
+        let segments: Vec<[u8; 20]> = owner.split('/').map(sha1_bytes).collect::<Option<_>>()?;
+        let etag = sha1_bytes(&written.etag)?;
+        let mut value = vec![1, u8::try_from(segments.len()).ok()?];
+        segments.iter().for_each(|s| value.extend_from_slice(s));
+        value.extend_from_slice(&written.size.to_le_bytes());
+        value.extend_from_slice(&etag);
+        Some(value)
+    })();
+    packed.unwrap_or_else(|| format!("{owner} {} {}", written.size, written.etag).into_bytes())
 }
 
 /// The owner and the content an attribute names; `None` for anything symdex did not write.
-fn parse_owner_attribute(value: &str) -> Option<(String, ObjectInfo)> {
+fn parse_owner_attribute(value: &[u8]) -> Option<(String, ObjectInfo)> {
+    if let [1, count, rest @ ..] = value {
+        let owner_len = usize::from(*count) * 20;
+        if *count == 0 || rest.len() != owner_len + 28 {
+            return None;
+        }
+        let (owner, rest) = rest.split_at(owner_len);
+        let (size, etag) = rest.split_at(8);
+        let owner: Vec<String> = owner.chunks(20).map(crate::formats::hex).collect();
+        let info = ObjectInfo {
+            size: u64::from_le_bytes(size.try_into().ok()?),
+            etag: crate::formats::hex(etag),
+        };
+        return Some((owner.join("/"), info));
+    }
+    let value = std::str::from_utf8(value).ok()?;
     let mut parts = value.split(' ');
     let (owner, size, etag) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some() || owner.is_empty() {
@@ -298,12 +327,30 @@ fn parse_owner_attribute(value: &str) -> Option<(String, ObjectInfo)> {
     Some((owner.to_string(), info))
 }
 
+/// The 20 bytes 40 lowercase hex digits spell.
+fn sha1_bytes(hex: &str) -> Option<[u8; 20]> {
+    let digits = hex.as_bytes();
+    if digits.len() != 40 {
+        return None;
+    }
+    let nibble = |d: u8| match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 20];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks(2)) {
+        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
+    }
+    Some(out)
+}
+
 /// Sets the owner attribute of the file at `path` (not yet a key's: see
 /// [`OWNER_ATTRIBUTE`]). `Unsupported` where the file system keeps no extended attributes.
 #[cfg(target_os = "linux")]
-fn name_owner(path: &Path, value: &str) -> io::Result<()> {
+fn name_owner(path: &Path, value: &[u8]) -> io::Result<()> {
     use rustix::fs::{setxattr, XattrFlags};
-    setxattr(path, OWNER_ATTRIBUTE, value.as_bytes(), XattrFlags::empty()).map_err(|e| match e {
+    setxattr(path, OWNER_ATTRIBUTE, value, XattrFlags::empty()).map_err(|e| match e {
         rustix::io::Errno::OPNOTSUPP => io::Error::from(io::ErrorKind::Unsupported),
         e => io::Error::from(e),
     })
@@ -311,12 +358,12 @@ fn name_owner(path: &Path, value: &str) -> io::Result<()> {
 
 /// The owner attribute of an open file, if any.
 #[cfg(target_os = "linux")]
-fn owner_of(file: &fs::File) -> io::Result<Option<String>> {
+fn owner_of(file: &fs::File) -> io::Result<Option<Vec<u8>>> {
     // An upload record's name (at most two SHA-1s and a slash), a size and a SHA-1: anything
     // longer was not written by symdex, and names nobody.
     let mut value = [0u8; 256];
     match rustix::fs::fgetxattr(file, OWNER_ATTRIBUTE, &mut value[..]) {
-        Ok(n) => Ok(Some(String::from_utf8_lossy(&value[..n]).into_owned())),
+        Ok(n) => Ok(Some(value[..n].to_vec())),
         Err(
             rustix::io::Errno::NODATA | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::RANGE,
         ) => Ok(None),
@@ -325,12 +372,12 @@ fn owner_of(file: &fs::File) -> io::Result<Option<String>> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn name_owner(_path: &Path, _value: &str) -> io::Result<()> {
+fn name_owner(_path: &Path, _value: &[u8]) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn owner_of(_file: &fs::File) -> io::Result<Option<String>> {
+fn owner_of(_file: &fs::File) -> io::Result<Option<Vec<u8>>> {
     Ok(None)
 }
 
@@ -545,7 +592,7 @@ impl LocalStore {
     fn create_unnamed(
         &self,
         source: &CopySource<'_>,
-        attribute: Option<&str>,
+        attribute: Option<&[u8]>,
         key: &str,
     ) -> StorageResult<Option<(bool, u64)>> {
         use rustix::fs::{openat, AtFlags, Mode, OFlags, CWD};
@@ -597,7 +644,7 @@ impl LocalStore {
             rustix::fs::fsetxattr(
                 &file,
                 OWNER_ATTRIBUTE,
-                attribute.as_bytes(),
+                attribute,
                 rustix::fs::XattrFlags::empty(),
             )
             .map_err(io::Error::from)?;
@@ -614,7 +661,7 @@ impl LocalStore {
     fn create_unnamed(
         &self,
         _source: &CopySource<'_>,
-        _attribute: Option<&str>,
+        _attribute: Option<&[u8]>,
         _key: &str,
     ) -> StorageResult<Option<(bool, u64)>> {
         Ok(None)
@@ -1102,6 +1149,36 @@ mod tests {
             assert_eq!(inode(&s, "a/two"), before);
             assert_eq!(fs::read_dir(s.root().join(TMP_DIR)).unwrap().count(), 0);
         }
+    }
+
+    /// An owner attribute is packed where its parts are SHA-1s, small enough to stay inside
+    /// an ext4 inode of 256 bytes (60 bytes of value beside its name), and read back as
+    /// written; other owners are kept as text.
+    #[test]
+    fn owner_attributes_pack_sha1s_and_read_back() {
+        let written = ObjectInfo {
+            size: 123_456_789,
+            etag: content_sha1(b"content"),
+        };
+        let flat = content_sha1(b"upload");
+        let by_location = format!("{}/{flat}", content_sha1(b"location"));
+        for owner in [flat.as_str(), by_location.as_str(), "up-a", "Not/Hex"] {
+            let value = owner_attribute(owner, &written);
+            let parsed = parse_owner_attribute(&value);
+            assert_eq!(
+                parsed,
+                Some((owner.to_string(), written.clone())),
+                "{owner}"
+            );
+        }
+        assert_eq!(owner_attribute(&flat, &written).len(), 50);
+        assert_eq!(parse_owner_attribute(&[1, 1, 0]), None, "truncated");
+        assert_eq!(parse_owner_attribute(&[1, 0]), None, "no owner");
+        assert_eq!(
+            parse_owner_attribute(b"store"),
+            None,
+            "the marker names no upload"
+        );
     }
 
     /// The CLI's store names owners once a writer marked it so, and refuses a copy that lost
