@@ -2704,7 +2704,7 @@ mod tests {
     use super::*;
     use crate::reader::MemReader;
     use crate::storage::LocalStore;
-    use crate::testing::failing::failing_nth;
+    use crate::testing::failing::{dying_at_nth, failing_nth};
     use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
     /// The store's audit finds nothing wrong.
@@ -2897,7 +2897,7 @@ mod tests {
             let store = LocalStore::open(&root).unwrap();
             index_and_finalize(&store, config(), artifact).await;
             // The same directory, through a second handle that fails its `nth` change.
-            let failing = failing_nth(LocalStore::open(&root).unwrap(), nth);
+            let failing = dying_at_nth(LocalStore::open(&root).unwrap(), nth);
             let first = Indexer::new(&failing, config()).unindex(&artifact.id).await;
             if !failing.hook().failed() {
                 assert_eq!(removed(first.unwrap()), clean);
@@ -2972,7 +2972,7 @@ mod tests {
             for artifact in indexed_before {
                 index_and_finalize(&store, config(), artifact).await;
             }
-            let failing = failing_nth(LocalStore::open(&root).unwrap(), nth);
+            let failing = dying_at_nth(LocalStore::open(&root).unwrap(), nth);
             let first = delete_reported(&failing, &removed.id).await;
             if !failing.hook().failed() {
                 first.unwrap();
@@ -3067,7 +3067,7 @@ mod tests {
             let root = dir.path().join(format!("at-{nth}"));
             let store = LocalStore::open(&root).unwrap();
             index_reported(&store, source).await.unwrap();
-            let failing = failing_nth(LocalStore::open(&root).unwrap(), nth);
+            let failing = dying_at_nth(LocalStore::open(&root).unwrap(), nth);
             let first = index_reported(&failing, debug).await;
             if !failing.hook().failed() {
                 first.unwrap();
