@@ -2871,6 +2871,77 @@ mod tests {
         assert_eq!(key_records().await, Vec::<String>::new());
     }
 
+    /// Counts reads of upload records (`_symdex/uploads/`).
+    #[derive(Default)]
+    struct CountUploadReads(std::sync::atomic::AtomicUsize);
+
+    impl crate::storage::hooked::BeforeChange for CountUploadReads {
+        fn hold_read<'a>(&'a self, key: &str) -> Option<crate::storage::StorageFuture<'a, ()>> {
+            if key.starts_with("_symdex/uploads/") {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            None
+        }
+    }
+
+    /// `verify`'s fast pass over a store whose objects name their owners: each record-less
+    /// key's owner is matched to the uploads already listed (an upload record is read once,
+    /// not once per key), and no object's bytes are read — a file changed in place is told
+    /// by its size there, and by its content under `--deep`.
+    #[tokio::test]
+    async fn a_fast_audit_reads_each_upload_record_once_and_no_object() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap().with_owners();
+        let uploads = [&artifacts.elf_a, &artifacts.elf_other, &artifacts.pe];
+        let mut keys = 0;
+        for artifact in uploads {
+            keys += index_and_finalize(&store, config(), artifact)
+                .await
+                .referenced
+                .len();
+        }
+        assert!(keys > 3 * uploads.len(), "{keys} keys");
+        assert_eq!(
+            store.list("_symdex/refs/").await.unwrap(),
+            Vec::<String>::new()
+        );
+        let counted = crate::storage::hooked::Hooked::new(
+            LocalStore::open(dir.path()).unwrap().with_owners(),
+            CountUploadReads::default(),
+        );
+        let fast = crate::audit::audit_with(&counted, "_manifest", crate::audit::Depth::Fast);
+        let fast = fast.await.unwrap();
+        assert!(fast.problems.is_empty(), "{:?}", fast.problems);
+        assert_eq!(fast.keys, keys);
+        let reads = counted.hook().0.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(reads, uploads.len(), "upload records read for {keys} keys");
+        // The same size, other bytes, in place: its owner attribute stays.
+        let key = &store.list("buildid/").await.unwrap()[0];
+        let path = dir.path().join(key);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[0] ^= 0xff;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+            .unwrap();
+        let owned = store.owned_unread(key).await.unwrap().unwrap();
+        let written = owned.written.clone().expect("the owner attribute");
+        assert_eq!(owned.info.etag, written.etag, "read without hashing");
+        let hashed = store.owned(key).await.unwrap().unwrap();
+        assert_ne!(hashed.info.etag, written.etag, "hashed");
+        let fast = crate::audit::audit_with(&counted, "_manifest", crate::audit::Depth::Fast);
+        assert!(fast.await.unwrap().problems.is_empty());
+        let deep = crate::audit::audit(&store, "_manifest").await.unwrap();
+        // (With every other name of the same file: keys of one owner share it.)
+        assert!(
+            deep.problems.iter().all(|p| p.kind == "changed"),
+            "{deep:?}"
+        );
+        assert!(deep.problems.iter().any(|p| &p.key == key), "{deep:?}");
+    }
+
     #[tokio::test]
     async fn a_removal_that_fails_at_any_change_reports_every_key_on_its_retry() {
         let artifacts = Artifacts::new();

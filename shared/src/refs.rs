@@ -1520,11 +1520,26 @@ impl<'s> RefStore<'s> {
         let Some(found) = self.store.owned(key).await? else {
             return Ok(None);
         };
+        self.owned_key_of(key, found, |_| None).await
+    }
+
+    /// [`Self::owned_key`] of what was `found` at `key`; `listed`: the upload an owner names,
+    /// where the caller knows it (else its record is read).
+    async fn owned_key_of(
+        &self,
+        key: &str,
+        found: Owned,
+        listed: impl Fn(&str) -> Option<String>,
+    ) -> io::Result<Option<KeyRecord>> {
         let Some(owner) = found.owner else {
             return Ok(None);
         };
-        let Some(upload) = self.upload_by_owner(&owner).await? else {
-            return Ok(None);
+        let upload = match listed(&owner) {
+            Some(upload) => upload,
+            None => match self.upload_by_owner(&owner).await? {
+                Some(upload) => upload,
+                None => return Ok(None),
+            },
         };
         // The content named with the owner stands for the record's (what is there now may
         // have been changed in place since, which `verify` reports as for a record).
@@ -2380,10 +2395,20 @@ impl<'s> RefStore<'s> {
             return Ok(records);
         }
         let mut seen: BTreeSet<String> = records.iter().map(|r| r.key.clone()).collect();
+        // The owner each listed upload's objects name: an object's owner is found here, not
+        // by reading its upload's record once more per key.
+        let mut by_owner = std::collections::HashMap::new();
+        for upload in uploads {
+            by_owner.insert(self.owner_token(&upload.upload).await?, &upload.upload);
+        }
         for upload in uploads {
             for key in upload.all_keys() {
                 if seen.insert(key.clone()) {
-                    records.extend(self.owned_key(&key).await?);
+                    let Some(found) = self.store.owned_unread(&key).await? else {
+                        continue;
+                    };
+                    let listed = |owner: &str| by_owner.get(owner).map(|u| u.to_string());
+                    records.extend(self.owned_key_of(&key, found, listed).await?);
                 }
             }
         }

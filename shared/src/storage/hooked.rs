@@ -151,6 +151,9 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
     fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         self.inner.owned(key)
     }
+    fn owned_unread<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        self.inner.owned_unread(key)
+    }
     fn names_owners(&self) -> bool {
         self.inner.names_owners()
     }

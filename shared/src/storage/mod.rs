@@ -262,6 +262,14 @@ pub trait Storage: Send + Sync {
             }))
         })
     }
+    /// [`Self::owned`], without reading the object's bytes where the store keeps the content
+    /// its writer named apart from them ([`Owned::written`]): `info` then carries the size
+    /// found now and that written content identity, not a hash of the bytes. For listing
+    /// every key's owner (`verify`, audits): a file changed in place is still told by its
+    /// size, and by [`Self::head`] (`verify --deep`). Everywhere else, `owned`.
+    fn owned_unread<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        self.owned(key)
+    }
     /// Whether [`Self::copy_new`] of `source` (`size` bytes) fails wherever something is at
     /// the key, decided by the store atomically. Some S3-compatible servers ignore
     /// `If-None-Match` on CopyObject (moto_server does): there a copy may replace what it
