@@ -272,6 +272,13 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
     // counts the deliveries (a first one is taken to be a new upload).
     let event = |key: &str| support::sqs_event(&[created_message(key, key)], "arn:bench");
     let (mut fresh, mut fresh_rounds, mut joins) = (0, 0, 0);
+    // Per artifact, apart: those whose keys were all new, and those meeting keys another
+    // upload holds (an unstripped binary and its debug file, two Breakpad files of one
+    // module: a conflict is decided and waited for, a shared key takes a record). Each as
+    // (artifacts, requests of its own, keys written): its join records and the store's
+    // one-time markers apart.
+    let mut new_keys = (0usize, 0usize, 0usize);
+    let mut met_keys = (0usize, 0usize, 0usize);
     let mut kinds = std::collections::BTreeMap::<&'static str, usize>::new();
     let mut most = Vec::new();
     rounds();
@@ -288,6 +295,29 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
             *kinds
                 .entry(request_kind(line, &mut first_read))
                 .or_default() += 1;
+        }
+        {
+            let own: Vec<&String> = lines
+                .iter()
+                .filter(|l| !is_join(l) && request_kind(l, &mut false) != "one-time markers")
+                .collect();
+            let written = own
+                .iter()
+                .filter(|l| {
+                    (l.starts_with("PUT") || l.starts_with("POST"))
+                        && !l.contains("/_symdex/")
+                        && !l.contains("/_manifest/")
+                        && !l.contains("partNumber")
+                        && !l.contains("uploadId=")
+                })
+                .count();
+            let met = own
+                .iter()
+                .any(|l| l.contains("/_symdex/waiting/") || l.contains("/_symdex/refs/"));
+            let split = if met { &mut met_keys } else { &mut new_keys };
+            split.0 += 1;
+            split.1 += own.len();
+            split.2 += written;
         }
         if std::env::var_os("SYMDEX_BENCH_DETAIL").is_some() {
             let own: Vec<&String> = lines.iter().filter(|l| !is_join(l)).collect();
@@ -384,6 +414,20 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         joins as f64 / n,
         again as f64 / n,
     );
+    for (what, (artifacts, requests, written)) in [
+        ("whose keys were all new", new_keys),
+        ("meeting keys another upload holds", met_keys),
+    ] {
+        if artifacts > 0 {
+            let per = |n: usize| n as f64 / artifacts as f64;
+            println!(
+                "  {artifacts} artifacts {what}: {:.1} requests for {:.1} keys each (goal keys + 4 = {:.1})",
+                per(requests),
+                per(written),
+                per(written) + 4.0
+            );
+        }
+    }
     println!(
         "  round trips one after another per fresh artifact: {:.1} (requests that need no \
          answer of each other are made at once)",
