@@ -20,7 +20,16 @@ C
 marker=$(printf 'ab%.0s' $(seq 20))
 gcc -g -O0 "-Wl,--build-id=0x$marker" -o "$work/template" "$work/prog.c"
 now() { echo "$EPOCHREALTIME"; }
-printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx
+# CPU seconds (user + system) the shell's finished children have used: on a disk the wall
+# clock also counts the journal's commits and the machine's other work (±15% run to run
+# here), the CPU a run costs much less.
+# (`times` is run by this shell into a file: in a `$(...)` subshell it would count the
+# subshell's children.)
+cpu_of() {
+  sed -n 2p "$1" | awk '{n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2] } print n}'
+}
+ticks=$(getconf CLK_TCK)
+printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s %12s %10s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx cpu_ms/file cpu/dbgd
 for n in $sizes; do
   dir="$work/in-$n" store="$work/store-$n"
   rm -rf "$dir" "$store"
@@ -44,7 +53,10 @@ PY
   # back: flushed first, so neither side is timed against the other's writeback.
   sync
   sleep 2
+  times >"$work/times-0"
   t0=$(now); "$symdex" index --store "$store" "$dir" >/dev/null; t1=$(now)
+  times >"$work/times-1"
+  c0=$(cpu_of "$work/times-0") c1=$(cpu_of "$work/times-1")
   # Re-index: the median of three runs (each finds the store as the first left it; one run
   # of a few hundredths of a second is mostly the machine's noise at the small sizes). The
   # store's bytes are counted after the first (one index and one re-index).
@@ -79,15 +91,20 @@ PY
     sleep 0.05
   done
   d1=$(now)
+  # Its CPU (user + system, all its threads) until it had scanned them.
+  dcpu=$(awk -v t="$ticks" '{print ($14 + $15) / t}' "/proc/$pid/stat")
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
-  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" <<'PY'
+  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" "$c0" "$c1" "$dcpu" <<'PY'
 import sys
-n = int(sys.argv[1]); t0, t1, t2, t3, d0, d1 = map(float, sys.argv[2:8]); inp, pub, st = map(int, sys.argv[8:])
+n = int(sys.argv[1]); t0, t1, t2, t3, d0, d1 = map(float, sys.argv[2:8]); inp, pub, st = map(int, sys.argv[8:11])
+c0, c1, dcpu = map(float, sys.argv[11:14])
 print(f"{n:8d} {t1 - t0:10.2f} {t2 - t1:10.2f} {t3 - t2:10.2f} {d1 - d0:10.2f} {n / (t1 - t0):12.0f} {pub / inp:8.2f} {st / inp:8.2f}"
-      f" {(t1 - t0) / (d1 - d0):10.2f} {(t2 - t1) / (t1 - t0):10.2f}")
+      f" {(t1 - t0) / (d1 - d0):10.2f} {(t2 - t1) / (t1 - t0):10.2f} {(c1 - c0) * 1000 / n:12.3f} {(c1 - c0) / max(dcpu, 1e-9):10.2f}")
 PY
   rm -rf "$dir" "$store" "$work"/db-"$n".sqlite*
 done
 echo "(re-index: nothing changed, writes only its manifest; publ/in: the published keys, hard links counted once, the"
 echo " debuginfod section objects included; stored/in adds _symdex/ and _manifest/; index --jobs: $(nproc) lanes (the cores);"
+echo " cpu_ms/file: the index's CPU (user + system) per file, flat where it scales linearly; cpu/dbgd: its CPU over"
+echo " debuginfod's until it had scanned them;"
 echo " goals: index/dbgd <= 2, reidx/idx <= 0.05, publ/in <= 1.05; set BENCH_SCALE_DIR=/dev/shm/... to measure off the disk)"
