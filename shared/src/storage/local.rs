@@ -1062,6 +1062,24 @@ mod tests {
         (dir, store)
     }
 
+    /// A record is read whole whatever its size, at the buffer's first size and each size it
+    /// doubles to (where a read fills the buffer exactly and only the next one ends it).
+    #[test]
+    fn records_of_every_size_are_read_whole() {
+        let (_d, s) = store();
+        for size in [0, 1, 4095, 4096, 4097, 8192, 8193, 100_000] {
+            let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            let key = format!("records/{size}.json");
+            s.put_now(&key, &bytes).unwrap();
+            let read = s.get_now(&key).unwrap().expect("the record");
+            assert!(
+                read.bytes == bytes,
+                "{size} bytes read as {}",
+                read.bytes.len()
+            );
+        }
+    }
+
     #[test]
     fn put_get_head_list_delete() {
         let (_d, s) = store();
