@@ -383,31 +383,17 @@ fn owner_of(_file: &fs::File) -> io::Result<Option<Vec<u8>>> {
 
 /// A whole file, read into a buffer sized for the small records it mostly holds: unlike
 /// `fs::read`, no `statx` first to size it (a re-index reads two records per input, and the
-/// call was a tenth of its time). Larger files grow the buffer as they are read.
-///
-/// A read that returns less than it asked for ends the file: a regular file is read short
-/// only at its end (records are replaced by renaming, so the open file does not grow), which
-/// saves `read_to_end`'s last read that finds nothing — one system call in four of a
-/// record's read.
+/// call was a tenth of its time). Larger files grow the buffer as they are read. It reads
+/// until a read finds nothing: a short read is the end of a regular file on a local file
+/// system, but not on every one a store may sit on (a FUSE mount may answer short), and a
+/// record or a manifest cut short would be read as whole.
 fn read_record(path: &Path) -> io::Result<Vec<u8>> {
-    let mut file = fs::File::open(path)?;
-    let mut bytes = vec![0u8; 4096];
-    let mut filled = 0;
-    loop {
-        let n = match file.read(&mut bytes[filled..]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        filled += n;
-        if filled < bytes.len() {
-            // Short (or nothing): the end.
-            bytes.truncate(filled);
-            return Ok(bytes);
-        }
-        let grown = bytes.len().saturating_mul(2);
-        bytes.resize(grown, 0);
-    }
+    let mut bytes = Vec::with_capacity(4096);
+    // Through `take`: `File`'s own `read_to_end` asks for the size first.
+    fs::File::open(path)?
+        .take(u64::MAX)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// SHA-1 of a file's content, streamed.
