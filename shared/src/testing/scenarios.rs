@@ -1127,7 +1127,8 @@ mod tests {
     }
 
     /// A sole writer (the CLI on a file system without extended attributes: the local
-    /// store's writer lock held, a reference record per key, no owners) that dies at any change: each scenario's uploads and operations run
+    /// store's writer lock held, a reference record per key, no owners) that dies at any
+    /// change: each scenario's uploads and operations run
     /// one after another, the process dies before the `nth` change of the whole run (that
     /// change and every later one of the operation fail, its clean-up on the error
     /// included), the operation runs again in a new process, then the rest. The store must
