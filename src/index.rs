@@ -717,15 +717,17 @@ impl<'i, 's> Sink<'i, 's> {
         // Wants and offers reach the store before any upload that holds them is finalized.
         self.indexer.flush_source_maps().await?;
         let pending = std::mem::take(&mut self.pending);
-        let mut records: Vec<Record> = pending.iter().flat_map(|i| i.records.clone()).collect();
+        // Written from where they are: a re-index's records are most of its work.
+        let written: Vec<&Record> = pending.iter().flat_map(|i| &i.records).collect();
         self.manifests
-            .extend(self.indexer.write_manifest(&records).await?);
+            .extend(self.indexer.write_manifest(&written).await?);
         // An upload taken back (a removal came first) is reported too: its records are in
         // the manifest already (written by `finalize`, before it hands over what it freed).
+        let mut undone = Vec::new();
         for upload in &pending {
-            records.extend(self.indexer.finalize(upload, true).await?);
+            undone.extend(self.indexer.finalize(upload, true).await?);
         }
-        for record in &records {
+        for record in written.into_iter().chain(&undone) {
             self.summary.add(record);
             if self.json {
                 println!("{}", serde_json::to_string(record)?);

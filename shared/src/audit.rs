@@ -80,9 +80,10 @@ pub async fn audit_with(
         records.iter().map(|r| (r.key.as_str(), &r.refs)).collect();
     let by_key: BTreeMap<&str, &crate::refs::KeyRecord> =
         records.iter().map(|r| (r.key.as_str(), r)).collect();
-    let mut accounted = BTreeSet::new();
+    // Borrowed from the records and upload records held anyway: a store's every key, once.
+    let mut accounted: BTreeSet<&str> = BTreeSet::new();
     for record in &records {
-        accounted.insert(record.key.clone());
+        accounted.insert(&record.key);
         // A `create` lease whose upload lists the key was released by its finalize.
         let in_force = record
             .lease
@@ -178,7 +179,7 @@ pub async fn audit_with(
                     None => problem("missing", key, lists),
                     Some(found) => {
                         let whose = found.owner.unwrap_or_else(|| "no upload".into());
-                        accounted.insert(key.clone());
+                        accounted.insert(key);
                         problem(
                             "changed",
                             key,
@@ -198,7 +199,7 @@ pub async fn audit_with(
     // what an earlier version left where an upload conflicting on the file shared it.
     for key in &accounted {
         let described = crate::layouts::unified::described_by_sidecar(key);
-        if let Some(file) = described.filter(|file| !accounted.contains(*file)) {
+        if let Some(file) = described.filter(|file| !accounted.contains(file)) {
             problem(
                 "sidecar",
                 key,
@@ -212,7 +213,10 @@ pub async fn audit_with(
         let live = by_upload
             .get(waiting.upload.as_str())
             .is_some_and(|u| u.state != UploadState::Removing);
-        if live && !accounted.contains(&waiting.key) && store.head(&waiting.key).await?.is_none() {
+        if live
+            && !accounted.contains(waiting.key.as_str())
+            && store.head(&waiting.key).await?.is_none()
+        {
             problem(
                 "waiting",
                 &waiting.key,
@@ -226,7 +230,7 @@ pub async fn audit_with(
     let of_sources = source_problems(store, &refs, &by_upload, &accounted).await?;
     // Published objects no record accounts for (what a removal that lost a race would leave).
     for key in store.list("").await? {
-        if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(&key) {
+        if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(key.as_str()) {
             problem(
                 "orphan",
                 &key,
@@ -255,7 +259,7 @@ async fn source_problems(
     store: &dyn Storage,
     refs: &RefStore<'_>,
     by_upload: &BTreeMap<&str, &crate::refs::UploadRecord>,
-    accounted: &BTreeSet<String>,
+    accounted: &BTreeSet<&str>,
 ) -> io::Result<Vec<Problem>> {
     use crate::sourcemap::{base_name, best_offer, source_key, Match};
     let mut problems = Vec::new();

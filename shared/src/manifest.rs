@@ -3,6 +3,7 @@
 //! modified; readers take every object under the prefix. The schema is documented (and
 //! versioned) in docs/manifest.md.
 
+use std::borrow::Borrow;
 use std::io::{self, Read, Write};
 use std::time::SystemTime;
 
@@ -205,19 +206,19 @@ pub fn indexer_version() -> String {
 }
 
 /// Writes one manifest object holding `records` (nothing when empty). Returns its key.
-pub async fn write(
+pub async fn write<R: Borrow<Record>>(
     store: &dyn Storage,
     prefix: &str,
-    records: &[Record],
+    records: &[R],
     gzip: bool,
 ) -> io::Result<Option<String>> {
-    let Some(first) = records.first() else {
+    let Some(first) = records.first().map(R::borrow) else {
         return Ok(None);
     };
     // Records are ~1 KB each: sized once, not doubled through a re-index's thousands.
     let mut body = Vec::with_capacity(records.len().saturating_mul(1536));
     for record in records {
-        serde_json::to_writer(&mut body, record)?;
+        serde_json::to_writer(&mut body, record.borrow())?;
         body.push(b'\n');
     }
     // The partition is the decisions' day; the name starts with when the object is written,
@@ -230,7 +231,7 @@ pub async fn write(
     // they hold (not a hash of the whole body: a re-index's manifest is tens of megabytes).
     static WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let count = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let last = records.last().map_or("", |r| r.upload.as_str());
+    let last = records.last().map_or("", |r| r.borrow().upload.as_str());
     let unique = crate::digest::sha1_hex(
         format!(
             "{written}\n{}\n{count}\n{}\n{}\n{last}",
@@ -409,7 +410,12 @@ mod tests {
         };
         assert_eq!(stamp(&ka).len(), 23, "to the nanosecond: {ka}");
         assert!(kb.ends_with(".jsonl.gz"), "{kb}");
-        assert_eq!(write(&store, "_manifest", &[], false).await.unwrap(), None);
+        assert_eq!(
+            write::<Record>(&store, "_manifest", &[], false)
+                .await
+                .unwrap(),
+            None
+        );
         let all = read_all(&store, "_manifest").await.unwrap();
         assert_eq!(all, [a[0].clone(), b[0].clone()]);
     }
