@@ -223,6 +223,8 @@ struct Outcome {
     published: Vec<String>,
     unchanged: Vec<String>,
     conflicts: Vec<String>,
+    /// What else the record's reason says (a source's tie left as it was).
+    notes: Vec<String>,
 }
 
 impl Outcome {
@@ -1250,6 +1252,9 @@ impl<'s> Indexer<'s> {
                 "keys hold different content; not overwritten (use overwrite to force)".into(),
             );
         }
+        if record.reason.is_none() && !outcome.notes.is_empty() {
+            record.reason = Some(outcome.notes.join("; "));
+        }
         record.published = outcome.published;
         record.unchanged = outcome.unchanged;
         record.conflicts = outcome.conflicts;
@@ -1382,13 +1387,19 @@ impl<'s> Indexer<'s> {
         let same_name = |o: &&Offer| sourcemap::base_name(&o.path) == name;
         let mut keys = BTreeSet::new();
         let mut dead = BTreeSet::new();
+        let mut tied = Vec::new();
         for want in record
             .wants
             .iter()
             .filter(|w| sourcemap::base_name(&w.path) == name)
         {
-            let Match::Found(best) = best_offer(&want.path, offers.iter().filter(same_name)) else {
-                continue;
+            let best = match best_offer(&want.path, offers.iter().filter(same_name)) {
+                Match::Found(best) => best,
+                Match::Ambiguous(offers) if offers.iter().any(|o| o.upload == offer.upload) => {
+                    tied.push(want);
+                    continue;
+                }
+                _ => continue,
             };
             if best.etag != offer.etag {
                 continue;
@@ -1410,12 +1421,40 @@ impl<'s> Indexer<'s> {
                 })
                 .await?;
         }
+        outcome
+            .notes
+            .extend(self.left_to_others(&offer, &tied).await?);
         if keys.is_empty() || !self.refs.plan_more(&upload.id, &keys).await? {
             return Ok(BTreeSet::new());
         }
         let mut holding = Some(holding.to_string());
         self.publish_own(upload, &keys, fresh, outcome, &mut holding)
             .await
+    }
+
+    /// What a source `offer` tying with others of different content for the paths of
+    /// `tied` leaves as it is: a path a tied source already serves (a debug file that asked
+    /// between the two offers) keeps it — the tie would have served nothing had this offer
+    /// come first (sourcemap.rs), but an offer takes no other upload's key — and the source's
+    /// record says so, rather than saying nothing.
+    async fn left_to_others(&self, offer: &Offer, tied: &[&Want]) -> io::Result<Vec<String>> {
+        let mut notes = Vec::new();
+        for want in tied {
+            let Some(key) = self.source_key(&want.build_id, &want.path) else {
+                continue;
+            };
+            let Some(held) = self.refs.key(&key).await? else {
+                continue;
+            };
+            if held.etag != offer.etag && !held.refs.is_empty() {
+                let holders: Vec<&str> = held.refs.iter().map(String::as_str).collect();
+                notes.push(format!(
+                    "{key}: ties with a source of different content, which serves it (upload {}); left as it is",
+                    holders.join(", ")
+                ));
+            }
+        }
+        Ok(notes)
     }
 
     /// Whether `upload` is still there (not removed, nor being removed): a want of a debug
@@ -2467,7 +2506,12 @@ impl<'s> Indexer<'s> {
     }
 
     /// Writes the manifest object for a batch of records.
-    pub async fn write_manifest(&self, records: &[Record]) -> io::Result<Option<String>> {
+    /// Writes `records` as one manifest object (records or references to them: a re-index's
+    /// thousands are written from where they are, not copied).
+    pub async fn write_manifest<R: std::borrow::Borrow<Record>>(
+        &self,
+        records: &[R],
+    ) -> io::Result<Option<String>> {
         crate::manifest::write(
             self.store,
             &self.config.manifest_prefix,
@@ -3210,6 +3254,57 @@ mod tests {
         assert_eq!(store.read(key).await.unwrap(), Some(live.bytes.clone()));
         // Dropped once met: verify finds nothing more.
         assert_audit_clean(&store).await;
+    }
+
+    /// Two sources of different content tie for a path. Offered before the debug file
+    /// asks, the tie serves nothing (the debug file's report says why). Offered after the
+    /// debug file was served from the first, the second leaves the key as it is — an offer
+    /// takes no other upload's key — and its record says so instead of nothing.
+    #[tokio::test]
+    async fn a_source_tying_for_a_path_already_served_says_it_leaves_it() {
+        let a = Artifacts::new();
+        let (first, second, debug) = (&a.source, &a.source_edited, &a.debug_with_sources);
+        let dir = tempfile::tempdir().unwrap();
+        let before = LocalStore::open(dir.path().join("before")).unwrap();
+        index_and_finalize(&before, config(), first).await;
+        let tying = index_and_finalize(&before, config(), second).await;
+        assert!(
+            tying.records.iter().all(|r| r.reason.is_none()),
+            "no path wanted yet: {:?}",
+            tying.records
+        );
+        let asked = index_and_finalize(&before, config(), debug).await;
+        let report = asked.records[0].sources.clone().unwrap_or_default();
+        assert_eq!(report.served, 0, "{report:?}");
+        assert!(
+            report
+                .unserved
+                .iter()
+                .any(|u| u.contains("2 uploaded sources")),
+            "{report:?}"
+        );
+
+        let between = LocalStore::open(dir.path().join("between")).unwrap();
+        index_reported(&between, first).await.unwrap();
+        index_reported(&between, debug).await.unwrap();
+        let keys = published_for(&between, &first.id, "named by").await;
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let key = keys.first().unwrap();
+        let tying = index_and_finalize(&between, config(), second).await;
+        let record = tying
+            .records
+            .iter()
+            .find(|r| r.upload == second.id)
+            .unwrap();
+        let reason = record.reason.as_deref().unwrap_or_default();
+        assert!(
+            reason.contains(key.as_str())
+                && reason.contains(&format!("which serves it (upload {})", first.id)),
+            "{reason}"
+        );
+        assert!(!record.published.contains(key), "{record:?}");
+        assert_eq!(between.read(key).await.unwrap(), Some(first.bytes.clone()));
+        assert_audit_clean(&between).await;
     }
 
     /// `verify` tells a path a debug file wants left unserved while an uploaded source matches

@@ -12,6 +12,11 @@
 //!   components, the base name at least); an offer under a source root matches its exact
 //!   absolute path only, and wins over suffixes. Offers that tie with different content are
 //!   **ambiguous**: nothing is published for that path, and the debug file's report says why.
+//!   A path already served when a tying offer comes (the debug file asked between the two)
+//!   stays served by the first: an offer takes no other upload's key (that would be a
+//!   withdrawal of a live upload's reference, which the protocol has no step for). The tying
+//!   source's manifest record says so in its `reason` (`Indexer::left_to_others`), so the
+//!   order-dependent outcome is told, not silent.
 //! - Joins are scoped by the uploads' `build` metadata (no build: one store-wide scope), so a
 //!   `main.c` of one build never serves another build that said which one it is.
 //! - The published key is held by the source upload (refs.rs, invariant 5: a key is held by
