@@ -27,14 +27,7 @@ fn digest(secret: &[u8]) -> [u8; 32] {
 }
 
 fn parse_hex(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 || !hex.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
+    symdex_shared::formats::unhex(hex)?.try_into().ok()
 }
 
 impl Credentials {
@@ -127,5 +120,7 @@ mod tests {
     fn bad_files_are_errors() {
         assert!(Credentials::parse("# nothing\n\n").is_err());
         assert!(Credentials::parse("sha256:abc\n").is_err());
+        // 64 characters, but signs are no hex digits (`from_str_radix` read `+f` as `0f`).
+        assert!(Credentials::parse(&format!("sha256:{}\n", "+f".repeat(32))).is_err());
     }
 }

@@ -247,6 +247,21 @@ pub(crate) fn le_u16(data: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(bytes.try_into().ok()?))
 }
 
+/// The bytes `text` spells in hex digits, two per byte, either case; `None` for anything
+/// else (an odd length, a sign: `u8::from_str_radix` would take `+f` for `0f`). What [`hex`]
+/// writes, read back; by hand because the digits are all there is to it.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digit = |d: u8| char::from(d).to_digit(16).map(|n| n as u8);
+    let digits = text.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    digits
+        .chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
 /// Lowercase hex of a byte string.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -268,6 +283,17 @@ pub(crate) fn c_string(data: &[u8]) -> Option<String> {
 mod tests {
     use super::*;
     use crate::reader::MemReader;
+
+    #[test]
+    fn hex_reads_back_in_either_case_and_nothing_else() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(unhex(&hex(&bytes)), Some(bytes.clone()));
+        assert_eq!(unhex(&hex(&bytes).to_ascii_uppercase()), Some(bytes));
+        assert_eq!(unhex(""), Some(Vec::new()));
+        for not_hex in ["+f", "-1", "0", "abc", "0g", " 1", "\u{e9}", "1\u{e9}1"] {
+            assert_eq!(unhex(not_hex), None, "{not_hex:?}");
+        }
+    }
 
     fn sniffed(bytes: &[u8]) -> Option<Format> {
         sniff(bytes, &MemReader(bytes.to_vec())).unwrap()

@@ -209,11 +209,7 @@ pub(crate) fn guid_hex(id: &DebugId) -> String {
 
 /// ELF build id bytes from the identity's hex.
 pub(crate) fn build_id_bytes(id: &Identity) -> Option<Vec<u8>> {
-    let hex = id.build_id.as_deref()?;
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect()
+    crate::formats::unhex(id.build_id.as_deref()?)
 }
 
 /// True for an ELF (or WASM) file that carries debug information: it is keyed as a debug file.

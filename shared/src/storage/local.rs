@@ -329,20 +329,10 @@ fn parse_owner_attribute(value: &[u8]) -> Option<(String, ObjectInfo)> {
 
 /// The 20 bytes 40 lowercase hex digits spell.
 fn sha1_bytes(hex: &str) -> Option<[u8; 20]> {
-    let digits = hex.as_bytes();
-    if digits.len() != 40 {
+    if hex.bytes().any(|d| d.is_ascii_uppercase()) {
         return None;
     }
-    let nibble = |d: u8| match d {
-        b'0'..=b'9' => Some(d - b'0'),
-        b'a'..=b'f' => Some(d - b'a' + 10),
-        _ => None,
-    };
-    let mut out = [0u8; 20];
-    for (byte, pair) in out.iter_mut().zip(digits.chunks(2)) {
-        *byte = nibble(pair[0])? << 4 | nibble(pair[1])?;
-    }
-    Some(out)
+    crate::formats::unhex(hex)?.try_into().ok()
 }
 
 /// Sets the owner attribute of the file at `path` (not yet a key's: see
@@ -1215,7 +1205,15 @@ mod tests {
         };
         let flat = content_sha1(b"upload");
         let by_location = format!("{}/{flat}", content_sha1(b"location"));
-        for owner in [flat.as_str(), by_location.as_str(), "up-a", "Not/Hex"] {
+        // Uppercase hex stays text: packed, it would read back lowercase.
+        let upper = flat.to_ascii_uppercase();
+        for owner in [
+            flat.as_str(),
+            by_location.as_str(),
+            "up-a",
+            "Not/Hex",
+            &upper,
+        ] {
             let value = owner_attribute(owner, &written);
             let parsed = parse_owner_attribute(&value);
             assert_eq!(
