@@ -2387,28 +2387,20 @@ impl<'s> RefStore<'s> {
         self.all_keys_of(&self.uploads().await?).await
     }
 
-    /// [`Self::all_keys`], given every upload record (an audit has them already).
+    /// [`Self::all_keys`], given every upload record.
     pub async fn all_keys_of(&self, uploads: &[UploadRecord]) -> io::Result<Vec<KeyRecord>> {
-        let mut records: Vec<KeyRecord> =
-            self.list_records(&format!("{STATE_PREFIX}/refs/")).await?;
+        let mut records = self.recorded_keys().await?;
         if !self.store.names_owners() {
             return Ok(records);
         }
         let mut seen: BTreeSet<String> = records.iter().map(|r| r.key.clone()).collect();
-        // The owner each listed upload's objects name: an object's owner is found here, not
-        // by reading its upload's record once more per key.
-        let mut by_owner = std::collections::HashMap::new();
-        for upload in uploads {
-            by_owner.insert(self.owner_token(&upload.upload).await?, &upload.upload);
-        }
+        let owners = self.owners_of(uploads).await?;
         for upload in uploads {
             for key in upload.all_keys() {
                 if seen.insert(key.clone()) {
-                    let Some(found) = self.store.owned_unread(&key).await? else {
-                        continue;
-                    };
-                    let listed = |owner: &str| by_owner.get(owner).map(|u| u.to_string());
-                    records.extend(self.owned_key_of(&key, found, listed).await?);
+                    if let Some((record, _)) = self.owned_key_unread(&key, &owners).await? {
+                        records.push(record);
+                    }
                 }
             }
         }
@@ -2416,10 +2408,60 @@ impl<'s> RefStore<'s> {
         Ok(records)
     }
 
+    /// The keys that have a record (`_symdex/refs/`): every key, where objects name no owner;
+    /// else those two uploads share or a removal holds (invariant 7).
+    pub async fn recorded_keys(&self) -> io::Result<Vec<KeyRecord>> {
+        self.list_records(&format!("{STATE_PREFIX}/refs/")).await
+    }
+
+    /// The owner each of `uploads` names its objects by ([`Self::owner_token`]), to its id:
+    /// an object's owner is found here, not by reading its upload's record once per key.
+    pub async fn owners_of<'u>(
+        &self,
+        uploads: &'u [UploadRecord],
+    ) -> io::Result<std::collections::HashMap<String, &'u str>> {
+        let mut owners = std::collections::HashMap::with_capacity(uploads.len());
+        for upload in uploads {
+            owners.insert(
+                self.owner_token(&upload.upload).await?,
+                upload.upload.as_str(),
+            );
+        }
+        Ok(owners)
+    }
+
+    /// The record a key without one stands for (invariant 7), read without the object's
+    /// bytes where the store can ([`Storage::owned_unread`]), and what is there now (its size
+    /// then, and the content named with the owner). The owner is looked up in `owners`
+    /// ([`Self::owners_of`]), else by its upload record. `None` as [`Self::owned_key`].
+    pub async fn owned_key_unread(
+        &self,
+        key: &str,
+        owners: &std::collections::HashMap<String, &str>,
+    ) -> io::Result<Option<(KeyRecord, ObjectInfo)>> {
+        let Some(found) = self.store.owned_unread(key).await? else {
+            return Ok(None);
+        };
+        let now = found.info.clone();
+        let listed = |owner: &str| owners.get(owner).map(|u| u.to_string());
+        let record = self.owned_key_of(key, found, listed).await?;
+        Ok(record.map(|record| (record, now)))
+    }
+
     async fn list_records<T: DeserializeOwned>(&self, prefix: &str) -> io::Result<Vec<T>> {
+        self.list_records_trimmed(prefix, |_| {}).await
+    }
+
+    /// The records under `prefix`, each changed by `trim` as it is read.
+    async fn list_records_trimmed<T: DeserializeOwned>(
+        &self,
+        prefix: &str,
+        trim: impl Fn(&mut T),
+    ) -> io::Result<Vec<T>> {
         let mut out = Vec::new();
         for file in self.store.list(prefix).await? {
-            if let Some(record) = self.read(&file).await? {
+            if let Some(mut record) = self.read(&file).await? {
+                trim(&mut record);
                 out.push(record);
             }
         }
@@ -2476,6 +2518,15 @@ impl<'s> RefStore<'s> {
 
     pub async fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
         self.list_records(UPLOADS_DIR).await
+    }
+
+    /// [`Self::uploads`], each changed by `trim` as it is read: a reader that needs part of
+    /// every record (an audit) holds only that part of them all.
+    pub async fn uploads_trimmed(
+        &self,
+        trim: impl Fn(&mut UploadRecord),
+    ) -> io::Result<Vec<UploadRecord>> {
+        self.list_records_trimmed(UPLOADS_DIR, trim).await
     }
 
     /// Lists `keys` as the upload's planned keys before any reference to them is added
