@@ -2505,7 +2505,6 @@ impl<'s> Indexer<'s> {
         Ok(ExpiryPlan { uploads, freed })
     }
 
-    /// Writes the manifest object for a batch of records.
     /// Writes `records` as one manifest object (records or references to them: a re-index's
     /// thousands are written from where they are, not copied).
     pub async fn write_manifest<R: std::borrow::Borrow<Record>>(
