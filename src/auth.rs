@@ -45,7 +45,7 @@ impl Credentials {
                 continue;
             }
             let entry = match line.strip_prefix("sha256:") {
-                Some(hex) => parse_hex(&hex.to_ascii_lowercase())
+                Some(hex) => parse_hex(hex)
                     .with_context(|| format!("line {}: sha256: wants 64 hex digits", number + 1))?,
                 None => digest(line.as_bytes()),
             };
@@ -114,6 +114,10 @@ mod tests {
         assert!(!creds.allows(Some(&basic("no-colon"))));
         assert!(!creds.allows(Some("Digest plain-token")));
         assert!(!creds.allows(None));
+        // The digest in either case.
+        let upper = format!("sha256:{:X}", Sha256::digest(b"upper-token"));
+        let creds = Credentials::parse(&upper).unwrap();
+        assert!(creds.allows(Some("Bearer upper-token")));
     }
 
     #[test]

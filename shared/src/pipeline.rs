@@ -1395,7 +1395,7 @@ impl<'s> Indexer<'s> {
         {
             let best = match best_offer(&want.path, offers.iter().filter(same_name)) {
                 Match::Found(best) => best,
-                Match::Ambiguous(offers) if offers.iter().any(|o| o.upload == offer.upload) => {
+                Match::Ambiguous(tying) if tying.iter().any(|o| o.upload == offer.upload) => {
                     tied.push(want);
                     continue;
                 }

@@ -1128,10 +1128,10 @@ mod tests {
 
     /// A sole writer (the CLI on a file system without extended attributes: the local
     /// store's writer lock held, a reference record per key, no owners) that dies at any
-    /// change: each scenario's uploads and operations run
-    /// one after another, the process dies before the `nth` change of the whole run (that
-    /// change and every later one of the operation fail, its clean-up on the error
-    /// included), the operation runs again in a new process, then the rest. The store must
+    /// change: each scenario's uploads and operations run one after another, the process
+    /// dies before the `nth` change of the whole run (that change and every later one of the
+    /// operation fail, its clean-up on the error included), the operation runs again in a
+    /// new process, then the rest. The store must
     /// pass the audit and end as the run without the failure does (refs.rs, invariant 2 in
     /// its sole-writer form: a record written before its object, a re-run repairing what a
     /// death between the two left). `SYMDEX_SOLE_STRIDE`: die at every how many changes
