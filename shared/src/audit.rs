@@ -432,7 +432,7 @@ async fn source_problems(
                 .offers
                 .iter()
                 .filter(|o| base_name(&o.path) == name && lives(&o.upload));
-            if let Match::Found(offer) = best_offer(&want.path, offers) {
+            if let Match::Found(offer) = best_offer(&want.path, want.md5.as_deref(), offers) {
                 problems.push(Problem {
                     kind: "source",
                     key,

@@ -23,6 +23,23 @@ impl Sha1 {
     }
 }
 
+/// A streaming MD5: not an identity symdex chooses, but the one DWARF 5 line tables record
+/// for each source file (`DW_LNCT_MD5`, clang emits it), which a source upload is matched
+/// against (sourcemap.rs).
+#[derive(Clone, Default)]
+pub struct Md5(md5::Md5);
+
+impl Md5 {
+    pub fn update(&mut self, bytes: &[u8]) {
+        md5::Digest::update(&mut self.0, bytes);
+    }
+
+    /// The digest, lowercase hex.
+    pub fn hex(self) -> String {
+        crate::formats::hex(&md5::Digest::finalize(self.0))
+    }
+}
+
 /// SHA-1 of `bytes`, lowercase hex.
 pub fn sha1_hex(bytes: &[u8]) -> String {
     let mut hasher = Sha1::new();
@@ -45,5 +62,9 @@ mod tests {
             hasher.update(chunk);
         }
         assert_eq!(hasher.hex(), sha1_hex(&big));
+        let mut md5 = Md5::default();
+        md5.update(b"a");
+        md5.update(b"bc");
+        assert_eq!(md5.hex(), "900150983cd24fb0d6963f7d28e17f72");
     }
 }

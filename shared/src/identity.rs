@@ -129,6 +129,10 @@ pub struct Identity {
     /// SHA-1 of the raw bytes (sources).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sha1: Option<String>,
+    /// MD5 of the raw bytes (sources): what a DWARF 5 line table records of the file it was
+    /// built from (sourcemap.rs matches on it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
     /// Carries DWARF / CodeView debug information (ELF `.debug_info`, dSYM `__DWARF`, WASM).
     pub has_debug_info: bool,
     /// PE: every CodeView record, in directory order.
@@ -194,6 +198,7 @@ impl Identity {
             pe_size_of_image: None,
             age: None,
             sha1: None,
+            md5: None,
             has_debug_info: false,
             pdb_references: Vec::new(),
             pdb_checksums: Vec::new(),

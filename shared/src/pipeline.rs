@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::formats::dwarf::SourcePaths;
 use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
 use crate::identity::{file_name_of, Identity, Kind, SectionRef};
 use crate::layouts::{self, symstore_index2, KeySet, Layout};
@@ -297,6 +298,8 @@ enum Served {
     Conflict,
     /// Offers of different content tie for it.
     Ambiguous(usize),
+    /// Only offers of other bytes than its recorded MD5 match its path (this many).
+    OtherContent(usize),
     /// No offer matches it.
     Missing,
 }
@@ -1231,15 +1234,13 @@ impl<'s> Indexer<'s> {
             let holding = keys.iter().find(|k| referenced.contains(*k)).cloned();
             if let Some(holding) = holding {
                 referenced.extend(
-                    self.offer_source(upload, &holding, fresh, &mut outcome)
+                    self.offer_source(upload, &id, &holding, fresh, &mut outcome)
                         .await?,
                 );
             }
         }
         if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
-            let (mut report, held) = self
-                .want_sources(upload, build_id, &sources.paths, fresh)
-                .await?;
+            let (mut report, held) = self.want_sources(upload, build_id, sources, fresh).await?;
             report.rejected.clone_from(&sources.rejected);
             record.source_paths.clone_from(&sources.paths);
             record.sources = Some(report);
@@ -1362,6 +1363,7 @@ impl<'s> Indexer<'s> {
     async fn offer_source(
         &self,
         upload: &Upload<'_>,
+        id: &Identity,
         holding: &str,
         fresh: bool,
         outcome: &mut Outcome,
@@ -1377,6 +1379,7 @@ impl<'s> Indexer<'s> {
             key: holding.to_string(),
             etag: upload.etag.clone(),
             size: upload.size,
+            md5: id.md5.clone(),
         };
         let name = sourcemap::base_name(&offer.path).to_string();
         let record = self
@@ -1393,7 +1396,8 @@ impl<'s> Indexer<'s> {
             .iter()
             .filter(|w| sourcemap::base_name(&w.path) == name)
         {
-            let best = match best_offer(&want.path, offers.iter().filter(same_name)) {
+            let candidates = offers.iter().filter(same_name);
+            let best = match best_offer(&want.path, want.md5.as_deref(), candidates) {
                 Match::Found(best) => best,
                 Match::Ambiguous(tying) if tying.iter().any(|o| o.upload == offer.upload) => {
                     tied.push(want);
@@ -1472,25 +1476,17 @@ impl<'s> Indexer<'s> {
         (fits && layouts::grammar::is_valid_key(Layout::Debuginfod, &key)).then_some(prefixed)
     }
 
-    /// Records a debug file's `paths` sharing one join record `file` there (when `fresh`),
-    /// and returns the record as swapped (or read).
+    /// Records a debug file's `wants` (of its `paths`) sharing one join record `file` there
+    /// (when `fresh`), and returns the record as swapped (or read).
     async fn want_in<'p>(
         &self,
         upload: &Upload<'_>,
-        build_id: &str,
         file: String,
         paths: Vec<&'p String>,
+        wants: Vec<Want>,
         fresh: bool,
         absent: bool,
     ) -> io::Result<(String, Vec<&'p String>, Arc<sourcemap::SourceMapRecord>)> {
-        let wants: Vec<Want> = paths
-            .iter()
-            .map(|path| Want {
-                build_id: build_id.to_string(),
-                path: path.to_string(),
-                upload: upload.id.clone(),
-            })
-            .collect();
         // Registered when the upload is first indexed: a re-index only reads (it writes
         // nothing but its manifest records). Made at once, the swap returns the record with
         // every offer written before it; deferred, indexing only reads it.
@@ -1516,9 +1512,10 @@ impl<'s> Indexer<'s> {
         &self,
         upload: &Upload<'_>,
         build_id: &str,
-        paths: &[String],
+        sources: &SourcePaths,
         fresh: bool,
     ) -> io::Result<(SourceReport, Vec<Record>)> {
+        let paths = &sources.paths;
         let mut report = SourceReport {
             referenced: paths.len(),
             ..SourceReport::default()
@@ -1558,7 +1555,16 @@ impl<'s> Indexer<'s> {
             .into_iter()
             .map(|(file, group)| {
                 let absent = existing.as_ref().is_some_and(|e| !e.contains(&file));
-                self.want_in(upload, build_id, file, group, fresh, absent)
+                let wants = group
+                    .iter()
+                    .map(|path| Want {
+                        build_id: build_id.to_string(),
+                        path: path.to_string(),
+                        upload: upload.id.clone(),
+                        md5: sources.md5.get(*path).cloned(),
+                    })
+                    .collect();
+                self.want_in(upload, file, group, wants, fresh, absent)
             })
             .collect();
         let swapped: Vec<io::Result<_>> = futures_util::stream::iter(swaps)
@@ -1574,11 +1580,15 @@ impl<'s> Indexer<'s> {
                     report.unserved.push(format!("{path}: not a valid key"));
                     continue;
                 };
+                let md5 = sources.md5.get(path).map(String::as_str);
                 match self
-                    .serve_path(&record.offers, path, &key, &mut dead, None)
+                    .serve_path(&record.offers, path, md5, &key, &mut dead, None)
                     .await?
                 {
                     Served::Missing => report.missing.push(path.clone()),
+                    Served::OtherContent(n) => report.unserved.push(format!(
+                        "{path}: {n} uploaded sources match its path, none with the MD5 its line table records"
+                    )),
                     Served::Ambiguous(n) => report.unserved.push(format!(
                         "{path}: {n} uploaded sources of different content match it"
                     )),
@@ -1615,6 +1625,7 @@ impl<'s> Indexer<'s> {
         &self,
         offers: &[sourcemap::Offer],
         path: &str,
+        md5: Option<&str>,
         key: &str,
         dead: &mut BTreeSet<sourcemap::Offer>,
         removal: Option<&str>,
@@ -1624,8 +1635,9 @@ impl<'s> Indexer<'s> {
             let candidates = offers
                 .iter()
                 .filter(|o| sourcemap::base_name(&o.path) == name && !dead.contains(*o));
-            let offer = match best_offer(path, candidates) {
+            let offer = match best_offer(path, md5, candidates) {
                 Match::Missing => return Ok(Served::Missing),
+                Match::OtherContent(n) => return Ok(Served::OtherContent(n)),
                 Match::Ambiguous(tied) => {
                     let found_dead = dead.len();
                     for offer in &tied {
@@ -1748,6 +1760,7 @@ impl<'s> Indexer<'s> {
             let decided = names.contains(name)
                 && match best_offer(
                     &want.path,
+                    want.md5.as_deref(),
                     before
                         .offers
                         .iter()
@@ -1755,7 +1768,7 @@ impl<'s> Indexer<'s> {
                 ) {
                     Match::Found(offer) => offer.upload == removed,
                     Match::Ambiguous(tied) => tied.iter().any(|o| o.upload == removed),
-                    Match::Missing => false,
+                    Match::OtherContent(_) | Match::Missing => false,
                 };
             if !(decided || freed.contains(key.as_str())) {
                 continue;
@@ -1764,7 +1777,15 @@ impl<'s> Indexer<'s> {
                 continue;
             }
             handed.insert(key.clone());
-            let served = self.serve_path(&after.offers, &want.path, &key, &mut dead, Some(removed));
+            let md5 = want.md5.as_deref();
+            let served = self.serve_path(
+                &after.offers,
+                &want.path,
+                md5,
+                &key,
+                &mut dead,
+                Some(removed),
+            );
             if let Served::By(holder, KeyOutcome::Published) = served.await? {
                 held.entry(holder).or_default().push(key);
             }
@@ -3304,6 +3325,77 @@ mod tests {
         assert!(!record.published.contains(key), "{record:?}");
         assert_eq!(between.read(key).await.unwrap(), Some(first.bytes.clone()));
         assert_audit_clean(&between).await;
+    }
+
+    /// A debug file whose line table records `src/hello.c`'s MD5 (as clang writes DWARF 5)
+    /// is served the source of those bytes in every order the three uploads come in, though
+    /// another version of the file ties with it by path; a version of other bytes alone
+    /// serves nothing, and the debug file's report says why.
+    #[tokio::test]
+    async fn a_recorded_md5_serves_its_own_version_in_every_order() {
+        use crate::testing::builders::{build_elf, dwarf5_line_table_with_md5, with_section};
+        let a = Artifacts::new();
+        let (old, new) = (&a.source, &a.source_edited);
+        let debug_of = |content: &[u8], build_id: u8| {
+            let mut md5 = crate::digest::Md5::default();
+            md5.update(content);
+            let md5: [u8; 16] = crate::formats::unhex(&md5.hex())
+                .and_then(|d| d.try_into().ok())
+                .unwrap();
+            let table = dwarf5_line_table_with_md5("/ci/work", &[("src/hello.c", md5)]);
+            let elf = build_elf(true, false, 62, Some(&[build_id; 20]), true);
+            let elf = with_section(elf, ".debug_line", &table);
+            let path = format!("file:/ci/md5-{build_id}.debug");
+            Artifact::new(&path, "md5.debug", elf).in_build("ci-7")
+        };
+        let debug = debug_of(&new.bytes, 0x3d);
+        let key = Indexer::new(
+            &LocalStore::open(tempfile::tempdir().unwrap().path()).unwrap(),
+            config(),
+        )
+        .source_key(&"3d".repeat(20), "/ci/work/src/hello.c")
+        .unwrap();
+        let orders: [[&Artifact; 3]; 6] = [
+            [old, new, &debug],
+            [old, &debug, new],
+            [new, old, &debug],
+            [new, &debug, old],
+            [&debug, old, new],
+            [&debug, new, old],
+        ];
+        for order in orders {
+            let names: Vec<&str> = order.iter().map(|a| a.id.as_str()).collect();
+            let dir = tempfile::tempdir().unwrap();
+            let store = LocalStore::open(dir.path()).unwrap();
+            for artifact in order {
+                index_reported(&store, artifact).await.unwrap();
+            }
+            assert_eq!(
+                store.read(&key).await.unwrap(),
+                Some(new.bytes.clone()),
+                "{names:?}"
+            );
+            let refs = RefStore::new(&store).key(&key).await.unwrap().unwrap();
+            assert_eq!(refs.refs, BTreeSet::from([new.id.clone()]), "{names:?}");
+            assert_audit_clean(&store).await;
+        }
+
+        // Only another version uploaded: not served, and said so.
+        let other = debug_of(b"int main(void) { return 2; }\n", 0x3e);
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        index_reported(&store, old).await.unwrap();
+        let asked = index_and_finalize(&store, config(), &other).await;
+        let report = asked.records[0].sources.clone().unwrap_or_default();
+        assert_eq!((report.served, report.missing.len()), (0, 0), "{report:?}");
+        assert!(
+            report
+                .unserved
+                .iter()
+                .any(|u| u.contains("none with the MD5")),
+            "{report:?}"
+        );
+        assert_audit_clean(&store).await;
     }
 
     /// `verify` tells a path a debug file wants left unserved while an uploaded source matches

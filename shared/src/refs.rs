@@ -3534,6 +3534,7 @@ mod tests {
             build_id: "ab".into(),
             path: "/src/a.c".into(),
             upload: upload.into(),
+            md5: None,
         };
         let file = "_symdex/sourcemap/0123456789abcdef/00.json";
         let shared = Arc::new(DeferredWrites::default());
@@ -3582,6 +3583,7 @@ mod tests {
             build_id: "ab".into(),
             path: "/src/a.c".into(),
             upload: upload.into(),
+            md5: None,
         };
         let file = "_symdex/sourcemap/0123456789abcdef/00.json";
         let created = refs
@@ -3597,6 +3599,7 @@ mod tests {
             key: "k".into(),
             etag: "e".into(),
             size: 1,
+            md5: None,
         };
         refs.update_source_map(file, |r| r.offer(&offer))
             .await

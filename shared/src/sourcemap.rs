@@ -17,6 +17,13 @@
 //!   withdrawal of a live upload's reference, which the protocol has no step for). The tying
 //!   source's manifest record says so in its `reason` (`Indexer::left_to_others`), so the
 //!   order-dependent outcome is told, not silent.
+//! - A want whose DWARF records the file's MD5 (DWARF 5 `DW_LNCT_MD5`; clang writes it) is
+//!   matched by content first: an offer of other bytes (another MD5) never serves it, an
+//!   offer of those bytes beats one whose MD5 is unknown (an offer written before offers
+//!   carried one), and offers of the same bytes never tie. Where every debug file records
+//!   MD5s, what a path is served by no longer depends on the order uploads came in, nor on
+//!   a `build` scope: the next version of `main.c` serves the debug files built from it. A
+//!   path only other bytes match is not served, and the debug file's report says so.
 //! - Joins are scoped by the uploads' `build` metadata (no build: one store-wide scope), so a
 //!   `main.c` of one build never serves another build that said which one it is.
 //! - The published key is held by the source upload (refs.rs, invariant 5: a key is held by
@@ -57,6 +64,10 @@ pub struct Offer {
     pub key: String,
     pub etag: String,
     pub size: u64,
+    /// MD5 of its bytes (lowercase hex): what a want recording one matches. Absent in offers
+    /// written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
 }
 
 /// A source path a debug file names.
@@ -66,6 +77,9 @@ pub struct Want {
     /// Absolute, normalised (formats::dwarf::normalize).
     pub path: String,
     pub upload: String,
+    /// The MD5 its DWARF records of the file (lowercase hex), when it records one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md5: Option<String>,
 }
 
 /// One join record: the offers and wants of one scope whose base names hash alike, oldest
@@ -108,6 +122,8 @@ pub enum Match<'a> {
     Found(&'a Offer),
     /// Offers with different content tie for the longest suffix (these).
     Ambiguous(Vec<&'a Offer>),
+    /// Only offers of other bytes than the want's MD5 match its path (this many).
+    OtherContent(usize),
     Missing,
 }
 
@@ -151,26 +167,51 @@ fn score(offer: &Offer, wanted: &str) -> usize {
         .count()
 }
 
-/// The offer serving `wanted`: the longest suffix, unless offers of different content tie.
-pub fn best_offer<'a>(wanted: &str, offers: impl IntoIterator<Item = &'a Offer>) -> Match<'a> {
+/// The offer serving `wanted` (whose file's MD5 is `md5`, where its DWARF records one): an
+/// offer of those bytes before one whose MD5 is unknown, then the longest suffix, unless
+/// offers of different content tie. Offers of other bytes than `md5` never serve it.
+pub fn best_offer<'a>(
+    wanted: &str,
+    md5: Option<&str>,
+    offers: impl IntoIterator<Item = &'a Offer>,
+) -> Match<'a> {
     let mut best: Vec<&Offer> = Vec::new();
-    let mut best_score = 0;
+    let mut best_rank = (false, 0);
+    let mut other_content = 0;
     for offer in offers {
         let s = score(offer, wanted);
-        if s == 0 || s < best_score {
+        if s == 0 {
             continue;
         }
-        if s > best_score {
+        let same_bytes = match (md5, offer.md5.as_deref()) {
+            (Some(wanted), Some(offered)) if wanted != offered => {
+                other_content += 1;
+                continue;
+            }
+            (Some(_), Some(_)) => true,
+            _ => false,
+        };
+        let rank = (same_bytes, s);
+        if rank < best_rank {
+            continue;
+        }
+        if rank > best_rank {
             best.clear();
-            best_score = s;
+            best_rank = rank;
         }
         best.push(offer);
     }
     let Some(first) = best.first() else {
-        return Match::Missing;
+        return if other_content > 0 {
+            Match::OtherContent(other_content)
+        } else {
+            Match::Missing
+        };
     };
+    // Offers of the want's MD5 hold the same bytes (their ETags may differ: an S3 multipart
+    // upload's is no digest of them).
     let contents: BTreeSet<&str> = best.iter().map(|o| o.etag.as_str()).collect();
-    if contents.len() > 1 {
+    if contents.len() > 1 && !best_rank.0 {
         Match::Ambiguous(best)
     } else {
         Match::Found(first)
@@ -216,7 +257,13 @@ mod tests {
             key: format!("k-{etag}"),
             etag: etag.into(),
             size: 1,
+            md5: None,
         }
+    }
+
+    fn with_md5(mut offer: Offer, md5: &str) -> Offer {
+        offer.md5 = Some(md5.into());
+        offer
     }
 
     #[test]
@@ -227,26 +274,81 @@ mod tests {
             offer("other/hello.c", "b"),
             offer("hello.c", "c"),
         ];
-        assert_eq!(best_offer(wanted, &offers), Match::Found(&offers[0]));
+        assert_eq!(best_offer(wanted, None, &offers), Match::Found(&offers[0]));
         // A deeper match beats a shallower one.
         let deeper = offer("repo/work/src/hello.c", "d");
         let all = [offers[0].clone(), deeper.clone()];
-        assert_eq!(best_offer(wanted, &all), Match::Found(&all[1]));
+        assert_eq!(best_offer(wanted, None, &all), Match::Found(&all[1]));
         // Two offers, same suffix length, different bytes: ambiguous.
         let tie = [offer("x/src/hello.c", "a"), offer("y/src/hello.c", "b")];
         assert_eq!(
-            best_offer(wanted, &tie),
+            best_offer(wanted, None, &tie),
             Match::Ambiguous(vec![&tie[0], &tie[1]])
         );
         // Same bytes: not ambiguous.
         let same = [offer("x/src/hello.c", "a"), offer("y/src/hello.c", "a")];
-        assert!(matches!(best_offer(wanted, &same), Match::Found(_)));
+        assert!(matches!(best_offer(wanted, None, &same), Match::Found(_)));
         // Another base name never matches.
         assert_eq!(
-            best_offer(wanted, &[offer("src/hello.h", "a")]),
+            best_offer(wanted, None, &[offer("src/hello.h", "a")]),
             Match::Missing
         );
-        assert_eq!(best_offer(wanted, &[]), Match::Missing);
+        assert_eq!(best_offer(wanted, None, &[]), Match::Missing);
+    }
+
+    #[test]
+    fn a_recorded_md5_picks_its_bytes_and_refuses_others() {
+        let wanted = "/home/ci/work/src/hello.c";
+        let v1 = with_md5(offer("src/hello.c", "a"), "m1");
+        let v2 = with_md5(offer("x/src/hello.c", "b"), "m2");
+        let deeper_v2 = with_md5(offer("work/src/hello.c", "b"), "m2");
+        let unknown = offer("ci/work/src/hello.c", "c");
+        // Two versions tie by path: the MD5 decides, whichever came first.
+        let both = [v1.clone(), v2.clone()];
+        assert_eq!(
+            best_offer(wanted, Some("m1"), &both),
+            Match::Found(&both[0])
+        );
+        assert_eq!(
+            best_offer(wanted, Some("m2"), &both),
+            Match::Found(&both[1])
+        );
+        let reversed = [v2.clone(), v1.clone()];
+        assert_eq!(
+            best_offer(wanted, Some("m1"), &reversed),
+            Match::Found(&reversed[1])
+        );
+        // Without a recorded MD5 they still tie.
+        assert!(matches!(
+            best_offer(wanted, None, &both),
+            Match::Ambiguous(_)
+        ));
+        // Other bytes never serve it, however long the suffix they share.
+        let others = [deeper_v2.clone(), v2.clone()];
+        assert_eq!(
+            best_offer(wanted, Some("m1"), &others),
+            Match::OtherContent(2)
+        );
+        // An offer of its bytes beats a longer suffix whose MD5 is unknown; alone, the unknown
+        // one serves (offers written before offers carried an MD5).
+        let mixed = [unknown.clone(), v1.clone()];
+        assert_eq!(
+            best_offer(wanted, Some("m1"), &mixed),
+            Match::Found(&mixed[1])
+        );
+        assert_eq!(
+            best_offer(wanted, Some("m1"), [&unknown]),
+            Match::Found(&unknown)
+        );
+        // Same MD5, different ETags (an S3 multipart upload's): the same bytes, no tie.
+        let same = [
+            v1.clone(),
+            with_md5(offer("y/src/hello.c", "multipart-2"), "m1"),
+        ];
+        assert_eq!(
+            best_offer(wanted, Some("m1"), &same),
+            Match::Found(&same[0])
+        );
     }
 
     #[test]
@@ -256,10 +358,10 @@ mod tests {
         rooted.root = Some("/build/dir/".into());
         let suffix = offer("a/build/dir/src/hello.c", "s");
         let offers = [suffix, rooted.clone()];
-        assert_eq!(best_offer(wanted, &offers), Match::Found(&rooted));
+        assert_eq!(best_offer(wanted, None, &offers), Match::Found(&rooted));
         // Under another root it serves nothing.
         assert_eq!(
-            best_offer("/elsewhere/src/hello.c", [&rooted]),
+            best_offer("/elsewhere/src/hello.c", None, [&rooted]),
             Match::Missing
         );
     }
@@ -271,6 +373,7 @@ mod tests {
             build_id: format!("{i:040x}"),
             path: "/src/main.c".into(),
             upload: format!("u{i}"),
+            md5: None,
         };
         assert!(record.want(&want(0)));
         assert!(!record.want(&want(0)), "once");

@@ -9,7 +9,7 @@
 //! header: the unit's length field is rewritten to end there, so gimli never needs the rest.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read};
 
 use gimli::{AttributeValue, DebugAbbrevOffset, DebugLineOffset, EndianSlice, RunTimeEndian};
@@ -58,6 +58,11 @@ pub struct SourcePaths {
     /// Absolute, lexically normalised (`.` and `..` resolved, as debuginfod clients do),
     /// sorted, at most [`MAX_SOURCE_PATHS`].
     pub paths: Vec<String>,
+    /// The MD5 a DWARF 5 line table records of a path's file (`DW_LNCT_MD5`; clang writes
+    /// it, gcc does not), lowercase hex: a source upload serves the path only with these
+    /// bytes (sourcemap.rs). A path whose tables disagree, or record zeros, has none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub md5: BTreeMap<String, String>,
     /// Why some names were left out (relative without a compilation directory, too long,
     /// control characters, a table that could not be read...), one line per reason.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -116,8 +121,8 @@ pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePat
     };
     let Some(line) = section(".debug_line") else {
         return SourcePaths {
-            paths: Vec::new(),
             rejected: rejected.into_lines(),
+            ..SourcePaths::default()
         };
     };
     let strings = Strings {
@@ -133,6 +138,8 @@ pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePat
     };
     let mut comp_dirs: Option<HashMap<u64, Vec<u8>>> = None;
     let mut paths = BTreeSet::new();
+    // `None`: tables that disagree on the path's MD5.
+    let mut md5: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut dropped = 0usize;
     let mut offset = 0u64;
     let mut units = 0;
@@ -207,6 +214,17 @@ pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePat
             };
             match normalize(&joined) {
                 Ok(path) => {
+                    let recorded = header.file_has_md5().then(|| *file.md5());
+                    if let Some(digest) = recorded.filter(|d| *d != [0; 16]) {
+                        let digest = super::hex(&digest);
+                        md5.entry(path.clone())
+                            .and_modify(|known| {
+                                if known.as_deref() != Some(digest.as_str()) {
+                                    *known = None;
+                                }
+                            })
+                            .or_insert(Some(digest));
+                    }
                     if paths.len() < MAX_SOURCE_PATHS {
                         paths.insert(path);
                     } else if !paths.contains(&path) {
@@ -223,8 +241,14 @@ pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePat
             "more than {MAX_SOURCE_PATHS} source paths: {dropped} not recorded"
         ));
     }
+    let md5 = md5
+        .into_iter()
+        .filter(|(path, _)| paths.contains(path))
+        .filter_map(|(path, digest)| Some((path, digest?)))
+        .collect();
     SourcePaths {
         paths: paths.into_iter().collect(),
+        md5,
         rejected: rejected.into_lines(),
     }
 }
@@ -654,6 +678,47 @@ mod tests {
                     .unwrap();
             assert!(ids[0].sources.as_ref().is_none_or(|s| s.paths.len() < 3));
         }
+    }
+
+    #[test]
+    fn md5s_a_line_table_records_are_kept_where_the_tables_agree() {
+        use crate::testing::builders::{build_elf, dwarf5_line_table_with_md5, with_section};
+        let first = dwarf5_line_table_with_md5(
+            "/ci/work",
+            &[("a.c", [0xa1; 16]), ("b.h", [0xb1; 16]), ("z.h", [0; 16])],
+        );
+        // A second unit naming b.h with other bytes (two builds of one header disagree).
+        let second =
+            dwarf5_line_table_with_md5("/ci/work", &[("b.h", [0xb2; 16]), ("c.c", [0xc1; 16])]);
+        let elf = with_section(
+            build_elf(true, false, 62, Some(&[9; 20]), true),
+            ".debug_line",
+            &[first, second].concat(),
+        );
+        let ids = crate::identify_with_details(&crate::reader::MemReader(elf), &Default::default())
+            .unwrap();
+        let sources = ids[0].sources.clone().expect("sources read");
+        assert_eq!(
+            sources.paths,
+            [
+                "/ci/work/a.c",
+                "/ci/work/b.h",
+                "/ci/work/c.c",
+                "/ci/work/z.h"
+            ]
+        );
+        let md5: Vec<(&str, &str)> = sources
+            .md5
+            .iter()
+            .map(|(p, d)| (p.as_str(), d.as_str()))
+            .collect();
+        let a1 = "a1".repeat(16);
+        let c1 = "c1".repeat(16);
+        // b.h disagrees, z.h records zeros: neither has one.
+        assert_eq!(
+            md5,
+            [("/ci/work/a.c", a1.as_str()), ("/ci/work/c.c", c1.as_str())]
+        );
     }
 
     #[test]

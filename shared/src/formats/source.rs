@@ -1,4 +1,5 @@
-//! Source files: keyed by the SHA-1 of their raw bytes (no normalisation of line endings).
+//! Source files: keyed by the SHA-1 of their raw bytes (no normalisation of line endings), and
+//! matched to the paths debug files name by their MD5 where the DWARF records one.
 
 use super::{Format, FormatError};
 use crate::identity::{Identity, Kind};
@@ -9,6 +10,7 @@ const CHUNK: u64 = 256 * 1024;
 
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let mut hasher = crate::digest::Sha1::new();
+    let mut md5 = crate::digest::Md5::default();
     let size = reader.size();
     let mut offset = 0;
     while offset < size {
@@ -16,11 +18,13 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         let chunk =
             read_vec(reader, offset, len).map_err(|e| FormatError::from_io(Format::Source, e))?;
         hasher.update(&chunk);
+        md5.update(&chunk);
         offset += len as u64;
     }
     let mut id = Identity::new(Format::Source, Kind::Source);
     id.arch = "any".to_string();
     id.sha1 = Some(hasher.hex());
+    id.md5 = Some(md5.hex());
     Ok(id)
 }
 
@@ -36,6 +40,7 @@ mod tests {
             id.sha1.as_deref(),
             Some("a9993e364706816aba3e25717850c26c9cd0d89d")
         );
+        assert_eq!(id.md5.as_deref(), Some("900150983cd24fb0d6963f7d28e17f72"));
         let big = vec![b'x'; 600_000];
         let id = identify(&MemReader(big.clone())).unwrap();
         assert_eq!(id.sha1.unwrap(), crate::digest::sha1_hex(&big));

@@ -190,6 +190,18 @@ pub fn with_section(mut elf: Vec<u8>, name: &str, bytes: &[u8]) -> Vec<u8> {
 /// A DWARF 5 `.debug_line` unit (32-bit, little-endian, empty program) naming `files` in
 /// directory `dir`, strings inline (`DW_FORM_string`).
 pub fn dwarf5_line_table(dir: &str, files: &[&str]) -> Vec<u8> {
+    line_table(dir, files.iter().map(|f| (*f, None)))
+}
+
+/// [`dwarf5_line_table`] recording each file's MD5 (`DW_LNCT_MD5`, as clang writes it).
+pub fn dwarf5_line_table_with_md5(dir: &str, files: &[(&str, [u8; 16])]) -> Vec<u8> {
+    line_table(dir, files.iter().map(|(f, md5)| (*f, Some(*md5))))
+}
+
+/// Every file with an MD5, or none (one entry format per table).
+fn line_table<'a>(dir: &str, files: impl Iterator<Item = (&'a str, Option<[u8; 16]>)>) -> Vec<u8> {
+    let files: Vec<_> = files.collect();
+    let with_md5 = files.first().is_some_and(|(_, md5)| md5.is_some());
     let mut header = vec![
         1,    // minimum_instruction_length
         1,    // maximum_operations_per_instruction
@@ -203,12 +215,20 @@ pub fn dwarf5_line_table(dir: &str, files: &[&str]) -> Vec<u8> {
     header.push(1);
     header.extend(dir.as_bytes());
     header.push(0);
-    header.extend([2, 1, 0x08, 2, 0x0f]); // files: path (string), directory_index (udata)
+    // files: path (string), directory_index (udata)[, MD5 (data16)]
+    if with_md5 {
+        header.extend([3, 1, 0x08, 2, 0x0f, 5, 0x1e]);
+    } else {
+        header.extend([2, 1, 0x08, 2, 0x0f]);
+    }
     header.push(files.len() as u8);
-    for file in files {
+    for (file, md5) in files {
         header.extend(file.as_bytes());
         header.push(0);
         header.push(0);
+        if with_md5 {
+            header.extend(md5.unwrap_or_default());
+        }
     }
     let mut unit = Vec::new();
     unit.extend(5u16.to_le_bytes());

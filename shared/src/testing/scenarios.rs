@@ -44,7 +44,7 @@ impl std::fmt::Debug for Artifact {
 }
 
 impl Artifact {
-    fn new(id: &str, name: &str, bytes: Vec<u8>) -> Self {
+    pub(crate) fn new(id: &str, name: &str, bytes: Vec<u8>) -> Self {
         Artifact {
             id: id.to_string(),
             name: name.to_string(),
@@ -69,7 +69,7 @@ impl Artifact {
         self
     }
 
-    fn in_build(mut self, build: &'static str) -> Self {
+    pub(crate) fn in_build(mut self, build: &'static str) -> Self {
         self.build = Some(build);
         self
     }
