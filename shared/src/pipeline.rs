@@ -575,10 +575,12 @@ impl<'s> Indexer<'s> {
         if !settled {
             return None;
         }
+        let own_keys = own_keys_of(indexed_as, &found.keys)?;
         let records = indexed_as
             .records
             .iter()
-            .map(|kept| {
+            .zip(own_keys)
+            .map(|(kept, keys)| {
                 let action = if kept.conflicts.is_empty() {
                     Action::Unchanged
                 } else {
@@ -589,7 +591,7 @@ impl<'s> Indexer<'s> {
                 // As a full run reports it: the channel and expiry of the upload's record.
                 record.meta.channel.clone_from(&found.meta.channel);
                 record.meta.expires.clone_from(&found.meta.expires);
-                with_decision_of(record, kept, kept.unchanged.clone())
+                with_decision_of(record, kept, keys)
             })
             .collect();
         Some(Indexed::nothing_published(records))
@@ -649,22 +651,32 @@ impl<'s> Indexer<'s> {
         if !settled || !keys.iter().all(|k| referenced.contains(*k)) || !decided {
             return None;
         }
-        let records = own
-            .into_iter()
-            .map(|r| {
-                let trimmed = Record {
-                    schema: r.schema,
-                    ..Record::default()
-                };
-                let keys = r.published.iter().chain(&r.unchanged).cloned().collect();
-                with_decision_of(trimmed, r, keys)
-            })
-            .collect();
+        // Positions in `referenced`, which the upload record lists as `keys` when these are
+        // read back (`own_keys_of`).
+        let sorted: Vec<&String> = referenced.iter().collect();
+        let position = |key: &String| sorted.binary_search(&key).ok().map(|at| at as u32);
+        let mut unchanged_at = Vec::new();
+        let mut trimmed = Vec::new();
+        for r in own {
+            let at: Option<Vec<u32>> = r
+                .published
+                .iter()
+                .chain(&r.unchanged)
+                .map(position)
+                .collect();
+            unchanged_at.push(at?);
+            let kept = Record {
+                schema: r.schema,
+                ..Record::default()
+            };
+            trimmed.push(with_decision_of(kept, r, Vec::new()));
+        }
         Some(IndexedAs {
             plan: self.plan_digest(upload),
             referenced: referenced.len(),
-            records,
+            records: trimmed,
             conflicts,
+            unchanged_at,
         })
     }
 
@@ -2672,6 +2684,34 @@ fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
     record
 }
 
+/// The own keys of each record `indexed_as` keeps, by name: resolved from their positions in
+/// the upload record's `keys`, or as listed by a record written before positions were kept.
+/// `None` when a position is out of range (a record not written by this code).
+fn own_keys_of(indexed_as: &IndexedAs, keys: &BTreeSet<String>) -> Option<Vec<Vec<String>>> {
+    if indexed_as.unchanged_at.is_empty() {
+        return Some(
+            indexed_as
+                .records
+                .iter()
+                .map(|r| r.unchanged.clone())
+                .collect(),
+        );
+    }
+    if indexed_as.unchanged_at.len() != indexed_as.records.len() {
+        return None;
+    }
+    let keys: Vec<&String> = keys.iter().collect();
+    indexed_as
+        .unchanged_at
+        .iter()
+        .map(|at| {
+            at.iter()
+                .map(|&i| keys.get(i as usize).map(|k| (*k).clone()))
+                .collect()
+        })
+        .collect()
+}
+
 /// `record` with what `kept` says of one identity (format, ids, names, reason) and `keys`
 /// as its unchanged keys: both ways between a run's records and the trimmed ones an upload
 /// record keeps (`IndexedAs`). A name `kept` lacks stays `record`'s.
@@ -3704,6 +3744,43 @@ mod tests {
         assert_audit_clean(&store).await;
     }
 
+    #[test]
+    fn kept_keys_read_back_by_position_or_as_listed_before_positions() {
+        let keys: BTreeSet<String> = ["a", "b", "c"].map(String::from).into();
+        let record = |unchanged: &[&str]| Record {
+            unchanged: unchanged.iter().map(|k| k.to_string()).collect(),
+            ..Record::default()
+        };
+        let by_position = IndexedAs {
+            records: vec![record(&[]), record(&[])],
+            unchanged_at: vec![vec![2, 0], vec![1]],
+            ..IndexedAs::default()
+        };
+        assert_eq!(
+            own_keys_of(&by_position, &keys),
+            Some(vec![vec!["c".into(), "a".into()], vec!["b".into()]])
+        );
+        let listed = IndexedAs {
+            records: vec![record(&["b", "a"])],
+            ..IndexedAs::default()
+        };
+        assert_eq!(
+            own_keys_of(&listed, &keys),
+            Some(vec![vec!["b".into(), "a".into()]])
+        );
+        // Not what this code writes: no answer (the upload is indexed in full).
+        let beyond = IndexedAs {
+            unchanged_at: vec![vec![3]],
+            ..by_position.clone()
+        };
+        assert_eq!(own_keys_of(&beyond, &keys), None);
+        let fewer = IndexedAs {
+            unchanged_at: vec![vec![0]],
+            ..by_position
+        };
+        assert_eq!(own_keys_of(&fewer, &keys), None);
+    }
+
     #[tokio::test]
     async fn a_redelivery_of_an_indexed_upload_is_answered_from_its_upload_record() {
         let artifacts = Artifacts::new();
@@ -3719,8 +3796,21 @@ mod tests {
                 "{artifact:?}: nothing kept for a redelivery"
             );
 
+            let kept = kept.unwrap();
+            assert!(
+                kept.records.iter().all(|r| r.unchanged.is_empty()),
+                "{artifact:?}: key names kept twice: {kept:?}"
+            );
+
             let again = index_and_finalize(&store, config(), artifact).await;
             assert_eq!(again.upload, None, "{artifact:?}: indexed in full again");
+            // The same keys in the same order: the first run's published, then unchanged.
+            let in_order = |records: &[Record]| -> Vec<Vec<String>> {
+                let own = records.iter().filter(|r| r.upload == artifact.id);
+                own.map(|r| r.published.iter().chain(&r.unchanged).cloned().collect())
+                    .collect()
+            };
+            assert_eq!(in_order(&again.records), in_order(&first.records));
             assert_eq!(keys_of(&again.records), keys_of(&first.records));
             for (before, now) in first.records.iter().zip(&again.records) {
                 assert_eq!(now.action, Some(Action::Unchanged));

@@ -351,9 +351,17 @@ pub struct IndexedAs {
     /// it since (invariant 5), and the next delivery runs in full to report them.
     pub referenced: usize,
     /// One manifest record per identity, trimmed to what the upload does not say itself
-    /// (identity, name, reason; its keys under `unchanged`, keys holding other content under
-    /// `conflicts`).
+    /// (identity, name, reason; keys holding other content under `conflicts`; its own keys
+    /// under `unchanged` in records written before `unchanged_at`).
     pub records: Vec<crate::manifest::Record>,
+    /// Each record's own keys, as positions in the upload record's `keys` (sorted), in the
+    /// order its run reported them: the names are not written twice (a re-index reads every
+    /// upload record, and the second copy of an ELF's key list was a third of one). Valid
+    /// while `keys` has `referenced` entries: keys are only added to an indexed upload, so
+    /// the same count is the same set. Empty in records written before it existed (their
+    /// `unchanged` lists the names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchanged_at: Vec<Vec<u32>>,
     /// Planned keys the run found holding other content: never referenced, so never listed
     /// under `keys`. A redelivery reports them as conflicts again (a conflict is the upload's
     /// decision, as a publication is: a key freed later is not taken by a redelivery).
@@ -3166,6 +3174,7 @@ mod tests {
                     ..Default::default()
                 }],
                 conflicts: set("k/4"),
+                unchanged_at: vec![vec![0]],
             }),
         };
         let text = serde_json::to_vec(&full).unwrap();
