@@ -214,21 +214,24 @@ pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePat
             };
             match normalize(&joined) {
                 Ok(path) => {
+                    if !paths.contains(&path) {
+                        if paths.len() >= MAX_SOURCE_PATHS {
+                            dropped += 1;
+                            continue;
+                        }
+                        paths.insert(path.clone());
+                    }
+                    // Kept for recorded paths only: as bounded as they are.
                     let recorded = header.file_has_md5().then(|| *file.md5());
                     if let Some(digest) = recorded.filter(|d| *d != [0; 16]) {
                         let digest = super::hex(&digest);
-                        md5.entry(path.clone())
+                        md5.entry(path)
                             .and_modify(|known| {
                                 if known.as_deref() != Some(digest.as_str()) {
                                     *known = None;
                                 }
                             })
                             .or_insert(Some(digest));
-                    }
-                    if paths.len() < MAX_SOURCE_PATHS {
-                        paths.insert(path);
-                    } else if !paths.contains(&path) {
-                        dropped += 1;
                     }
                 }
                 Err(reason) => rejected.add(reason),
@@ -243,7 +246,6 @@ pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePat
     }
     let md5 = md5
         .into_iter()
-        .filter(|(path, _)| paths.contains(path))
         .filter_map(|(path, digest)| Some((path, digest?)))
         .collect();
     SourcePaths {

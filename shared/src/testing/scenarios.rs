@@ -18,7 +18,7 @@ use crate::refs::{LeasePolicy, UploadRecord, Wait};
 use crate::storage::{CopySource, LocalStore, Storage};
 use crate::testing::builders::{
     build_elf, build_fat_macho, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table,
-    info_stream, with_section,
+    dwarf5_line_table_with_md5, info_stream, with_section,
 };
 use crate::testing::interleave::{Actor, Scheduled, Scheduler};
 use crate::IdentifyOptions;
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Artifact {
 }
 
 impl Artifact {
-    pub(crate) fn new(id: &str, name: &str, bytes: Vec<u8>) -> Self {
+    fn new(id: &str, name: &str, bytes: Vec<u8>) -> Self {
         Artifact {
             id: id.to_string(),
             name: name.to_string(),
@@ -69,7 +69,7 @@ impl Artifact {
         self
     }
 
-    pub(crate) fn in_build(mut self, build: &'static str) -> Self {
+    fn in_build(mut self, build: &'static str) -> Self {
         self.build = Some(build);
         self
     }
@@ -123,6 +123,10 @@ pub struct Artifacts {
     /// The same debug file under another build id, of the same build (`ci-7`): another
     /// debug file wanting the same paths.
     pub debug_other_build: Artifact,
+    /// A debug file of the same build whose line table records `src/hello.c` with the MD5
+    /// of `source_edited`'s bytes (as clang writes DWARF 5): that version serves it, in any
+    /// order, and `source` never does.
+    pub debug_md5: Artifact,
     pub source: Artifact,
     /// Another checkout's `src/hello.c` (other bytes): its path ties with `source`'s for the
     /// debug file's (both share `src/hello.c` with it), so while both are offered neither
@@ -191,8 +195,20 @@ impl Artifacts {
         if let Some(at) = other_build.windows(20).position(|w| w == [0x6b; 20]) {
             other_build[at..at + 20].copy_from_slice(&[0x7c; 20]);
         }
+        let edited = b"int main(void) { return 1; }\n".to_vec();
+        let mut md5 = crate::digest::Md5::default();
+        md5.update(&edited);
+        let md5: [u8; 16] = crate::formats::unhex(&md5.hex())
+            .and_then(|d| d.try_into().ok())
+            .expect("an MD5 is 16 bytes");
+        let with_md5 = with_section(
+            build_elf(true, false, 62, Some(&[0x4d; 20]), true),
+            ".debug_line",
+            &dwarf5_line_table_with_md5("/ci/work", &[("src/hello.c", md5)]),
+        );
         let fat = build_fat_macho((0xa1, 0xb2));
         Artifacts {
+            debug_md5: Artifact::new("file:/ci/md5.debug", "md5.debug", with_md5).in_build("ci-7"),
             fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
             fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),
             debug_with_sources: Artifact::new("file:/ci/hello.debug", "hello.debug", with_sources)
@@ -220,13 +236,9 @@ impl Artifacts {
             )
             .keyed_as_source()
             .in_build("ci-7"),
-            source_edited: Artifact::new(
-                "file:/ci/other/src/hello.c",
-                "other/src/hello.c",
-                b"int main(void) { return 1; }\n".to_vec(),
-            )
-            .keyed_as_source()
-            .in_build("ci-7"),
+            source_edited: Artifact::new("file:/ci/other/src/hello.c", "other/src/hello.c", edited)
+                .keyed_as_source()
+                .in_build("ci-7"),
             elf_a: Artifact::new("file:/ci/app.debug#a", "app.debug", elf.clone())
                 .in_channel("try"),
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
@@ -434,6 +446,26 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Index(&a.source, true),
             ],
             survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source]),
+        },
+        Scenario {
+            // Without the MD5 the two versions tie, and what serves the path would depend on
+            // the order (sourcemap.rs): the serial run's outcome would not be every order's.
+            name: "a debug file recording MD5s arrives with two versions of its source",
+            before: vec![],
+            ops: vec![
+                Op::Index(&a.debug_md5, true),
+                Op::Index(&a.source, true),
+                Op::Index(&a.source_edited, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_md5, &a.source, &a.source_edited]),
+        },
+        Scenario {
+            // Withdrawn, the version of the recorded MD5 leaves the path to no one: the other
+            // version matches it by path, not by bytes.
+            name: "the source of a recorded MD5 is deleted while another version arrives",
+            before: vec![&a.debug_md5, &a.source_edited],
+            ops: vec![Op::Index(&a.source, true), Op::Delete(&a.source_edited)],
+            survivors: Survivors::Exactly(vec![&a.debug_md5, &a.source]),
         },
         Scenario {
             name: "sources are deleted while their debug file arrives",
