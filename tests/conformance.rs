@@ -255,3 +255,51 @@ fn expected_key(
         _ => None,
     }
 }
+
+/// Real clang 19 output (DWARF 5) records each source file's MD5, which source matching
+/// uses (sourcemap.rs); gcc 12's does not. The corpus' clang builds of one `basic.cpp` for
+/// three targets (each line table laid out its own way) must agree on its MD5.
+#[test]
+#[ignore = "needs ../shared; run by `make conformance`"]
+fn clang_line_tables_record_each_sources_md5() {
+    let dir = shared_dir().join("corpus/files/elf/built-gcc12-clang19");
+    let (rows, status) = keys_json(&[], &dir);
+    assert!(status.success());
+    let mut clang_md5s = std::collections::BTreeSet::new();
+    let (mut clang, mut gcc) = (0, 0);
+    for row in &rows {
+        let path = row["path"].as_str().unwrap_or_default();
+        let name = path.rsplit('/').next().unwrap_or_default();
+        let Some(sources) = row.get("sources") else {
+            continue;
+        };
+        let paths = sources["paths"].as_array().cloned().unwrap_or_default();
+        let md5 = sources.get("md5").and_then(Value::as_object);
+        if name.starts_with("clang_") {
+            clang += 1;
+            let md5 = md5.unwrap_or_else(|| panic!("{name}: no MD5 recorded: {sources}"));
+            for p in &paths {
+                let digest = md5.get(p.as_str().unwrap()).and_then(Value::as_str);
+                let digest = digest.unwrap_or_else(|| panic!("{name}: no MD5 for {p}"));
+                assert_eq!(digest.len(), 32, "{name}: {digest}");
+                clang_md5s.insert((p.as_str().unwrap().to_string(), digest.to_string()));
+            }
+        } else if name.starts_with("gcc_") {
+            gcc += 1;
+            assert!(md5.is_none(), "{name}: gcc records no MD5: {sources}");
+        }
+    }
+    assert!(
+        clang >= 2 && gcc >= 1,
+        "{clang} clang and {gcc} gcc files with sources"
+    );
+    let basic: Vec<_> = clang_md5s
+        .iter()
+        .filter(|(p, _)| p.ends_with("/basic.cpp"))
+        .collect();
+    assert_eq!(basic.len(), 1, "one basic.cpp, one MD5: {clang_md5s:?}");
+    println!(
+        "conformance: {clang} clang files record source MD5s (basic.cpp {}), {gcc} gcc files none",
+        basic[0].1
+    );
+}
