@@ -376,13 +376,20 @@ pub struct Indexer<'s> {
     hand_over: Option<&'s dyn HandOver>,
 }
 
+/// How an upload record keeps what its run came to (`IndexedAs`), in the plan digest: an
+/// indexer of the same version that keeps it otherwise (its own keys by name, before
+/// `unchanged_at`) finds another plan and indexes in full, instead of answering from a
+/// record it would read wrong.
+const KEPT_RECORDS: &str = "kept records: own keys by position";
+
 impl<'s> Indexer<'s> {
     pub fn new(store: &'s dyn Storage, config: Config) -> Self {
         let mut key_plan = crate::digest::Sha1::new();
         key_plan.update(
             format!(
-                "{}\n{:?}\n{:?}\n{}\n{}\n",
+                "{}\n{}\n{:?}\n{:?}\n{}\n{}\n",
                 crate::manifest::indexer_version(),
+                KEPT_RECORDS,
                 config.layouts,
                 config.prefixes,
                 config.fold_case,
@@ -2684,19 +2691,10 @@ fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
     record
 }
 
-/// The own keys of each record `indexed_as` keeps, by name: resolved from their positions in
-/// the upload record's `keys`, or as listed by a record written before positions were kept.
-/// `None` when a position is out of range (a record not written by this code).
+/// The own keys of each record `indexed_as` keeps, by name, from their positions in the
+/// upload record's `keys`. `None` for positions this code does not write (out of range, or
+/// not one list per record).
 fn own_keys_of(indexed_as: &IndexedAs, keys: &BTreeSet<String>) -> Option<Vec<Vec<String>>> {
-    if indexed_as.unchanged_at.is_empty() {
-        return Some(
-            indexed_as
-                .records
-                .iter()
-                .map(|r| r.unchanged.clone())
-                .collect(),
-        );
-    }
     if indexed_as.unchanged_at.len() != indexed_as.records.len() {
         return None;
     }
@@ -3731,14 +3729,10 @@ mod tests {
     }
 
     #[test]
-    fn kept_keys_read_back_by_position_or_as_listed_before_positions() {
+    fn kept_keys_read_back_by_position() {
         let keys: BTreeSet<String> = ["a", "b", "c"].map(String::from).into();
-        let record = |unchanged: &[&str]| Record {
-            unchanged: unchanged.iter().map(|k| k.to_string()).collect(),
-            ..Record::default()
-        };
         let by_position = IndexedAs {
-            records: vec![record(&[]), record(&[])],
+            records: vec![Record::default(), Record::default()],
             unchanged_at: vec![vec![2, 0], vec![1]],
             ..IndexedAs::default()
         };
@@ -3746,17 +3740,9 @@ mod tests {
             own_keys_of(&by_position, &keys),
             Some(vec![vec!["c".into(), "a".into()], vec!["b".into()]])
         );
-        let listed = IndexedAs {
-            records: vec![record(&["b", "a"])],
-            ..IndexedAs::default()
-        };
-        assert_eq!(
-            own_keys_of(&listed, &keys),
-            Some(vec![vec!["b".into(), "a".into()]])
-        );
         // Not what this code writes: no answer (the upload is indexed in full).
         let beyond = IndexedAs {
-            unchanged_at: vec![vec![3]],
+            unchanged_at: vec![vec![3], vec![]],
             ..by_position.clone()
         };
         assert_eq!(own_keys_of(&beyond, &keys), None);

@@ -352,14 +352,15 @@ pub struct IndexedAs {
     pub referenced: usize,
     /// One manifest record per identity, trimmed to what the upload does not say itself
     /// (identity, name, reason; keys holding other content under `conflicts`; its own keys
-    /// under `unchanged` in records written before `unchanged_at`).
+    /// are in `unchanged_at`).
     pub records: Vec<crate::manifest::Record>,
     /// Each record's own keys, as positions in the upload record's `keys` (sorted), in the
     /// order its run reported them: the names are not written twice (a re-index reads every
     /// upload record, and the second copy of an ELF's key list was a third of one). Valid
     /// while `keys` has `referenced` entries: keys are only added to an indexed upload, so
-    /// the same count is the same set. Empty in records written before it existed (their
-    /// `unchanged` lists the names).
+    /// the same count is the same set. Records written before it existed listed the names
+    /// under `unchanged`, under another plan digest (`KEPT_RECORDS` in pipeline.rs): never
+    /// answered from, rewritten by the next full run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unchanged_at: Vec<Vec<u32>>,
     /// Planned keys the run found holding other content: never referenced, so never listed
