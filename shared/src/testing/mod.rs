@@ -38,6 +38,22 @@ pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("elf32be.bin", build_elf(false, true, 8, Some(&[0x11; 8]), false)),
         ("elf-no-id.bin", build_elf(true, false, 183, None, false)),
         (
+            "elf-dwarf5-lines.bin",
+            with_section(
+                build_elf(true, false, 62, Some(&[0x6b; 20]), true),
+                ".debug_line",
+                &dwarf5_line_table("/ci/work", &["src/a.c", "../include/b.h"]),
+            ),
+        ),
+        (
+            "elf-dwarf5-md5.bin",
+            with_section(
+                build_elf(true, false, 62, Some(&[0x6c; 20]), true),
+                ".debug_line",
+                &dwarf5_line_table_with_md5("/ci/work", &[("a.c", [1; 16]), ("b.h", [2; 16])]),
+            ),
+        ),
+        (
             "pe.bin",
             build_pe(true, 0x8664, true, &[codeview(guid, 1, "C:\\b\\a.pdb", 0, 0)], true),
         ),
@@ -67,7 +83,7 @@ mod tests {
     #[test]
     fn every_fuzz_seed_is_identified() {
         for (name, bytes) in super::fuzz_seeds() {
-            let ids = crate::identify(&crate::MemReader(&bytes), &Default::default());
+            let ids = crate::identify_with_details(&crate::MemReader(&bytes), &Default::default());
             assert!(ids.is_ok(), "{name}: {ids:?}");
         }
     }
