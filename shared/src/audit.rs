@@ -447,7 +447,7 @@ async fn source_problems(
     Ok(problems)
 }
 
-/// Whether a debuginfod source key is one an indexer publishes (pipeline.rs,
+/// Whether a debuginfod source key is one an indexer publishes (pipeline/sources.rs,
 /// `Indexer::source_key`), as far as it can be told without the store's prefix.
 fn servable(key: &str) -> bool {
     crate::refs::record_fits(key)
