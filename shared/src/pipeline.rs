@@ -2867,7 +2867,25 @@ mod tests {
             report
                 .unserved
                 .iter()
-                .any(|u| u.contains("2 uploaded sources")),
+                .any(|u| u.contains("2 uploaded sources") && !u.contains("--build")),
+            "{report:?}"
+        );
+        // Naming no build, all three share the store-wide scope: the report says so, and how
+        // to give each build its own.
+        let unscoped = LocalStore::open(dir.path().join("unscoped")).unwrap();
+        let no_build = |a: &Artifact| Artifact {
+            build: None,
+            ..a.clone()
+        };
+        index_and_finalize(&unscoped, config(), &no_build(first)).await;
+        index_and_finalize(&unscoped, config(), &no_build(second)).await;
+        let asked = index_and_finalize(&unscoped, config(), &no_build(debug)).await;
+        let report = asked.records[0].sources.clone().unwrap_or_default();
+        assert!(
+            report
+                .unserved
+                .iter()
+                .any(|u| u.contains("2 uploaded sources") && u.contains("--build")),
             "{report:?}"
         );
 

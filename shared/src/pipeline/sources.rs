@@ -273,7 +273,14 @@ impl Indexer<'_> {
                         "{path}: {n} uploaded sources match its path, none with the MD5 its line table records"
                     )),
                     Served::Ambiguous(n) => report.unserved.push(format!(
-                        "{path}: {n} uploaded sources of different content match it"
+                        "{path}: {n} uploaded sources of different content match it{}",
+                        // In the store-wide scope every build's version of a file meets the
+                        // others: the usual cause, and its fix.
+                        if scope.is_empty() {
+                            " (uploads naming no build share one scope: give each build its own, --build or x-amz-meta-build)"
+                        } else {
+                            ""
+                        }
                     )),
                     Served::Conflict => report
                         .unserved
