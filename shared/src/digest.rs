@@ -34,9 +34,14 @@ impl Md5 {
         md5::Digest::update(&mut self.0, bytes);
     }
 
+    /// The digest, as a line table records it.
+    pub fn digest(self) -> [u8; 16] {
+        md5::Digest::finalize(self.0).into()
+    }
+
     /// The digest, lowercase hex.
     pub fn hex(self) -> String {
-        crate::formats::hex(&md5::Digest::finalize(self.0))
+        crate::formats::hex(&self.digest())
     }
 }
 

@@ -625,10 +625,6 @@ impl<'s> Indexer<'s> {
                     Some(Action::Indexed | Action::Unchanged | Action::Conflict)
                 ) && r.removed.is_empty()
             });
-        let keys: BTreeSet<&String> = own
-            .iter()
-            .flat_map(|r| r.published.iter().chain(&r.unchanged))
-            .collect();
         let conflicts: BTreeSet<String> = own
             .iter()
             .flat_map(|r| r.conflicts.iter().cloned())
@@ -639,11 +635,12 @@ impl<'s> Indexer<'s> {
             && planned
                 .iter()
                 .all(|k| referenced.contains(k) || conflicts.contains(k));
-        if !settled || !keys.iter().all(|k| referenced.contains(*k)) || !decided {
+        if !settled || !decided {
             return None;
         }
         // Positions in `referenced`, which the upload record lists as `keys` when these are
-        // read back (`own_keys_of`).
+        // read back (`own_keys_of`). A record's key that is not referenced has none: nothing
+        // is kept, and the next delivery runs in full.
         let sorted: Vec<&String> = referenced.iter().collect();
         let position = |key: &String| sorted.binary_search(&key).ok().map(|at| at as u32);
         let mut unchanged_at = Vec::new();

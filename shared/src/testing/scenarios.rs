@@ -198,13 +198,10 @@ impl Artifacts {
         let edited = b"int main(void) { return 1; }\n".to_vec();
         let mut md5 = crate::digest::Md5::default();
         md5.update(&edited);
-        let md5: [u8; 16] = crate::formats::unhex(&md5.hex())
-            .and_then(|d| d.try_into().ok())
-            .expect("an MD5 is 16 bytes");
         let with_md5 = with_section(
             build_elf(true, false, 62, Some(&[0x4d; 20]), true),
             ".debug_line",
-            &dwarf5_line_table_with_md5("/ci/work", &[("src/hello.c", md5)]),
+            &dwarf5_line_table_with_md5("/ci/work", &[("src/hello.c", md5.digest())]),
         );
         let fat = build_fat_macho((0xa1, 0xb2));
         Artifacts {
