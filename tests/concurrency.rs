@@ -325,7 +325,10 @@ fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
     fn timeless(value: &mut Value) {
         match value {
             Value::Object(map) => {
-                for clock in ["time", "until", "expires"] {
+                // Runs are random ids: a shared key's record keeps the sharer's `create`
+                // lease, ended by its upload record listing the key for the lease's run
+                // (refs.rs, invariant 1).
+                for clock in ["time", "until", "expires", "run", "runs"] {
                     map.remove(clock);
                 }
                 map.values_mut().for_each(timeless);

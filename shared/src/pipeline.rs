@@ -16,7 +16,8 @@ use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use crate::reader::RangeReader;
 use crate::refs::{
     busy, Content, DeferredWrites, IdRecord, InTurn, IndexedAs, KeyOutcome, KeyRecord, LeasePolicy,
-    OnDifferent, PriorRead, RefStore, RemoveOutcome, Run, UploadRecord, UploadState, Waiting,
+    OnDifferent, PriorRead, Publication, RefStore, RemoveOutcome, Run, UploadRecord, UploadState,
+    Waiting,
 };
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, Offer, Want};
@@ -1298,9 +1299,11 @@ impl<'s> Indexer<'s> {
             size,
             source,
         };
-        self.refs
+        let published = self
+            .refs
             .publish_in_turn(key, &upload.id, &content, OnDifferent::Adopt, fresh, turn)
-            .await
+            .await?;
+        Ok(published.outcome)
     }
 
     /// Publishes one section of an ELF upload under its debuginfod `section/` key: a range of
@@ -1519,7 +1522,7 @@ impl<'s> Indexer<'s> {
                 self.publish_key(upload, key, linkable, source.as_deref(), fresh, Some(turn))
             })
             .collect();
-        let published: Vec<io::Result<KeyOutcome>> = futures_util::stream::iter(publishes)
+        let published: Vec<io::Result<Publication>> = futures_util::stream::iter(publishes)
             .buffered(KEY_PUBLISHES)
             .collect()
             .await;
@@ -1553,20 +1556,20 @@ impl<'s> Indexer<'s> {
         first: Option<&str>,
         fresh: bool,
         turn: Option<InTurn>,
-    ) -> io::Result<KeyOutcome> {
+    ) -> io::Result<Publication> {
         let mut content = upload.content();
         if let (true, Some(first)) = (linkable, first) {
             content.source = CopySource::Key(first);
         }
         let on_different = OnDifferent::overwrite(self.config.overwrite);
-        let mut outcome = self
+        let mut published = self
             .refs
             .publish_in_turn(key, &upload.id, &content, on_different, fresh, turn)
             .await?;
         // Another upload's bytes: wait for the key, and look again (refs.rs, invariant 8) —
         // freed meanwhile, its removal may have listed its waiters before we were one.
         let mut retries = 0;
-        while outcome == KeyOutcome::Conflict {
+        while published.outcome == KeyOutcome::Conflict {
             match self.refs.wait_for(key, &upload.id).await? {
                 Some(found) if found.etag != content.etag || found.size != content.size => break,
                 _ if retries == CONFLICT_RETRIES => {
@@ -1576,12 +1579,12 @@ impl<'s> Indexer<'s> {
                 }
                 _ => retries += 1,
             }
-            outcome = self
+            published = self
                 .refs
                 .publish_in_turn(key, &upload.id, &content, on_different, fresh, None)
                 .await?;
         }
-        Ok(outcome)
+        Ok(published)
     }
 
     /// Notes one key's outcome; a key now referenced is added to `referenced`, with the
@@ -1592,21 +1595,25 @@ impl<'s> Indexer<'s> {
         &self,
         upload: &Upload<'_>,
         key: &str,
-        result: KeyOutcome,
+        published: Publication,
         aliases: bool,
         fresh: bool,
         outcome: &mut Outcome,
         referenced: &mut BTreeSet<String>,
         first: &mut Option<String>,
     ) -> io::Result<()> {
-        outcome.add(key, result);
-        if result == KeyOutcome::Conflict {
+        outcome.add(key, published.outcome);
+        if published.outcome == KeyOutcome::Conflict {
             return Ok(());
         }
         referenced.insert(key.to_string());
-        // Invariant 6 (refs.rs): an alias found in place is held with its target.
-        let target = match (aliases, result) {
-            (true, KeyOutcome::Unchanged) => self.refs.key(key).await?.and_then(|r| r.alias_of),
+        // Invariant 6 (refs.rs): an alias found in place is held with its target — as the
+        // publication left the key's record, where it learned that (one read per key saved).
+        let target = match (aliases, published.outcome, published.alias_of) {
+            (true, KeyOutcome::Unchanged, Some(known)) => known,
+            (true, KeyOutcome::Unchanged, None) => {
+                self.refs.key(key).await?.and_then(|r| r.alias_of)
+            }
             _ => None,
         };
         if let Some(target) = target.filter(|t| !referenced.contains(t)) {

@@ -48,7 +48,8 @@
 //!    holder wrote the object (or found its own earlier attempt's) is not released by a write: the
 //!    record was created saying what the object will hold, and the lease ends when the holder's
 //!    upload record lists the key among its `keys` for the lease's run (its finalize, after every
-//!    copy of the run) — one write per key saved on S3. Whoever meets such a lease reads the
+//!    copy of the run) — one write per key saved on S3. The same goes for a `create` lease on a
+//!    record written as sharing another upload's object (invariant 7). Whoever meets such a lease reads the
 //!    holder's upload record first (`RefStore::settle`); a run that takes its references back, or
 //!    fails, never lists them, and releases them by a write each ([`RefStore::release_created`]) —
 //!    else its retry takes them over, or they run out.
@@ -99,10 +100,13 @@
 //!    bytes: `Owned::written`): a fresh key costs one request, and a local one no record
 //!    file. Everything else goes through a record, and a record, once there, decides (an
 //!    object's owner is then only read to tell whose bytes are there):
-//!    - a second upload finding the same content takes the key's record with a `create`
-//!      lease (created only where no record is), and releases it naming both uploads, the
-//!      owner as `by`: the owner's removal, meeting the lease, waits instead of deleting the
-//!      object the sharer is about to reference;
+//!    - a second upload finding the same content creates the key's record (only where no
+//!      record is) naming both uploads, the owner as `by`, under a `create` lease, and then
+//!      looks at the object again: the owner's removal, meeting the lease, waits instead of
+//!      deleting the object the sharer is about to reference, and one that deleted it
+//!      before the record was there is seen by that look (the record then goes back to
+//!      naming the sharer alone, who creates the object). Found still there, the record
+//!      says what is there, and the lease ends with the sharer's finalize (invariant 1);
 //!    - a removal finding no record creates a tombstone naming the upload, only where no
 //!      record is (so a sharer's record and the tombstone exclude each other), then deletes
 //!      the object only if it names that upload;
@@ -546,6 +550,26 @@ pub enum KeyOutcome {
     Conflict,
 }
 
+/// A key's outcome, with what its publication learned on the way of the key's alias target
+/// (invariant 6: an upload finding an alias in place holds its target too), so that the
+/// upload need not read the key's record again to find out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publication {
+    pub outcome: KeyOutcome,
+    /// The target the key's record names (`Some(None)`: none), as the publication left the
+    /// record; `None` where it did not learn it.
+    pub alias_of: Option<Option<String>>,
+}
+
+impl From<KeyOutcome> for Publication {
+    fn from(outcome: KeyOutcome) -> Self {
+        Publication {
+            outcome,
+            alias_of: None,
+        }
+    }
+}
+
 /// What taking one reference back came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RemoveOutcome {
@@ -620,9 +644,21 @@ enum Creation {
 /// What publishing a key as its object alone came to ([`RefStore::publish_owned`]).
 enum Alone {
     /// No record needed: the key's outcome.
-    Done(KeyOutcome),
-    /// For the record protocol to decide, on the key's record where it was just read.
-    Decide(Option<Versioned>),
+    Done(Publication),
+    /// For the record protocol to decide, on the key's record where it was just read; with
+    /// the other upload whose object of this content was found there, to be shared.
+    Decide(Option<Versioned>, Option<Sharing>),
+}
+
+/// Another upload's object found at a key without a record, which this upload shares
+/// (invariant 7): whose it is, and what it holds.
+#[derive(Debug, Clone)]
+struct Sharing {
+    /// The upload its owner names, and the owner as the object names it.
+    other: String,
+    owner: String,
+    alias_of: Option<String>,
+    info: ObjectInfo,
 }
 
 /// Who else wrote the same content found at a key (invariant 7).
@@ -664,10 +700,15 @@ enum PublishPlan {
     Check {
         by_us: bool,
         size: u64,
+        /// The target the record names.
+        alias_of: Option<String>,
     },
     Done(KeyOutcome),
     /// No record: first ask what is at the key (an object written outside symdex).
     NeedHead,
+    /// We hold a `create` lease on a record written as sharing another upload's object, seen
+    /// just before: confirm the object is still that upload's ([`RefStore::share_created`]).
+    Share(Lease, Box<KeyRecord>, Sharing),
     /// Decided on a guess that the key has no record (a fresh upload's first swap, not a
     /// read): read it, and decide again.
     Reread,
@@ -904,6 +945,12 @@ pub struct RefStore<'s> {
     /// at once that meet one upload's `create` leases share one read instead of each missing
     /// `listed` and reading it ([`Self::learn_listing`]).
     listing_reads: ListingReads,
+    /// The uploads objects' owners were found to name ([`Self::same_by`]), by owner, where
+    /// the upload record was there, or being read: the same bytes uploaded again share every
+    /// key of one other upload, whose record is read once, not once per key (its keys are
+    /// published at once). At most [`KNOWN_OWNERS`]; see `same_by` for why a kept answer is
+    /// as good as a fresh one.
+    known_owners: KnownOwners,
     /// This run's id, in every lease it takes ([`Lease::run`]).
     run: String,
     /// The store's upload layout, once read ([`Self::layout`]).
@@ -1001,6 +1048,13 @@ type ParsedSourceMap = (String, Arc<SourceMapRecord>);
 /// Source-map records kept parsed at most (a few per source base name a run meets).
 const PARSED_SOURCE_MAPS: usize = 256;
 
+/// [`RefStore::known_owners`]: one cell per owner, holding its upload once read.
+type KnownOwners =
+    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Option<String>>>>>;
+
+/// Owners kept known at most ([`RefStore::known_owners`]): a few per upload a run shares with.
+const KNOWN_OWNERS: usize = 1024;
+
 impl<'s> RefStore<'s> {
     pub fn new(store: &'s dyn Storage) -> Self {
         Self::with_policy(store, LeasePolicy::default())
@@ -1015,6 +1069,7 @@ impl<'s> RefStore<'s> {
             held: Default::default(),
             listed: Default::default(),
             listing_reads: Default::default(),
+            known_owners: Default::default(),
             run: new_run_id(),
             layout: Default::default(),
         }
@@ -1585,8 +1640,10 @@ impl<'s> RefStore<'s> {
         different: OnDifferent,
         fresh: bool,
     ) -> io::Result<KeyOutcome> {
-        self.publish_in_turn(key, upload, content, different, fresh, None)
-            .await
+        let published = self
+            .publish_in_turn(key, upload, content, different, fresh, None)
+            .await?;
+        Ok(published.outcome)
     }
 
     /// [`Self::publish`], in `turn`: the key's record step starts when the key before has
@@ -1604,7 +1661,7 @@ impl<'s> RefStore<'s> {
         different: OnDifferent,
         fresh: bool,
         turn: Option<InTurn>,
-    ) -> io::Result<KeyOutcome> {
+    ) -> io::Result<Publication> {
         let publisher = Publisher { upload, acting: "" };
         self.publish_as(key, publisher, content, different, fresh, turn)
             .await
@@ -1625,8 +1682,10 @@ impl<'s> RefStore<'s> {
             upload: holder,
             acting: removed.unwrap_or_default(),
         };
-        self.publish_as(key, publisher, content, OnDifferent::Conflict, true, None)
-            .await
+        let published = self
+            .publish_as(key, publisher, content, OnDifferent::Conflict, true, None)
+            .await?;
+        Ok(published.outcome)
     }
 
     /// [`Self::publish_in_turn`] by `publisher`.
@@ -1638,7 +1697,7 @@ impl<'s> RefStore<'s> {
         different: OnDifferent,
         fresh: bool,
         mut turn: Option<InTurn>,
-    ) -> io::Result<KeyOutcome> {
+    ) -> io::Result<Publication> {
         let upload = publisher.upload;
         let overwrite = different == OnDifferent::Overwrite;
         let file = key_file(key);
@@ -1663,6 +1722,7 @@ impl<'s> RefStore<'s> {
         let alone =
             self.owners_named() && self.store.creates_only_new(&content.source, content.size);
         let mut seen = false;
+        let mut sharing: Option<Sharing> = None;
         if alone && !overwrite && matches!(prefetched, Some(None)) {
             // No lease taken: the keys after this one need not wait for it. Should the record
             // protocol decide after all, its lease is taken out of turn — two uploads then
@@ -1678,8 +1738,9 @@ impl<'s> RefStore<'s> {
                 // guessed absent again where writers create records only where none is (a
                 // key another upload alone references has none): the `create` lease's write
                 // checks the guess, and a record found instead is read.
-                Alone::Decide(record) => {
+                Alone::Decide(record, found) => {
                     seen = true;
+                    sharing = found;
                     on_guess = record.is_none() && creates;
                     prefetched = match record {
                         Some(record) => Some(Some(record)),
@@ -1743,9 +1804,28 @@ impl<'s> RefStore<'s> {
                             // at the key was written outside symdex (asked once, outside the swap,
                             // or found by creating the object where nothing is).
                             if creates && !had_record {
+                                let lease = self.publisher_lease(CREATE, &holder, publisher);
+                                if let Some(sharing) = &sharing {
+                                    // Another upload's object of this content, seen just
+                                    // before: the record names both, as sharing leaves it.
+                                    let record = KeyRecord {
+                                        key: key.to_string(),
+                                        etag: sharing.info.etag.clone(),
+                                        size: sharing.info.size,
+                                        refs: [upload.to_string(), sharing.other.clone()].into(),
+                                        by: sharing.other.clone(),
+                                        lease: Some(lease.clone()),
+                                        alias_of: sharing.alias_of.clone(),
+                                    };
+                                    let plan = PublishPlan::Share(
+                                        lease,
+                                        Box::new(record.clone()),
+                                        sharing.clone(),
+                                    );
+                                    return Ok(Step::Write(record, plan));
+                                }
                                 // Written as it will stay (alias target included): the upload's
                                 // finalize releases the lease (invariant 1).
-                                let lease = self.publisher_lease(CREATE, &holder, publisher);
                                 let record = KeyRecord {
                                     lease: Some(lease.clone()),
                                     alias_of: self.alias_target(content),
@@ -1781,6 +1861,7 @@ impl<'s> RefStore<'s> {
                                 let check = PublishPlan::Check {
                                     by_us: false,
                                     size: content.size,
+                                    alias_of: None,
                                 };
                                 return Ok(Step::Write(record, check));
                             }
@@ -1829,12 +1910,15 @@ impl<'s> RefStore<'s> {
                             let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
                             return Ok(Step::Write(record, plan));
                         }
+                        let check = PublishPlan::Check {
+                            by_us,
+                            size: record.size,
+                            alias_of: record.alias_of.clone(),
+                        };
                         if record.refs.insert(upload.to_string()) {
-                            let size = record.size;
-                            Ok(Step::Write(record, PublishPlan::Check { by_us, size }))
+                            Ok(Step::Write(record, check))
                         } else {
-                            let size = record.size;
-                            Ok(Step::Keep(PublishPlan::Check { by_us, size }))
+                            Ok(Step::Keep(check))
                         }
                     },
                 )
@@ -1862,10 +1946,30 @@ impl<'s> RefStore<'s> {
             PublishPlan::NeedHead | PublishPlan::Reread | PublishPlan::Learn(_) => {
                 Err(busy(&format!("{key}: no plan")))
             }
-            PublishPlan::Done(outcome) => Ok(outcome),
+            PublishPlan::Done(outcome) => Ok(outcome.into()),
             PublishPlan::CopySole => {
                 self.copy_or_take_back(key, upload, content, upload).await?;
-                Ok(KeyOutcome::Published)
+                Ok(KeyOutcome::Published.into())
+            }
+            PublishPlan::Share(lease, record, sharing) => {
+                let how = CopyHow {
+                    overwrite,
+                    own: false,
+                    by: upload.to_string(),
+                    adopt: different == OnDifferent::Adopt,
+                    seen,
+                };
+                let version = written.map(|v| v.version);
+                self.share_created(
+                    key,
+                    upload,
+                    content,
+                    &lease,
+                    (*record, version),
+                    &sharing,
+                    how,
+                )
+                .await
             }
             PublishPlan::Copy(lease, record, own) => {
                 let how = CopyHow {
@@ -1879,15 +1983,23 @@ impl<'s> RefStore<'s> {
                 self.copy_under_lease(key, upload, content, &lease, written, how)
                     .await
             }
-            PublishPlan::Check { by_us, size } => {
+            PublishPlan::Check {
+                by_us,
+                size,
+                alias_of,
+            } => {
                 // Invariant 2 says it is there; a missing or truncated object (removed by
                 // hand, or a store restored from a backup) is repaired under a lease.
                 if self.store.size(key).await? == Some(size) {
                     drop(turn);
-                    return Ok(if by_us {
+                    let outcome = if by_us {
                         KeyOutcome::Published
                     } else {
                         KeyOutcome::Unchanged
+                    };
+                    return Ok(Publication {
+                        outcome,
+                        alias_of: Some(alias_of),
                     });
                 }
                 let lease = self
@@ -1954,7 +2066,7 @@ impl<'s> RefStore<'s> {
             .create_or_find(key, content, Some(&owner), false)
             .await?
         {
-            Creation::Created => return Ok(Alone::Done(KeyOutcome::Published)),
+            Creation::Created => return Ok(Alone::Done(KeyOutcome::Published.into())),
             // Nothing recorded yet: a failed copy leaves nothing to take back.
             Creation::Failed(e) => return Err(e.into()),
             Creation::Found(found) => found,
@@ -1966,14 +2078,32 @@ impl<'s> RefStore<'s> {
         // would take a `create` lease only to find the same object and drop the record again
         // (six requests more per key).
         if !ours && !same && !adopt {
-            return Ok(Alone::Done(KeyOutcome::Conflict));
+            return Ok(Alone::Done(KeyOutcome::Conflict.into()));
         }
         // Our own earlier or concurrent run's object. Anything else — another upload's (to be
         // shared), written outside symdex — is decided under a `create` lease: while a record
         // holds one, the owner's removal waits for it instead of deleting the object we are
-        // about to reference.
+        // about to reference. Another upload's is looked up now, so that the record is
+        // created as sharing will leave it, and released by our finalize (one write per key
+        // saved, `share_created`).
         if !(ours && (same || adopt)) {
-            return Ok(Alone::Decide(None));
+            let sharing = match &found.owner {
+                Some(owner) if !ours => {
+                    let owner = owner.clone();
+                    let info = found.info.clone();
+                    match self.same_by(upload, found).await? {
+                        SameBy::Upload(other, alias_of) => Some(Sharing {
+                            other,
+                            owner,
+                            alias_of,
+                            info,
+                        }),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            return Ok(Alone::Decide(None, sharing));
         }
         // Ours stands for the record only where there is none: a record left naming us as its
         // writer after our reference went (another upload shares the key) must get our
@@ -1981,13 +2111,18 @@ impl<'s> RefStore<'s> {
         // sharer's record created since a read names the owner too).
         if fresh {
             if let Some(record) = self.store.get(&key_file(key)).await? {
-                return Ok(Alone::Decide(Some(record)));
+                return Ok(Alone::Decide(Some(record), None));
             }
         }
-        Ok(Alone::Done(if fresh {
+        let outcome = if fresh {
             KeyOutcome::Published
         } else {
             KeyOutcome::Unchanged
+        };
+        // The object stands for the record (invariant 7): it names its target itself.
+        Ok(Alone::Done(Publication {
+            outcome,
+            alias_of: Some(found.alias_of),
         }))
     }
 
@@ -2035,6 +2170,72 @@ impl<'s> RefStore<'s> {
         )))
     }
 
+    /// Ends a `create` lease on a record written as sharing `sharing`'s object (invariant 7):
+    /// the object is looked at again, now that the record is there. Still that upload's, of
+    /// the recorded content, the record says what is there — the owner's removal had not
+    /// passed the key (it deletes the object first), and meets the record when it does — and
+    /// the lease is left to our finalize, as a creation's (invariant 1): the copy, a look,
+    /// the record and a look, where releasing it took a write more. Gone or changed
+    /// meanwhile, the record goes back to naming this upload alone, as a `create` lease's is
+    /// written (on the version written: else the lease was taken over, and we are too slow),
+    /// and the creation decides on what is there now.
+    #[allow(clippy::too_many_arguments)]
+    async fn share_created(
+        &self,
+        key: &str,
+        upload: &str,
+        content: &Content<'_>,
+        lease: &Lease,
+        (record, version): (KeyRecord, Option<String>),
+        sharing: &Sharing,
+        how: CopyHow,
+    ) -> io::Result<Publication> {
+        self.check_own_lease(lease)?;
+        let now = self.store.owned(key).await?;
+        let still = now.as_ref().is_some_and(|found| {
+            found.owner.as_deref() == Some(sharing.owner.as_str())
+                && found.info.etag == record.etag
+                && found.info.size == record.size
+                && found.alias_of == record.alias_of
+        });
+        if still {
+            if let Ok(mut held) = self.held.lock() {
+                held.insert(key.to_string(), lease.clone());
+            }
+            return Ok(Publication {
+                outcome: KeyOutcome::Unchanged,
+                alias_of: Some(record.alias_of),
+            });
+        }
+        let alone = KeyRecord {
+            etag: content.etag.to_string(),
+            size: content.size,
+            refs: [upload.to_string()].into(),
+            by: upload.to_string(),
+            alias_of: self.alias_target(content),
+            ..record
+        };
+        let bytes = serde_json::to_vec(&alone)?;
+        let rewritten = match &version {
+            Some(version) => {
+                let condition = Precondition::Version(version);
+                self.store.put_if(&key_file(key), &bytes, condition).await?
+            }
+            None => None,
+        };
+        let Some(version) = rewritten else {
+            return Err(busy(&format!(
+                "{key}: its record changed while sharing it (lease taken over)"
+            )));
+        };
+        let how = CopyHow {
+            seen: now.is_some(),
+            ..how
+        };
+        self.copy_under_lease(key, upload, content, lease, Some((alone, version)), how)
+            .await
+    }
+
     /// Copies the content to `key`; on a failure the upload's reference is taken back (its
     /// record must not claim an object that is not there).
     async fn copy_or_take_back(
@@ -2076,7 +2277,7 @@ impl<'s> RefStore<'s> {
         lease: &Lease,
         written: Option<(KeyRecord, String)>,
         how: CopyHow,
-    ) -> io::Result<KeyOutcome> {
+    ) -> io::Result<Publication> {
         self.check_own_lease(lease)?;
         let mut adopted = false;
         // Another upload's object of the same content, found where its record was absent
@@ -2103,7 +2304,7 @@ impl<'s> RefStore<'s> {
                 }
                 Found::Other => {
                     self.drop_created(key, lease).await?;
-                    return Ok(KeyOutcome::Conflict);
+                    return Ok(KeyOutcome::Conflict.into());
                 }
             }
         } else {
@@ -2121,9 +2322,13 @@ impl<'s> RefStore<'s> {
                 r.etag.clone_from(&info.etag);
                 r.size = info.size;
             };
-            return self
+            let outcome = self
                 .release_as(key, lease, written, share, KeyOutcome::Unchanged)
-                .await;
+                .await?;
+            return Ok(Publication {
+                outcome,
+                alias_of: Some(alias_of),
+            });
         }
         if lease.op == CREATE && !adopted {
             // Created (or our own earlier attempt's copy found): the record, written with the
@@ -2132,7 +2337,7 @@ impl<'s> RefStore<'s> {
             if let Ok(mut held) = self.held.lock() {
                 held.insert(key.to_string(), lease.clone());
             }
-            return Ok(KeyOutcome::Published);
+            return Ok(KeyOutcome::Published.into());
         }
         let alias_of = if adopted {
             None
@@ -2151,7 +2356,13 @@ impl<'s> RefStore<'s> {
         } else {
             KeyOutcome::Published
         };
-        self.release_as(key, lease, written, release, outcome).await
+        let outcome = self
+            .release_as(key, lease, written, release, outcome)
+            .await?;
+        Ok(Publication {
+            outcome,
+            alias_of: Some(alias_of),
+        })
     }
 
     /// Releases `lease` on `key`'s record, changed by `release`: by one conditional write on
@@ -2228,10 +2439,56 @@ impl<'s> RefStore<'s> {
         if owner == self.owner_token(upload).await? {
             return Ok(SameBy::Us);
         }
-        Ok(match self.upload_by_owner(&owner).await? {
+        // A kept answer may be older than this key's object was seen, yet it is as good: the
+        // record naming the owner's upload is there (created, or found) before the object is
+        // seen (the `create` lease's look, or `share_created`'s), and the owner's removal
+        // deletes every object naming it before it forgets the upload — the object seen
+        // after our record was there, the removal had not passed the key yet, and meets our
+        // record when it does. (Only an object the owner's run wrote after its removal had
+        // passed the key, left by a crash before that run's finalize took it back, names a
+        // gone upload: a fresh read replaces it, a kept answer names the gone upload in the
+        // record — a key kept, which `verify` reports, never one lost. A fresh read during
+        // that removal names it too.)
+        Ok(match self.upload_named_by(&owner).await? {
             Some(other) => SameBy::Upload(other, found.alias_of),
             None => SameBy::Replace,
         })
+    }
+
+    /// The upload `owner` names, from [`Self::known_owners`] where it was found (or is being
+    /// read), else read. Found gone, it is asked again by the next key: only a read begun
+    /// after this key's object was seen may call it gone (see `same_by`).
+    async fn upload_named_by(&self, owner: &str) -> io::Result<Option<String>> {
+        let cell = match self.known_owners.lock() {
+            Ok(mut known) => {
+                if known.len() >= KNOWN_OWNERS && !known.contains_key(owner) {
+                    known.clear();
+                }
+                Arc::clone(known.entry(owner.to_string()).or_default())
+            }
+            Err(_) => Arc::default(),
+        };
+        let mut ours = false;
+        let read = cell
+            .get_or_try_init(|| {
+                ours = true;
+                self.upload_by_owner(owner)
+            })
+            .await
+            .cloned();
+        if matches!(read, Ok(Some(_))) {
+            return read;
+        }
+        if let Ok(mut known) = self.known_owners.lock() {
+            if known.get(owner).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                known.remove(owner);
+            }
+        }
+        // Gone by a read another key began (perhaps before our object was seen): ask anew.
+        match read {
+            Ok(None) if !ours => self.upload_by_owner(owner).await,
+            other => other,
+        }
     }
 
     /// Removes the record a [`CREATE`] lease made for an object that turned out to be
@@ -3295,7 +3552,7 @@ mod tests {
         finalized(&first, "u1", &["x"]).await;
         let (x, y) = both.await;
         assert_eq!(
-            (x.unwrap(), y.unwrap()),
+            (x.unwrap().outcome, y.unwrap().outcome),
             (KeyOutcome::Unchanged, KeyOutcome::Published)
         );
         let x = first.key("x").await.unwrap().unwrap();
@@ -3485,7 +3742,7 @@ mod tests {
 
     /// Keys meeting one upload's `create` leases at once share one read of that upload's
     /// record. Before, each missed the listing cache and read it. (The owner lookup of keys
-    /// shared at once is not shared: see `same_by`.)
+    /// shared at once is shared too: `sharing_another_uploads_keys_writes_each_record_once`.)
     #[tokio::test]
     async fn keys_meeting_one_uploads_leases_at_once_read_its_record_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -4212,17 +4469,174 @@ mod tests {
         let refs = RefStore::with_policy(&store, impatient());
         let bytes = content(&etag, &input);
         publish_alone(&refs, "k", &bytes).await;
-        // u2 shares the key: under a `create` lease (which u1's removal would wait for) until
-        // the record names both, u1 as the writer.
+        // u2 shares the key: its record names both, u1 as the writer, under a `create` lease
+        // that u1's removal waits for until u2's finalize lists the key.
         let sharer = RefStore::with_policy(&store, impatient());
         let share = sharer.publish("k", "u2", &bytes, OnDifferent::Conflict, false);
         assert_eq!(share.await.unwrap(), KeyOutcome::Unchanged);
-        finalized(&sharer, "u2", &["k"]).await;
         let record = refs.key("k").await.unwrap().unwrap();
-        assert_eq!((record.by.as_str(), &record.lease), ("u1", &None));
+        assert_eq!(record.by, "u1");
         assert_eq!(record.refs, ["u1".to_string(), "u2".to_string()].into());
+        let lease = record.lease.expect("the sharer's lease");
+        assert_eq!(
+            (lease.op.as_str(), lease.holder),
+            (CREATE, index_holder("u2"))
+        );
+        let waits = refs.remove("k", "u1").await;
+        assert_eq!(waits.unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert!(store.head("k").await.unwrap().is_some());
+        finalized(&sharer, "u2", &["k"]).await;
         assert_eq!(refs.remove("k", "u1").await.unwrap(), RemoveOutcome::Kept);
         assert!(store.head("k").await.unwrap().is_some());
+        let record = refs.key("k").await.unwrap().unwrap();
+        assert_eq!(
+            (record.refs, record.lease),
+            (["u2".to_string()].into(), None)
+        );
+    }
+
+    /// Notes the keys of the changes a store is asked for, and counts the reads of one file
+    /// as [`CountReads`] does.
+    #[derive(Default)]
+    struct CountChanges {
+        changes: std::sync::Mutex<Vec<String>>,
+        reads: CountReads,
+    }
+
+    impl crate::storage::hooked::BeforeChange for CountChanges {
+        fn before_change(&self, _op: &'static str, key: &str) -> crate::storage::StorageResult<()> {
+            if let Ok(mut changes) = self.changes.lock() {
+                changes.push(key.to_string());
+            }
+            Ok(())
+        }
+
+        fn hold_read<'a>(&'a self, key: &str) -> Option<crate::storage::StorageFuture<'a, ()>> {
+            self.reads.hold_read(key)
+        }
+    }
+
+    /// Another upload's key of the same bytes is shared by writing its record once, as the
+    /// sharing leaves it (both uploads, the owner as the writer), under a `create` lease the
+    /// sharer's finalize ends; and the owner's upload record is read once for all its keys
+    /// shared at once. Before, each key's record was written twice (the lease taken, then
+    /// released naming both) and each key read the owner's record.
+    #[tokio::test]
+    async fn sharing_another_uploads_keys_writes_each_record_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let store = crate::storage::hooked::Hooked::new(
+            LocalStore::open(dir.path().join("s"))
+                .unwrap()
+                .with_owners(),
+            CountChanges::default(),
+        );
+        let c = content(&etag, &input);
+        let owner = RefStore::new(&store);
+        let keys = ["k1", "k2", "k3", "k4"];
+        for key in keys {
+            let created = owner.publish(key, "u1", &c, OnDifferent::Conflict, true);
+            assert_eq!(created.await.unwrap(), KeyOutcome::Published);
+        }
+        finalized(&owner, "u1", &keys).await;
+        store.hook().changes.lock().unwrap().clear();
+        let sharer = RefStore::with_policy(&store, impatient());
+        *store.hook().reads.file.lock().unwrap() = sharer.upload_file("u1").await.unwrap();
+        let (k1, k2, k3) = tokio::join!(
+            sharer.publish("k1", "u2", &c, OnDifferent::Conflict, true),
+            sharer.publish("k2", "u2", &c, OnDifferent::Conflict, true),
+            sharer.publish("k3", "u2", &c, OnDifferent::Conflict, true),
+        );
+        // And one after them: the owner found is kept.
+        let k4 = sharer
+            .publish("k4", "u2", &c, OnDifferent::Conflict, true)
+            .await;
+        let all = [k1.unwrap(), k2.unwrap(), k3.unwrap(), k4.unwrap()];
+        assert_eq!(all, [KeyOutcome::Unchanged; 4]);
+        let reads = store
+            .hook()
+            .reads
+            .reads
+            .load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(reads, 1, "u1's record read once for its four keys");
+        for key in keys {
+            let changes = store.hook().changes.lock().unwrap().clone();
+            let record = key_file(key);
+            let writes = changes.iter().filter(|k| **k == record).count();
+            assert_eq!(writes, 1, "{key}: {changes:#?}");
+            let shared = sharer.key(key).await.unwrap().unwrap();
+            assert_eq!(shared.refs, ["u1".to_string(), "u2".to_string()].into());
+            assert_eq!(shared.by, "u1");
+        }
+        finalized(&sharer, "u2", &keys).await;
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+        // Either upload's removal keeps every key for the other.
+        for key in keys {
+            assert_eq!(owner.remove(key, "u1").await.unwrap(), RemoveOutcome::Kept);
+        }
+        for key in keys {
+            assert_eq!(
+                sharer.remove(key, "u2").await.unwrap(),
+                RemoveOutcome::Removed
+            );
+            assert_eq!(store.head(key).await.unwrap(), None);
+        }
+    }
+
+    /// The owner's object gone between the sharer's look and its record (the owner's removal
+    /// ran in between, start to end): the record, written as sharing, is confirmed against
+    /// what is there once it is written — nothing — and goes back to naming the sharer
+    /// alone, who creates the object. Without the confirmation the record would name the
+    /// removed upload and an object that is not there.
+    #[tokio::test]
+    async fn a_share_whose_object_went_before_its_record_publishes_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in");
+        std::fs::write(&input, b"bytes").unwrap();
+        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let hold = HoldFirst {
+            prefix: "_symdex/refs/k",
+            held: Default::default(),
+            reached: Default::default(),
+            open: tokio::sync::Semaphore::new(0),
+        };
+        let store = crate::storage::hooked::Hooked::new(
+            LocalStore::open(dir.path().join("s"))
+                .unwrap()
+                .with_owners(),
+            hold,
+        );
+        let c = content(&etag, &input);
+        let owner = RefStore::new(store.inner());
+        let created = owner.publish("k", "u1", &c, OnDifferent::Conflict, true);
+        assert_eq!(created.await.unwrap(), KeyOutcome::Published);
+        finalized(&owner, "u1", &["k"]).await;
+        let sharer = RefStore::with_policy(&store, impatient());
+        let share = sharer.publish("k", "u2", &c, OnDifferent::Conflict, true);
+        let removal = async {
+            // The sharer saw u1's object and is about to write the record: u1 goes.
+            store.hook().reached.notified().await;
+            let removed = owner.remove("k", "u1").await.unwrap();
+            store.hook().open.add_permits(1);
+            removed
+        };
+        let (shared, removed) = tokio::join!(share, removal);
+        assert_eq!(removed, RemoveOutcome::Removed);
+        assert_eq!(shared.unwrap(), KeyOutcome::Published);
+        let record = sharer.key("k").await.unwrap().unwrap();
+        assert_eq!(
+            (record.refs, record.by),
+            (["u2".to_string()].into(), "u2".to_string())
+        );
+        let owned = store
+            .owned("k")
+            .await
+            .unwrap()
+            .expect("the sharer's object");
+        assert_eq!(owned.owner, Some(sharer.owner_token("u2").await.unwrap()));
     }
 
     #[tokio::test]
