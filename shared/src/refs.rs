@@ -951,6 +951,11 @@ pub struct RefStore<'s> {
     /// published at once). At most [`KNOWN_OWNERS`]; see `same_by` for why a kept answer is
     /// as good as a fresh one.
     known_owners: KnownOwners,
+    /// The last key guessed to have no record had one naming several uploads (its bytes
+    /// were shared before: this is a third upload of them, or later). The upload's other keys most likely have one too: where
+    /// another upload's object is found, the record is read rather than guessed absent, and
+    /// the owner's upload is not looked up (`publish_owned`). Found absent, guessed again.
+    shared_before: std::sync::atomic::AtomicBool,
     /// This run's id, in every lease it takes ([`Lease::run`]).
     run: String,
     /// The store's upload layout, once read ([`Self::layout`]).
@@ -1070,6 +1075,7 @@ impl<'s> RefStore<'s> {
             listed: Default::default(),
             listing_reads: Default::default(),
             known_owners: Default::default(),
+            shared_before: Default::default(),
             run: new_run_id(),
             layout: Default::default(),
         }
@@ -1759,6 +1765,7 @@ impl<'s> RefStore<'s> {
         }
         let mut listed = Listed::new();
         let mut patience = Patience::new(self.policy.wait);
+        let guessing = on_guess;
         let (plan, written) = loop {
             let (plan, written) = self
                 .update_versioned(
@@ -1772,6 +1779,12 @@ impl<'s> RefStore<'s> {
                         let had_record = current
                             .as_ref()
                             .is_some_and(|r| !r.refs.is_empty() || !self.owners_named());
+                        let shared = current.as_ref().is_some_and(|r| r.refs.len() > 1);
+                        if guessing && shared {
+                            // See `shared_before`: the upload's next keys read theirs.
+                            let shared_before = &self.shared_before;
+                            shared_before.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
                         if let Some(record) = current.as_mut() {
                             if let Err(holder) = self.settle(record, &listed) {
                                 return Ok(Step::Keep(PublishPlan::Learn(holder)));
@@ -1931,12 +1944,16 @@ impl<'s> RefStore<'s> {
                 continue;
             }
             if let PublishPlan::Learn(creator) = &plan {
+                // Decided again on a fresh read: one from before the listing was learned
+                // let a removal handing a key on decide on a record changed since (seen in
+                // `a_source_removal_dying_while_its_debug_file_arrives_is_finished_by_its_retry`).
                 self.learn_listing(creator, &mut listed, &mut patience, key)
                     .await?;
                 continue;
             }
             break (plan, written);
         };
+
         // A check may still wait (to repair a missing object under a lease): it tells later.
         if !matches!(plan, PublishPlan::Check { .. }) {
             drop(turn.take());
@@ -2087,6 +2104,13 @@ impl<'s> RefStore<'s> {
         // created as sharing will leave it, and released by our finalize (one write per key
         // saved, `share_created`).
         if !(ours && (same || adopt)) {
+            use std::sync::atomic::Ordering::Relaxed;
+            if found.owner.is_some() && !ours && self.shared_before.load(Relaxed) {
+                match self.store.get(&key_file(key)).await? {
+                    Some(record) => return Ok(Alone::Decide(Some(record), None)),
+                    None => self.shared_before.store(false, Relaxed),
+                }
+            }
             let sharing = match &found.owner {
                 Some(owner) if !ours => {
                     let owner = owner.clone();
