@@ -103,11 +103,12 @@ impl Artifact {
     }
 }
 
-/// The artifacts of the scenarios: an ELF debug file uploaded by two builds, another with
+/// The artifacts of the scenarios: an ELF debug file uploaded by three builds, another with
 /// other bytes under the same build id, a PE and the PDB it names (under another file name).
 pub struct Artifacts {
     pub elf_a: Artifact,
     pub elf_b: Artifact,
+    pub elf_c: Artifact,
     pub elf_other: Artifact,
     pub pe: Artifact,
     /// A PE naming the PDB by the name it is uploaded under (nothing to alias).
@@ -238,6 +239,7 @@ impl Artifacts {
                 .in_build("ci-7"),
             elf_a: Artifact::new("file:/ci/app.debug#a", "app.debug", elf.clone())
                 .in_channel("try"),
+            elf_c: Artifact::new("file:/ci/app.debug#c", "app.debug", elf.clone()),
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
             elf_other: Artifact::new("file:/ci/app.debug#other", "app.debug", other),
             pe: Artifact::new("file:/ci/mixed.dll", "mixed.dll", pe),
@@ -334,6 +336,30 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![&a.elf_a],
             ops: vec![Op::Index(&a.elf_b, true), Op::Delete(&a.elf_a)],
             survivors: Survivors::Exactly(vec![&a.elf_b]),
+        },
+        // The second build shares the first's keys through records its finalize releases
+        // (refs.rs, invariant 7): a third meets them, while either goes.
+        Scenario {
+            name: "a third build arrives while the second, sharing the first's keys, is deleted",
+            before: vec![&a.elf_a, &a.elf_b],
+            ops: vec![Op::Index(&a.elf_c, true), Op::Delete(&a.elf_b)],
+            survivors: Survivors::Exactly(vec![&a.elf_a, &a.elf_c]),
+        },
+        Scenario {
+            name: "a third build arrives while the first, whose keys two share, is deleted",
+            before: vec![&a.elf_a, &a.elf_b],
+            ops: vec![Op::Index(&a.elf_c, true), Op::Delete(&a.elf_a)],
+            survivors: Survivors::Exactly(vec![&a.elf_b, &a.elf_c]),
+        },
+        Scenario {
+            name: "two builds share the first's keys at once while it is deleted",
+            before: vec![&a.elf_a],
+            ops: vec![
+                Op::Index(&a.elf_b, true),
+                Op::Index(&a.elf_c, true),
+                Op::Delete(&a.elf_a),
+            ],
+            survivors: Survivors::Exactly(vec![&a.elf_b, &a.elf_c]),
         },
         Scenario {
             name: "an indexed upload is redelivered while it is deleted",
