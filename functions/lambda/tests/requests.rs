@@ -116,13 +116,19 @@ fn breakdown(log: &[String]) -> BTreeMap<&'static str, usize> {
 /// The stack, and an indexer talking to it through a proxy that logs every request, deployed
 /// as by default (redirect aliases) and counted as Amazon S3 is asked (conditional copies).
 async fn counted() -> (Stack, FaultProxy, Arc<Context>) {
+    counted_copying(true).await
+}
+
+/// [`counted`], with copies conditional (as Amazon S3 honours them) or not (moto_server).
+async fn counted_copying(conditional: bool) -> (Stack, FaultProxy, Arc<Context>) {
     let stack = Stack::new().await;
     let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
     let client = stack.moto.s3_via(&proxy.endpoint).await;
+    let conditional = conditional.to_string();
     let ctx = Arc::new(Context::new(
         config(&[
             ("SYMDEX_ALIASES", "redirect"),
-            ("SYMDEX_CONDITIONAL_COPY", "true"),
+            ("SYMDEX_CONDITIONAL_COPY", &conditional),
         ]),
         client,
     ));
@@ -737,22 +743,13 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
 /// through a record written once, naming both (refs.rs, invariant 7), its `create` lease
 /// ended by the second upload's finalize; the first upload's record is read once for all
 /// its keys; an alias found in place names its target itself (no record read back). Before:
-/// 86 requests for this ELF file's 13 keys (the record written twice, the owner's upload
-/// record read and the alias's record read back per key); now 56.
+/// 93 requests for this ELF file's 13 keys (the record written twice, the owner's upload
+/// record read and the alias's record read back per key); now 62.
 /// Counted with unconditional copies (as the tests racing writers over moto run): moto
 /// ignores `If-None-Match` on CopyObject, and the copy would replace the first upload's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_bytes_uploaded_again_share_every_key() {
-    let stack = Stack::new().await;
-    let proxy = FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
-    let client = stack.moto.s3_via(&proxy.endpoint).await;
-    let ctx = Arc::new(Context::new(
-        config(&[
-            ("SYMDEX_ALIASES", "redirect"),
-            ("SYMDEX_CONDITIONAL_COPY", "false"),
-        ]),
-        client,
-    ));
+    let (stack, proxy, ctx) = counted_copying(false).await;
     let fx = Fixtures::build();
     index_each(&stack, &proxy, &ctx, [("ci/1/app", fx.path("app"))]).await;
     // The keys the first upload made a record for (its copy, unconditional here, was made
