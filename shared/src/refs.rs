@@ -594,6 +594,9 @@ enum Step<T, R> {
     Write(T, R),
     Delete(R),
     Keep(R),
+    /// Nothing written, and what was read handed back: the caller learns more, then may
+    /// decide again on that read.
+    KeepRead(R),
     /// Somebody else's live lease: wait, then read again.
     Wait(String),
 }
@@ -1328,6 +1331,7 @@ impl<'s> RefStore<'s> {
             let value = current.as_ref().map(&decode).transpose()?;
             let done = match (f(value)?, version) {
                 (Step::Keep(r), _) => return Ok((r, None)),
+                (Step::KeepRead(r), _) => return Ok((r, current)),
                 (Step::Wait(why), _) => {
                     patience.wait(&why).await?;
                     continue;
@@ -1766,175 +1770,184 @@ impl<'s> RefStore<'s> {
         let mut listed = Listed::new();
         let mut patience = Patience::new(self.policy.wait);
         let guessing = on_guess;
+        let mut read_before_listing = false;
         let (plan, written) = loop {
-            let (plan, written) = self
-                .update_versioned(
-                    &file,
-                    prefetched.take(),
-                    |mut current: Option<KeyRecord>| {
-                        let guessed = std::mem::take(&mut on_guess);
-                        // Where objects name their owners, an empty record (a dead remover's
-                        // tombstone) is as good as none: the key is created under a `create`
-                        // lease, which finds out whose object is there (invariant 7).
-                        let had_record = current
-                            .as_ref()
-                            .is_some_and(|r| !r.refs.is_empty() || !self.owners_named());
-                        let shared = current.as_ref().is_some_and(|r| r.refs.len() > 1);
-                        if guessing && shared {
-                            // See `shared_before`: the upload's next keys read theirs.
-                            let shared_before = &self.shared_before;
-                            shared_before.store(true, std::sync::atomic::Ordering::Relaxed);
+            let mut decide =
+                |mut current: Option<KeyRecord>| -> io::Result<Step<KeyRecord, PublishPlan>> {
+                    let guessed = std::mem::take(&mut on_guess);
+                    // Where objects name their owners, an empty record (a dead remover's
+                    // tombstone) is as good as none: the key is created under a `create`
+                    // lease, which finds out whose object is there (invariant 7).
+                    let had_record = current
+                        .as_ref()
+                        .is_some_and(|r| !r.refs.is_empty() || !self.owners_named());
+                    let shared = current.as_ref().is_some_and(|r| r.refs.len() > 1);
+                    if guessing && shared {
+                        // See `shared_before`: the upload's next keys read theirs.
+                        let shared_before = &self.shared_before;
+                        shared_before.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    if let Some(record) = current.as_mut() {
+                        if let Err(holder) = self.settle(record, &listed) {
+                            return Ok(Step::KeepRead(PublishPlan::Learn(holder)));
                         }
-                        if let Some(record) = current.as_mut() {
-                            if let Err(holder) = self.settle(record, &listed) {
-                                return Ok(Step::Keep(PublishPlan::Learn(holder)));
+                    }
+                    let record = match current {
+                        Some(r) if self.blocked_for(&r, &holder, publisher) => {
+                            // A creation ends with its holder's listing: read it again.
+                            if let Some(creator) = self.creating(&r) {
+                                return Ok(Step::KeepRead(PublishPlan::Learn(creator)));
                             }
+                            return Ok(Step::Wait(format!("{key}: a change is in progress")));
                         }
-                        let record = match current {
-                            Some(r) if self.blocked_for(&r, &holder, publisher) => {
-                                // A creation ends with its holder's listing: read it again.
-                                if let Some(creator) = self.creating(&r) {
-                                    return Ok(Step::Keep(PublishPlan::Learn(creator)));
-                                }
-                                return Ok(Step::Wait(format!("{key}: a change is in progress")));
-                            }
-                            // An empty record (a dead remover's tombstone) is as good as none.
-                            Some(r) if r.refs.is_empty() => None,
-                            other => other,
-                        };
-                        let lease = self.publisher_lease("copy", &holder, publisher);
-                        let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
-                            key: key.to_string(),
-                            etag: content.etag.to_string(),
-                            size: content.size,
-                            refs,
-                            by,
-                            lease: Some(lease.clone()),
-                            alias_of: None,
-                        };
-                        let Some(mut record) = record else {
-                            // Symdex's own objects always have a record (or a tombstone): anything else
-                            // at the key was written outside symdex (asked once, outside the swap,
-                            // or found by creating the object where nothing is).
-                            if creates && !had_record {
-                                let lease = self.publisher_lease(CREATE, &holder, publisher);
-                                if let Some(sharing) = &sharing {
-                                    // Another upload's object of this content, seen just
-                                    // before: the record names both, as sharing leaves it.
-                                    let record = KeyRecord {
-                                        key: key.to_string(),
-                                        etag: sharing.info.etag.clone(),
-                                        size: sharing.info.size,
-                                        refs: [upload.to_string(), sharing.other.clone()].into(),
-                                        by: sharing.other.clone(),
-                                        lease: Some(lease.clone()),
-                                        alias_of: sharing.alias_of.clone(),
-                                    };
-                                    let plan = PublishPlan::Share(
-                                        lease,
-                                        Box::new(record.clone()),
-                                        sharing.clone(),
-                                    );
-                                    return Ok(Step::Write(record, plan));
-                                }
-                                // Written as it will stay (alias target included): the upload's
-                                // finalize releases the lease (invariant 1).
+                        // An empty record (a dead remover's tombstone) is as good as none.
+                        Some(r) if r.refs.is_empty() => None,
+                        other => other,
+                    };
+                    let lease = self.publisher_lease("copy", &holder, publisher);
+                    let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
+                        key: key.to_string(),
+                        etag: content.etag.to_string(),
+                        size: content.size,
+                        refs,
+                        by,
+                        lease: Some(lease.clone()),
+                        alias_of: None,
+                    };
+                    let Some(mut record) = record else {
+                        // Symdex's own objects always have a record (or a tombstone): anything else
+                        // at the key was written outside symdex (asked once, outside the swap,
+                        // or found by creating the object where nothing is).
+                        if creates && !had_record {
+                            let lease = self.publisher_lease(CREATE, &holder, publisher);
+                            if let Some(sharing) = &sharing {
+                                // Another upload's object of this content, seen just
+                                // before: the record names both, as sharing leaves it.
                                 let record = KeyRecord {
+                                    key: key.to_string(),
+                                    etag: sharing.info.etag.clone(),
+                                    size: sharing.info.size,
+                                    refs: [upload.to_string(), sharing.other.clone()].into(),
+                                    by: sharing.other.clone(),
                                     lease: Some(lease.clone()),
-                                    alias_of: self.alias_target(content),
-                                    ..mine([upload.to_string()].into(), upload.to_string())
+                                    alias_of: sharing.alias_of.clone(),
                                 };
-                                let plan =
-                                    PublishPlan::Copy(lease, Box::new(record.clone()), false);
+                                let plan = PublishPlan::Share(
+                                    lease,
+                                    Box::new(record.clone()),
+                                    sharing.clone(),
+                                );
                                 return Ok(Step::Write(record, plan));
                             }
-                            if external.is_none() && !had_record {
-                                return Ok(Step::Keep(PublishPlan::NeedHead));
-                            }
-                            let outside = if had_record {
-                                None
-                            } else {
-                                external.as_ref().and_then(Option::as_ref)
-                            };
-                            let adopted = match outside {
-                                Some(info) if info.etag == content.etag => true,
-                                // A record may be there after all, holding this content or
-                                // adopting any (a sidecar of the same bytes under another name).
-                                Some(_) if guessed => return Ok(Step::Keep(PublishPlan::Reread)),
-                                Some(_) if !overwrite => {
-                                    return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
-                                }
-                                _ => false,
-                            };
-                            if adopted {
-                                let record = KeyRecord {
-                                    lease: None,
-                                    ..mine([upload.to_string()].into(), String::new())
-                                };
-                                let check = PublishPlan::Check {
-                                    by_us: false,
-                                    size: content.size,
-                                    alias_of: None,
-                                };
-                                return Ok(Step::Write(record, check));
-                            }
-                            let record = mine([upload.to_string()].into(), upload.to_string());
-                            if self.policy.exclusive && !had_record && outside.is_none() {
-                                // A sole writer creating a key: the record is written as it will
-                                // stay, then the object (invariant 2, sole-writer form).
-                                let record = KeyRecord {
-                                    lease: None,
-                                    alias_of: self.alias_target(content),
-                                    ..record
-                                };
-                                return Ok(Step::Write(record, PublishPlan::CopySole));
-                            }
-                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-                            return Ok(Step::Write(record, plan));
-                        };
-                        if record.etag != content.etag && different != OnDifferent::Adopt {
-                            if !overwrite {
-                                return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
-                            }
-                            let mut refs = record.refs;
-                            refs.insert(upload.to_string());
-                            let record = mine(refs, upload.to_string());
-                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-                            return Ok(Step::Write(record, plan));
-                        }
-                        let by_us = record.by == upload && fresh;
-                        if let Some(dead) = &record.lease {
-                            // A dead holder's change to this same content: finish it ourselves (a
-                            // creation stays one: what is at the key may not be symdex's).
-                            let own = dead.holder == holder;
-                            let creation = dead.op == CREATE;
-                            let lease = if creation {
-                                self.publisher_lease(CREATE, &holder, publisher)
-                            } else {
-                                lease.clone()
-                            };
-                            record.refs.insert(upload.to_string());
-                            let by = record.by.clone();
+                            // Written as it will stay (alias target included): the upload's
+                            // finalize releases the lease (invariant 1).
                             let record = KeyRecord {
                                 lease: Some(lease.clone()),
-                                alias_of: self.alias_target(content).filter(|_| creation),
-                                ..mine(record.refs, by)
+                                alias_of: self.alias_target(content),
+                                ..mine([upload.to_string()].into(), upload.to_string())
                             };
-                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
+                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
                             return Ok(Step::Write(record, plan));
                         }
-                        let check = PublishPlan::Check {
-                            by_us,
-                            size: record.size,
-                            alias_of: record.alias_of.clone(),
-                        };
-                        if record.refs.insert(upload.to_string()) {
-                            Ok(Step::Write(record, check))
-                        } else {
-                            Ok(Step::Keep(check))
+                        if external.is_none() && !had_record {
+                            return Ok(Step::Keep(PublishPlan::NeedHead));
                         }
-                    },
-                )
+                        let outside = if had_record {
+                            None
+                        } else {
+                            external.as_ref().and_then(Option::as_ref)
+                        };
+                        let adopted = match outside {
+                            Some(info) if info.etag == content.etag => true,
+                            // A record may be there after all, holding this content or
+                            // adopting any (a sidecar of the same bytes under another name).
+                            Some(_) if guessed => return Ok(Step::Keep(PublishPlan::Reread)),
+                            Some(_) if !overwrite => {
+                                return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
+                            }
+                            _ => false,
+                        };
+                        if adopted {
+                            let record = KeyRecord {
+                                lease: None,
+                                ..mine([upload.to_string()].into(), String::new())
+                            };
+                            let check = PublishPlan::Check {
+                                by_us: false,
+                                size: content.size,
+                                alias_of: None,
+                            };
+                            return Ok(Step::Write(record, check));
+                        }
+                        let record = mine([upload.to_string()].into(), upload.to_string());
+                        if self.policy.exclusive && !had_record && outside.is_none() {
+                            // A sole writer creating a key: the record is written as it will
+                            // stay, then the object (invariant 2, sole-writer form).
+                            let record = KeyRecord {
+                                lease: None,
+                                alias_of: self.alias_target(content),
+                                ..record
+                            };
+                            return Ok(Step::Write(record, PublishPlan::CopySole));
+                        }
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
+                        return Ok(Step::Write(record, plan));
+                    };
+                    if record.etag != content.etag && different != OnDifferent::Adopt {
+                        if !overwrite {
+                            return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
+                        }
+                        let mut refs = record.refs;
+                        refs.insert(upload.to_string());
+                        let record = mine(refs, upload.to_string());
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
+                        return Ok(Step::Write(record, plan));
+                    }
+                    let by_us = record.by == upload && fresh;
+                    if let Some(dead) = &record.lease {
+                        // A dead holder's change to this same content: finish it ourselves (a
+                        // creation stays one: what is at the key may not be symdex's).
+                        let own = dead.holder == holder;
+                        let creation = dead.op == CREATE;
+                        let lease = if creation {
+                            self.publisher_lease(CREATE, &holder, publisher)
+                        } else {
+                            lease.clone()
+                        };
+                        record.refs.insert(upload.to_string());
+                        let by = record.by.clone();
+                        let record = KeyRecord {
+                            lease: Some(lease.clone()),
+                            alias_of: self.alias_target(content).filter(|_| creation),
+                            ..mine(record.refs, by)
+                        };
+                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
+                        return Ok(Step::Write(record, plan));
+                    }
+                    let check = PublishPlan::Check {
+                        by_us,
+                        size: record.size,
+                        alias_of: record.alias_of.clone(),
+                    };
+                    if record.refs.insert(upload.to_string()) {
+                        Ok(Step::Write(record, check))
+                    } else {
+                        Ok(Step::Keep(check))
+                    }
+                };
+            let (plan, written) = self
+                .update_versioned(&file, prefetched.take(), |current| {
+                    let step = decide(current)?;
+                    // Decided on the read from before a listing was learned: only a write,
+                    // a swap on that read's version (it fails if the record changed since),
+                    // stands; anything else is decided again on a fresh read — the record
+                    // with the lease ended was never read as it is now.
+                    if std::mem::take(&mut read_before_listing) && !matches!(step, Step::Write(..))
+                    {
+                        return Ok(Step::Keep(PublishPlan::Reread));
+                    }
+                    Ok(step)
+                })
                 .await?;
             if let PublishPlan::NeedHead = plan {
                 external = Some(self.store.head(key).await?);
@@ -1944,12 +1957,16 @@ impl<'s> RefStore<'s> {
                 continue;
             }
             if let PublishPlan::Learn(creator) = &plan {
-                // Decided again on a fresh read. Deciding on the read from before the listing
-                // was learned (one read per key saved) broke
-                // `a_source_removal_dying_while_its_debug_file_arrives_is_finished_by_its_retry`,
-                // even with only a swap on that read's version let stand: not understood yet.
+                // The first listing learned decides on the record just read (one read per
+                // key saved) where what it decides is a swap on that read (above). One met
+                // again was not ended by it: read both anew.
+                let first = !listed.contains_key(creator);
                 self.learn_listing(creator, &mut listed, &mut patience, key)
                     .await?;
+                if first {
+                    prefetched = Some(written);
+                    read_before_listing = true;
+                }
                 continue;
             }
             break (plan, written);
