@@ -3851,10 +3851,7 @@ mod tests {
     /// shared at once is shared too: `sharing_another_uploads_keys_writes_each_record_once`.)
     #[tokio::test]
     async fn keys_meeting_one_uploads_leases_at_once_read_its_record_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let (dir, input, etag) = input_beside_store();
         let store = crate::storage::hooked::Hooked::new(
             LocalStore::open(dir.path().join("s")).unwrap(),
             CountReads::default(),
@@ -4462,14 +4459,21 @@ mod tests {
 
     /// [`store_and_input`] with a store whose objects name their owners (invariant 7).
     fn owned_store_and_input() -> (tempfile::TempDir, LocalStore, String) {
-        let dir = tempfile::tempdir().unwrap();
+        let (dir, _, etag) = input_beside_store();
         let store = LocalStore::open(dir.path().join("s"))
             .unwrap()
             .with_owners();
+        (dir, store, etag)
+    }
+
+    /// A directory for a store (`s`, opened by the test) and one input file (`in`, "bytes")
+    /// beside it, with the input's content identity.
+    fn input_beside_store() -> (tempfile::TempDir, std::path::PathBuf, String) {
+        let dir = tempfile::tempdir().unwrap();
         let input = dir.path().join("in");
         std::fs::write(&input, b"bytes").unwrap();
         let etag = crate::storage::local::file_sha1(&input).unwrap();
-        (dir, store, etag)
+        (dir, input, etag)
     }
 
     /// `key` published fresh for u1 alone (invariant 7), its upload finalized.
@@ -4638,10 +4642,7 @@ mod tests {
     /// schedules).
     #[tokio::test]
     async fn a_failed_creation_takes_back_nothing_another_run_took_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let (dir, input, etag) = input_beside_store();
         let c = content(&etag, &input);
         let store = crate::storage::hooked::Hooked::new(
             LocalStore::open(dir.path().join("s")).unwrap(),
@@ -4701,10 +4702,7 @@ mod tests {
     /// released naming both) and each key read the owner's record.
     #[tokio::test]
     async fn sharing_another_uploads_keys_writes_each_record_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let (dir, input, etag) = input_beside_store();
         let store = crate::storage::hooked::Hooked::new(
             LocalStore::open(dir.path().join("s"))
                 .unwrap()
@@ -4771,10 +4769,7 @@ mod tests {
     /// removed upload and an object that is not there.
     #[tokio::test]
     async fn a_share_whose_object_went_before_its_record_publishes_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let input = dir.path().join("in");
-        std::fs::write(&input, b"bytes").unwrap();
-        let etag = crate::storage::local::file_sha1(&input).unwrap();
+        let (dir, input, etag) = input_beside_store();
         let hold = HoldFirst {
             prefix: "_symdex/refs/k",
             held: Default::default(),
