@@ -1608,12 +1608,9 @@ impl<'s> Indexer<'s> {
         }
         referenced.insert(key.to_string());
         // Invariant 6 (refs.rs): an alias found in place is held with its target — as the
-        // publication left the key's record, where it learned that (one read per key saved).
-        let target = match (aliases, published.outcome, published.alias_of) {
-            (true, KeyOutcome::Unchanged, Some(known)) => known,
-            (true, KeyOutcome::Unchanged, None) => {
-                self.refs.key(key).await?.and_then(|r| r.alias_of)
-            }
+        // publication left the key's record (its record is not read again).
+        let target = match (aliases, published.outcome) {
+            (true, KeyOutcome::Unchanged) => published.alias_of,
             _ => None,
         };
         if let Some(target) = target.filter(|t| !referenced.contains(t)) {

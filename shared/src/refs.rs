@@ -556,13 +556,19 @@ pub enum KeyOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Publication {
     pub outcome: KeyOutcome,
-    /// The target the key's record names (`Some(None)`: none), as the publication left the
-    /// record; `None` where it did not learn it.
-    pub alias_of: Option<Option<String>>,
+    /// Found in place ([`KeyOutcome::Unchanged`]): the target the key's record names, as the
+    /// publication left the record (every way to that outcome learns it). Else none.
+    pub alias_of: Option<String>,
 }
 
 impl From<KeyOutcome> for Publication {
+    /// An outcome other than [`KeyOutcome::Unchanged`], which comes with its target.
     fn from(outcome: KeyOutcome) -> Self {
+        debug_assert_ne!(
+            outcome,
+            KeyOutcome::Unchanged,
+            "a key found in place names its target"
+        );
         Publication {
             outcome,
             alias_of: None,
@@ -947,17 +953,17 @@ pub struct RefStore<'s> {
     /// Reads of upload records for their listings, by upload, while in flight: keys deciding
     /// at once that meet one upload's `create` leases share one read instead of each missing
     /// `listed` and reading it ([`Self::learn_listing`]).
-    listing_reads: ListingReads,
+    listing_reads: SharedReads<Listing>,
     /// The uploads objects' owners were found to name ([`Self::same_by`]), by owner, where
     /// the upload record was there, or being read: the same bytes uploaded again share every
     /// key of one other upload, whose record is read once, not once per key (its keys are
-    /// published at once). At most [`KNOWN_OWNERS`]; see `same_by` for why a kept answer is
-    /// as good as a fresh one.
-    known_owners: KnownOwners,
+    /// published at once). See `same_by` for why a kept answer is as good as a fresh one.
+    known_owners: SharedReads<Option<String>>,
     /// The last key guessed to have no record had one naming several uploads (its bytes
-    /// were shared before: this is a third upload of them, or later). The upload's other keys most likely have one too: where
-    /// another upload's object is found, the record is read rather than guessed absent, and
-    /// the owner's upload is not looked up (`publish_owned`). Found absent, guessed again.
+    /// were shared before: this is a third upload of them, or later). The upload's other
+    /// keys most likely have one too: where another upload's object is found, the record is
+    /// read rather than guessed absent, and the owner's upload is not looked up
+    /// (`publish_owned`). Found absent, guessed again.
     shared_before: std::sync::atomic::AtomicBool,
     /// This run's id, in every lease it takes ([`Lease::run`]).
     run: String,
@@ -1028,9 +1034,53 @@ impl Listing {
 /// `create` leases it met), read from their upload records.
 type Listed = std::collections::HashMap<String, Listing>;
 
-/// [`RefStore::listing_reads`]: one cell per upload whose record is being read.
-type ListingReads =
-    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Listing>>>>;
+/// Reads shared by everyone asking for the same name while one is in flight (and after,
+/// where the answer is kept): one cell per name ([`read_shared`]).
+type SharedReads<T> =
+    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<T>>>>;
+
+/// Names a [`SharedReads`] keeps at most: a few per upload a run meets.
+const SHARED_READS: usize = 1024;
+
+/// `read` of `name`, made once for everyone asking while it is in flight; its answer stays
+/// for later askers only where `keep` says so (else, like a failed read, the next asker
+/// reads afresh). Also says whether this caller's `read` made the answer.
+async fn read_shared<T, Fut>(
+    reads: &SharedReads<T>,
+    name: &str,
+    read: impl FnOnce() -> Fut,
+    keep: impl Fn(&T) -> bool,
+) -> io::Result<(T, bool)>
+where
+    T: Clone,
+    Fut: std::future::Future<Output = io::Result<T>>,
+{
+    let cell = match reads.lock() {
+        Ok(mut cells) => {
+            if cells.len() >= SHARED_READS && !cells.contains_key(name) {
+                cells.clear();
+            }
+            Arc::clone(cells.entry(name.to_string()).or_default())
+        }
+        Err(_) => Arc::default(),
+    };
+    let mut ours = false;
+    let answer = cell
+        .get_or_try_init(|| {
+            ours = true;
+            read()
+        })
+        .await
+        .cloned();
+    if !answer.as_ref().is_ok_and(&keep) {
+        if let Ok(mut cells) = reads.lock() {
+            if cells.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                cells.remove(name);
+            }
+        }
+    }
+    Ok((answer?, ours))
+}
 
 /// Deferred source-map records: file -> (version read, record now, changed since read).
 type DeferredSourceMaps =
@@ -1055,13 +1105,6 @@ type ParsedSourceMap = (String, Arc<SourceMapRecord>);
 
 /// Source-map records kept parsed at most (a few per source base name a run meets).
 const PARSED_SOURCE_MAPS: usize = 256;
-
-/// [`RefStore::known_owners`]: one cell per owner, holding its upload once read.
-type KnownOwners =
-    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<Option<String>>>>>;
-
-/// Owners kept known at most ([`RefStore::known_owners`]): a few per upload a run shares with.
-const KNOWN_OWNERS: usize = 1024;
 
 impl<'s> RefStore<'s> {
     pub fn new(store: &'s dyn Storage) -> Self {
@@ -1519,25 +1562,13 @@ impl<'s> RefStore<'s> {
     /// earlier than ours can at worst end fewer (the key then waits and reads again, as on
     /// a listing read before the finalize), never a lease it should not.
     async fn read_listing(&self, upload: &str) -> io::Result<Listing> {
-        let cell = match self.listing_reads.lock() {
-            Ok(mut reads) => Arc::clone(reads.entry(upload.to_string()).or_default()),
-            Err(_) => Arc::default(),
+        let read = || async {
+            let record = self.upload(upload).await?;
+            Ok(record.map(|r| Listing::of(&r)).unwrap_or_default())
         };
-        let read = cell
-            .get_or_try_init(|| async {
-                let record = self.upload(upload).await?;
-                Ok::<_, io::Error>(record.map(|r| Listing::of(&r)).unwrap_or_default())
-            })
-            .await
-            .cloned();
-        // The next decision reads afresh (a read that failed is tried again by whoever
-        // waited on it).
-        if let Ok(mut reads) = self.listing_reads.lock() {
-            if reads.get(upload).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                reads.remove(upload);
-            }
-        }
-        read
+        // Not kept: the next decision reads afresh.
+        let (listing, _) = read_shared(&self.listing_reads, upload, read, |_| false).await?;
+        Ok(listing)
     }
 
     /// Before touching an object: our lease must not be past its time (someone may have
@@ -1784,8 +1815,8 @@ impl<'s> RefStore<'s> {
                     let shared = current.as_ref().is_some_and(|r| r.refs.len() > 1);
                     if guessing && shared {
                         // See `shared_before`: the upload's next keys read theirs.
-                        let shared_before = &self.shared_before;
-                        shared_before.store(true, std::sync::atomic::Ordering::Relaxed);
+                        self.shared_before
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
                     }
                     if let Some(record) = current.as_mut() {
                         if let Err(holder) = self.settle(record, &listed) {
@@ -2032,10 +2063,7 @@ impl<'s> RefStore<'s> {
                     } else {
                         KeyOutcome::Unchanged
                     };
-                    return Ok(Publication {
-                        outcome,
-                        alias_of: Some(alias_of),
-                    });
+                    return Ok(Publication { outcome, alias_of });
                 }
                 let lease = self
                     .update(&file, |mut current: Option<KeyRecord>| {
@@ -2164,7 +2192,7 @@ impl<'s> RefStore<'s> {
         // The object stands for the record (invariant 7): it names its target itself.
         Ok(Alone::Done(Publication {
             outcome,
-            alias_of: Some(found.alias_of),
+            alias_of: found.alias_of,
         }))
     }
 
@@ -2246,7 +2274,7 @@ impl<'s> RefStore<'s> {
             }
             return Ok(Publication {
                 outcome: KeyOutcome::Unchanged,
-                alias_of: Some(record.alias_of),
+                alias_of: record.alias_of,
             });
         }
         let alone = KeyRecord {
@@ -2381,10 +2409,7 @@ impl<'s> RefStore<'s> {
             let outcome = self
                 .release_as(key, lease, written, share, KeyOutcome::Unchanged)
                 .await?;
-            return Ok(Publication {
-                outcome,
-                alias_of: Some(alias_of),
-            });
+            return Ok(Publication { outcome, alias_of });
         }
         if lease.op == CREATE && !adopted {
             // Created (or our own earlier attempt's copy found): the record, written with the
@@ -2415,10 +2440,7 @@ impl<'s> RefStore<'s> {
         let outcome = self
             .release_as(key, lease, written, release, outcome)
             .await?;
-        Ok(Publication {
-            outcome,
-            alias_of: Some(alias_of),
-        })
+        Ok(Publication { outcome, alias_of })
     }
 
     /// Releases `lease` on `key`'s record, changed by `release`: by one conditional write on
@@ -2516,35 +2538,12 @@ impl<'s> RefStore<'s> {
     /// read), else read. Found gone, it is asked again by the next key: only a read begun
     /// after this key's object was seen may call it gone (see `same_by`).
     async fn upload_named_by(&self, owner: &str) -> io::Result<Option<String>> {
-        let cell = match self.known_owners.lock() {
-            Ok(mut known) => {
-                if known.len() >= KNOWN_OWNERS && !known.contains_key(owner) {
-                    known.clear();
-                }
-                Arc::clone(known.entry(owner.to_string()).or_default())
-            }
-            Err(_) => Arc::default(),
-        };
-        let mut ours = false;
-        let read = cell
-            .get_or_try_init(|| {
-                ours = true;
-                self.upload_by_owner(owner)
-            })
-            .await
-            .cloned();
-        if matches!(read, Ok(Some(_))) {
-            return read;
-        }
-        if let Ok(mut known) = self.known_owners.lock() {
-            if known.get(owner).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                known.remove(owner);
-            }
-        }
-        // Gone by a read another key began (perhaps before our object was seen): ask anew.
-        match read {
-            Ok(None) if !ours => self.upload_by_owner(owner).await,
-            other => other,
+        let read = || self.upload_by_owner(owner);
+        let (found, ours) = read_shared(&self.known_owners, owner, read, Option::is_some).await?;
+        match found {
+            // Gone by a read another key began (perhaps before our object was seen): ask anew.
+            None if !ours => self.upload_by_owner(owner).await,
+            found => Ok(found),
         }
     }
 
