@@ -105,6 +105,27 @@ fn kind(line: &str) -> &'static str {
     }
 }
 
+/// The logged requests naming `key`'s object, and those naming its reference record.
+fn naming<'a>(requests: &'a [String], key: &str) -> (Vec<&'a String>, Vec<&'a String>) {
+    let record = format!("/_symdex/refs/{key}.json");
+    let path = |l: &String| l.split('?').next().unwrap_or("").to_string();
+    let object = requests.iter().filter(|l| path(l).ends_with(key)).collect();
+    let records = requests
+        .iter()
+        .filter(|l| path(l).ends_with(&record))
+        .collect();
+    (object, records)
+}
+
+/// The distinct objects (published keys) the logged requests name.
+fn objects_named(requests: &[String]) -> std::collections::BTreeSet<&str> {
+    requests
+        .iter()
+        .filter(|l| kind(l).starts_with("object"))
+        .map(|l| l.split(['?', ' ']).nth(1).unwrap_or(""))
+        .collect()
+}
+
 fn breakdown(log: &[String]) -> BTreeMap<&'static str, usize> {
     let mut out = BTreeMap::new();
     for line in log {
@@ -653,20 +674,12 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
         keys.iter().filter_map(|k| k.as_str()).collect()
     };
     let requests = &fresh["ci/app.debug"];
-    // The requests naming a key's object, and those naming its record.
-    let naming = |key: &str| -> (Vec<&String>, Vec<&String>) {
-        let record = format!("_symdex/refs/{key}.json");
-        let path = |l: &String| l.split('?').next().unwrap_or("").to_string();
-        let object = requests.iter().filter(|l| path(l).ends_with(key));
-        let record = requests.iter().filter(|l| path(l).ends_with(&record));
-        (object.collect(), record.collect())
-    };
     let conflicts = keys_in("conflicts");
     assert!(conflicts.len() >= 2, "{debug:#}");
     // Decided by the copy and a HEAD; then waited for (refs.rs, invariant 8): the wait
     // recorded, and the key looked at again.
     for key in &conflicts {
-        let (object, record) = naming(key);
+        let (object, record) = naming(requests, key);
         assert!(object.len() <= 3, "{key}: {object:#?}");
         assert!(record.is_empty(), "{key}: its record asked: {record:#?}");
     }
@@ -678,7 +691,7 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
     let sidecars: Vec<&&str> = conflicts.iter().filter(|k| k.ends_with(".meta")).collect();
     assert!(!sidecars.is_empty(), "{debug:#}");
     for key in sidecars {
-        let (object, record) = naming(key);
+        let (object, record) = naming(requests, key);
         assert!(
             object.is_empty() && record.is_empty(),
             "{key}: {object:#?} {record:#?}"
@@ -690,7 +703,7 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
     let shared = keys_in("unchanged");
     assert!(!shared.is_empty(), "{debug:#}");
     for key in &shared {
-        let (mut about, record) = naming(key);
+        let (mut about, record) = naming(requests, key);
         about.extend(record);
         assert!(about.len() <= 4, "{key}: {about:#?}");
     }
@@ -790,16 +803,7 @@ async fn the_same_bytes_uploaded_again_share_every_key() {
     let alone: Vec<&String> = shared.iter().filter(|k| !recorded.contains(k)).collect();
     assert!(alone.len() + 1 >= shared.len(), "{recorded:#?}");
     for key in alone {
-        let record = format!("/_symdex/refs/{key}.json");
-        let path = |l: &String| l.split('?').next().unwrap_or("").to_string();
-        let object: Vec<&String> = requests
-            .iter()
-            .filter(|l| path(l).ends_with(key.as_str()))
-            .collect();
-        let records: Vec<&String> = requests
-            .iter()
-            .filter(|l| path(l).ends_with(&record))
-            .collect();
+        let (object, records) = naming(requests, key);
         assert!(object.len() <= 3, "{key}: {object:#?}");
         assert_eq!(records.len(), 1, "{key}: {records:#?}");
         assert!(records[0].starts_with("PUT"), "{key}: {records:#?}");
@@ -814,11 +818,7 @@ async fn the_same_bytes_uploaded_again_share_every_key() {
     // Every key (its `.meta` sidecars and sections too): four requests, and around them the
     // ingest reads, the upload record (planned, finalized), the first upload's record, the
     // debug file's source-join record (read, written) and the manifest.
-    let objects: std::collections::BTreeSet<&str> = requests
-        .iter()
-        .filter(|l| kind(l).starts_with("object"))
-        .map(|l| l.split(['?', ' ']).nth(1).unwrap_or(""))
-        .collect();
+    let objects = objects_named(requests);
     assert!(objects.len() >= shared.len());
     assert!(
         requests.len() <= 4 * objects.len() + 12,
@@ -841,12 +841,7 @@ async fn the_same_bytes_uploaded_again_share_every_key() {
     );
     let mut guessed = 0;
     for key in &shared {
-        let record = format!("/_symdex/refs/{key}.json");
-        let path = |l: &String| l.split('?').next().unwrap_or("").to_string();
-        let records: Vec<&String> = requests
-            .iter()
-            .filter(|l| path(l).ends_with(&record))
-            .collect();
+        let (_, records) = naming(requests, key);
         let reads = records.iter().filter(|l| l.starts_with("GET")).count();
         let writes = records.iter().filter(|l| l.starts_with("PUT")).count();
         assert_eq!(reads, 1, "{key}: {records:#?}");
@@ -857,12 +852,7 @@ async fn the_same_bytes_uploaded_again_share_every_key() {
         guessed <= 1,
         "records guessed absent after the first key: {requests:#?}"
     );
-    let objects = requests
-        .iter()
-        .filter(|l| kind(l).starts_with("object"))
-        .map(|l| l.split(['?', ' ']).nth(1).unwrap_or(""))
-        .collect::<std::collections::BTreeSet<&str>>()
-        .len();
+    let objects = objects_named(requests).len();
     assert!(
         requests.len() <= 5 * objects + 12,
         "{} requests for {objects} keys: {requests:#?}",
