@@ -2706,7 +2706,7 @@ mod tests {
         let (removed, left, debug) = (&a.source, &a.source_edited, &a.debug_with_sources);
         let dir = tempfile::tempdir().unwrap();
         let mut runs = 0;
-        for seed in 0..crate::testing::scenarios::schedules(12) {
+        for seed in crate::testing::scenarios::seeds(12) {
             for nth in 0.. {
                 let root = dir.path().join(format!("{seed}-{nth}"));
                 let store = LocalStore::open(&root).unwrap();
@@ -3579,7 +3579,7 @@ mod tests {
             "both debug files are served the source"
         );
         let scheduler = Scheduler::new();
-        for seed in 0..crate::testing::scenarios::schedules(60) {
+        for seed in crate::testing::scenarios::seeds(60) {
             let (store, records, trace) = run(Some((scheduler.clone(), seed))).await;
             let context = format!("seed {seed}, trace:\n  {}", trace.join("\n  "));
             crate::testing::assert_same_files(&store, &serial_store, &context);

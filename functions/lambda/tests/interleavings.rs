@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use support::Moto;
 use symdex_shared::storage::s3::S3Store;
-use symdex_shared::testing::scenarios::{check, scenarios, Artifacts};
+use symdex_shared::testing::scenarios::{check, scenarios, seed_base, Artifacts};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_over_s3_through_random_interleavings() {
@@ -24,7 +24,8 @@ async fn every_scenario_over_s3_through_random_interleavings() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
     for scenario in scenarios(&artifacts) {
-        retried += check(&scenario, 1000..1000 + seeds, || {
+        let first = 1000 + seed_base();
+        retried += check(&scenario, first..first + seeds, || {
             let bucket = format!("schedule-{}", buckets.fetch_add(1, Ordering::Relaxed));
             let client = client.clone();
             async move {
@@ -55,7 +56,8 @@ async fn every_scenario_with_redirect_aliases_through_random_interleavings() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2);
     for scenario in scenarios(&artifacts) {
-        check(&scenario, 2000..2000 + seeds, || {
+        let first = 2000 + seed_base();
+        check(&scenario, first..first + seeds, || {
             let bucket = format!("aliases-{}", buckets.fetch_add(1, Ordering::Relaxed));
             let client = client.clone();
             async move {

@@ -914,10 +914,24 @@ fn orders<'a>(ops: &[Op<'a>]) -> Vec<Vec<Op<'a>>> {
 
 /// How many schedules each scenario runs: `SYMDEX_SCHEDULES`, or `default`.
 pub fn schedules(default: u64) -> u64 {
-    std::env::var("SYMDEX_SCHEDULES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    env_number("SYMDEX_SCHEDULES").unwrap_or(default)
+}
+
+/// The seeds a scenario runs: [`schedules`] of them from `SYMDEX_SEED_BASE` (0 unless set).
+/// CI runs the same seeds every time (a failure replays); a hunt for races they miss sets the
+/// base past them, so that more time buys schedules never tried rather than the same ones.
+pub fn seeds(default: u64) -> std::ops::Range<u64> {
+    let base = seed_base();
+    base..base + schedules(default)
+}
+
+/// `SYMDEX_SEED_BASE`, added to the seeds of every schedule-driven test (S3 ones included).
+pub fn seed_base() -> u64 {
+    env_number("SYMDEX_SEED_BASE").unwrap_or(0)
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// Runs `scenario` through the interleavings of `seeds`, each on a fresh store from
@@ -1090,7 +1104,7 @@ mod tests {
         let mut retried = 0;
         for scenario in scenarios(&artifacts) {
             let mut dirs = Vec::new();
-            retried += check(&scenario, 0..schedules(60), || local_store(&mut dirs)).await;
+            retried += check(&scenario, seeds(60), || local_store(&mut dirs)).await;
         }
         // Some schedules make an actor meet a live lease: the retry path is exercised too.
         let every = only_scenarios().is_empty();
@@ -1115,9 +1129,12 @@ mod tests {
         assert_eq!(chosen.len(), 2);
         for scenario in chosen {
             let mut dirs = Vec::new();
-            check(&scenario, 0..schedules(200).max(200), || {
-                local_store(&mut dirs)
-            })
+            let seeds = seeds(200);
+            check(
+                &scenario,
+                seeds.start..seeds.end.max(seeds.start + 200),
+                || local_store(&mut dirs),
+            )
             .await;
         }
     }
@@ -1294,7 +1311,7 @@ mod tests {
         let artifacts = Artifacts::new();
         for scenario in scenarios(&artifacts) {
             let mut dirs = Vec::new();
-            check(&scenario, 0..schedules(20), || {
+            check(&scenario, seeds(20), || {
                 let store = local_store(&mut dirs).into_inner();
                 async move {
                     let marker = store.put(crate::refs::LAYOUT_FILE, flat).await;
