@@ -1160,14 +1160,39 @@ impl<'s> Indexer<'s> {
         // after the upload's own keys (the order every upload of these bytes takes them in).
         let mut turns = InTurn::chain(sidecar_keys.len() + section_keys.len()).into_iter();
         let mut derived = Vec::new();
-        for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns.by_ref()) {
+        if self.links_sidecars() {
+            // A sole local writer stores sidecars of the same bytes once (an ELF's
+            // `debuginfo.meta` and `executable.meta`): one after another, in turn, each later
+            // one linked to the first this upload published now (a file on a disk is an inode
+            // and a block, more for the journal to write than the name).
+            let turns: Vec<InTurn> = turns.by_ref().take(sidecar_keys.len()).collect();
+            let sidecar_keys = &sidecar_keys;
             derived.push(Box::pin(async move {
-                let result = self
-                    .publish_sidecar(upload, key, bytes, fresh, Some(turn))
-                    .await?;
-                Ok((key.clone(), Some(result), false))
+                let mut stored: Vec<(&[u8], &str)> = Vec::new();
+                let mut results = Vec::new();
+                for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns) {
+                    let same = stored.iter().find(|(held, _)| held == bytes);
+                    let linked_to = same.map(|(_, key)| *key);
+                    let result = self
+                        .publish_sidecar(upload, key, bytes, linked_to, fresh, Some(turn))
+                        .await?;
+                    if result == KeyOutcome::Published && linked_to.is_none() {
+                        stored.push((bytes, key));
+                    }
+                    results.push((key.clone(), Some(result), false));
+                }
+                Ok(results)
             })
                 as Pin<Box<dyn Future<Output = io::Result<_>> + Send + '_>>);
+        } else {
+            for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns.by_ref()) {
+                derived.push(Box::pin(async move {
+                    let result = self
+                        .publish_sidecar(upload, key, bytes, None, fresh, Some(turn))
+                        .await?;
+                    Ok(vec![(key.clone(), Some(result), false)])
+                }));
+            }
         }
         for ((key, section), turn) in section_keys.iter().zip(turns) {
             let decompressed = id
@@ -1195,7 +1220,7 @@ impl<'s> Indexer<'s> {
                     // Not decompressed (identification alone): not served.
                     (true, None) => None,
                 };
-                Ok((key.clone(), result, true))
+                Ok(vec![(key.clone(), result, true)])
             }));
         }
         let derived: Vec<io::Result<_>> = futures_util::stream::iter(derived)
@@ -1205,8 +1230,12 @@ impl<'s> Indexer<'s> {
         // A key is referenced where the upload's reference was added (not a conflict): the
         // upload record lists no more than the key records name it in. Sections are recorded
         // like the upload's own keys (they are keys clients request); sidecars are not.
-        for derived in derived {
-            let (key, result, recorded) = derived?;
+        for (key, result, recorded) in derived
+            .into_iter()
+            .collect::<io::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+        {
             let Some(result) = result else {
                 continue;
             };
@@ -1263,18 +1292,30 @@ impl<'s> Indexer<'s> {
         Ok((record, referenced, others))
     }
 
+    /// Whether sidecars of the same bytes are stored once, later ones linked to the first:
+    /// for a sole writer of a local store (as [`Self::publish_own`] links an upload's keys:
+    /// nothing removes the first meanwhile), where a link is a name, not a copy. On S3 a
+    /// sidecar is an object either way (an alias would be one too, with a record to keep).
+    fn links_sidecars(&self) -> bool {
+        !self.store.key_copies_are_aliases()
+            && !self.config.overwrite
+            && self.config.lease.exclusive
+    }
+
     /// Generated objects (Sentry `.meta`): the first writer's content stays, later uploads
-    /// reference it.
+    /// reference it. `linked_to`: a key this upload published these bytes under, copied
+    /// (linked) from instead ([`Self::links_sidecars`]).
     async fn publish_sidecar(
         &self,
         upload: &Upload<'_>,
         key: &str,
         bytes: &[u8],
+        linked_to: Option<&str>,
         fresh: bool,
         turn: Option<InTurn>,
     ) -> io::Result<KeyOutcome> {
         let etag = crate::storage::content_sha1(bytes);
-        let source = CopySource::Bytes(bytes);
+        let source = linked_to.map_or(CopySource::Bytes(bytes), CopySource::Key);
         let size = bytes.len() as u64;
         self.publish_generated(upload, key, source, etag, size, fresh, turn)
             .await
@@ -3621,6 +3662,66 @@ mod tests {
                 renamed_keys.iter().any(|k| k.ends_with(".meta")),
                 "exclusive {exclusive}: the renamed copy references the sidecar: {renamed_keys:?}"
             );
+        }
+    }
+
+    /// A sole local writer stores an ELF's two `.meta` sidecars (the same bytes) once, one
+    /// file under both names, as it stores the upload's own keys; concurrent writers write
+    /// each. A renamed copy of the same bytes (other sidecar bytes) keeps the first's, and
+    /// when the first upload goes, both names go with their last reference.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_sole_writer_stores_sidecars_of_the_same_bytes_once() {
+        use crate::testing::scenarios::{run_op, Op};
+        use std::os::unix::fs::MetadataExt;
+        let a = Artifacts::new();
+        for exclusive in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = LocalStore::open(dir.path()).unwrap();
+            let config = Config {
+                lease: crate::refs::LeasePolicy {
+                    exclusive,
+                    ..config().lease
+                },
+                ..config()
+            };
+            let renamed = a.elf_b.named("renamed.debug");
+            index_and_finalize(&store, config.clone(), &a.elf_b).await;
+            index_and_finalize(&store, config, &renamed).await;
+            let metas: Vec<String> = listed_keys(&store, &a.elf_b.id)
+                .await
+                .into_iter()
+                .filter(|k| k.ends_with(".meta"))
+                .collect();
+            assert_eq!(metas.len(), 2, "{metas:?}");
+            let files = |store: &LocalStore| -> BTreeSet<(u64, Vec<u8>)> {
+                metas
+                    .iter()
+                    .map(|k| {
+                        let path = store.path_of(k).unwrap();
+                        let inode = std::fs::metadata(&path).unwrap().ino();
+                        (inode, std::fs::read(&path).unwrap())
+                    })
+                    .collect()
+            };
+            let stored = files(&store);
+            assert_eq!(stored.len(), if exclusive { 1 } else { 2 }, "{stored:?}");
+            let contents: BTreeSet<&Vec<u8>> = stored.iter().map(|(_, bytes)| bytes).collect();
+            assert_eq!(contents.len(), 1, "the same bytes");
+            let audit = || async {
+                let found = crate::audit::audit(&store, "_manifest").await.unwrap();
+                assert!(found.problems.is_empty(), "{:#?}", found.problems);
+            };
+            audit().await;
+            // The renamed copy references the first's sidecars: they stay as they are.
+            run_op(&store, Op::Delete(&a.elf_b)).await.unwrap();
+            assert_eq!(files(&store), stored, "exclusive {exclusive}");
+            audit().await;
+            run_op(&store, Op::Delete(&renamed)).await.unwrap();
+            for key in &metas {
+                assert_eq!(store.head(key).await.unwrap(), None, "{key}");
+            }
+            audit().await;
         }
     }
 }
