@@ -3,7 +3,7 @@ SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
 RUN_STORE ?= ./symbols
 
-.PHONY: all build release setup lint tf-check edge-test test conformance bench fuzz run lambda deploy clean
+.PHONY: all build release setup lint tf-check edge-test test conformance bench fuzz hunt run lambda deploy clean
 
 all: build
 
@@ -46,6 +46,12 @@ bench: setup release
 # toolchain is present; says so when it is not.
 fuzz:
 	bash scripts/fuzz.sh
+
+# Races CI's fixed schedules miss: the interleaving and death tests over new schedules from a
+# random seed base, printed so that a failure replays (scripts/hunt.sh; HUNT_SCHEDULES,
+# HUNT_S3_SCHEDULES).
+hunt: setup
+	bash scripts/hunt.sh
 
 # The main job on the embedded default: index symdex's own release binary (split into binary +
 # debug file) and the system libraries it links against into ./symbols, show what was published.
