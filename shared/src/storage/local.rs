@@ -242,7 +242,6 @@ impl LocalStore {
         Ok(not_found_is_none(fs::read(self.path_of(key)?))?.map(|bytes| content_sha1(&bytes)))
     }
 
-    /// The file behind `key` (validated: never outside the root).
     /// A key's whole content (a record), read relative to the root where it is open; the key
     /// checked first.
     fn read_checked(&self, key: &str) -> StorageResult<Option<Vec<u8>>> {
@@ -264,6 +263,7 @@ impl LocalStore {
         read_record(&self.root.join(key))
     }
 
+    /// The file behind `key` (validated: never outside the root).
     pub fn path_of(&self, key: &str) -> StorageResult<PathBuf> {
         check_key(key)?;
         Ok(self.root.join(key))
@@ -416,27 +416,12 @@ fn read_record(path: &Path) -> io::Result<Vec<u8>> {
     read_all(fs::File::open(path)?)
 }
 
-fn read_all(mut file: fs::File) -> io::Result<Vec<u8>> {
-    let mut bytes = vec![0; RECORD_READ];
-    let read = file.read(&mut bytes)?;
-    bytes.truncate(read);
-    // A record is one JSON object: a read that came back short of the buffer with the
-    // object's last byte is the whole file, and the read that would return 0 is saved (a
-    // re-index reads two records per input; that read was a tenth of its system time).
-    // Short reads of a regular file come only at its end (POSIX: or after a signal, which
-    // reads from a local file system do not take); and were one to come short elsewhere,
-    // an object cut anywhere but its end does not parse — a loud error, never a record with
-    // fields missing. Anything else (a manifest's lines end in a newline) reads to the end.
-    if read < RECORD_READ && bytes.last() == Some(&b'}') {
-        return Ok(bytes);
-    }
+fn read_all(file: fs::File) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(4096);
     // Through `take`: `File`'s own `read_to_end` asks for the size first.
     file.take(u64::MAX).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
-
-/// The first read of a record: most are 0.3 to 2 KB.
-const RECORD_READ: usize = 8192;
 
 /// SHA-1 of a file's content, streamed.
 pub fn file_sha1(path: &Path) -> io::Result<String> {
@@ -1090,8 +1075,8 @@ mod tests {
 
     /// A record is read whole whatever its size and end, at the buffer's first size and each
     /// size it doubles to (where a read fills the buffer exactly and only the next one ends
-    /// it): a JSON object shorter than the first read in one read, anything else (a
-    /// manifest's lines, any bytes) to the end; by the root-relative open and by path.
+    /// it): JSON objects, a manifest's lines, any bytes; by the root-relative open and by
+    /// path.
     #[test]
     fn records_of_every_size_are_read_whole() {
         let (_d, s) = store();
@@ -1111,13 +1096,7 @@ mod tests {
         for size in [0, 1, 4095, 4096, 4097, 8192, 8193, 100_000] {
             records.push(("any", any(size)));
         }
-        for size in [
-            300,
-            RECORD_READ - 1,
-            RECORD_READ,
-            RECORD_READ + 1,
-            5 * RECORD_READ,
-        ] {
+        for size in [300, 4095, 4096, 4097, 8192, 8193, 40_000] {
             records.push(("object", object(size)));
             records.push(("lines", lines(size)));
         }
