@@ -224,15 +224,24 @@ pub async fn audit_with(
         }
     }
     let of_sources = source_problems(store, &refs, &by_upload, &accounted).await?;
-    // Published objects no record accounts for (what a removal that lost a race would leave).
-    for key in store.list("").await? {
-        if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(key.as_str()) {
-            problem(
-                "orphan",
-                &key,
-                "published, but no record references it".into(),
-            );
-        }
+    // Published objects no record accounts for (what a removal that lost a race would leave):
+    // the store's keys looked at as they are listed, not held (most of them are accounted
+    // for), the orphans reported in key order.
+    let mut orphans = Vec::new();
+    store
+        .list_each("", &mut |key| {
+            if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(key.as_str()) {
+                orphans.push(key);
+            }
+        })
+        .await?;
+    orphans.sort();
+    for key in orphans {
+        problem(
+            "orphan",
+            &key,
+            "published, but no record references it".into(),
+        );
     }
     problems.extend(of_sources);
     Ok(Audit {

@@ -890,6 +890,13 @@ impl LocalStore {
 
     pub fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
         let mut keys = Vec::new();
+        self.walk(prefix, &mut |key| keys.push(key))?;
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The keys under `prefix`, each handed to `each` as the walk finds it.
+    pub fn walk(&self, prefix: &str, each: &mut dyn FnMut(String)) -> StorageResult<()> {
         // Walk from the deepest directory the prefix names, then filter by the full prefix.
         let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
         let start = if dir_part.is_empty() {
@@ -922,14 +929,13 @@ impl LocalStore {
                             && !key.starts_with(TMP_DIR)
                             && !key.starts_with(LOCK_DIR)
                         {
-                            keys.push(key);
+                            each(key);
                         }
                     }
                 }
             }
         }
-        keys.sort();
-        Ok(keys)
+        Ok(())
     }
 
     /// Deletes `key` (a published object's owner goes with its file).
@@ -1019,6 +1025,13 @@ impl Storage for LocalStore {
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(async move { self.list_now(prefix) })
     }
+    fn list_each<'a>(
+        &'a self,
+        prefix: &'a str,
+        each: &'a mut (dyn FnMut(String) + Send),
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(async move { self.walk(prefix, each) })
+    }
     fn uploads_by_location(&self) -> bool {
         self.by_location
     }
@@ -1054,6 +1067,24 @@ mod tests {
                 read.bytes.len()
             );
         }
+    }
+
+    /// `list_each` finds what `list` does, its bookkeeping directories left out alike.
+    #[tokio::test]
+    async fn list_each_finds_the_keys_list_does() {
+        let (_d, s) = store();
+        for key in ["a/b/c", "a/d", "b/e/f/g", "a-z"] {
+            s.put_now(key, key.as_bytes()).unwrap();
+        }
+        for prefix in ["", "a", "a/", "b/e/", "zz"] {
+            let mut found = Vec::new();
+            s.list_each(prefix, &mut |key| found.push(key))
+                .await
+                .unwrap();
+            found.sort();
+            assert_eq!(found, s.list_now(prefix).unwrap(), "{prefix:?}");
+        }
+        assert_eq!(s.list_now("").unwrap().len(), 4);
     }
 
     #[test]

@@ -1013,6 +1013,17 @@ impl S3Store {
 
     async fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
         let mut keys = Vec::new();
+        self.list_pages(prefix, &mut |key| keys.push(key)).await?;
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The keys under `prefix`, handed to `each` a page (1,000) at a time as listed.
+    async fn list_pages(
+        &self,
+        prefix: &str,
+        each: &mut (dyn FnMut(String) + Send),
+    ) -> StorageResult<()> {
         let mut pages = self
             .client
             .list_objects_v2()
@@ -1022,14 +1033,11 @@ impl S3Store {
             .send();
         while let Some(page) = pages.next().await {
             let page = page.map_err(|e| sdk_err("ListObjectsV2", e))?;
-            keys.extend(
-                page.contents()
-                    .iter()
-                    .filter_map(|o| o.key().map(str::to_string)),
-            );
+            for key in page.contents().iter().filter_map(|o| o.key()) {
+                each(key.to_string());
+            }
         }
-        keys.sort();
-        Ok(keys)
+        Ok(())
     }
 
     async fn delete_now(&self, key: &str) -> StorageResult<()> {
@@ -1106,6 +1114,13 @@ impl Storage for S3Store {
     }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(self.list_now(prefix))
+    }
+    fn list_each<'a>(
+        &'a self,
+        prefix: &'a str,
+        each: &'a mut (dyn FnMut(String) + Send),
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(self.list_pages(prefix, each))
     }
     fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
         Box::pin(async move {
