@@ -826,7 +826,24 @@ impl<'s> Indexer<'s> {
         }
         if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
             if !self.config.lease.exclusive {
-                return Err(busy(&format!("{}: a removal is in progress", upload.id)));
+                // A removal of this upload is in progress: a deletion's, which its message's
+                // redelivery finishes, or this upload's own take-back (`finalize` found its
+                // ingest object gone), which nothing but this message's redelivery runs
+                // again — left to itself, the upload stayed `removing` for good, half its
+                // keys unpublished (S3 interleavings, seed 4002). So the removal is finished
+                // here, as a second delivery of it would finish it (runs of one removal at
+                // once are at-least-once delivery's normal case), and this message is
+                // retried: indexing the upload again now could race another run of its
+                // removal still taking its references back, key by key.
+                if let Some(removal) = self.begin_unindex(&upload.id).await? {
+                    self.write_manifest(std::slice::from_ref(&removal.record))
+                        .await?;
+                    self.end_removal(&removal).await?;
+                }
+                return Err(busy(&format!(
+                    "{}: a removal was in progress; finished, index again",
+                    upload.id
+                )));
             }
             // A removal that died half-way (we hold the writer lock): finish it first, as it
             // would have finished — its record to the manifest (again, if it got there: the
@@ -2654,6 +2671,52 @@ mod tests {
             let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
             assert!(audit.problems.is_empty(), "{nth}: {:?}", audit.problems);
         }
+    }
+
+    /// An index message whose ingest object is gone takes its upload back (`finalize`); a
+    /// process dying anywhere in that take-back leaves the upload `removing`, and only the
+    /// message's redelivery runs it again. The redelivery finishes the removal (and asks to
+    /// be retried), the next one indexes and takes it back: every run ends with nothing
+    /// published, no upload left, the audit clean. (Before, every redelivery answered "a
+    /// removal is in progress": found by the S3 interleavings at seed 4002.)
+    #[tokio::test]
+    async fn a_take_back_dying_half_way_is_finished_by_the_index_messages_redelivery() {
+        use crate::testing::scenarios::{run_op, Op};
+        let a = Artifacts::new();
+        let artifact = &a.elf_a;
+        let dir = tempfile::tempdir().unwrap();
+        let mut left_removing = 0;
+        for nth in 0.. {
+            let root = dir.path().join(format!("at-{nth}"));
+            let store = LocalStore::open(&root).unwrap();
+            let failing = dying_at_nth(LocalStore::open(&root).unwrap(), nth);
+            let first = run_op(&failing, Op::Index(artifact, false)).await;
+            if !failing.hook().failed() {
+                first.unwrap();
+                assert!(nth > 5, "{nth} changes");
+                break;
+            }
+            assert!(first.is_err(), "change {nth} failed, the index did not");
+            let state = RefStore::new(&store).upload(&artifact.id).await.unwrap();
+            if state.map(|r| r.state) == Some(UploadState::Removing) {
+                left_removing += 1;
+            }
+            let mut redelivered = Err(io::Error::other("not run"));
+            for _ in 0..3 {
+                redelivered = run_op(&store, Op::Index(artifact, false)).await;
+                if redelivered.is_ok() {
+                    break;
+                }
+            }
+            redelivered.unwrap_or_else(|e| panic!("dying at change {nth}: {e}"));
+            let upload = RefStore::new(&store).upload(&artifact.id).await.unwrap();
+            assert_eq!(upload, None, "dying at change {nth}");
+            let mut published = store.list_now("").unwrap();
+            published.retain(|k| !k.starts_with("_symdex/") && !k.starts_with("_manifest/"));
+            assert!(published.is_empty(), "dying at change {nth}: {published:?}");
+            assert_audit_clean(&store).await;
+        }
+        assert!(left_removing > 0, "no death left the upload removing");
     }
 
     /// Deletes an upload as the CLI and the Lambda do: its record in the manifest, then its
