@@ -2398,6 +2398,13 @@ mod tests {
     use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
     /// The store's audit finds nothing wrong.
+    /// [`config`], its leases those of a sole writer (`exclusive`) or of concurrent ones.
+    fn config_with_exclusive(exclusive: bool) -> Config {
+        let mut config = config();
+        config.lease.exclusive = exclusive;
+        config
+    }
+
     async fn assert_audit_clean(store: &LocalStore) {
         let audit = crate::audit::audit(store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
@@ -3703,13 +3710,7 @@ mod tests {
         for exclusive in [true, false] {
             let dir = tempfile::tempdir().unwrap();
             let store = LocalStore::open(dir.path()).unwrap();
-            let config = Config {
-                lease: crate::refs::LeasePolicy {
-                    exclusive,
-                    ..config().lease
-                },
-                ..config()
-            };
+            let config = config_with_exclusive(exclusive);
             for artifact in [&a.elf_b, &renamed, &a.elf_other] {
                 let indexed = index_and_finalize(&store, config.clone(), artifact).await;
                 assert!(!indexed.records.is_empty());
@@ -3741,13 +3742,7 @@ mod tests {
         for exclusive in [true, false] {
             let dir = tempfile::tempdir().unwrap();
             let store = LocalStore::open(dir.path()).unwrap();
-            let config = Config {
-                lease: crate::refs::LeasePolicy {
-                    exclusive,
-                    ..config().lease
-                },
-                ..config()
-            };
+            let config = config_with_exclusive(exclusive);
             let renamed = a.elf_b.named("renamed.debug");
             index_and_finalize(&store, config.clone(), &a.elf_b).await;
             index_and_finalize(&store, config, &renamed).await;
