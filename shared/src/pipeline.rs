@@ -835,11 +835,9 @@ impl<'s> Indexer<'s> {
                 // once are at-least-once delivery's normal case), and this message is
                 // retried: indexing the upload again now could race another run of its
                 // removal still taking its references back, key by key.
-                if let Some(removal) = self.begin_unindex(&upload.id).await? {
-                    self.write_manifest(std::slice::from_ref(&removal.record))
-                        .await?;
-                    self.end_removal(&removal).await?;
-                }
+                // Boxed: a removal's hand-over indexes other uploads, whose futures would
+                // otherwise sit inside this one's.
+                Box::pin(self.removal_to_its_end(&upload.id)).await?;
                 return Err(busy(&format!(
                     "{}: a removal was in progress; finished, index again",
                     upload.id
@@ -1952,6 +1950,17 @@ impl<'s> Indexer<'s> {
         };
         self.end_removal(&removal).await?;
         Ok(Some(removal.record))
+    }
+
+    /// A removal run to its end as a deletion's is: its record in the manifest, then the
+    /// keys it freed handed over (nothing where no such upload is).
+    async fn removal_to_its_end(&self, upload_id: &str) -> io::Result<()> {
+        if let Some(removal) = self.begin_unindex(upload_id).await? {
+            self.write_manifest(std::slice::from_ref(&removal.record))
+                .await?;
+            self.end_removal(&removal).await?;
+        }
+        Ok(())
     }
 
     /// [`Self::unindex`] up to its hand-over: the upload marked removing and its references
