@@ -471,7 +471,6 @@ impl Indexer<'_> {
             if !self.upload_lives(&want.upload).await? {
                 continue;
             }
-            handed.insert(key.clone());
             let md5 = want.md5.as_deref();
             let served = self.serve_path(
                 &after.offers,
@@ -481,8 +480,16 @@ impl Indexer<'_> {
                 &mut dead,
                 Some(removed),
             );
-            if let Served::By(holder, KeyOutcome::Published) = served.await? {
-                held.entry(holder).or_default().push(key);
+            // Only a path served is done with: one that no offer of this state of the record
+            // serves is decided again on the state the withdrawal swapped, where an offer
+            // swapped in meanwhile may match it. Marked done whatever came of it, the path
+            // stayed unserved: the arriving source found the key freed and left it to this
+            // removal, which had decided on the record before its offer (seed 5077).
+            if let Served::By(holder, outcome) = served.await? {
+                handed.insert(key.clone());
+                if outcome == KeyOutcome::Published {
+                    held.entry(holder).or_default().push(key);
+                }
             }
         }
         let why = format!("sources whose upload {removed} was removed");

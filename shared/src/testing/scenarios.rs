@@ -1111,6 +1111,31 @@ mod tests {
         assert!(retried > 0 || !every, "no schedule made an actor wait");
     }
 
+    /// Schedules that once broke an invariant, found by hunts past the seeds CI runs
+    /// (`make hunt`), replayed every run: a seed names one schedule of its scenario as the
+    /// code stands, so each stays a test of its race only while the code takes the same
+    /// steps — the scenario's own seeds go on covering it after that.
+    /// - 5077: a source deleted while another of its path arrives. The removal decided the
+    ///   path's hand-over on the join record before the other's offer and took it as done
+    ///   though no offer served it; the arriving source found the key freed and left it to
+    ///   the removal; nobody served the path (`pipeline/sources.rs`, `hand_on_paths`).
+    #[tokio::test]
+    async fn schedules_that_once_broke_an_invariant() {
+        let artifacts = Artifacts::new();
+        let found = [(
+            "the source serving a path is deleted while another of the path arrives",
+            5077,
+        )];
+        for (name, seed) in found {
+            let scenario = every_scenario(&artifacts)
+                .into_iter()
+                .find(|s| s.name == name)
+                .expect(name);
+            let mut dirs = Vec::new();
+            check(&scenario, seed..seed + 1, || local_store(&mut dirs)).await;
+        }
+    }
+
     /// The races of a PDB's copies under two names and the PE naming one of them, through
     /// more schedules than every scenario gets: a PE recording its name between a renamed
     /// copy's read of the debug id's record and its joining the kept copy's key saw neither
