@@ -825,35 +825,30 @@ impl<'s> Indexer<'s> {
             }
         }
         if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
-            if !self.config.lease.exclusive {
-                // A removal of this upload is in progress: a deletion's, which its message's
+            // A removal of this upload is in progress, or died half-way: finished first, as it
+            // would have finished — its record to the manifest (again, if it got there: the
+            // manifest is at-least-once), then the keys it freed handed over (invariant 8).
+            // Boxed: a removal's hand-over indexes other uploads, whose futures would
+            // otherwise sit inside this one's.
+            let exclusive = self.config.lease.exclusive;
+            let note =
+                exclusive.then_some("a removal in progress was finished before indexing it again");
+            Box::pin(self.removal_to_its_end(&upload.id, note)).await?;
+            if !exclusive {
+                // Concurrent writers: the removal is a deletion's, which its message's
                 // redelivery finishes, or this upload's own take-back (`finalize` found its
                 // ingest object gone), which nothing but this message's redelivery runs
                 // again — left to itself, the upload stayed `removing` for good, half its
-                // keys unpublished (S3 interleavings, seed 4002). So the removal is finished
-                // here, as a second delivery of it would finish it (runs of one removal at
-                // once are at-least-once delivery's normal case), and this message is
-                // retried: indexing the upload again now could race another run of its
-                // removal still taking its references back, key by key.
-                // Boxed: a removal's hand-over indexes other uploads, whose futures would
-                // otherwise sit inside this one's.
-                Box::pin(self.removal_to_its_end(&upload.id)).await?;
+                // keys unpublished (S3 interleavings, seed 4002). Finished here as a second
+                // delivery of it would finish it (runs of one removal at once are
+                // at-least-once delivery's normal case), and this message is retried:
+                // indexing the upload again now could race another run of its removal still
+                // taking its references back, key by key. (A sole writer holds the writer
+                // lock: no other run is, and it indexes on.)
                 return Err(busy(&format!(
                     "{}: a removal was in progress; finished, index again",
                     upload.id
                 )));
-            }
-            // A removal that died half-way (we hold the writer lock): finish it first, as it
-            // would have finished — its record to the manifest (again, if it got there: the
-            // manifest is at-least-once), then the keys it freed handed over (invariant 8).
-            if let Some(mut removal) = self.begin_unindex(&upload.id).await? {
-                let reason = removal.record.reason.take().unwrap_or_default();
-                removal.record.reason = Some(format!(
-                    "a removal in progress was finished before indexing it again; {reason}"
-                ));
-                self.write_manifest(std::slice::from_ref(&removal.record))
-                    .await?;
-                self.end_removal(&removal).await?;
             }
             (found, upload_read) = self.refs.plan(&template, &planned, None, stamp).await?;
         }
@@ -1952,10 +1947,14 @@ impl<'s> Indexer<'s> {
         Ok(Some(removal.record))
     }
 
-    /// A removal run to its end as a deletion's is: its record in the manifest, then the
-    /// keys it freed handed over (nothing where no such upload is).
-    async fn removal_to_its_end(&self, upload_id: &str) -> io::Result<()> {
-        if let Some(removal) = self.begin_unindex(upload_id).await? {
+    /// A removal run to its end as a deletion's is: its record in the manifest (`note` before
+    /// its reason), then the keys it freed handed over (nothing where no such upload is).
+    async fn removal_to_its_end(&self, upload_id: &str, note: Option<&str>) -> io::Result<()> {
+        if let Some(mut removal) = self.begin_unindex(upload_id).await? {
+            if let Some(note) = note {
+                let reason = removal.record.reason.take().unwrap_or_default();
+                removal.record.reason = Some(format!("{note}; {reason}"));
+            }
             self.write_manifest(std::slice::from_ref(&removal.record))
                 .await?;
             self.end_removal(&removal).await?;
@@ -2406,7 +2405,6 @@ mod tests {
     use crate::testing::failing::{dying_at_nth, failing_nth};
     use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
-    /// The store's audit finds nothing wrong.
     /// [`config`], its leases those of a sole writer (`exclusive`) or of concurrent ones.
     fn config_with_exclusive(exclusive: bool) -> Config {
         let mut config = config();
@@ -2414,6 +2412,7 @@ mod tests {
         config
     }
 
+    /// The store's audit finds nothing wrong.
     async fn assert_audit_clean(store: &LocalStore) {
         let audit = crate::audit::audit(store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
@@ -2738,13 +2737,9 @@ mod tests {
     /// Deletes an upload as the CLI and the Lambda do: its record in the manifest, then its
     /// end (hand-over, the offer withdrawn, the upload forgotten).
     async fn delete_reported(store: &dyn Storage, upload: &str) -> io::Result<()> {
-        let indexer = Indexer::new(store, config());
-        if let Some(removal) = indexer.begin_unindex(upload).await? {
-            let record = std::slice::from_ref(&removal.record);
-            indexer.write_manifest(record).await?;
-            indexer.end_removal(&removal).await?;
-        }
-        Ok(())
+        Indexer::new(store, config())
+            .removal_to_its_end(upload, None)
+            .await
     }
 
     /// Indexes an upload as the CLI and the Lambda do: its records in the manifest, then

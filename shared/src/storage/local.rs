@@ -896,7 +896,7 @@ impl LocalStore {
     }
 
     /// The keys under `prefix`, each handed to `each` as the walk finds it.
-    pub fn walk(&self, prefix: &str, each: &mut dyn FnMut(String)) -> StorageResult<()> {
+    fn walk(&self, prefix: &str, each: &mut dyn FnMut(String)) -> StorageResult<()> {
         // Walk from the deepest directory the prefix names, then filter by the full prefix.
         let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
         let start = if dir_part.is_empty() {
