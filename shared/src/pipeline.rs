@@ -861,7 +861,13 @@ impl<'s> Indexer<'s> {
             .map(UploadRecord::unreferenced)
             .unwrap_or_default();
         // An earlier attempt of this upload began and did not finish.
-        let retry = found.as_ref().map(|r| r.state) == Some(UploadState::Indexing);
+        let earlier = found.as_ref().filter(|r| r.state == UploadState::Indexing);
+        let retry = earlier.is_some();
+        // The keys it may have referenced beyond this plan: a PDB's other copies' names,
+        // found live then (`remember_pdb`).
+        let earlier_extras: BTreeSet<String> = earlier
+            .map(|r| r.all_keys().difference(&planned).cloned().collect())
+            .unwrap_or_default();
         // An upload indexed before keeps its channel and expiry (a promotion may have changed
         // them since): its records say so, not what this delivery would have stamped.
         let retained = found.map(|r| (r.meta.channel, r.meta.expires));
@@ -870,7 +876,7 @@ impl<'s> Indexer<'s> {
         let mut holding = None;
         for plan in plans {
             let (record, keys, others) = self
-                .publish_identity(upload, plan, fresh, retry, &mut holding)
+                .publish_identity(upload, plan, fresh, retry, &earlier_extras, &mut holding)
                 .await?;
             referenced.extend(keys);
             records.push(record);
@@ -1118,6 +1124,7 @@ impl<'s> Indexer<'s> {
         plan: Planned,
         fresh: bool,
         retry: bool,
+        earlier_extras: &BTreeSet<String>,
         holding: &mut Option<String>,
     ) -> io::Result<(Record, BTreeSet<String>, Vec<Record>)> {
         let Planned {
@@ -1259,8 +1266,16 @@ impl<'s> Indexer<'s> {
 
         if is_pdb(&id) {
             referenced.extend(
-                self.remember_pdb(upload, &id, &keys, &mut outcome, fresh, id_read)
-                    .await?,
+                self.remember_pdb(
+                    upload,
+                    &id,
+                    &keys,
+                    earlier_extras,
+                    &mut outcome,
+                    fresh,
+                    id_read,
+                )
+                .await?,
             );
         }
         let mut others = Vec::new();
@@ -1414,11 +1429,13 @@ impl<'s> Indexer<'s> {
     /// the names PEs gave it since the plan was made. Returns the extra keys it references.
     /// `id_read`: the debug id's record as the plan read it (see
     /// [`Self::update_id_knowing_liveness`]), `None` where not read (guessed absent).
+    #[allow(clippy::too_many_arguments)]
     async fn remember_pdb(
         &self,
         upload: &Upload<'_>,
         id: &Identity,
         planned: &BTreeSet<String>,
+        earlier_extras: &BTreeSet<String>,
         outcome: &mut Outcome,
         fresh: bool,
         id_read: Option<(IdRecord, PriorRead)>,
@@ -1487,8 +1504,14 @@ impl<'s> Indexer<'s> {
             .cloned()
             .collect();
         let mut seen: BTreeSet<String> = BTreeSet::new();
+        // A retry publishes the names its earlier attempt found live, as that attempt
+        // planned them: it may have referenced some of their keys and not others (busy, or
+        // dead) before that copy went, and that copy's name is no longer read. Without them,
+        // half of that name stayed (the scenario "a PDB's renamed copy is taken back while
+        // the PDB and its PE arrive", seed 6): as the attempt found the copy, all of it
+        // stays, as a serial run in which the copy went after this one arrived leaves it.
+        let mut more: BTreeSet<String> = earlier_extras.difference(planned).cloned().collect();
         loop {
-            let mut more = BTreeSet::new();
             for name in &names {
                 if seen.insert(name.clone()) {
                     let keys = self.prefixed(&layouts::keys_for(id, name, &self.config.layouts));
@@ -1508,6 +1531,7 @@ impl<'s> Indexer<'s> {
                 .publish_own(upload, &more, fresh, outcome, &mut Some(first.clone()))
                 .await?;
             extra_keys.extend(published);
+            more.clear();
             names = refs.id_read(&debug_id).await?.0.names;
         }
     }
@@ -1911,12 +1935,13 @@ impl<'s> Indexer<'s> {
         if !self.refs.plan_more(holder, &keys).await? {
             return Ok(None);
         }
-        let result = match self.refs.publish_for(key, holder, removal, content).await {
-            Ok(result) => result,
+        let published = match self.refs.publish_for(key, holder, removal, content).await {
+            Ok(published) => published,
             // The source copy was unpublished meanwhile: so is its upload, no alias needed.
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
+        let result = published.outcome;
         if result == KeyOutcome::Conflict {
             return Ok(Some(result));
         }
@@ -1931,6 +1956,22 @@ impl<'s> Indexer<'s> {
             return Ok(None);
         }
         // Listed: released (refs.rs, invariant 1).
+        // An alias found in place is held with its target (invariant 6), as an upload's own
+        // keys are (`note_published`): it may redirect to a key of another upload of the same
+        // bytes, which that upload's removal would delete under it. (A PE aliasing a PDB for
+        // the copy it recorded found the copy under another name's alias there, and kept
+        // the alias when that copy was taken back: S3 redirect aliases, scenario "a PDB's
+        // renamed copy is taken back while the PDB and its PE arrive", seed 2000.)
+        let source = match content.source {
+            CopySource::Key(source) => Some(source),
+            _ => None,
+        };
+        if let Some(target) = published.alias_of.filter(|t| Some(t.as_str()) != source) {
+            let target = Box::pin(self.hold_for(holder, &target, content, removal)).await?;
+            if target.is_none() {
+                return Ok(None);
+            }
+        }
         Ok(Some(result))
     }
 

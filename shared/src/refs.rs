@@ -1718,15 +1718,13 @@ impl<'s> RefStore<'s> {
         holder: &str,
         removed: Option<&str>,
         content: &Content<'_>,
-    ) -> io::Result<KeyOutcome> {
+    ) -> io::Result<Publication> {
         let publisher = Publisher {
             upload: holder,
             acting: removed.unwrap_or_default(),
         };
-        let published = self
-            .publish_as(key, publisher, content, OnDifferent::Conflict, true, None)
-            .await?;
-        Ok(published.outcome)
+        self.publish_as(key, publisher, content, OnDifferent::Conflict, true, None)
+            .await
     }
 
     /// [`Self::publish_in_turn`] by `publisher`.
@@ -3738,7 +3736,7 @@ mod tests {
         let lease = || async { reader.key("k").await.unwrap().unwrap().lease };
         let dying = run();
         let handed = dying.publish_for("k", "u", Some("t"), &c);
-        assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
+        assert_eq!(handed.await.unwrap().outcome, KeyOutcome::Published);
         let first = lease().await.unwrap();
         assert_eq!(
             (first.holder.as_str(), first.acting.as_str()),
@@ -3747,7 +3745,7 @@ mod tests {
         // Its retry: taken over, written as the retry's run.
         let retry = run();
         let handed = retry.publish_for("k", "u", Some("t"), &c);
-        assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
+        assert_eq!(handed.await.unwrap().outcome, KeyOutcome::Published);
         let retried = lease().await.unwrap();
         assert_ne!(retried.run, first.run);
         assert_eq!(retried.acting, "t");
@@ -3790,7 +3788,7 @@ mod tests {
         assert!(listed.await.unwrap());
         let last = run();
         let handed = last.publish_for("k", "u", Some("t"), &c);
-        assert_eq!(handed.await.unwrap(), KeyOutcome::Published);
+        assert_eq!(handed.await.unwrap().outcome, KeyOutcome::Published);
         assert_eq!(store.size("k").await.unwrap(), Some(c.size));
     }
 

@@ -76,17 +76,30 @@ async fn every_scenario_with_redirect_aliases_through_random_interleavings() {
 /// a local store; a seed stays a test of its race while the code takes the same steps).
 /// - 4002: an index message whose take-back died half-way left its upload `removing`: every
 ///   redelivery answered "a removal is in progress" (pipeline.rs, the `Removing` branch).
+/// - 2000, redirect aliases: a PE aliasing its PDB for the copy it recorded found an alias
+///   there that the PDB's renamed copy had written to its own key, and joined it without
+///   that target; the copy's take-back deleted the target under the alias (invariant 6,
+///   pipeline.rs `hold_for`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_schedules_that_once_broke_an_invariant() {
     let moto = Moto::start();
     let client = moto.s3().await;
     let buckets = AtomicUsize::new(0);
     let artifacts = Artifacts::new();
-    let found = [(
-        "a source taken back while its debug file arrives, beside another source",
-        4002,
-    )];
-    for (name, seed) in found {
+    // Scenario, seed, redirect aliases.
+    let found = [
+        (
+            "a source taken back while its debug file arrives, beside another source",
+            4002,
+            false,
+        ),
+        (
+            "a PDB's renamed copy is taken back while the PDB and its PE arrive",
+            2000,
+            true,
+        ),
+    ];
+    for (name, seed, redirect) in found {
         // Left out where SYMDEX_SCENARIO names other scenarios.
         let Some(scenario) = scenarios(&artifacts).into_iter().find(|s| s.name == name) else {
             continue;
@@ -96,7 +109,9 @@ async fn s3_schedules_that_once_broke_an_invariant() {
             let client = client.clone();
             async move {
                 client.create_bucket().bucket(&bucket).send().await.unwrap();
-                S3Store::new(client, bucket).with_conditional_copies(false)
+                S3Store::new(client, bucket)
+                    .with_redirect_aliases(redirect)
+                    .with_conditional_copies(false)
             }
         })
         .await;
