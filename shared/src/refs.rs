@@ -88,7 +88,9 @@
 //!    the key's record names its target (`alias_of`), and every upload referencing the alias
 //!    references the target too: the writer of an alias copies from a key it references
 //!    itself, and an upload that finds an alias already there adds a reference to its target
-//!    (publishing it from its own bytes if it is gone) before it is done. A target is removed
+//!    (publishing it from its own bytes if it is gone) before it is done — so does a key
+//!    published on another upload's behalf (a PE's alias of its PDB, a source's hand-over:
+//!    `Indexer::hold_for`), for that upload. A target is removed
 //!    only without references (invariant 3), so not while an alias's referrer lives.
 //! 7. **A key one upload alone references needs no record** where objects name their owner
 //!    ([`Storage::names_owners`]: S3 metadata, a local file's extended attribute), whether

@@ -384,6 +384,12 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.fat_b]),
         },
         Scenario {
+            name: "a fat Mach-O's second build is taken back while its first is deleted",
+            before: vec![&a.fat_a],
+            ops: vec![Op::Index(&a.fat_b, false), Op::Delete(&a.fat_a)],
+            survivors: Survivors::Exactly(vec![]),
+        },
+        Scenario {
             name: "delete both builds at once",
             before: vec![&a.elf_a, &a.elf_b],
             ops: vec![Op::Delete(&a.elf_a), Op::Delete(&a.elf_b)],
@@ -473,6 +479,12 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             name: "a PE is taken back while its PDB arrives",
             before: vec![],
             ops: vec![Op::Index(&a.pe, false), Op::Index(&a.pdb, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a PE naming its PDB as uploaded is taken back while the PDB arrives",
+            before: vec![],
+            ops: vec![Op::Index(&a.pe_same_name, false), Op::Index(&a.pdb, true)],
             survivors: Survivors::AnyOrder,
         },
         Scenario {
@@ -608,6 +620,30 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             ops: vec![
                 Op::Index(&a.debug_with_sources, false),
                 Op::Index(&a.source, true),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a source is taken back while another of its path arrives, beside their debug file",
+            before: vec![&a.debug_with_sources],
+            ops: vec![Op::Index(&a.source, false), Op::Index(&a.source_flat, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            // The same bytes under two paths: over redirect aliases, one's keys may be the
+            // other's aliases.
+            name: "a source is taken back while its copy arrives, beside their debug file",
+            before: vec![&a.debug_with_sources],
+            ops: vec![Op::Index(&a.source, false), Op::Index(&a.source_copy, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a source is taken back while its copy and their debug file arrive",
+            before: vec![],
+            ops: vec![
+                Op::Index(&a.source, false),
+                Op::Index(&a.source_copy, true),
+                Op::Index(&a.debug_with_sources, true),
             ],
             survivors: Survivors::AnyOrder,
         },
