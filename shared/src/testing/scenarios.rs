@@ -488,6 +488,32 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::AnyOrder,
         },
         Scenario {
+            name: "the same delete of a PDB delivered twice while its PE arrives",
+            before: vec![&a.pdb],
+            ops: vec![
+                Op::Delete(&a.pdb),
+                Op::Delete(&a.pdb),
+                Op::Index(&a.pe, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.pe]),
+        },
+        Scenario {
+            name: "both copies of a PDB are deleted at once beside their PE",
+            before: vec![&a.pdb, &a.pdb_renamed, &a.pe],
+            ops: vec![Op::Delete(&a.pdb), Op::Delete(&a.pdb_renamed)],
+            survivors: Survivors::Exactly(vec![&a.pe]),
+        },
+        Scenario {
+            name: "a PE delivered twice at once while its PDB arrives",
+            before: vec![],
+            ops: vec![
+                Op::Index(&a.pe, true),
+                Op::Index(&a.pe, true),
+                Op::Index(&a.pdb, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.pe, &a.pdb]),
+        },
+        Scenario {
             name: "a PDB's renamed copy is taken back while the PDB and its PE arrive",
             before: vec![],
             ops: vec![
@@ -646,6 +672,22 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Index(&a.debug_with_sources, true),
             ],
             survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a source and its copy are deleted at once beside their debug file",
+            before: vec![&a.debug_with_sources, &a.source, &a.source_copy],
+            ops: vec![Op::Delete(&a.source), Op::Delete(&a.source_copy)],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources]),
+        },
+        Scenario {
+            name: "a debug file delivered twice at once while its source is deleted",
+            before: vec![&a.source],
+            ops: vec![
+                Op::Index(&a.debug_with_sources, true),
+                Op::Index(&a.debug_with_sources, true),
+                Op::Delete(&a.source),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources]),
         },
         Scenario {
             name: "a source is taken back while the other of its path is deleted, beside their debug file",
