@@ -117,6 +117,8 @@ pub struct Artifacts {
     /// The same PDB uploaded under another file name: other keys, the same debug id (whose
     /// record points at one copy of it).
     pub pdb_renamed: Artifact,
+    /// The same PDB under its own name, uploaded by a `try` build (it expires).
+    pub pdb_try: Artifact,
     /// A debug file whose DWARF names `/ci/work/src/hello.c` and headers never uploaded
     /// (their join records are more than enough for a first index to list the build's
     /// records first), and that source file; both of build `ci-7`.
@@ -245,6 +247,8 @@ impl Artifacts {
             pe: Artifact::new("file:/ci/mixed.dll", "mixed.dll", pe),
             pe_same_name: Artifact::new("file:/ci/same/mixed.dll", "mixed.dll", pe_same_name),
             pdb_renamed: Artifact::new("file:/ci/renamed.pdb", "renamed.pdb", pdb.clone()),
+            pdb_try: Artifact::new("file:/ci/try/mixed.pdb", "mixed.pdb", pdb.clone())
+                .in_channel("try"),
             pdb: Artifact::new("file:/ci/mixed.pdb", "mixed.pdb", pdb),
         }
     }
@@ -512,6 +516,28 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Index(&a.pdb, true),
             ],
             survivors: Survivors::Exactly(vec![&a.pe, &a.pdb]),
+        },
+        Scenario {
+            name: "a try build's PDB expires while its PE arrives",
+            before: vec![&a.pdb_try],
+            ops: vec![Op::Expire(&a.pdb_try), Op::Index(&a.pe, true)],
+            survivors: Survivors::Exactly(vec![&a.pe]),
+        },
+        Scenario {
+            name: "a try build's PDB expires while its bytes arrive under a second name",
+            before: vec![&a.pdb_try],
+            ops: vec![Op::Expire(&a.pdb_try), Op::Index(&a.pdb_renamed, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a try build's PDB is promoted while it expires and its PE arrives",
+            before: vec![&a.pdb_try],
+            ops: vec![
+                Op::Promote(&a.pdb_try),
+                Op::Expire(&a.pdb_try),
+                Op::Index(&a.pe, true),
+            ],
+            survivors: Survivors::OneOf(vec![vec![&a.pe], vec![&a.pdb_try, &a.pe]]),
         },
         Scenario {
             name: "a PDB's renamed copy is taken back while the PDB and its PE arrive",
