@@ -716,6 +716,18 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.debug_with_sources]),
         },
         Scenario {
+            name: "a source is taken back while its debug file is deleted",
+            before: vec![&a.debug_with_sources],
+            ops: vec![Op::Index(&a.source, false), Op::Delete(&a.debug_with_sources)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a debug file is taken back while its source is deleted",
+            before: vec![&a.source],
+            ops: vec![Op::Index(&a.debug_with_sources, false), Op::Delete(&a.source)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
             name: "a source is taken back while the other of its path is deleted, beside their debug file",
             before: vec![&a.source_flat, &a.debug_with_sources],
             ops: vec![Op::Index(&a.source, false), Op::Delete(&a.source_flat)],
@@ -839,6 +851,12 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![]),
         },
         Scenario {
+            name: "an upload finding another's keys is taken back while the other is deleted",
+            before: vec![&a.elf_a],
+            ops: vec![Op::Index(&a.elf_other, false), Op::Delete(&a.elf_a)],
+            survivors: Survivors::Exactly(vec![]),
+        },
+        Scenario {
             name: "a try build expires while a release build of the same bytes arrives",
             before: vec![&a.elf_a],
             ops: vec![Op::Expire(&a.elf_a), Op::Index(&a.elf_b, true)],
@@ -849,6 +867,18 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![&a.elf_a, &a.pdb],
             ops: vec![Op::Expire(&a.elf_a), Op::Promote(&a.elf_a)],
             survivors: Survivors::OneOf(vec![vec![&a.pdb], vec![&a.elf_a, &a.pdb]]),
+        },
+        Scenario {
+            name: "a try build is promoted while it is deleted",
+            before: vec![&a.elf_a, &a.pdb],
+            ops: vec![Op::Promote(&a.elf_a), Op::Delete(&a.elf_a)],
+            survivors: Survivors::Exactly(vec![&a.pdb]),
+        },
+        Scenario {
+            name: "a try build is promoted while it is taken back",
+            before: vec![],
+            ops: vec![Op::Index(&a.elf_a, false), Op::Promote(&a.elf_a)],
+            survivors: Survivors::Exactly(vec![]),
         },
         Scenario {
             name: "the same expiry run twice, beside a redelivery of the upload",
@@ -1250,7 +1280,14 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 trace.join("\n  ")
             )
         };
-        // A promotion that reports success keeps its upload, whatever the expiry did.
+        // A promotion that reports success keeps its upload, whatever the expiry did (a
+        // deletion, or a take-back, removes it all the same).
+        let removed = |id: &str| {
+            scenario
+                .ops
+                .iter()
+                .any(|op| matches!(op, Op::Delete(a) | Op::Index(a, false) if a.id == id))
+        };
         let promoted: Vec<&str> = scenario
             .ops
             .iter()
@@ -1259,6 +1296,7 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 (Op::Promote(a), Ok(records)) if !records.is_empty() => Some(a.id.as_str()),
                 _ => None,
             })
+            .filter(|id| !removed(id))
             .collect();
         // Redelivery: what failed runs again, alone, as SQS would retry the message.
         for (op, result) in scenario.ops.iter().zip(results) {
