@@ -1508,9 +1508,10 @@ impl<'s> Indexer<'s> {
         // planned them: it may have referenced some of their keys and not others (busy, or
         // dead) before that copy went, and that copy's name is no longer read. Without them,
         // half of that name stayed (the scenario "a PDB's renamed copy is taken back while
-        // the PDB and its PE arrive", seed 6): as the attempt found the copy, all of it
-        // stays, as a serial run in which the copy went after this one arrived leaves it.
-        let mut more: BTreeSet<String> = earlier_extras.difference(planned).cloned().collect();
+        // the PDB and its PE arrive", replayed by `schedules_that_once_broke_an_invariant`):
+        // as the attempt found the copy, all of it stays, as a serial run in which the copy
+        // went after this one arrived leaves it. (`earlier_extras` holds no planned key.)
+        let mut more = earlier_extras.clone();
         loop {
             for name in &names {
                 if seen.insert(name.clone()) {
@@ -1967,6 +1968,8 @@ impl<'s> Indexer<'s> {
             _ => None,
         };
         if let Some(target) = published.alias_of.filter(|t| Some(t.as_str()) != source) {
+            // Not held: the holder is being removed (or its source copy is gone with it);
+            // its removal takes the alias back too.
             let target = Box::pin(self.hold_for(holder, &target, content, removal)).await?;
             if target.is_none() {
                 return Ok(None);

@@ -472,8 +472,7 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             ]),
         },
         Scenario {
-            // Taken back by its own indexer (its ingest object gone before the finalize):
-            // the debug id's record keeps nothing of it that the PE's run would use.
+            // Taken back by its own indexer (its ingest object gone before its finalize).
             name: "a PDB is taken back while its PE arrives",
             before: vec![],
             ops: vec![Op::Index(&a.pdb, false), Op::Index(&a.pe, true)],
@@ -961,18 +960,19 @@ impl HandOver for FromArtifacts<'_> {
 /// The artifacts of `before` and `ops` whose ingest objects are there: not deleted by an
 /// operation (`Delete`, or `Index` of a deleted object).
 fn in_ingest<'a>(before: &[&'a Artifact], ops: &[Op<'a>]) -> Vec<&'a Artifact> {
-    let deleted = |a: &Artifact| {
-        ops.iter().any(|op| match op {
-            Op::Delete(d) | Op::Index(d, false) => d.id == a.id,
-            _ => false,
-        })
-    };
     let mut all: Vec<&'a Artifact> = before.to_vec();
     all.extend(ops.iter().map(|op| match op {
         Op::Index(a, _) | Op::Delete(a) | Op::Expire(a) | Op::Promote(a) => *a,
     }));
-    all.retain(|a| !deleted(a));
+    all.retain(|a| !removed_by(ops, &a.id));
     all
+}
+
+/// Whether one of `ops` deletes the upload `id`'s ingest object: a deletion, or an index
+/// that finds it gone (and takes the upload back).
+fn removed_by(ops: &[Op<'_>], id: &str) -> bool {
+    ops.iter()
+        .any(|op| matches!(op, Op::Delete(a) | Op::Index(a, false) if a.id == id))
 }
 
 /// [`run_op`]; `first_delivery`: an indexer runs as the Lambda runs a message's first
@@ -1076,10 +1076,10 @@ async fn kept_as_targets(
     store: &dyn Storage,
     refs: &BTreeMap<String, BTreeSet<String>>,
 ) -> BTreeSet<String> {
-    let mut aliased_by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     if !store.key_copies_are_aliases() {
         return BTreeSet::new();
     }
+    let mut aliased_by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (key, holders) in refs {
         let owned = store.owned(key).await.expect("owned");
         if let Some(target) = owned.and_then(|o| o.alias_of) {
@@ -1282,12 +1282,6 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
         };
         // A promotion that reports success keeps its upload, whatever the expiry did (a
         // deletion, or a take-back, removes it all the same).
-        let removed = |id: &str| {
-            scenario
-                .ops
-                .iter()
-                .any(|op| matches!(op, Op::Delete(a) | Op::Index(a, false) if a.id == id))
-        };
         let promoted: Vec<&str> = scenario
             .ops
             .iter()
@@ -1296,7 +1290,7 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 (Op::Promote(a), Ok(records)) if !records.is_empty() => Some(a.id.as_str()),
                 _ => None,
             })
-            .filter(|id| !removed(id))
+            .filter(|id| !removed_by(&scenario.ops, id))
             .collect();
         // Redelivery: what failed runs again, alone, as SQS would retry the message.
         for (op, result) in scenario.ops.iter().zip(results) {
