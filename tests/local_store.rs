@@ -229,6 +229,51 @@ fn deleting_the_upload_holding_a_key_hands_it_to_the_upload_waiting_for_it() {
     assert!(unpublished.is_some() && unpublished < again, "{actions:?}");
 }
 
+/// `--overwrite` replaces another build's bytes under a build id; the build it replaced waits
+/// for its keys. Deleting the overwriting build hands them back (they held its bytes, or were
+/// unpublished, before), and deleting the replaced build leaves the overwriter's keys alone;
+/// `verify` finds nothing wrong at any step.
+#[test]
+fn an_overwritten_build_gets_its_keys_back_when_the_overwriting_build_is_deleted() {
+    let w = Workdir::new();
+    build_split_elf(&w, "a", BID, "x * 3 + 1");
+    build_split_elf(&w, "b", BID, "x * 5 - 2"); // same build id, different code
+    std::fs::create_dir_all(w.path("a2")).unwrap();
+    std::fs::copy(w.path("a/app.debug"), w.path("a2/app.debug")).unwrap();
+    let key = |store: &Path| store.join(format!("buildid/{BID_HEX}/debuginfo"));
+    let bytes = |path: std::path::PathBuf| std::fs::read(path).unwrap();
+    for (deleted, serving) in [("b", "a"), ("a", "b")] {
+        let store = w.path(&format!("store-{deleted}"));
+        // Two uploads of a's debug file: the key's record names both.
+        index(
+            &store,
+            &[
+                w.path("a").to_str().unwrap(),
+                w.path("a2").to_str().unwrap(),
+            ],
+        );
+        let out = index(&store, &[w.path("b").to_str().unwrap(), "--overwrite"]);
+        assert!(out.contains("0 conflicts"), "{out}");
+        assert!(bytes(key(&store)) == bytes(w.path("b/app.debug")));
+        verify_clean(&store);
+        let stderr = delete_input(&store, &w.path(deleted));
+        assert_eq!(
+            stderr.contains("handed over"),
+            deleted == "b",
+            "deleting {deleted}: {stderr}"
+        );
+        assert!(
+            bytes(key(&store)) == bytes(w.path(&format!("{serving}/app.debug"))),
+            "after deleting {deleted}, {serving}'s bytes serve the key"
+        );
+        verify_clean(&store);
+        if deleted == "b" {
+            let waits = common::files_of(&store, |k| k.starts_with("_symdex/waiting/"));
+            assert!(waits.is_empty(), "the waits ended: {:?}", waits.keys());
+        }
+    }
+}
+
 /// The upload waiting is an archive's entry: the archive is indexed again, entry by entry.
 #[test]
 fn a_key_freed_is_handed_to_an_archive_entry_waiting_for_it() {

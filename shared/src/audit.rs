@@ -151,6 +151,13 @@ pub async fn audit_with(
         None => owned_by.get(key).is_some_and(|owner| owner == upload),
     };
     let known = |key: &str| by_key.contains_key(key) || owned_by.contains_key(key);
+    let all_waiting = refs.all_waiting().await?;
+    // An upload whose bytes an overwrite replaced waits for the key it still lists (refs.rs,
+    // invariant 8): not a lost reference (a free key it waits for is reported below).
+    let waits: BTreeSet<(&str, &str)> = all_waiting
+        .iter()
+        .map(|w| (w.key.as_str(), w.upload.as_str()))
+        .collect();
     for upload in &uploads {
         if upload.state != UploadState::Indexed {
             problem(
@@ -164,7 +171,7 @@ pub async fn audit_with(
             continue;
         }
         for key in &upload.keys {
-            if references(key, &upload.upload) {
+            if references(key, &upload.upload) || waits.contains(&(key.as_str(), &upload.upload)) {
                 continue;
             }
             let lists = format!("upload {} lists it", upload.upload);
@@ -205,7 +212,7 @@ pub async fn audit_with(
     }
     // Invariant 8: a live upload waits only for a key that holds something (another upload's
     // bytes); a free one was freed by a removal that did not hand it over.
-    for waiting in refs.all_waiting().await? {
+    for waiting in &all_waiting {
         let live = by_upload
             .get(waiting.upload.as_str())
             .is_some_and(|u| u.state != UploadState::Removing);

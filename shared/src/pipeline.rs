@@ -857,9 +857,16 @@ impl<'s> Indexer<'s> {
         // they planned without referencing them (where they may have waited: conflicts).
         let indexed_before = found.as_ref().filter(|r| r.state == UploadState::Indexed);
         let listed = indexed_before.map(|r| r.keys.clone());
-        let unreferenced = indexed_before
+        let mut unreferenced = indexed_before
             .map(UploadRecord::unreferenced)
             .unwrap_or_default();
+        // A key it listed may have been overwritten since (its upload waits for it, refs.rs
+        // `overwritten`): a recheck (a hand-over's re-index among them) that references it
+        // again ends that wait too. A marker of a key never overwritten: one request for
+        // nothing, on a recheck only.
+        if self.config.recheck {
+            unreferenced.extend(listed.iter().flatten().cloned());
+        }
         // An earlier attempt of this upload began and did not finish.
         let earlier = found.as_ref().filter(|r| r.state == UploadState::Indexing);
         let retry = earlier.is_some();

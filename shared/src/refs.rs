@@ -136,6 +136,12 @@
 //!    forgets its own upload. Of the waiter's write and the removal's delete, whichever came
 //!    second is seen by the other's later look: the waiter finds the key free (or holding
 //!    its own content) and publishes it after all, or the removal finds the waiter. A
+//!    An overwrite (`--overwrite`) makes the uploads whose bytes it replaces such waiters:
+//!    it marks them before the replacement (`RefStore::overwritten`), and their references
+//!    go with it, so the overwriter's removal hands the key back (kept, they would have
+//!    held its bytes after it went; where the object stood for the record, the key was lost
+//!    with it). Their upload records still list the key: `verify` takes the marker as the
+//!    reason, and a recheck that references the key again ends the wait. A
 //!    removal that dies before it is done hands over on its retry: its record stays
 //!    `removing`, and a marker stays until its upload references the key (the re-index
 //!    deletes it), its upload's removal deletes it (with the keys that upload planned and
@@ -639,8 +645,9 @@ enum Found {
     Created,
     /// An object with the same content (or any, adopting), whose it is, and what it holds.
     Same(SameBy, ObjectInfo),
-    /// Other content, written outside symdex.
-    Other,
+    /// Other content: written outside symdex, or (where objects name their owners) the
+    /// owner's, named.
+    Other(Option<String>),
 }
 
 /// What creating an object only where nothing is came to ([`RefStore::create_or_find`]).
@@ -726,6 +733,9 @@ enum PublishPlan {
     /// The record holds a `create` lease of this upload's run: read which keys its upload
     /// record lists (a listed key's lease is released, invariant 1), and decide again.
     Learn(String),
+    /// An overwrite replaces these uploads' bytes: mark them waiting for the key first
+    /// (invariant 8), and decide again.
+    MarkWaiting(BTreeSet<String>),
 }
 
 /// Where upload records live.
@@ -1802,6 +1812,8 @@ impl<'s> RefStore<'s> {
         let mut patience = Patience::new(self.policy.wait);
         let guessing = on_guess;
         let mut read_before_listing = false;
+        // Uploads this overwrite has marked as waiting for the key (`MarkWaiting`).
+        let mut marked_waiting = BTreeSet::new();
         let (plan, written) = loop {
             let mut decide =
                 |mut current: Option<KeyRecord>| -> io::Result<Step<KeyRecord, PublishPlan>> {
@@ -1928,9 +1940,17 @@ impl<'s> RefStore<'s> {
                         if !overwrite {
                             return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
                         }
-                        let mut refs = record.refs;
-                        refs.insert(upload.to_string());
-                        let record = mine(refs, upload.to_string());
+                        // The uploads whose bytes are replaced stop referencing the key and
+                        // wait for it (invariant 8), marked so before the swap: the
+                        // overwriter's removal hands it back. (Kept as references, they
+                        // held its bytes after the overwriter was deleted, or lost the key
+                        // with it where the object alone stood for the record.)
+                        let earlier: BTreeSet<String> =
+                            record.refs.into_iter().filter(|r| r != upload).collect();
+                        if !earlier.is_subset(&marked_waiting) {
+                            return Ok(Step::Keep(PublishPlan::MarkWaiting(earlier)));
+                        }
+                        let record = mine([upload.to_string()].into(), upload.to_string());
                         let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
                         return Ok(Step::Write(record, plan));
                     }
@@ -1987,6 +2007,12 @@ impl<'s> RefStore<'s> {
             if let PublishPlan::Reread = plan {
                 continue;
             }
+            if let PublishPlan::MarkWaiting(earlier) = plan {
+                self.overwritten(key, upload, earlier.iter().cloned())
+                    .await?;
+                marked_waiting.extend(earlier);
+                continue;
+            }
             if let PublishPlan::Learn(creator) = &plan {
                 // The first listing learned decides on the record just read (one read per
                 // key saved) where what it decides is a swap on that read (above). One met
@@ -2008,9 +2034,10 @@ impl<'s> RefStore<'s> {
         }
         match plan {
             // Never reached: the loop above asks and swaps again instead.
-            PublishPlan::NeedHead | PublishPlan::Reread | PublishPlan::Learn(_) => {
-                Err(busy(&format!("{key}: no plan")))
-            }
+            PublishPlan::NeedHead
+            | PublishPlan::Reread
+            | PublishPlan::Learn(_)
+            | PublishPlan::MarkWaiting(_) => Err(busy(&format!("{key}: no plan"))),
             PublishPlan::Done(outcome) => Ok(outcome.into()),
             PublishPlan::CopySole => {
                 self.copy_or_take_back(key, upload, content, upload, None)
@@ -2382,11 +2409,18 @@ impl<'s> RefStore<'s> {
                     self.copy_or_take_back(key, upload, content, &how.by, Some(lease))
                         .await?
                 }
-                Found::Other if how.overwrite => {
+                Found::Other(owner) if how.overwrite => {
+                    // The owner's upload waits for the key it loses (invariant 8): the
+                    // overwriter's removal hands it back.
+                    if let Some(owner) = owner {
+                        if let Some(earlier) = self.upload_named_by(&owner).await? {
+                            self.overwritten(key, upload, [earlier]).await?;
+                        }
+                    }
                     self.copy_or_take_back(key, upload, content, &how.by, Some(lease))
                         .await?
                 }
-                Found::Other => {
+                Found::Other(_) => {
                     self.drop_created(key, lease).await?;
                     return Ok(KeyOutcome::Conflict.into());
                 }
@@ -2503,7 +2537,7 @@ impl<'s> RefStore<'s> {
         } else if owner.is_some() && found.owner == owner {
             Found::Same(SameBy::Replace, found.info)
         } else {
-            Found::Other
+            Found::Other(found.owner)
         })
     }
 
@@ -3420,13 +3454,34 @@ impl<'s> RefStore<'s> {
     /// the key again: what is there now (invariant 8). Free, or holding the upload's own
     /// content, the key is the upload's to publish after all.
     pub async fn wait_for(&self, key: &str, upload: &str) -> io::Result<Option<ObjectInfo>> {
+        self.mark_waiting(key, upload).await?;
+        Ok(self.store.head(key).await?)
+    }
+
+    /// Writes the marker saying that `upload` waits for `key`.
+    async fn mark_waiting(&self, key: &str, upload: &str) -> io::Result<()> {
         let waiting = Waiting {
             key: key.to_string(),
             upload: upload.to_string(),
         };
         let bytes = serde_json::to_vec(&waiting)?;
-        self.store.put(&waiting_file(key, upload), &bytes).await?;
-        Ok(self.store.head(key).await?)
+        Ok(self.store.put(&waiting_file(key, upload), &bytes).await?)
+    }
+
+    /// Marks the uploads whose bytes `upload` is about to replace at `key` (an overwrite) as
+    /// waiting for it (invariant 8), before the replacement: a marker of an upload that
+    /// still holds the key (the overwrite then failed, or lost a race) costs a re-index that
+    /// changes nothing, a missing one would lose the key when the overwriter goes.
+    async fn overwritten(
+        &self,
+        key: &str,
+        upload: &str,
+        earlier: impl IntoIterator<Item = String>,
+    ) -> io::Result<()> {
+        for earlier in earlier.into_iter().filter(|e| e != upload) {
+            self.mark_waiting(key, &earlier).await?;
+        }
+        Ok(())
     }
 
     /// The uploads waiting for `key` (invariant 8): asked after its object was deleted.

@@ -270,6 +270,8 @@ pub enum Op<'a> {
     Expire(&'a Artifact),
     /// Promote to `release`.
     Promote(&'a Artifact),
+    /// Index with `overwrite` (differing bytes at its keys replaced) and finalize.
+    Overwrite(&'a Artifact),
 }
 
 /// What a scenario must end with: the references and objects of a serial run of ...
@@ -879,6 +881,63 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             ops: vec![Op::Index(&a.elf_a, false), Op::Promote(&a.elf_a)],
             survivors: Survivors::Exactly(vec![]),
         },
+        // `--overwrite` (SYMDEX_OVERWRITE): the uploads whose bytes an overwrite replaces wait
+        // for the key (refs.rs, invariant 8), and get it back when the overwriter goes.
+        Scenario {
+            name: "an overwrite arrives while the build it replaces is deleted",
+            before: vec![&a.elf_a],
+            ops: vec![Op::Overwrite(&a.elf_other), Op::Delete(&a.elf_a)],
+            survivors: Survivors::Exactly(vec![&a.elf_other]),
+        },
+        Scenario {
+            name: "an overwrite arrives while the build it replaces is redelivered",
+            before: vec![&a.elf_a],
+            ops: vec![Op::Overwrite(&a.elf_other), Op::Index(&a.elf_a, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "an overwrite replaces keys two builds share while one is deleted",
+            before: vec![&a.elf_a, &a.elf_b],
+            ops: vec![Op::Overwrite(&a.elf_other), Op::Delete(&a.elf_a)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "an overwriting build is deleted while the build it replaced is redelivered",
+            before: vec![&a.elf_a],
+            ops: vec![
+                Op::Overwrite(&a.elf_other),
+                Op::Delete(&a.elf_other),
+                Op::Index(&a.elf_b, true),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "an overwriting build and the build it replaces are deleted at once",
+            before: vec![&a.elf_b],
+            ops: vec![
+                Op::Overwrite(&a.elf_other),
+                Op::Delete(&a.elf_other),
+                Op::Delete(&a.elf_b),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "an overwriting build is deleted while the build it replaced expires",
+            before: vec![&a.elf_a, &a.pdb],
+            ops: vec![
+                Op::Overwrite(&a.elf_other),
+                Op::Delete(&a.elf_other),
+                Op::Expire(&a.elf_a),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            // Key by key, the later overwrite wins; the other upload waits.
+            name: "two builds overwrite each other",
+            before: vec![],
+            ops: vec![Op::Overwrite(&a.elf_a), Op::Overwrite(&a.elf_other)],
+            survivors: Survivors::Conflict,
+        },
         Scenario {
             name: "the same expiry run twice, beside a redelivery of the upload",
             before: vec![&a.elf_a, &a.elf_b],
@@ -962,7 +1021,7 @@ impl HandOver for FromArtifacts<'_> {
 fn in_ingest<'a>(before: &[&'a Artifact], ops: &[Op<'a>]) -> Vec<&'a Artifact> {
     let mut all: Vec<&'a Artifact> = before.to_vec();
     all.extend(ops.iter().map(|op| match op {
-        Op::Index(a, _) | Op::Delete(a) | Op::Expire(a) | Op::Promote(a) => *a,
+        Op::Index(a, _) | Op::Delete(a) | Op::Expire(a) | Op::Promote(a) | Op::Overwrite(a) => *a,
     }));
     all.retain(|a| !removed_by(ops, &a.id));
     all
@@ -1002,6 +1061,14 @@ async fn run_op_configured(
         ingest,
         config: config.clone(),
     };
+    let (op, overwrite) = match op {
+        Op::Overwrite(artifact) => (Op::Index(artifact, true), true),
+        op => (op, false),
+    };
+    let config = Config {
+        overwrite,
+        ..config
+    };
     let indexer = Indexer::new(store, config)
         .lists_keys_at_finalize(first_delivery)
         .handing_over_to(&hand_over);
@@ -1038,6 +1105,7 @@ async fn run_op_configured(
             .await?
             .into_iter()
             .collect()),
+        Op::Overwrite(_) => unreachable!("run as an index above"),
     }
 }
 
