@@ -423,6 +423,63 @@ async fn removing_a_binary_hands_its_debuginfo_to_the_separate_debug_file_waitin
     );
 }
 
+/// SYMDEX_OVERWRITE: a second build's debug file (other bytes, the same build id) replaces
+/// the first one's at every key, and the first waits for them (refs.rs, invariant 8).
+/// Removing the second build's file hands them back: the first one, indexed again from its
+/// ingest object, serves them — not the removed build's bytes, and not nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_an_overwriting_debug_file_hands_its_keys_back_to_the_one_it_replaced() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let first = std::fs::read(fx.path("app.debug")).unwrap();
+    let mut second = first.clone();
+    second.extend_from_slice(b"rebuilt"); // the same build id, other bytes
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("second.debug"), &second).unwrap();
+    let debuginfo = format!("buildid/{}/debuginfo", fx.build_id());
+    let plain = context(&stack, &[]).await;
+    let overwriting = context(&stack, &[("SYMDEX_OVERWRITE", "true")]).await;
+    for (key, file, ctx) in [
+        ("build-1/app.debug", fx.path("app.debug"), &plain),
+        (
+            "build-2/app.debug",
+            dir.path().join("second.debug"),
+            &overwriting,
+        ),
+    ] {
+        stack.upload(key, &file).await;
+        let created = stack.receive(1).await;
+        let response = handle_indexer(ctx, sqs_event(&created, &stack.queue_arn))
+            .await
+            .unwrap();
+        assert!(failures(&response).is_empty(), "{response}");
+    }
+    assert!(stack.objects(SERVING, &debuginfo).await[0].1 == second);
+    let (problems, refs) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(
+        refs[&debuginfo].iter().all(|u| u.contains("build-2")),
+        "the replaced build no longer references the key: {:?}",
+        refs[&debuginfo]
+    );
+
+    delete_and_remove(&stack, &plain, "build-2/app.debug").await;
+    let found = stack.objects(SERVING, &debuginfo).await;
+    assert_eq!(found.len(), 1, "handed back, not unpublished");
+    assert!(found[0].1 == first, "the first build's bytes");
+    let (problems, refs) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    assert!(
+        refs[&debuginfo].iter().all(|u| u.contains("build-1")),
+        "{:?}",
+        refs[&debuginfo]
+    );
+    assert!(
+        stack.objects(SERVING, "_symdex/waiting/").await.is_empty(),
+        "the wait ended with the hand-back"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_s3_and_eventbridge_events() {
     let stack = Stack::new().await;
