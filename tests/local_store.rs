@@ -256,6 +256,20 @@ fn an_overwritten_build_gets_its_keys_back_when_the_overwriting_build_is_deleted
         assert!(out.contains("0 conflicts"), "{out}");
         assert!(bytes(key(&store)) == bytes(w.path("b/app.debug")));
         verify_clean(&store);
+        // The manifest says whose bytes were replaced.
+        let key_name = format!("buildid/{BID_HEX}/debuginfo");
+        let records = manifest(&store, &["--key", &key_name]);
+        let reasons: Vec<&str> = records
+            .iter()
+            .filter_map(|r| r["reason"].as_str())
+            .collect();
+        let a_debug = w.path("a/app.debug").display().to_string();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.starts_with("overwrote the bytes of") && r.contains(&a_debug)),
+            "{reasons:?}"
+        );
         let stderr = delete_input(&store, &w.path(deleted));
         assert_eq!(
             stderr.contains("handed over"),

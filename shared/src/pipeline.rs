@@ -1315,6 +1315,15 @@ impl<'s> Indexer<'s> {
                 "keys hold different content; not overwritten (use overwrite to force)".into(),
             );
         }
+        let overwritten = self.refs.take_overwritten(&upload.id);
+        if !overwritten.is_empty() {
+            // For audits: whose bytes this upload replaced (they get them back when it goes).
+            let uploads: Vec<&str> = overwritten.iter().map(String::as_str).collect();
+            outcome.notes.push(format!(
+                "overwrote the bytes of {} (waiting for their keys)",
+                uploads.join(", ")
+            ));
+        }
         if record.reason.is_none() && !outcome.notes.is_empty() {
             record.reason = Some(outcome.notes.join("; "));
         }

@@ -957,6 +957,9 @@ pub struct RefStore<'s> {
     /// `create` leases this process took and left to be released by their upload's finalize
     /// (invariant 1), by key, until the run hands them on ([`Self::take_held`]).
     held: std::sync::Mutex<std::collections::HashMap<String, Lease>>,
+    /// The uploads whose bytes an overwrite replaced, by the overwriting upload, until its
+    /// record reports them ([`Self::take_overwritten`]).
+    overwrote: std::sync::Mutex<std::collections::HashMap<String, BTreeSet<String>>>,
     /// Listings upload records were seen with, by upload: a `create` lease of an upload
     /// listing its key for the lease's run is released (invariant 1). Only ever grows: a
     /// listing seen stays true of the lease it released (a later lease of the same run is
@@ -1130,6 +1133,7 @@ impl<'s> RefStore<'s> {
             parsed_source_maps: Default::default(),
             deferred_source_maps: None,
             held: Default::default(),
+            overwrote: Default::default(),
             listed: Default::default(),
             listing_reads: Default::default(),
             known_owners: Default::default(),
@@ -3480,8 +3484,24 @@ impl<'s> RefStore<'s> {
     ) -> io::Result<()> {
         for earlier in earlier.into_iter().filter(|e| e != upload) {
             self.mark_waiting(key, &earlier).await?;
+            if let Ok(mut overwrote) = self.overwrote.lock() {
+                overwrote
+                    .entry(upload.to_string())
+                    .or_default()
+                    .insert(earlier);
+            }
         }
         Ok(())
+    }
+
+    /// The uploads whose bytes `upload` has replaced at some key since the last call (an
+    /// overwrite): they wait for those keys.
+    pub fn take_overwritten(&self, upload: &str) -> BTreeSet<String> {
+        self.overwrote
+            .lock()
+            .ok()
+            .and_then(|mut overwrote| overwrote.remove(upload))
+            .unwrap_or_default()
     }
 
     /// The uploads waiting for `key` (invariant 8): asked after its object was deleted.

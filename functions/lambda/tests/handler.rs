@@ -455,6 +455,16 @@ async fn removing_an_overwriting_debug_file_hands_its_keys_back_to_the_one_it_re
         assert!(failures(&response).is_empty(), "{response}");
     }
     assert!(stack.objects(SERVING, &debuginfo).await[0].1 == second);
+    let records = checks::manifest_records(&stack, SERVING).await;
+    assert!(
+        records
+            .iter()
+            .any(|r| r["ingest_key"] == "build-2/app.debug"
+                && r["reason"].as_str().is_some_and(
+                    |why| why.contains("overwrote") && why.contains("build-1/app.debug")
+                )),
+        "the manifest says whose bytes were replaced: {records:#?}"
+    );
     let (problems, refs) = checks::audited(&stack, SERVING).await;
     assert!(problems.is_empty(), "{problems:?}");
     assert!(
