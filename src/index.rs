@@ -126,8 +126,9 @@ impl HandOver for FromFiles<'_> {
     fn reindex<'a>(
         &'a self,
         waiter: &'a UploadRecord,
+        handed: &'a std::collections::BTreeSet<String>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<()>> + Send + 'a>> {
-        Box::pin(self.reindex_input(waiter))
+        Box::pin(self.reindex_input(waiter, handed))
     }
 }
 
@@ -147,7 +148,11 @@ impl<'s> FromFiles<'s> {
         self
     }
 
-    async fn reindex_input(&self, waiter: &UploadRecord) -> io::Result<()> {
+    async fn reindex_input(
+        &self,
+        waiter: &UploadRecord,
+        handed: &std::collections::BTreeSet<String>,
+    ) -> io::Result<()> {
         let path = Path::new(&waiter.source);
         if !path.is_file() {
             return Ok(());
@@ -155,6 +160,7 @@ impl<'s> FromFiles<'s> {
         let unpack = self.unpack;
         let config = Config {
             recheck: true,
+            handed: handed.clone(),
             ..unpack.keys.config()
         };
         let mut indexer = Indexer::new(self.store, config);

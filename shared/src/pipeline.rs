@@ -40,10 +40,13 @@ const CONFLICT_RETRIES: usize = 8;
 /// (refs.rs, invariant 8). Only the caller can read an upload's bytes again (an S3 ingest
 /// bucket, a local file, a test's artifacts). An upload whose ingest object is gone or holds
 /// other bytes now is left alone (`Ok`): its own removal or index comes.
+/// `handed`: the keys freed for the waiter (its re-index runs with them as
+/// [`Config::handed`]).
 pub trait HandOver: Send + Sync {
     fn reindex<'a>(
         &'a self,
         waiter: &'a UploadRecord,
+        handed: &'a BTreeSet<String>,
     ) -> Pin<Box<dyn Future<Output = io::Result<()>> + Send + 'a>>;
 }
 
@@ -55,6 +58,10 @@ pub struct Config {
     pub prefixes: BTreeMap<Layout, String>,
     /// Replace a key's content when it differs (otherwise a conflict is recorded).
     pub overwrite: bool,
+    /// Keys a removal handed to the upload this run re-indexes (`HandOver`): the wait for
+    /// one it references ends (refs.rs, invariant 8), whether its upload record listed the
+    /// key (an overwrite took it, `RefStore::overwritten`) or not (a conflict).
+    pub handed: BTreeSet<String>,
     /// Check every key of an upload indexed before, as its first run did (no answer from
     /// its upload record: [`Indexer::already_indexed`]).
     pub recheck: bool,
@@ -87,6 +94,7 @@ impl Default for Config {
             prefixes: default_prefixes(),
             overwrite: false,
             recheck: false,
+            handed: BTreeSet::new(),
             manifest_prefix: "_manifest".to_string(),
             gzip_manifest: false,
             lease: LeasePolicy::default(),
@@ -857,16 +865,9 @@ impl<'s> Indexer<'s> {
         // they planned without referencing them (where they may have waited: conflicts).
         let indexed_before = found.as_ref().filter(|r| r.state == UploadState::Indexed);
         let listed = indexed_before.map(|r| r.keys.clone());
-        let mut unreferenced = indexed_before
+        let unreferenced = indexed_before
             .map(UploadRecord::unreferenced)
             .unwrap_or_default();
-        // A key it listed may have been overwritten since (its upload waits for it, refs.rs
-        // `overwritten`): a recheck (a hand-over's re-index among them) that references it
-        // again ends that wait too. A marker of a key never overwritten: one request for
-        // nothing, on a recheck only.
-        if self.config.recheck {
-            unreferenced.extend(listed.iter().flatten().cloned());
-        }
         // An earlier attempt of this upload began and did not finish.
         let earlier = found.as_ref().filter(|r| r.state == UploadState::Indexing);
         let retry = earlier.is_some();
@@ -894,7 +895,11 @@ impl<'s> Indexer<'s> {
                 report_unlisted_as_published(record, listed);
             }
         }
-        let waits_ended = unreferenced.intersection(&referenced).cloned().collect();
+        let waits_ended = unreferenced
+            .union(&self.config.handed)
+            .filter(|key| referenced.contains(*key))
+            .cloned()
+            .collect();
         if let Some((channel, expires)) = retained {
             for record in records.iter_mut().filter(|r| r.upload == upload.id) {
                 record.meta.channel.clone_from(&channel);
@@ -1012,8 +1017,12 @@ impl<'s> Indexer<'s> {
                 record.filter(|r| r.state != UploadState::Removing)
             };
             match (live, self.hand_over) {
-                // Its marker stays: the re-index may meet other content there again.
-                (Some(record), Some(hand_over)) => hand_over.reindex(&record).await?,
+                // Its marker stays: the re-index may meet other content there again (it ends
+                // the waits for the keys it references).
+                (Some(record), Some(hand_over)) => {
+                    let handed = waits.iter().map(|w| w.key.clone()).collect();
+                    hand_over.reindex(&record, &handed).await?
+                }
                 // Left waiting: `verify` reports it.
                 (Some(_), None) => {}
                 (None, _) => {
@@ -1963,6 +1972,21 @@ impl<'s> Indexer<'s> {
             return Ok(Some(result));
         }
         let held = self.refs.take_held(holder);
+        if let (CopySource::Key(source), KeyOutcome::Published) = (content.source, result) {
+            // Copied from the holder's copy: an overwrite may have replaced its bytes before
+            // the copy read them (an overwrite takes the holder's reference off the key
+            // before it writes, refs.rs invariant 8), leaving the overwriter's bytes here
+            // under the holder's reference. Seen now by the source no longer naming the
+            // holder with these bytes: this key is taken back, as where the source was
+            // unpublished; the holder gets it back with its copy (its hand-back re-index).
+            let still = self.refs.key(source).await?;
+            let holds = |r: &KeyRecord| r.refs.contains(holder) && r.etag == content.etag;
+            if !still.as_ref().is_some_and(holds) {
+                self.refs.release_created(&held).await?;
+                self.refs.remove(key, holder).await?;
+                return Ok(None);
+            }
+        }
         if !self
             .refs
             .finalize(holder, &keys, Run::Partial, None, &held)

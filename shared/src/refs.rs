@@ -141,7 +141,8 @@
 //!    go with it, so the overwriter's removal hands the key back (kept, they would have
 //!    held its bytes after it went; where the object stood for the record, the key was lost
 //!    with it). Their upload records still list the key: `verify` takes the marker as the
-//!    reason, and a recheck that references the key again ends the wait. A
+//!    reason, and the hand-back's re-index, referencing the key again, ends the wait (it is
+//!    told which keys it was handed: `Config::handed`). A
 //!    removal that dies before it is done hands over on its retry: its record stays
 //!    `removing`, and a marker stays until its upload references the key (the re-index
 //!    deletes it), its upload's removal deletes it (with the keys that upload planned and

@@ -143,6 +143,7 @@ impl LambdaConfig {
                 retention,
                 // SYMDEX_FOLD_CASE: the CDN lowercases requests for the SymSrv family.
                 fold_case: flag("SYMDEX_FOLD_CASE", false),
+                handed: Default::default(),
             },
             product_prefixes: flag("SYMDEX_PRODUCT_PREFIXES", false),
             sweep_max_uploads: number("SYMDEX_SWEEP_MAX_UPLOADS", 2000)?.clamp(1, 100_000) as usize,

@@ -420,12 +420,17 @@ impl HandOver for FromIngest {
     fn reindex<'a>(
         &'a self,
         waiter: &'a UploadRecord,
+        handed: &'a std::collections::BTreeSet<String>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>> {
-        Box::pin(reindex(&self.0, waiter))
+        Box::pin(reindex(&self.0, waiter, handed))
     }
 }
 
-async fn reindex(ctx: &Arc<Context>, waiter: &UploadRecord) -> std::io::Result<()> {
+async fn reindex(
+    ctx: &Arc<Context>,
+    waiter: &UploadRecord,
+    handed: &std::collections::BTreeSet<String>,
+) -> std::io::Result<()> {
     let Some((bucket, key)) = waiter
         .source
         .strip_prefix("s3://")
@@ -457,6 +462,7 @@ async fn reindex(ctx: &Arc<Context>, waiter: &UploadRecord) -> std::io::Result<(
     }
     let mut config = ctx.config.clone();
     config.pipeline.recheck = true;
+    config.pipeline.handed.clone_from(handed);
     let rechecking = Arc::new(Context {
         config,
         store: ctx.store.clone(),
