@@ -135,15 +135,15 @@
 //!    each live one from its ingest object ([`crate::pipeline::HandOver`]) before it
 //!    forgets its own upload. Of the waiter's write and the removal's delete, whichever came
 //!    second is seen by the other's later look: the waiter finds the key free (or holding
-//!    its own content) and publishes it after all, or the removal finds the waiter. A
+//!    its own content) and publishes it after all, or the removal finds the waiter.
 //!    An overwrite (`--overwrite`) makes the uploads whose bytes it replaces such waiters:
 //!    it marks them before the replacement (`RefStore::overwritten`), and their references
 //!    go with it, so the overwriter's removal hands the key back (kept, they would have
 //!    held its bytes after it went; where the object stood for the record, the key was lost
 //!    with it). Their upload records still list the key: `verify` takes the marker as the
 //!    reason, and the hand-back's re-index, referencing the key again, ends the wait (it is
-//!    told which keys it was handed: `Config::handed`). A
-//!    removal that dies before it is done hands over on its retry: its record stays
+//!    told which keys it was handed: `Config::handed`). A removal that dies before it is
+//!    done hands over on its retry: its record stays
 //!    `removing`, and a marker stays until its upload references the key (the re-index
 //!    deletes it), its upload's removal deletes it (with the keys that upload planned and
 //!    did not reference), or a listing finds its upload gone or removing (a marker a crash

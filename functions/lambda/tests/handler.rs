@@ -46,6 +46,16 @@ async fn delete_and_remove(stack: &Stack, ctx: &Arc<Context>, key: &str) {
     assert!(failures(&response).is_empty(), "{response}");
 }
 
+/// Uploads `file` to the ingest bucket as `key` and indexes its notification: no failure.
+async fn upload_and_index(stack: &Stack, ctx: &Arc<Context>, key: &str, file: &std::path::Path) {
+    stack.upload(key, file).await;
+    let created = stack.receive(1).await;
+    let response = handle_indexer(ctx, sqs_event(&created, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty(), "{response}");
+}
+
 const DEBUG_KEY: &str = "product=demo/build=7/my app+1.debug";
 const BIN_KEY: &str = "product=demo/build=7/my app+1";
 
@@ -386,12 +396,7 @@ async fn removing_a_binary_hands_its_debuginfo_to_the_separate_debug_file_waitin
     let ctx = context(&stack, &[]).await;
     let debuginfo = format!("buildid/{}/debuginfo", fx.build_id());
     for (key, file) in [("build-1/app", "app"), ("build-1/app.debug", "app.debug")] {
-        stack.upload(key, &fx.path(file)).await;
-        let created = stack.receive(1).await;
-        let response = handle_indexer(&ctx, sqs_event(&created, &stack.queue_arn))
-            .await
-            .unwrap();
-        assert!(failures(&response).is_empty(), "{response}");
+        upload_and_index(&stack, &ctx, key, &fx.path(file)).await;
     }
     let binary = std::fs::read(fx.path("app")).unwrap();
     let debug_file = std::fs::read(fx.path("app.debug")).unwrap();
@@ -447,12 +452,7 @@ async fn removing_an_overwriting_debug_file_hands_its_keys_back_to_the_one_it_re
             &overwriting,
         ),
     ] {
-        stack.upload(key, &file).await;
-        let created = stack.receive(1).await;
-        let response = handle_indexer(ctx, sqs_event(&created, &stack.queue_arn))
-            .await
-            .unwrap();
-        assert!(failures(&response).is_empty(), "{response}");
+        upload_and_index(&stack, ctx, key, &file).await;
     }
     assert!(stack.objects(SERVING, &debuginfo).await[0].1 == second);
     let records = checks::manifest_records(&stack, SERVING).await;
@@ -589,14 +589,7 @@ async fn redirect_aliases_store_each_artifact_once_and_never_dangle() {
     .unwrap();
     let index = |key: &'static str, file: &'static str| {
         let (stack, ctx, path) = (&stack, &ctx, fx.path(file));
-        async move {
-            stack.upload(key, &path).await;
-            let messages = stack.receive(1).await;
-            let response = handle_indexer(ctx, sqs_event(&messages, &stack.queue_arn))
-                .await
-                .unwrap();
-            assert!(failures(&response).is_empty(), "{response}");
-        }
+        async move { upload_and_index(stack, ctx, key, &path).await }
     };
     index("ci/app.debug", "app.debug").await;
     index("ci/app.stripped", "app.stripped").await;
