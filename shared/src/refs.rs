@@ -651,6 +651,18 @@ enum Found {
     Other(Option<String>),
 }
 
+/// Whether the object `found` holds `content`, as its writer said it would: one whose bytes
+/// are not what its owner wrote with it (a local file changed in place; a copy from a key
+/// an overwrite replaced meanwhile, `Indexer::hold_for`) is not its owner's to share, even
+/// where the bytes are ours.
+fn holds(found: &Owned, content: &Content<'_>) -> bool {
+    let as_written = found
+        .written
+        .as_ref()
+        .is_none_or(|w| w.etag == found.info.etag && w.size == found.info.size);
+    found.info.etag == content.etag && found.info.size == content.size && as_written
+}
+
 /// What creating an object only where nothing is came to ([`RefStore::create_or_find`]).
 enum Creation {
     Created,
@@ -2166,7 +2178,7 @@ impl<'s> RefStore<'s> {
             Creation::Failed(e) => return Err(e.into()),
             Creation::Found(found) => found,
         };
-        let same = found.info.etag == content.etag && found.info.size == content.size;
+        let same = holds(&found, content);
         let ours = found.owner.as_deref() == Some(owner.as_str());
         // Other content, not ours, and this upload neither overwrites nor adopts: a conflict,
         // decided on what the key holds now (invariant 7, last point) — the record protocol
@@ -2535,7 +2547,7 @@ impl<'s> RefStore<'s> {
             }
             Creation::Found(found) => found,
         };
-        let same = found.info.etag == content.etag && found.info.size == content.size;
+        let same = holds(&found, content);
         Ok(if adopt || same {
             let info = found.info.clone();
             Found::Same(self.same_by(upload, found).await?, info)
@@ -4934,6 +4946,44 @@ mod tests {
         finalized(&refs, "u1", &["k"]).await;
         let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
+    /// An object whose bytes are not what its owner wrote with it (a copy from a key an
+    /// overwrite replaced meanwhile, `Indexer::hold_for`) is not shared, even by an upload
+    /// of the bytes that are there: the owner's upload does not hold them.
+    #[tokio::test]
+    async fn an_object_not_holding_what_its_owner_wrote_is_not_shared() {
+        let (dir, store, etag) = owned_store_and_input();
+        let input = dir.path().join("in");
+        let refs = RefStore::new(&store);
+        let bytes = content(&etag, &input);
+        publish_alone(&refs, "k", &bytes).await;
+        // Other bytes at the key, naming u1 as the writer of u1's bytes.
+        let token = refs.owner_token("u1").await.unwrap();
+        let written = ObjectInfo {
+            size: bytes.size,
+            etag: etag.clone(),
+        };
+        let source = CopySource::Bytes(b"other");
+        store
+            .copy(&source, "k", &written, Some(&token))
+            .await
+            .unwrap();
+        let other_input = dir.path().join("other");
+        std::fs::write(&other_input, b"other").unwrap();
+        let other_etag = content_sha1(b"other");
+        let other = content(&other_etag, &other_input);
+        let shared = refs.publish("k", "u2", &other, OnDifferent::Conflict, true);
+        assert_eq!(shared.await.unwrap(), KeyOutcome::Conflict);
+        assert!(refs
+            .key("k")
+            .await
+            .unwrap()
+            .is_none_or(|r| !r.refs.contains("u2")));
+        // The owner, indexed again, writes its own bytes back.
+        let again = refs.publish("k", "u1", &bytes, OnDifferent::Conflict, false);
+        assert_eq!(again.await.unwrap(), KeyOutcome::Published);
+        assert_eq!(store.get("k").await.unwrap().unwrap().bytes, b"bytes");
     }
 
     #[tokio::test]
