@@ -1121,19 +1121,16 @@ async fn run_op_configured(
         ingest,
         config: config.clone(),
     };
-    let (op, overwrite) = match op {
-        Op::Overwrite(artifact) => (Op::Index(artifact, true), true),
-        op => (op, false),
-    };
     let config = Config {
-        overwrite,
+        overwrite: matches!(op, Op::Overwrite(_)),
         ..config
     };
     let indexer = Indexer::new(store, config)
         .lists_keys_at_finalize(first_delivery)
         .handing_over_to(&hand_over);
     match op {
-        Op::Index(artifact, alive) => {
+        Op::Index(artifact, _) | Op::Overwrite(artifact) => {
+            let alive = !matches!(op, Op::Index(_, false));
             let upload = artifact.upload();
             let indexed = if first_delivery {
                 // The upload record taken to be absent, unread (also on the redeliveries
@@ -1165,7 +1162,6 @@ async fn run_op_configured(
             .await?
             .into_iter()
             .collect()),
-        Op::Overwrite(_) => unreachable!("run as an index above"),
     }
 }
 
@@ -1515,6 +1511,22 @@ mod tests {
         std::future::ready(store)
     }
 
+    /// The marker of a store laid out as S3 stores made before upload records were named by
+    /// location (`refs::UploadLayout::Flat`).
+    const FLAT: &[u8] = br#"{"uploads":"flat"}"#;
+
+    /// [`local_store`] with the flat layout's marker.
+    fn flat_local_store(
+        dirs: &mut Vec<tempfile::TempDir>,
+    ) -> impl std::future::Future<Output = LocalStore> {
+        let store = local_store(dirs).into_inner();
+        async move {
+            let marker = store.put(crate::refs::LAYOUT_FILE, FLAT).await;
+            marker.expect("layout marker");
+            store
+        }
+    }
+
     #[tokio::test]
     async fn every_scenario_over_a_local_store_through_random_interleavings() {
         let artifacts = Artifacts::new();
@@ -1534,7 +1546,6 @@ mod tests {
     #[ignore = "known races (see known_races)"]
     async fn known_races_through_random_interleavings() {
         let artifacts = Artifacts::new();
-        let flat = br#"{"uploads":"flat"}"#;
         let range = match std::env::var_os("SYMDEX_SEED_BASE") {
             Some(_) => seeds(60),
             None => 150_000..150_000 + schedules(60),
@@ -1543,15 +1554,7 @@ mod tests {
             let mut dirs = Vec::new();
             check(&scenario, range.clone(), || local_store(&mut dirs)).await;
             let mut dirs = Vec::new();
-            check(&scenario, range.clone(), || {
-                let store = local_store(&mut dirs).into_inner();
-                async move {
-                    let marker = store.put(crate::refs::LAYOUT_FILE, flat).await;
-                    marker.expect("layout marker");
-                    store
-                }
-            })
-            .await;
+            check(&scenario, range.clone(), || flat_local_store(&mut dirs)).await;
         }
     }
 
@@ -1775,11 +1778,10 @@ mod tests {
     /// which keep that layout: their objects name owners all the same.
     #[tokio::test]
     async fn every_scenario_over_a_flat_local_store_through_random_interleavings() {
-        let flat = br#"{"uploads":"flat"}"#;
         let probe = tempfile::tempdir().expect("tempdir");
         let store = LocalStore::open(probe.path()).expect("store").with_owners();
         store
-            .put(crate::refs::LAYOUT_FILE, flat)
+            .put(crate::refs::LAYOUT_FILE, FLAT)
             .await
             .expect("marker");
         let layout = crate::refs::RefStore::new(&store)
@@ -1790,15 +1792,7 @@ mod tests {
         let artifacts = Artifacts::new();
         for scenario in scenarios(&artifacts) {
             let mut dirs = Vec::new();
-            check(&scenario, seeds(20), || {
-                let store = local_store(&mut dirs).into_inner();
-                async move {
-                    let marker = store.put(crate::refs::LAYOUT_FILE, flat).await;
-                    marker.expect("layout marker");
-                    store
-                }
-            })
-            .await;
+            check(&scenario, seeds(20), || flat_local_store(&mut dirs)).await;
         }
     }
 
