@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Args;
@@ -12,19 +12,22 @@ use indicatif::{ProgressBar, ProgressStyle};
 use symdex_shared::archive::{self, Event};
 use symdex_shared::formats::{identify_with_details, FormatError};
 use symdex_shared::identity::{file_name_of, Identity};
-use symdex_shared::manifest::{Action, Record, UploadMeta};
+use symdex_shared::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
     default_prefixes, route_of, Config, EntryOf, HandOver, Indexed, Indexer, Lookup, Summary,
     Upload,
 };
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
-use symdex_shared::refs::{DeferredWrites, FileStamp, LeasePolicy, RefStore, UploadRecord};
+use symdex_shared::refs::{
+    DeferredWrites, FileStamp, LeasePolicy, RefStore, UnparsedUpload, UploadRecord,
+};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::file_sha1;
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
 use crate::inputs::{expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked};
+use crate::stamps::{NewStamps, StampReader};
 use crate::DEFAULT_STORE;
 
 #[derive(Args)]
@@ -175,7 +178,9 @@ impl<'s> FromFiles<'s> {
         let meta = &waiter.meta;
         // The bytes the upload was: its own, or (an entry) its archive's.
         let archive_etag = waiter.ingest_etag.as_deref();
-        match read_input(indexer.refs(), path, options, true).await? {
+        // Read whatever stamps say (`recheck`): the bytes must still be the upload's.
+        let mut stamps = StampReader::new(self.store);
+        match read_input(indexer.refs(), &mut stamps, path, options, true, None).await? {
             Ok(mut read) => {
                 read.source_path.clone_from(&waiter.source_path);
                 let same = match &waiter.entry {
@@ -326,8 +331,9 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     // One lane is no lane: every input is indexed by this thread, in order.
     let lanes = if lanes > 1 { lanes } else { 0 };
     // Inputs are read, hashed and identified on a thread of their own, ahead of the writers.
-    // It only reads: an input's stamp from its source record, which no other input's
-    // indexing changes.
+    // It only reads: an input's stamp (stamps.rs), and a known input's upload record, used
+    // only if nothing changed the store since (`Prefetched`).
+    let stamps = Mutex::new(NewStamps::default());
     std::thread::scope(|scope| {
         let (ahead, inputs) = std::sync::mpsc::sync_channel(READ_AHEAD);
         let (reader, meta) = (store.inner(), &meta);
@@ -337,8 +343,8 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         for _ in 0..lanes {
             let (send, lane) = std::sync::mpsc::sync_channel::<LaneInput>(LANE_QUEUE);
             senders.push(send);
-            let (indexer, done) = (&indexer, done.clone());
-            scope.spawn(move || run_lane(indexer, meta, lane, done));
+            let (indexer, done, stamps) = (&indexer, done.clone(), &stamps);
+            scope.spawn(move || run_lane(indexer, meta, stamps, lane, done));
         }
         drop(done);
         let writer = Writer {
@@ -348,7 +354,9 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
             dispatched: std::collections::VecDeque::new(),
             results: BTreeMap::new(),
         };
-        crate::block_on(run_async(args, &store, meta, writer, inputs, count))?
+        crate::block_on(run_async(
+            args, &store, meta, &stamps, writer, inputs, count,
+        ))?
     })
 }
 
@@ -392,6 +400,8 @@ fn read_ahead(
     ahead: std::sync::mpsc::SyncSender<Vec<Ahead>>,
 ) {
     let refs = RefStore::new(store);
+    let mut stamps = StampReader::new(store);
+    let meta = upload_meta(args);
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };
@@ -402,7 +412,9 @@ fn read_ahead(
                 let options = IdentifyOptions {
                     as_source: args.keys.sources.wants_source(&path),
                 };
-                match runtime.block_on(read_input(&refs, &path, options, args.recheck)) {
+                let ahead = Some((store, &meta));
+                let read = read_input(&refs, &mut stamps, &path, options, args.recheck, ahead);
+                match runtime.block_on(read) {
                     Ok(Ok(mut read)) => {
                         if route {
                             read.route = route_input(&read);
@@ -452,6 +464,7 @@ type LaneDone = (usize, PathBuf, io::Result<Indexed>);
 fn run_lane(
     indexer: &Indexer<'_>,
     meta: &UploadMeta,
+    stamps: &Mutex<NewStamps>,
     inputs: std::sync::mpsc::Receiver<LaneInput>,
     done: std::sync::mpsc::Sender<LaneDone>,
 ) {
@@ -474,7 +487,7 @@ fn run_lane(
         // Every input handed over is answered, a panic too (as an error): the writer waits
         // for each in order, and would wait for a lost one forever.
         let indexed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            runtime.block_on(index_file(indexer, *read, meta))
+            runtime.block_on(index_file(indexer, *read, meta, Some(stamps)))
         }))
         .unwrap_or_else(|_| Err(io::Error::other("indexing it panicked")));
         if done.send((seq, path, indexed)).is_err() {
@@ -503,8 +516,12 @@ struct Writer<'i, 's> {
 
 impl Writer<'_, '_> {
     /// Hands an input to the lane of its route.
-    fn dispatch(&mut self, seq: usize, route: &str, path: PathBuf, read: Box<ReadInput>) {
+    fn dispatch(&mut self, seq: usize, route: &str, path: PathBuf, mut read: Box<ReadInput>) {
         use std::hash::{Hash, Hasher};
+        // A lane reads its upload record in its turn: a record read ahead is checked against
+        // the store's changes by this thread only (`index_read_file`). (A routed input was
+        // read and identified, so none was read ahead.)
+        read.prefetched = None;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         route.hash(&mut hasher);
         let lane = (hasher.finish() % self.lanes.len() as u64) as usize;
@@ -565,6 +582,7 @@ async fn run_async(
     args: &IndexArgs,
     store: &crate::crash::Store,
     meta: &UploadMeta,
+    stamps: &Mutex<NewStamps>,
     mut writer: Writer<'_, '_>,
     inputs: std::sync::mpsc::Receiver<Vec<Ahead>>,
     count: usize,
@@ -573,6 +591,7 @@ async fn run_async(
     indexer.prepare().await?;
     let bar = progress(count);
     let mut sink = Sink::new(indexer, args.json);
+    sink.stamps = Some(stamps);
     let mut failed = false;
     // Blocking receives on the runtime's only thread: nothing else runs on it.
     for (seq, item) in inputs.into_iter().flatten().enumerate() {
@@ -657,11 +676,15 @@ async fn index_read_file(
     sink: &mut Sink<'_, '_>,
     store: &crate::crash::Store,
     path: &Path,
-    read: ReadInput,
+    mut read: ReadInput,
     meta: &UploadMeta,
     unpack: Unpack<'_>,
 ) -> io::Result<()> {
-    let indexed = index_file(sink.indexer, read, meta).await?;
+    // A record read ahead is used only if nothing changed the store since.
+    if (read.prefetched.as_ref()).is_some_and(|p| p.changes != store.inner().changes()) {
+        read.prefetched = None;
+    }
+    let indexed = index_file(sink.indexer, read, meta, sink.stamps).await?;
     let bundle = bundle_files(path, &indexed);
     sink.push(indexed).await?;
     match bundle {
@@ -683,6 +706,9 @@ const FLUSH_EVERY: usize = 5_000;
 struct Sink<'i, 's> {
     indexer: &'i Indexer<'s>,
     pending: Vec<Indexed>,
+    /// Stamps of the files planned since the last flush (the run's own inputs, not a
+    /// hand-over's: lanes add theirs), written with it.
+    stamps: Option<&'i Mutex<NewStamps>>,
     summary: Summary,
     manifests: Vec<String>,
     json: bool,
@@ -693,6 +719,7 @@ impl<'i, 's> Sink<'i, 's> {
         Sink {
             indexer,
             pending: Vec::new(),
+            stamps: None,
             summary: Summary::default(),
             manifests: Vec::new(),
             json,
@@ -732,6 +759,10 @@ impl<'i, 's> Sink<'i, 's> {
         let mut undone = Vec::new();
         for upload in &pending {
             undone.extend(self.indexer.finalize(upload, true).await?);
+        }
+        if let Some(stamps) = self.stamps {
+            let mut taken = std::mem::take(&mut *stamps.lock().unwrap_or_else(|e| e.into_inner()));
+            taken.write(self.indexer.store()).await?;
         }
         for record in written.into_iter().chain(&undone) {
             self.summary.add(record);
@@ -793,6 +824,21 @@ struct ReadInput {
     /// Where it sits in its source tree, as its upload record says (a hand-over); else
     /// found from the current directory.
     source_path: Option<String>,
+    /// Its upload record, read ahead (a known input: a re-index reads nothing else).
+    prefetched: Option<Prefetched>,
+}
+
+/// An upload record the reader thread read ahead of the writer, for
+/// [`Indexer::looked_up`]: good only while the store's count of changes is still `changes`
+/// ([`LocalStore::changes`]; the writer lock makes this run the store's only writer).
+struct Prefetched {
+    upload: String,
+    changes: u64,
+    /// Taken before the read (`Indexer::already_indexed` says why).
+    time: String,
+    /// Parsed by the writer: the reader has the status and the read of every input to
+    /// make, the writer less (a re-index is the two side by side).
+    record: UnparsedUpload,
 }
 
 /// Reads an input (reader thread): only its status when its source record knows that status
@@ -800,9 +846,11 @@ struct ReadInput {
 /// container it is (`Err`: its entries are read as they are indexed).
 async fn read_input(
     refs: &RefStore<'_>,
+    stamps: &mut StampReader<'_>,
     path: &Path,
     options: IdentifyOptions,
     recheck: bool,
+    ahead: Option<(&LocalStore, &UploadMeta)>,
 ) -> io::Result<Result<ReadInput, archive::Container>> {
     let abs = if path.is_absolute() {
         path.to_path_buf()
@@ -815,13 +863,34 @@ async fn read_input(
     let status = std::fs::metadata(&abs)?;
     // Settled (else never trusted, so not even looked up), its etag still to fill in.
     let settled = settled_status(&status);
+    // Its directory's stamps (stamps.rs), else its source record's (stores written before).
     let known = match (&settled, recheck) {
-        (Some(_), false) => refs.source(&shown).await?.and_then(|r| r.file),
+        (Some(now), false) => match stamps.get(&shown).await?.filter(|k| now.same_status(k)) {
+            Some(known) => Some(known),
+            None => (refs.source(&shown).await?)
+                .and_then(|r| r.file)
+                .filter(|k| now.same_status(k)),
+        },
         _ => None,
     };
-    let known = known.filter(|k| settled.as_ref().is_some_and(|s| s.same_status(k)));
     // Known: a file indexed before (an archive's entries have stamps, never the archive).
     if let Some(known) = known {
+        // Its upload record too, read ahead: the writer then only checks that nothing
+        // changed the store since, instead of reading it in its turn.
+        let prefetched = match ahead {
+            Some((store, meta)) => {
+                let upload = upload_id("file", &shown, &known.etag, meta);
+                let changes = store.changes();
+                let time = now_rfc3339();
+                (refs.upload_unparsed(&upload).await?).map(|record| Prefetched {
+                    upload,
+                    changes,
+                    time,
+                    record,
+                })
+            }
+            None => None,
+        };
         return Ok(Ok(ReadInput {
             abs,
             shown,
@@ -833,6 +902,7 @@ async fn read_input(
             identified: None,
             route: None,
             source_path: None,
+            prefetched,
         }));
     }
     let container = file_head::<{ archive::DETECT_LEN }>(&abs)
@@ -866,6 +936,7 @@ async fn read_input(
         identified: Some(identified),
         route: None,
         source_path: None,
+        prefetched: None,
     }))
 }
 
@@ -908,16 +979,25 @@ async fn index_file(
     indexer: &Indexer<'_>,
     mut read: ReadInput,
     meta: &UploadMeta,
+    stamps: Option<&Mutex<NewStamps>>,
 ) -> io::Result<Indexed> {
     let identified = read.identified.take();
+    let prefetched = read.prefetched.take();
     let upload = read.upload(meta);
     // A re-delivery is answered from the upload record: the input is not even opened. The
     // stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
     // re-index writes nothing but its manifest, so a file first indexed unsettled is hashed
-    // again each time (then answered from its upload record). Looked up here, not by the
-    // reader: in its turn (an earlier input may change the record), and a re-index keeps
-    // both threads busy (the reader then only reads statuses and source records).
-    let prior = match indexer.already_indexed(&upload).await? {
+    // again each time (then answered from its upload record). Looked up in its turn (an
+    // earlier input may change the record): read ahead by the reader thread when nothing
+    // changed the store since (`Prefetched`), else read now.
+    let lookup = match prefetched {
+        Some(p) if p.upload == upload.id => {
+            let (found, prior) = p.record.parse()?;
+            indexer.looked_up(&upload, found, prior, &p.time)
+        }
+        _ => indexer.already_indexed(&upload).await?,
+    };
+    let prior = match lookup {
         Lookup::Indexed(unchanged) => return Ok(*unchanged),
         Lookup::Unindexed(prior) => prior,
     };
@@ -925,7 +1005,11 @@ async fn index_file(
         Some(identified) => identified,
         None => identify_with_details(&FileReader::open(&read.abs)?, &upload.options),
     };
-    indexer.index_looked_up(&upload, identified, prior).await
+    let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
+    if let (Some(stamps), Some(stamp), Some(_)) = (stamps, &upload.file_stamp, &indexed.upload) {
+        (stamps.lock().unwrap_or_else(|e| e.into_inner())).add(&read.shown, stamp);
+    }
+    Ok(indexed)
 }
 
 /// Inputs up to this size are read whole when they are hashed (see `index_file`).

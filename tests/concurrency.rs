@@ -317,10 +317,11 @@ fn a_run_killed_at_any_point_is_undone_by_a_delete() {
 }
 
 /// Every file of a store, reference records without their clock readings, the manifest left
-/// out (its file names are times). A source record's input stamp (`file`) is left out too:
-/// it is kept only for an input left alone for `FileStamp::SETTLED` before the run read it,
-/// so whether it is there says how long after the build a run started, not what the run did
-/// (the serial run, right after the build, kept none; a later run kept them all).
+/// out (its file names are times). Input stamps are left out too (a source record's `file`,
+/// and the directories' stamp records, `_symdex/stamps/`): one is kept only for an input left
+/// alone for `FileStamp::SETTLED` before the run read it, so whether it is there says how long
+/// after the build a run started, not what the run did (the serial run, right after the
+/// build, kept none; a later run kept them all).
 fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
     fn timeless(value: &mut Value) {
         match value {
@@ -338,7 +339,9 @@ fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
         }
     }
     let mut files = common::files_of(store, |key| {
-        !key.starts_with("_manifest") && !key.starts_with("_symdex/lock")
+        !key.starts_with("_manifest")
+            && !key.starts_with("_symdex/lock")
+            && !key.starts_with("_symdex/stamps/")
     });
     for (key, bytes) in files.iter_mut() {
         if key.starts_with("_symdex") && key.ends_with(".json") {

@@ -375,6 +375,47 @@ fn index_finishes_a_killed_delete_and_hands_over_the_keys_it_freed() {
     );
 }
 
+/// A run that finishes a killed delete hands the keys it frees to an upload later in the
+/// same run. That upload's record, read ahead by the reader thread (its input's stamp vouched
+/// for it) before the hand-over rewrote it, is read again: the run changed the store since
+/// (`Prefetched`). So the run reports what the upload is now (unchanged, serving the key),
+/// not the conflict its record said when it was read ahead.
+#[test]
+fn a_record_read_ahead_is_read_again_when_the_run_changed_the_store() {
+    let w = Workdir::new();
+    build_split_elf(&w, "a", BID, "x * 3 + 1");
+    // The same build id, different code.
+    build_split_elf(&w, "b", BID, "x * 5 - 2");
+    // Settled before the first index (its stamps kept): the last run reads neither input.
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    let (a, b) = (w.path("a"), w.path("b"));
+    let before = w.path("before");
+    index(&before, &[a.to_str().unwrap()]);
+    let out = index(&before, &[b.to_str().unwrap()]);
+    assert!(out.contains("2 conflicts"), "{out}");
+    let holder = a.join("app.debug").canonicalize().unwrap();
+    let store = (0..200)
+        .map_while(|n| common::store_with_killed_delete(&w, &before, &format!("s{n}"), &a, n))
+        .find(|s| common::upload_state(s, &holder).as_deref() == Some("removing"))
+        .expect("a delete killed inside the removal of a's debug file");
+    let records = common::index_json(&store, &[a.to_str().unwrap(), b.to_str().unwrap()]);
+    let of_b: Vec<&str> = records
+        .iter()
+        .filter(|r| r["ingest_key"].as_str().unwrap_or_default().contains("/b/"))
+        .map(|r| r["action"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        !of_b.is_empty() && of_b.iter().all(|&action| action == "unchanged"),
+        "b, handed a's keys earlier in the run, is reported as it is now: {of_b:?}"
+    );
+    let key = store.join(format!("buildid/{BID_HEX}/debuginfo"));
+    assert_eq!(
+        std::fs::read(key).unwrap(),
+        std::fs::read(b.join("app.debug")).unwrap()
+    );
+    verify_clean(&store);
+}
+
 #[test]
 fn deleting_builds_honours_shared_references() {
     let w = Workdir::new();
@@ -801,6 +842,38 @@ fn a_reindex_reads_no_input_whose_status_is_unchanged() {
     assert!(
         again < (PADDING / 8) as u64,
         "an unchanged re-index read {again} bytes\n{text}"
+    );
+    // The stamps are kept by directory (`_symdex/stamps/`, one record for `out/`), and in
+    // each input's source record as before: either alone vouches for the inputs.
+    let stamps: Vec<_> = std::fs::read_dir(store.join("_symdex/stamps"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(stamps.len(), 1, "{stamps:?}");
+    let mut sources = Vec::new();
+    for entry in std::fs::read_dir(store.join("_symdex/sources")).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let mut record: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert!(record["file"].is_object(), "{record}");
+        record.as_object_mut().unwrap().remove("file");
+        std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+        sources.push((path, bytes));
+    }
+    let (by_dir, text) = bytes_read_by_index(&store, &out);
+    assert!(
+        text.contains("2 unchanged") && by_dir < (PADDING / 8) as u64,
+        "stamps by directory alone: read {by_dir} bytes\n{text}"
+    );
+    // A store whose stamps are only in its source records (written before): read from there.
+    for (path, bytes) in &sources {
+        std::fs::write(path, bytes).unwrap();
+    }
+    std::fs::remove_dir_all(store.join("_symdex/stamps")).unwrap();
+    let (by_source, text) = bytes_read_by_index(&store, &out);
+    assert!(
+        text.contains("2 unchanged") && by_source < (PADDING / 8) as u64,
+        "stamps in source records alone: read {by_source} bytes\n{text}"
     );
     // Touched (same bytes, new status): read and hashed again, still unchanged.
     ok(std::process::Command::new("touch")

@@ -483,6 +483,11 @@ impl<'s> Indexer<'s> {
         &self.refs
     }
 
+    /// The store it publishes to.
+    pub fn store(&self) -> &'s dyn Storage {
+        self.store
+    }
+
     /// Writes the store-level marker objects once.
     pub async fn prepare(&self) -> io::Result<()> {
         for (key, body) in self.config.marker_objects() {
@@ -544,12 +549,24 @@ impl<'s> Indexer<'s> {
         // Stamped before the read (see above).
         let time = now_rfc3339();
         let (found, prior) = self.refs.upload_read(&upload.id).await?;
-        Ok(
-            match found.and_then(|found| self.answered_by(upload, &found, &time)) {
-                Some(indexed) => Lookup::Indexed(Box::new(indexed)),
-                None => Lookup::Unindexed(prior),
-            },
-        )
+        Ok(self.looked_up(upload, found, prior, &time))
+    }
+
+    /// [`Self::already_indexed`] from a read of `upload`'s record made before: `found` and
+    /// `prior` as [`RefStore::upload_read`] returned them, `time` taken before that read. The
+    /// caller vouches that the read is as good as one made now (the CLI's reader thread reads
+    /// ahead, and the writer knows whether anything changed the store since).
+    pub fn looked_up(
+        &self,
+        upload: &Upload<'_>,
+        found: Option<UploadRecord>,
+        prior: Option<PriorRead>,
+        time: &str,
+    ) -> Lookup {
+        match found.and_then(|found| self.answered_by(upload, &found, time)) {
+            Some(indexed) => Lookup::Indexed(Box::new(indexed)),
+            None => Lookup::Unindexed(prior),
+        }
     }
 
     /// The records of a re-delivery of `upload`, answered from its upload record `found`

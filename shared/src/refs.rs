@@ -325,6 +325,23 @@ pub struct UploadRecord {
     pub indexed_as: Option<IndexedAs>,
 }
 
+/// An upload record read and not parsed yet ([`RefStore::upload_unparsed`]).
+#[derive(Debug)]
+pub struct UnparsedUpload {
+    file: String,
+    bytes: Option<Vec<u8>>,
+}
+
+impl UnparsedUpload {
+    /// What [`RefStore::upload_read`] returns, from these bytes.
+    pub fn parse(self) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
+        Ok(match self.bytes {
+            Some(bytes) => (Some(parse(&self.file, &bytes)?), None),
+            None => (None, Some(PriorRead(None))),
+        })
+    }
+}
+
 /// An upload record as it was read, for the compare-and-swap of a [`RefStore::plan`] that
 /// follows (saves reading it again; a swap on an older version fails and reads anew).
 #[derive(Debug, Clone)]
@@ -2911,6 +2928,19 @@ impl<'s> RefStore<'s> {
         let read = self.store.get(&file).await?;
         let record = read.as_ref().map(|v| parse(&file, &v.bytes)).transpose()?;
         Ok((record, Some(PriorRead(read))))
+    }
+
+    /// The bytes of `upload`'s record, read now to be parsed later ([`UnparsedUpload::parse`]
+    /// comes to what [`Self::upload_read`] would have returned): the CLI's reader thread
+    /// reads records ahead, the writer parses them. `None` where versions are not free to
+    /// read (a read is a `get`: [`Self::upload_read`]).
+    pub async fn upload_unparsed(&self, upload: &str) -> io::Result<Option<UnparsedUpload>> {
+        if self.store.versions_are_free() {
+            return Ok(None);
+        }
+        let file = self.upload_file(upload).await?;
+        let bytes = self.store.read(&file).await?;
+        Ok(Some(UnparsedUpload { file, bytes }))
     }
 
     /// One page of upload records in the order of their record files: those after the file

@@ -62,9 +62,27 @@ pub struct LocalStore {
     /// Upload records of a new store go under their location, as on S3
     /// ([`Storage::uploads_by_location`]).
     by_location: bool,
+    /// Changes made through this handle, counted when each ends ([`LocalStore::changes`]).
+    changes: AtomicU64,
 }
 
 impl LocalStore {
+    /// How many changes (puts, copies, deletes, failed ones too) made through this handle
+    /// have ended. A read made after this count was taken, while it is still the count, is
+    /// as good as a read made now by this process: every change that ended before the count
+    /// was taken is in the read, and any change that ended since would have moved the count.
+    /// (It says nothing of other processes: the CLI relies on it while it holds the writer
+    /// lock.)
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
+    }
+
+    /// Counts a change that ended (see [`LocalStore::changes`]), whatever it came to.
+    fn ended<T>(&self, result: T) -> T {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
     /// Opens (creating if needed) a store rooted at `root`.
     pub fn open(root: impl Into<PathBuf>) -> io::Result<Self> {
         let root = root.into();
@@ -80,6 +98,7 @@ impl LocalStore {
             ),
             owners: false,
             by_location: false,
+            changes: AtomicU64::new(0),
         })
     }
 
@@ -981,7 +1000,7 @@ impl Storage for LocalStore {
         false
     }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
-        Box::pin(async move { self.put_now(key, bytes) })
+        Box::pin(async move { self.ended(self.put_now(key, bytes)) })
     }
     fn put_if<'a>(
         &'a self,
@@ -989,10 +1008,10 @@ impl Storage for LocalStore {
         bytes: &'a [u8],
         condition: Precondition<'a>,
     ) -> StorageFuture<'a, Option<String>> {
-        Box::pin(async move { self.put_if_now(key, bytes, condition) })
+        Box::pin(async move { self.ended(self.put_if_now(key, bytes, condition)) })
     }
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
-        Box::pin(async move { self.delete_if_now(key, version) })
+        Box::pin(async move { self.ended(self.delete_if_now(key, version)) })
     }
     fn copy<'a>(
         &'a self,
@@ -1002,7 +1021,7 @@ impl Storage for LocalStore {
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
         // The size is what a link answers; the identity is named with an owner.
-        Box::pin(async move { self.copy_owned_now(source, key, known, owner) })
+        Box::pin(async move { self.ended(self.copy_owned_now(source, key, known, owner)) })
     }
     fn copy_new<'a>(
         &'a self,
@@ -1011,7 +1030,7 @@ impl Storage for LocalStore {
         known: &'a ObjectInfo,
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
-        Box::pin(async move { self.copy_new_owned_now(source, key, known, owner) })
+        Box::pin(async move { self.ended(self.copy_new_owned_now(source, key, known, owner)) })
     }
     fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         Box::pin(async move { self.owned_now(key) })
@@ -1036,7 +1055,7 @@ impl Storage for LocalStore {
         self.by_location
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
-        Box::pin(async move { self.delete_now(key) })
+        Box::pin(async move { self.ended(self.delete_now(key)) })
     }
 }
 
@@ -1109,6 +1128,28 @@ mod tests {
             "empty directories are removed"
         );
         assert_eq!(s.get_now("a/b/c.txt").unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn changes_are_counted_when_they_end_and_reads_are_not() {
+        let (_d, s) = store();
+        let before = s.changes();
+        s.put("a/k", b"1").await.unwrap();
+        assert_eq!(s.changes(), before + 1);
+        s.read("a/k").await.unwrap();
+        s.get("a/k").await.unwrap();
+        s.head("a/k").await.unwrap();
+        s.list("a/").await.unwrap();
+        assert_eq!(s.changes(), before + 1, "reads are not changes");
+        let version = s.put_if("a/k", b"2", Precondition::Absent).await.unwrap();
+        assert!(version.is_none());
+        assert_eq!(s.changes(), before + 2, "a failed change is counted too");
+        let info = s.head("a/k").await.unwrap().unwrap();
+        s.copy(&CopySource::Key("a/k"), "a/c", &info, None)
+            .await
+            .unwrap();
+        s.delete("a/c").await.unwrap();
+        assert_eq!(s.changes(), before + 4);
     }
 
     #[test]

@@ -1,0 +1,194 @@
+//! Input stamps by directory: what a local input file held when it was last hashed, kept
+//! in one record per input directory (`_symdex/stamps/<sha1 of directory>.json`).
+//!
+//! A stamp (refs.rs [`FileStamp`]) is a cache, never a fact the store depends on: a file
+//! whose status (size, times, inode, device) is the stamp's holds the bytes the stamp names,
+//! so a re-index takes its content identity from the stamp instead of reading it. A stamp
+//! that is missing, lost or stale only costs a read of the file.
+//!
+//! Why by directory: a re-index of N unchanged inputs read one record per input for its
+//! stamp (the input's source record, where stamps were kept before), half the files it
+//! opened. Inputs come walked directory by directory, so one record per directory is read
+//! once for all of its files. The stamps are written once per flush of the index, merged into
+//! each directory's record: the local store has one writer at a time (its writer lock), so a
+//! read, merge and write loses nobody's stamps. Source records keep their stamp too (stores
+//! written before, and an index of an older symdex, read it there).
+
+use std::collections::BTreeMap;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+use symdex_shared::digest::sha1_hex;
+use symdex_shared::refs::FileStamp;
+use symdex_shared::storage::Storage;
+
+/// Where the directories' stamp records live.
+pub const STAMPS_DIR: &str = "_symdex/stamps/";
+
+/// One directory's stamps, by file name.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct DirStamps {
+    /// The directory, as input paths name it (absolute): two directories whose names hash
+    /// alike are told apart.
+    dir: String,
+    files: BTreeMap<String, FileStamp>,
+}
+
+fn record_key(dir: &str) -> String {
+    format!("{STAMPS_DIR}{}.json", sha1_hex(dir.as_bytes()))
+}
+
+/// An input path as its directory and its file name (`None`: no directory).
+fn split(path: &str) -> Option<(&str, &str)> {
+    path.rsplit_once('/').filter(|(_, name)| !name.is_empty())
+}
+
+/// Reads stamps for the reader thread: the record of the directory it is in, read once.
+pub struct StampReader<'s> {
+    store: &'s dyn Storage,
+    /// The directory whose stamps `files` holds.
+    dir: Option<String>,
+    files: BTreeMap<String, FileStamp>,
+}
+
+impl<'s> StampReader<'s> {
+    pub fn new(store: &'s dyn Storage) -> Self {
+        StampReader {
+            store,
+            dir: None,
+            files: BTreeMap::new(),
+        }
+    }
+
+    /// The stamp recorded for the file at `path` (absolute), if any. A record that cannot
+    /// be read as stamps is taken for none: the files are then read.
+    pub async fn get(&mut self, path: &str) -> io::Result<Option<FileStamp>> {
+        let Some((dir, name)) = split(path) else {
+            return Ok(None);
+        };
+        if self.dir.as_deref() != Some(dir) {
+            let record = match self.store.read(&record_key(dir)).await? {
+                Some(bytes) => serde_json::from_slice::<DirStamps>(&bytes)
+                    .ok()
+                    .filter(|r| r.dir == dir),
+                None => None,
+            };
+            self.files = record.map(|r| r.files).unwrap_or_default();
+            self.dir = Some(dir.to_string());
+        }
+        Ok(self.files.get(name).cloned())
+    }
+}
+
+/// Stamps a run took (files it read and hashed, settled), written by directory at each flush.
+#[derive(Default)]
+pub struct NewStamps {
+    by_dir: BTreeMap<String, BTreeMap<String, FileStamp>>,
+}
+
+impl NewStamps {
+    pub fn add(&mut self, path: &str, stamp: &FileStamp) {
+        if let Some((dir, name)) = split(path) {
+            self.by_dir
+                .entry(dir.to_string())
+                .or_default()
+                .insert(name.to_string(), stamp.clone());
+        }
+    }
+
+    /// Merges the stamps taken since the last write into their directories' records. Only
+    /// call it holding the store's writer lock (see the module's comment).
+    pub async fn write(&mut self, store: &dyn Storage) -> io::Result<()> {
+        for (dir, files) in std::mem::take(&mut self.by_dir) {
+            let key = record_key(&dir);
+            let mut record = match store.read(&key).await? {
+                Some(bytes) => serde_json::from_slice::<DirStamps>(&bytes)
+                    .ok()
+                    .filter(|r| r.dir == dir)
+                    .unwrap_or_default(),
+                None => DirStamps::default(),
+            };
+            let mut changed = record.dir != dir;
+            for (name, stamp) in files {
+                changed |= record.files.get(&name) != Some(&stamp);
+                record.files.insert(name, stamp);
+            }
+            if !changed {
+                continue;
+            }
+            record.dir = dir;
+            store.put(&key, &serde_json::to_vec(&record)?).await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use symdex_shared::storage::LocalStore;
+
+    fn stamp(inode: u64, etag: &str) -> FileStamp {
+        FileStamp {
+            size: 10,
+            mtime_ns: 1,
+            ctime_ns: 2,
+            inode,
+            device: 3,
+            etag: etag.to_string(),
+        }
+    }
+
+    #[tokio::test]
+    async fn stamps_are_merged_by_directory_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let mut new = NewStamps::default();
+        new.add("/in/a/x", &stamp(1, "e1"));
+        new.add("/in/a/y", &stamp(2, "e2"));
+        new.add("/in/b/x", &stamp(3, "e3"));
+        new.write(&store).await.unwrap();
+        // A later flush adds to a directory's record and replaces a file's stamp.
+        new.add("/in/a/z", &stamp(4, "e4"));
+        new.add("/in/a/x", &stamp(5, "e5"));
+        new.write(&store).await.unwrap();
+        let mut reader = StampReader::new(&store);
+        assert_eq!(reader.get("/in/a/x").await.unwrap(), Some(stamp(5, "e5")));
+        assert_eq!(reader.get("/in/a/y").await.unwrap(), Some(stamp(2, "e2")));
+        assert_eq!(reader.get("/in/a/z").await.unwrap(), Some(stamp(4, "e4")));
+        assert_eq!(reader.get("/in/b/x").await.unwrap(), Some(stamp(3, "e3")));
+        assert_eq!(reader.get("/in/b/y").await.unwrap(), None);
+        assert_eq!(reader.get("/in/c/x").await.unwrap(), None);
+        assert_eq!(reader.get("nodir").await.unwrap(), None);
+        // One record per directory.
+        assert_eq!(store.list(STAMPS_DIR).await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_record_of_another_directory_or_not_stamps_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        // As if another directory's name hashed alike.
+        let other = DirStamps {
+            dir: "/elsewhere".into(),
+            files: [("x".to_string(), stamp(1, "e1"))].into(),
+        };
+        let key = record_key("/in/a");
+        store
+            .put(&key, &serde_json::to_vec(&other).unwrap())
+            .await
+            .unwrap();
+        let mut reader = StampReader::new(&store);
+        assert_eq!(reader.get("/in/a/x").await.unwrap(), None);
+        store.put(&key, b"not json").await.unwrap();
+        let mut reader = StampReader::new(&store);
+        assert_eq!(reader.get("/in/a/x").await.unwrap(), None);
+        // Written over by the next stamps of that directory.
+        let mut new = NewStamps::default();
+        new.add("/in/a/y", &stamp(2, "e2"));
+        new.write(&store).await.unwrap();
+        let mut reader = StampReader::new(&store);
+        assert_eq!(reader.get("/in/a/y").await.unwrap(), Some(stamp(2, "e2")));
+        assert_eq!(reader.get("/in/a/x").await.unwrap(), None);
+    }
+}
