@@ -12,6 +12,9 @@
 //!   ([`UploadLayout::Flat`]), keep `_symdex/uploads/<sha1 of upload id>.json` and a record
 //!   of each location's uploads, `_symdex/sources/<sha1 of source>.json`. The store's
 //!   layout is decided once and kept in `_symdex/layout.json` ([`RefStore::layout`]).
+//! - `_symdex/stamps/<sha1 of directory>.json`: the CLI's stamps of its input files by
+//!   directory (`src/stamps.rs`), a cache of their content identities no invariant here
+//!   depends on.
 //! - `_symdex/ids/<debug id>.json`: PDB names recorded by PEs' CodeView records, and where a PDB
 //!   with that id was published, so a PDB is reachable under the exact name its PE uses.
 //! - `_symdex/sourcemap/<scope>/<bucket>.json`: source files offered and source paths wanted,
