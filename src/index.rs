@@ -841,9 +841,10 @@ struct Prefetched {
     record: UnparsedUpload,
 }
 
-/// Reads an input (reader thread): only its status when its source record knows that status
-/// (a re-index opens nothing), else its bytes, hashed and identified — or, an archive, which
-/// container it is (`Err`: its entries are read as they are indexed).
+/// Reads an input (reader thread): only its status when a stamp knows that status (a
+/// re-index opens no input), and then, `ahead`, its upload record; else its bytes, hashed and
+/// identified — or, an archive, which container it is (`Err`: its entries are read as they
+/// are indexed).
 async fn read_input(
     refs: &RefStore<'_>,
     stamps: &mut StampReader<'_>,
