@@ -270,6 +270,19 @@ fn an_overwritten_build_gets_its_keys_back_when_the_overwriting_build_is_deleted
                 .any(|r| r.starts_with("overwrote the bytes of") && r.contains(&a_debug)),
             "{reasons:?}"
         );
+        // Indexed again, a's uploads say that other bytes hold their keys (not `unchanged`).
+        let again = index(
+            &store,
+            &[
+                w.path("a").to_str().unwrap(),
+                w.path("a2").to_str().unwrap(),
+            ],
+        );
+        assert!(
+            again.contains("0 unchanged") && again.contains("3 conflicts"),
+            "{again}"
+        );
+        verify_clean(&store);
         let stderr = delete_input(&store, &w.path(deleted));
         assert_eq!(
             stderr.contains("handed over"),

@@ -1342,6 +1342,10 @@ impl<'s> Indexer<'s> {
             );
         }
         let overwritten = self.refs.take_overwritten(&upload.id);
+        for earlier in &overwritten {
+            // Their next delivery runs in full, and says that they wait for the keys.
+            self.refs.forget_answer(earlier).await?;
+        }
         if !overwritten.is_empty() {
             // For audits: whose bytes this upload replaced (they get them back when it goes).
             let uploads: Vec<&str> = overwritten.iter().map(String::as_str).collect();

@@ -3070,6 +3070,26 @@ impl<'s> RefStore<'s> {
         .await
     }
 
+    /// Forgets what `upload`'s last run came to (`indexed_as`), so that its next delivery is
+    /// not answered from its record but runs in full: an overwrite replaced its bytes at some
+    /// key (it waits for the key, invariant 8), and its record still lists the key. Only a
+    /// report depends on it — a run in full finds the other content and says the upload
+    /// waits, where an answer from the record would say `unchanged` — so a run of the upload
+    /// that writes its answer back meanwhile (the swap orders the two) costs nothing but that.
+    pub async fn forget_answer(&self, upload: &str) -> io::Result<()> {
+        let file = self.upload_file(upload).await?;
+        self.update(&file, |current: Option<UploadRecord>| {
+            match current.filter(|r| r.indexed_as.is_some()) {
+                Some(mut record) => {
+                    record.indexed_as = None;
+                    Ok(Step::Write(record, ()))
+                }
+                None => Ok(Step::Keep(())),
+            }
+        })
+        .await
+    }
+
     /// Adds `keys` to a live upload's references (`indexing` becomes `indexed` when the run
     /// is `Complete`, recording what it came to). `false` when the upload is being removed or
     /// gone: the caller takes the references back (invariant 4).

@@ -472,6 +472,18 @@ async fn removing_an_overwriting_debug_file_hands_its_keys_back_to_the_one_it_re
         "the replaced build no longer references the key: {:?}",
         refs[&debuginfo]
     );
+    // Delivered again, the replaced build says that other bytes hold its key: its record's
+    // answer (`unchanged`) was forgotten by the overwrite.
+    let again = json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
+        "eventName": "ObjectCreated:Put",
+        "s3": {"bucket": {"name": INGEST, "arn": "arn:aws:s3:::symdex-ingest"}, "object": {"key": "build-1/app.debug"}}}]});
+    handle_indexer(&plain, again).await.unwrap();
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let last = records
+        .iter()
+        .rfind(|r| r["ingest_key"] == "build-1/app.debug")
+        .unwrap();
+    assert_eq!(last["action"], "conflict", "{records:#?}");
 
     delete_and_remove(&stack, &plain, "build-2/app.debug").await;
     let found = stack.objects(SERVING, &debuginfo).await;
