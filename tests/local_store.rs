@@ -242,8 +242,9 @@ fn an_overwritten_build_gets_its_keys_back_when_the_overwriting_build_is_deleted
     std::fs::copy(w.path("a/app.debug"), w.path("a2/app.debug")).unwrap();
     let key = |store: &Path| store.join(format!("buildid/{BID_HEX}/debuginfo"));
     let bytes = |path: std::path::PathBuf| std::fs::read(path).unwrap();
-    for (deleted, serving) in [("b", "a"), ("a", "b")] {
-        let store = w.path(&format!("store-{deleted}"));
+    // Which build is deleted, and whether a's inputs are indexed again before.
+    for (deleted, serving, again) in [("b", "a", true), ("a", "b", true), ("a", "b", false)] {
+        let store = w.path(&format!("store-{deleted}-{again}"));
         // Two uploads of a's debug file: the key's record names both.
         index(
             &store,
@@ -271,18 +272,20 @@ fn an_overwritten_build_gets_its_keys_back_when_the_overwriting_build_is_deleted
             "{reasons:?}"
         );
         // Indexed again, a's uploads say that other bytes hold their keys (not `unchanged`).
-        let again = index(
-            &store,
-            &[
-                w.path("a").to_str().unwrap(),
-                w.path("a2").to_str().unwrap(),
-            ],
-        );
-        assert!(
-            again.contains("0 unchanged") && again.contains("3 conflicts"),
-            "{again}"
-        );
-        verify_clean(&store);
+        if again {
+            let out = index(
+                &store,
+                &[
+                    w.path("a").to_str().unwrap(),
+                    w.path("a2").to_str().unwrap(),
+                ],
+            );
+            assert!(
+                out.contains("0 unchanged") && out.contains("3 conflicts"),
+                "{out}"
+            );
+            verify_clean(&store);
+        }
         let stderr = delete_input(&store, &w.path(deleted));
         assert_eq!(
             stderr.contains("handed over"),
@@ -294,10 +297,27 @@ fn an_overwritten_build_gets_its_keys_back_when_the_overwriting_build_is_deleted
             "after deleting {deleted}, {serving}'s bytes serve the key"
         );
         verify_clean(&store);
-        if deleted == "b" {
-            let waits = common::files_of(&store, |k| k.starts_with("_symdex/waiting/"));
-            assert!(waits.is_empty(), "the waits ended: {:?}", waits.keys());
-        }
+        // b's deletion ended the waits with the hand-back; a's deletion ended a's own (its
+        // records still listing the keys b took, without a re-index in between), and a2,
+        // a copy of a's debug file, still waits.
+        let waiting: BTreeSet<String> =
+            common::files_of(&store, |k| k.starts_with("_symdex/waiting/"))
+                .values()
+                .map(|bytes| {
+                    let wait: Value = serde_json::from_slice(bytes).unwrap();
+                    let upload = wait["upload"].as_str().unwrap();
+                    upload[..upload.find('@').unwrap()].to_string()
+                })
+                .collect();
+        let a2_debug = w.path("a2/app.debug").canonicalize().unwrap();
+        let still: BTreeSet<String> = match deleted {
+            "a" => [format!("file:{}", a2_debug.display())].into(),
+            _ => BTreeSet::new(),
+        };
+        assert_eq!(
+            waiting, still,
+            "deleting {deleted} (re-indexed before: {again})"
+        );
     }
 }
 

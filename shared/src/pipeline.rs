@@ -983,7 +983,11 @@ impl<'s> Indexer<'s> {
         // its `create` leases first (its finalize will not list their keys).
         self.refs.release_created(&indexed.held).await?;
         let record = self.refs.begin_removal(upload).await?;
-        let (removed, _) = self
+        let TakenBack {
+            removed,
+            not_referenced,
+            ..
+        } = self
             .take_back_references(upload, &indexed.planned, record.as_ref())
             .await?;
         let undone: Vec<Record> = indexed
@@ -1007,8 +1011,14 @@ impl<'s> Indexer<'s> {
         // report them on a retry goes.
         self.write_manifest(&undone).await?;
         let offered_in = indexed.offered_in.as_deref();
-        self.finish_removal(upload, &removed, record.as_ref(), offered_in)
-            .await?;
+        self.finish_removal(
+            upload,
+            &removed,
+            record.as_ref(),
+            offered_in,
+            &not_referenced,
+        )
+        .await?;
         Ok(undone)
     }
 
@@ -1059,14 +1069,14 @@ impl<'s> Indexer<'s> {
         upload_id: &str,
         keys: &BTreeSet<String>,
         record: Option<&UploadRecord>,
-    ) -> io::Result<(Vec<String>, usize)> {
+    ) -> io::Result<TakenBack> {
         let mut all = keys.clone();
         if let Some(record) = &record {
             all.extend(record.all_keys());
         }
         // Keys an earlier, interrupted attempt already unpublished are reported again.
         let mut removed: BTreeSet<String> = record.map(|r| r.removed.clone()).unwrap_or_default();
-        let mut kept = 0;
+        let (mut kept, mut not_referenced) = (0, BTreeSet::new());
         for key in all {
             // Noted in the upload record (when it has one) as the key goes, so that a retry
             // reports it too.
@@ -1080,10 +1090,16 @@ impl<'s> Indexer<'s> {
                     removed.insert(key);
                 }
                 RemoveOutcome::Kept => kept += 1,
-                RemoveOutcome::NotReferenced => {}
+                RemoveOutcome::NotReferenced => {
+                    not_referenced.insert(key);
+                }
             }
         }
-        Ok((removed.into_iter().collect(), kept))
+        Ok(TakenBack {
+            removed: removed.into_iter().collect(),
+            kept,
+            not_referenced,
+        })
     }
 
     /// The keys of one identity; `Err(record)` when it gets none (skipped or rejected).
@@ -2075,7 +2091,11 @@ impl<'s> Indexer<'s> {
         let Some(upload) = self.refs.begin_removal(upload_id).await? else {
             return Ok(None);
         };
-        let (removed, kept) = self
+        let TakenBack {
+            removed,
+            kept,
+            not_referenced,
+        } = self
             .take_back_references(upload_id, &upload.all_keys(), Some(&upload))
             .await?;
         let mut record = upload_record_of(&upload, Action::Unpublished);
@@ -2084,7 +2104,11 @@ impl<'s> Indexer<'s> {
             removed.len()
         ));
         record.removed = removed;
-        Ok(Some(Removal { record, upload }))
+        Ok(Some(Removal {
+            record,
+            upload,
+            not_referenced,
+        }))
     }
 
     /// Removes one upload if its retention has passed at `now` (by its recorded expiry, or
@@ -2103,7 +2127,11 @@ impl<'s> Indexer<'s> {
         let Some(upload) = self.refs.begin_removal_if(upload_id, expired).await? else {
             return Ok(None);
         };
-        let (removed, kept) = self
+        let TakenBack {
+            removed,
+            kept,
+            not_referenced,
+        } = self
             .take_back_references(upload_id, &upload.all_keys(), Some(&upload))
             .await?;
         let mut record = upload_record_of(&upload, Action::Expired);
@@ -2120,7 +2148,11 @@ impl<'s> Indexer<'s> {
             removed.len()
         ));
         record.removed = removed;
-        Ok(Some(Removal { record, upload }))
+        Ok(Some(Removal {
+            record,
+            upload,
+            not_referenced,
+        }))
     }
 
     /// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant
@@ -2128,8 +2160,15 @@ impl<'s> Indexer<'s> {
     /// says the keys were unpublished before the re-indexes say they are published again.
     pub async fn end_removal(&self, removal: &Removal) -> io::Result<()> {
         let upload = &removal.upload;
-        self.finish_removal(&upload.upload, &removal.record.removed, Some(upload), None)
-            .await
+        let not_referenced = &removal.not_referenced;
+        self.finish_removal(
+            &upload.upload,
+            &removal.record.removed,
+            Some(upload),
+            None,
+            not_referenced,
+        )
+        .await
     }
 
     /// The end of every removal, once its record is in the manifest: the keys it `freed`
@@ -2137,15 +2176,17 @@ impl<'s> Indexer<'s> {
     /// `offered_in`, what a take-back's attempt planned) and its paths served by the offers
     /// matching them now, then the removed upload forgotten (if it still has a `record`) —
     /// its own waits first (refs.rs, invariant 8; a marker is where a key it plans and does
-    /// not reference held other bytes), then its record. A marker a crash in between leaves,
-    /// or a late attempt of the upload writes, is found stale by the key holder's removal, as
-    /// any wait of an upload gone.
+    /// not reference held other bytes, or a key it lists and an overwrite took: among the
+    /// keys its take-back found `not_referenced`), then its record. A marker a crash in
+    /// between leaves, or a late attempt of the upload writes, is found stale by the key
+    /// holder's removal, as any wait of an upload gone.
     async fn finish_removal(
         &self,
         upload_id: &str,
         freed: &[String],
         record: Option<&UploadRecord>,
         offered_in: Option<&str>,
+        not_referenced: &BTreeSet<String>,
     ) -> io::Result<()> {
         self.hand_over(upload_id, freed).await?;
         let offered_in = record.and_then(|r| r.offered_in.as_deref()).or(offered_in);
@@ -2155,7 +2196,9 @@ impl<'s> Indexer<'s> {
         let Some(record) = record else {
             return Ok(());
         };
-        self.stop_waiting(upload_id, &record.unreferenced()).await?;
+        let mut waits = record.unreferenced();
+        waits.extend(not_referenced.iter().cloned());
+        self.stop_waiting(upload_id, &waits).await?;
         self.refs.end_removal(record).await
     }
 
@@ -2302,6 +2345,19 @@ fn report_unlisted_as_published(record: &mut Record, listed: &BTreeSet<String>) 
 pub struct Removal {
     pub record: Record,
     upload: UploadRecord,
+    /// Keys it listed or planned and did not reference ([`TakenBack`]).
+    not_referenced: BTreeSet<String>,
+}
+
+/// What taking an upload's references back came to.
+struct TakenBack {
+    /// Keys unpublished (an earlier attempt's included).
+    removed: Vec<String>,
+    /// Keys other uploads still reference.
+    kept: usize,
+    /// Keys the upload did not reference (a conflict, or bytes an overwrite replaced): where
+    /// it may wait for the key (refs.rs, invariant 8).
+    not_referenced: BTreeSet<String>,
 }
 
 /// The outcome of an expiry computed ahead (`--dry-run`, and the bytes an expiry frees).
