@@ -13,6 +13,10 @@
 //! each directory's record: the local store has one writer at a time (its writer lock), so a
 //! read, merge and write loses nobody's stamps. Source records keep their stamp too (stores
 //! written before, and an index of an older symdex, read it there).
+//!
+//! The cost of a huge directory: a first index of n files in one directory rewrites its
+//! record once per flush (every 5,000 inputs), about 150 bytes per file each time — for
+//! 100,000 files, 20 rewrites and 150 MB written in all, against a fresh index of ~25 s.
 
 use std::collections::BTreeMap;
 use std::io;
