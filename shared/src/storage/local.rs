@@ -42,6 +42,15 @@ pub const OWNERS_MARKER: &str = "_symdex/owners.json";
 /// What the marker's own attribute says (no upload's name: no key's owner).
 const MARKER_OWNER: &[u8] = b"store";
 
+/// Counts one change of a [`LocalStore`] when dropped ([`LocalStore::ending`]).
+struct ChangeEnds<'a>(&'a AtomicU64);
+
+impl Drop for ChangeEnds<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
 /// Held while a process changes the store; released when dropped (or when the process dies).
 #[derive(Debug)]
 pub struct WriterLock {
@@ -77,10 +86,11 @@ impl LocalStore {
         self.changes.load(Ordering::SeqCst)
     }
 
-    /// Counts a change that ended (see [`LocalStore::changes`]), whatever it came to.
-    fn ended<T>(&self, result: T) -> T {
-        self.changes.fetch_add(1, Ordering::SeqCst);
-        result
+    /// Counts a change when it ends (see [`LocalStore::changes`]), whatever it came to: a
+    /// result or an error when the guard is dropped after it, a panic as it unwinds (a lane
+    /// catches one and goes on, and the change may have been made).
+    fn ending(&self) -> ChangeEnds<'_> {
+        ChangeEnds(&self.changes)
     }
 
     /// Opens (creating if needed) a store rooted at `root`.
@@ -1000,7 +1010,10 @@ impl Storage for LocalStore {
         false
     }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
-        Box::pin(async move { self.ended(self.put_now(key, bytes)) })
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.put_now(key, bytes)
+        })
     }
     fn put_if<'a>(
         &'a self,
@@ -1008,10 +1021,16 @@ impl Storage for LocalStore {
         bytes: &'a [u8],
         condition: Precondition<'a>,
     ) -> StorageFuture<'a, Option<String>> {
-        Box::pin(async move { self.ended(self.put_if_now(key, bytes, condition)) })
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.put_if_now(key, bytes, condition)
+        })
     }
     fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
-        Box::pin(async move { self.ended(self.delete_if_now(key, version)) })
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.delete_if_now(key, version)
+        })
     }
     fn copy<'a>(
         &'a self,
@@ -1021,7 +1040,10 @@ impl Storage for LocalStore {
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, u64> {
         // The size is what a link answers; the identity is named with an owner.
-        Box::pin(async move { self.ended(self.copy_owned_now(source, key, known, owner)) })
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.copy_owned_now(source, key, known, owner)
+        })
     }
     fn copy_new<'a>(
         &'a self,
@@ -1030,7 +1052,10 @@ impl Storage for LocalStore {
         known: &'a ObjectInfo,
         owner: Option<&'a str>,
     ) -> StorageFuture<'a, Option<u64>> {
-        Box::pin(async move { self.ended(self.copy_new_owned_now(source, key, known, owner)) })
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.copy_new_owned_now(source, key, known, owner)
+        })
     }
     fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         Box::pin(async move { self.owned_now(key) })
@@ -1055,7 +1080,10 @@ impl Storage for LocalStore {
         self.by_location
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
-        Box::pin(async move { self.ended(self.delete_now(key)) })
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.delete_now(key)
+        })
     }
 }
 
