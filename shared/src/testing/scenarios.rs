@@ -988,10 +988,14 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
 /// A scenario with a race still open, found by a hunt past CI's seeds; not in [`scenarios`],
 /// run by the ignored test `known_races_through_random_interleavings` (seeds 150000 on, as
 /// the hunt that found it): an overwriting build deleted while another build of the bytes it replaced arrives
-/// (flat store, seed 150045, found beside the other store's run). The arriving build joins
-/// one `.meta` sidecar while its file is still the replaced bytes and meets the overwrite
-/// at the other, so it keeps one sidecar of a file it no longer holds (harmless: the same
-/// bytes, and the file is handed back with the overwriter's deletion).
+/// (flat store, seed 150045). It shows only with the every-scenario tests running in the
+/// same process (`<lib tests> every_scenario_over known_races --include-ignored`, seed base
+/// 150000): something they share changes the schedule a seed makes. The arriving build
+/// joins one `.meta` sidecar while its file is still the replaced bytes and meets the
+/// overwrite at the other, so it keeps one sidecar of a file it no longer holds — its
+/// sidecars mix two serial orders (before the overwrite a build keeps its sidecar, as the
+/// replaced one does; after it, it gets none). Harmless: the same bytes, and the file is
+/// handed back with the overwriter's deletion.
 pub fn known_races(a: &Artifacts) -> Vec<Scenario<'_>> {
     let only = only_scenarios();
     let mut all = vec![Scenario {
