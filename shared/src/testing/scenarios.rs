@@ -1001,7 +1001,8 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
 /// next key, in another it takes a key it published already again. Not found yet. Ruled
 /// out, each by an experiment that left the traces differing from run to run: keys published
 /// one at a time (`KEY_PUBLISHES` 1), a clock almost stopped (`faketime -f "@... x0.000001"`),
-/// run ids made deterministic (`new_run_id` without the random hasher and the time).
+/// run ids made deterministic (`new_run_id` without the random hasher and the time), and
+/// the last two together.
 pub fn known_races(a: &Artifacts) -> Vec<Scenario<'_>> {
     let only = only_scenarios();
     let mut all = vec![Scenario {
