@@ -153,7 +153,7 @@
 //!    left costs a re-index that changes nothing). Without this, deleting an unstripped binary unpublished the `debuginfo` of
 //!    the separate debug file that lives on, whose bytes were nowhere in the store.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -989,7 +989,9 @@ pub struct RefStore<'s> {
     deferred_source_maps: Option<Arc<DeferredWrites>>,
     /// `create` leases this process took and left to be released by their upload's finalize
     /// (invariant 1), by key, until the run hands them on ([`Self::take_held`]).
-    held: std::sync::Mutex<std::collections::HashMap<String, Lease>>,
+    /// (Ordered: the leases of a run are released in key order, so that a schedule of the
+    /// interleaving tests replays from its seed.)
+    held: std::sync::Mutex<BTreeMap<String, Lease>>,
     /// The uploads whose bytes an overwrite replaced, by the overwriting upload, until its
     /// record reports them ([`Self::take_overwritten`]).
     overwrote: std::sync::Mutex<std::collections::HashMap<String, BTreeSet<String>>>,
@@ -4999,6 +5001,40 @@ mod tests {
         finalized(&refs, "u1", &["k"]).await;
         let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
         assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+
+    /// The `create` leases a run leaves to its finalize are handed on in key order, whatever
+    /// order they were taken in: a take-back releases them in that order, a storage step
+    /// each, and a schedule of the interleaving tests must replay from its seed (it did not
+    /// while they came out of a hash map: 24 of 480 schedules differed between two runs).
+    #[test]
+    fn a_runs_create_leases_are_handed_on_in_key_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let refs = RefStore::new(&store);
+        let lease = |holder: &str| Lease {
+            holder: holder.to_string(),
+            until: 0,
+            op: CREATE.to_string(),
+            run: "r".to_string(),
+            acting: String::new(),
+        };
+        let keys: Vec<String> = (0..64).map(|i| format!("k/{:02}", (i * 37) % 64)).collect();
+        for key in &keys {
+            refs.held
+                .lock()
+                .unwrap()
+                .insert(key.clone(), lease(&index_holder("u")));
+        }
+        refs.held
+            .lock()
+            .unwrap()
+            .insert("k/other".into(), lease(&index_holder("v")));
+        let handed: Vec<String> = refs.take_held("u").into_iter().map(|(k, _)| k).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(handed, sorted);
+        assert_eq!(refs.take_held("v").len(), 1, "another upload's lease stays");
     }
 
     /// An object whose bytes are not what its owner wrote with it (a copy from a key an
