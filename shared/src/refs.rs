@@ -2923,13 +2923,10 @@ impl<'s> RefStore<'s> {
         &self,
         upload: &str,
     ) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
-        let file = self.upload_file(upload).await?;
-        if !self.store.versions_are_free() {
-            return Ok(match self.store.read(&file).await? {
-                Some(bytes) => (Some(parse(&file, &bytes)?), None),
-                None => (None, Some(PriorRead(None))),
-            });
+        if let Some(unparsed) = self.upload_unparsed(upload).await? {
+            return unparsed.parse();
         }
+        let file = self.upload_file(upload).await?;
         let read = self.store.get(&file).await?;
         let record = read.as_ref().map(|v| parse(&file, &v.bytes)).transpose()?;
         Ok((record, Some(PriorRead(read))))
@@ -2937,8 +2934,9 @@ impl<'s> RefStore<'s> {
 
     /// The bytes of `upload`'s record, read now to be parsed later ([`UnparsedUpload::parse`]
     /// comes to what [`Self::upload_read`] would have returned): the CLI's reader thread
-    /// reads records ahead, the writer parses them. `None` where versions are not free to
-    /// read (a read is a `get`: [`Self::upload_read`]).
+    /// reads records ahead, the writer parses them. `None` where a store's versions come free
+    /// with a read (S3): [`Self::upload_read`] then reads with a `get`, and keeps the
+    /// version for the plan.
     pub async fn upload_unparsed(&self, upload: &str) -> io::Result<Option<UnparsedUpload>> {
         if self.store.versions_are_free() {
             return Ok(None);
