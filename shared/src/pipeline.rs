@@ -2091,6 +2091,19 @@ impl<'s> Indexer<'s> {
         let Some(upload) = self.refs.begin_removal(upload_id).await? else {
             return Ok(None);
         };
+        let removal = self.take_back_all(upload_id, upload, Action::Unpublished, None);
+        Ok(Some(removal.await?))
+    }
+
+    /// Takes back every reference of `upload`, marked removing, and says so in its record:
+    /// `action`, `why` (if given) and what came of its keys.
+    async fn take_back_all(
+        &self,
+        upload_id: &str,
+        upload: UploadRecord,
+        action: Action,
+        why: Option<String>,
+    ) -> io::Result<Removal> {
         let TakenBack {
             removed,
             kept,
@@ -2098,17 +2111,21 @@ impl<'s> Indexer<'s> {
         } = self
             .take_back_references(upload_id, &upload.all_keys(), Some(&upload))
             .await?;
-        let mut record = upload_record_of(&upload, Action::Unpublished);
-        record.reason = Some(format!(
+        let mut record = upload_record_of(&upload, action);
+        let keys = format!(
             "{} keys removed, {kept} still referenced by other uploads",
             removed.len()
-        ));
+        );
+        record.reason = Some(match why {
+            Some(why) => format!("{why}; {keys}"),
+            None => keys,
+        });
         record.removed = removed;
-        Ok(Some(Removal {
+        Ok(Removal {
             record,
             upload,
             not_referenced,
-        }))
+        })
     }
 
     /// Removes one upload if its retention has passed at `now` (by its recorded expiry, or
@@ -2127,14 +2144,6 @@ impl<'s> Indexer<'s> {
         let Some(upload) = self.refs.begin_removal_if(upload_id, expired).await? else {
             return Ok(None);
         };
-        let TakenBack {
-            removed,
-            kept,
-            not_referenced,
-        } = self
-            .take_back_references(upload_id, &upload.all_keys(), Some(&upload))
-            .await?;
-        let mut record = upload_record_of(&upload, Action::Expired);
         let why = match (&upload.meta.channel, &upload.meta.expires) {
             _ if !expired(&upload) => "a removal in progress was finished".to_string(),
             (Some(channel), Some(at)) => format!("retention of channel {channel} ended at {at}"),
@@ -2143,16 +2152,8 @@ impl<'s> Indexer<'s> {
                 channel.as_deref().unwrap_or("(none)")
             ),
         };
-        record.reason = Some(format!(
-            "{why}; {} keys removed, {kept} still referenced by other uploads",
-            removed.len()
-        ));
-        record.removed = removed;
-        Ok(Some(Removal {
-            record,
-            upload,
-            not_referenced,
-        }))
+        let removal = self.take_back_all(upload_id, upload, Action::Expired, Some(why));
+        Ok(Some(removal.await?))
     }
 
     /// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant
