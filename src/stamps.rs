@@ -30,7 +30,7 @@ use symdex_shared::storage::Storage;
 pub const STAMPS_DIR: &str = "_symdex/stamps/";
 
 /// One directory's stamps, by file name.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct DirStamps {
     /// The directory, as input paths name it (absolute): two directories whose names hash
     /// alike are told apart.
@@ -40,6 +40,21 @@ struct DirStamps {
 
 fn record_key(dir: &str) -> String {
     format!("{STAMPS_DIR}{}.json", sha1_hex(dir.as_bytes()))
+}
+
+/// The stamps recorded for the files of `dir`; `None` where there is no record of that
+/// directory (none, another directory's of the same hash, or not stamps).
+async fn recorded(
+    store: &dyn Storage,
+    dir: &str,
+) -> io::Result<Option<BTreeMap<String, FileStamp>>> {
+    let Some(bytes) = store.read(&record_key(dir)).await? else {
+        return Ok(None);
+    };
+    Ok(serde_json::from_slice::<DirStamps>(&bytes)
+        .ok()
+        .filter(|r| r.dir == dir)
+        .map(|r| r.files))
 }
 
 /// An input path as its directory and its file name (`None`: no directory).
@@ -71,20 +86,15 @@ impl<'s> StampReader<'s> {
             return Ok(None);
         };
         if self.dir.as_deref() != Some(dir) {
-            let record = match self.store.read(&record_key(dir)).await? {
-                Some(bytes) => serde_json::from_slice::<DirStamps>(&bytes)
-                    .ok()
-                    .filter(|r| r.dir == dir),
-                None => None,
-            };
-            self.files = record.map(|r| r.files).unwrap_or_default();
+            self.files = recorded(self.store, dir).await?.unwrap_or_default();
             self.dir = Some(dir.to_string());
         }
         Ok(self.files.get(name).cloned())
     }
 }
 
-/// Stamps a run took (files it read and hashed, settled), written by directory at each flush.
+/// Stamps a run took (files it read, hashed and planned, settled), written by directory at
+/// each flush.
 #[derive(Default)]
 pub struct NewStamps {
     by_dir: BTreeMap<String, BTreeMap<String, FileStamp>>,
@@ -104,23 +114,20 @@ impl NewStamps {
     /// call it holding the store's writer lock (see the module's comment).
     pub async fn write(&mut self, store: &dyn Storage) -> io::Result<()> {
         for (dir, files) in std::mem::take(&mut self.by_dir) {
-            let key = record_key(&dir);
-            let mut record = match store.read(&key).await? {
-                Some(bytes) => serde_json::from_slice::<DirStamps>(&bytes)
-                    .ok()
-                    .filter(|r| r.dir == dir)
-                    .unwrap_or_default(),
-                None => DirStamps::default(),
+            // A record of no directory, or of another, is written over.
+            let (mut record, mut changed) = match recorded(store, &dir).await? {
+                Some(recorded) => (recorded, false),
+                None => (BTreeMap::new(), true),
             };
-            let mut changed = record.dir != dir;
             for (name, stamp) in files {
-                changed |= record.files.get(&name) != Some(&stamp);
-                record.files.insert(name, stamp);
+                changed |= record.get(&name) != Some(&stamp);
+                record.insert(name, stamp);
             }
             if !changed {
                 continue;
             }
-            record.dir = dir;
+            let key = record_key(&dir);
+            let record = DirStamps { dir, files: record };
             store.put(&key, &serde_json::to_vec(&record)?).await?;
         }
         Ok(())
