@@ -337,7 +337,7 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     std::thread::scope(|scope| {
         let (ahead, inputs) = std::sync::mpsc::sync_channel(READ_AHEAD);
         let (reader, meta) = (store.inner(), &meta);
-        scope.spawn(move || read_ahead(files, reader, args, lanes > 0, ahead));
+        scope.spawn(move || read_ahead(files, reader, args, meta, lanes > 0, ahead));
         let (done, finished) = std::sync::mpsc::channel();
         let mut senders = Vec::new();
         for _ in 0..lanes {
@@ -396,12 +396,12 @@ fn read_ahead(
     files: Vec<Walked>,
     store: &LocalStore,
     args: &IndexArgs,
+    meta: &UploadMeta,
     route: bool,
     ahead: std::sync::mpsc::SyncSender<Vec<Ahead>>,
 ) {
     let refs = RefStore::new(store);
     let mut stamps = StampReader::new(store);
-    let meta = upload_meta(args);
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };
@@ -412,7 +412,7 @@ fn read_ahead(
                 let options = IdentifyOptions {
                     as_source: args.keys.sources.wants_source(&path),
                 };
-                let ahead = Some((store, &meta));
+                let ahead = Some((store, meta));
                 let read = read_input(&refs, &mut stamps, &path, options, args.recheck, ahead);
                 match runtime.block_on(read) {
                     Ok(Ok(mut read)) => {
