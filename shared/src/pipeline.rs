@@ -3729,7 +3729,8 @@ mod tests {
                     .unwrap()
                     .to_string_lossy()
                     .into_owned();
-                let mut bytes = std::fs::read(&path).unwrap();
+                let file = std::fs::read(&path).unwrap();
+                let mut bytes = crate::storage::appended::into_content(&key, file);
                 if key.ends_with(".json") && key.starts_with("_symdex") {
                     let mut value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
                     timeless(&mut value);

@@ -11,7 +11,8 @@
 //!   ([`UploadLayout::ByLocation`], new S3 stores). Stores made before, and local stores
 //!   ([`UploadLayout::Flat`]), keep `_symdex/uploads/<sha1 of upload id>.json` and a record
 //!   of each location's uploads, `_symdex/sources/<sha1 of source>.json`. The store's
-//!   layout is decided once and kept in `_symdex/layout.json` ([`RefStore::layout`]).
+//!   layout is decided once and kept in `_symdex/layout.json` ([`RefStore::layout`]). A local
+//!   store appends each new version of an upload record to its file (`storage::appended`).
 //! - `_symdex/stamps/<sha1 of directory>.json`: the CLI's stamps of its input files by
 //!   directory (`src/stamps.rs`), a cache of their content identities no invariant here
 //!   depends on.

@@ -334,7 +334,8 @@ pub fn published_files(store: &Path) -> std::collections::BTreeMap<String, Vec<u
     })
 }
 
-/// The files of a store directory whose keys `keep` keeps, with their bytes.
+/// The files of a store directory whose keys `keep` keeps, with their bytes (a record's
+/// current version: upload records keep the versions before it, `storage::appended`).
 pub fn files_of(
     store: &Path,
     keep: impl Fn(&str) -> bool,
@@ -350,7 +351,11 @@ pub fn files_of(
                 .ok()?
                 .to_string_lossy()
                 .into_owned();
-            keep(&key).then(|| (key, std::fs::read(e.path()).unwrap()))
+            keep(&key).then(|| {
+                let file = std::fs::read(e.path()).unwrap();
+                let bytes = symdex_shared::storage::appended::into_content(&key, file);
+                (key, bytes)
+            })
         })
         .collect()
 }

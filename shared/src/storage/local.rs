@@ -1,6 +1,8 @@
 //! A directory as a store: keys are relative paths under its root. Writes go to a temporary
 //! file in the store and are renamed into place; copies inside the store are hard links
-//! (stored files are never modified in place, so sharing an inode is safe).
+//! (stored files are never modified in place, so sharing an inode is safe). Upload records
+//! alone take a new version by an append (`super::appended`: a rename frees an inode, which
+//! costs ext4 more the more it has freed); they are never linked.
 //!
 //! Conditional writes are atomic across processes: the compare and the rename happen under an
 //! exclusive `flock` of `_symdex/lock/cas` (and a mutex for the threads of one process, which
@@ -18,8 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use super::{
-    check_key, content_sha1, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError,
-    StorageFuture, StorageResult, Versioned,
+    appended, check_key, content_sha1, CopySource, ObjectInfo, Owned, Precondition, Storage,
+    StorageError, StorageFuture, StorageResult, Versioned,
 };
 
 /// Where temporary files live (inside the store, so renames stay on one file system).
@@ -482,6 +484,9 @@ fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
 /// system call is quick and the CLI runs one operation at a time).
 impl LocalStore {
     pub fn size_now(&self, key: &str) -> StorageResult<Option<u64>> {
+        if appended::holds_versions(key) {
+            return Ok(self.get_now(key)?.map(|record| record.bytes.len() as u64));
+        }
         let path = self.path_of(key)?;
         Ok(not_found_is_none(fs::metadata(path))?
             .filter(|m| m.is_file())
@@ -489,6 +494,12 @@ impl LocalStore {
     }
 
     pub fn head_now(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
+        if appended::holds_versions(key) {
+            return Ok(self.get_now(key)?.map(|record| ObjectInfo {
+                size: record.bytes.len() as u64,
+                etag: content_sha1(&record.bytes),
+            }));
+        }
         let Some(size) = self.size_now(key)? else {
             return Ok(None);
         };
@@ -497,16 +508,24 @@ impl LocalStore {
     }
 
     pub fn get_now(&self, key: &str) -> StorageResult<Option<Versioned>> {
-        Ok(
-            not_found_is_none(read_record(&self.path_of(key)?))?.map(|bytes| Versioned {
-                version: content_sha1(&bytes),
-                bytes,
-            }),
-        )
+        let Some(file) = not_found_is_none(read_record(&self.path_of(key)?))? else {
+            return Ok(None);
+        };
+        // The version is the whole file's: every append makes a new one.
+        let version = content_sha1(&file);
+        let bytes = appended::into_content(key, file);
+        Ok(Some(Versioned { version, bytes }))
+    }
+
+    /// The content at `key`, without its version.
+    pub fn read_now(&self, key: &str) -> StorageResult<Option<Vec<u8>>> {
+        let file = not_found_is_none(read_record(&self.path_of(key)?))?;
+        Ok(file.map(|file| appended::into_content(key, file)))
     }
 
     pub fn put_now(&self, key: &str, bytes: &[u8]) -> StorageResult<()> {
         check_key(key)?;
+        appended::check(key, bytes)?;
         let temp = self.temp_path();
         fs::write(&temp, bytes)?;
         self.commit(&temp, key, false).map(|_| ())
@@ -522,10 +541,17 @@ impl LocalStore {
             // Creating needs no lock: a hard link never replaces a name, so it is atomic
             // against every other writer (a swap under the lock finds the record there, or
             // not yet, exactly as if it had come first).
+            appended::check(key, bytes)?;
             let created = self.copy_new_now(&CopySource::Bytes(bytes), key)?;
             return Ok(created.map(|_| content_sha1(bytes)));
         }
         check_key(key)?;
+        if let Precondition::Version(version) = condition {
+            if appended::holds_versions(key) {
+                appended::check(key, bytes)?;
+                return self.swap_appending(key, bytes, version);
+            }
+        }
         // The temporary file is written outside the lock; only compare + rename are inside.
         let temp = self.temp_path();
         fs::write(&temp, bytes)?;
@@ -546,6 +572,45 @@ impl LocalStore {
             let _ = fs::remove_file(&temp);
         }
         result
+    }
+
+    /// [`Self::put_if_now`] of a record that takes its versions by appending
+    /// ([`appended`]): the read, the compare and the append (or the replacement, where the
+    /// file may not grow) all under the lock. The new version is the whole file's SHA-1.
+    fn swap_appending(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        version: &str,
+    ) -> StorageResult<Option<String>> {
+        use std::io::Write;
+        let path = self.path_of(key)?;
+        self.with_cas_lock(|| {
+            let Some(mut file) = not_found_is_none(read_record(&path))? else {
+                return Ok(None);
+            };
+            if content_sha1(&file) != version {
+                return Ok(None);
+            }
+            let Some(chunk) = appended::append(&file, bytes) else {
+                let temp = self.temp_path();
+                if let Err(e) = fs::write(&temp, bytes) {
+                    let _ = fs::remove_file(&temp);
+                    return Err(e.into());
+                }
+                self.commit(&temp, key, false)?;
+                return Ok(Some(content_sha1(bytes)));
+            };
+            // One write of the whole chunk: a reader meanwhile sees the version before, as
+            // does everyone if it is cut short (a crash, a full disk: then the next swap
+            // replaces the file).
+            fs::OpenOptions::new()
+                .append(true)
+                .open(&path)?
+                .write_all(&chunk)?;
+            file.extend_from_slice(&chunk);
+            Ok(Some(content_sha1(&file)))
+        })
     }
 
     pub fn delete_if_now(&self, key: &str, version: &str) -> StorageResult<bool> {
@@ -1004,7 +1069,7 @@ impl Storage for LocalStore {
         Box::pin(async move { self.get_now(key) })
     }
     fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
-        Box::pin(async move { Ok(not_found_is_none(read_record(&self.path_of(key)?))?) })
+        Box::pin(async move { self.read_now(key) })
     }
     fn versions_are_free(&self) -> bool {
         false
@@ -1457,6 +1522,90 @@ mod tests {
         assert!(
             s.list_now("").unwrap().is_empty(),
             "no temporary or lock files listed"
+        );
+    }
+
+    /// An upload record takes its versions by appending (`appended`): its inode stays (none
+    /// is freed), every append is a new version, the history stays out of reads, and a stale
+    /// version still loses its swap.
+    #[test]
+    fn an_upload_record_grows_by_appends_in_one_inode() {
+        use std::os::unix::fs::MetadataExt;
+        let (_d, s) = store();
+        let key = "_symdex/uploads/ab.json";
+        let inode = || fs::metadata(s.path_of(key).unwrap()).unwrap().ino();
+        let v1 = s.put_if_now(key, b"{\"v\":1}", Precondition::Absent);
+        let v1 = v1.unwrap().unwrap();
+        let first = inode();
+        let v2 = s.put_if_now(key, b"{\"v\":2}", Precondition::Version(&v1));
+        let v2 = v2.unwrap().unwrap();
+        let v3 = s.put_if_now(key, b"{\"v\":3}", Precondition::Version(&v2));
+        let v3 = v3.unwrap().unwrap();
+        assert_eq!(inode(), first, "appended, not replaced");
+        let file = fs::read(s.path_of(key).unwrap()).unwrap();
+        assert_eq!(file, b"{\"v\":1}\n{\"v\":2}\n{\"v\":3}\n");
+        let read = s.get_now(key).unwrap().unwrap();
+        assert_eq!(
+            (read.bytes.as_slice(), read.version.as_str()),
+            (&b"{\"v\":3}"[..], &*v3)
+        );
+        assert_eq!(v3, content_sha1(&file), "the whole file's SHA-1");
+        assert_eq!(s.read_now(key).unwrap().unwrap(), b"{\"v\":3}");
+        let head = s.head_now(key).unwrap().unwrap();
+        assert_eq!((head.size, head.etag), (7, content_sha1(b"{\"v\":3}")));
+        assert_eq!(s.size_now(key).unwrap(), Some(7));
+        // A stale version loses its swap and its delete.
+        assert!(s
+            .put_if_now(key, b"x", Precondition::Version(&v2))
+            .unwrap()
+            .is_none());
+        assert!(!s.delete_if_now(key, &v2).unwrap(), "stale delete refused");
+        assert!(s.delete_if_now(key, &v3).unwrap());
+        assert!(s.get_now(key).unwrap().is_none());
+        // A line feed would read as two versions: refused, written by any path.
+        assert!(s.put_now(key, b"{\n}").is_err());
+        assert!(s.put_if_now(key, b"{\n}", Precondition::Absent).is_err());
+    }
+
+    /// An append cut short (a crash, a full disk) leaves the version before it readable; the
+    /// next swap, made from that read, replaces the file, as does one that would outgrow
+    /// [`appended::MAX_APPENDED`].
+    #[test]
+    fn an_append_cut_short_reads_as_the_version_before_and_is_replaced() {
+        use std::io::Write;
+        let (_d, s) = store();
+        let key = "_symdex/uploads/ab/cd.json";
+        let v1 = s.put_if_now(key, b"{\"v\":1}", Precondition::Absent);
+        let v1 = v1.unwrap().unwrap();
+        let path = s.path_of(key).unwrap();
+        fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(b"\n{\"v\":"))
+            .unwrap();
+        let read = s.get_now(key).unwrap().unwrap();
+        assert_eq!(read.bytes, b"{\"v\":1}");
+        assert_ne!(read.version, v1, "the cut-short append changed the file");
+        assert!(s
+            .put_if_now(key, b"{\"v\":2}", Precondition::Version(&v1))
+            .unwrap()
+            .is_none());
+        let v2 = s.put_if_now(key, b"{\"v\":2}", Precondition::Version(&read.version));
+        assert_eq!(v2.unwrap().unwrap(), content_sha1(b"{\"v\":2}"), "replaced");
+        assert_eq!(fs::read(&path).unwrap(), b"{\"v\":2}");
+        // Grown to its bound, the file is replaced by the new version alone.
+        let big = format!("{{\"pad\":\"{}\"}}", "x".repeat(appended::MAX_APPENDED / 3));
+        let mut version = content_sha1(b"{\"v\":2}");
+        for _ in 0..4 {
+            let written = s.put_if_now(key, big.as_bytes(), Precondition::Version(&version));
+            version = written.unwrap().unwrap();
+            assert!(fs::metadata(&path).unwrap().len() <= appended::MAX_APPENDED as u64);
+            assert_eq!(s.get_now(key).unwrap().unwrap().bytes, big.as_bytes());
+        }
+        assert_eq!(
+            s.list_now("").unwrap(),
+            vec![key.to_string()],
+            "no temporary files"
         );
     }
 

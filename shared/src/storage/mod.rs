@@ -8,6 +8,7 @@
 //! identities, so an A→B→A change is invisible to them — harmless, because every update
 //! through them is a pure function of the content that was read.
 
+pub mod appended;
 pub mod hooked;
 pub mod local;
 #[cfg(feature = "s3")]
