@@ -18,7 +18,8 @@ command -v debuginfod >/dev/null || { echo "bench: debuginfod is missing (make s
 # (`recently_deleted` in ext4's ialloc.c). Measured: a 50,000-file index took 51 s on this
 # disk after the smaller sizes' trees had gone, 21 s on a new file system (perf: half of
 # the time in that check). A run starting within six minutes of an earlier run's removal
-# waits for the rest of them (ext4 only).
+# waits for the rest of them (ext4 only). Kept together, the trees take about 90 KB and 13
+# inodes per input file of all sizes (on a small file system, run fewer sizes).
 mkdir -p "$work"
 removed_at=$(stat -c %Y "$work/removed-at" 2>/dev/null || echo 0)
 leftovers=$(find "$work" -mindepth 1 -maxdepth 1 -not -name removed-at | head -1)
