@@ -1,8 +1,8 @@
 //! A directory as a store: keys are relative paths under its root. Writes go to a temporary
 //! file in the store and are renamed into place; copies inside the store are hard links
 //! (stored files are never modified in place, so sharing an inode is safe). Upload records
-//! alone take a new version by an append (`super::appended`: a rename frees an inode, which
-//! costs ext4 more the more it has freed); they are never linked.
+//! alone take a new version by an append (`super::appended`: cheaper than a new file renamed
+//! over the record, on the flush every lane waits for); they are never linked.
 //!
 //! Conditional writes are atomic across processes: the compare and the rename happen under an
 //! exclusive `flock` of `_symdex/lock/cas` (and a mutex for the threads of one process, which
