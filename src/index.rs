@@ -658,7 +658,7 @@ async fn run_async(
     }
     writer.take(&mut sink, true, &mut failed).await?;
     bar.finish_and_clear();
-    sink.flush().await?;
+    sink.finish().await?;
     println!("symdex: {} -> {}", sink.summary, args.store.display());
     for key in &sink.manifests {
         println!("manifest: {}", store.inner().root().join(key).display());
@@ -706,9 +706,11 @@ const FLUSH_EVERY: usize = 5_000;
 struct Sink<'i, 's> {
     indexer: &'i Indexer<'s>,
     pending: Vec<Indexed>,
-    /// Stamps of the files planned since the last flush (the run's own inputs, not a
-    /// hand-over's: lanes add theirs), written with it.
+    /// Stamps of the files planned and not written yet (the run's own inputs, not a
+    /// hand-over's: lanes add theirs), written by the flushes (`NewStamps::due`).
     stamps: Option<&'i Mutex<NewStamps>>,
+    /// The run's last flush is under way ([`Sink::finish`]).
+    finishing: bool,
     summary: Summary,
     manifests: Vec<String>,
     json: bool,
@@ -720,10 +722,18 @@ impl<'i, 's> Sink<'i, 's> {
             indexer,
             pending: Vec::new(),
             stamps: None,
+            finishing: false,
             summary: Summary::default(),
             manifests: Vec::new(),
             json,
         }
+    }
+
+    /// The run's last flush: the stamps held back by the flushes before it are written too
+    /// (`NewStamps::due`).
+    async fn finish(&mut self) -> io::Result<()> {
+        self.finishing = true;
+        self.flush().await
     }
 
     /// Takes the next upload in input order, flushing when it holds enough (only call it
@@ -761,8 +771,8 @@ impl<'i, 's> Sink<'i, 's> {
             undone.extend(self.indexer.finalize(upload, true).await?);
         }
         if let Some(stamps) = self.stamps {
-            let mut taken = std::mem::take(&mut *stamps.lock().unwrap_or_else(|e| e.into_inner()));
-            taken.write(self.indexer.store()).await?;
+            let due = (stamps.lock().unwrap_or_else(|e| e.into_inner())).due(self.finishing);
+            due.write(self.indexer.store()).await?;
         }
         for record in written.into_iter().chain(&undone) {
             self.summary.add(record);

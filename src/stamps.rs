@@ -14,11 +14,13 @@
 //! read, merge and write loses nobody's stamps. Source records keep their stamp too (stores
 //! written before, and an index of an older symdex, read it there).
 //!
-//! The cost of a huge directory: a first index of n files in one directory rewrites its
-//! record once per flush (every 5,000 inputs), about 150 bytes per file each time — for
-//! 100,000 files, 20 rewrites and 150 MB written in all, against a fresh index of ~25 s.
+//! A huge directory: a first index of n files in one directory spans n / 5,000 flushes. Its
+//! record is written at the first of them and again at the run's last, not at each (that
+//! rewrote the growing record every time: 150 MB written for 100,000 files); the stamps in
+//! between wait in memory, about 150 bytes per file. A run killed meanwhile loses them: its
+//! files are then read once more by the next re-index, nothing else.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use serde::{Deserialize, Serialize};
@@ -94,11 +96,16 @@ impl<'s> StampReader<'s> {
 }
 
 /// Stamps a run took (files it read, hashed and planned, settled), written by directory at
-/// each flush.
+/// the flushes ([`NewStamps::due`]).
 #[derive(Default)]
 pub struct NewStamps {
     by_dir: BTreeMap<String, BTreeMap<String, FileStamp>>,
+    /// The directories whose record this run has written.
+    written: BTreeSet<String>,
 }
+
+/// The stamps one flush writes, by directory.
+pub struct DueStamps(BTreeMap<String, BTreeMap<String, FileStamp>>);
 
 impl NewStamps {
     pub fn add(&mut self, path: &str, stamp: &FileStamp) {
@@ -110,10 +117,25 @@ impl NewStamps {
         }
     }
 
-    /// Merges the stamps taken since the last write into their directories' records. Only
-    /// call it holding the store's writer lock (see the module's comment).
-    pub async fn write(&mut self, store: &dyn Storage) -> io::Result<()> {
-        for (dir, files) in std::mem::take(&mut self.by_dir) {
+    /// Takes out the stamps a flush writes; the rest stay. At the run's `last` flush, every
+    /// directory's; at an earlier one, those of the directories whose record this run has
+    /// not written yet. So a directory's record is written at most twice per run, however
+    /// many flushes its files span (see the module's comment).
+    pub fn due(&mut self, last: bool) -> DueStamps {
+        let (due, held) = std::mem::take(&mut self.by_dir)
+            .into_iter()
+            .partition(|(dir, _)| last || !self.written.contains(dir));
+        self.by_dir = held;
+        self.written.extend(due.keys().cloned());
+        DueStamps(due)
+    }
+}
+
+impl DueStamps {
+    /// Merges the stamps into their directories' records. Only call it holding the store's
+    /// writer lock (see the module's comment).
+    pub async fn write(self, store: &dyn Storage) -> io::Result<()> {
+        for (dir, files) in self.0 {
             // A record of no directory, or of another, is written over.
             let (mut record, mut changed) = match recorded(store, &dir).await? {
                 Some(recorded) => (recorded, false),
@@ -158,11 +180,11 @@ mod tests {
         new.add("/in/a/x", &stamp(1, "e1"));
         new.add("/in/a/y", &stamp(2, "e2"));
         new.add("/in/b/x", &stamp(3, "e3"));
-        new.write(&store).await.unwrap();
+        new.due(true).write(&store).await.unwrap();
         // A later flush adds to a directory's record and replaces a file's stamp.
         new.add("/in/a/z", &stamp(4, "e4"));
         new.add("/in/a/x", &stamp(5, "e5"));
-        new.write(&store).await.unwrap();
+        new.due(true).write(&store).await.unwrap();
         let mut reader = StampReader::new(&store);
         assert_eq!(reader.get("/in/a/x").await.unwrap(), Some(stamp(5, "e5")));
         assert_eq!(reader.get("/in/a/y").await.unwrap(), Some(stamp(2, "e2")));
@@ -173,6 +195,43 @@ mod tests {
         assert_eq!(reader.get("nodir").await.unwrap(), None);
         // One record per directory.
         assert_eq!(store.list(STAMPS_DIR).await.unwrap().len(), 2);
+    }
+
+    /// A directory whose files span several flushes has its record written at the first
+    /// and at the run's last, not at each: the stamps in between wait.
+    #[tokio::test]
+    async fn a_directory_is_written_at_its_first_flush_and_at_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let mut new = NewStamps::default();
+        let read = |path: &'static str| {
+            let store = &store;
+            async move { StampReader::new(store).get(path).await.unwrap() }
+        };
+        new.add("/in/a/x", &stamp(1, "e1"));
+        new.due(false).write(&store).await.unwrap();
+        assert_eq!(read("/in/a/x").await, Some(stamp(1, "e1")));
+        let writes = store.changes();
+        // Later flushes: `a` waits; `b`, new to this run, is written.
+        new.add("/in/a/y", &stamp(2, "e2"));
+        new.add("/in/b/x", &stamp(3, "e3"));
+        new.due(false).write(&store).await.unwrap();
+        new.add("/in/a/z", &stamp(4, "e4"));
+        new.due(false).write(&store).await.unwrap();
+        assert_eq!(store.changes(), writes + 1, "only b's record");
+        assert_eq!(read("/in/a/y").await, None, "held back");
+        assert_eq!(read("/in/b/x").await, Some(stamp(3, "e3")));
+        // The last flush writes what waited, merged into what was written.
+        new.due(true).write(&store).await.unwrap();
+        assert_eq!(store.changes(), writes + 2);
+        for (path, stamp) in [
+            ("/in/a/x", stamp(1, "e1")),
+            ("/in/a/y", stamp(2, "e2")),
+            ("/in/a/z", stamp(4, "e4")),
+        ] {
+            assert_eq!(read(path).await, Some(stamp), "{path}");
+        }
+        assert!(new.due(true).0.is_empty(), "nothing left");
     }
 
     #[tokio::test]
@@ -197,7 +256,7 @@ mod tests {
         // Written over by the next stamps of that directory.
         let mut new = NewStamps::default();
         new.add("/in/a/y", &stamp(2, "e2"));
-        new.write(&store).await.unwrap();
+        new.due(true).write(&store).await.unwrap();
         let mut reader = StampReader::new(&store);
         assert_eq!(reader.get("/in/a/y").await.unwrap(), Some(stamp(2, "e2")));
         assert_eq!(reader.get("/in/a/x").await.unwrap(), None);
