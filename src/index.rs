@@ -709,8 +709,6 @@ struct Sink<'i, 's> {
     /// Stamps of the files planned and not written yet (the run's own inputs, not a
     /// hand-over's: lanes add theirs), written by the flushes (`NewStamps::due`).
     stamps: Option<&'i Mutex<NewStamps>>,
-    /// The run's last flush is under way ([`Sink::finish`]).
-    finishing: bool,
     summary: Summary,
     manifests: Vec<String>,
     json: bool,
@@ -722,7 +720,6 @@ impl<'i, 's> Sink<'i, 's> {
             indexer,
             pending: Vec::new(),
             stamps: None,
-            finishing: false,
             summary: Summary::default(),
             manifests: Vec::new(),
             json,
@@ -732,8 +729,7 @@ impl<'i, 's> Sink<'i, 's> {
     /// The run's last flush: the stamps held back by the flushes before it are written too
     /// (`NewStamps::due`).
     async fn finish(&mut self) -> io::Result<()> {
-        self.finishing = true;
-        self.flush().await
+        self.flush_as(true).await
     }
 
     /// Takes the next upload in input order, flushing when it holds enough (only call it
@@ -757,6 +753,12 @@ impl<'i, 's> Sink<'i, 's> {
     }
 
     async fn flush(&mut self) -> io::Result<()> {
+        self.flush_as(false).await
+    }
+
+    /// Writes the manifest records of what the sink holds and finalizes it, and writes the
+    /// stamps due (`last`: the run's last flush, see `NewStamps::due`).
+    async fn flush_as(&mut self, last: bool) -> io::Result<()> {
         // Wants and offers reach the store before any upload that holds them is finalized.
         self.indexer.flush_source_maps().await?;
         let pending = std::mem::take(&mut self.pending);
@@ -771,7 +773,7 @@ impl<'i, 's> Sink<'i, 's> {
             undone.extend(self.indexer.finalize(upload, true).await?);
         }
         if let Some(stamps) = self.stamps {
-            let due = (stamps.lock().unwrap_or_else(|e| e.into_inner())).due(self.finishing);
+            let due = (stamps.lock().unwrap_or_else(|e| e.into_inner())).due(last);
             due.write(self.indexer.store()).await?;
         }
         for record in written.into_iter().chain(&undone) {

@@ -537,19 +537,21 @@ impl LocalStore {
         bytes: &[u8],
         condition: Precondition<'_>,
     ) -> StorageResult<Option<String>> {
+        appended::check(key, bytes)?;
         if let Precondition::Absent = condition {
             // Creating needs no lock: a hard link never replaces a name, so it is atomic
             // against every other writer (a swap under the lock finds the record there, or
             // not yet, exactly as if it had come first).
-            appended::check(key, bytes)?;
             let created = self.copy_new_now(&CopySource::Bytes(bytes), key)?;
             return Ok(created.map(|_| content_sha1(bytes)));
         }
         check_key(key)?;
         if let Precondition::Version(version) = condition {
             if appended::holds_versions(key) {
-                appended::check(key, bytes)?;
-                return self.swap_appending(key, bytes, version);
+                if let Some(swapped) = self.swap_appending(key, bytes, version)? {
+                    return Ok(swapped);
+                }
+                // The file may not grow: replaced below (its compare made again).
             }
         }
         // The temporary file is written outside the lock; only compare + rename are inside.
@@ -575,31 +577,26 @@ impl LocalStore {
     }
 
     /// [`Self::put_if_now`] of a record that takes its versions by appending
-    /// ([`appended`]): the read, the compare and the append (or the replacement, where the
-    /// file may not grow) all under the lock. The new version is the whole file's SHA-1.
+    /// ([`appended`]): the read, the compare and the append all under the lock. The new
+    /// version is the whole file's SHA-1. `None`: the file may not grow (an append cut short,
+    /// or past its bound), for the caller to replace.
     fn swap_appending(
         &self,
         key: &str,
         bytes: &[u8],
         version: &str,
-    ) -> StorageResult<Option<String>> {
+    ) -> StorageResult<Option<Option<String>>> {
         use std::io::Write;
         let path = self.path_of(key)?;
         self.with_cas_lock(|| {
             let Some(mut file) = not_found_is_none(read_record(&path))? else {
-                return Ok(None);
+                return Ok(Some(None));
             };
             if content_sha1(&file) != version {
-                return Ok(None);
+                return Ok(Some(None));
             }
             let Some(chunk) = appended::append(&file, bytes) else {
-                let temp = self.temp_path();
-                if let Err(e) = fs::write(&temp, bytes) {
-                    let _ = fs::remove_file(&temp);
-                    return Err(e.into());
-                }
-                self.commit(&temp, key, false)?;
-                return Ok(Some(content_sha1(bytes)));
+                return Ok(None);
             };
             // One write of the whole chunk: a reader meanwhile sees the version before, as
             // does everyone if it is cut short (a crash, a full disk: then the next swap
@@ -609,7 +606,7 @@ impl LocalStore {
                 .open(&path)?
                 .write_all(&chunk)?;
             file.extend_from_slice(&chunk);
-            Ok(Some(content_sha1(&file)))
+            Ok(Some(Some(content_sha1(&file))))
         })
     }
 
