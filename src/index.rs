@@ -706,7 +706,7 @@ const FLUSH_EVERY: usize = 5_000;
 struct Sink<'i, 's> {
     indexer: &'i Indexer<'s>,
     pending: Vec<Indexed>,
-    /// Stamps of the files planned and not written yet (the run's own inputs, not a
+    /// Stamps of the files hashed and not written yet (the run's own inputs, not a
     /// hand-over's: lanes add theirs), written by the flushes (`NewStamps::due`).
     stamps: Option<&'i Mutex<NewStamps>>,
     summary: Summary,
@@ -997,12 +997,9 @@ async fn index_file(
     let identified = read.identified.take();
     let prefetched = read.prefetched.take();
     let upload = read.upload(meta);
-    // A re-delivery is answered from the upload record: the input is not even opened. The
-    // stamp is kept when the upload is planned (a first run, `--recheck`): an unchanged
-    // re-index writes nothing but its manifest, so a file first indexed unsettled is hashed
-    // again each time (then answered from its upload record). Looked up in its turn (an
-    // earlier input may change the record): read ahead by the reader thread when nothing
-    // changed the store since (`Prefetched`), else read now.
+    // A re-delivery is answered from the upload record: the input is not even opened. Looked
+    // up in its turn (an earlier input may change the record): read ahead by the reader
+    // thread when nothing changed the store since (`Prefetched`), else read now.
     let lookup = match prefetched {
         Some(p) if p.upload == upload.id => {
             let (found, prior) = p.record.parse()?;
@@ -1011,7 +1008,15 @@ async fn index_file(
         _ => indexer.already_indexed(&upload).await?,
     };
     let prior = match lookup {
-        Lookup::Indexed(unchanged) => return Ok(*unchanged),
+        Lookup::Indexed(unchanged) => {
+            // Hashed this run and settled now, yet answered from its record: a file first
+            // indexed unsettled (built just before), touched, or rebuilt with the same bytes
+            // (a reproducible build). Its stamp is kept, so the next re-index does not hash
+            // it again (before, it was hashed at every re-index, for ever). A stamped file
+            // never gets here: an unchanged re-index still writes nothing but its manifest.
+            keep_stamp(stamps, &read.shown, &upload);
+            return Ok(*unchanged);
+        }
         Lookup::Unindexed(prior) => prior,
     };
     let identified = match identified {
@@ -1019,10 +1024,18 @@ async fn index_file(
         None => identify_with_details(&FileReader::open(&read.abs)?, &upload.options),
     };
     let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
-    if let (Some(stamps), Some(stamp), Some(_)) = (stamps, &upload.file_stamp, &indexed.upload) {
-        (stamps.lock().unwrap_or_else(|e| e.into_inner())).add(&read.shown, stamp);
+    if indexed.upload.is_some() {
+        keep_stamp(stamps, &read.shown, &upload);
     }
     Ok(indexed)
+}
+
+/// Keeps the stamp of an input hashed this run (settled: see `settled_status`), for the
+/// sink's flushes to write (`NewStamps::due`).
+fn keep_stamp(stamps: Option<&Mutex<NewStamps>>, shown: &str, upload: &Upload<'_>) {
+    if let (Some(stamps), Some(stamp)) = (stamps, &upload.file_stamp) {
+        (stamps.lock().unwrap_or_else(|e| e.into_inner())).add(shown, stamp);
+    }
 }
 
 /// Inputs up to this size are read whole when they are hashed (see `index_file`).

@@ -928,6 +928,21 @@ fn a_reindex_reads_no_input_whose_status_is_unchanged() {
         touched > PADDING as u64,
         "a touched input was not read: {touched}"
     );
+    // Touched just before, it was not stamped (unsettled): once it has been left alone, the
+    // next re-index hashes it one more time and keeps its stamp, answered from its upload
+    // record all the same; the one after reads it no more (before, a file answered from its
+    // record was never stamped again: hashed at every re-index).
+    std::thread::sleep(std::time::Duration::from_millis(2_100));
+    let (_, text) = bytes_read_by_index(&store, &out);
+    assert!(
+        text.contains("0 published") && text.contains("2 unchanged"),
+        "{text}"
+    );
+    let (stamped, text) = bytes_read_by_index(&store, &out);
+    assert!(
+        text.contains("2 unchanged") && stamped < (PADDING / 8) as u64,
+        "stamped again: read {stamped} bytes\n{text}"
+    );
     // Rewritten in place with other bytes of the same size: its change time moved, so it is
     // read, and the new content is seen (a conflict under the same build id), not mistaken
     // for the old.
