@@ -33,13 +33,13 @@ pub const MAX_APPENDED: usize = 16 * 1024;
 
 /// The current version of a record file of a key [`holds_versions`] names.
 pub fn current(file: &[u8]) -> &[u8] {
-    let Some(last_end) = file.iter().rposition(|&b| b == b'\n') else {
+    let Some(last_end) = memchr::memrchr(b'\n', file) else {
         // One bare version: written by a create or a replacement.
         return file;
     };
     // Whole lines end at `last_end`; anything after it is an append cut short.
     let whole = &file[..last_end];
-    match whole.iter().rposition(|&b| b == b'\n') {
+    match memchr::memrchr(b'\n', whole) {
         Some(previous_end) => &whole[previous_end + 1..],
         None => whole,
     }
@@ -48,7 +48,7 @@ pub fn current(file: &[u8]) -> &[u8] {
 /// What to append to `file` to make `next` its current version; `None`: replace the file
 /// instead (it ends in an append cut short, or would outgrow [`MAX_APPENDED`]).
 pub fn append(file: &[u8], next: &[u8]) -> Option<Vec<u8>> {
-    let ends_bare = !file.is_empty() && !file.contains(&b'\n');
+    let ends_bare = !file.is_empty() && memchr::memchr(b'\n', file).is_none();
     let ends_whole = file.last() == Some(&b'\n');
     if !(ends_bare || ends_whole) || file.len() + next.len() + 2 > MAX_APPENDED {
         return None;
@@ -65,7 +65,7 @@ pub fn append(file: &[u8], next: &[u8]) -> Option<Vec<u8>> {
 /// Refuses a version with a line feed for a key [`holds_versions`] names (it would read as
 /// two).
 pub fn check(key: &str, bytes: &[u8]) -> std::io::Result<()> {
-    if holds_versions(key) && bytes.contains(&b'\n') {
+    if holds_versions(key) && memchr::memchr(b'\n', bytes).is_some() {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("{key}: a record version may not hold a line feed"),
