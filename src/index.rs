@@ -697,8 +697,14 @@ async fn index_read_file(
 }
 
 /// Uploads recorded and finalized together: a huge input (100,000 archive entries) is held in
-/// memory this many at a time, and a killed run re-reports at most this many.
-const FLUSH_EVERY: usize = 5_000;
+/// memory this many at a time, and a killed run re-reports at most this many. 1,000, not the
+/// 5,000 it was: a re-index of 5,000 unchanged inputs held all of their records (about 4 KB
+/// each with the manifest's bytes), and touching that much fresh memory (the kernel zeroing
+/// its pages) was a quarter of the writer's time; flushed every 1,000 the memory is reused,
+/// and the re-index took 17% less (0.061 -> 0.050 s on tmpfs). A fresh index is the same
+/// (its flushes wait for the lanes' few queued inputs), with one manifest object per 1,000
+/// uploads instead of 5,000.
+const FLUSH_EVERY: usize = 1_000;
 
 /// Where indexed uploads go: buffered, then written to the manifest and finalized (the
 /// manifest first: a run killed in between reports the same keys again when re-run, never

@@ -14,7 +14,7 @@
 //! read, merge and write loses nobody's stamps. Source records keep their stamp too (stores
 //! written before, and an index of an older symdex, read it there).
 //!
-//! A huge directory: a first index of n files in one directory spans n / 5,000 flushes. Its
+//! A huge directory: a first index of n files in one directory spans n / 1,000 flushes. Its
 //! record is written at the first of them and again at the run's last, not at each (that
 //! rewrote the growing record every time: 150 MB written for 100,000 files); the stamps in
 //! between wait in memory, about 150 bytes per file. A run killed meanwhile loses them: its
