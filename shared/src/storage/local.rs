@@ -75,7 +75,31 @@ pub struct LocalStore {
     by_location: bool,
     /// Changes made through this handle, counted when each ends ([`LocalStore::changes`]).
     changes: AtomicU64,
+    /// The files this handle created last that name an owner, still open ([`Recent`]).
+    recent: Mutex<std::collections::VecDeque<Recent>>,
 }
+
+/// A file this handle created (`create_unnamed`) naming an owner, kept open: a new key of its
+/// content naming the same owner and content (`copy_new_owned_now` from `key`, an artifact's
+/// every other key) is a link of this very file, made through its descriptor. Before, each
+/// such key opened `key`, read its attribute and its size, and closed it first (`linkable`):
+/// four calls of an artifact's ~105, for each of its 8 linked keys. The file is the one that
+/// was created: its bytes are never written again and its attribute names the owner and the
+/// content the new key must name (compared whole), so the link publishes what a copy from
+/// `key` would — even if `key` has been removed or replaced since, as a copy from the
+/// writer's own bytes would; a file no name holds any more cannot be linked, and the copy
+/// then goes the usual way.
+#[derive(Debug)]
+struct Recent {
+    key: String,
+    attribute: Vec<u8>,
+    size: u64,
+    file: std::sync::Arc<fs::File>,
+}
+
+/// How many created files a handle keeps open: an artifact's keys are linked right after
+/// its file is created, by the lane that created it.
+const RECENT_FILES: usize = 16;
 
 impl LocalStore {
     /// How many changes (puts, copies, deletes, failed ones too) made through this handle
@@ -111,6 +135,7 @@ impl LocalStore {
             owners: false,
             by_location: false,
             changes: AtomicU64::new(0),
+            recent: Mutex::default(),
         })
     }
 
@@ -743,7 +768,63 @@ impl LocalStore {
             rustix::fs::linkat(CWD, &proc_path, CWD, dest, AtFlags::SYMLINK_FOLLOW)
                 .map_err(io::Error::from)
         })?;
+        if let (true, Some(attribute)) = (created, attribute) {
+            let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+            if recent.len() >= RECENT_FILES {
+                recent.pop_front();
+            }
+            recent.push_back(Recent {
+                key: key.to_string(),
+                attribute: attribute.to_vec(),
+                size,
+                file: std::sync::Arc::new(file),
+            });
+        }
         Ok(Some((created, size)))
+    }
+
+    /// [`Self::copy_new_owned_now`] from a file this handle created naming `attribute`
+    /// ([`Recent`]): whether the key was created, and the size; `None` where no such file is
+    /// kept, or it no longer has a name (then copied the usual way).
+    #[cfg(target_os = "linux")]
+    fn link_recent(
+        &self,
+        source: &CopySource<'_>,
+        attribute: &[u8],
+        key: &str,
+    ) -> StorageResult<Option<Option<u64>>> {
+        use rustix::fs::{AtFlags, CWD};
+        use std::os::fd::AsRawFd;
+        let CopySource::Key(src) = source else {
+            return Ok(None);
+        };
+        let found = (self.recent.lock().unwrap_or_else(|e| e.into_inner()))
+            .iter()
+            .rev()
+            .find(|r| r.key == *src && r.attribute == attribute)
+            .map(|r| (std::sync::Arc::clone(&r.file), r.size));
+        let Some((file, size)) = found else {
+            return Ok(None);
+        };
+        let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        match self.link_new_with(key, |dest| {
+            rustix::fs::linkat(CWD, &proc_path, CWD, dest, AtFlags::SYMLINK_FOLLOW)
+                .map_err(io::Error::from)
+        }) {
+            Ok(created) => Ok(Some(created.then_some(size))),
+            Err(StorageError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn link_recent(
+        &self,
+        _source: &CopySource<'_>,
+        _attribute: &[u8],
+        _key: &str,
+    ) -> StorageResult<Option<Option<u64>>> {
+        Ok(None)
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -865,10 +946,15 @@ impl LocalStore {
             return self.copy_new_now(source, key);
         }
         check_key(key)?;
+        let attribute = owner.map(|owner| owner_attribute(owner, known));
+        if let Some(attribute) = &attribute {
+            if let Some(created) = self.link_recent(source, attribute, key)? {
+                return Ok(created);
+            }
+        }
         if let Some((file, size)) = self.linkable(source, owner)? {
             return Ok(self.link_new(&file, key)?.then_some(size));
         }
-        let attribute = owner.map(|owner| owner_attribute(owner, known));
         if let Some((created, size)) = self.create_unnamed(source, attribute.as_deref(), key)? {
             return Ok(created.then_some(size));
         }
@@ -1281,6 +1367,56 @@ mod tests {
     fn inode(s: &LocalStore, key: &str) -> u64 {
         use std::os::unix::fs::MetadataExt;
         fs::metadata(s.path_of(key).unwrap()).unwrap().ino()
+    }
+
+    /// A key copied from a file this handle just created, naming the same owner and content,
+    /// is a link of that very file (`Recent`): made even where the source key's name has gone
+    /// since while the file has another, and not where the file has no name left (no file is
+    /// brought back), nor for another owner or other content (the usual way then).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_key_of_a_file_just_created_is_a_link_of_it() {
+        let (d, s) = store();
+        let s = s.naming_owners();
+        let input = d.path().join("input.bin");
+        fs::write(&input, b"the bytes").unwrap();
+        let known = ObjectInfo {
+            size: 9,
+            etag: content_sha1(b"the bytes"),
+        };
+        let copy_new = |source: &CopySource<'_>, key: &str, known: &ObjectInfo| {
+            s.copy_new_owned_now(source, key, known, Some("up-a"))
+        };
+        assert_eq!(
+            copy_new(&CopySource::File(&input), "a/one", &known).unwrap(),
+            Some(9)
+        );
+        let file = inode(&s, "a/one");
+        // Another name of the file, made outside the store; then the key's own name goes.
+        fs::hard_link(s.path_of("a/one").unwrap(), d.path().join("kept")).unwrap();
+        fs::remove_file(s.path_of("a/one").unwrap()).unwrap();
+        // Asked to copy from `a/one`: a link of the file created under it, through its
+        // descriptor (a copy by name would find nothing there).
+        let from_one = CopySource::Key("a/one");
+        assert_eq!(copy_new(&from_one, "b/two", &known).unwrap(), Some(9));
+        assert_eq!(inode(&s, "b/two"), file);
+        let owned = s.owned_now("b/two").unwrap().unwrap();
+        assert_eq!(owned.owner.as_deref(), Some("up-a"));
+        assert_eq!(owned.written, Some(known.clone()));
+        assert_eq!(fs::read(s.path_of("b/two").unwrap()).unwrap(), b"the bytes");
+        // Taken: nothing made.
+        assert_eq!(copy_new(&from_one, "b/two", &known).unwrap(), None);
+        // Other content named: not from the kept file (the source key is asked, and is gone).
+        let other = ObjectInfo {
+            size: 9,
+            etag: content_sha1(b"other byt"),
+        };
+        assert!(copy_new(&from_one, "b/three", &other).is_err());
+        // The file with no name left: not brought back; the copy finds no source.
+        fs::remove_file(d.path().join("kept")).unwrap();
+        fs::remove_file(s.path_of("b/two").unwrap()).unwrap();
+        assert!(copy_new(&from_one, "b/four", &known).is_err());
+        assert!(!s.path_of("b/four").unwrap().exists());
     }
 
     /// Owners named in the files' attribute: a key is a hard link only of a file naming the
