@@ -816,6 +816,18 @@ fn upload_id(scheme: &str, location: &str, etag: &str, meta: &UploadMeta) -> Str
 }
 
 /// The container a file shorter than [`archive::DETECT_LEN`] is (a tiny gzip file).
+/// A small file whose status said `size`, whole: one open and the reads, not `fs::read`'s
+/// status first (the caller has it). `None` where it has grown past [`READ_WHOLE_BELOW`]
+/// since: read as a large one (never more than that bound in memory).
+fn read_small(path: &Path, size: u64) -> io::Result<Option<Vec<u8>>> {
+    let bound = READ_WHOLE_BELOW + 1;
+    let mut bytes = Vec::with_capacity(size.saturating_add(1).min(bound) as usize);
+    std::fs::File::open(path)?
+        .take(bound)
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= READ_WHOLE_BELOW).then_some(bytes))
+}
+
 fn detect_short(path: &Path) -> Option<archive::Container> {
     let mut head = Vec::new();
     std::fs::File::open(path)
@@ -924,19 +936,26 @@ async fn read_input(
             prefetched,
         }));
     }
-    let container = file_head::<{ archive::DETECT_LEN }>(&abs)
-        .map_or_else(|| detect_short(&abs), |head| archive::detect(&head));
-    if let Some(container) = container {
-        return Ok(Err(container));
-    }
-    // A small input is read once, whole: hashed, identified and stored from the same bytes
-    // (identifying it through the file took ~50 small reads, one per section name, and
-    // hashing read it again; a build directory is mostly such files).
-    let (etag, whole, identified) = if status.len() <= READ_WHOLE_BELOW {
-        let bytes = std::fs::read(&abs)?;
+    // A small input is read once, whole: told from an archive, hashed, identified and stored
+    // from the same bytes (identifying it through the file took ~50 small reads, one per
+    // section name, and hashing read it again; a build directory is mostly such files). An
+    // archive is read again as it is expanded.
+    let small = match status.len() <= READ_WHOLE_BELOW {
+        true => read_small(&abs, status.len())?,
+        false => None,
+    };
+    let (etag, whole, identified) = if let Some(bytes) = small {
+        if let Some(container) = archive::detect(&bytes[..bytes.len().min(archive::DETECT_LEN)]) {
+            return Ok(Err(container));
+        }
         let identified = identify_with_details(&MemReader(bytes.as_slice()), &options);
         (content_sha1(&bytes), Some(bytes), identified)
     } else {
+        let container = file_head::<{ archive::DETECT_LEN }>(&abs)
+            .map_or_else(|| detect_short(&abs), |head| archive::detect(&head));
+        if let Some(container) = container {
+            return Ok(Err(container));
+        }
         let identified = identify_with_details(&FileReader::open(&abs)?, &options);
         (file_sha1(&abs)?, None, identified)
     };
@@ -1324,4 +1343,33 @@ async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
         records.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small input is read whole in one go, whatever its status said; one that has grown
+    /// past the bound since is not held (read as a large one), and never more than the bound
+    /// plus a byte is read.
+    #[test]
+    fn a_small_input_is_read_whole_up_to_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"0123456789").unwrap();
+        // Its status said less than it holds now: all of it all the same.
+        assert_eq!(
+            read_small(&small, 3).unwrap().as_deref(),
+            Some(&b"0123456789"[..])
+        );
+        let grown = dir.path().join("grown");
+        std::fs::write(&grown, vec![7u8; READ_WHOLE_BELOW as usize + 10]).unwrap();
+        assert_eq!(read_small(&grown, 10).unwrap(), None);
+        let at_bound = dir.path().join("at-bound");
+        std::fs::write(&at_bound, vec![7u8; READ_WHOLE_BELOW as usize]).unwrap();
+        assert_eq!(
+            read_small(&at_bound, READ_WHOLE_BELOW).unwrap().map(|b| b.len()),
+            Some(READ_WHOLE_BELOW as usize)
+        );
+    }
 }
