@@ -815,7 +815,6 @@ fn upload_id(scheme: &str, location: &str, etag: &str, meta: &UploadMeta) -> Str
     }
 }
 
-/// The container a file shorter than [`archive::DETECT_LEN`] is (a tiny gzip file).
 /// A small file whose status said `size`, whole: one open and the reads, not `fs::read`'s
 /// status first (the caller has it). `None` where it has grown past [`READ_WHOLE_BELOW`]
 /// since: read as a large one (never more than that bound in memory).
@@ -828,6 +827,7 @@ fn read_small(path: &Path, size: u64) -> io::Result<Option<Vec<u8>>> {
     Ok((bytes.len() as u64 <= READ_WHOLE_BELOW).then_some(bytes))
 }
 
+/// The container a file shorter than [`archive::DETECT_LEN`] is (a tiny gzip file).
 fn detect_short(path: &Path) -> Option<archive::Container> {
     let mut head = Vec::new();
     std::fs::File::open(path)
