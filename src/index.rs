@@ -1368,7 +1368,9 @@ mod tests {
         let at_bound = dir.path().join("at-bound");
         std::fs::write(&at_bound, vec![7u8; READ_WHOLE_BELOW as usize]).unwrap();
         assert_eq!(
-            read_small(&at_bound, READ_WHOLE_BELOW).unwrap().map(|b| b.len()),
+            read_small(&at_bound, READ_WHOLE_BELOW)
+                .unwrap()
+                .map(|b| b.len()),
             Some(READ_WHOLE_BELOW as usize)
         );
     }

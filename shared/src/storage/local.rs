@@ -704,9 +704,8 @@ impl LocalStore {
         attribute: Option<&[u8]>,
         key: &str,
     ) -> StorageResult<Option<(bool, u64)>> {
-        use rustix::fs::{openat, AtFlags, Mode, OFlags, CWD};
+        use rustix::fs::{openat, Mode, OFlags, CWD};
         use std::io::Write;
-        use std::os::fd::AsRawFd;
         if !self.unnamed_temp.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -763,11 +762,7 @@ impl LocalStore {
             )
             .map_err(io::Error::from)?;
         }
-        let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        let created = self.link_new_with(key, |dest| {
-            rustix::fs::linkat(CWD, &proc_path, CWD, dest, AtFlags::SYMLINK_FOLLOW)
-                .map_err(io::Error::from)
-        })?;
+        let created = self.link_open_file(&file, key)?;
         if let (true, Some(attribute)) = (created, attribute) {
             let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
             if recent.len() >= RECENT_FILES {
@@ -793,8 +788,6 @@ impl LocalStore {
         attribute: &[u8],
         key: &str,
     ) -> StorageResult<Option<Option<u64>>> {
-        use rustix::fs::{AtFlags, CWD};
-        use std::os::fd::AsRawFd;
         let CopySource::Key(src) = source else {
             return Ok(None);
         };
@@ -806,15 +799,23 @@ impl LocalStore {
         let Some((file, size)) = found else {
             return Ok(None);
         };
-        let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-        match self.link_new_with(key, |dest| {
-            rustix::fs::linkat(CWD, &proc_path, CWD, dest, AtFlags::SYMLINK_FOLLOW)
-                .map_err(io::Error::from)
-        }) {
+        match self.link_open_file(&file, key) {
             Ok(created) => Ok(Some(created.then_some(size))),
             Err(StorageError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`Self::link_new_with`] naming an open file `key` (`linkat` through `/proc/self/fd`).
+    #[cfg(target_os = "linux")]
+    fn link_open_file(&self, file: &fs::File, key: &str) -> StorageResult<bool> {
+        use rustix::fs::{AtFlags, CWD};
+        use std::os::fd::AsRawFd;
+        let proc_path = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        self.link_new_with(key, |dest| {
+            rustix::fs::linkat(CWD, &proc_path, CWD, dest, AtFlags::SYMLINK_FOLLOW)
+                .map_err(io::Error::from)
+        })
     }
 
     #[cfg(not(target_os = "linux"))]
