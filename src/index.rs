@@ -22,7 +22,7 @@ use symdex_shared::refs::{
     DeferredWrites, FileStamp, LeasePolicy, RefStore, UnparsedUpload, UploadRecord,
 };
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
-use symdex_shared::storage::local::file_sha1;
+use symdex_shared::storage::local::{file_sha1, read_file_up_to};
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
@@ -820,10 +820,8 @@ fn upload_id(scheme: &str, location: &str, etag: &str, meta: &UploadMeta) -> Str
 /// since: read as a large one (never more than that bound in memory).
 fn read_small(path: &Path, size: u64) -> io::Result<Option<Vec<u8>>> {
     let bound = READ_WHOLE_BELOW + 1;
-    let mut bytes = Vec::with_capacity(size.saturating_add(1).min(bound) as usize);
-    std::fs::File::open(path)?
-        .take(bound)
-        .read_to_end(&mut bytes)?;
+    let capacity = size.saturating_add(1).min(bound) as usize;
+    let bytes = read_file_up_to(path, capacity, bound)?;
     Ok((bytes.len() as u64 <= READ_WHOLE_BELOW).then_some(bytes))
 }
 

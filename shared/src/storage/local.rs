@@ -434,11 +434,16 @@ fn owner_of(_file: &fs::File) -> io::Result<Option<Vec<u8>>> {
 /// system, but not on every one a store may sit on (a FUSE mount may answer short), and a
 /// record or a manifest cut short would be read as whole.
 fn read_record(path: &Path) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(4096);
+    read_file_up_to(path, 4096, u64::MAX)
+}
+
+/// A file's bytes up to `limit`, into a buffer of `capacity` to begin with, read without a
+/// status call first (see [`read_record`]; the CLI reads its small inputs so, knowing their
+/// size already).
+pub fn read_file_up_to(path: &Path, capacity: usize, limit: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(capacity);
     // Through `take`: `File`'s own `read_to_end` asks for the size first.
-    fs::File::open(path)?
-        .take(u64::MAX)
-        .read_to_end(&mut bytes)?;
+    fs::File::open(path)?.take(limit).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -510,7 +515,7 @@ fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
 impl LocalStore {
     pub fn size_now(&self, key: &str) -> StorageResult<Option<u64>> {
         if appended::holds_versions(key) {
-            return Ok(self.get_now(key)?.map(|record| record.bytes.len() as u64));
+            return Ok(self.read_now(key)?.map(|bytes| bytes.len() as u64));
         }
         let path = self.path_of(key)?;
         Ok(not_found_is_none(fs::metadata(path))?
@@ -520,9 +525,9 @@ impl LocalStore {
 
     pub fn head_now(&self, key: &str) -> StorageResult<Option<ObjectInfo>> {
         if appended::holds_versions(key) {
-            return Ok(self.get_now(key)?.map(|record| ObjectInfo {
-                size: record.bytes.len() as u64,
-                etag: content_sha1(&record.bytes),
+            return Ok(self.read_now(key)?.map(|bytes| ObjectInfo {
+                size: bytes.len() as u64,
+                etag: content_sha1(&bytes),
             }));
         }
         let Some(size) = self.size_now(key)? else {
