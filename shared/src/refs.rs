@@ -773,7 +773,7 @@ enum PublishPlan {
 }
 
 /// Where upload records live.
-const UPLOADS_DIR: &str = "_symdex/uploads/";
+pub(crate) const UPLOADS_DIR: &str = "_symdex/uploads/";
 /// Where a [`UploadLayout::Flat`] store keeps its source records.
 const SOURCES_DIR: &str = "_symdex/sources/";
 /// Uploads waiting for keys other content holds (invariant 8).
