@@ -1,9 +1,10 @@
 //! The store's invariants (refs.rs), checked from the outside: what `symdex verify` prints and
 //! what every concurrency test asserts after each schedule.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
+
+use serde::{Deserialize, Deserializer};
 
 use crate::refs::{released_by_finalize, KeyRecord, Listing, RefStore, UploadState, STATE_PREFIX};
 use crate::storage::{ObjectInfo, Storage};
@@ -72,28 +73,30 @@ pub async fn audit_with(
             detail,
         })
     };
-    // What a re-delivery is answered from, and a debug file's source paths, are not checked
-    // here, and most of a record's size.
-    let uploads = refs
-        .uploads_trimmed(|upload| {
-            upload.indexed_as = None;
-            upload.source_paths = Vec::new();
-        })
-        .await?;
-    let by_upload: BTreeMap<&str, &crate::refs::UploadRecord> =
+    // Only what is checked of each upload record is held (`ListedUpload`).
+    let uploads: Vec<ListedUpload> = refs.uploads_as().await?;
+    let by_upload: BTreeMap<&str, &ListedUpload> =
         uploads.iter().map(|u| (u.upload.as_str(), u)).collect();
     // Memory stays with the uploads and the keys' names: the keys with a record are held
     // whole (few, where objects name their owners), a key its object stands for is checked
-    // as it is read, and only its owner kept (`owned_by`, borrowed where the owner is a
-    // listed upload). Held whole, 260,000 keys took 450 MB.
+    // as it is read, and only its owner kept (`owned_by`: the listed upload's name borrowed,
+    // `None` for an owner not listed, which no listed upload is). Held whole, 260,000 keys
+    // took 450 MB.
     let recorded = refs.recorded_keys().await?;
     let by_key: BTreeMap<&str, &KeyRecord> = recorded.iter().map(|r| (r.key.as_str(), r)).collect();
     let owners = if store.names_owners() {
-        refs.owners_of(&uploads).await?
+        refs.owners_of(uploads.iter().map(|u| u.upload.as_str()))
+            .await?
     } else {
         HashMap::new()
     };
-    let mut owned_by: HashMap<&str, Cow<'_, str>> = HashMap::new();
+    // Sized once for every key an upload lists: growing, it held two tables at once.
+    let listed_keys = if store.names_owners() {
+        uploads.iter().map(|u| u.keys.len() + u.planned.len()).sum()
+    } else {
+        0
+    };
+    let mut owned_by: HashMap<&str, Option<&str>> = HashMap::with_capacity(listed_keys);
     let mut accounted: BTreeSet<&str> = by_key.keys().copied().collect();
     let mut checked = 0;
     // The keys with a record, then (in the uploads' order, each once) those without.
@@ -115,8 +118,8 @@ pub async fn audit_with(
         for upload in &uploads {
             // The aliases of one upload name its one stored copy: read once.
             targets = AliasTargets::default();
-            for key in upload.keys.iter().chain(&upload.planned) {
-                if accounted.contains(key.as_str()) {
+            for key in upload.keys.iter().chain(upload.planned.iter()) {
+                if accounted.contains(key) {
                     continue;
                 }
                 let Some((record, now)) = refs.owned_key_unread(key, &owners).await? else {
@@ -133,10 +136,9 @@ pub async fn audit_with(
                 checking
                     .check(store, depth, &by_upload, &mut key_problems)
                     .await?;
-                let owner = match by_upload.get_key_value(record.by.as_str()) {
-                    Some((listed, _)) => Cow::Borrowed(*listed),
-                    None => Cow::Owned(record.by),
-                };
+                let owner = by_upload
+                    .get_key_value(record.by.as_str())
+                    .map(|(listed, _)| *listed);
                 owned_by.insert(key, owner);
             }
         }
@@ -148,7 +150,9 @@ pub async fn audit_with(
     // Whether `upload` references `key`, and whether the key has a record or object at all.
     let references = |key: &str, upload: &str| match by_key.get(key) {
         Some(record) => record.refs.contains(upload),
-        None => owned_by.get(key).is_some_and(|owner| owner == upload),
+        None => owned_by
+            .get(key)
+            .is_some_and(|owner| *owner == Some(upload)),
     };
     let known = |key: &str| by_key.contains_key(key) || owned_by.contains_key(key);
     let all_waiting = refs.all_waiting().await?;
@@ -170,8 +174,8 @@ pub async fn audit_with(
             );
             continue;
         }
-        for key in &upload.keys {
-            if references(key, &upload.upload) || waits.contains(&(key.as_str(), &upload.upload)) {
+        for key in upload.keys.iter() {
+            if references(key, &upload.upload) || waits.contains(&(key, &upload.upload)) {
                 continue;
             }
             let lists = format!("upload {} lists it", upload.upload);
@@ -273,7 +277,7 @@ impl Checking<'_> {
         self,
         store: &dyn Storage,
         depth: Depth,
-        by_upload: &BTreeMap<&str, &crate::refs::UploadRecord>,
+        by_upload: &BTreeMap<&str, &ListedUpload>,
         problems: &mut Vec<Problem>,
     ) -> io::Result<()> {
         let record = self.record;
@@ -285,7 +289,11 @@ impl Checking<'_> {
             })
         };
         // A `create` lease whose upload lists the key was released by its finalize.
-        let listing = |upload: &str| by_upload.get(upload).map(|u| Listing::of(u));
+        let listing = |upload: &str| {
+            by_upload
+                .get(upload)
+                .map(|u| Listing::new(u.keys.iter(), u.runs.iter()))
+        };
         let in_force = record
             .lease
             .as_ref()
@@ -403,7 +411,7 @@ impl AliasTargets {
 async fn source_problems(
     store: &dyn Storage,
     refs: &RefStore<'_>,
-    by_upload: &BTreeMap<&str, &crate::refs::UploadRecord>,
+    by_upload: &BTreeMap<&str, &ListedUpload>,
     accounted: &BTreeSet<&str>,
 ) -> io::Result<Vec<Problem>> {
     use crate::sourcemap::{base_name, best_offer, source_key, Match};
@@ -470,6 +478,130 @@ fn servable(key: &str) -> bool {
         && crate::layouts::grammar::is_valid_key(crate::layouts::Layout::Debuginfod, key)
 }
 
+/// What an audit checks of an upload record ([`crate::refs::UploadRecord`], read by the same
+/// field names): an audit holds every upload's at once, so the rest of each record (its
+/// metadata, what a re-delivery is answered from, a debug file's source paths) is skipped as
+/// it is parsed, and its names are held compactly ([`Names`]).
+#[derive(Debug, Deserialize)]
+struct ListedUpload {
+    upload: String,
+    #[serde(default)]
+    state: UploadState,
+    keys: Names,
+    #[serde(default)]
+    planned: Names,
+    #[serde(default)]
+    runs: Names,
+}
+
+/// A set of names (a record's keys, or runs) held as one string in sorted order, each name
+/// ending where `ends` says: a `BTreeSet<String>` costs about 60 bytes per name beside its
+/// text, and an audit holds every upload's keys at once. Written here because the one thing
+/// it does (a sorted set of short strings in one allocation) is not worth a dependency.
+#[derive(Debug, Default)]
+struct Names {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl Names {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter().copied())
+            .map(|(start, end)| &self.text[start as usize..end as usize])
+    }
+
+    /// The name just appended to `text`, ending where it ends now.
+    fn push_end(&mut self) -> Result<(), String> {
+        let end = u32::try_from(self.text.len())
+            .map_err(|_| "an upload record's names take over 4 GiB".to_string())?;
+        self.ends.push(end);
+        Ok(())
+    }
+
+    fn last(&self) -> Option<&str> {
+        let (&end, before) = self.ends.split_last()?;
+        let start = before.last().copied().unwrap_or(0);
+        Some(&self.text[start as usize..end as usize])
+    }
+
+    /// Sorted and without repeats, as the record's set was (a record written from a set
+    /// lists its names so already: read in order, they are taken as they are).
+    fn sorted(self) -> Result<Self, String> {
+        let mut names: Vec<&str> = self.iter().collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut sorted = Names {
+            text: String::with_capacity(self.text.len()),
+            ends: Vec::with_capacity(names.len()),
+        };
+        for name in names {
+            sorted.text.push_str(name);
+            sorted.push_end()?;
+        }
+        Ok(sorted)
+    }
+}
+
+/// Read straight into one [`Names`]: no string per name is made and dropped (with mimalloc,
+/// the CLI's allocator, those freed pages stayed resident beside the names kept).
+impl<'de> Deserialize<'de> for Names {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::{DeserializeSeed, Error, SeqAccess, Visitor};
+
+        struct ListVisitor;
+        /// One name, appended where it is read; `false` in the second once a name came out
+        /// of order.
+        struct Append<'n>(&'n mut Names, &'n mut bool);
+
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = Names;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of names")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Names, A::Error> {
+                let mut names = Names::default();
+                let mut in_order = true;
+                while seq
+                    .next_element_seed(Append(&mut names, &mut in_order))?
+                    .is_some()
+                {}
+                if !in_order {
+                    return names.sorted().map_err(A::Error::custom);
+                }
+                names.text.shrink_to_fit();
+                names.ends.shrink_to_fit();
+                Ok(names)
+            }
+        }
+        impl<'de> DeserializeSeed<'de> for Append<'_> {
+            type Value = ();
+            fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+                deserializer.deserialize_str(self)
+            }
+        }
+        impl<'de> Visitor<'de> for Append<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a name")
+            }
+            fn visit_str<E: Error>(self, name: &str) -> Result<(), E> {
+                if self.0.last().is_some_and(|last| last >= name) {
+                    *self.1 = false;
+                }
+                self.0.text.push_str(name);
+                self.0.push_end().map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_seq(ListVisitor)
+    }
+}
+
 /// Every published key with the uploads referencing it (for comparing two stores).
 pub async fn references(store: &dyn Storage) -> io::Result<BTreeMap<String, BTreeSet<String>>> {
     Ok(RefStore::new(store)
@@ -478,4 +610,56 @@ pub async fn references(store: &dyn Storage) -> io::Result<BTreeMap<String, BTre
         .into_iter()
         .map(|r| (r.key, r.refs))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(json: &str) -> Vec<String> {
+        let read: Names = serde_json::from_str(json).unwrap();
+        assert_eq!(read.len(), read.iter().count());
+        read.iter().map(String::from).collect()
+    }
+
+    #[test]
+    fn names_read_as_the_set_a_record_wrote() {
+        let set: BTreeSet<String> = ["b/2", "a/1", "c/\u{e9}\"3\""]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        let json = serde_json::to_string(&set).unwrap();
+        assert_eq!(names(&json), set.into_iter().collect::<Vec<_>>());
+        assert!(names("[]").is_empty());
+    }
+
+    #[test]
+    fn names_out_of_order_or_repeated_are_sorted_once() {
+        assert_eq!(
+            names(r#"["c", "a", "b", "a", "\u0041"]"#),
+            ["A", "a", "b", "c"]
+        );
+        // A prefix of a name is another name.
+        assert_eq!(names(r#"["ab", "a"]"#), ["a", "ab"]);
+    }
+
+    #[test]
+    fn an_upload_read_for_an_audit_keeps_what_it_checks() {
+        let mut record = crate::refs::UploadRecord {
+            upload: "u1".into(),
+            state: UploadState::Indexing,
+            ..Default::default()
+        };
+        record.keys.insert("k/2".into());
+        record.planned.insert("k/1".into());
+        record.runs.insert("r".into());
+        record.source_paths = vec!["/src/a.c".into()];
+        let read: ListedUpload =
+            serde_json::from_slice(&serde_json::to_vec(&record).unwrap()).unwrap();
+        assert_eq!(read.upload, "u1");
+        assert_eq!(read.state, UploadState::Indexing);
+        assert_eq!(read.keys.iter().collect::<Vec<_>>(), ["k/2"]);
+        assert_eq!(read.planned.iter().collect::<Vec<_>>(), ["k/1"]);
+        assert_eq!(read.runs.iter().collect::<Vec<_>>(), ["r"]);
+    }
 }

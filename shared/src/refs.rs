@@ -1068,6 +1068,17 @@ impl Listing {
         }
     }
 
+    /// The listing of a record read as a view of it (an audit's, audit.rs).
+    pub fn new<'a>(
+        keys: impl IntoIterator<Item = &'a str>,
+        runs: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        Listing {
+            keys: keys.into_iter().map(String::from).collect(),
+            runs: runs.into_iter().map(String::from).collect(),
+        }
+    }
+
     /// Whether this listing ends `lease` on `key`: it lists the key, for the lease's run
     /// (a lease without a run was written before runs were told apart).
     pub fn ends(&self, key: &str, lease: &Lease) -> bool {
@@ -2839,7 +2850,9 @@ impl<'s> RefStore<'s> {
             return Ok(records);
         }
         let mut seen: BTreeSet<String> = records.iter().map(|r| r.key.clone()).collect();
-        let owners = self.owners_of(uploads).await?;
+        let owners = self
+            .owners_of(uploads.iter().map(|u| u.upload.as_str()))
+            .await?;
         for upload in uploads {
             for key in upload.all_keys() {
                 if seen.insert(key.clone()) {
@@ -2863,14 +2876,11 @@ impl<'s> RefStore<'s> {
     /// an object's owner is found here, not by reading its upload's record once per key.
     pub async fn owners_of<'u>(
         &self,
-        uploads: &'u [UploadRecord],
+        uploads: impl ExactSizeIterator<Item = &'u str>,
     ) -> io::Result<std::collections::HashMap<String, &'u str>> {
         let mut owners = std::collections::HashMap::with_capacity(uploads.len());
         for upload in uploads {
-            owners.insert(
-                self.owner_token(&upload.upload).await?,
-                upload.upload.as_str(),
-            );
+            owners.insert(self.owner_token(upload).await?, upload);
         }
         Ok(owners)
     }
@@ -2894,19 +2904,9 @@ impl<'s> RefStore<'s> {
     }
 
     async fn list_records<T: DeserializeOwned>(&self, prefix: &str) -> io::Result<Vec<T>> {
-        self.list_records_trimmed(prefix, |_| {}).await
-    }
-
-    /// The records under `prefix`, each changed by `trim` as it is read.
-    async fn list_records_trimmed<T: DeserializeOwned>(
-        &self,
-        prefix: &str,
-        trim: impl Fn(&mut T),
-    ) -> io::Result<Vec<T>> {
         let mut out = Vec::new();
         for file in self.store.list(prefix).await? {
-            if let Some(mut record) = self.read(&file).await? {
-                trim(&mut record);
+            if let Some(record) = self.read(&file).await? {
                 out.push(record);
             }
         }
@@ -2976,13 +2976,10 @@ impl<'s> RefStore<'s> {
         self.list_records(UPLOADS_DIR).await
     }
 
-    /// [`Self::uploads`], each changed by `trim` as it is read: a reader that needs part of
-    /// every record (an audit) holds only that part of them all.
-    pub async fn uploads_trimmed(
-        &self,
-        trim: impl Fn(&mut UploadRecord),
-    ) -> io::Result<Vec<UploadRecord>> {
-        self.list_records_trimmed(UPLOADS_DIR, trim).await
+    /// [`Self::uploads`], each read as `T`: a view of [`UploadRecord`] naming only the fields
+    /// a reader needs of every record (an audit holds them all at once).
+    pub async fn uploads_as<T: DeserializeOwned>(&self) -> io::Result<Vec<T>> {
+        self.list_records(UPLOADS_DIR).await
     }
 
     /// Lists `keys` as the upload's planned keys before any reference to them is added
