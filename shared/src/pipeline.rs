@@ -2809,6 +2809,74 @@ mod tests {
         assert!(deep.problems.iter().any(|p| &p.key == key), "{deep:?}");
     }
 
+    /// `verify` reports each broken promise of a store where every key has a record (the
+    /// audit reads each upload record's name, state and keys, `audit::ListedUpload`): a key
+    /// whose record no longer names the upload listing it, a record naming an upload that
+    /// does not exist, a removal's tombstone left, an upload whose run did not finish, and
+    /// a file nothing references.
+    #[tokio::test]
+    async fn verify_reports_each_broken_promise() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let elf = index_and_finalize(&store, config(), &artifacts.elf_a).await;
+        let pe = index_and_finalize(&store, config(), &artifacts.pe).await;
+        let clean = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+        let refs = RefStore::new(&store);
+        let elf_id = artifacts.elf_a.id.as_str();
+        let pe_id = artifacts.pe.id.as_str();
+        let mut elf_keys = elf.referenced.iter();
+        let rewrite = |key: &str, refs_now: &[&str]| {
+            let file = format!("{}/refs/{key}.json", crate::refs::STATE_PREFIX);
+            let store = &store;
+            let refs_now: BTreeSet<String> = refs_now.iter().map(|r| r.to_string()).collect();
+            async move {
+                let bytes = store.read(&file).await.unwrap().expect("a key record");
+                let mut record: KeyRecord = serde_json::from_slice(&bytes).unwrap();
+                record.refs = refs_now;
+                store
+                    .put(&file, &serde_json::to_vec(&record).unwrap())
+                    .await
+                    .unwrap();
+            }
+        };
+        // The elf upload still lists this key; its record names the PE's upload instead.
+        let unref = elf_keys.next().unwrap();
+        rewrite(unref, &[pe_id]).await;
+        let dangling = elf_keys.next().unwrap();
+        rewrite(dangling, &[elf_id, "file:/gone@0"]).await;
+        let tombstone = pe.referenced.iter().next().unwrap();
+        rewrite(tombstone, &[]).await;
+        let template = crate::refs::UploadRecord {
+            upload: "file:/interrupted@1".into(),
+            source: "/interrupted".into(),
+            ..Default::default()
+        };
+        refs.plan(&template, &BTreeSet::new(), None, None)
+            .await
+            .unwrap();
+        store.put("stray/file", b"left behind").await.unwrap();
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        let found: BTreeSet<(&str, &str)> = audit
+            .problems
+            .iter()
+            .map(|p| (p.kind, p.key.as_str()))
+            .collect();
+        let expected: BTreeSet<(&str, &str)> = [
+            ("unref", unref.as_str()),
+            ("dangling", dangling.as_str()),
+            ("tombstone", tombstone.as_str()),
+            // Which the PE's upload still lists.
+            ("unref", tombstone.as_str()),
+            ("incomplete", "file:/interrupted@1"),
+            ("orphan", "stray/file"),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(found, expected, "{:#?}", audit.problems);
+    }
+
     #[tokio::test]
     async fn a_removal_that_fails_at_any_change_reports_every_key_on_its_retry() {
         let artifacts = Artifacts::new();
