@@ -2877,6 +2877,43 @@ mod tests {
         assert_eq!(found, expected, "{:#?}", audit.problems);
     }
 
+    /// Where objects name their owners, a key without a record is its object: one replaced
+    /// by the same bytes naming another listed upload no longer stands for the upload
+    /// listing it (`unref`), and one naming an upload that does not exist stands for no
+    /// record at all: replaced outside symdex (`changed`).
+    #[tokio::test]
+    async fn verify_reports_an_object_naming_another_owner() {
+        let artifacts = Artifacts::new();
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap().with_owners();
+        let elf = index_and_finalize(&store, config(), &artifacts.elf_a).await;
+        index_and_finalize(&store, config(), &artifacts.pe).await;
+        let clean = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+        let refs = RefStore::new(&store);
+        let mut keys = elf.referenced.iter();
+        let (to_pe, to_gone) = (keys.next().unwrap(), keys.next().unwrap());
+        let bytes = store.read(to_pe).await.unwrap().unwrap();
+        let info = store.head(to_pe).await.unwrap().unwrap();
+        for (key, upload) in [(to_pe, artifacts.pe.id.as_str()), (to_gone, "file:/gone@0")] {
+            let owner = refs.owner_token(upload).await.unwrap();
+            let source = CopySource::Bytes(&bytes);
+            store.delete(key).await.unwrap();
+            store.copy(&source, key, &info, Some(&owner)).await.unwrap();
+        }
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        let found: BTreeSet<(&str, &str)> = audit
+            .problems
+            .iter()
+            .map(|p| (p.kind, p.key.as_str()))
+            .collect();
+        let expected: BTreeSet<(&str, &str)> =
+            [("unref", to_pe.as_str()), ("changed", to_gone.as_str())]
+                .into_iter()
+                .collect();
+        assert_eq!(found, expected, "{:#?}", audit.problems);
+    }
+
     #[tokio::test]
     async fn a_removal_that_fails_at_any_change_reports_every_key_on_its_retry() {
         let artifacts = Artifacts::new();
