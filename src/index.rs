@@ -938,9 +938,10 @@ async fn read_input(
     // from the same bytes (identifying it through the file took ~50 small reads, one per
     // section name, and hashing read it again; a build directory is mostly such files). An
     // archive is read again as it is expanded.
-    let small = match status.len() <= READ_WHOLE_BELOW {
-        true => read_small(&abs, status.len())?,
-        false => None,
+    let small = if status.len() <= READ_WHOLE_BELOW {
+        read_small(&abs, status.len())?
+    } else {
+        None
     };
     let (etag, whole, identified) = if let Some(bytes) = small {
         if let Some(container) = archive::detect(&bytes[..bytes.len().min(archive::DETECT_LEN)]) {

@@ -509,11 +509,14 @@ impl Names {
         self.ends.len()
     }
 
+    /// The `index`th name: from where the one before ends (or the start) to its own end.
+    fn name(&self, index: usize) -> &str {
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        &self.text[start as usize..self.ends[index] as usize]
+    }
+
     fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        let starts = std::iter::once(0).chain(self.ends.iter().copied());
-        starts
-            .zip(self.ends.iter().copied())
-            .map(|(start, end)| &self.text[start as usize..end as usize])
+        (0..self.len()).map(|index| self.name(index))
     }
 
     /// The name just appended to `text`, ending where it ends now.
@@ -525,9 +528,7 @@ impl Names {
     }
 
     fn last(&self) -> Option<&str> {
-        let (&end, before) = self.ends.split_last()?;
-        let start = before.last().copied().unwrap_or(0);
-        Some(&self.text[start as usize..end as usize])
+        Some(self.name(self.len().checked_sub(1)?))
     }
 
     /// Sorted and without repeats, as the record's set was (a record written from a set

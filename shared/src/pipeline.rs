@@ -2821,8 +2821,7 @@ mod tests {
         let store = LocalStore::open(dir.path()).unwrap();
         let elf = index_and_finalize(&store, config(), &artifacts.elf_a).await;
         let pe = index_and_finalize(&store, config(), &artifacts.pe).await;
-        let clean = crate::audit::audit(&store, "_manifest").await.unwrap();
-        assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+        assert_problems(&store, &[]).await;
         let refs = RefStore::new(&store);
         let elf_id = artifacts.elf_a.id.as_str();
         let pe_id = artifacts.pe.id.as_str();
@@ -2857,24 +2856,19 @@ mod tests {
             .await
             .unwrap();
         store.put("stray/file", b"left behind").await.unwrap();
-        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
-        let found: BTreeSet<(&str, &str)> = audit
-            .problems
-            .iter()
-            .map(|p| (p.kind, p.key.as_str()))
-            .collect();
-        let expected: BTreeSet<(&str, &str)> = [
-            ("unref", unref.as_str()),
-            ("dangling", dangling.as_str()),
-            ("tombstone", tombstone.as_str()),
-            // Which the PE's upload still lists.
-            ("unref", tombstone.as_str()),
-            ("incomplete", "file:/interrupted@1"),
-            ("orphan", "stray/file"),
-        ]
-        .into_iter()
-        .collect();
-        assert_eq!(found, expected, "{:#?}", audit.problems);
+        assert_problems(
+            &store,
+            &[
+                ("unref", unref),
+                ("dangling", dangling),
+                ("tombstone", tombstone),
+                // Which the PE's upload still lists.
+                ("unref", tombstone),
+                ("incomplete", "file:/interrupted@1"),
+                ("orphan", "stray/file"),
+            ],
+        )
+        .await;
     }
 
     /// Where objects name their owners, a key without a record is its object: one replaced
@@ -2888,8 +2882,7 @@ mod tests {
         let store = LocalStore::open(dir.path()).unwrap().with_owners();
         let elf = index_and_finalize(&store, config(), &artifacts.elf_a).await;
         index_and_finalize(&store, config(), &artifacts.pe).await;
-        let clean = crate::audit::audit(&store, "_manifest").await.unwrap();
-        assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+        assert_problems(&store, &[]).await;
         let refs = RefStore::new(&store);
         let mut keys = elf.referenced.iter();
         let (to_pe, to_gone) = (keys.next().unwrap(), keys.next().unwrap());
@@ -2901,16 +2894,18 @@ mod tests {
             store.delete(key).await.unwrap();
             store.copy(&source, key, &info, Some(&owner)).await.unwrap();
         }
-        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert_problems(&store, &[("unref", to_pe), ("changed", to_gone)]).await;
+    }
+
+    /// The problems a deep audit of `store` reports, as (kind, key): exactly `expected`.
+    async fn assert_problems(store: &LocalStore, expected: &[(&str, &str)]) {
+        let audit = crate::audit::audit(store, "_manifest").await.unwrap();
         let found: BTreeSet<(&str, &str)> = audit
             .problems
             .iter()
             .map(|p| (p.kind, p.key.as_str()))
             .collect();
-        let expected: BTreeSet<(&str, &str)> =
-            [("unref", to_pe.as_str()), ("changed", to_gone.as_str())]
-                .into_iter()
-                .collect();
+        let expected: BTreeSet<(&str, &str)> = expected.iter().copied().collect();
         assert_eq!(found, expected, "{:#?}", audit.problems);
     }
 
