@@ -550,10 +550,25 @@ impl Walker {
         self.received.close();
         match self.thread.take().map(std::thread::JoinHandle::join) {
             Some(Ok(result)) => result,
-            Some(Err(_)) => Err(io::Error::other("the archive walker panicked").into()),
+            // A parser or decoder that panics on what it reads (the `cab` crate did, cab.rs)
+            // will panic again on a retry: the archive is told malformed (its record says
+            // so), not retried until the queue gives up on it.
+            Some(Err(panic)) => Err(ExpandError::Malformed(format!(
+                "reading the archive panicked: {}",
+                panic_message(&*panic)
+            ))),
             None => Ok(()),
         }
     }
+}
+
+/// What a caught panic said, where it said it as text.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
 }
 
 /// A [`RangeReader`] that remembers whether reading the archive itself failed, so a parser's or
@@ -710,5 +725,7 @@ pub fn expanded_name(name: &str) -> String {
     name.to_string()
 }
 
+#[cfg(test)]
+mod robustness;
 #[cfg(test)]
 mod tests;

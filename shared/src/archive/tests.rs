@@ -74,7 +74,7 @@ fn files(seen: &[Seen]) -> Vec<(&str, &[u8])> {
         .collect()
 }
 
-fn zip_of(entries: &[(&str, &[u8], ::zip::CompressionMethod)]) -> Vec<u8> {
+pub(super) fn zip_of(entries: &[(&str, &[u8], ::zip::CompressionMethod)]) -> Vec<u8> {
     let mut zip = ::zip::ZipWriter::new(Cursor::new(Vec::new()));
     for (name, data, method) in entries {
         let options = ::zip::write::SimpleFileOptions::default().compression_method(*method);
@@ -84,7 +84,7 @@ fn zip_of(entries: &[(&str, &[u8], ::zip::CompressionMethod)]) -> Vec<u8> {
     zip.finish().unwrap().into_inner()
 }
 
-fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
+pub(super) fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     let mut tar = ::tar::Builder::new(Vec::new());
     for (name, data) in entries {
         let mut header = ::tar::Header::new_gnu();
@@ -96,23 +96,23 @@ fn tar_of(entries: &[(&str, &[u8])]) -> Vec<u8> {
     tar.into_inner().unwrap()
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(bytes).unwrap();
     gz.finish().unwrap()
 }
 
-fn zstd(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn zstd(bytes: &[u8]) -> Vec<u8> {
     ruzstd::encoding::compress_to_vec(bytes, ruzstd::encoding::CompressionLevel::Fastest)
 }
 
-fn bzip2(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn bzip2(bytes: &[u8]) -> Vec<u8> {
     let mut bz = ::bzip2::write::BzEncoder::new(Vec::new(), ::bzip2::Compression::default());
     bz.write_all(bytes).unwrap();
     bz.finish().unwrap()
 }
 
-fn xz(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn xz(bytes: &[u8]) -> Vec<u8> {
     let mut xz =
         lzma_rust2::XzWriter::new(Vec::new(), lzma_rust2::XzOptions::with_preset(1)).unwrap();
     xz.write_all(bytes).unwrap();
@@ -203,6 +203,53 @@ fn cabinets_are_expanded() {
     let bytes = writer.finish().unwrap().into_inner();
     let seen = expand_all(&bytes, "foo.pd_", Options::default()).unwrap();
     assert_eq!(files(&seen), [("foo.pdb", B)]);
+}
+
+/// A cabinet whose file claims to start past its folder's data, and one whose uncompressed
+/// block is shorter than it says: the `cab` crate panics on both (index out of bounds); the
+/// entry is rejected, the next one indexed.
+#[test]
+fn a_cabinet_lying_about_its_offsets_has_its_entry_rejected() {
+    let mut builder = ::cab::CabinetBuilder::new();
+    let folder = builder.add_folder(::cab::CompressionType::None);
+    folder.add_file("lies.pdb");
+    folder.add_file("good.pdb");
+    let mut writer = builder.build(Cursor::new(Vec::new())).unwrap();
+    let mut data = [A, B].into_iter();
+    while let Some(mut file) = writer.next_file().unwrap() {
+        file.write_all(data.next().unwrap()).unwrap();
+    }
+    let bytes = writer.finish().unwrap().into_inner();
+    // CFHEADER (36 bytes), one CFFOLDER (8), then the first CFFILE: its size (4 bytes), its
+    // offset in the folder's uncompressed data (4).
+    let offset_of_first = 36 + 8 + 4;
+    assert_eq!(&bytes[offset_of_first..offset_of_first + 4], &[0, 0, 0, 0]);
+    let mut past_the_data = bytes.clone();
+    past_the_data[offset_of_first..offset_of_first + 4].copy_from_slice(&1000u32.to_le_bytes());
+    let seen = expand_all(&past_the_data, "lies.pd_", Options::default()).unwrap();
+    assert!(
+        matches!(&seen[0], Seen::Rejected(name, reason) if name == "lies.pdb" && reason.contains("do not hold")),
+        "{seen:?}"
+    );
+    assert_eq!(files(&seen), [("good.pdb", B)]);
+
+    // The data block (after the CFFILEs and its 8-byte CFDATA header) claims 100 more
+    // uncompressed bytes than it holds, and the second file (its CFFILE after the first's 16
+    // bytes and name) starts inside that claim, past the bytes.
+    let block = bytes.len() - A.len() - B.len() - 8;
+    let mut short_block = bytes;
+    let claimed = u16::try_from(A.len() + B.len() + 100).unwrap();
+    short_block[block + 6..block + 8].copy_from_slice(&claimed.to_le_bytes());
+    short_block[block..block + 4].copy_from_slice(&[0; 4]); // no checksum to fail first
+    let offset_of_second = offset_of_first + 16 + "lies.pdb\0".len();
+    let start = u32::try_from(A.len() + B.len() + 50).unwrap();
+    short_block[offset_of_second..offset_of_second + 4].copy_from_slice(&start.to_le_bytes());
+    let seen = expand_all(&short_block, "short.pd_", Options::default()).unwrap();
+    assert_eq!(files(&seen), [("lies.pdb", A)]);
+    assert!(
+        matches!(&seen[1], Seen::Rejected(name, reason) if name == "good.pdb" && reason.contains("do not hold")),
+        "{seen:?}"
+    );
 }
 
 #[test]
@@ -355,4 +402,37 @@ fn names_of_single_compressed_files() {
     assert_eq!(expanded_name("syms.tgz"), "syms.tar");
     assert_eq!(expanded_name(".gz"), ".gz");
     assert_eq!(expanded_name("plain"), "plain");
+}
+
+/// A walk whose parser panics ends with the archive malformed (a record saying why), not an
+/// I/O error that would be retried until the queue gives up: the same bytes panic again.
+#[tokio::test]
+async fn a_walk_that_panics_ends_with_the_archive_malformed() {
+    struct PanicsPastTheHeader(Vec<u8>);
+    impl RangeReader for PanicsPastTheHeader {
+        fn size(&self) -> u64 {
+            self.0.len() as u64
+        }
+        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+            assert!(offset < 512, "a parser's bug");
+            MemReader(&self.0).read_exact_at(offset, buf)
+        }
+    }
+    let tar = tar_of(&[("a", A), ("b", &vec![1u8; 2 << 20])]);
+    let scratch = tempfile::tempdir().unwrap();
+    let reader = Arc::new(PanicsPastTheHeader(tar));
+    let mut walk = Walker::start(
+        reader,
+        Container::Tar,
+        "t.tar".into(),
+        Options::default(),
+        scratch.path().into(),
+    )
+    .unwrap();
+    while walk.next().await.is_some() {}
+    let err = walk.finish().unwrap_err();
+    assert!(
+        matches!(&err, ExpandError::Malformed(reason) if reason.contains("panicked: a parser's bug")),
+        "{err}"
+    );
 }

@@ -89,7 +89,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::reader::MemReader;
     use std::io::Write;

@@ -1,0 +1,250 @@
+//! Hostile archives: valid archives of every container with random bytes overwritten or cut
+//! short are expanded within their limits or refused as malformed — never a panic, never a
+//! retryable error (a hostile archive would be redelivered until the queue gives up), never
+//! more bytes than the limits allow, never a stored range outside the archive.
+
+use std::io::{Cursor, Write};
+use std::sync::OnceLock;
+
+use proptest::prelude::*;
+
+use super::tests::{bzip2, gzip, tar_of, xz, zip_of, zstd};
+use super::*;
+use crate::reader::MemReader;
+
+/// Limits small enough that the seeds reach them: a mutation that makes a length lie is
+/// caught by them, not by the machine's memory.
+const LIMITS: Limits = Limits {
+    max_entry_size: 48 << 10,
+    max_expanded: 160 << 10,
+    max_ratio: 40,
+    max_entries: 6,
+};
+
+fn cab_of(entries: &[(&str, &[u8])], compression: ::cab::CompressionType) -> Vec<u8> {
+    let mut builder = ::cab::CabinetBuilder::new();
+    let folder = builder.add_folder(compression);
+    for (name, _) in entries {
+        folder.add_file(*name);
+    }
+    let mut writer = builder.build(Cursor::new(Vec::new())).unwrap();
+    let mut data = entries.iter();
+    while let Some(mut file) = writer.next_file().unwrap() {
+        file.write_all(data.next().unwrap().1).unwrap();
+    }
+    writer.finish().unwrap().into_inner()
+}
+
+/// Valid archives of every container, holding entries small and large (compressible past the
+/// limits' ratio), a nested archive, and an entry over the size limit.
+fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
+    static SEEDS: OnceLock<Vec<(Container, &'static str, Vec<u8>)>> = OnceLock::new();
+    SEEDS.get_or_init(|| {
+        use ::zip::CompressionMethod::{Deflated, Stored};
+        let small = b"a small entry\n".to_vec();
+        let text: Vec<u8> = (0..8_000u32)
+            .flat_map(|i| format!("{i} ").into_bytes())
+            .collect();
+        let zeros = vec![0u8; 100 << 10];
+        let entries: [(&str, &[u8]); 3] = [("a.debug", &small), ("b.txt", &text), ("z", &zeros)];
+        let tar = tar_of(&entries);
+        let nested = gzip(&tar_of(&entries[..2]));
+        vec![
+            (
+                Container::Zip,
+                "a.zip",
+                zip_of(&[
+                    ("a.debug", &small, Deflated),
+                    ("b.txt", &text, Stored),
+                    ("inner.tar.gz", &nested, Stored),
+                    ("z", &zeros, Deflated),
+                ]),
+            ),
+            (Container::Tar, "a.tar", tar.clone()),
+            (Container::Gzip, "a.tar.gz", gzip(&tar)),
+            (Container::Zstd, "a.tar.zst", zstd(&tar)),
+            (Container::Xz, "a.tar.xz", xz(&tar)),
+            (Container::Bzip2, "a.tar.bz2", bzip2(&tar)),
+            (Container::Gzip, "b.txt.gz", gzip(&text)),
+            (Container::Xz, "b.txt.xz", xz(&text)),
+            (
+                Container::Cab,
+                "a.pd_",
+                cab_of(&entries[..2], ::cab::CompressionType::MsZip),
+            ),
+            (
+                Container::Cab,
+                "b.pd_",
+                cab_of(&entries[..2], ::cab::CompressionType::None),
+            ),
+        ]
+    })
+}
+
+/// What one entry came to.
+enum Outcome {
+    /// Expanded (its size) or reported as a range of the archive.
+    Bytes(u64),
+    Stored {
+        offset: u64,
+        size: u64,
+    },
+    Other,
+}
+
+/// Expands `bytes` as `container` (whatever its magic says now): the entries' outcomes and how
+/// the walk ended. Checks as it goes that each expanded entry's size and hash are its bytes'.
+fn expand_hostile(
+    bytes: &[u8],
+    container: Container,
+    name: &str,
+    stored_ranges: bool,
+) -> (Vec<Outcome>, Result<(), ExpandError>) {
+    let scratch = tempfile::tempdir().unwrap();
+    let reader = MemReader(bytes);
+    let options = Options {
+        limits: LIMITS,
+        stored_ranges,
+    };
+    let mut seen = Vec::new();
+    let result = expand(
+        &reader,
+        container,
+        name,
+        &options,
+        scratch.path(),
+        &mut |event| {
+            seen.push(match event {
+                Event::File {
+                    data, size, sha1, ..
+                } => {
+                    let bytes = match data {
+                        Expanded::Bytes(bytes) => bytes,
+                        Expanded::File(file) => std::fs::read(file)?,
+                    };
+                    assert_eq!(bytes.len() as u64, size);
+                    assert_eq!(crate::storage::content_sha1(&bytes), sha1);
+                    Outcome::Bytes(size)
+                }
+                Event::Stored { offset, size, .. } => Outcome::Stored { offset, size },
+                Event::Skipped { .. } | Event::Rejected { .. } => Outcome::Other,
+            });
+            Ok(())
+        },
+    );
+    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
+    (seen, result)
+}
+
+/// The promises a walk over any bytes keeps.
+fn assert_within_limits(archive: &[u8], seen: &[Outcome], result: &Result<(), ExpandError>) {
+    assert!(
+        !matches!(result, Err(ExpandError::Io(_))),
+        "a hostile archive read from memory is malformed, not worth a retry: {result:?}"
+    );
+    let mut total = 0u64;
+    let mut indexed = 0u64;
+    for outcome in seen {
+        let size = match *outcome {
+            Outcome::Bytes(size) => size,
+            Outcome::Stored { offset, size } => {
+                assert!(
+                    offset
+                        .checked_add(size)
+                        .is_some_and(|end| end <= archive.len() as u64),
+                    "a stored range {offset}+{size} outside an archive of {}",
+                    archive.len()
+                );
+                size
+            }
+            Outcome::Other => continue,
+        };
+        assert!(size <= LIMITS.max_entry_size, "an entry of {size} bytes");
+        total += size;
+        indexed += 1;
+    }
+    let budget = LIMITS
+        .max_expanded
+        .min((archive.len() as u64).max(1) * LIMITS.max_ratio);
+    assert!(
+        total <= budget,
+        "{total} bytes expanded from {} (budget {budget})",
+        archive.len()
+    );
+    // A nested archive's entries count in the outer archive's walk too.
+    assert!(indexed <= LIMITS.max_entries, "{indexed} entries");
+}
+
+#[test]
+fn the_seeds_expand_and_reach_the_limits() {
+    for (container, name, bytes) in seeds() {
+        let (seen, result) = expand_hostile(bytes, *container, name, true);
+        assert!(result.is_ok(), "{name}: {result:?}");
+        assert!(
+            seen.iter()
+                .any(|o| matches!(o, Outcome::Bytes(_) | Outcome::Stored { .. })),
+            "{name}: nothing indexed"
+        );
+        assert_within_limits(bytes, &seen, &result);
+    }
+    // In the tar, the small entry and the text (about 39 KB) are expanded; the zeros (100 KiB)
+    // are over the entry limit.
+    let (seen, _) = expand_hostile(&seeds()[1].2, Container::Tar, "a.tar", false);
+    assert!(
+        matches!(
+            seen[..],
+            [Outcome::Bytes(14), Outcome::Bytes(38_890), Outcome::Other]
+        ),
+        "{} outcomes",
+        seen.len()
+    );
+}
+
+/// Where an edit lands: anywhere, or in the first or last KiB, where containers keep their
+/// headers and directories (a zip's central directory, a tar's first header, a stream's
+/// header and trailer) — edits anywhere in a large archive mostly hit entry data.
+fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
+    let near = len.min(1024);
+    match region {
+        0 => at.index(len),
+        1 => at.index(near),
+        _ => len - near + at.index(near),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn corrupted_archives_stay_within_their_limits(
+        seed in 0usize..10,
+        edits in prop::collection::vec((0..3u8, any::<prop::sample::Index>(), any::<u8>()), 1..10),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+        stored_ranges in any::<bool>(),
+    ) {
+        let (container, name, bytes) = &seeds()[seed];
+        let mut data = bytes.clone();
+        for (region, at, byte) in edits {
+            let i = edited(region, at, data.len());
+            data[i] = byte;
+        }
+        if let Some(cut) = cut {
+            data.truncate(cut.index(data.len() + 1));
+        }
+        let (seen, result) = expand_hostile(&data, *container, name, stored_ranges);
+        assert_within_limits(&data, &seen, &result);
+    }
+
+    /// Bytes behind a container's magic number alone: every header field a lie.
+    #[test]
+    fn random_bytes_behind_any_container_magic_are_refused_or_bounded(
+        seed in 0usize..10,
+        tail in prop::collection::vec(any::<u8>(), 0..2048),
+    ) {
+        let (container, name, bytes) = &seeds()[seed];
+        let mut data = bytes[..8.min(bytes.len())].to_vec();
+        data.extend(tail);
+        let (seen, result) = expand_hostile(&data, *container, name, true);
+        assert_within_limits(&data, &seen, &result);
+    }
+}
