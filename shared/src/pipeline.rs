@@ -24,6 +24,8 @@ use crate::sourcemap::{self, Offer, Want};
 use crate::storage::{CopySource, Storage};
 use futures_util::StreamExt;
 
+#[cfg(test)]
+mod hostile;
 mod sources;
 
 use sources::offer_of;

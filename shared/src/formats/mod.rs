@@ -19,7 +19,7 @@ pub mod sourcebundle;
 pub mod wasm;
 
 #[cfg(test)]
-mod robustness;
+pub(crate) mod robustness;
 
 use std::fmt;
 use std::io;

@@ -9,7 +9,8 @@ use crate::testing::builders::{
     build_msfz, dbi_stream, dwarf5_line_table_with_md5, info_stream, with_section,
 };
 
-fn seeds() -> Vec<Vec<u8>> {
+/// A valid artifact of every format (the pipeline's hostile-input test starts from them too).
+pub(crate) fn seeds() -> Vec<Vec<u8>> {
     let id20: Vec<u8> = (1..=20).collect();
     vec![
         super::elf::tests::build_elf(true, false, 62, Some(&id20), true),

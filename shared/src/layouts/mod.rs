@@ -400,7 +400,7 @@ pub fn companions(id: &Identity, name: &str) -> Vec<(Identity, String)> {
 }
 
 #[cfg(test)]
-mod properties;
+pub(crate) mod properties;
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -9,7 +9,9 @@ use super::{keys_for, lookup_keys_for, Layout};
 use crate::formats::{hex, Format};
 use crate::identity::{Identity, Kind, PdbReference, PerfmapInfo};
 
-fn hostile_name() -> impl Strategy<Value = String> {
+/// Names a CI might upload under, hostile ones first (the pipeline's hostile-input test
+/// uploads under them too).
+pub(crate) fn hostile_name() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
         Just("..".to_string()),
         Just(".".to_string()),

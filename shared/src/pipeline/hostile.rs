@@ -1,0 +1,89 @@
+//! Hostile inputs through the whole pipeline: an artifact of any format, corrupted or cut
+//! short, uploaded under any name (`..`, control characters, 300 characters, ...), is indexed
+//! into a store and finalized without an error. It gets a manifest record; everything it
+//! publishes lies inside a layout's grammar under that layout's prefix; and `verify` finds
+//! the store as promised.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::layouts::grammar::is_valid_key;
+use crate::reader::MemReader;
+use crate::storage::LocalStore;
+use crate::testing::scenarios::config;
+
+/// Whether `key` is a key of one of `config`'s layouts, under its prefix.
+fn inside_a_layout(config: &Config, key: &str) -> bool {
+    config.layouts.iter().any(|layout| {
+        let prefix = config.prefixes.get(layout).map_or("", String::as_str);
+        key.strip_prefix(prefix)
+            .is_some_and(|rest| is_valid_key(*layout, rest))
+    })
+}
+
+fn index_hostile(bytes: Vec<u8>, name: &str, as_source: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap().with_owners();
+    let config = config();
+    let upload = Upload {
+        id: format!("file:/ci/{name}"),
+        source: CopySource::Bytes(&bytes),
+        ingest_bucket: None,
+        ingest_key: format!("/ci/{name}"),
+        entry: None,
+        ingest_version: None,
+        etag: crate::storage::content_sha1(&bytes),
+        size: bytes.len() as u64,
+        meta: UploadMeta::default(),
+        options: IdentifyOptions { as_source },
+        source_path: None,
+        file_stamp: None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let indexer = Indexer::new(&store, config.clone());
+        let indexed = indexer
+            .index(&upload, &MemReader(&bytes))
+            .await
+            .expect("a hostile input is a record, not an error");
+        assert!(!indexed.records.is_empty(), "no record for {name:?}");
+        indexer.write_manifest(&indexed.records).await.unwrap();
+        indexer.finalize(&indexed, true).await.unwrap();
+        for key in store.list("").await.unwrap() {
+            if key.starts_with("_symdex/") || key.starts_with("_manifest/") {
+                continue;
+            }
+            assert!(
+                inside_a_layout(&config, &key),
+                "{key:?} published for {name:?} is inside no layout"
+            );
+        }
+        let audit = crate::audit::audit(&store, "_manifest").await.unwrap();
+        assert!(audit.problems.is_empty(), "{:#?}", audit.problems);
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_artifact_under_any_name_is_recorded_and_keyed_inside_the_layouts(
+        seed in 0usize..14,
+        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+        name in crate::layouts::properties::hostile_name(),
+        as_source in any::<bool>(),
+    ) {
+        let mut data = crate::formats::robustness::seeds().swap_remove(seed);
+        for (at, byte) in edits {
+            let i = at.index(data.len());
+            data[i] = byte;
+        }
+        if let Some(cut) = cut {
+            data.truncate(cut.index(data.len() + 1));
+        }
+        index_hostile(data, &name, as_source);
+    }
+}
