@@ -8,9 +8,9 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 
-use super::tests::{bzip2, gzip, tar_of, xz, zip_of, zstd};
+use super::tests::{bzip2, expand_seen_as, gzip, tar_of, xz, zip_of, zstd, Seen};
 use super::*;
-use crate::reader::MemReader;
+use crate::formats::robustness::edited;
 
 /// Limits small enough that the seeds reach them: a mutation that makes a length lie is
 /// caught by them, not by the machine's memory.
@@ -92,48 +92,29 @@ enum Outcome {
     Other,
 }
 
-/// Expands `bytes` as `container` (whatever its magic says now): the entries' outcomes and how
-/// the walk ended. Checks as it goes that each expanded entry's size and hash are its bytes'.
+/// Expands `bytes` as `container` (whatever its magic says now) within [`LIMITS`]: the
+/// entries' outcomes and how the walk ended. (`expand_seen_as` checks that each expanded
+/// entry's size and hash are its bytes', and that no scratch file is left.)
 fn expand_hostile(
     bytes: &[u8],
     container: Container,
     name: &str,
     stored_ranges: bool,
 ) -> (Vec<Outcome>, Result<(), ExpandError>) {
-    let scratch = tempfile::tempdir().unwrap();
-    let reader = MemReader(bytes);
     let options = Options {
         limits: LIMITS,
         stored_ranges,
     };
-    let mut seen = Vec::new();
-    let result = expand(
-        &reader,
-        container,
-        name,
-        &options,
-        scratch.path(),
-        &mut |event| {
-            seen.push(match event {
-                Event::File {
-                    data, size, sha1, ..
-                } => {
-                    let bytes = match data {
-                        Expanded::Bytes(bytes) => bytes,
-                        Expanded::File(file) => std::fs::read(file)?,
-                    };
-                    assert_eq!(bytes.len() as u64, size);
-                    assert_eq!(crate::storage::content_sha1(&bytes), sha1);
-                    Outcome::Bytes(size)
-                }
-                Event::Stored { offset, size, .. } => Outcome::Stored { offset, size },
-                Event::Skipped { .. } | Event::Rejected { .. } => Outcome::Other,
-            });
-            Ok(())
-        },
-    );
-    assert_eq!(std::fs::read_dir(scratch.path()).unwrap().count(), 0);
-    (seen, result)
+    let (seen, result) = expand_seen_as(bytes, container, name, options);
+    let outcomes = seen
+        .into_iter()
+        .map(|seen| match seen {
+            Seen::File(_, bytes) => Outcome::Bytes(bytes.len() as u64),
+            Seen::Stored(_, offset, size) => Outcome::Stored { offset, size },
+            Seen::Skipped(..) | Seen::Rejected(..) => Outcome::Other,
+        })
+        .collect();
+    (outcomes, result)
 }
 
 /// The promises a walk over any bytes keeps.
@@ -198,18 +179,6 @@ fn the_seeds_expand_and_reach_the_limits() {
         "{} outcomes",
         seen.len()
     );
-}
-
-/// Where an edit lands: anywhere, or in the first or last KiB, where containers keep their
-/// headers and directories (a zip's central directory, a tar's first header, a stream's
-/// header and trailer) — edits anywhere in a large archive mostly hit entry data.
-fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
-    let near = len.min(1024);
-    match region {
-        0 => at.index(len),
-        1 => at.index(near),
-        _ => len - near + at.index(near),
-    }
 }
 
 proptest! {

@@ -8,7 +8,7 @@ use crate::reader::MemReader;
 
 /// What the visitor saw, in order: (kind, entry, content or reason).
 #[derive(Debug, PartialEq)]
-enum Seen {
+pub(super) enum Seen {
     File(String, Vec<u8>),
     Stored(String, u64, u64),
     Skipped(String, String),
@@ -22,9 +22,21 @@ fn expand_all(bytes: &[u8], name: &str, options: Options) -> Result<Vec<Seen>, E
 
 /// What the visitor saw, and how the walk ended.
 fn expand_seen(bytes: &[u8], name: &str, options: Options) -> (Vec<Seen>, Result<(), ExpandError>) {
+    let container = detect_reader(&MemReader(bytes))
+        .unwrap()
+        .expect("a container");
+    expand_seen_as(bytes, container, name, options)
+}
+
+/// [`expand_seen`] as `container`, whatever the bytes' magic number says.
+pub(super) fn expand_seen_as(
+    bytes: &[u8],
+    container: Container,
+    name: &str,
+    options: Options,
+) -> (Vec<Seen>, Result<(), ExpandError>) {
     let scratch = tempfile::tempdir().unwrap();
-    let reader = MemReader(bytes.to_vec());
-    let container = detect_reader(&reader).unwrap().expect("a container");
+    let reader = MemReader(bytes);
     let mut seen = Vec::new();
     let result = expand(
         &reader,

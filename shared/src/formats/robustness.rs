@@ -12,6 +12,12 @@ use crate::testing::builders::{
 /// A valid artifact of every format (the pipeline's hostile-input test starts from them too).
 pub(crate) fn seeds() -> Vec<Vec<u8>> {
     let id20: Vec<u8> = (1..=20).collect();
+    let msfz_streams = [
+        None,
+        Some(info_stream([4; 16], 2)),
+        None,
+        Some(dbi_stream(2, 0x8664)),
+    ];
     vec![
         super::elf::tests::build_elf(true, false, 62, Some(&id20), true),
         super::elf::tests::build_elf(false, true, 20, Some(&id20[..8]), false),
@@ -60,33 +66,19 @@ pub(crate) fn seeds() -> Vec<Vec<u8>> {
                 &[("src/a.c", [1; 16]), ("include/b.h", [2; 16])],
             ),
         ),
-        build_msfz(
-            &[
-                None,
-                Some(info_stream([4; 16], 2)),
-                None,
-                Some(dbi_stream(2, 0x8664)),
-            ],
-            true,
-        ),
-        build_msfz(
-            &[
-                None,
-                Some(info_stream([4; 16], 2)),
-                None,
-                Some(dbi_stream(2, 0x8664)),
-            ],
-            false,
-        ),
+        build_msfz(&msfz_streams, true),
+        build_msfz(&msfz_streams, false),
         super::sourcebundle::tests::bundle(
             r#"{"files":{"files/_/_/src/main.c":{"type":"source","path":"/src/main.c"}},"debug_id":"faa9207b-627f-3c60-4bae-ac1cd514e670","object_name":"app.debug"}"#,
         ),
     ]
 }
 
-/// Where an edit lands: anywhere, or in the first or last KiB, where formats keep their
-/// headers and directories — edits anywhere in a larger file mostly hit data nobody reads.
-fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
+/// Where an edit lands: anywhere, or in the first or last KiB, where formats and containers
+/// keep their headers and directories (a zip's central directory, a stream's trailer) —
+/// edits anywhere in a larger file mostly hit data nobody reads. (Shared with
+/// `archive::robustness`.)
+pub(crate) fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
     let near = len.min(1024);
     match region {
         0 => at.index(len),
