@@ -262,6 +262,50 @@ async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
 
+/// A cabinet (made by gcab) whose first file claims to start past its folder's data: the
+/// `cab` crate panicked reading it, and the message failed on every delivery until the queue
+/// gave up on it, its good entry unpublished and no record saying why. Now that entry is
+/// rejected with its reason, the next one published, and the message succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cabinet_lying_about_an_entry_publishes_the_others_and_says_why() {
+    let stack = Stack::new().await;
+    let ctx = context(&stack).await;
+    let fx = Fixtures::build();
+    std::fs::write(fx.path("lies.txt"), "an entry whose offset lies\n").unwrap();
+    run(fx.dir.path(), "gcab -c -n lies.pd_ lies.txt app.debug");
+    let mut cab = std::fs::read(fx.path("lies.pd_")).unwrap();
+    // CFHEADER (36 bytes), one CFFOLDER (8), then the first CFFILE: its size (4 bytes), then
+    // its offset in the folder's uncompressed data (4), 0 for the first file.
+    let offset = 36 + 8 + 4;
+    assert_eq!(&cab[offset..offset + 4], &[0; 4]);
+    cab[offset..offset + 4].copy_from_slice(&10_000_000u32.to_le_bytes());
+    std::fs::write(fx.path("lies.pd_"), cab).unwrap();
+
+    let response = index(&stack, &ctx, "ci/lies.pd_", &fx.path("lies.pd_")).await;
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let of = |entry: &str| {
+        records
+            .iter()
+            .find(|r| r["ingest_key"] == "ci/lies.pd_" && r["entry"] == entry)
+            .unwrap_or_else(|| panic!("no record of {entry}: {records:#?}"))
+    };
+    let lies = of("lies.txt");
+    assert_eq!(lies["action"], "rejected", "{lies}");
+    assert!(
+        lies["reason"].as_str().unwrap().contains("do not hold"),
+        "{lies}"
+    );
+    assert_eq!(of("app.debug")["action"], "indexed");
+    let build_id = support::build_id_of(&fx.path("app"));
+    assert!(
+        published(&stack)
+            .await
+            .contains_key(&format!("buildid/{build_id}/debuginfo")),
+        "the good entry is served"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_archive_cut_off_at_every_step_converges_when_redelivered() {
     let stack = Stack::new().await;
