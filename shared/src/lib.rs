@@ -28,6 +28,11 @@ pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+/// The lib tests count what each thread allocates (`testing::allocations`).
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: testing::allocations::Counting = testing::allocations::Counting;
+
 pub use formats::{identify, identify_with_details, Format, FormatError, IdentifyOptions};
 pub use identity::{Identity, Kind};
 pub use layouts::{keys_for, lookup_keys_for, KeySet, Layout};

@@ -66,12 +66,36 @@ pub(crate) fn seeds() -> Vec<Vec<u8>> {
                 &[("src/a.c", [1; 16]), ("include/b.h", [2; 16])],
             ),
         ),
+        compressed_section(
+            super::elf::tests::build_elf(true, false, 62, Some(&id20), true),
+            ".debug_line",
+            &dwarf5_line_table_with_md5("/ci/work", &[("src/z.c", [3; 16])]),
+        ),
         build_msfz(&msfz_streams, true),
         build_msfz(&msfz_streams, false),
         super::sourcebundle::tests::bundle(
             r#"{"files":{"files/_/_/src/main.c":{"type":"source","path":"/src/main.c"}},"debug_id":"faa9207b-627f-3c60-4bae-ac1cd514e670","object_name":"app.debug"}"#,
         ),
     ]
+}
+
+/// `elf` with a section `name` holding `bytes` zlib-compressed (`SHF_COMPRESSED`, an
+/// `Elf64_Chdr` first), as `gcc -gz` writes debug sections: its header claims the size the
+/// stream decompresses to.
+fn compressed_section(elf: Vec<u8>, name: &str, bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut section = Vec::new();
+    section.extend(1u32.to_le_bytes()); // ELFCOMPRESS_ZLIB
+    section.extend(0u32.to_le_bytes());
+    section.extend((bytes.len() as u64).to_le_bytes());
+    section.extend(1u64.to_le_bytes());
+    let mut zlib = flate2::write::ZlibEncoder::new(section, flate2::Compression::default());
+    zlib.write_all(bytes).unwrap();
+    let mut elf = with_section(elf, name, &zlib.finish().unwrap());
+    // The section just added has the last header: its flags (at 8) get SHF_COMPRESSED.
+    let last = elf.len() - 64;
+    elf[last + 8..last + 16].copy_from_slice(&0x800u64.to_le_bytes());
+    elf
 }
 
 /// Where an edit lands: anywhere, or in the first or last KiB, where formats and containers
@@ -87,12 +111,110 @@ pub(crate) fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
     }
 }
 
+/// Sizes and counts a hostile header claims.
+const LIES: [u32; 5] = [u32::MAX, 0x7fff_ffff, 0x1000_0000, 0x0100_0000, 0x10_0000];
+
+/// One edit of an input: a byte, or (a third of the time) a little-endian word where a count
+/// or a size might be, telling a lie of a size no random byte tells often.
+pub(crate) type Edit = (u8, prop::sample::Index, u8, Option<u32>);
+
+pub(crate) fn edit() -> impl Strategy<Value = Edit> {
+    let lie = prop::sample::select(vec![
+        u32::MAX,
+        0x7fff_ffff,
+        0x1000_0000,
+        0x0100_0000,
+        0x10_0000,
+    ]);
+    (
+        0..3u8,
+        any::<prop::sample::Index>(),
+        any::<u8>(),
+        prop::option::weighted(0.3, lie),
+    )
+}
+
+/// Makes `edit` in `data` (a word cut short at its end).
+pub(crate) fn apply((region, at, byte, word): Edit, data: &mut [u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let i = edited(region, at, data.len());
+    match word {
+        None => data[i] = byte,
+        Some(word) => {
+            let end = (i + 4).min(data.len());
+            data[i..end].copy_from_slice(&word.to_le_bytes()[..end - i]);
+        }
+    }
+}
+
 /// The seeds are what they stand for: each identified as it is.
 #[test]
 fn every_seed_is_identified() {
+    let mut sources = Vec::new();
     for (n, seed) in seeds().into_iter().enumerate() {
         let ids = identify_with_details(&MemReader(seed), &IdentifyOptions::default());
-        assert!(ids.is_ok_and(|ids| !ids.is_empty()), "seed {n}");
+        let ids = ids.unwrap_or_else(|e| panic!("seed {n}: {e}"));
+        assert!(!ids.is_empty(), "seed {n}");
+        sources.extend(
+            ids.into_iter()
+                .filter_map(|id| id.sources)
+                .flat_map(|s| s.paths),
+        );
+    }
+    // The line tables are read, the compressed one decompressed.
+    assert_eq!(
+        sources,
+        [
+            "/ci/work/include/b.h",
+            "/ci/work/src/a.c",
+            "/ci/work/src/z.c"
+        ]
+    );
+}
+
+/// The most memory identifying any artifact may hold at once, whatever its headers claim:
+/// what it holds by design, a compressed debug section decompressed whole (at most
+/// [`super::dwarf::MAX_DECOMPRESSED`]), and headroom. (The seeds themselves hold about
+/// 130 KB.) A header's claim read without a limit comes above it.
+const MOST_HELD: usize = super::dwarf::MAX_DECOMPRESSED as usize + (16 << 20);
+
+/// Identifies `data` (panicking is the failure these tests look for) and checks that it held
+/// no more than [`MOST_HELD`] bytes at once.
+fn identify_within_bounds(data: &[u8]) {
+    let (_, held) = crate::testing::allocations::measure(|| {
+        identify_with_details(&MemReader(data), &IdentifyOptions::default())
+    });
+    assert!(
+        held <= MOST_HELD,
+        "{held} bytes held identifying {} bytes",
+        data.len()
+    );
+}
+
+/// Every word of every seed's first and last KiB (where headers and directories are) in
+/// turn telling each lie of [`LIES`]: identified within [`MOST_HELD`], without a panic.
+/// Exhaustive where random edits rarely land on the one field that matters.
+#[test]
+fn every_header_word_lying_costs_no_more_than_the_limits() {
+    for (n, seed) in seeds().into_iter().enumerate() {
+        let near = seed.len().min(1024);
+        let positions = (0..near).chain(seed.len() - near..seed.len());
+        for at in positions {
+            for lie in LIES {
+                let mut data = seed.clone();
+                let end = (at + 4).min(data.len());
+                data[at..end].copy_from_slice(&lie.to_le_bytes()[..end - at]);
+                let (_, held) = crate::testing::allocations::measure(|| {
+                    identify_with_details(&MemReader(&data), &IdentifyOptions::default())
+                });
+                assert!(
+                    held <= MOST_HELD,
+                    "seed {n}, {lie:#x} at {at}: {held} bytes held"
+                );
+            }
+        }
     }
 }
 
@@ -101,19 +223,19 @@ proptest! {
 
     #[test]
     fn corrupted_artifacts_never_panic(
-        seed in 0usize..14,
-        edits in prop::collection::vec((0..3u8, any::<prop::sample::Index>(), any::<u8>()), 1..12),
+        seed in any::<prop::sample::Index>(),
+        edits in prop::collection::vec(edit(), 1..12),
         cut in prop::option::of(any::<prop::sample::Index>()),
     ) {
-        let mut data = seeds().swap_remove(seed);
-        for (region, at, byte) in edits {
-            let i = edited(region, at, data.len());
-            data[i] = byte;
+        let mut seeds = seeds();
+        let mut data = seeds.swap_remove(seed.index(seeds.len()));
+        for edit in edits {
+            apply(edit, &mut data);
         }
         if let Some(cut) = cut {
             data.truncate(cut.index(data.len() + 1));
         }
-        let _ = identify_with_details(&MemReader(data), &IdentifyOptions::default());
+        identify_within_bounds(&data);
     }
 
     #[test]
@@ -128,6 +250,6 @@ proptest! {
     ) {
         let mut data = magic.to_vec();
         data.extend(tail);
-        let _ = identify_with_details(&MemReader(data), &IdentifyOptions::default());
+        identify_within_bounds(&data);
     }
 }

@@ -70,16 +70,16 @@ proptest! {
 
     #[test]
     fn any_artifact_under_any_name_is_recorded_and_keyed_inside_the_layouts(
-        seed in 0usize..14,
-        edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+        seed in any::<prop::sample::Index>(),
+        edits in prop::collection::vec(crate::formats::robustness::edit(), 0..4),
         cut in prop::option::of(any::<prop::sample::Index>()),
         name in crate::layouts::properties::hostile_name(),
         as_source in any::<bool>(),
     ) {
-        let mut data = crate::formats::robustness::seeds().swap_remove(seed);
-        for (at, byte) in edits {
-            let i = at.index(data.len());
-            data[i] = byte;
+        let mut seeds = crate::formats::robustness::seeds();
+        let mut data = seeds.swap_remove(seed.index(seeds.len()));
+        for edit in edits {
+            crate::formats::robustness::apply(edit, &mut data);
         }
         if let Some(cut) = cut {
             data.truncate(cut.index(data.len() + 1));

@@ -1,5 +1,7 @@
 //! Test support shared by this crate's tests and the other crates' (feature `testing`).
 
+#[cfg(test)]
+pub mod allocations;
 pub mod builders;
 pub mod failing;
 pub mod interleave;
