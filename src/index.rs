@@ -489,7 +489,10 @@ fn run_lane(
         let indexed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             runtime.block_on(index_file(indexer, *read, meta, Some(stamps)))
         }))
-        .unwrap_or_else(|_| Err(io::Error::other("indexing it panicked")));
+        .unwrap_or_else(|panic| {
+            let what = symdex_shared::panic_message(&*panic);
+            Err(io::Error::other(format!("indexing it panicked: {what}")))
+        });
         if done.send((seq, path, indexed)).is_err() {
             return;
         }

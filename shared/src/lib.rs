@@ -37,3 +37,14 @@ pub use formats::{identify, identify_with_details, Format, FormatError, Identify
 pub use identity::{Identity, Kind};
 pub use layouts::{keys_for, lookup_keys_for, KeySet, Layout};
 pub use reader::{CountingReader, FileReader, MemReader, RangeReader};
+
+/// What a caught panic said, where it said it as text: a parser's panic on hostile bytes is
+/// reported as that input's fault (archive/cab.rs, the archive walker, the Lambda's batch
+/// handler), not as a crash.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}

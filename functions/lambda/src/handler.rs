@@ -662,6 +662,52 @@ async fn write_manifest(ctx: &Arc<Context>, records: Vec<Record>) -> Result<Opti
 }
 
 /// One SQS message: its events, processed.
+/// Runs `work` on each message of a batch, at most `concurrency` at once: each message's
+/// index, id and outcome, in the batch's order. A message whose work panics has failed, alone:
+/// its batch-mates' outcomes stand (a panic failing the invocation had every message of the
+/// batch retried with it, each time, until the queue moved them all to its dead-letter queue —
+/// one hostile object taking the others' records with it).
+async fn each_message<T, F, Fut>(
+    messages: Vec<aws_lambda_events::sqs::SqsMessage>,
+    concurrency: usize,
+    work: F,
+) -> Result<Vec<(usize, String, Result<T, String>)>, Error>
+where
+    T: Send + 'static,
+    F: Fn(aws_lambda_events::sqs::SqsMessage) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>> + Send + 'static,
+{
+    let limit = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut message_of = HashMap::new();
+    for (index, message) in messages.into_iter().enumerate() {
+        let id = message.message_id.clone().unwrap_or_default();
+        let (limit, job) = (limit.clone(), work(message));
+        let task = tasks.spawn(async move {
+            let _permit = limit.acquire_owned().await;
+            job.await
+        });
+        message_of.insert(task.id(), (index, id));
+    }
+    let mut done = Vec::new();
+    while let Some(joined) = tasks.join_next_with_id().await {
+        let (task, outcome) = match joined {
+            Ok((task, outcome)) => (task, outcome),
+            Err(failed) if failed.is_panic() => {
+                let task = failed.id();
+                let panic = failed.into_panic();
+                let what = symdex_shared::panic_message(&*panic);
+                (task, Err(format!("processing it panicked: {what}")))
+            }
+            Err(failed) => return Err(failed.into()),
+        };
+        let (index, id) = message_of.remove(&task).ok_or("a task of no message")?;
+        done.push((index, id, outcome));
+    }
+    done.sort_by_key(|(index, _, _)| *index);
+    Ok(done)
+}
+
 async fn process_message(
     ctx: &Arc<Context>,
     body: Option<&str>,
@@ -693,13 +739,10 @@ async fn handle(
 ) -> Result<Value, Error> {
     if is_sqs_batch(&payload) {
         let batch: SqsEvent = serde_json::from_value(payload)?;
-        let limit = Arc::new(tokio::sync::Semaphore::new(ctx.config.concurrency));
         let sole_message = batch.records.len() == 1;
-        let mut tasks = tokio::task::JoinSet::new();
-        for (index, message) in batch.records.into_iter().enumerate() {
-            let (ctx, wanted, limit) = (ctx.clone(), wanted.to_vec(), limit.clone());
-            tasks.spawn(async move {
-                let _permit = limit.acquire_owned().await;
+        let done = each_message(batch.records, ctx.config.concurrency, |message| {
+            let (ctx, wanted) = (ctx.clone(), wanted.to_vec());
+            async move {
                 let delivery = Delivery {
                     alone: sole_message,
                     first: message
@@ -708,15 +751,10 @@ async fn handle(
                         .is_some_and(|count| count == "1"),
                 };
                 let body = message.body.as_deref();
-                let outcome = process_message(&ctx, body, &wanted, kind, delivery).await;
-                (index, message.message_id.unwrap_or_default(), outcome)
-            });
-        }
-        let mut done = Vec::new();
-        while let Some(joined) = tasks.join_next().await {
-            done.push(joined?);
-        }
-        done.sort_by_key(|(index, _, _)| *index);
+                process_message(&ctx, body, &wanted, kind, delivery).await
+            }
+        })
+        .await?;
         let mut failures = Vec::new();
         let mut succeeded = Vec::new();
         for (_, id, outcome) in done {
@@ -819,6 +857,41 @@ mod tests {
         assert!(err.contains("does not match"), "{err}");
         assert!(check_product_prefix("app.debug", &mut meta(None)).is_err());
         assert!(check_product_prefix("/app.debug", &mut meta(None)).is_err());
+    }
+
+    /// A message whose work panics fails alone; the others' outcomes stand, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_that_panics_fails_alone() {
+        let messages: Vec<aws_lambda_events::sqs::SqsMessage> = ["a", "b", "c"]
+            .into_iter()
+            .map(|id| {
+                let mut message = aws_lambda_events::sqs::SqsMessage::default();
+                message.message_id = Some(id.to_string());
+                message.body = Some(id.to_string());
+                message
+            })
+            .collect();
+        let done = each_message(messages, 2, |message| async move {
+            let body = message.body.unwrap_or_default();
+            if body == "b" {
+                panic!("a parser's bug");
+            }
+            Ok::<_, String>(body.to_uppercase())
+        })
+        .await
+        .unwrap();
+        let outcomes: Vec<(usize, &str, Result<&str, &str>)> = done
+            .iter()
+            .map(|(i, id, o)| (*i, id.as_str(), o.as_deref().map_err(String::as_str)))
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                (0, "a", Ok("A")),
+                (1, "b", Err("processing it panicked: a parser's bug")),
+                (2, "c", Ok("C")),
+            ]
+        );
     }
 
     #[test]

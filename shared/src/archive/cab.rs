@@ -15,7 +15,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use ::cab::Cabinet;
 
-use super::{panic_message, sequential, ExpandError, Walk, WatchedReader};
+use super::{sequential, ExpandError, Walk, WatchedReader};
+use crate::panic_message;
 
 pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<(), ExpandError> {
     let bad = |e: io::Error| reader.classify("bad cabinet", e);

@@ -555,20 +555,11 @@ impl Walker {
             // so), not retried until the queue gives up on it.
             Some(Err(panic)) => Err(ExpandError::Malformed(format!(
                 "reading the archive panicked: {}",
-                panic_message(&*panic)
+                crate::panic_message(&*panic)
             ))),
             None => Ok(()),
         }
     }
-}
-
-/// What a caught panic said, where it said it as text.
-pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_default()
 }
 
 /// A [`RangeReader`] that remembers whether reading the archive itself failed, so a parser's or
