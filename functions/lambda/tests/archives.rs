@@ -262,6 +262,41 @@ async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
 #[path = "support/fault_proxy.rs"]
 mod fault_proxy;
 
+/// The same debug file twice in one zip (a library copied into two folders of a build
+/// output, as CI trees often hold one): both entries are indexed in the one message, the
+/// second sharing the first's keys, with no failure and no retry — the second entry meets keys
+/// the first published in the same run, before that upload is finalized.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_file_twice_in_one_archive_is_indexed_in_one_delivery() {
+    let stack = Stack::new().await;
+    let ctx = context(&stack).await;
+    let fx = Fixtures::build();
+    run(
+        fx.dir.path(),
+        "mkdir -p x/a x/b && cp app.debug x/a/ && cp app.debug x/b/ && cd x && zip -q -r ../twice.zip a b",
+    );
+    let response = index(&stack, &ctx, "ci/twice.zip", &fx.path("twice.zip")).await;
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let actions: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|r| r["ingest_key"] == "ci/twice.zip")
+        .map(|r| (r["entry"].as_str().unwrap(), r["action"].as_str().unwrap()))
+        .collect();
+    assert_eq!(actions.len(), 2, "{records:#?}");
+    assert!(
+        actions
+            .iter()
+            .all(|(_, action)| *action == "indexed" || *action == "unchanged"),
+        "{actions:?}"
+    );
+    let (problems, _) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    // Deleting the archive unpublishes what both entries held.
+    remove(&stack, &ctx, "ci/twice.zip").await;
+    assert!(published(&stack).await.is_empty(), "keys left");
+}
+
 /// A cabinet (made by gcab) whose first file claims to start past its folder's data: the
 /// `cab` crate panicked reading it, and the message failed on every delivery until the queue
 /// gave up on it, its good entry unpublished and no record saying why. Now that entry is
