@@ -35,7 +35,13 @@ pub struct Artifact {
     pub as_source: bool,
     /// The build it names (the scope of its source-join records).
     pub build: Option<&'static str>,
+    /// Where it sits inside [`ARCHIVE`] when it is one of its entries (its id is the
+    /// archive's location, `!/`, this path: its upload records share the archive's).
+    pub entry: Option<&'static str>,
 }
+
+/// The archive whose entries the archive scenarios index and delete together.
+pub const ARCHIVE: &str = "/ci/bundle.zip";
 
 impl std::fmt::Debug for Artifact {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -52,6 +58,17 @@ impl Artifact {
             channel: None,
             as_source: false,
             build: None,
+            entry: None,
+        }
+    }
+
+    /// The same bytes as the entry `path` of [`ARCHIVE`].
+    fn in_archive(&self, path: &'static str) -> Self {
+        Artifact {
+            id: format!("file:{ARCHIVE}!/{path}"),
+            name: crate::identity::file_name_of(path).to_string(),
+            entry: Some(path),
+            ..self.clone()
         }
     }
 
@@ -60,6 +77,7 @@ impl Artifact {
         Artifact {
             id: format!("file:/ci/{name}"),
             name: name.to_string(),
+            entry: None,
             ..self.clone()
         }
     }
@@ -84,8 +102,15 @@ impl Artifact {
             id: self.id.clone(),
             source: CopySource::Bytes(&self.bytes),
             ingest_bucket: None,
-            ingest_key: format!("/ci/{}", self.name),
-            entry: None,
+            ingest_key: match self.entry {
+                Some(_) => ARCHIVE.to_string(),
+                None => format!("/ci/{}", self.name),
+            },
+            entry: self.entry.map(|path| crate::pipeline::EntryOf {
+                path: path.to_string(),
+                archive_etag: crate::storage::content_sha1(ARCHIVE.as_bytes()),
+                archive_size: 4096,
+            }),
             ingest_version: None,
             etag: crate::storage::content_sha1(&self.bytes),
             size: self.bytes.len() as u64,
@@ -148,6 +173,10 @@ pub struct Artifacts {
     /// both slices', are aliases of it).
     pub fat_a: Artifact,
     pub fat_b: Artifact,
+    /// The entries of [`ARCHIVE`], indexed and deleted together as one object's: the debug
+    /// file twice (`a/app.debug`, `b/app.debug`: `elf_a`'s bytes, as a build output copying a
+    /// library into two folders holds them) and the PDB (`syms/mixed.pdb`, which `pe` names).
+    pub archive: Vec<Artifact>,
 }
 
 /// The source paths `Artifacts::debug_with_sources` names, under `/ci/work`.
@@ -220,7 +249,14 @@ impl Artifacts {
             &dwarf5_line_table_with_md5("/ci/work", &[("src/hello.c", md5.digest())]),
         );
         let fat = build_fat_macho((0xa1, 0xb2));
+        let loose_pdb = Artifact::new("file:/ci/mixed.pdb", "mixed.pdb", pdb.clone());
+        let loose_elf = Artifact::new("file:/ci/app.debug#b", "app.debug", elf.clone());
         Artifacts {
+            archive: vec![
+                loose_elf.in_archive("a/app.debug"),
+                loose_elf.in_archive("b/app.debug"),
+                loose_pdb.in_archive("syms/mixed.pdb"),
+            ],
             debug_md5: Artifact::new("file:/ci/md5.debug", "md5.debug", with_md5).in_build("ci-7"),
             fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
             fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),
@@ -290,6 +326,13 @@ pub enum Op<'a> {
     Promote(&'a Artifact),
     /// Index with `overwrite` (differing bytes at its keys replaced) and finalize.
     Overwrite(&'a Artifact),
+    /// Index an archive's entries one after another, then finalize them all, as the Lambda
+    /// indexes one archive object (functions/lambda/src/archives.rs): an entry meets keys
+    /// the entries before it published in the same run, not yet finalized.
+    IndexArchive(&'a [Artifact]),
+    /// Delete an archive: each entry's removal begun, then each ended, as the remover removes
+    /// one object's uploads.
+    DeleteArchive(&'a [Artifact]),
 }
 
 /// What a scenario must end with: the references and objects of a serial run of ...
@@ -998,6 +1041,48 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             ],
             survivors: Survivors::Exactly(vec![&a.elf_b]),
         },
+        // An archive's entries are uploads of one object, indexed in one run (finalized
+        // together) and removed together; beside them, loose copies of the same bytes.
+        Scenario {
+            name: "an archive holding a debug file twice is indexed while a loose copy is deleted",
+            before: vec![&a.elf_b],
+            ops: vec![Op::IndexArchive(&a.archive), Op::Delete(&a.elf_b)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "an archive is deleted while a loose copy of its entries is indexed",
+            before: a.archive.iter().collect(),
+            ops: vec![Op::DeleteArchive(&a.archive), Op::Index(&a.elf_b, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "the PE naming an archived PDB arrives while the archive is indexed",
+            before: vec![],
+            ops: vec![Op::IndexArchive(&a.archive), Op::Index(&a.pe, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "the PE naming an archived PDB arrives while the archive is deleted",
+            before: a.archive.iter().collect(),
+            ops: vec![Op::DeleteArchive(&a.archive), Op::Index(&a.pe, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "an archive and the same PDB loose, named otherwise, arrive at once beside the PE",
+            before: vec![&a.pe],
+            ops: vec![Op::IndexArchive(&a.archive), Op::Index(&a.pdb_renamed, true)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "an archive is indexed twice at once while a loose copy is indexed",
+            before: vec![],
+            ops: vec![
+                Op::IndexArchive(&a.archive),
+                Op::IndexArchive(&a.archive),
+                Op::Index(&a.elf_b, true),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
     ]
 }
 
@@ -1072,9 +1157,14 @@ impl HandOver for FromArtifacts<'_> {
 /// operation (`Delete`, or `Index` of a deleted object).
 fn in_ingest<'a>(before: &[&'a Artifact], ops: &[Op<'a>]) -> Vec<&'a Artifact> {
     let mut all: Vec<&'a Artifact> = before.to_vec();
-    all.extend(ops.iter().map(|op| match op {
-        Op::Index(a, _) | Op::Delete(a) | Op::Expire(a) | Op::Promote(a) | Op::Overwrite(a) => *a,
-    }));
+    for op in ops {
+        match op {
+            Op::Index(a, _) | Op::Delete(a) | Op::Expire(a) | Op::Promote(a) | Op::Overwrite(a) => {
+                all.push(a)
+            }
+            Op::IndexArchive(entries) | Op::DeleteArchive(entries) => all.extend(entries.iter()),
+        }
+    }
     all.retain(|a| !removed_by(ops, &a.id));
     all
 }
@@ -1082,8 +1172,11 @@ fn in_ingest<'a>(before: &[&'a Artifact], ops: &[Op<'a>]) -> Vec<&'a Artifact> {
 /// Whether one of `ops` deletes the upload `id`'s ingest object: a deletion, or an index
 /// that finds it gone (and takes the upload back).
 fn removed_by(ops: &[Op<'_>], id: &str) -> bool {
-    ops.iter()
-        .any(|op| matches!(op, Op::Delete(a) | Op::Index(a, false) if a.id == id))
+    ops.iter().any(|op| match op {
+        Op::Delete(a) | Op::Index(a, false) => a.id == id,
+        Op::DeleteArchive(entries) => entries.iter().any(|a| a.id == id),
+        _ => false,
+    })
 }
 
 /// [`run_op`]; `first_delivery`: an indexer runs as the Lambda runs a message's first
@@ -1117,8 +1210,11 @@ async fn run_op_configured(
         overwrite: matches!(op, Op::Overwrite(_)),
         ..config
     };
+    // As the Lambda's archive job: an indexer reading each record first (not a first
+    // delivery's guess), every entry finalized once all are indexed.
+    let whole_archive = matches!(op, Op::IndexArchive(_));
     let indexer = Indexer::new(store, config)
-        .lists_keys_at_finalize(first_delivery)
+        .lists_keys_at_finalize(first_delivery && !whole_archive)
         .handing_over_to(&hand_over);
     match op {
         Op::Index(artifact, _) | Op::Overwrite(artifact) => {
@@ -1137,6 +1233,31 @@ async fn run_op_configured(
             let mut records = indexed.records.clone();
             records.extend(indexer.finalize(&indexed, alive).await?);
             Ok(records)
+        }
+        Op::IndexArchive(entries) => {
+            let mut runs = Vec::new();
+            let mut records = Vec::new();
+            for artifact in entries {
+                let indexed = indexer
+                    .index(&artifact.upload(), &MemReader(&artifact.bytes))
+                    .await?;
+                records.extend(indexed.records.iter().cloned());
+                runs.push(indexed);
+            }
+            for indexed in &runs {
+                records.extend(indexer.finalize(indexed, true).await?);
+            }
+            Ok(records)
+        }
+        Op::DeleteArchive(entries) => {
+            let mut removals = Vec::new();
+            for artifact in entries {
+                removals.extend(indexer.begin_unindex(&artifact.id).await?);
+            }
+            for removal in &removals {
+                indexer.end_removal(removal).await?;
+            }
+            Ok(removals.into_iter().map(|r| r.record).collect())
         }
         Op::Delete(artifact) => Ok(indexer.unindex(&artifact.id).await?.into_iter().collect()),
         Op::Expire(artifact) => {
@@ -1454,10 +1575,12 @@ pub async fn check<S: Storage, F: std::future::Future<Output = S>>(
                 let deleted: Vec<&str> = scenario
                     .ops
                     .iter()
-                    .filter_map(|op| match op {
-                        Op::Delete(a) => Some(a.id.as_str()),
-                        _ => None,
+                    .flat_map(|op| match op {
+                        Op::Delete(a) => std::slice::from_ref(*a),
+                        Op::DeleteArchive(entries) => entries,
+                        _ => &[],
                     })
+                    .map(|a| a.id.as_str())
                     .collect();
                 for (key, owners) in &refs {
                     let gone = owners.iter().any(|o| deleted.contains(&o.as_str()));
