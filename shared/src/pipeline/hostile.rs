@@ -1,5 +1,6 @@
 //! Hostile inputs through the whole pipeline: an artifact of any format, corrupted or cut
-//! short, uploaded under any name (`..`, control characters, 300 characters, ...), is indexed
+//! short, uploaded under any name (`..`, control characters, 300 characters, ...), loose or as
+//! an archive's entry of that path, is indexed
 //! into a store and finalized without an error. It gets a manifest record; everything it
 //! publishes lies inside a layout's grammar under that layout's prefix; and `verify` finds
 //! the store as promised.
@@ -21,16 +22,33 @@ fn inside_a_layout(config: &Config, key: &str) -> bool {
     })
 }
 
-fn index_hostile(bytes: Vec<u8>, name: &str, as_source: bool) {
+/// Indexes `bytes` uploaded as `name` (loose, or `in_archive` as an entry of that path) and
+/// checks the promises of the module's doc.
+fn index_hostile(bytes: Vec<u8>, name: &str, as_source: bool, in_archive: bool) {
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap().with_owners();
     let config = config();
+    let (id, ingest_key, entry) = if in_archive {
+        let entry = EntryOf {
+            path: name.to_string(),
+            archive_etag: "0".repeat(40),
+            archive_size: 1 << 20,
+        };
+        let archive = "/ci/build.zip";
+        (
+            format!("file:{archive}!/{name}"),
+            archive.to_string(),
+            Some(entry),
+        )
+    } else {
+        (format!("file:/ci/{name}"), format!("/ci/{name}"), None)
+    };
     let upload = Upload {
-        id: format!("file:/ci/{name}"),
+        id,
         source: CopySource::Bytes(&bytes),
         ingest_bucket: None,
-        ingest_key: format!("/ci/{name}"),
-        entry: None,
+        ingest_key,
+        entry,
         ingest_version: None,
         etag: crate::storage::content_sha1(&bytes),
         size: bytes.len() as u64,
@@ -75,6 +93,7 @@ proptest! {
         cut in prop::option::of(any::<prop::sample::Index>()),
         name in crate::layouts::properties::hostile_name(),
         as_source in any::<bool>(),
+        in_archive in any::<bool>(),
     ) {
         let mut seeds = crate::formats::robustness::seeds();
         let mut data = seeds.swap_remove(seed.index(seeds.len()));
@@ -84,6 +103,6 @@ proptest! {
         if let Some(cut) = cut {
             data.truncate(cut.index(data.len() + 1));
         }
-        index_hostile(data, &name, as_source);
+        index_hostile(data, &name, as_source, in_archive);
     }
 }
