@@ -10,9 +10,9 @@ use ruzstd::decoding::{BlockDecodingStrategy, FrameDecoder};
 use super::{detect, expanded_name, sequential, Container, ExpandError, Walk, WatchedReader};
 
 /// Largest zstd window accepted (what `zstd --long` uses by default; the decoder holds one).
-const ZSTD_MAX_WINDOW: u64 = 128 << 20;
+pub(super) const ZSTD_MAX_WINDOW: u64 = 128 << 20;
 /// Memory the xz decoder may use (xz -9 needs 65 MiB).
-const XZ_MEM_LIMIT_KIB: u32 = 256 * 1024;
+pub(super) const XZ_MEM_LIMIT_KIB: u32 = 256 * 1024;
 
 pub(super) fn expand(
     walk: &mut Walk<'_>,

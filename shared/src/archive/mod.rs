@@ -149,7 +149,7 @@ impl Expanded {
 
 /// Entries up to this size are held in memory (no scratch file to write, read and remove);
 /// larger ones go to a scratch file.
-const IN_MEMORY: u64 = 4 << 20;
+pub(crate) const IN_MEMORY: u64 = 4 << 20;
 
 /// One entry of an archive, as the visitor sees it. `entry` is the path inside the archive
 /// (nested: `inner.tar.gz!/path`).

@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use super::tests::{bzip2, expand_seen_as, gzip, tar_of, xz, zip_of, zstd, Seen};
 use super::*;
 use crate::formats::robustness::edited;
+use crate::testing::allocations::measure;
 
 /// Limits small enough that the seeds reach them: a mutation that makes a length lie is
 /// caught by them, not by the machine's memory.
@@ -81,6 +82,18 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
     })
 }
 
+/// The most memory a walk may hold at once, whatever the archive claims: what it holds by
+/// design — one entry in memory ([`IN_MEMORY`](super::IN_MEMORY); larger ones go to a
+/// scratch file), and the larger of the decoders' claims it accepts (an xz dictionary within
+/// its memory limit, a zstd window) — and headroom. (The seeds hold about 3 MB.) A size an
+/// archive claims that is taken without a limit comes above it.
+const MOST_HELD: usize = {
+    let xz = super::compressed::XZ_MEM_LIMIT_KIB as u64 * 1024;
+    let zstd = super::compressed::ZSTD_MAX_WINDOW;
+    let decoder = if xz > zstd { xz } else { zstd };
+    (super::IN_MEMORY + decoder) as usize + (16 << 20)
+};
+
 /// What one entry came to.
 enum Outcome {
     /// Expanded (its size) or reported as a range of the archive.
@@ -105,7 +118,12 @@ fn expand_hostile(
         limits: LIMITS,
         stored_ranges,
     };
-    let (seen, result) = expand_seen_as(bytes, container, name, options);
+    let ((seen, result), held) = measure(|| expand_seen_as(bytes, container, name, options));
+    assert!(
+        held <= MOST_HELD,
+        "{held} bytes held expanding {} bytes as {name}",
+        bytes.len()
+    );
     let outcomes = seen
         .into_iter()
         .map(|seen| match seen {
@@ -179,6 +197,25 @@ fn the_seeds_expand_and_reach_the_limits() {
         "{} outcomes",
         seen.len()
     );
+}
+
+/// Every word of every seed's first and last 128 bytes (headers, a zip's central directory,
+/// a stream's trailer) in turn telling each lie of the format tests' list: expanded within
+/// the limits and [`MOST_HELD`], without a panic.
+#[test]
+fn every_header_word_lying_stays_within_the_limits() {
+    for (container, name, bytes) in seeds() {
+        let near = bytes.len().min(128);
+        for at in (0..near).chain(bytes.len() - near..bytes.len()) {
+            for lie in crate::formats::robustness::LIES {
+                let mut data = bytes.clone();
+                let end = (at + 4).min(data.len());
+                data[at..end].copy_from_slice(&lie.to_le_bytes()[..end - at]);
+                let (seen, result) = expand_hostile(&data, *container, name, at % 2 == 0);
+                assert_within_limits(&data, &seen, &result);
+            }
+        }
+    }
 }
 
 proptest! {

@@ -112,7 +112,7 @@ pub(crate) fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
 }
 
 /// Sizes and counts a hostile header claims.
-const LIES: [u32; 5] = [u32::MAX, 0x7fff_ffff, 0x1000_0000, 0x0100_0000, 0x10_0000];
+pub(crate) const LIES: [u32; 5] = [u32::MAX, 0x7fff_ffff, 0x1000_0000, 0x0100_0000, 0x10_0000];
 
 /// One edit of an input: a byte, or (a third of the time) a little-endian word where a count
 /// or a size might be, telling a lie of a size no random byte tells often.
