@@ -662,26 +662,26 @@ async fn write_manifest(ctx: &Arc<Context>, records: Vec<Record>) -> Result<Opti
 }
 
 /// One SQS message: its events, processed.
-/// Runs `work` on each message of a batch, at most `concurrency` at once: each message's
-/// index, id and outcome, in the batch's order. A message whose work panics has failed, alone:
-/// its batch-mates' outcomes stand (a panic failing the invocation had every message of the
-/// batch retried with it, each time, until the queue moved them all to its dead-letter queue —
-/// one hostile object taking the others' records with it).
-async fn each_message<T, F, Fut>(
-    messages: Vec<aws_lambda_events::sqs::SqsMessage>,
+/// Runs `work` on each of a batch's messages (its id, and what the work needs of it), at most
+/// `concurrency` at once: each message's index, id and outcome, in the batch's order. A
+/// message whose work panics has failed, alone: its batch-mates' outcomes stand (a panic
+/// failing the invocation had every message of the batch retried with it, each time, until
+/// the queue moved them all to its dead-letter queue — one hostile object taking the others'
+/// records with it).
+async fn each_message<I, T, F, Fut>(
+    messages: Vec<(String, I)>,
     concurrency: usize,
     work: F,
 ) -> Result<Vec<(usize, String, Result<T, String>)>, Error>
 where
     T: Send + 'static,
-    F: Fn(aws_lambda_events::sqs::SqsMessage) -> Fut,
+    F: Fn(I) -> Fut,
     Fut: std::future::Future<Output = Result<T, String>> + Send + 'static,
 {
-    let limit = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    let limit = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     let mut message_of = HashMap::new();
-    for (index, message) in messages.into_iter().enumerate() {
-        let id = message.message_id.clone().unwrap_or_default();
+    for (index, (id, message)) in messages.into_iter().enumerate() {
         let (limit, job) = (limit.clone(), work(message));
         let task = tasks.spawn(async move {
             let _permit = limit.acquire_owned().await;
@@ -695,9 +695,8 @@ where
             Ok((task, outcome)) => (task, outcome),
             Err(failed) if failed.is_panic() => {
                 let task = failed.id();
-                let panic = failed.into_panic();
-                let what = symdex_shared::panic_message(&*panic);
-                (task, Err(format!("processing it panicked: {what}")))
+                let what = symdex_shared::panic_message(&*failed.into_panic());
+                (task, Err(format!("it panicked: {what}")))
             }
             Err(failed) => return Err(failed.into()),
         };
@@ -740,7 +739,11 @@ async fn handle(
     if is_sqs_batch(&payload) {
         let batch: SqsEvent = serde_json::from_value(payload)?;
         let sole_message = batch.records.len() == 1;
-        let done = each_message(batch.records, ctx.config.concurrency, |message| {
+        let messages = batch
+            .records
+            .into_iter()
+            .map(|m| (m.message_id.clone().unwrap_or_default(), m));
+        let done = each_message(messages.collect(), ctx.config.concurrency, |message| {
             let (ctx, wanted) = (ctx.clone(), wanted.to_vec());
             async move {
                 let delivery = Delivery {
@@ -773,16 +776,20 @@ async fn handle(
         let messages: Vec<&[Job]> = succeeded.iter().map(|(_, jobs)| jobs.as_slice()).collect();
         let alive = manifest_and_liveness(ctx, records, &messages).await?;
         // Each message's uploads are finalized on their own records: a few messages at once.
-        let finalizes: Vec<_> = succeeded
+        let finalizes = succeeded
             .into_iter()
             .zip(alive)
-            .map(|((id, jobs), alive)| async move { (id, finalize(ctx, jobs, alive).await) })
-            .collect();
-        let finalized: Vec<_> = futures_util::stream::iter(finalizes)
-            .buffered(ctx.config.concurrency.max(1))
-            .collect()
-            .await;
-        for (id, outcome) in finalized {
+            .map(|((id, jobs), alive)| (id, (jobs, alive)));
+        let finalized = each_message(
+            finalizes.collect(),
+            ctx.config.concurrency,
+            |(jobs, alive)| {
+                let ctx = ctx.clone();
+                async move { finalize(&ctx, jobs, alive).await }
+            },
+        )
+        .await?;
+        for (_, id, outcome) in finalized {
             if let Err(reason) = outcome {
                 tracing::error!(message_id = %id, reason = %reason, "finalizing failed; it will be retried");
                 failures.push(id);
@@ -862,17 +869,8 @@ mod tests {
     /// A message whose work panics fails alone; the others' outcomes stand, in order.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_message_that_panics_fails_alone() {
-        let messages: Vec<aws_lambda_events::sqs::SqsMessage> = ["a", "b", "c"]
-            .into_iter()
-            .map(|id| {
-                let mut message = aws_lambda_events::sqs::SqsMessage::default();
-                message.message_id = Some(id.to_string());
-                message.body = Some(id.to_string());
-                message
-            })
-            .collect();
-        let done = each_message(messages, 2, |message| async move {
-            let body = message.body.unwrap_or_default();
+        let messages = ["a", "b", "c"].map(|id| (id.to_string(), id.to_string()));
+        let done = each_message(messages.to_vec(), 2, |body| async move {
             if body == "b" {
                 panic!("a parser's bug");
             }
@@ -888,7 +886,7 @@ mod tests {
             outcomes,
             [
                 (0, "a", Ok("A")),
-                (1, "b", Err("processing it panicked: a parser's bug")),
+                (1, "b", Err("it panicked: a parser's bug")),
                 (2, "c", Ok("C")),
             ]
         );
