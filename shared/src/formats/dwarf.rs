@@ -579,7 +579,11 @@ pub fn decompress(raw: &[u8], is_64: bool, little_endian: bool) -> Result<Vec<u8
         ));
     }
     let stream = raw.get(data..).ok_or_else(short)?;
-    let mut out = Vec::with_capacity(size as usize);
+    // What the header claims is reserved only as far as the stream could decode to (zlib
+    // expands at most 1032:1; a zstd block of 128 KiB can be 4 bytes): a small section
+    // claiming 64 MiB reserves no more than it could fill.
+    let most = stream.len() as u64 * if kind == 1 { 1032 } else { 32 * 1024 };
+    let mut out = Vec::with_capacity(size.min(most) as usize);
     // One byte more than the header says: a stream that is longer is a lie too.
     let result = match kind {
         1 => flate2::read::ZlibDecoder::new(stream)
@@ -650,6 +654,16 @@ mod tests {
         assert!(decompress(&unknown, true, true).is_err());
         assert!(decompress(&raw[..40], true, true).is_err());
         assert!(decompress(&raw[..10], true, true).is_err());
+        // A small stream claiming the most allowed reserves only what it could decode to.
+        let mut claiming = raw.clone();
+        claiming[8..16].copy_from_slice(&MAX_DECOMPRESSED.to_le_bytes());
+        let (result, held) =
+            crate::testing::allocations::measure(|| decompress(&claiming, true, true));
+        assert!(result.is_err());
+        assert!(
+            held <= stream.len() * 1032 + (256 << 10),
+            "{held} bytes held"
+        );
     }
 
     #[test]
