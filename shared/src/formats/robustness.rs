@@ -100,9 +100,8 @@ fn compressed_section(elf: Vec<u8>, name: &str, bytes: &[u8]) -> Vec<u8> {
 
 /// Where an edit lands: anywhere, or in the first or last KiB, where formats and containers
 /// keep their headers and directories (a zip's central directory, a stream's trailer) —
-/// edits anywhere in a larger file mostly hit data nobody reads. (Shared with
-/// `archive::robustness`.)
-pub(crate) fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
+/// edits anywhere in a larger file mostly hit data nobody reads.
+fn edited(region: u8, at: prop::sample::Index, len: usize) -> usize {
     let near = len.min(1024);
     match region {
         0 => at.index(len),
@@ -134,7 +133,8 @@ pub(crate) fn edit() -> impl Strategy<Value = Edit> {
     )
 }
 
-/// Makes `edit` in `data` (a word cut short at its end).
+/// Makes `edit` in `data` (a word cut short at its end). (The archive property tests edit so
+/// too.)
 pub(crate) fn apply((region, at, byte, word): Edit, data: &mut [u8]) {
     if data.is_empty() {
         return;
