@@ -661,7 +661,6 @@ async fn write_manifest(ctx: &Arc<Context>, records: Vec<Record>) -> Result<Opti
     Ok(indexer.write_manifest(&records).await?)
 }
 
-/// One SQS message: its events, processed.
 /// Runs `work` on each of a batch's messages (its id, and what the work needs of it), at most
 /// `concurrency` at once: each message's index, id and outcome, in the batch's order. A
 /// message whose work panics has failed, alone: its batch-mates' outcomes stand (a panic
@@ -707,6 +706,7 @@ where
     Ok(done)
 }
 
+/// One SQS message: its events, processed.
 async fn process_message(
     ctx: &Arc<Context>,
     body: Option<&str>,

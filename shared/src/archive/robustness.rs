@@ -3,14 +3,13 @@
 //! retryable error (a hostile archive would be redelivered until the queue gives up), never
 //! more bytes than the limits allow, never a stored range outside the archive.
 
-use std::io::{Cursor, Write};
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
 
-use super::tests::{bzip2, expand_seen_as, gzip, tar_of, xz, zip_of, zstd, Seen};
+use super::tests::{bzip2, cab_of, expand_seen_as, gzip, tar_of, xz, zip_of, zstd, Seen};
 use super::*;
-use crate::formats::robustness::{apply, edit};
+use crate::formats::robustness::{corrupted, edit, write_word, LIES};
 use crate::testing::allocations::measure;
 
 /// Limits small enough that the seeds reach them: a mutation that makes a length lie is
@@ -21,20 +20,6 @@ const LIMITS: Limits = Limits {
     max_ratio: 40,
     max_entries: 6,
 };
-
-fn cab_of(entries: &[(&str, &[u8])], compression: ::cab::CompressionType) -> Vec<u8> {
-    let mut builder = ::cab::CabinetBuilder::new();
-    let folder = builder.add_folder(compression);
-    for (name, _) in entries {
-        folder.add_file(*name);
-    }
-    let mut writer = builder.build(Cursor::new(Vec::new())).unwrap();
-    let mut data = entries.iter();
-    while let Some(mut file) = writer.next_file().unwrap() {
-        file.write_all(data.next().unwrap().1).unwrap();
-    }
-    writer.finish().unwrap().into_inner()
-}
 
 /// Valid archives of every container, holding entries small and large (compressible past the
 /// limits' ratio), a nested archive, and an entry over the size limit.
@@ -207,10 +192,9 @@ fn every_header_word_lying_stays_within_the_limits() {
     for (container, name, bytes) in seeds() {
         let near = bytes.len().min(128);
         for at in (0..near).chain(bytes.len() - near..bytes.len()) {
-            for lie in crate::formats::robustness::LIES {
+            for lie in LIES {
                 let mut data = bytes.clone();
-                let end = (at + 4).min(data.len());
-                data[at..end].copy_from_slice(&lie.to_le_bytes()[..end - at]);
+                write_word(&mut data, at, lie);
                 let (seen, result) = expand_hostile(&data, *container, name, at % 2 == 0);
                 assert_within_limits(&data, &seen, &result);
             }
@@ -229,13 +213,7 @@ proptest! {
         stored_ranges in any::<bool>(),
     ) {
         let (container, name, bytes) = &seeds()[seed.index(seeds().len())];
-        let mut data = bytes.clone();
-        for edit in edits {
-            apply(edit, &mut data);
-        }
-        if let Some(cut) = cut {
-            data.truncate(cut.index(data.len() + 1));
-        }
+        let data = corrupted(bytes.clone(), edits, cut);
         let (seen, result) = expand_hostile(&data, *container, name, stored_ranges);
         assert_within_limits(&data, &seen, &result);
     }

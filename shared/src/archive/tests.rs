@@ -131,6 +131,21 @@ pub(super) fn xz(bytes: &[u8]) -> Vec<u8> {
     xz.finish().unwrap()
 }
 
+/// A cabinet of one folder compressed as `compression` holding `entries`.
+pub(super) fn cab_of(entries: &[(&str, &[u8])], compression: ::cab::CompressionType) -> Vec<u8> {
+    let mut builder = ::cab::CabinetBuilder::new();
+    let folder = builder.add_folder(compression);
+    for (name, _) in entries {
+        folder.add_file(*name);
+    }
+    let mut writer = builder.build(Cursor::new(Vec::new())).unwrap();
+    let mut data = entries.iter();
+    while let Some(mut file) = writer.next_file().unwrap() {
+        file.write_all(data.next().unwrap().1).unwrap();
+    }
+    writer.finish().unwrap().into_inner()
+}
+
 const A: &[u8] = b"first entry\n";
 const B: &[u8] = b"second entry, a little longer\n";
 
@@ -204,15 +219,7 @@ fn a_single_compressed_file_is_one_entry_named_after_it() {
 
 #[test]
 fn cabinets_are_expanded() {
-    let mut builder = ::cab::CabinetBuilder::new();
-    builder
-        .add_folder(::cab::CompressionType::MsZip)
-        .add_file("foo.pdb");
-    let mut writer = builder.build(Cursor::new(Vec::new())).unwrap();
-    while let Some(mut file) = writer.next_file().unwrap() {
-        file.write_all(B).unwrap();
-    }
-    let bytes = writer.finish().unwrap().into_inner();
+    let bytes = cab_of(&[("foo.pdb", B)], ::cab::CompressionType::MsZip);
     let seen = expand_all(&bytes, "foo.pd_", Options::default()).unwrap();
     assert_eq!(files(&seen), [("foo.pdb", B)]);
 }
@@ -222,16 +229,10 @@ fn cabinets_are_expanded() {
 /// entry is rejected, the next one indexed.
 #[test]
 fn a_cabinet_lying_about_its_offsets_has_its_entry_rejected() {
-    let mut builder = ::cab::CabinetBuilder::new();
-    let folder = builder.add_folder(::cab::CompressionType::None);
-    folder.add_file("lies.pdb");
-    folder.add_file("good.pdb");
-    let mut writer = builder.build(Cursor::new(Vec::new())).unwrap();
-    let mut data = [A, B].into_iter();
-    while let Some(mut file) = writer.next_file().unwrap() {
-        file.write_all(data.next().unwrap()).unwrap();
-    }
-    let bytes = writer.finish().unwrap().into_inner();
+    let bytes = cab_of(
+        &[("lies.pdb", A), ("good.pdb", B)],
+        ::cab::CompressionType::None,
+    );
     // CFHEADER (36 bytes), one CFFOLDER (8), then the first CFFILE: its size (4 bytes), its
     // offset in the folder's uncompressed data (4).
     let offset_of_first = 36 + 8 + 4;

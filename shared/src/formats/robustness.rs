@@ -79,6 +79,12 @@ pub(crate) fn seeds() -> Vec<Vec<u8>> {
     ]
 }
 
+/// One of the [`seeds`], chosen by `index`.
+pub(crate) fn seed_at(index: prop::sample::Index) -> Vec<u8> {
+    let mut seeds = seeds();
+    seeds.swap_remove(index.index(seeds.len()))
+}
+
 /// `elf` with a section `name` holding `bytes` zlib-compressed (`SHF_COMPRESSED`, an
 /// `Elf64_Chdr` first), as `gcc -gz` writes debug sections: its header claims the size the
 /// stream decompresses to.
@@ -118,13 +124,7 @@ pub(crate) const LIES: [u32; 5] = [u32::MAX, 0x7fff_ffff, 0x1000_0000, 0x0100_00
 pub(crate) type Edit = (u8, prop::sample::Index, u8, Option<u32>);
 
 pub(crate) fn edit() -> impl Strategy<Value = Edit> {
-    let lie = prop::sample::select(vec![
-        u32::MAX,
-        0x7fff_ffff,
-        0x1000_0000,
-        0x0100_0000,
-        0x10_0000,
-    ]);
+    let lie = prop::sample::select(LIES.to_vec());
     (
         0..3u8,
         any::<prop::sample::Index>(),
@@ -133,20 +133,37 @@ pub(crate) fn edit() -> impl Strategy<Value = Edit> {
     )
 }
 
-/// Makes `edit` in `data` (a word cut short at its end). (The archive property tests edit so
-/// too.)
-pub(crate) fn apply((region, at, byte, word): Edit, data: &mut [u8]) {
+/// Makes `edit` in `data` (a word cut short at its end).
+fn apply((region, at, byte, word): Edit, data: &mut [u8]) {
     if data.is_empty() {
         return;
     }
     let i = edited(region, at, data.len());
     match word {
         None => data[i] = byte,
-        Some(word) => {
-            let end = (i + 4).min(data.len());
-            data[i..end].copy_from_slice(&word.to_le_bytes()[..end - i]);
-        }
+        Some(word) => write_word(data, i, word),
     }
+}
+
+/// `word` little-endian at `at` in `data`, cut short at its end.
+pub(crate) fn write_word(data: &mut [u8], at: usize, word: u32) {
+    let end = (at + 4).min(data.len());
+    data[at..end].copy_from_slice(&word.to_le_bytes()[..end - at]);
+}
+
+/// `seed` with `edits` made, then cut at `cut` (of its length, inclusive) if there is one.
+pub(crate) fn corrupted(
+    mut seed: Vec<u8>,
+    edits: Vec<Edit>,
+    cut: Option<prop::sample::Index>,
+) -> Vec<u8> {
+    for edit in edits {
+        apply(edit, &mut seed);
+    }
+    if let Some(cut) = cut {
+        seed.truncate(cut.index(seed.len() + 1));
+    }
+    seed
 }
 
 /// The seeds are what they stand for: each identified as it is.
@@ -182,14 +199,16 @@ const MOST_HELD: usize = super::dwarf::MAX_DECOMPRESSED as usize + (16 << 20);
 
 /// Identifies `data` (panicking is the failure these tests look for) and checks that it held
 /// no more than [`MOST_HELD`] bytes at once.
-fn identify_within_bounds(data: &[u8]) {
+/// (`case` says which input it was, for the failure's message.)
+fn identify_within_bounds(data: &[u8], case: impl FnOnce() -> String) {
     let (_, held) = crate::testing::allocations::measure(|| {
         identify_with_details(&MemReader(data), &IdentifyOptions::default())
     });
     assert!(
         held <= MOST_HELD,
-        "{held} bytes held identifying {} bytes",
-        data.len()
+        "{held} bytes held identifying {} bytes ({})",
+        data.len(),
+        case()
     );
 }
 
@@ -204,15 +223,8 @@ fn every_header_word_lying_costs_no_more_than_the_limits() {
         for at in positions {
             for lie in LIES {
                 let mut data = seed.clone();
-                let end = (at + 4).min(data.len());
-                data[at..end].copy_from_slice(&lie.to_le_bytes()[..end - at]);
-                let (_, held) = crate::testing::allocations::measure(|| {
-                    identify_with_details(&MemReader(&data), &IdentifyOptions::default())
-                });
-                assert!(
-                    held <= MOST_HELD,
-                    "seed {n}, {lie:#x} at {at}: {held} bytes held"
-                );
+                write_word(&mut data, at, lie);
+                identify_within_bounds(&data, || format!("seed {n}, {lie:#x} at {at}"));
             }
         }
     }
@@ -227,15 +239,7 @@ proptest! {
         edits in prop::collection::vec(edit(), 1..12),
         cut in prop::option::of(any::<prop::sample::Index>()),
     ) {
-        let mut seeds = seeds();
-        let mut data = seeds.swap_remove(seed.index(seeds.len()));
-        for edit in edits {
-            apply(edit, &mut data);
-        }
-        if let Some(cut) = cut {
-            data.truncate(cut.index(data.len() + 1));
-        }
-        identify_within_bounds(&data);
+        identify_within_bounds(&corrupted(seed_at(seed), edits, cut), String::new);
     }
 
     #[test]
@@ -250,6 +254,6 @@ proptest! {
     ) {
         let mut data = magic.to_vec();
         data.extend(tail);
-        identify_within_bounds(&data);
+        identify_within_bounds(&data, String::new);
     }
 }

@@ -8,6 +8,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::formats::robustness::{corrupted, edit, seed_at};
 use crate::layouts::grammar::is_valid_key;
 use crate::reader::MemReader;
 use crate::storage::LocalStore;
@@ -89,20 +90,13 @@ proptest! {
     #[test]
     fn any_artifact_under_any_name_is_recorded_and_keyed_inside_the_layouts(
         seed in any::<prop::sample::Index>(),
-        edits in prop::collection::vec(crate::formats::robustness::edit(), 0..4),
+        edits in prop::collection::vec(edit(), 0..4),
         cut in prop::option::of(any::<prop::sample::Index>()),
         name in crate::layouts::properties::hostile_name(),
         as_source in any::<bool>(),
         in_archive in any::<bool>(),
     ) {
-        let mut seeds = crate::formats::robustness::seeds();
-        let mut data = seeds.swap_remove(seed.index(seeds.len()));
-        for edit in edits {
-            crate::formats::robustness::apply(edit, &mut data);
-        }
-        if let Some(cut) = cut {
-            data.truncate(cut.index(data.len() + 1));
-        }
+        let data = corrupted(seed_at(seed), edits, cut);
         index_hostile(data, &name, as_source, in_archive);
     }
 }

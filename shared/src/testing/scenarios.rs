@@ -174,7 +174,7 @@ pub struct Artifacts {
     pub fat_a: Artifact,
     pub fat_b: Artifact,
     /// The entries of [`ARCHIVE`], indexed and deleted together as one object's: the debug
-    /// file twice (`a/app.debug`, `b/app.debug`: `elf_a`'s bytes, as a build output copying a
+    /// file twice (`a/app.debug`, `b/app.debug`: `elf_b`'s bytes, as a build output copying a
     /// library into two folders holds them) and the PDB (`syms/mixed.pdb`, which `pe` names).
     pub archive: Vec<Artifact>,
 }
@@ -249,14 +249,8 @@ impl Artifacts {
             &dwarf5_line_table_with_md5("/ci/work", &[("src/hello.c", md5.digest())]),
         );
         let fat = build_fat_macho((0xa1, 0xb2));
-        let loose_pdb = Artifact::new("file:/ci/mixed.pdb", "mixed.pdb", pdb.clone());
-        let loose_elf = Artifact::new("file:/ci/app.debug#b", "app.debug", elf.clone());
-        Artifacts {
-            archive: vec![
-                loose_elf.in_archive("a/app.debug"),
-                loose_elf.in_archive("b/app.debug"),
-                loose_pdb.in_archive("syms/mixed.pdb"),
-            ],
+        let mut artifacts = Artifacts {
+            archive: Vec::new(),
             debug_md5: Artifact::new("file:/ci/md5.debug", "md5.debug", with_md5).in_build("ci-7"),
             fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
             fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),
@@ -304,7 +298,13 @@ impl Artifacts {
                 "rebuilt/mixed.pdb",
                 pdb_rebuilt,
             ),
-        }
+        };
+        artifacts.archive = vec![
+            artifacts.elf_b.in_archive("a/app.debug"),
+            artifacts.elf_b.in_archive("b/app.debug"),
+            artifacts.pdb.in_archive("syms/mixed.pdb"),
+        ];
+        artifacts
     }
 }
 
