@@ -471,6 +471,16 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         c.dedup();
         c
     };
+    // Checked before any input is read: a directory given as the server would otherwise be
+    // an "invalid format" error for every key.
+    if let Some(base) = &args.server {
+        let lower = base.to_ascii_lowercase();
+        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+            anyhow::bail!(
+                "--server {base}: not an http:// or https:// URL (a store directory goes with --store)"
+            );
+        }
+    }
     let (wanted, input_failed) = read_inputs(args, &clients)?;
     let store = match &args.store {
         Some(dir) if !dir.is_dir() => anyhow::bail!("no store at {}", dir.display()),

@@ -893,6 +893,14 @@ async fn read_input(
     // The status first, then the bytes: a change while they are read shows in the next
     // status, never in a stamp of the old one.
     let status = std::fs::metadata(&abs)?;
+    // The walk skips special files; one put in a regular file's place since would block the
+    // open (a FIFO) or never end (a device).
+    if !status.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (it was one when the inputs were listed)",
+        ));
+    }
     // Settled (else never trusted, so not even looked up), its etag still to fill in.
     let settled = settled_status(&status);
     // Its directory's stamps (stamps.rs), else its source record's (stores written before).

@@ -76,6 +76,33 @@ fn symlink_reason(path: &Path) -> String {
     format!("{what}: links met in a directory walk are not followed (name the target to index it)")
 }
 
+/// Why a path that is neither a regular file nor a directory is not indexed: reading a FIFO
+/// (or a terminal) blocks until something writes to it, a device such as `/dev/zero` never
+/// ends. `None` for a regular file or a directory.
+fn special_reason(file_type: std::fs::FileType) -> Option<String> {
+    if file_type.is_file() || file_type.is_dir() {
+        return None;
+    }
+    #[cfg(unix)]
+    let what = {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            "a named pipe (FIFO)"
+        } else if file_type.is_socket() {
+            "a socket"
+        } else if file_type.is_char_device() {
+            "a character device"
+        } else if file_type.is_block_device() {
+            "a block device"
+        } else {
+            "a special file"
+        }
+    };
+    #[cfg(not(unix))]
+    let what = "a special file";
+    Some(format!("{what}: only regular files are indexed"))
+}
+
 /// The files under `paths` as `symdex index` names them: canonical (a directory's path is
 /// resolved once, and the walk under it follows no link, so a file's path below it needs no
 /// resolving of its own: that was two `realpath`s, six syscalls, per file of a re-index; a
@@ -115,7 +142,11 @@ fn walk(paths: &[PathBuf], exclude: Option<&Path>, canonical: bool) -> Vec<Walke
                         let reason = symlink_reason(e.path());
                         out.push(Walked::Skipped(e.into_path(), reason));
                     }
-                    Ok(_) => {}
+                    Ok(e) => {
+                        if let Some(reason) = special_reason(e.file_type()) {
+                            out.push(Walked::Skipped(e.into_path(), reason));
+                        }
+                    }
                     Err(err) => {
                         let at = err.path().unwrap_or(path).to_path_buf();
                         out.push(Walked::Error(at, io::Error::other(err.to_string())));
@@ -123,7 +154,15 @@ fn walk(paths: &[PathBuf], exclude: Option<&Path>, canonical: bool) -> Vec<Walke
                 }
             }
         } else {
-            out.push(Walked::File(resolve(path)));
+            // A link named here is followed: what it points at decides. A path that cannot be
+            // looked at is left to the read, which says why.
+            let special = std::fs::metadata(path)
+                .ok()
+                .and_then(|m| special_reason(m.file_type()));
+            match special {
+                Some(reason) => out.push(Walked::Skipped(resolve(path), reason)),
+                None => out.push(Walked::File(resolve(path))),
+            }
         }
     }
     out

@@ -88,6 +88,12 @@ pub fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> 
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // `check` says "missing" with 1, so its errors (no store, a bad server URL) are 2, as its
+    // help promises; a CI gate must tell the two apart.
+    let error_code = match cli.command {
+        Command::Check(_) => ExitCode::from(2),
+        _ => ExitCode::FAILURE,
+    };
     let result = match cli.command {
         Command::Keys(args) => keys::run(&args),
         Command::Index(args) => index::run(&args),
@@ -104,7 +110,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("symdex: {err:#}");
-            ExitCode::FAILURE
+            error_code
         }
     }
 }

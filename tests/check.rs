@@ -429,3 +429,27 @@ fn an_elf_core_lists_the_mapped_images_to_check() {
     ]);
     assert_eq!(code, 2);
 }
+
+#[test]
+fn a_directory_given_as_the_server_is_refused_before_any_request() {
+    let (w, _, _) = setup();
+    let store = w.path("store");
+    let out = symdex()
+        .args(["check", "--json", "--server"])
+        .arg(&store)
+        .arg(w.path("in"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no key was checked");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("goes with --store"), "{stderr}");
+    // The same store with --store is checked: the programs' keys are found.
+    let (code, rows) = check(&[
+        "--store",
+        store.to_str().unwrap(),
+        w.path("in").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{rows:#?}");
+    assert!(!rows.is_empty());
+}

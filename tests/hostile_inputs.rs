@@ -127,6 +127,69 @@ fn symbolic_links_in_a_walk_are_recorded_as_skipped() {
     verify_clean(&store);
 }
 
+/// `symdex index --json` under coreutils' `timeout`: an input that blocks the run (a FIFO
+/// opened for reading waits for a writer) fails the test instead of hanging it.
+fn index_json_within(store: &Path, args: &[&Path], seconds: u32) -> Vec<Value> {
+    let out = std::process::Command::new("timeout")
+        .arg(seconds.to_string())
+        .arg(env!("CARGO_BIN_EXE_symdex"))
+        .args(["index", "--json", "--store"])
+        .arg(store)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} (124: timed out): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn special_files_are_recorded_as_skipped_without_being_read() {
+    let w = Workdir::new();
+    build_split_elf(
+        &w,
+        "p",
+        "0x6767676767676767676767676767676767676767",
+        "x + 5",
+    );
+    let dir = w.path("walk");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(w.path("p/app.debug"), dir.join("real.debug")).unwrap();
+    w.run("mkfifo", &[dir.join("pipe").to_str().unwrap()]);
+    let _socket = std::os::unix::net::UnixListener::bind(dir.join("socket")).unwrap();
+    let store = w.path("store");
+    let records = index_json_within(&store, &[&dir], 120);
+    for (name, says) in [("pipe", "named pipe"), ("socket", "a socket")] {
+        let r = records.iter().find(|r| r["name"] == name);
+        let r = r.unwrap_or_else(|| panic!("no record of {name}: {records:#?}"));
+        assert_eq!(r["action"], "skipped", "{r}");
+        assert!(r["reason"].as_str().unwrap().contains(says), "{r}");
+    }
+    assert!(records
+        .iter()
+        .any(|r| r["name"] == "real.debug" && r["action"] == "indexed"));
+    // Named on the command line, as a device or a FIFO (read, `/dev/zero` never ends).
+    let named = [Path::new("/dev/zero"), &dir.join("pipe")];
+    let records = index_json_within(&store, &named, 120);
+    assert_eq!(records.len(), 2, "{records:#?}");
+    for r in &records {
+        assert_eq!(r["action"], "skipped", "{r}");
+    }
+    assert!(records[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("character device"));
+    verify_clean(&store);
+}
+
 fn write_zip(path: &Path, entries: &[(&str, Vec<u8>)]) {
     let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
     let options = zip::write::SimpleFileOptions::default()
