@@ -16,8 +16,10 @@ for tool in llvm-readobj-19 llvm-pdbutil-19 llvm-objdump-19 llvm-objcopy-19 llvm
 done
 have zip || need_apt+=(zip)
 # The archive shapes CI uploads, made with the real tools (tests/archives.rs): symstore's
-# /compress CAB files with gcab, tarballs in every compression.
+# /compress CAB files with gcab, tarballs in every compression, Debian packages with dpkg-deb
+# (Essential on Debian; named for other bases).
 have gcab || need_apt+=(gcab)
+have dpkg-deb || need_apt+=(dpkg)
 for tool in zstd xz bzip2 gzip tar; do
   have "$tool" || need_apt+=(zstd xz-utils bzip2 gzip tar)
 done

@@ -1,5 +1,5 @@
 //! Every upload shape CI produces, made with the real tools (zip, tar with gzip/zstd/xz/bzip2,
-//! gzip, zstd, gcab for symstore's `/compress` CAB files): each entry publishes exactly what
+//! gzip, zstd, gcab for symstore's `/compress` CAB files, dpkg-deb for Debian packages): each entry publishes exactly what
 //! the same file publishes uploaded loose, and a real client fetches a file that arrived
 //! inside an archive.
 
@@ -74,6 +74,22 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
     w.run("sh", &["-c", "bzip2 -c out/app.debug > app.debug.bz2"]);
     // symstore /compress: a cabinet holding the file under its own name, MSZIP-compressed.
     w.run("gcab", &["-c", "-n", "-z", "lib.pd_", "lib.pdb"]);
+    // A Debian package of both files (as a -dbgsym package holds its debug file), in each of
+    // dpkg-deb's compressions, and one in a zip (a CI artifact as it is downloaded).
+    w.run(
+        "sh",
+        &[
+            "-c",
+            "mkdir -p pkg/DEBIAN pkg/usr/lib/debug pkg/usr/bin \
+             && printf 'Package: app-dbgsym\\nVersion: 1.0\\nArchitecture: amd64\\nMaintainer: ci <ci@example.com>\\nDescription: debug symbols\\n' > pkg/DEBIAN/control \
+             && cp out/app.debug pkg/usr/lib/debug/ && cp out/app.stripped pkg/usr/bin/ \
+             && dpkg-deb --build -Zxz pkg app-dbgsym.ddeb \
+             && dpkg-deb --build -Zgzip pkg app.deb \
+             && dpkg-deb --build -Zzstd pkg app-zstd.deb \
+             && dpkg-deb --build -Znone pkg app-none.deb \
+             && zip -q -0 debs.zip app-dbgsym.ddeb >/dev/null",
+        ],
+    );
 
     for (shape, expected) in [
         ("stored.zip", &elf_pair),
@@ -89,6 +105,11 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("app.debug.bz2", &debug_only),
         ("app.stripped.zst", &stripped_only),
         ("lib.pd_", &pdb_only),
+        ("app-dbgsym.ddeb", &elf_pair),
+        ("app.deb", &elf_pair),
+        ("app-zstd.deb", &elf_pair),
+        ("app-none.deb", &elf_pair),
+        ("debs.zip", &elf_pair),
     ] {
         let store = w.path(&format!("store-{shape}"));
         let archive = w.path(shape);

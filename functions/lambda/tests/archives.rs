@@ -1,4 +1,4 @@
-//! Archives dropped into the ingest bucket, delivered as real S3 -> SQS notifications from
+//! Archives (and Debian packages) dropped into the ingest bucket, delivered as real S3 -> SQS notifications from
 //! moto_server: every entry publishes what the same file publishes uploaded loose, deleting
 //! the archive unpublishes its entries, a stored zip entry reaches the serving bucket without
 //! its bytes passing through the function, and debuginfod-find fetches a debug file that
@@ -88,7 +88,11 @@ async fn every_archive_shape_publishes_what_its_files_publish_loose_and_is_remov
         "zip -q -0 -r stored.zip out && zip -q -9 -r deflated.zip out && cp deflated.zip syms.nupkg \
          && tar -czf out.tar.gz out && tar --zstd -cf out.tar.zst out && tar -cJf out.tar.xz out \
          && tar -cjf out.tar.bz2 out && gzip -c app.debug > app.debug.gz \
-         && zstd -q -c app.stripped > app.stripped.zst && gcab -c -n -z app.debu_ app.debug",
+         && zstd -q -c app.stripped > app.stripped.zst && gcab -c -n -z app.debu_ app.debug \
+         && mkdir -p pkg/DEBIAN pkg/usr/lib/debug pkg/usr/bin && cp app.debug pkg/usr/lib/debug/ \
+         && cp app.stripped pkg/usr/bin/ \
+         && printf 'Package: app-dbgsym\\nVersion: 1.0\\nArchitecture: amd64\\nMaintainer: ci <ci@example.com>\\nDescription: debug symbols\\n' > pkg/DEBIAN/control \
+         && dpkg-deb --build -Zxz pkg app-dbgsym.ddeb > /dev/null",
     );
     for (shape, expected) in [
         ("stored.zip", &pair),
@@ -101,6 +105,7 @@ async fn every_archive_shape_publishes_what_its_files_publish_loose_and_is_remov
         ("app.debug.gz", &debug_only),
         ("app.stripped.zst", &stripped_only),
         ("app.debu_", &debug_only),
+        ("app-dbgsym.ddeb", &pair),
     ] {
         let key = format!("ci/{shape}");
         let response = index(&stack, &ctx, &key, &fx.path(shape)).await;

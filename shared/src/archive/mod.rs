@@ -1,6 +1,7 @@
 //! Containers CI uploads instead of loose files: zip (and its renamings: nupkg, snupkg, aar,
 //! apk, ipa, jar), tar (plain, gzip, zstd, xz, bzip2), single-file gzip/zstd/xz/bzip2, and
-//! Microsoft CAB (what `symstore /compress` writes as `foo.pd_`).
+//! Microsoft CAB (what `symstore /compress` writes as `foo.pd_`), and Debian packages (`.deb`,
+//! `.ddeb`: an ar archive whose data tarball holds the files).
 //!
 //! Detection is by content ([`detect`]), never by name. [`expand`] walks one container and
 //! hands each entry to a visitor as an [`Event`]: a file expanded into a scratch file (one at a
@@ -16,6 +17,7 @@
 
 mod cab;
 mod compressed;
+mod deb;
 mod tar;
 mod zip;
 
@@ -39,6 +41,8 @@ pub enum Container {
     Xz,
     Bzip2,
     Cab,
+    /// A Debian package (an ar archive starting with `debian-binary`).
+    Deb,
 }
 
 impl Container {
@@ -51,6 +55,7 @@ impl Container {
             Container::Xz => "xz",
             Container::Bzip2 => "bzip2",
             Container::Cab => "cab",
+            Container::Deb => "deb",
         }
     }
 }
@@ -74,6 +79,8 @@ pub fn detect(head: &[u8]) -> Option<Container> {
         Some(Container::Bzip2)
     } else if starts(b"MSCF\0\0\0\0") {
         Some(Container::Cab)
+    } else if deb::is_package(head) {
+        Some(Container::Deb)
     } else if head.get(257..262) == Some(b"ustar") {
         Some(Container::Tar)
     } else {
@@ -426,6 +433,7 @@ fn walk(
             compressed::expand(walk_state, reader, container, name)
         }
         Container::Cab => cab::expand(walk_state, reader),
+        Container::Deb => deb::expand(walk_state, reader),
     }
 }
 

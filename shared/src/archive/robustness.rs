@@ -7,7 +7,9 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 
-use super::tests::{bzip2, cab_of, expand_seen_as, gzip, tar_of, xz, zip_of, zstd, Seen};
+use super::tests::{
+    ar_of, bzip2, cab_of, deb_of, expand_seen_as, gzip, tar_of, xz, zip_of, zstd, Seen,
+};
 use super::*;
 use crate::formats::robustness::{corrupted, edit, write_word, LIES};
 use crate::testing::allocations::measure;
@@ -62,6 +64,17 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
                 Container::Cab,
                 "b.pd_",
                 cab_of(&entries[..2], ::cab::CompressionType::None),
+            ),
+            (Container::Deb, "a.deb", deb_of("data.tar.xz", &xz(&tar))),
+            (
+                Container::Deb,
+                "b.deb",
+                ar_of(&[
+                    ("debian-binary", b"2.0\n"),
+                    ("data.tar", &tar_of(&entries[..2])),
+                    ("_gpgbuilder", &small[..13]),
+                    ("z", &zeros),
+                ]),
             ),
         ]
     })
@@ -198,6 +211,30 @@ fn every_header_word_lying_stays_within_the_limits() {
                 let (seen, result) = expand_hostile(&data, *container, name, at % 2 == 0);
                 assert_within_limits(&data, &seen, &result);
             }
+        }
+    }
+}
+
+/// A Debian package's sizes are decimal text, which the binary lies above seldom make: every
+/// member's size field telling each decimal lie (none, short, long, past any file) in turn.
+#[test]
+fn every_debian_member_size_lying_stays_within_the_limits() {
+    for (container, name, bytes) in seeds().iter().filter(|s| s.0 == Container::Deb) {
+        let mut at = deb::MAGIC.len();
+        while at + 60 <= bytes.len() {
+            let field = at + 48..at + 58;
+            let size: usize = std::str::from_utf8(&bytes[field.clone()])
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            for lie in [0, 1, size.saturating_sub(1), size + 1, 9_999_999_999] {
+                let mut data = bytes.clone();
+                data[field.clone()].copy_from_slice(format!("{lie:<10}").as_bytes());
+                let (seen, result) = expand_hostile(&data, *container, name, false);
+                assert_within_limits(&data, &seen, &result);
+            }
+            at += 60 + size + size % 2;
         }
     }
 }

@@ -146,6 +146,39 @@ pub(super) fn cab_of(entries: &[(&str, &[u8])], compression: ::cab::CompressionT
     writer.finish().unwrap().into_inner()
 }
 
+/// An ar archive of `members`, as dpkg-deb writes one (names space padded, no slash; each
+/// member padded to an even offset with a newline).
+pub(super) fn ar_of(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut ar = b"!<arch>\n".to_vec();
+    for (name, data) in members {
+        let header = format!(
+            "{name:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n",
+            0,
+            0,
+            0,
+            "100644",
+            data.len()
+        );
+        assert_eq!(header.len(), 60);
+        ar.extend_from_slice(header.as_bytes());
+        ar.extend_from_slice(data);
+        if data.len() % 2 == 1 {
+            ar.push(b'\n');
+        }
+    }
+    ar
+}
+
+/// A Debian package whose data tarball (`data.tar.xz` and the like: `data_name`) is `data`.
+pub(super) fn deb_of(data_name: &str, data: &[u8]) -> Vec<u8> {
+    let control = gzip(&tar_of(&[("./control", b"Package: p\n")]));
+    ar_of(&[
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.gz", &control),
+        (data_name, data),
+    ])
+}
+
 const A: &[u8] = b"first entry\n";
 const B: &[u8] = b"second entry, a little longer\n";
 
@@ -158,6 +191,14 @@ fn containers_are_detected_by_content() {
     assert_eq!(detect(&tar_of(&[("a", A)])), Some(Container::Tar));
     let zip = zip_of(&[("a", A, ::zip::CompressionMethod::Stored)]);
     assert_eq!(detect(&zip), Some(Container::Zip));
+    assert_eq!(
+        detect(&deb_of("data.tar", &tar_of(&[("a", A)]))),
+        Some(Container::Deb)
+    );
+    // A static library is an ar archive too, of object files without build ids: not a
+    // container symdex expands.
+    let library = ar_of(&[("/", b"\0\0\0\0"), ("a.o/", A)]);
+    assert_eq!(detect(&library), None);
     assert_eq!(detect(b"\x7fELF\x02\x01\x01"), None);
     assert_eq!(detect(b"BZh"), None);
     assert_eq!(detect(b""), None);
@@ -448,4 +489,117 @@ async fn a_walk_that_panics_ends_with_the_archive_malformed() {
         matches!(&err, ExpandError::Malformed(reason) if reason.contains("panicked: a parser's bug")),
         "{err}"
     );
+}
+
+#[test]
+fn debian_packages_are_expanded_through_their_data_tarball() {
+    // An odd-sized entry and member: padding is skipped as ar writes it. (The tar writer
+    // drops the `./` dpkg-deb's names start with: the integration test has them.)
+    let debug = b"an odd-sized debug file";
+    let tar = tar_of(&[
+        ("./usr/lib/debug/.build-id/ab/cdef.debug", debug),
+        ("./usr/share/doc/p/copyright", B),
+    ]);
+    for (name, bytes) in [
+        ("data.tar", tar.clone()),
+        ("data.tar.gz", gzip(&tar)),
+        ("data.tar.xz", xz(&tar)),
+        ("data.tar.zst", zstd(&tar)),
+        ("data.tar.bz2", bzip2(&tar)),
+    ] {
+        let package = deb_of(name, &bytes);
+        let seen = expand_all(&package, "p-dbgsym_1.0_amd64.ddeb", Options::default()).unwrap();
+        let debug_entry = format!("{name}!/usr/lib/debug/.build-id/ab/cdef.debug");
+        let copyright = format!("{name}!/usr/share/doc/p/copyright");
+        assert_eq!(
+            files(&seen),
+            [(debug_entry.as_str(), &debug[..]), (copyright.as_str(), B)],
+            "{name}"
+        );
+        let skipped: Vec<&str> = seen
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Skipped(entry, reason) if reason.contains("package metadata") => {
+                    Some(entry.as_str())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(skipped, ["debian-binary", "control.tar.gz"], "{name}");
+    }
+    // Another member (a signature) is an entry like any other.
+    let control = gzip(&tar_of(&[("./control", A)]));
+    let signed = ar_of(&[
+        ("debian-binary", b"2.0\n"),
+        ("control.tar.gz", &control),
+        ("data.tar", &tar),
+        ("_gpgbuilder", B),
+    ]);
+    let seen = expand_all(&signed, "p.deb", Options::default()).unwrap();
+    assert_eq!(files(&seen).last(), Some(&("_gpgbuilder", B)));
+}
+
+#[test]
+fn a_debian_package_in_a_zip_reaches_its_files() {
+    use ::zip::CompressionMethod::Stored;
+    let tar = tar_of(&[("./usr/lib/debug/x.debug", A)]);
+    let package = deb_of("data.tar.xz", &xz(&tar));
+    let zip = zip_of(&[("debs/p.ddeb", &package, Stored)]);
+    let seen = expand_all(&zip, "artifact.zip", Options::default()).unwrap();
+    assert_eq!(
+        files(&seen),
+        [("debs/p.ddeb!/data.tar.xz!/usr/lib/debug/x.debug", A)]
+    );
+}
+
+#[test]
+fn a_malformed_debian_package_says_where() {
+    let good = deb_of("data.tar", &tar_of(&[("a", A)]));
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "cut in a member",
+            good[..good.len() - 700].to_vec(),
+            "runs past the end",
+        ),
+        ("cut in a header", good[..120].to_vec(), "cut short"),
+        (
+            "a size that is not a number",
+            {
+                let mut bad = good.clone();
+                bad[8 + 48..8 + 50].copy_from_slice(b"x1");
+                bad
+            },
+            "not a number",
+        ),
+        (
+            "a header without its end",
+            {
+                let mut bad = good.clone();
+                bad[8 + 58] = b'!';
+                bad
+            },
+            "no member header",
+        ),
+    ];
+    for (what, bytes, says) in cases {
+        let (_, result) = expand_seen_as(&bytes, Container::Deb, "p.deb", Options::default());
+        match result {
+            Err(ExpandError::Malformed(reason)) => {
+                assert!(reason.contains(says), "{what}: {reason}")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // A newline after the last member is padding, not a header.
+    let mut padded = good.clone();
+    padded.push(b'\n');
+    assert!(expand_all(&padded, "p.deb", Options::default()).is_ok());
+    // A data member that is no tarball.
+    let not_tar = deb_of("data.tar.gz", b"plain bytes, not gzip");
+    match expand_seen_as(&not_tar, Container::Deb, "p.deb", Options::default()).1 {
+        Err(ExpandError::Malformed(reason)) => {
+            assert!(reason.contains("not a tarball"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

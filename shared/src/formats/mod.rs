@@ -228,8 +228,11 @@ fn describe_unknown(head: &[u8]) -> String {
     if head.starts_with(b"Microsoft C/C++") {
         return "an MSF container other than 7.00 (old or compressed PDB)".to_string();
     }
-    if head.starts_with(b"PK\x03\x04") {
-        return "a zip archive (index it to process its entries)".to_string();
+    if let Some(container) = crate::archive::detect(head) {
+        return format!(
+            "a {} archive (index it to process its entries)",
+            container.as_str()
+        );
     }
     let magic: String = head.iter().take(4).map(|b| format!("{b:02x}")).collect();
     format!("no known magic number (first bytes {magic}); not a source unless asked for")
