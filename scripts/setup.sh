@@ -17,9 +17,10 @@ done
 have zip || need_apt+=(zip)
 # The archive shapes CI uploads, made with the real tools (tests/archives.rs): symstore's
 # /compress CAB files with gcab, tarballs in every compression, Debian packages with dpkg-deb
-# (Essential on Debian; named for other bases).
+# (Essential on Debian; named for other bases), RPM packages with rpmbuild.
 have gcab || need_apt+=(gcab)
 have dpkg-deb || need_apt+=(dpkg)
+have rpmbuild || need_apt+=(rpm)
 for tool in zstd xz bzip2 gzip tar; do
   have "$tool" || need_apt+=(zstd xz-utils bzip2 gzip tar)
 done

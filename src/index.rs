@@ -33,7 +33,8 @@ use crate::DEFAULT_STORE;
 #[derive(Args)]
 pub struct IndexArgs {
     /// Files, directories (recursive) or archives (zip, nupkg, tar, tar.gz/zst/xz/bz2, single
-    /// .gz/.zst/.xz/.bz2 files, CAB `.pd_`): every entry is indexed.
+    /// .gz/.zst/.xz/.bz2 files, CAB `.pd_`, Debian and RPM packages, cpio): every entry is
+    /// indexed.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
     /// The store directory (created if missing).

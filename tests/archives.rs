@@ -1,5 +1,5 @@
 //! Every upload shape CI produces, made with the real tools (zip, tar with gzip/zstd/xz/bzip2,
-//! gzip, zstd, gcab for symstore's `/compress` CAB files, dpkg-deb for Debian packages): each entry publishes exactly what
+//! gzip, zstd, gcab for symstore's `/compress` CAB files, dpkg-deb and rpmbuild for packages): each entry publishes exactly what
 //! the same file publishes uploaded loose, and a real client fetches a file that arrived
 //! inside an archive.
 
@@ -16,6 +16,28 @@ use common::{
 
 const BID: &str = "0x5ca1ab1e0123456789abcdef0123456789abcdef";
 const BID_HEX: &str = "5ca1ab1e0123456789abcdef0123456789abcdef";
+
+/// An RPM of the prebuilt `app.debug` and `app.stripped` as they are (no stripping, no
+/// debuginfo subpackage of rpmbuild's own, no build-id links).
+const APP_SPEC: &str = "Name: app-debuginfo
+Version: 1.0
+Release: 1
+Summary: debug files
+License: MIT
+BuildArch: x86_64
+%global debug_package %{nil}
+%global _build_id_links none
+%global __os_install_post %{nil}
+%description
+The debug files of app.
+%install
+mkdir -p %{buildroot}/usr/lib/debug %{buildroot}/usr/bin
+cp %{_sourcedir}/app.debug %{buildroot}/usr/lib/debug/
+cp %{_sourcedir}/app.stripped %{buildroot}/usr/bin/
+%files
+/usr/lib/debug/app.debug
+/usr/bin/app.stripped
+";
 
 fn published(store: &Path) -> BTreeMap<String, Vec<u8>> {
     common::published_files(store)
@@ -91,6 +113,34 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ],
     );
 
+    // An RPM of both files (a -debuginfo package), its payload in each compression rpmbuild
+    // writes.
+    std::fs::write(w.path("app.spec"), APP_SPEC).unwrap();
+    for (payload, rpm) in [
+        ("w9.gzdio", "app-gz.rpm"),
+        ("w6.xzdio", "app-xz.rpm"),
+        ("w19.zstdio", "app-zst.rpm"),
+    ] {
+        let top = w.path(&format!("rpm-{payload}"));
+        let out = Command::new("rpmbuild")
+            .args(["-bb", "--nodeps", "--quiet"])
+            .arg("--define")
+            .arg(format!("_topdir {}", top.display()))
+            .arg("--define")
+            .arg(format!("_sourcedir {}", w.path("out").display()))
+            .arg("--define")
+            .arg(format!("_binary_payload {payload}"))
+            .arg(w.path("app.spec"))
+            .output()
+            .expect("rpmbuild (scripts/setup.sh installs rpm)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let built = top.join("RPMS/x86_64/app-debuginfo-1.0-1.x86_64.rpm");
+        std::fs::rename(built, w.path(rpm)).unwrap();
+    }
     for (shape, expected) in [
         ("stored.zip", &elf_pair),
         ("deflated.zip", &elf_pair),
@@ -110,6 +160,9 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("app-zstd.deb", &elf_pair),
         ("app-none.deb", &elf_pair),
         ("debs.zip", &elf_pair),
+        ("app-gz.rpm", &elf_pair),
+        ("app-xz.rpm", &elf_pair),
+        ("app-zst.rpm", &elf_pair),
     ] {
         let store = w.path(&format!("store-{shape}"));
         let archive = w.path(shape);

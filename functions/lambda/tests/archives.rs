@@ -1,4 +1,4 @@
-//! Archives (and Debian packages) dropped into the ingest bucket, delivered as real S3 -> SQS notifications from
+//! Archives (and Debian and RPM packages) dropped into the ingest bucket, delivered as real S3 -> SQS notifications from
 //! moto_server: every entry publishes what the same file publishes uploaded loose, deleting
 //! the archive unpublishes its entries, a stored zip entry reaches the serving bucket without
 //! its bytes passing through the function, and debuginfod-find fetches a debug file that
@@ -92,7 +92,10 @@ async fn every_archive_shape_publishes_what_its_files_publish_loose_and_is_remov
          && mkdir -p pkg/DEBIAN pkg/usr/lib/debug pkg/usr/bin && cp app.debug pkg/usr/lib/debug/ \
          && cp app.stripped pkg/usr/bin/ \
          && printf 'Package: app-dbgsym\\nVersion: 1.0\\nArchitecture: amd64\\nMaintainer: ci <ci@example.com>\\nDescription: debug symbols\\n' > pkg/DEBIAN/control \
-         && dpkg-deb --build -Zxz pkg app-dbgsym.ddeb > /dev/null",
+         && dpkg-deb --build -Zxz pkg app-dbgsym.ddeb > /dev/null \
+         && printf 'Name: app-debuginfo\\nVersion: 1\\nRelease: 1\\nSummary: s\\nLicense: MIT\\nBuildArch: x86_64\\n%%global debug_package %%{nil}\\n%%global _build_id_links none\\n%%global __os_install_post %%{nil}\\n%%description\\nd\\n%%install\\nmkdir -p %%{buildroot}/d\\ncp %%{_sourcedir}/app.debug %%{_sourcedir}/app.stripped %%{buildroot}/d/\\n%%files\\n/d/app.debug\\n/d/app.stripped\\n' > app.spec \
+         && rpmbuild -bb --nodeps --quiet --define \"_topdir $PWD/rpm\" --define \"_sourcedir $PWD\" app.spec \
+         && mv rpm/RPMS/x86_64/app-debuginfo-1-1.x86_64.rpm app-debuginfo.rpm",
     );
     for (shape, expected) in [
         ("stored.zip", &pair),
@@ -106,6 +109,7 @@ async fn every_archive_shape_publishes_what_its_files_publish_loose_and_is_remov
         ("app.stripped.zst", &stripped_only),
         ("app.debu_", &debug_only),
         ("app-dbgsym.ddeb", &pair),
+        ("app-debuginfo.rpm", &pair),
     ] {
         let key = format!("ci/{shape}");
         let response = index(&stack, &ctx, &key, &fx.path(shape)).await;

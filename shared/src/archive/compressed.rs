@@ -1,6 +1,6 @@
 //! Single compressed streams: gzip, zstd, xz, bzip2. The stream is decompressed as it is read
-//! (bounded memory); a tarball inside is expanded entry by entry, anything else is one entry
-//! named after the file (`foo.debug.gz` → `foo.debug`).
+//! (bounded memory); a tarball or cpio archive inside is expanded entry by entry, anything else
+//! is one entry named after the file (`foo.debug.gz` → `foo.debug`).
 
 use std::io::{self, BufRead, Read};
 
@@ -20,8 +20,35 @@ pub(super) fn expand(
     container: Container,
     name: &str,
 ) -> Result<(), ExpandError> {
+    let mut stream = decoded(walk, reader, container)?;
+    let what = format!("bad {} stream", container.as_str());
+    let mut head = Vec::with_capacity(super::DETECT_LEN);
+    (&mut stream)
+        .take(super::DETECT_LEN as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| reader.classify(&what, e))?;
+    let mut whole = io::Cursor::new(&head[..]).chain(stream);
+    match detect(&head) {
+        Some(Container::Tar) => return super::tar::expand(walk, reader, &mut whole),
+        Some(Container::Cpio) => return super::cpio::expand(walk, reader, &mut whole),
+        _ => {}
+    }
+    let entry = expanded_name(name);
+    if walk.admit(&entry)? {
+        walk.entry(&entry, &mut whole, None)?;
+    }
+    Ok(())
+}
+
+/// What `reader` decodes to as the compressed stream `container`, stopped at the archive's
+/// budget: even bytes that are skipped (an entry over its limit) cost time to decode.
+pub(super) fn decoded<'r>(
+    walk: &Walk<'_>,
+    reader: &'r WatchedReader<'r>,
+    container: Container,
+) -> Result<impl Read + 'r, ExpandError> {
     let input = sequential(reader);
-    let decoder: Box<dyn Read + '_> = match container {
+    let decoder: Box<dyn Read + 'r> = match container {
         Container::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
         Container::Zstd => Box::new(ZstdFrames::new(input)),
         Container::Xz => Box::new(lzma_rust2::XzReader::new_mem_limit(
@@ -37,27 +64,10 @@ pub(super) fn expand(
             )))
         }
     };
-    // The stream may decode to no more than the archive may expand to: even bytes that are
-    // skipped (an entry over its limit) cost time to decode.
-    let mut stream = Budget {
+    Ok(Budget {
         inner: decoder,
         left: walk.left().saturating_add(1 << 20),
-    };
-    let what = format!("bad {} stream", container.as_str());
-    let mut head = Vec::with_capacity(super::DETECT_LEN);
-    (&mut stream)
-        .take(super::DETECT_LEN as u64)
-        .read_to_end(&mut head)
-        .map_err(|e| reader.classify(&what, e))?;
-    let mut whole = io::Cursor::new(&head[..]).chain(stream);
-    if detect(&head) == Some(Container::Tar) {
-        return super::tar::expand(walk, reader, &mut whole);
-    }
-    let entry = expanded_name(name);
-    if walk.admit(&entry)? {
-        walk.entry(&entry, &mut whole, None)?;
-    }
-    Ok(())
+    })
 }
 
 /// Stops a decompressed stream at the archive's budget with an error that says so.

@@ -16,10 +16,10 @@
 //! headers in order, holding one, and streams each member. Packages use no long names, so
 //! neither GNU's name table nor BSD's `#1/` names are read: such a name stands as it is.
 
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 
 use super::{
-    compressed, detect_reader, sequential, tar, Container, ExpandError, Walk, WatchedReader,
+    compressed, detect_reader, sequential, tar, Container, ExpandError, Part, Walk, WatchedReader,
 };
 use crate::reader::RangeReader;
 
@@ -122,11 +122,7 @@ fn member(
     len: u64,
 ) -> Result<bool, ExpandError> {
     if name.starts_with("data.tar") {
-        let part = Part {
-            inner: reader,
-            offset: start,
-            len,
-        };
+        let part = Part::new(reader, start, len);
         let part = WatchedReader::new(&part, walk.failed.clone());
         let prefix = std::mem::take(&mut walk.prefix);
         walk.prefix = format!("{prefix}{name}!/");
@@ -162,33 +158,5 @@ fn data_tarball(
             compressed::expand(walk, part, stream, name)
         }
         _ => Err(malformed(format!("{name} is not a tarball"))),
-    }
-}
-
-/// The bytes `offset..offset + len` of another reader.
-struct Part<'r> {
-    inner: &'r dyn RangeReader,
-    offset: u64,
-    len: u64,
-}
-
-impl RangeReader for Part<'_> {
-    fn size(&self) -> u64 {
-        self.len
-    }
-
-    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let end = offset.checked_add(buf.len() as u64);
-        if end.is_none_or(|end| end > self.len) {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "read of {} bytes at offset {offset} is past the member's end ({} bytes)",
-                    buf.len(),
-                    self.len
-                ),
-            ));
-        }
-        self.inner.read_exact_at(self.offset + offset, buf)
     }
 }

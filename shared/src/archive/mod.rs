@@ -1,7 +1,8 @@
 //! Containers CI uploads instead of loose files: zip (and its renamings: nupkg, snupkg, aar,
 //! apk, ipa, jar), tar (plain, gzip, zstd, xz, bzip2), single-file gzip/zstd/xz/bzip2, and
-//! Microsoft CAB (what `symstore /compress` writes as `foo.pd_`), and Debian packages (`.deb`,
-//! `.ddeb`: an ar archive whose data tarball holds the files).
+//! Microsoft CAB (what `symstore /compress` writes as `foo.pd_`), Debian packages (`.deb`,
+//! `.ddeb`: an ar archive whose data tarball holds the files), RPM packages (a compressed cpio
+//! payload) and cpio archives.
 //!
 //! Detection is by content ([`detect`]), never by name. [`expand`] walks one container and
 //! hands each entry to a visitor as an [`Event`]: a file expanded into a scratch file (one at a
@@ -17,7 +18,9 @@
 
 mod cab;
 mod compressed;
+mod cpio;
 mod deb;
+mod rpm;
 mod tar;
 mod zip;
 
@@ -43,6 +46,10 @@ pub enum Container {
     Cab,
     /// A Debian package (an ar archive starting with `debian-binary`).
     Deb,
+    /// An RPM package.
+    Rpm,
+    /// A cpio archive (new ASCII formats).
+    Cpio,
 }
 
 impl Container {
@@ -56,6 +63,8 @@ impl Container {
             Container::Bzip2 => "bzip2",
             Container::Cab => "cab",
             Container::Deb => "deb",
+            Container::Rpm => "rpm",
+            Container::Cpio => "cpio",
         }
     }
 }
@@ -81,6 +90,10 @@ pub fn detect(head: &[u8]) -> Option<Container> {
         Some(Container::Cab)
     } else if deb::is_package(head) {
         Some(Container::Deb)
+    } else if starts(rpm::MAGIC) {
+        Some(Container::Rpm)
+    } else if cpio::MAGICS.iter().any(|magic| starts(magic)) {
+        Some(Container::Cpio)
     } else if head.get(257..262) == Some(b"ustar") {
         Some(Container::Tar)
     } else {
@@ -434,6 +447,8 @@ fn walk(
         }
         Container::Cab => cab::expand(walk_state, reader),
         Container::Deb => deb::expand(walk_state, reader),
+        Container::Rpm => rpm::expand(walk_state, reader),
+        Container::Cpio => cpio::expand(walk_state, reader, &mut sequential(reader)),
     }
 }
 
@@ -698,6 +713,40 @@ impl io::Seek for Window<'_> {
         };
         self.pos = new.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "bad seek"))?;
         Ok(self.pos)
+    }
+}
+
+/// The bytes `offset..offset + len` of another reader.
+pub(crate) struct Part<'r> {
+    inner: &'r dyn RangeReader,
+    offset: u64,
+    len: u64,
+}
+
+impl<'r> Part<'r> {
+    pub(crate) fn new(inner: &'r dyn RangeReader, offset: u64, len: u64) -> Self {
+        Part { inner, offset, len }
+    }
+}
+
+impl RangeReader for Part<'_> {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let end = offset.checked_add(buf.len() as u64);
+        if end.is_none_or(|end| end > self.len) {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "read of {} bytes at offset {offset} is past the member's end ({} bytes)",
+                    buf.len(),
+                    self.len
+                ),
+            ));
+        }
+        self.inner.read_exact_at(self.offset + offset, buf)
     }
 }
 

@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 
 use super::tests::{
-    ar_of, bzip2, cab_of, deb_of, expand_seen_as, gzip, tar_of, xz, zip_of, zstd, Seen,
+    ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, gzip, rpm_of, tar_of, xz, zip_of, zstd,
+    Seen, REGULAR,
 };
 use super::*;
 use crate::formats::robustness::{corrupted, edit, write_word, LIES};
@@ -36,6 +37,11 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
         let zeros = vec![0u8; 100 << 10];
         let entries: [(&str, &[u8]); 3] = [("a.debug", &small), ("b.txt", &text), ("z", &zeros)];
         let tar = tar_of(&entries);
+        let cpio_entries: Vec<(&str, u32, &[u8])> = entries
+            .iter()
+            .map(|(name, data)| (*name, REGULAR, *data))
+            .collect();
+        let cpio = cpio_of(&cpio_entries);
         let nested = gzip(&tar_of(&entries[..2]));
         vec![
             (
@@ -65,6 +71,9 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
                 "b.pd_",
                 cab_of(&entries[..2], ::cab::CompressionType::None),
             ),
+            (Container::Rpm, "a.rpm", rpm_of(&gzip(&cpio), 0, 0)),
+            (Container::Rpm, "b.rpm", rpm_of(&cpio, 1, 7)),
+            (Container::Gzip, "a.cpio.gz", gzip(&cpio)),
             (Container::Deb, "a.deb", deb_of("data.tar.xz", &xz(&tar))),
             (
                 Container::Deb,
@@ -237,6 +246,34 @@ fn every_debian_member_size_lying_stays_within_the_limits() {
             at += 60 + size + size % 2;
         }
     }
+}
+
+/// A cpio member's sizes are hex text: every member's file size and name size telling each
+/// lie in turn (none, short, long, past any file, the most eight digits say).
+#[test]
+fn every_cpio_size_lying_stays_within_the_limits() {
+    let (_, name, bytes) = seeds().iter().find(|s| s.1 == "b.rpm").unwrap();
+    let start = bytes.windows(6).position(|w| w == b"070701").unwrap();
+    let mut at = start;
+    while at + 110 <= bytes.len() && &bytes[at..at + 6] == b"070701" {
+        let field = |n: usize| at + 6 + 8 * n..at + 14 + 8 * n;
+        let value = |n: usize| {
+            u64::from_str_radix(std::str::from_utf8(&bytes[field(n)]).unwrap(), 16).unwrap()
+        };
+        let (size, name_size) = (value(6), value(11));
+        for n in [6, 11] {
+            let was = value(n);
+            for lie in [0, 1, was.saturating_sub(1), was + 1, 0xFFFF_FFFF] {
+                let mut data = bytes.clone();
+                data[field(n)].copy_from_slice(format!("{lie:08X}").as_bytes());
+                let (seen, result) = expand_hostile(&data, Container::Rpm, name, false);
+                assert_within_limits(&data, &seen, &result);
+            }
+        }
+        let name_end = (at as u64 + 110 + name_size).next_multiple_of(4);
+        at = (name_end + size).next_multiple_of(4) as usize;
+    }
+    assert!(at > start + 110, "the walk went over the members");
 }
 
 proptest! {

@@ -179,6 +179,62 @@ pub(super) fn deb_of(data_name: &str, data: &[u8]) -> Vec<u8> {
     ])
 }
 
+/// A cpio archive ("new ASCII" format) of `members`: (name, mode, bytes), each padded to 4, and
+/// the trailer.
+pub(super) fn cpio_of(members: &[(&str, u32, &[u8])]) -> Vec<u8> {
+    let mut cpio = Vec::new();
+    let trailer = [("TRAILER!!!", 0, &b""[..])];
+    for (ino, (name, mode, data)) in members.iter().chain(&trailer).enumerate() {
+        let fields = [
+            ino as u32,
+            *mode,
+            0,
+            0,
+            1,
+            0,
+            data.len() as u32,
+            0,
+            0,
+            0,
+            0,
+            name.len() as u32 + 1,
+            0,
+        ];
+        cpio.extend_from_slice(b"070701");
+        for field in fields {
+            cpio.extend_from_slice(format!("{field:08X}").as_bytes());
+        }
+        cpio.extend_from_slice(name.as_bytes());
+        cpio.push(0);
+        cpio.resize(cpio.len().next_multiple_of(4), 0);
+        cpio.extend_from_slice(data);
+        cpio.resize(cpio.len().next_multiple_of(4), 0);
+    }
+    cpio
+}
+
+/// A regular file's mode in cpio members.
+pub(super) const REGULAR: u32 = 0o100_644;
+
+/// An RPM package whose payload is `payload` (a cpio archive, compressed or not): a lead, a
+/// signature header and a header with `entries` index entries and `data` bytes each (their
+/// contents do not matter to symdex), the signature padded to 8.
+pub(super) fn rpm_of(payload: &[u8], entries: u32, data: u32) -> Vec<u8> {
+    let mut rpm = vec![0u8; 96];
+    rpm[..4].copy_from_slice(&[0xed, 0xab, 0xee, 0xdb]);
+    for pad in [true, false] {
+        rpm.extend_from_slice(&[0x8e, 0xad, 0xe8, 0x01, 0, 0, 0, 0]);
+        rpm.extend_from_slice(&entries.to_be_bytes());
+        rpm.extend_from_slice(&data.to_be_bytes());
+        rpm.resize(rpm.len() + 16 * entries as usize + data as usize, 0x5a);
+        if pad {
+            rpm.resize(rpm.len().next_multiple_of(8), 0);
+        }
+    }
+    rpm.extend_from_slice(payload);
+    rpm
+}
+
 const A: &[u8] = b"first entry\n";
 const B: &[u8] = b"second entry, a little longer\n";
 
@@ -199,6 +255,9 @@ fn containers_are_detected_by_content() {
     // container symdex expands.
     let library = ar_of(&[("/", b"\0\0\0\0"), ("a.o/", A)]);
     assert_eq!(detect(&library), None);
+    let cpio = cpio_of(&[("a", REGULAR, A)]);
+    assert_eq!(detect(&cpio), Some(Container::Cpio));
+    assert_eq!(detect(&rpm_of(&gzip(&cpio), 3, 5)), Some(Container::Rpm));
     assert_eq!(detect(b"\x7fELF\x02\x01\x01"), None);
     assert_eq!(detect(b"BZh"), None);
     assert_eq!(detect(b""), None);
@@ -602,4 +661,92 @@ fn a_malformed_debian_package_says_where() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn rpm_packages_and_cpio_archives_are_expanded_entry_by_entry() {
+    let debug = b"an odd-sized debug file";
+    let cpio = cpio_of(&[
+        ("./usr", 0o040_755, b""),
+        ("./usr/lib/debug/app.debug", REGULAR, debug),
+        ("./usr/lib/debug/link.debug", 0o120_777, b"app.debug"),
+        ("./usr/bin/app", REGULAR, B),
+        ("./dev/null", 0o020_666, b""),
+    ]);
+    let expected = [
+        ("./usr/lib/debug/app.debug", &debug[..]),
+        ("./usr/bin/app", B),
+    ];
+    for (name, bytes) in [
+        ("a.cpio", cpio.clone()),
+        ("a.cpio.gz", gzip(&cpio)),
+        ("p.rpm", rpm_of(&cpio, 0, 0)),
+        ("p-gz.rpm", rpm_of(&gzip(&cpio), 7, 4276)),
+        ("p-xz.rpm", rpm_of(&xz(&cpio), 54, 1349)),
+        ("p-zst.rpm", rpm_of(&zstd(&cpio), 1, 3)),
+        ("p-bz2.rpm", rpm_of(&bzip2(&cpio), 2, 17)),
+    ] {
+        let seen = expand_all(&bytes, name, Options::default()).unwrap();
+        assert_eq!(files(&seen), expected, "{name}");
+        let skipped: Vec<&str> = seen
+            .iter()
+            .filter_map(|s| match s {
+                Seen::Skipped(entry, _) => Some(entry.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            skipped,
+            ["./usr/lib/debug/link.debug", "./dev/null"],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_malformed_rpm_or_cpio_says_why_and_a_cut_entry_is_never_indexed() {
+    let cpio = cpio_of(&[("./a.debug", REGULAR, A), ("./b.debug", REGULAR, B)]);
+    let malformed = |bytes: &[u8], container| match expand_seen_as(
+        bytes,
+        container,
+        "p.rpm",
+        Options::default(),
+    ) {
+        (seen, Err(ExpandError::Malformed(reason))) => (seen, reason),
+        other => panic!("{other:?}"),
+    };
+    // Header counts past the end of the file.
+    let (_, reason) = malformed(&rpm_of(&cpio, 1_000_000, 0)[..2000], Container::Rpm);
+    assert!(reason.contains("runs past the end"), "{reason}");
+    let mut lying = rpm_of(&cpio, 0, 0);
+    lying[96 + 12..96 + 16].copy_from_slice(&u32::MAX.to_be_bytes());
+    let (_, reason) = malformed(&lying, Container::Rpm);
+    assert!(reason.contains("runs past the end"), "{reason}");
+    // A payload that is not one.
+    let (_, reason) = malformed(&rpm_of(b"not a payload", 0, 0), Container::Rpm);
+    assert!(reason.contains("no cpio archive"), "{reason}");
+    // A name size claiming gigabytes is refused before anything is read into memory.
+    let mut huge_name = cpio.clone();
+    huge_name[6 + 8 * 11..6 + 8 * 12].copy_from_slice(b"FFFFFFFF");
+    let (_, reason) = malformed(&huge_name, Container::Cpio);
+    assert!(reason.contains("at most 4096"), "{reason}");
+    // Not hex.
+    let mut not_hex = cpio.clone();
+    not_hex[6 + 8 * 6] = b'g';
+    let (_, reason) = malformed(&not_hex, Container::Cpio);
+    assert!(reason.contains("not hex"), "{reason}");
+    // Cut inside the second entry: the first is indexed, the second rejected, never indexed
+    // as the bytes that were there.
+    // (The trailer takes 124 bytes, B 32 with its padding: 10 of B's bytes are left.)
+    let cut = &cpio[..cpio.len() - 124 - 32 + 10];
+    let (seen, result) = expand_seen_as(cut, Container::Cpio, "a.cpio", Options::default());
+    assert_eq!(files(&seen), [("./a.debug", A)]);
+    assert!(
+        matches!(&seen[1], Seen::Rejected(entry, reason) if entry == "./b.debug" && reason.contains("ends inside")),
+        "{seen:?}"
+    );
+    assert!(
+        matches!(result, Err(ExpandError::Malformed(_))),
+        "{result:?}"
+    );
 }
