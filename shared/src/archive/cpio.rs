@@ -36,19 +36,21 @@ pub(super) fn expand(
         let mut header = [0u8; HEADER];
         stream.read_exact(&mut header).map_err(bad)?;
         if !MAGICS.contains(&&header[..6]) {
-            return Err(malformed(format!("no member header at offset {at}")));
+            return Err(ExpandError::Malformed(format!(
+                "no member header at offset {at}"
+            )));
         }
         let field = |n: usize| hex(&header[6 + 8 * n..14 + 8 * n]);
         let (mode, size, name_size) = match (field(1), field(6), field(11)) {
             (Some(mode), Some(size), Some(name_size)) => (mode, size, name_size),
             _ => {
-                return Err(malformed(format!(
+                return Err(ExpandError::Malformed(format!(
                     "a header field is not hex at offset {at}"
                 )))
             }
         };
         if name_size == 0 || name_size > MAX_NAME {
-            return Err(malformed(format!(
+            return Err(ExpandError::Malformed(format!(
                 "a name of {name_size} bytes at offset {at} (at most {MAX_NAME})"
             )));
         }
@@ -115,10 +117,6 @@ impl Read for Exact<'_> {
         self.left -= n as u64;
         Ok(n)
     }
-}
-
-fn malformed(reason: String) -> ExpandError {
-    ExpandError::Malformed(reason)
 }
 
 /// Bytes up to the next multiple of 4.

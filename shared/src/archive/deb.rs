@@ -53,7 +53,7 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
             if tail.iter().all(|&b| b == b'\n') {
                 break;
             }
-            return Err(malformed(format!(
+            return Err(ExpandError::Malformed(format!(
                 "a member header cut short at offset {at}"
             )));
         }
@@ -62,17 +62,20 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
             .read_exact_at(at, &mut header)
             .map_err(|e| reader.classify("bad ar member header", e))?;
         if &header[58..] != HEADER_END {
-            return Err(malformed(format!("no member header at offset {at}")));
+            return Err(ExpandError::Malformed(format!(
+                "no member header at offset {at}"
+            )));
         }
         let name = member_name(&header[..16]);
-        let len = decimal(&header[48..58])
-            .ok_or_else(|| malformed(format!("member {name:?}: its size is not a number")))?;
+        let len = decimal(&header[48..58]).ok_or_else(|| {
+            ExpandError::Malformed(format!("member {name:?}: its size is not a number"))
+        })?;
         let start = at + HEADER;
         let end = start
             .checked_add(len)
             .filter(|&end| end <= size)
             .ok_or_else(|| {
-                malformed(format!(
+                ExpandError::Malformed(format!(
                     "member {name:?} of {len} bytes runs past the end of the package ({size} bytes)"
                 ))
             })?;
@@ -82,10 +85,6 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
         at = end + (len & 1);
     }
     Ok(())
-}
-
-fn malformed(reason: String) -> ExpandError {
-    ExpandError::Malformed(reason)
 }
 
 /// A member's name: up to a `/` (GNU) or the space padding (what dpkg writes). Not UTF-8 is
@@ -157,6 +156,6 @@ fn data_tarball(
         Some(stream @ (Container::Gzip | Container::Zstd | Container::Xz | Container::Bzip2)) => {
             compressed::expand(walk, part, stream, name)
         }
-        _ => Err(malformed(format!("{name} is not a tarball"))),
+        _ => Err(ExpandError::Malformed(format!("{name} is not a tarball"))),
     }
 }
