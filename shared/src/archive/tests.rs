@@ -750,3 +750,26 @@ fn a_malformed_rpm_or_cpio_says_why_and_a_cut_entry_is_never_indexed() {
         "{result:?}"
     );
 }
+
+/// An Alpine package (`abuild`'s `.apk`, `-dbg` packages among them): gzip streams, one after
+/// another, of tar segments whose end-of-archive blocks are cut (a signature, the control
+/// segment, the data), read as one tarball.
+#[test]
+fn an_alpine_package_is_read_as_one_tarball() {
+    let segment = |entries: &[(&str, &[u8])]| {
+        let tar = tar_of(entries);
+        gzip(&tar[..tar.len() - 1024])
+    };
+    let mut apk = segment(&[(".SIGN.RSA.ci.rsa.pub", b"signature")]);
+    apk.extend(segment(&[(".PKGINFO", b"pkgname = app-dbg\n")]));
+    apk.extend(gzip(&tar_of(&[("usr/lib/debug/app.debug", A)])));
+    let seen = expand_all(&apk, "app-dbg-1.0-r0.apk", Options::default()).unwrap();
+    assert_eq!(
+        files(&seen),
+        [
+            (".SIGN.RSA.ci.rsa.pub", &b"signature"[..]),
+            (".PKGINFO", b"pkgname = app-dbg\n"),
+            ("usr/lib/debug/app.debug", A),
+        ]
+    );
+}
