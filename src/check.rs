@@ -25,8 +25,7 @@ use symdex_shared::refs::RefStore;
 use symdex_shared::storage::LocalStore;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, Kind, Layout};
 
-use crate::inputs::{expand_paths, file_head, file_name, Walked};
-use crate::keys::identify_file;
+use crate::inputs::{expand_paths, file_head, identify_each, Walked};
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -305,17 +304,25 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
             // ... and the artifacts themselves.
             None => {}
         }
-        match identify_file(&path, false) {
-            Ok((ids, _)) => {
-                let name = file_name(&path);
-                for id in ids {
-                    wanted_keys(&shown, &id, &name, clients, &mut wanted);
+        // A package or archive: the artifacts it holds (its other files are no failure).
+        let walked = identify_each(&path, |_| false, &mut |item| {
+            match item.identified {
+                Ok((ids, _)) => {
+                    for id in ids {
+                        wanted_keys(&item.shown, &id, &item.name, clients, &mut wanted);
+                    }
+                }
+                Err(e) if item.in_archive && !e.is_io() => {}
+                Err(e) => {
+                    eprintln!("symdex: {}: {e}", item.shown);
+                    failed = true;
                 }
             }
-            Err(e) => {
-                eprintln!("symdex: {shown}: {e}");
-                failed = true;
-            }
+            Ok(())
+        });
+        if let Err(e) = walked {
+            eprintln!("symdex: {shown}: {e}");
+            failed = true;
         }
     }
     // A binary and its debug file both name some keys (debuginfod's `debuginfo`): once each.

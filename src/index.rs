@@ -1,7 +1,7 @@
 //! `symdex index` and `symdex delete` over a local store directory.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -26,7 +26,9 @@ use symdex_shared::storage::local::{file_sha1, read_file_up_to};
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
-use crate::inputs::{expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked};
+use crate::inputs::{
+    detect_short, expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked,
+};
 use crate::stamps::{NewStamps, StampReader};
 use crate::DEFAULT_STORE;
 
@@ -827,15 +829,6 @@ fn read_small(path: &Path, size: u64) -> io::Result<Option<Vec<u8>>> {
     let capacity = size.saturating_add(1).min(bound) as usize;
     let bytes = read_file_up_to(path, capacity, bound)?;
     Ok((bytes.len() as u64 <= READ_WHOLE_BELOW).then_some(bytes))
-}
-
-/// The container a file shorter than [`archive::DETECT_LEN`] is (a tiny gzip file).
-fn detect_short(path: &Path) -> Option<archive::Container> {
-    let mut head = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(archive::DETECT_LEN as u64).read_to_end(&mut head))
-        .ok()?;
-    archive::detect(&head)
 }
 
 /// An input file as the reader thread found it: its content identity and, unless its source

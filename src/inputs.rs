@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use symdex_shared::identity::file_name_of;
-use symdex_shared::Layout;
+use symdex_shared::{
+    archive, CountingReader, FileReader, FormatError, IdentifyOptions, Identity, Layout,
+};
 
 /// Which files are keyed as sources (by SHA-1): content alone cannot tell.
 #[derive(Args, Debug, Clone)]
@@ -175,4 +177,125 @@ pub fn file_head<const N: usize>(path: &Path) -> Option<[u8; N]> {
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
         .ok()?;
     Some(head)
+}
+
+/// One artifact `keys` and `check` identify: a file, or a file inside an archive.
+pub struct Identified {
+    /// What it is shown as: the file's path, or `archive!/entry`.
+    pub shown: String,
+    /// Its file name (an entry's last component).
+    pub name: String,
+    /// Its identities and the bytes reading them took, or why it has none.
+    pub identified: Result<(Vec<Identity>, u64), FormatError>,
+    /// Whether it came out of an archive (where files that are not artifacts are usual).
+    pub in_archive: bool,
+}
+
+/// Identifies the file at `path`, and, where it is an archive or a package, every file it
+/// holds (expanded as `index` does, within its default limits, one at a time into a scratch
+/// directory): each handed to `each` as it is identified.
+pub fn identify_each(
+    path: &Path,
+    as_source: impl Fn(&Path) -> bool,
+    each: &mut dyn FnMut(Identified) -> io::Result<()>,
+) -> io::Result<()> {
+    let shown = path.display().to_string();
+    let identified = identify_file(path, as_source(path));
+    let container = match &identified {
+        Err(FormatError::Unrecognized(_)) => file_head::<{ archive::DETECT_LEN }>(path)
+            .and_then(|head| archive::detect(&head))
+            .or_else(|| detect_short(path)),
+        _ => None,
+    };
+    let Some(container) = container else {
+        return each(Identified {
+            shown,
+            name: file_name(path),
+            identified,
+            in_archive: false,
+        });
+    };
+    let scratch = tempfile::tempdir()?;
+    let reader = FileReader::open(path)?;
+    let options = archive::Options::default();
+    let name = file_name(path);
+    let walked = archive::expand(
+        &reader,
+        container,
+        &name,
+        &options,
+        scratch.path(),
+        &mut |event| {
+            let (entry, identified) = match event {
+                archive::Event::File { entry, data, .. } => {
+                    let entry_name = file_name_of(&entry).to_string();
+                    let identified = data.reader().map_err(FormatError::Io).and_then(|reader| {
+                        let reader = CountingReader::new(&*reader);
+                        let options = IdentifyOptions {
+                            as_source: as_source(Path::new(&entry)),
+                        };
+                        let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
+                        for id in &mut ids {
+                            id.fill_file_names(&entry_name);
+                        }
+                        Ok((ids, reader.bytes_read()))
+                    });
+                    (entry, identified)
+                }
+                archive::Event::Skipped { entry, reason }
+                | archive::Event::Rejected { entry, reason } => {
+                    (entry, Err(FormatError::Unrecognized(reason)))
+                }
+                // Not asked for (`stored_ranges` is off).
+                archive::Event::Stored { entry, .. } => {
+                    (entry, Err(FormatError::Unrecognized("stored".into())))
+                }
+            };
+            each(Identified {
+                shown: format!("{shown}!/{entry}"),
+                name: file_name_of(&entry).to_string(),
+                identified,
+                in_archive: true,
+            })
+        },
+    );
+    match walked {
+        Ok(()) => Ok(()),
+        Err(archive::ExpandError::Malformed(reason)) => each(Identified {
+            shown,
+            name,
+            identified: Err(FormatError::Unrecognized(format!(
+                "a malformed {} archive: {reason}",
+                container.as_str()
+            ))),
+            in_archive: false,
+        }),
+        Err(archive::ExpandError::Io(e)) => Err(e),
+    }
+}
+
+/// The container a file shorter than [`archive::DETECT_LEN`] is (a tiny gzip file).
+pub fn detect_short(path: &Path) -> Option<archive::Container> {
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            io::Read::read_to_end(
+                &mut io::Read::take(f, archive::DETECT_LEN as u64),
+                &mut head,
+            )
+        })
+        .ok()?;
+    archive::detect(&head)
+}
+
+/// Identifies one file; `Err` only for I/O failures.
+pub fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), FormatError> {
+    let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
+    let options = IdentifyOptions { as_source };
+    let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
+    let name = file_name(path);
+    for id in &mut ids {
+        id.fill_file_names(&name);
+    }
+    Ok((ids, reader.bytes_read()))
 }

@@ -2,17 +2,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::Path;
 use std::process::ExitCode;
 
 use serde::Serialize;
 use symdex_shared::layouts::Sidecar;
-use symdex_shared::{
-    keys_for, lookup_keys_for, CountingReader, FileReader, FormatError, IdentifyOptions, Identity,
-    KeySet, Layout,
-};
+use symdex_shared::{keys_for, lookup_keys_for, Identity, KeySet, Layout};
 
-use crate::inputs::{expand_paths, file_name, Walked};
+use crate::inputs::{expand_paths, identify_each, Identified, Walked};
 use crate::KeysArgs;
 
 /// One output row: the identity with where it came from, what reading it cost, its keys and
@@ -44,21 +40,6 @@ fn non_empty(set: &KeySet) -> BTreeMap<Layout, &[String]> {
 struct ErrorRow<'a> {
     path: &'a str,
     error: String,
-}
-
-/// Identifies one file; `Err` only for I/O failures.
-pub(crate) fn identify_file(
-    path: &Path,
-    as_source: bool,
-) -> Result<(Vec<Identity>, u64), FormatError> {
-    let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
-    let options = IdentifyOptions { as_source };
-    let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
-    let name = file_name(path);
-    for id in &mut ids {
-        id.fill_file_names(&name);
-    }
-    Ok((ids, reader.bytes_read()))
 }
 
 fn write_table_keys(out: &mut impl Write, label: &str, set: &KeySet) -> io::Result<()> {
@@ -98,60 +79,10 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let shown = path.to_string_lossy();
-        match identify_file(&path, args.sources.wants_source(&path)) {
-            Ok((ids, bytes_read)) => {
-                let name = file_name(&path);
-                for id in &ids {
-                    let keys = keys_for(id, &name, &layouts);
-                    let lookup = lookup_keys_for(id, &name, &layouts);
-                    if args.json {
-                        let row = Row {
-                            path: &shown,
-                            identity: id,
-                            bytes_read,
-                            keys: non_empty(&keys),
-                            lookup_keys: non_empty(&lookup),
-                            sidecars: &keys.sidecars,
-                            rejected: keys.rejected.iter().map(String::as_str).collect(),
-                        };
-                        writeln!(out, "{}", serde_json::to_string(&row)?)?;
-                    } else {
-                        let code_id = id.code_id.as_ref().map_or("-", |c| c.as_str());
-                        writeln!(
-                            out,
-                            "{:<11} {:<8} {:<10} {:<44} {:<40} {}",
-                            id.format.as_str(),
-                            id.arch,
-                            id.kind.as_str(),
-                            id.debug_id.to_string(),
-                            code_id,
-                            shown
-                        )?;
-                        write_table_keys(&mut out, "key", &keys)?;
-                        write_table_keys(&mut out, "lookup", &lookup)?;
-                    }
-                }
-            }
-            Err(err) if err.is_io() => {
-                eprintln!("symdex: {shown}: {err}");
-                failed = true;
-            }
-            Err(err) => {
-                if args.json {
-                    let row = ErrorRow {
-                        path: &shown,
-                        error: err.to_string(),
-                    };
-                    writeln!(out, "{}", serde_json::to_string(&row)?)?;
-                } else {
-                    writeln!(
-                        out,
-                        "{:<11} {:<8} {:<10} {:<44} {:<40} {}",
-                        "-", "-", "-", err, "", shown
-                    )?;
-                }
-            }
+        let mut row = |item: Identified| print_row(&mut out, args, &layouts, &item, &mut failed);
+        if let Err(err) = identify_each(&path, |p| args.sources.wants_source(p), &mut row) {
+            eprintln!("symdex: {}: {err}", path.display());
+            failed = true;
         }
     }
     out.flush()?;
@@ -160,4 +91,70 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Prints what `item` is and its keys (a table row, or a JSON line); an I/O failure reading
+/// it sets `failed`.
+fn print_row(
+    out: &mut impl Write,
+    args: &KeysArgs,
+    layouts: &[Layout],
+    item: &Identified,
+    failed: &mut bool,
+) -> io::Result<()> {
+    let shown = item.shown.as_str();
+    match &item.identified {
+        Ok((ids, bytes_read)) => {
+            for id in ids {
+                let keys = keys_for(id, &item.name, layouts);
+                let lookup = lookup_keys_for(id, &item.name, layouts);
+                if args.json {
+                    let row = Row {
+                        path: shown,
+                        identity: id,
+                        bytes_read: *bytes_read,
+                        keys: non_empty(&keys),
+                        lookup_keys: non_empty(&lookup),
+                        sidecars: &keys.sidecars,
+                        rejected: keys.rejected.iter().map(String::as_str).collect(),
+                    };
+                    writeln!(out, "{}", serde_json::to_string(&row)?)?;
+                } else {
+                    let code_id = id.code_id.as_ref().map_or("-", |c| c.as_str());
+                    writeln!(
+                        out,
+                        "{:<11} {:<8} {:<10} {:<44} {:<40} {}",
+                        id.format.as_str(),
+                        id.arch,
+                        id.kind.as_str(),
+                        id.debug_id.to_string(),
+                        code_id,
+                        shown
+                    )?;
+                    write_table_keys(out, "key", &keys)?;
+                    write_table_keys(out, "lookup", &lookup)?;
+                }
+            }
+        }
+        Err(err) if err.is_io() => {
+            eprintln!("symdex: {shown}: {err}");
+            *failed = true;
+        }
+        Err(err) => {
+            if args.json {
+                let row = ErrorRow {
+                    path: shown,
+                    error: err.to_string(),
+                };
+                writeln!(out, "{}", serde_json::to_string(&row)?)?;
+            } else {
+                writeln!(
+                    out,
+                    "{:<11} {:<8} {:<10} {:<44} {:<40} {}",
+                    "-", "-", "-", err, "", shown
+                )?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -453,3 +453,35 @@ fn a_directory_given_as_the_server_is_refused_before_any_request() {
     assert_eq!(code, 0, "{rows:#?}");
     assert!(!rows.is_empty());
 }
+
+#[test]
+fn a_package_is_checked_by_the_artifacts_it_holds() {
+    let (w, _, _) = setup();
+    let store = w.path("store");
+    // A Debian package of each program's files (the first indexed, the second not).
+    let package = |dir: &str| {
+        w.run(
+            "sh",
+            &[
+                "-c",
+                &format!(
+                    "mkdir -p pkg-{dir}/DEBIAN pkg-{dir}/usr/lib/debug && cp {dir}/* pkg-{dir}/usr/lib/debug/ \
+                     && printf 'Package: p\\nVersion: 1\\nArchitecture: amd64\\nMaintainer: m <m@example.com>\\nDescription: d\\n' > pkg-{dir}/DEBIAN/control \
+                     && dpkg-deb --build pkg-{dir} {dir}.deb > /dev/null"
+                ),
+            ],
+        );
+        w.path(&format!("{dir}.deb")).to_str().unwrap().to_string()
+    };
+    let (indexed, not_indexed) = (package("in"), package("out"));
+    let store_arg = store.to_str().unwrap();
+    let (code, rows) = check(&["--store", store_arg, "--client", "gdb", &indexed]);
+    assert_eq!(code, 0, "{rows:#?}");
+    assert!(rows.len() >= 2, "both files' keys: {rows:#?}");
+    assert!(rows.iter().all(|r| r["input"]
+        .as_str()
+        .is_some_and(|i| i.contains(".deb!/data.tar"))));
+    let (code, rows) = check(&["--store", store_arg, "--client", "gdb", &not_indexed]);
+    assert_eq!(code, 1, "{rows:#?}");
+    assert!(rows.iter().all(|r| r["status"] == "missing"), "{rows:#?}");
+}

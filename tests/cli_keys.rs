@@ -172,3 +172,51 @@ fn keys_and_lookup_keys_per_layout() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown layout"));
 }
+
+#[test]
+fn an_archive_or_package_is_identified_entry_by_entry() {
+    let w = Workdir::new();
+    w.run(
+        "g++",
+        &["-g", "-O1", "-Wl,--build-id", "-o", "app", "src.cpp"],
+    );
+    std::fs::write(w.path("notes.txt"), "not an artifact").unwrap();
+    w.run("tar", &["-czf", "bundle.tar.gz", "app", "notes.txt"]);
+    let out = symdex()
+        .args(["keys", "--json"])
+        .arg(w.path("bundle.tar.gz"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = json_lines(&out.stdout);
+    let loose = json_lines(
+        &symdex()
+            .args(["keys", "--json"])
+            .arg(w.path("app"))
+            .output()
+            .unwrap()
+            .stdout,
+    );
+    let shown = format!("{}!/app", w.path("bundle.tar.gz").display());
+    let app = rows.iter().find(|r| r["path"] == shown.as_str());
+    let app = app.unwrap_or_else(|| panic!("no row for {shown}: {rows:#?}"));
+    // The entry is keyed as the same file loose (its name is the entry's).
+    assert_eq!(app["keys"], loose[0]["keys"]);
+    assert_eq!(app["code_id"], loose[0]["code_id"]);
+    let notes = rows
+        .iter()
+        .find(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("!/notes.txt"))
+        })
+        .unwrap();
+    assert!(
+        notes["error"].as_str().unwrap().contains("unrecognized"),
+        "{notes}"
+    );
+}

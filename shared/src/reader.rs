@@ -18,6 +18,17 @@ pub trait RangeReader: Send + Sync {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
 }
 
+/// A reader behind a reference (a `Box<dyn RangeReader>` lent out) reads as itself.
+impl<R: RangeReader + ?Sized> RangeReader for &R {
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_exact_at(offset, buf)
+    }
+}
+
 /// Reads `len` bytes at `offset`, refusing ranges outside the artifact before allocating.
 pub fn read_vec(reader: &dyn RangeReader, offset: u64, len: usize) -> io::Result<Vec<u8>> {
     check_range(reader.size(), offset, len)?;
