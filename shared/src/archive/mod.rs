@@ -90,9 +90,9 @@ pub fn detect(head: &[u8]) -> Option<Container> {
         Some(Container::Cab)
     } else if deb::is_package(head) {
         Some(Container::Deb)
-    } else if starts(rpm::MAGIC) {
+    } else if rpm::is_package(head) {
         Some(Container::Rpm)
-    } else if cpio::MAGICS.iter().any(|magic| starts(magic)) {
+    } else if cpio::is_archive(head) {
         Some(Container::Cpio)
     } else if head.get(257..262) == Some(b"ustar") {
         Some(Container::Tar)

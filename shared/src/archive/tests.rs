@@ -257,6 +257,11 @@ fn containers_are_detected_by_content() {
     assert_eq!(detect(&library), None);
     let cpio = cpio_of(&[("a", REGULAR, A)]);
     assert_eq!(detect(&cpio), Some(Container::Cpio));
+    // Text that merely starts with the digits is not one (a digit short of a header's fields).
+    let text = [&b"070701"[..], &[b'0'; 103], b" and then prose"].concat();
+    assert_eq!(detect(&text), None);
+    let fields = [&b"070701"[..], &[b'0'; 104], b" and then prose"].concat();
+    assert_eq!(detect(&fields), Some(Container::Cpio));
     assert_eq!(detect(&rpm_of(&gzip(&cpio), 3, 5)), Some(Container::Rpm));
     assert_eq!(detect(b"\x7fELF\x02\x01\x01"), None);
     assert_eq!(detect(b"BZh"), None);
