@@ -25,7 +25,7 @@ use symdex_shared::refs::RefStore;
 use symdex_shared::storage::LocalStore;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, Kind, Layout};
 
-use crate::inputs::{expand_paths, file_head, identify_each, Walked};
+use crate::inputs::{expand_paths, file_head, identify_each, Outcome, Walked};
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -306,14 +306,15 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
         }
         // A package or archive: the artifacts it holds (its other files are no failure).
         let walked = identify_each(&path, |_| false, &mut |item| {
-            match item.identified {
-                Ok((ids, _)) => {
+            match item.outcome {
+                Outcome::Identified(ids, _) => {
                     for id in ids {
                         wanted_keys(&item.shown, &id, &item.name, clients, &mut wanted);
                     }
                 }
-                Err(e) if item.in_archive && !e.is_io() => {}
-                Err(e) => {
+                Outcome::NotIndexed(_) => {}
+                Outcome::Failed(e) if item.in_archive && !e.is_io() => {}
+                Outcome::Failed(e) => {
                     eprintln!("symdex: {}: {e}", item.shown);
                     failed = true;
                 }

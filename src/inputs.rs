@@ -7,6 +7,7 @@ use clap::Args;
 use symdex_shared::identity::file_name_of;
 use symdex_shared::{
     archive, CountingReader, FileReader, FormatError, IdentifyOptions, Identity, Layout,
+    RangeReader,
 };
 
 /// Which files are keyed as sources (by SHA-1): content alone cannot tell.
@@ -185,10 +186,29 @@ pub struct Identified {
     pub shown: String,
     /// Its file name (an entry's last component).
     pub name: String,
-    /// Its identities and the bytes reading them took, or why it has none.
-    pub identified: Result<(Vec<Identity>, u64), FormatError>,
+    pub outcome: Outcome,
     /// Whether it came out of an archive (where files that are not artifacts are usual).
     pub in_archive: bool,
+}
+
+/// What an input or an archive's entry is.
+pub enum Outcome {
+    /// Its identities, and the bytes reading them took.
+    Identified(Vec<Identity>, u64),
+    /// An archive's entry `index` would not index (package metadata, a link, over the limits):
+    /// what it would record (`skipped: …`, `rejected: …`).
+    NotIndexed(String),
+    /// Not an artifact, or unreadable (`FormatError::is_io`).
+    Failed(FormatError),
+}
+
+impl From<Result<(Vec<Identity>, u64), FormatError>> for Outcome {
+    fn from(result: Result<(Vec<Identity>, u64), FormatError>) -> Self {
+        match result {
+            Ok((ids, bytes_read)) => Outcome::Identified(ids, bytes_read),
+            Err(err) => Outcome::Failed(err),
+        }
+    }
 }
 
 /// Identifies the file at `path`, and, where it is an archive or a package, every file it
@@ -200,6 +220,7 @@ pub fn identify_each(
     each: &mut dyn FnMut(Identified) -> io::Result<()>,
 ) -> io::Result<()> {
     let shown = path.display().to_string();
+    let name = file_name(path);
     let identified = identify_file(path, as_source(path));
     let container = match &identified {
         Err(FormatError::Unrecognized(_)) => file_head::<{ archive::DETECT_LEN }>(path)
@@ -210,15 +231,14 @@ pub fn identify_each(
     let Some(container) = container else {
         return each(Identified {
             shown,
-            name: file_name(path),
-            identified,
+            name,
+            outcome: identified.into(),
             in_archive: false,
         });
     };
     let scratch = tempfile::tempdir()?;
     let reader = FileReader::open(path)?;
     let options = archive::Options::default();
-    let name = file_name(path);
     let walked = archive::expand(
         &reader,
         container,
@@ -226,35 +246,29 @@ pub fn identify_each(
         &options,
         scratch.path(),
         &mut |event| {
-            let (entry, identified) = match event {
+            let (entry, outcome) = match event {
                 archive::Event::File { entry, data, .. } => {
-                    let entry_name = file_name_of(&entry).to_string();
+                    let as_source = as_source(Path::new(&entry));
                     let identified = data.reader().map_err(FormatError::Io).and_then(|reader| {
-                        let reader = CountingReader::new(&*reader);
-                        let options = IdentifyOptions {
-                            as_source: as_source(Path::new(&entry)),
-                        };
-                        let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
-                        for id in &mut ids {
-                            id.fill_file_names(&entry_name);
-                        }
-                        Ok((ids, reader.bytes_read()))
+                        identify_reader(&*reader, file_name_of(&entry), as_source)
                     });
-                    (entry, identified)
+                    (entry, identified.into())
                 }
-                archive::Event::Skipped { entry, reason }
-                | archive::Event::Rejected { entry, reason } => {
-                    (entry, Err(FormatError::Unrecognized(reason)))
+                archive::Event::Skipped { entry, reason } => {
+                    (entry, Outcome::NotIndexed(format!("skipped: {reason}")))
+                }
+                archive::Event::Rejected { entry, reason } => {
+                    (entry, Outcome::NotIndexed(format!("rejected: {reason}")))
                 }
                 // Not asked for (`stored_ranges` is off).
                 archive::Event::Stored { entry, .. } => {
-                    (entry, Err(FormatError::Unrecognized("stored".into())))
+                    (entry, Outcome::NotIndexed("stored".into()))
                 }
             };
             each(Identified {
                 shown: format!("{shown}!/{entry}"),
                 name: file_name_of(&entry).to_string(),
-                identified,
+                outcome,
                 in_archive: true,
             })
         },
@@ -264,7 +278,7 @@ pub fn identify_each(
         Err(archive::ExpandError::Malformed(reason)) => each(Identified {
             shown,
             name,
-            identified: Err(FormatError::Unrecognized(format!(
+            outcome: Outcome::Failed(FormatError::Unrecognized(format!(
                 "a malformed {} archive: {reason}",
                 container.as_str()
             ))),
@@ -290,12 +304,22 @@ pub fn detect_short(path: &Path) -> Option<archive::Container> {
 
 /// Identifies one file; `Err` only for I/O failures.
 pub fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), FormatError> {
-    let reader = CountingReader::new(FileReader::open(path).map_err(FormatError::Io)?);
+    let reader = FileReader::open(path).map_err(FormatError::Io)?;
+    identify_reader(&reader, &file_name(path), as_source)
+}
+
+/// Identifies what `reader` holds, a file named `name` (its identities' file names), counting
+/// the bytes it reads.
+fn identify_reader(
+    reader: &dyn RangeReader,
+    name: &str,
+    as_source: bool,
+) -> Result<(Vec<Identity>, u64), FormatError> {
+    let reader = CountingReader::new(reader);
     let options = IdentifyOptions { as_source };
     let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
-    let name = file_name(path);
     for id in &mut ids {
-        id.fill_file_names(&name);
+        id.fill_file_names(name);
     }
     Ok((ids, reader.bytes_read()))
 }

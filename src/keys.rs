@@ -8,7 +8,7 @@ use serde::Serialize;
 use symdex_shared::layouts::Sidecar;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, KeySet, Layout};
 
-use crate::inputs::{expand_paths, identify_each, Identified, Walked};
+use crate::inputs::{expand_paths, identify_each, Identified, Outcome, Walked};
 use crate::KeysArgs;
 
 /// One output row: the identity with where it came from, what reading it cost, its keys and
@@ -103,8 +103,8 @@ fn print_row(
     failed: &mut bool,
 ) -> io::Result<()> {
     let shown = item.shown.as_str();
-    match &item.identified {
-        Ok((ids, bytes_read)) => {
+    let error = match &item.outcome {
+        Outcome::Identified(ids, bytes_read) => {
             for id in ids {
                 let keys = keys_for(id, &item.name, layouts);
                 let lookup = lookup_keys_for(id, &item.name, layouts);
@@ -135,26 +135,25 @@ fn print_row(
                     write_table_keys(out, "lookup", &lookup)?;
                 }
             }
+            return Ok(());
         }
-        Err(err) if err.is_io() => {
+        Outcome::Failed(err) if err.is_io() => {
             eprintln!("symdex: {shown}: {err}");
             *failed = true;
+            return Ok(());
         }
-        Err(err) => {
-            if args.json {
-                let row = ErrorRow {
-                    path: shown,
-                    error: err.to_string(),
-                };
-                writeln!(out, "{}", serde_json::to_string(&row)?)?;
-            } else {
-                writeln!(
-                    out,
-                    "{:<11} {:<8} {:<10} {:<44} {:<40} {}",
-                    "-", "-", "-", err, "", shown
-                )?;
-            }
-        }
+        Outcome::Failed(err) => err.to_string(),
+        Outcome::NotIndexed(what) => what.clone(),
+    };
+    if args.json {
+        let row = ErrorRow { path: shown, error };
+        writeln!(out, "{}", serde_json::to_string(&row)?)?;
+    } else {
+        writeln!(
+            out,
+            "{:<11} {:<8} {:<10} {:<44} {:<40} {}",
+            "-", "-", "-", error, "", shown
+        )?;
     }
     Ok(())
 }

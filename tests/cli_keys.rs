@@ -181,7 +181,11 @@ fn an_archive_or_package_is_identified_entry_by_entry() {
         &["-g", "-O1", "-Wl,--build-id", "-o", "app", "src.cpp"],
     );
     std::fs::write(w.path("notes.txt"), "not an artifact").unwrap();
-    w.run("tar", &["-czf", "bundle.tar.gz", "app", "notes.txt"]);
+    w.run("ln", &["-s", "app", "app-link"]);
+    w.run(
+        "tar",
+        &["-czf", "bundle.tar.gz", "app", "notes.txt", "app-link"],
+    );
     let out = symdex()
         .args(["keys", "--json"])
         .arg(w.path("bundle.tar.gz"))
@@ -218,5 +222,21 @@ fn an_archive_or_package_is_identified_entry_by_entry() {
     assert!(
         notes["error"].as_str().unwrap().contains("unrecognized"),
         "{notes}"
+    );
+    // What index would not index says so, as its record would.
+    let link = rows
+        .iter()
+        .find(|r| {
+            r["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("!/app-link"))
+        })
+        .unwrap();
+    assert!(
+        link["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("skipped: a link entry"),
+        "{link}"
     );
 }
