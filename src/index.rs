@@ -97,6 +97,10 @@ pub struct KeyArgs {
     /// Terraform module's CDN).
     #[arg(long)]
     pub fold_case: bool,
+    /// Do not join debug files and sources (for a store nobody uploads sources to): debug
+    /// files record no wanted paths, sources serve none (`--source` files are still keyed).
+    #[arg(long)]
+    pub no_source_joins: bool,
     #[command(flatten)]
     pub sources: SourceArgs,
 }
@@ -111,6 +115,7 @@ impl KeyArgs {
             prefixes,
             lease: exclusive_lease(),
             fold_case: self.fold_case,
+            source_joins: !self.no_source_joins,
             ..Config::default()
         }
     }

@@ -606,3 +606,31 @@ fn verify_tells_an_unserved_source_path_and_recheck_serves_it() {
     assert_eq!(std::fs::read(store.join(&key)).unwrap(), HELLO.as_bytes());
     verify_clean(&store);
 }
+
+#[test]
+fn no_source_joins_serves_no_source_and_writes_no_join_record() {
+    let w = Workdir::new();
+    build(&w, &[], 0);
+    let store = w.path("store");
+    let args: [std::ffi::OsString; 5] = [
+        "--no-source-joins".into(),
+        "--source-ext".into(),
+        "c,h".into(),
+        w.path("app.debug").into(),
+        w.path("src.tar").into(),
+    ];
+    let records = index_json(&store, &args);
+    let sources = &debug_record(&records)["sources"];
+    assert_eq!(sources["served"], 0, "{sources}");
+    assert!(
+        !sources["missing"].as_array().unwrap().is_empty(),
+        "{sources}"
+    );
+    assert!(!store.join("_symdex/sourcemap").exists());
+    let served_sources = walkdir::WalkDir::new(store.join("buildid"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .any(|e| e.path().components().any(|c| c.as_os_str() == "source"));
+    assert!(!served_sources);
+    verify_clean(&store);
+}

@@ -78,6 +78,13 @@ pub struct Config {
     /// lowercases requests for them (infra edge/access.js): lookups become case-insensitive,
     /// as SymSrv over IIS is, and keys differing only by case are one object.
     pub fold_case: bool,
+    /// Join debug files and uploaded sources (sourcemap.rs): a debug file records the paths
+    /// its DWARF names, a source offers itself. Off, for a store nobody uploads sources to, a
+    /// debug file costs no join records (on S3 one or two requests for each record its paths
+    /// fall into, up to 256 a scope) and names its paths as missing; sources are published
+    /// under their own keys and offered to no debug file. What is recorded while it is on
+    /// stays, and removals still withdraw what was offered.
+    pub source_joins: bool,
 }
 
 /// The layouts whose clients (WinDbg, Visual Studio, dotnet-symbol, Breakpad's symbol
@@ -102,6 +109,7 @@ impl Default for Config {
             lease: LeasePolicy::default(),
             retention: RetentionPolicy::default(),
             fold_case: false,
+            source_joins: true,
         }
     }
 }
@@ -1336,7 +1344,7 @@ impl<'s> Indexer<'s> {
         }
         // Sources for debuggers (sourcemap.rs): a source file offers itself, a debug file
         // asks for the paths its DWARF names.
-        if id.kind == Kind::Source {
+        if id.kind == Kind::Source && self.config.source_joins {
             let holding = keys.iter().find(|k| referenced.contains(*k)).cloned();
             if let Some(holding) = holding {
                 referenced.extend(
@@ -3227,6 +3235,48 @@ mod tests {
     /// asks, the tie serves nothing (the debug file's report says why). Offered after the
     /// debug file was served from the first, the second leaves the key as it is — an offer
     /// takes no other upload's key — and its record says so instead of nothing.
+    /// Without source joins (a store nobody uploads sources to), neither order of a debug file
+    /// and the source it names writes a join record or serves the path; the debug file's
+    /// record names its paths missing. With them (the default), the same uploads serve it.
+    #[tokio::test]
+    async fn without_source_joins_neither_a_debug_file_nor_a_source_writes_a_join_record() {
+        let a = Artifacts::new();
+        let (source, debug) = (&a.source, &a.debug_with_sources);
+        let dir = tempfile::tempdir().unwrap();
+        let serves_a_source = |keys: Vec<String>| keys.iter().any(|k| k.contains("/source/"));
+        for (name, order) in [
+            ("source first", [source, debug]),
+            ("debug first", [debug, source]),
+        ] {
+            let store = LocalStore::open(dir.path().join(name)).unwrap();
+            let mut records = Vec::new();
+            for artifact in order {
+                let off = Config {
+                    source_joins: false,
+                    ..config()
+                };
+                records.extend(index_and_finalize(&store, off, artifact).await.records);
+            }
+            let joins = store.list("_symdex/sourcemap/").await.unwrap();
+            assert!(joins.is_empty(), "{name}: {joins:?}");
+            let asked = records.iter().find(|r| r.upload == debug.id).unwrap();
+            let report = asked.sources.clone().unwrap_or_default();
+            assert_eq!(report.served, 0, "{name}: {report:?}");
+            assert!(!report.missing.is_empty(), "{name}: {report:?}");
+            assert!(
+                !serves_a_source(store.list("buildid/").await.unwrap()),
+                "{name}"
+            );
+            let offered = records.iter().find(|r| r.upload == source.id).unwrap();
+            assert!(!offered.published.is_empty(), "{name}: still keyed");
+            assert_audit_clean(&store).await;
+        }
+        let on = LocalStore::open(dir.path().join("on")).unwrap();
+        index_and_finalize(&on, config(), source).await;
+        index_and_finalize(&on, config(), debug).await;
+        assert!(serves_a_source(on.list("buildid/").await.unwrap()));
+    }
+
     #[tokio::test]
     async fn a_source_tying_for_a_path_already_served_says_it_leaves_it() {
         let a = Artifacts::new();

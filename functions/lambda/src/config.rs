@@ -15,7 +15,8 @@ pub struct LambdaConfig {
     pub serving_bucket: String,
     /// The pipeline: SYMDEX_LAYOUTS (comma list, default all), SYMDEX_MANIFEST_PREFIX
     /// (default `_manifest`), SYMDEX_PREFIX_<LAYOUT> (e.g. SYMDEX_PREFIX_UNIFIED=sentry/),
-    /// SYMDEX_OVERWRITE (`true` replaces differing content instead of recording a conflict).
+    /// SYMDEX_OVERWRITE (`true` replaces differing content instead of recording a conflict),
+    /// SYMDEX_SOURCE_JOINS (`false`: debug files and sources are not joined).
     pub pipeline: Config,
     /// SYMDEX_MULTIPART_THRESHOLD: bytes from which copies use UploadPartCopy (default 5 GiB).
     pub multipart_threshold: u64,
@@ -143,6 +144,8 @@ impl LambdaConfig {
                 retention,
                 // SYMDEX_FOLD_CASE: the CDN lowercases requests for the SymSrv family.
                 fold_case: flag("SYMDEX_FOLD_CASE", false),
+                // SYMDEX_SOURCE_JOINS=false: nobody uploads sources (Config::source_joins).
+                source_joins: flag("SYMDEX_SOURCE_JOINS", true),
                 handed: Default::default(),
             },
             product_prefixes: flag("SYMDEX_PRODUCT_PREFIXES", false),

@@ -878,3 +878,48 @@ async fn the_same_bytes_uploaded_again_share_every_key() {
         assert_eq!(references[key].len(), 3, "{key}: {references:#?}");
     }
 }
+
+/// Without source joins (SYMDEX_SOURCE_JOINS=false, a deployment nobody uploads sources to), a
+/// debug file naming many source files costs what any fresh artifact does: keys + 4, no
+/// request for a join record (its paths are named missing in its record).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debug_file_costs_keys_plus_four_without_source_joins() {
+    let stack = Stack::new().await;
+    let proxy =
+        FaultProxy::start_with_latency(&stack.moto.endpoint, 0, 1, Default::default()).await;
+    let client = stack.moto.s3_via(&proxy.endpoint).await;
+    let ctx = Arc::new(Context::new(
+        config(&[
+            ("SYMDEX_ALIASES", "redirect"),
+            ("SYMDEX_CONDITIONAL_COPY", "true"),
+            ("SYMDEX_SOURCE_JOINS", "false"),
+        ]),
+        client,
+    ));
+    let dir = debug_file_naming_headers(HEADERS);
+    let key = "ci/many.debug";
+    let fresh = index_each(&stack, &proxy, &ctx, [(key, dir.path().join("many.debug"))]).await;
+    let log = &fresh[key];
+    assert!(!log.iter().any(|l| is_join_record(l)), "{log:#?}");
+    // The store's one-time markers aside (this is its first artifact), as above.
+    let marker = |l: &str| {
+        l.contains("index2.txt") || l.contains("_symdex/layout.json") || l.contains("max-keys=1")
+    };
+    let objects: std::collections::BTreeSet<&str> = log
+        .iter()
+        .filter(|l| kind(l) == "object write" && l.starts_with("PUT") && !marker(l))
+        .map(|l| l.split(['?', ' ']).nth(1).unwrap_or(""))
+        .collect();
+    let counted = log.iter().filter(|l| !marker(l)).count();
+    println!(
+        "{key} without source joins: {counted} requests for {} keys {:?}",
+        objects.len(),
+        breakdown(log)
+    );
+    assert!(objects.len() >= 5, "{log:#?}");
+    assert!(counted <= objects.len() + 4, "{log:#?}");
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let record = records.iter().find(|r| r["ingest_key"] == key).unwrap();
+    let missing = record["sources"]["missing"].as_array().unwrap();
+    assert!(missing.len() > HEADERS, "{record}");
+}

@@ -226,6 +226,11 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         indexer["environment"][0]["variables"]["SYMDEX_ALIASES"],
         "redirect"
     );
+    // Sources are joined unless the deployment says nobody uploads them.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_SOURCE_JOINS"],
+        "true"
+    );
     for resource in [
         "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",
         "module.symdex.aws_cloudwatch_event_target.sweeper[0]",

@@ -26,6 +26,7 @@ locals {
       SYMDEX_MULTIPART_THRESHOLD = tostring(var.multipart_threshold_bytes)
       SYMDEX_FOLD_CASE           = tostring(local.fold_case)
       SYMDEX_ALIASES             = local.aliases
+      SYMDEX_SOURCE_JOINS        = tostring(var.source_joins)
       # A lease on a key outlives any invocation that took it (plus a margin for clock skew).
       SYMDEX_LEASE_SECONDS = tostring(var.timeout_seconds + 60)
       SYMDEX_CONCURRENCY   = tostring(var.message_concurrency)

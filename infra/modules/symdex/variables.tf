@@ -238,6 +238,12 @@ variable "aliases" {
   }
 }
 
+variable "source_joins" {
+  description = "Join debug files and uploaded sources for debuginfod's source requests (SYMDEX_SOURCE_JOINS). false for a deployment nobody uploads sources to: a debug file then costs no source-join records (one or two S3 requests for each record its source paths fall into, up to 256 per build)."
+  type        = bool
+  default     = true
+}
+
 variable "case_insensitive_lookups" {
   description = "Behind CloudFront: requests under the SymSrv family's prefixes (ssqp, symstore, symstore_index2, breakpad; default symbols/ and index2/) are lowercased at the edge and those keys are stored lowercase (SYMDEX_FOLD_CASE), so any casing resolves, as SymSrv over IIS does."
   type        = bool

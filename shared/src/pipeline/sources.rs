@@ -203,7 +203,7 @@ impl Indexer<'_> {
             referenced: paths.len(),
             ..SourceReport::default()
         };
-        if !self.config.layouts.contains(&Layout::Debuginfod) {
+        if !self.config.layouts.contains(&Layout::Debuginfod) || !self.config.source_joins {
             report.missing = paths.to_vec();
             return Ok((report, Vec::new()));
         }
