@@ -186,9 +186,25 @@ fn an_archive_or_package_is_identified_entry_by_entry() {
         "tar",
         &["-czf", "bundle.tar.gz", "app", "notes.txt", "app-link"],
     );
+    let rows = keys_json(&w.path("bundle.tar.gz"));
+    let loose = keys_json(&w.path("app"));
+    let app = row_ending(&rows, "bundle.tar.gz!/app");
+    // The entry is keyed as the same file loose (its name is the entry's).
+    assert_eq!(app["keys"], loose[0]["keys"]);
+    assert_eq!(app["code_id"], loose[0]["code_id"]);
+    let notes = row_ending(&rows, "!/notes.txt");
+    let says = |row: &Value| row["error"].as_str().unwrap_or_default().to_string();
+    assert!(says(notes).contains("unrecognized"), "{notes}");
+    // What index would not index says so, as its record would.
+    let link = row_ending(&rows, "!/app-link");
+    assert!(says(link).starts_with("skipped: a link entry"), "{link}");
+}
+
+/// `symdex keys --json PATH`, which must succeed: its rows.
+fn keys_json(path: &std::path::Path) -> Vec<Value> {
     let out = symdex()
         .args(["keys", "--json"])
-        .arg(w.path("bundle.tar.gz"))
+        .arg(path)
         .output()
         .unwrap();
     assert!(
@@ -196,47 +212,12 @@ fn an_archive_or_package_is_identified_entry_by_entry() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows = json_lines(&out.stdout);
-    let loose = json_lines(
-        &symdex()
-            .args(["keys", "--json"])
-            .arg(w.path("app"))
-            .output()
-            .unwrap()
-            .stdout,
-    );
-    let shown = format!("{}!/app", w.path("bundle.tar.gz").display());
-    let app = rows.iter().find(|r| r["path"] == shown.as_str());
-    let app = app.unwrap_or_else(|| panic!("no row for {shown}: {rows:#?}"));
-    // The entry is keyed as the same file loose (its name is the entry's).
-    assert_eq!(app["keys"], loose[0]["keys"]);
-    assert_eq!(app["code_id"], loose[0]["code_id"]);
-    let notes = rows
-        .iter()
-        .find(|r| {
-            r["path"]
-                .as_str()
-                .is_some_and(|p| p.ends_with("!/notes.txt"))
-        })
-        .unwrap();
-    assert!(
-        notes["error"].as_str().unwrap().contains("unrecognized"),
-        "{notes}"
-    );
-    // What index would not index says so, as its record would.
-    let link = rows
-        .iter()
-        .find(|r| {
-            r["path"]
-                .as_str()
-                .is_some_and(|p| p.ends_with("!/app-link"))
-        })
-        .unwrap();
-    assert!(
-        link["error"]
-            .as_str()
-            .unwrap()
-            .starts_with("skipped: a link entry"),
-        "{link}"
-    );
+    json_lines(&out.stdout)
+}
+
+/// The row whose path ends with `suffix`.
+fn row_ending<'a>(rows: &'a [Value], suffix: &str) -> &'a Value {
+    rows.iter()
+        .find(|r| r["path"].as_str().is_some_and(|p| p.ends_with(suffix)))
+        .unwrap_or_else(|| panic!("no row for {suffix}: {rows:#?}"))
 }
