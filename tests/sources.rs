@@ -634,3 +634,66 @@ fn no_source_joins_serves_no_source_and_writes_no_join_record() {
     assert!(!served_sources);
     verify_clean(&store);
 }
+
+/// Fedora-style packaging: a debug file built with its sources mapped under
+/// `/usr/src/debug/<package>` and a `-debugsource` RPM holding them there (made by rpmbuild):
+/// debuginfod-find fetches the source through the store.
+#[test]
+fn a_debugsource_rpm_serves_the_sources_its_debug_file_names() {
+    let w = Workdir::new();
+    std::fs::create_dir_all(w.path("src")).unwrap();
+    std::fs::create_dir_all(w.path("run")).unwrap();
+    std::fs::write(w.path("src/hello.c"), HELLO).unwrap();
+    std::fs::write(w.path("src/util.h"), UTIL).unwrap();
+    w.run(
+        "sh",
+        &[
+            "-c",
+            "cd src && gcc -g -O0 -fdebug-prefix-map=$PWD=/usr/src/debug/app-1.0 -Wl,--build-id \
+             -o ../app hello.c && cd .. && objcopy --only-keep-debug app app.debug",
+        ],
+    );
+    std::fs::write(
+        w.path("app.spec"),
+        "Name: app-debugsource\nVersion: 1.0\nRelease: 1\nSummary: s\nLicense: MIT\n\
+         BuildArch: noarch\n%global debug_package %{nil}\n%global __os_install_post %{nil}\n\
+         %description\nThe sources of app.\n%install\nmkdir -p %{buildroot}/usr/src/debug/app-1.0\n\
+         cp %{_sourcedir}/hello.c %{_sourcedir}/util.h %{buildroot}/usr/src/debug/app-1.0/\n\
+         %files\n/usr/src/debug/app-1.0/hello.c\n/usr/src/debug/app-1.0/util.h\n",
+    )
+    .unwrap();
+    let top = w.path("rpm");
+    w.run(
+        "rpmbuild",
+        &[
+            "-bb",
+            "--nodeps",
+            "--quiet",
+            "--define",
+            &format!("_topdir {}", top.display()),
+            "--define",
+            &format!("_sourcedir {}", w.path("src").display()),
+            w.path("app.spec").to_str().unwrap(),
+        ],
+    );
+    let rpm = top.join("RPMS/noarch/app-debugsource-1.0-1.noarch.rpm");
+    let store = w.path("store");
+    let records = index(&store, &[&w.path("app.debug"), &rpm]);
+    assert_eq!(debug_record(&records)["kind"], "debug");
+    let build_id = readelf_build_id(&w, "app.debug").unwrap();
+    let server = Server::start(&store);
+    for (name, content) in [("hello.c", HELLO), ("util.h", UTIL)] {
+        let path = format!("/usr/src/debug/app-1.0/{name}");
+        let mut find = client("debuginfod-find", &w, &server);
+        find.args(["source", &build_id, &path]);
+        let out = find.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{path}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let fetched = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(std::fs::read(fetched.trim()).unwrap(), content.as_bytes());
+    }
+    verify_clean(&store);
+}
