@@ -118,8 +118,18 @@ impl LambdaConfig {
                 .map_err(|e| format!("SYMDEX_RETENTION: {e}"))?,
             None => Default::default(),
         };
-        let flag = |name: &str, default: bool| {
-            lookup(name).map_or(default, |v| matches!(v.trim(), "true" | "1" | "yes"))
+        // A value that says neither is refused (the function fails to start, saying why):
+        // read as false, `True` turned off what defaults on (conditional copies, source joins).
+        let flag = |name: &str, default: bool| -> Result<bool, String> {
+            let Some(value) = lookup(name) else {
+                return Ok(default);
+            };
+            match value.trim().to_ascii_lowercase().as_str() {
+                "" => Ok(default),
+                "true" | "1" | "yes" | "on" => Ok(true),
+                "false" | "0" | "no" | "off" => Ok(false),
+                _ => Err(format!("{name}={value:?}: expected true or false")),
+            }
         };
         let defaults = symdex_shared::archive::Limits::default();
         let archive_limits = symdex_shared::archive::Limits {
@@ -135,28 +145,28 @@ impl LambdaConfig {
             pipeline: Config {
                 layouts,
                 prefixes,
-                overwrite: flag("SYMDEX_OVERWRITE", false),
+                overwrite: flag("SYMDEX_OVERWRITE", false)?,
                 // SYMDEX_RECHECK: a redelivery checks every key again (see Config::recheck).
-                recheck: flag("SYMDEX_RECHECK", false),
+                recheck: flag("SYMDEX_RECHECK", false)?,
                 manifest_prefix,
                 gzip_manifest: true,
                 lease,
                 retention,
                 // SYMDEX_FOLD_CASE: the CDN lowercases requests for the SymSrv family.
-                fold_case: flag("SYMDEX_FOLD_CASE", false),
+                fold_case: flag("SYMDEX_FOLD_CASE", false)?,
                 // SYMDEX_SOURCE_JOINS=false: nobody uploads sources (Config::source_joins).
-                source_joins: flag("SYMDEX_SOURCE_JOINS", true),
+                source_joins: flag("SYMDEX_SOURCE_JOINS", true)?,
                 handed: Default::default(),
             },
-            product_prefixes: flag("SYMDEX_PRODUCT_PREFIXES", false),
+            product_prefixes: flag("SYMDEX_PRODUCT_PREFIXES", false)?,
             sweep_max_uploads: number("SYMDEX_SWEEP_MAX_UPLOADS", 2000)?.clamp(1, 100_000) as usize,
-            sweep_delete_ingest: flag("SYMDEX_SWEEP_DELETE_INGEST", true),
+            sweep_delete_ingest: flag("SYMDEX_SWEEP_DELETE_INGEST", true)?,
             multipart_threshold,
             source_extensions: lookup("SYMDEX_SOURCE_EXTENSIONS")
                 .map(|v| list(&v))
                 .unwrap_or_default(),
             source_prefix: lookup("SYMDEX_SOURCE_PREFIX").filter(|p| !p.is_empty()),
-            conditional_copies: flag("SYMDEX_CONDITIONAL_COPY", true),
+            conditional_copies: flag("SYMDEX_CONDITIONAL_COPY", true)?,
             redirect_aliases: match lookup("SYMDEX_ALIASES").as_deref().map(str::trim) {
                 None | Some("" | "copy") => false,
                 Some("redirect") => true,
@@ -213,6 +223,22 @@ mod tests {
         ]);
         assert!(redirect.unwrap().redirect_aliases);
         assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_ALIASES", "links")]).is_err());
+        // Flags: either case, the usual words; anything else refused, never read as false.
+        assert!(c.pipeline.source_joins && c.conditional_copies);
+        let flag = |value: &str| {
+            config(&[
+                ("SYMDEX_SERVING_BUCKET", "s"),
+                ("SYMDEX_SOURCE_JOINS", value),
+            ])
+            .map(|c| c.pipeline.source_joins)
+        };
+        for (value, read) in [("True", true), ("on", true), ("1", true), ("FALSE", false)] {
+            assert_eq!(flag(value), Ok(read), "{value}");
+        }
+        assert_eq!(flag("off"), Ok(false));
+        assert_eq!(flag(" "), Ok(true), "empty: the default");
+        let refused = flag("ture").unwrap_err();
+        assert!(refused.contains("SYMDEX_SOURCE_JOINS"), "{refused}");
         let c = config(&[
             ("SYMDEX_SERVING_BUCKET", "serve"),
             ("SYMDEX_LAYOUTS", "ssqp, debuginfod"),
