@@ -234,6 +234,10 @@ fn describe_unknown(head: &[u8]) -> String {
             container.as_str()
         );
     }
+    if head.starts_with(b"!<arch>\n") || head.starts_with(b"!<thin>\n") {
+        // Not a Debian package (those are containers, above: archive::deb).
+        return "an ar archive, not a Debian package (a static library: its object files have no build ids to serve)".to_string();
+    }
     let magic: String = head.iter().take(4).map(|b| format!("{b:02x}")).collect();
     format!("no known magic number (first bytes {magic}); not a source unless asked for")
 }
@@ -333,6 +337,20 @@ mod tests {
         assert!(err.to_string().contains("no known magic"), "{err}");
         let err = identify(&MemReader(Vec::<u8>::new()), &IdentifyOptions::default()).unwrap_err();
         assert!(err.to_string().contains("empty"), "{err}");
+        let library =
+            b"!<arch>\n/               0           0     0     0       4         `\n\0\0\0\0";
+        let err = identify(&MemReader(library.to_vec()), &IdentifyOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("static library"), "{err}");
+        let package = format!(
+            "!<arch>\n{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n2.0\n",
+            "debian-binary", 0, 0, 0, 100644, 4
+        );
+        let err = identify(
+            &MemReader(package.into_bytes()),
+            &IdentifyOptions::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("a deb archive"), "{err}");
     }
 
     #[test]
