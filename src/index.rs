@@ -27,7 +27,7 @@ use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
 use crate::inputs::{
-    detect_short, expand_paths_excluding, file_head, file_name, LayoutArgs, SourceArgs, Walked,
+    container_of, expand_paths_excluding, file_name, LayoutArgs, SourceArgs, Walked,
 };
 use crate::stamps::{NewStamps, StampReader};
 use crate::DEFAULT_STORE;
@@ -960,9 +960,7 @@ async fn read_input(
         let identified = identify_with_details(&MemReader(bytes.as_slice()), &options);
         (content_sha1(&bytes), Some(bytes), identified)
     } else {
-        let container = file_head::<{ archive::DETECT_LEN }>(&abs)
-            .map_or_else(|| detect_short(&abs), |head| archive::detect(&head));
-        if let Some(container) = container {
+        if let Some(container) = container_of(&abs) {
             return Ok(Err(container));
         }
         let identified = identify_with_details(&FileReader::open(&abs)?, &options);

@@ -223,9 +223,7 @@ pub fn identify_each(
     let name = file_name(path);
     let identified = identify_file(path, as_source(path));
     let container = match &identified {
-        Err(FormatError::Unrecognized(_)) => file_head::<{ archive::DETECT_LEN }>(path)
-            .and_then(|head| archive::detect(&head))
-            .or_else(|| detect_short(path)),
+        Err(FormatError::Unrecognized(_)) => container_of(path),
         _ => None,
     };
     let Some(container) = container else {
@@ -288,8 +286,9 @@ pub fn identify_each(
     }
 }
 
-/// The container a file shorter than [`archive::DETECT_LEN`] is (a tiny gzip file).
-pub fn detect_short(path: &Path) -> Option<archive::Container> {
+/// The container the file at `path` is, from its first [`archive::DETECT_LEN`] bytes (all of
+/// a shorter file: a tiny gzip file is one too); `None` for an unreadable file.
+pub fn container_of(path: &Path) -> Option<archive::Container> {
     let mut head = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| {

@@ -123,11 +123,7 @@ fn member(
     if name.starts_with("data.tar") {
         let part = Part::new(reader, start, len);
         let part = WatchedReader::new(&part, walk.failed.clone());
-        let prefix = std::mem::take(&mut walk.prefix);
-        walk.prefix = format!("{prefix}{name}!/");
-        let result = data_tarball(walk, &part, name);
-        walk.prefix = prefix;
-        result?;
+        walk.inside(name, |walk| data_tarball(walk, &part, name))?;
         return Ok(!walk.exhausted);
     }
     if !walk.admit(name)? {

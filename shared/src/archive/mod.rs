@@ -235,6 +235,16 @@ impl Walk<'_> {
         format!("{}{entry}", self.prefix)
     }
 
+    /// Runs `walk_entries` with the entries it hands over named inside `entry`
+    /// (`entry!/path`): a nested archive's, or a package's data tarball's.
+    fn inside<T>(&mut self, entry: &str, walk_entries: impl FnOnce(&mut Self) -> T) -> T {
+        let outer = std::mem::take(&mut self.prefix);
+        self.prefix = format!("{outer}{entry}!/");
+        let walked = walk_entries(self);
+        self.prefix = outer;
+        walked
+    }
+
     fn skip(&mut self, entry: &str, reason: impl Into<String>) -> io::Result<()> {
         let entry = self.name(entry);
         (self.visit)(Event::Skipped {
@@ -363,12 +373,12 @@ impl Walk<'_> {
                 Expanded::File(path) => Box::new(FileReader::open(path)?),
             };
             if let Some(container) = detect_reader(&*reader)? {
-                let prefix = std::mem::take(&mut self.prefix);
-                self.prefix = format!("{prefix}{entry}!/");
-                self.depth += 1;
-                let nested = walk(self, &*reader, container, file_name_of(entry));
-                self.depth -= 1;
-                self.prefix = prefix;
+                let nested = self.inside(entry, |nested| {
+                    nested.depth += 1;
+                    let walked = walk(nested, &*reader, container, file_name_of(entry));
+                    nested.depth -= 1;
+                    walked
+                });
                 return match nested {
                     Err(ExpandError::Malformed(reason)) => {
                         let what = container.as_str();
@@ -717,14 +727,14 @@ impl io::Seek for Window<'_> {
 }
 
 /// The bytes `offset..offset + len` of another reader.
-pub(crate) struct Part<'r> {
+struct Part<'r> {
     inner: &'r dyn RangeReader,
     offset: u64,
     len: u64,
 }
 
 impl<'r> Part<'r> {
-    pub(crate) fn new(inner: &'r dyn RangeReader, offset: u64, len: u64) -> Self {
+    fn new(inner: &'r dyn RangeReader, offset: u64, len: u64) -> Self {
         Part { inner, offset, len }
     }
 }

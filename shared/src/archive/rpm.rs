@@ -7,6 +7,7 @@
 //! is read into memory. (The `rpm` crate parses every tag, with a dependency tree of its own.)
 
 use super::{compressed, cpio, detect, Container, ExpandError, Part, Walk, WatchedReader};
+use crate::formats::be_u32;
 use crate::reader::{read_up_to, RangeReader};
 
 /// What an RPM starts with (its lead is 96 bytes).
@@ -52,20 +53,18 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
 /// Where the header at `at` ends, from its counts; checked against the file's size.
 fn header_end(reader: &WatchedReader<'_>, at: u64, what: &str) -> Result<u64, ExpandError> {
     let bytes = read_up_to(reader, at, 16).map_err(|e| reader.classify("bad RPM", e))?;
-    if bytes.len() < 16 || !bytes.starts_with(HEADER_MAGIC) {
+    // Magic, version, reserved; the index entries' count and the data's size.
+    let header = (
+        bytes.starts_with(HEADER_MAGIC),
+        be_u32(&bytes, 8),
+        be_u32(&bytes, 12),
+    );
+    let (true, Some(entries), Some(data)) = header else {
         return Err(ExpandError::Malformed(format!(
             "no {what} header at offset {at}"
         )));
-    }
-    let count = |i: usize| {
-        u64::from(u32::from_be_bytes([
-            bytes[i],
-            bytes[i + 1],
-            bytes[i + 2],
-            bytes[i + 3],
-        ]))
     };
-    let (entries, data) = (count(8), count(12));
+    let (entries, data) = (u64::from(entries), u64::from(data));
     let end = at + 16 + entries * 16 + data;
     if end > reader.size() {
         return Err(ExpandError::Malformed(format!(

@@ -7,7 +7,7 @@ use object::read::macho::{FatArch, MachHeader, MachOFatFile};
 use object::{Endianness, ReadCache, ReadRef};
 use uuid::Uuid;
 
-use super::{hex, Format, FormatError};
+use super::{be_u32, hex, Format, FormatError};
 use crate::identity::{Identity, Kind};
 use crate::reader::{RangeReader, ReaderCursor};
 
@@ -23,10 +23,6 @@ const MH_DSYM: u32 = 10;
 
 fn malformed(reason: impl Into<String>) -> FormatError {
     FormatError::malformed(Format::Macho, reason)
-}
-
-fn be_u32(head: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(head.get(at..at + 4)?.try_into().ok()?))
 }
 
 pub fn is_macho(head: &[u8]) -> bool {

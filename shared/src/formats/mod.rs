@@ -248,6 +248,12 @@ pub(crate) fn le_u32(data: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_le_bytes(bytes.try_into().ok()?))
 }
 
+/// Reads a big-endian u32 at `at`; `None` when out of range.
+pub(crate) fn be_u32(data: &[u8], at: usize) -> Option<u32> {
+    let bytes = data.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes(bytes.try_into().ok()?))
+}
+
 /// Reads a little-endian u16 at `at`; `None` when out of range.
 pub(crate) fn le_u16(data: &[u8], at: usize) -> Option<u16> {
     let bytes = data.get(at..at.checked_add(2)?)?;
