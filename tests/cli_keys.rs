@@ -202,17 +202,8 @@ fn an_archive_or_package_is_identified_entry_by_entry() {
 
 /// `symdex keys --json PATH`, which must succeed: its rows.
 fn keys_json(path: &std::path::Path) -> Vec<Value> {
-    let out = symdex()
-        .args(["keys", "--json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_lines(&out.stdout)
+    let out = symdex().args(["keys", "--json"]).arg(path).output();
+    json_lines(common::ok(out.unwrap()).as_bytes())
 }
 
 /// The row whose path ends with `suffix`.

@@ -84,6 +84,21 @@ fn missing_sources(store: &Path) -> Vec<String> {
         .collect()
 }
 
+/// `debuginfod-find source BUILD_ID PATH` against `server`, which must succeed: the bytes of
+/// the file it fetched.
+fn fetch_source(w: &Workdir, server: &Server, build_id: &str, path: &str) -> Vec<u8> {
+    let mut find = client("debuginfod-find", w, server);
+    find.args(["source", build_id, path]);
+    let out = find.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    std::fs::read(fetched.trim()).unwrap()
+}
+
 fn debug_record(records: &[serde_json::Value]) -> &serde_json::Value {
     records
         .iter()
@@ -170,20 +185,8 @@ fn gdb_lists_main_and_debuginfod_find_fetches_sources_from_the_store() {
     );
 
     for (path, content) in [(&hello, HELLO), (&util, UTIL)] {
-        let mut find = client("debuginfod-find", &w, &server);
-        find.args(["source", &build_id, path]);
-        let out = find.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{path}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let fetched = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(
-            std::fs::read(fetched.trim()).unwrap(),
-            content.as_bytes(),
-            "{path}"
-        );
+        let fetched = fetch_source(&w, &server, &build_id, path);
+        assert_eq!(fetched, content.as_bytes(), "{path}");
     }
 }
 
@@ -684,16 +687,8 @@ fn a_debugsource_rpm_serves_the_sources_its_debug_file_names() {
     let server = Server::start(&store);
     for (name, content) in [("hello.c", HELLO), ("util.h", UTIL)] {
         let path = format!("/usr/src/debug/app-1.0/{name}");
-        let mut find = client("debuginfod-find", &w, &server);
-        find.args(["source", &build_id, &path]);
-        let out = find.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{path}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let fetched = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(std::fs::read(fetched.trim()).unwrap(), content.as_bytes());
+        let fetched = fetch_source(&w, &server, &build_id, &path);
+        assert_eq!(fetched, content.as_bytes(), "{path}");
     }
     verify_clean(&store);
 }
