@@ -17,10 +17,12 @@ done
 have zip || need_apt+=(zip)
 # The archive shapes CI uploads, made with the real tools (tests/archives.rs): symstore's
 # /compress CAB files with gcab, tarballs in every compression, Debian packages with dpkg-deb
-# (Essential on Debian; named for other bases), RPM packages with rpmbuild.
+# (Essential on Debian; named for other bases), RPM packages with rpmbuild, 7z archives with
+# 7-Zip's 7zz.
 have gcab || need_apt+=(gcab)
 have dpkg-deb || need_apt+=(dpkg)
 have rpmbuild || need_apt+=(rpm)
+have 7zz || need_apt+=(7zip)
 for tool in zstd xz bzip2 gzip tar; do
   have "$tool" || need_apt+=(zstd xz-utils bzip2 gzip tar)
 done

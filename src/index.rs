@@ -35,7 +35,7 @@ use crate::DEFAULT_STORE;
 #[derive(Args)]
 pub struct IndexArgs {
     /// Files, directories (recursive) or archives (zip, nupkg, tar, tar.gz/zst/xz/bz2, single
-    /// .gz/.zst/.xz/.bz2 files, CAB `.pd_`, Debian and RPM packages, cpio): every entry is
+    /// .gz/.zst/.xz/.bz2 files, CAB `.pd_`, Debian and RPM packages, cpio, 7z): every entry is
     /// indexed.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,

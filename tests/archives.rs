@@ -1,5 +1,6 @@
 //! Every upload shape CI produces, made with the real tools (zip, tar with gzip/zstd/xz/bzip2,
-//! gzip, zstd, gcab for symstore's `/compress` CAB files, dpkg-deb and rpmbuild for packages): each entry publishes exactly what
+//! gzip, zstd, gcab for symstore's `/compress` CAB files, dpkg-deb and rpmbuild for packages,
+//! 7-Zip's `7zz` for 7z archives): each entry publishes exactly what
 //! the same file publishes uploaded loose, and a real client fetches a file that arrived
 //! inside an archive.
 
@@ -75,6 +76,7 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
     let debug_only = loose("debug", &[&debug]);
     let stripped_only = loose("stripped", &[&stripped]);
     let pdb_only = loose("pdb", &[&pdb]);
+    let dll_only = loose("dll", &[&w.path("lib.dll")]);
     assert!(elf_pair.contains_key(&format!("buildid/{BID_HEX}/debuginfo")));
     assert!(pdb_only.keys().any(|k| k.starts_with("symbols/lib.pdb/")));
 
@@ -112,6 +114,19 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
              && zip -q -0 debs.zip app-dbgsym.ddeb >/dev/null",
         ],
     );
+
+    // 7z archives as 7-Zip writes them: solid LZMA2 at -mx9 (with its executable filter
+    // for the ELF files), a block per file in bzip2, LZMA, and a DLL through BCJ2.
+    for args in [
+        &["-mx=9", "symbols.7z", "out"][..],
+        &["-ms=off", "-m0=BZip2", "debug-bzip2.7z", "out"],
+        &["-m0=LZMA", "lib-pdb.7z", "lib.pdb"],
+        &["-mf=BCJ2", "lib-dll.7z", "lib.dll"],
+    ] {
+        let mut command = vec!["a", "-t7z", "-bso0", "-bsp0"];
+        command.extend_from_slice(args);
+        w.run("7zz", &command);
+    }
 
     // An RPM of both files (a -debuginfo package), its payload in each compression rpmbuild
     // writes.
@@ -163,6 +178,10 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("app-gz.rpm", &elf_pair),
         ("app-xz.rpm", &elf_pair),
         ("app-zst.rpm", &elf_pair),
+        ("symbols.7z", &elf_pair),
+        ("debug-bzip2.7z", &elf_pair),
+        ("lib-pdb.7z", &pdb_only),
+        ("lib-dll.7z", &dll_only),
     ] {
         let store = w.path(&format!("store-{shape}"));
         let archive = w.path(shape);

@@ -95,7 +95,8 @@ async fn every_archive_shape_publishes_what_its_files_publish_loose_and_is_remov
          && dpkg-deb --build -Zxz pkg app-dbgsym.ddeb > /dev/null \
          && printf 'Name: app-debuginfo\\nVersion: 1\\nRelease: 1\\nSummary: s\\nLicense: MIT\\nBuildArch: x86_64\\n%%global debug_package %%{nil}\\n%%global _build_id_links none\\n%%global __os_install_post %%{nil}\\n%%description\\nd\\n%%install\\nmkdir -p %%{buildroot}/d\\ncp %%{_sourcedir}/app.debug %%{_sourcedir}/app.stripped %%{buildroot}/d/\\n%%files\\n/d/app.debug\\n/d/app.stripped\\n' > app.spec \
          && rpmbuild -bb --nodeps --quiet --define \"_topdir $PWD/rpm\" --define \"_sourcedir $PWD\" app.spec \
-         && mv rpm/RPMS/x86_64/app-debuginfo-1-1.x86_64.rpm app-debuginfo.rpm",
+         && mv rpm/RPMS/x86_64/app-debuginfo-1-1.x86_64.rpm app-debuginfo.rpm \
+         && 7zz a -t7z -mx=9 -bso0 -bsp0 out.7z out",
     );
     for (shape, expected) in [
         ("stored.zip", &pair),
@@ -110,6 +111,7 @@ async fn every_archive_shape_publishes_what_its_files_publish_loose_and_is_remov
         ("app.debu_", &debug_only),
         ("app-dbgsym.ddeb", &pair),
         ("app-debuginfo.rpm", &pair),
+        ("out.7z", &pair),
     ] {
         let key = format!("ci/{shape}");
         let response = index(&stack, &ctx, &key, &fx.path(shape)).await;

@@ -2,7 +2,7 @@
 //! apk, ipa, jar), tar (plain, gzip, zstd, xz, bzip2), single-file gzip/zstd/xz/bzip2, and
 //! Microsoft CAB (what `symstore /compress` writes as `foo.pd_`), Debian packages (`.deb`,
 //! `.ddeb`: an ar archive whose data tarball holds the files), RPM packages (a compressed cpio
-//! payload) and cpio archives.
+//! payload), cpio archives and 7z archives.
 //!
 //! Detection is by content ([`detect`]), never by name. [`expand`] walks one container and
 //! hands each entry to a visitor as an [`Event`]: a file expanded into a scratch file (one at a
@@ -21,6 +21,7 @@ mod compressed;
 mod cpio;
 mod deb;
 mod rpm;
+mod sevenz;
 mod tar;
 mod zip;
 
@@ -50,6 +51,8 @@ pub enum Container {
     Rpm,
     /// A cpio archive (new ASCII formats).
     Cpio,
+    /// A 7z archive.
+    SevenZip,
 }
 
 impl Container {
@@ -65,6 +68,7 @@ impl Container {
             Container::Deb => "deb",
             Container::Rpm => "rpm",
             Container::Cpio => "cpio",
+            Container::SevenZip => "7z",
         }
     }
 }
@@ -86,6 +90,8 @@ pub fn detect(head: &[u8]) -> Option<Container> {
         Some(Container::Xz)
     } else if head.len() >= 4 && starts(b"BZh") && (b'1'..=b'9').contains(&head[3]) {
         Some(Container::Bzip2)
+    } else if starts(b"7z\xbc\xaf\x27\x1c") {
+        Some(Container::SevenZip)
     } else if starts(b"MSCF\0\0\0\0") {
         Some(Container::Cab)
     } else if deb::is_package(head) {
@@ -459,6 +465,7 @@ fn walk(
         Container::Deb => deb::expand(walk_state, reader),
         Container::Rpm => rpm::expand(walk_state, reader),
         Container::Cpio => cpio::expand(walk_state, reader, &mut sequential(reader)),
+        Container::SevenZip => sevenz::expand(walk_state, reader),
     }
 }
 

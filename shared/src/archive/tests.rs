@@ -778,3 +778,174 @@ fn an_alpine_package_is_read_as_one_tarball() {
         ]
     );
 }
+
+/// A 7z archive of `entries` (LZMA2, the writer's default): `solid`, one block for all; else
+/// a block per file. An entry named with a trailing `/` is a directory.
+pub(super) fn sevenz_of(entries: &[(&str, &[u8])], solid: bool) -> Vec<u8> {
+    use ::sevenz_rust2::{ArchiveEntry, ArchiveWriter};
+    let mut writer = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
+    let entry = |name: &str| match name.strip_suffix('/') {
+        Some(dir) => ArchiveEntry::new_directory(dir),
+        None => ArchiveEntry::new_file(name),
+    };
+    if solid {
+        let (names, data): (Vec<_>, Vec<_>) = entries
+            .iter()
+            .filter(|(name, _)| !name.ends_with('/'))
+            .map(|(name, data)| (entry(name), ::sevenz_rust2::SourceReader::new(*data)))
+            .unzip();
+        writer.push_archive_entries(names, data).unwrap();
+        for (name, _) in entries.iter().filter(|(name, _)| name.ends_with('/')) {
+            writer
+                .push_archive_entry::<&[u8]>(entry(name), None)
+                .unwrap();
+        }
+    } else {
+        for (name, data) in entries {
+            let data = (!name.ends_with('/')).then_some(*data);
+            writer.push_archive_entry(entry(name), data).unwrap();
+        }
+    }
+    writer.finish().unwrap().into_inner()
+}
+
+#[test]
+fn sevenz_archives_are_expanded_solid_or_a_block_per_file() {
+    let entries: [(&str, &[u8]); 4] = [
+        ("syms/", b""),
+        ("syms/a.debug", A),
+        ("empty", b""),
+        ("b", B),
+    ];
+    for solid in [true, false] {
+        let archive = sevenz_of(&entries, solid);
+        assert_eq!(detect(&archive), Some(Container::SevenZip));
+        let seen = expand_all(&archive, "symbols.7z", Options::default()).unwrap();
+        let mut got = files(&seen);
+        got.sort();
+        assert_eq!(
+            got,
+            [("b", B), ("empty", &b""[..]), ("syms/a.debug", A)],
+            "solid {solid}: {seen:?}"
+        );
+        assert_eq!(seen.len(), 3, "no record for the directory: {seen:?}");
+    }
+    // A 7z inside a zip (a CI artifact as it is downloaded) reaches its files.
+    let inner = sevenz_of(&[("a.debug", A)], true);
+    let outer = zip_of(&[("symbols.7z", &inner, ::zip::CompressionMethod::Stored)]);
+    let seen = expand_all(&outer, "artifact.zip", Options::default()).unwrap();
+    assert_eq!(files(&seen), [("symbols.7z!/a.debug", A)]);
+}
+
+/// In a 7z block, a file is reached only by decoding every file before it: an entry over the
+/// limits is decoded through where the archive's budget allows (the next entries indexed),
+/// else the rest of its block is rejected, each entry with a reason.
+#[test]
+fn a_7z_entry_over_the_limits_is_decoded_through_or_ends_its_block() {
+    let big = vec![0u8; 1 << 20];
+    let entries: [(&str, &[u8]); 3] = [("a", A), ("big", &big), ("b", B)];
+    let limits = |max_entry_size, max_expanded| Options {
+        limits: Limits {
+            max_entry_size,
+            max_expanded,
+            max_ratio: 1_000_000,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let solid = sevenz_of(&entries, true);
+    // Over the entry limit, within the archive's budget: decoded through.
+    let seen = expand_all(&solid, "s.7z", limits(100 << 10, 64 << 20)).unwrap();
+    assert_eq!(files(&seen), [("a", A), ("b", B)], "{seen:?}");
+    assert!(
+        matches!(&seen[1], Seen::Rejected(name, reason) if name == "big" && reason.contains("over the limits")),
+        "{seen:?}"
+    );
+    // Past the archive's budget: the rest of the block is not decoded, and says so.
+    let seen = expand_all(&solid, "s.7z", limits(100 << 10, 200 << 10)).unwrap();
+    assert_eq!(files(&seen), [("a", A)], "{seen:?}");
+    assert!(
+        matches!(&seen[2], Seen::Rejected(name, reason) if name == "b" && reason.contains("follows `big`")),
+        "{seen:?}"
+    );
+    assert_eq!(seen.len(), 3);
+    // A block per file: the next block is decoded on its own.
+    let apart = sevenz_of(&entries, false);
+    let seen = expand_all(&apart, "s.7z", limits(100 << 10, 200 << 10)).unwrap();
+    assert_eq!(files(&seen), [("a", A), ("b", B)], "{seen:?}");
+}
+
+/// The next header of a 7z archive edited by `edit`, the start header's offset, size and
+/// checksums made to fit (a lie the checksums cannot catch).
+pub(super) fn sevenz_with_header(archive: &[u8], edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let offset = u64::from_le_bytes(archive[12..20].try_into().unwrap()) as usize;
+    let size = u64::from_le_bytes(archive[20..28].try_into().unwrap()) as usize;
+    let mut header = archive[32 + offset..32 + offset + size].to_vec();
+    edit(&mut header);
+    let mut out = archive[..32 + offset].to_vec();
+    out.extend_from_slice(&header);
+    out[20..28].copy_from_slice(&(header.len() as u64).to_le_bytes());
+    let crc = |bytes: &[u8]| {
+        let mut crc = flate2::Crc::new();
+        crc.update(bytes);
+        crc.sum()
+    };
+    let header_crc = crc(&header);
+    out[28..32].copy_from_slice(&header_crc.to_le_bytes());
+    let start_crc = crc(&out[12..32]);
+    out[8..12].copy_from_slice(&start_crc.to_le_bytes());
+    out
+}
+
+#[test]
+fn a_malformed_7z_says_why_and_an_undecodable_block_rejects_its_entries() {
+    let archive = sevenz_of(&[("a", A), ("b", B)], true);
+    // Cut short: its header is gone.
+    let err = expand_all(&archive[..archive.len() - 10], "cut.7z", Options::default()).unwrap_err();
+    assert!(
+        matches!(&err, ExpandError::Malformed(reason) if reason.contains("bad 7z archive")),
+        "{err}"
+    );
+    // Its header is stored plain: LZMA2's coder (flags 0x21: one id byte, properties; id 0x21).
+    let header = |archive: &[u8]| {
+        let offset = u64::from_le_bytes(archive[12..20].try_into().unwrap()) as usize;
+        archive[32 + offset..].to_vec()
+    };
+    let coder = |h: &[u8]| h.windows(2).position(|w| w == [0x21, 0x21]).expect("LZMA2");
+    assert!(coder(&header(&archive)) > 0);
+    // A method symdex does not decode (PPMd's id): each entry rejected, saying so.
+    let ppmd = sevenz_with_header(&archive, |h| {
+        let at = coder(h);
+        h.splice(at..at + 2, [0x23, 0x03, 0x04, 0x01]);
+    });
+    let seen = expand_all(&ppmd, "ppmd.7z", Options::default()).unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for s in &seen {
+        assert!(
+            matches!(s, Seen::Rejected(_, reason) if reason.contains("not decoded: compressed with PPMD")),
+            "{seen:?}"
+        );
+    }
+    // An encrypted block (AES's id): its entries rejected as encrypted.
+    let aes = sevenz_with_header(&archive, |h| {
+        let at = coder(h);
+        h.splice(at..at + 2, [0x24, 0x06, 0xf1, 0x07, 0x01]);
+    });
+    let seen = expand_all(&aes, "aes.7z", Options::default()).unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for s in &seen {
+        assert!(
+            matches!(s, Seen::Rejected(_, reason) if reason.contains("encrypted")),
+            "{seen:?}"
+        );
+    }
+    // Data that does not decode: the first entry rejected as unreadable, the rest as not
+    // decoded.
+    let mut corrupt = sevenz_of(&[("a", &vec![5u8; 50_000]), ("b", B)], true);
+    for byte in &mut corrupt[40..60] {
+        *byte ^= 0x5a;
+    }
+    let seen = expand_all(&corrupt, "corrupt.7z", Options::default()).unwrap();
+    assert!(files(&seen).is_empty(), "{seen:?}");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
