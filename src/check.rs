@@ -2,7 +2,8 @@
 //! of a server (HEAD, redirects followed) or looked up in a store, and reported as found,
 //! missing, forbidden or wrong content (size differs from what the store recorded), with who
 //! published the key when the store knows. Exit status: 0 all found, 1 something missing,
-//! 2 an error (unreadable input, a server that did not answer).
+//! 2 an error (unreadable input, an archive's entry `index` would reject, a server that did
+//! not answer).
 //!
 //! Inputs: anything `symdex keys` identifies (a binary also needs its companions: a PE's PDBs
 //! from its CodeView records, an ELF's debug file, a Mach-O's dSYM), or a JSON list of modules
@@ -51,6 +52,10 @@ pub struct CheckArgs {
     /// Seconds a request may take.
     #[arg(long, default_value_t = 10)]
     pub timeout: u64,
+    /// How far an archive is expanded, as `index` takes it (an entry `index` would reject is
+    /// not checked: an error, exit 2).
+    #[command(flatten)]
+    pub limits: crate::index::ArchiveLimits,
 }
 
 /// The clients symdex serves, each with the layout its requests follow.
@@ -305,14 +310,19 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
             None => {}
         }
         // A package or archive: the artifacts it holds (its other files are no failure).
-        let walked = identify_each(&path, |_| false, &mut |item| {
+        let walked = identify_each(&path, |_| false, args.limits.into(), &mut |item| {
             match item.outcome {
                 Outcome::Identified(ids, _) => {
                     for id in ids {
                         wanted_keys(&item.shown, &id, &item.name, clients, &mut wanted);
                     }
                 }
-                Outcome::NotIndexed(_) => {}
+                Outcome::Skipped(_) => {}
+                // It may be an artifact: not checked is no pass.
+                Outcome::Rejected(reason) => {
+                    eprintln!("symdex: {}: not checked: {reason}", item.shown);
+                    failed = true;
+                }
                 Outcome::Failed(e) if item.in_archive && !e.is_io() => {}
                 Outcome::Failed(e) => {
                     eprintln!("symdex: {}: {e}", item.shown);

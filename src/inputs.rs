@@ -195,9 +195,12 @@ pub struct Identified {
 pub enum Outcome {
     /// Its identities, and the bytes reading them took.
     Identified(Vec<Identity>, u64),
-    /// An archive's entry `index` would not index (package metadata, a link, over the limits):
-    /// what it would record (`skipped: …`, `rejected: …`).
-    NotIndexed(String),
+    /// An archive's entry `index` would skip (package metadata, a link), with the reason it
+    /// would record.
+    Skipped(String),
+    /// An archive's entry `index` would reject (over the limits, undecodable): not read, so
+    /// what it is is not known.
+    Rejected(String),
     /// Not an artifact, or unreadable (`FormatError::is_io`).
     Failed(FormatError),
 }
@@ -212,11 +215,12 @@ impl From<Result<(Vec<Identity>, u64), FormatError>> for Outcome {
 }
 
 /// Identifies the file at `path`, and, where it is an archive or a package, every file it
-/// holds (expanded as `index` does, within its default limits, one at a time into a scratch
+/// holds (expanded as `index` does, within `limits`, one at a time into a scratch
 /// directory): each handed to `each` as it is identified.
 pub fn identify_each(
     path: &Path,
     as_source: impl Fn(&Path) -> bool,
+    limits: archive::Limits,
     each: &mut dyn FnMut(Identified) -> io::Result<()>,
 ) -> io::Result<()> {
     let shown = path.display().to_string();
@@ -236,7 +240,10 @@ pub fn identify_each(
     };
     let scratch = tempfile::tempdir()?;
     let reader = FileReader::open(path)?;
-    let options = archive::Options::default();
+    let options = archive::Options {
+        limits,
+        ..archive::Options::default()
+    };
     let walked = archive::expand(
         &reader,
         container,
@@ -252,16 +259,13 @@ pub fn identify_each(
                     });
                     (entry, identified.into())
                 }
-                archive::Event::Skipped { entry, reason } => {
-                    (entry, Outcome::NotIndexed(format!("skipped: {reason}")))
-                }
-                archive::Event::Rejected { entry, reason } => {
-                    (entry, Outcome::NotIndexed(format!("rejected: {reason}")))
-                }
+                archive::Event::Skipped { entry, reason } => (entry, Outcome::Skipped(reason)),
+                archive::Event::Rejected { entry, reason } => (entry, Outcome::Rejected(reason)),
                 // Not asked for (`stored_ranges` is off).
-                archive::Event::Stored { entry, .. } => {
-                    (entry, Outcome::NotIndexed("stored".into()))
-                }
+                archive::Event::Stored { entry, .. } => (
+                    entry,
+                    Outcome::Rejected("reported as a stored range".into()),
+                ),
             };
             each(Identified {
                 shown: format!("{shown}!/{entry}"),

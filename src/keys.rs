@@ -80,7 +80,12 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
             }
         };
         let mut row = |item: Identified| print_row(&mut out, args, &layouts, &item, &mut failed);
-        if let Err(err) = identify_each(&path, |p| args.sources.wants_source(p), &mut row) {
+        if let Err(err) = identify_each(
+            &path,
+            |p| args.sources.wants_source(p),
+            args.limits.into(),
+            &mut row,
+        ) {
             eprintln!("symdex: {}: {err}", path.display());
             failed = true;
         }
@@ -143,7 +148,8 @@ fn print_row(
             return Ok(());
         }
         Outcome::Failed(err) => err.to_string(),
-        Outcome::NotIndexed(what) => what.clone(),
+        Outcome::Skipped(reason) => format!("skipped: {reason}"),
+        Outcome::Rejected(reason) => format!("rejected: {reason}"),
     };
     if args.json {
         let row = ErrorRow { path: shown, error };

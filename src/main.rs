@@ -75,6 +75,9 @@ pub struct KeysArgs {
     pub sources: SourceArgs,
     #[command(flatten)]
     pub layout: LayoutArgs,
+    /// How far an archive is expanded, as `index` takes it.
+    #[command(flatten)]
+    pub limits: index::ArchiveLimits,
 }
 
 /// Runs one store operation to its end on a single-threaded runtime (the local store answers

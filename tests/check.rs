@@ -485,3 +485,28 @@ fn a_package_is_checked_by_the_artifacts_it_holds() {
     assert_eq!(code, 1, "{rows:#?}");
     assert!(rows.iter().all(|r| r["status"] == "missing"), "{rows:#?}");
 }
+
+/// An entry `index` would reject (here over `--max-entry-size`) is not read, so what it is is
+/// not known: the check does not pass it (exit 2, saying which), where it used to leave it out
+/// and pass on the rest. With the limits `index` used, the same archive passes.
+#[test]
+fn an_archive_entry_over_the_limits_is_not_passed_unchecked() {
+    let (w, _, _) = setup();
+    let store = w.path("store");
+    w.run("zip", &["-q", "-r", "in.zip", "in"]);
+    let zip = w.path("in.zip");
+    let (store_arg, zip_arg) = (store.to_str().unwrap(), zip.to_str().unwrap());
+    let (code, rows) = check(&["--store", store_arg, "--client", "gdb", zip_arg]);
+    assert_eq!(code, 0, "{rows:#?}");
+    let out = symdex()
+        .args(["check", "--json", "--client", "gdb", "--store", store_arg])
+        .args(["--max-entry-size", "1000", zip_arg])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("in.zip!/in/") && stderr.contains("not checked: entry of"),
+        "{stderr}"
+    );
+}

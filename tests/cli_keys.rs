@@ -198,6 +198,14 @@ fn an_archive_or_package_is_identified_entry_by_entry() {
     // What index would not index says so, as its record would.
     let link = row_ending(&rows, "!/app-link");
     assert!(says(link).starts_with("skipped: a link entry"), "{link}");
+    // The archive limits are index's: an entry over them is what index would reject.
+    let out = symdex()
+        .args(["keys", "--json", "--max-entry-size", "100"])
+        .arg(w.path("bundle.tar.gz"))
+        .output();
+    let rows = json_lines(common::ok(out.unwrap()).as_bytes());
+    let app = row_ending(&rows, "bundle.tar.gz!/app");
+    assert!(says(app).starts_with("rejected: entry of"), "{app}");
 }
 
 /// `symdex keys --json PATH`, which must succeed: its rows.

@@ -338,6 +338,23 @@ proptest! {
         assert_within_limits(&data, &seen, &result);
     }
 
+    /// A 7z seed whose header is edited at random past its checksum (the checksums made to
+    /// fit): what the parser and the decoders make of any header.
+    #[test]
+    fn corrupted_7z_headers_past_their_checksum_stay_within_their_limits(
+        seed in any::<prop::sample::Index>(),
+        edits in prop::collection::vec(edit(), 1..6),
+        cut in prop::option::of(any::<prop::sample::Index>()),
+    ) {
+        let sevenz: Vec<_> = seeds().iter().filter(|s| s.0 == Container::SevenZip).collect();
+        let (container, name, bytes) = sevenz[seed.index(sevenz.len())];
+        let data = sevenz_with_header(bytes, |header| {
+            *header = corrupted(std::mem::take(header), edits, cut);
+        });
+        let (seen, result) = expand_hostile(&data, *container, name, false);
+        assert_within_limits(&data, &seen, &result);
+    }
+
     /// Bytes behind a container's magic number alone: every header field a lie.
     #[test]
     fn random_bytes_behind_any_container_magic_are_refused_or_bounded(
