@@ -38,6 +38,11 @@ impl RuntimeApi {
         RuntimeApi { addr, state }
     }
 
+    /// Events the function has not taken yet.
+    pub fn pending(&self) -> usize {
+        self.state.lock().unwrap().events.len()
+    }
+
     /// Waits for `count` responses (or an error) and returns the responses.
     pub fn wait_responses(&self, count: usize, timeout: Duration) -> Vec<(String, String)> {
         let deadline = Instant::now() + timeout;
