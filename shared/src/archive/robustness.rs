@@ -106,13 +106,15 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
 
 /// The most memory a walk may hold at once, whatever the archive claims: what it holds by
 /// design — one entry in memory ([`IN_MEMORY`](super::IN_MEMORY); larger ones go to a
-/// scratch file), and the larger of the decoders' claims it accepts (an xz dictionary within
-/// its memory limit, a zstd window) — and headroom. (The seeds hold about 3 MB.) A size an
+/// scratch file), and the largest of the decoders' claims it accepts (an xz or 7z dictionary
+/// within its memory limit, a zstd window) — and headroom. (The seeds hold about 3 MB.) A size an
 /// archive claims that is taken without a limit comes above it.
 const MOST_HELD: usize = {
     let xz = super::compressed::XZ_MEM_LIMIT_KIB as u64 * 1024;
     let zstd = super::compressed::ZSTD_MAX_WINDOW;
+    let sevenz = super::sevenz::MEM_LIMIT_KIB as u64 * 1024;
     let decoder = if xz > zstd { xz } else { zstd };
+    let decoder = if sevenz > decoder { sevenz } else { decoder };
     (super::IN_MEMORY + decoder) as usize + (16 << 20)
 };
 

@@ -20,9 +20,10 @@ use ::sevenz_rust2::{Archive, ArchiveEntry, BlockDecoder, Password};
 
 use super::{sequential, ExpandError, Walk, WatchedReader};
 
-/// Memory a block's decoder (its dictionary) and the archive's header may each take: 7-Zip's
-/// `-mx9` writes a 64 MiB LZMA2 dictionary; twice that leaves room for `-md=128m`.
-const MEM_LIMIT_KIB: usize = 128 * 1024;
+/// Memory a block's decoder (its dictionary and the decoder's own state) and the archive's
+/// header may each take: 7-Zip's `-mx9` gives a large file a 128 MiB dictionary
+/// (`LZMA2:27`, 128.1 MiB to decode); as for xz, up to a 256 MiB one (`-md=256m`).
+pub(super) const MEM_LIMIT_KIB: usize = 257 * 1024;
 
 /// Windows file attributes a 7z entry may carry: p7zip and 7-Zip on Unix keep the file's mode
 /// in the high 16 bits, flagged by `UNIX_EXTENSION`.

@@ -939,6 +939,25 @@ fn a_malformed_7z_says_why_and_an_undecodable_block_rejects_its_entries() {
             "{seen:?}"
         );
     }
+    // The dictionary a block's LZMA2 property claims: 128 MiB (what `7zz -mx9` gives a large
+    // file) is decoded, 384 MiB is over the memory limit and says so.
+    let with_dictionary = |property: u8| {
+        sevenz_with_header(&archive, |h| {
+            let at = coder(h);
+            assert_eq!(h[at + 2], 1, "one property byte");
+            h[at + 3] = property;
+        })
+    };
+    let seen = expand_all(&with_dictionary(30), "128m.7z", Options::default()).unwrap();
+    assert_eq!(files(&seen), [("a", A), ("b", B)], "{seen:?}");
+    let seen = expand_all(&with_dictionary(33), "384m.7z", Options::default()).unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for s in &seen {
+        assert!(
+            matches!(s, Seen::Rejected(_, reason) if reason.contains("KiB of memory, over the")),
+            "{seen:?}"
+        );
+    }
     // Data that does not decode: the first entry rejected as unreadable, the rest as not
     // decoded.
     let mut corrupt = sevenz_of(&[("a", &vec![5u8; 50_000]), ("b", B)], true);
