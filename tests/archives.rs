@@ -238,6 +238,62 @@ fn deleting_an_archive_unpublishes_what_only_it_referenced() {
     verify_clean(&store);
 }
 
+/// What 7-Zip writes that symdex does not take, each with a record that says why: a PPMd
+/// block (its entries rejected, naming the method), a symbolic link stored as one (`-snl`:
+/// skipped; the file beside it indexed), an archive cut short (rejected as malformed).
+#[test]
+fn sevenz_entries_symdex_does_not_take_are_recorded_with_their_reason() {
+    let w = artifacts();
+    w.run("ln", &["-s", "out/app.debug", "link.debug"]);
+    let sevenz = |args: &[&str]| {
+        let mut command = vec!["a", "-t7z", "-bso0", "-bsp0"];
+        command.extend_from_slice(args);
+        w.run("7zz", &command);
+    };
+    sevenz(&["-m0=PPMd", "ppmd.7z", "out"]);
+    sevenz(&["-snl", "links.7z", "link.debug", "out/app.stripped"]);
+    let links = std::fs::read(w.path("links.7z")).unwrap();
+    std::fs::write(w.path("cut.7z"), &links[..links.len() - 20]).unwrap();
+    let store = w.path("store");
+    let inputs = ["ppmd.7z", "links.7z", "cut.7z"].map(|f| w.path(f));
+    let records = index_into(&store, &inputs.each_ref().map(|p| p.as_path()));
+    let of = |input: &str| -> Vec<(String, String, String)> {
+        records
+            .iter()
+            .filter(|r| r["ingest_key"].as_str().unwrap().ends_with(input))
+            .map(|r| {
+                let text = |field: &str| r[field].as_str().unwrap_or_default().to_string();
+                (text("action"), text("entry"), text("reason"))
+            })
+            .collect()
+    };
+    let ppmd = of("/ppmd.7z");
+    assert_eq!(ppmd.len(), 2, "{ppmd:#?}");
+    assert!(
+        ppmd.iter()
+            .all(|(action, _, reason)| action == "rejected" && reason.contains("PPMD")),
+        "{ppmd:#?}"
+    );
+    let mut links = of("/links.7z");
+    links.sort();
+    assert_eq!(links.len(), 2, "{links:#?}");
+    assert_eq!(
+        (links[0].0.as_str(), links[0].1.as_str()),
+        ("indexed", "out/app.stripped")
+    );
+    assert_eq!(
+        (links[1].0.as_str(), links[1].1.as_str()),
+        ("skipped", "link.debug")
+    );
+    assert!(links[1].2.contains("symbolic link"), "{links:#?}");
+    let cut = of("/cut.7z");
+    assert!(
+        matches!(&cut[..], [(action, _, reason)] if action == "rejected" && reason.contains("malformed 7z")),
+        "{cut:#?}"
+    );
+    verify_clean(&store);
+}
+
 #[test]
 fn hostile_archives_are_recorded_not_fatal() {
     let w = Workdir::new();
