@@ -1196,9 +1196,12 @@ async fn index_entries(
     let archive_etag = file_sha1(&abs)?;
     let mut entries = 0usize;
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
+    // Archives are indexed one at a time (never beside another lane): no shared decoder
+    // budget is needed, each decoder stays within its own limit.
     let options = archive::Options {
         limits: unpack.limits.into(),
         stored_ranges: false,
+        memory: None,
     };
     let name = file_name(&abs);
     let mut walk = archive::Walker::start(

@@ -79,6 +79,7 @@ pub(crate) async fn index_archive(
     let options = archive::Options {
         limits: ctx.config.archive_limits,
         stored_ranges: true,
+        memory: ctx.config.decoder_memory,
     };
     let archive_id = upload_id(event, &info.etag);
     let name = symdex_shared::identity::file_name_of(&event.key).to_string();

@@ -46,6 +46,11 @@ pub struct LambdaConfig {
     /// object's liveness is asked by a HEAD rather than answered by that copy (made from the
     /// current object only where the source condition holds): three requests more.
     pub conditional_copies: bool,
+    /// Memory the archive decoders of the messages in flight may take at once (archive
+    /// memory.rs: a walk over it waits for the decoders before it): SYMDEX_DECODER_MEMORY_MB,
+    /// by default half the function's memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, which Lambda
+    /// sets); unbounded where neither is set (each decoder then only within its own limit).
+    pub decoder_memory: Option<&'static symdex_shared::archive::DecoderMemory>,
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -128,7 +133,9 @@ impl LambdaConfig {
                 "" => Ok(default),
                 "true" | "1" | "yes" | "on" => Ok(true),
                 "false" | "0" | "no" | "off" => Ok(false),
-                _ => Err(format!("{name}={value:?}: expected true or false")),
+                _ => Err(format!(
+                    "{name}={value:?}: expected true or false (or 1/0, yes/no, on/off)"
+                )),
             }
         };
         let defaults = symdex_shared::archive::Limits::default();
@@ -138,8 +145,20 @@ impl LambdaConfig {
             max_ratio: number("SYMDEX_ARCHIVE_MAX_RATIO", defaults.max_ratio)?,
             max_entries: number("SYMDEX_ARCHIVE_MAX_ENTRIES", defaults.max_entries)?,
         };
+        let decoder_memory_mb = match lookup("SYMDEX_DECODER_MEMORY_MB") {
+            Some(_) => Some(number("SYMDEX_DECODER_MEMORY_MB", 0)?),
+            None => lookup("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+                .and_then(|mb| mb.trim().parse::<u64>().ok())
+                .map(|mb| mb / 2),
+        };
+        // One budget for the process's walks, for as long as it lives.
+        let decoder_memory = decoder_memory_mb.map(|mb| {
+            let memory = symdex_shared::archive::DecoderMemory::new(mb.max(1) << 20);
+            &*Box::leak(Box::new(memory))
+        });
         Ok(LambdaConfig {
             archive_limits,
+            decoder_memory,
             serving_bucket,
             concurrency,
             pipeline: Config {
@@ -239,6 +258,25 @@ mod tests {
         assert_eq!(flag(" "), Ok(true), "empty: the default");
         let refused = flag("ture").unwrap_err();
         assert!(refused.contains("SYMDEX_SOURCE_JOINS"), "{refused}");
+        // The decoders' shared budget: half the function's memory, or as set; none outside
+        // Lambda.
+        assert!(c.decoder_memory.is_none());
+        let budget = |vars: &[(&str, &str)]| {
+            let mut vars = vars.to_vec();
+            vars.push(("SYMDEX_SERVING_BUCKET", "s"));
+            config(&vars).map(|c| c.decoder_memory.map(|m| m.budget()))
+        };
+        let mib = |n: u64| Ok(Some(n << 20));
+        assert_eq!(
+            budget(&[("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")]),
+            mib(256)
+        );
+        let both = [
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512"),
+            ("SYMDEX_DECODER_MEMORY_MB", "400"),
+        ];
+        assert_eq!(budget(&both), mib(400));
+        assert!(budget(&[("SYMDEX_DECODER_MEMORY_MB", "lots")]).is_err());
         let c = config(&[
             ("SYMDEX_SERVING_BUCKET", "serve"),
             ("SYMDEX_LAYOUTS", "ssqp, debuginfod"),

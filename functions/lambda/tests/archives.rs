@@ -650,3 +650,49 @@ async fn debuginfod_find_follows_an_alias_redirect_through_the_edge_function() {
         "one redirect, then the bytes: {log:?}"
     );
 }
+
+/// A batch of compressed archives processed at once (SYMDEX_CONCURRENCY) decodes within the
+/// decoders' shared budget (SYMDEX_DECODER_MEMORY_MB; half the function's memory by
+/// default): each walk reserves its decoder's memory as its stream's header says, the ones
+/// over the budget wait for the decoders before them, and every archive is indexed. Here
+/// the xz and 7z dictionaries (8 MiB) are each more than the 2 MiB budget: each is granted
+/// the whole budget, alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_archives_decodes_within_the_shared_memory_budget() {
+    let stack = Stack::new().await;
+    let vars = [
+        ("SYMDEX_DECODER_MEMORY_MB", "2"),
+        ("SYMDEX_CONCURRENCY", "4"),
+    ];
+    let ctx = Arc::new(Context::new(config(&vars), stack.moto.s3().await));
+    let fx = Fixtures::build();
+    let dir = fx.dir.path();
+    run(
+        dir,
+        "mkdir out && cp app.debug app.stripped out/ && tar -cJf a.tar.xz out \
+         && tar -cJf b.tar.xz out && tar --zstd -cf c.tar.zst out \
+         && 7zz a -t7z -bso0 -bsp0 d.7z out",
+    );
+    let shapes = ["a.tar.xz", "b.tar.xz", "c.tar.zst", "d.7z"];
+    for shape in shapes {
+        stack.upload(&format!("ci/{shape}"), &fx.path(shape)).await;
+    }
+    let messages = stack.receive(shapes.len()).await;
+    let response = handle_indexer(&ctx, sqs_event(&messages, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    let records = checks::manifest_records(&stack, SERVING).await;
+    for shape in shapes {
+        // The same two files in each: published by one, `unchanged` for the others.
+        let indexed = records
+            .iter()
+            .filter(|r| r["ingest_key"] == format!("ci/{shape}"))
+            .filter(|r| r["action"] == "indexed" || r["action"] == "unchanged")
+            .count();
+        assert_eq!(indexed, 2, "{shape}: {records:#?}");
+    }
+    let memory = ctx.config.decoder_memory.expect("a budget");
+    assert_eq!(memory.reserved(), 0, "every reservation given back");
+    assert_eq!(memory.peak(), 2 << 20, "the budget, never more");
+}

@@ -42,21 +42,36 @@ pub(super) fn expand(
 
 /// What `reader` decodes to as the compressed stream `container`, stopped at the archive's
 /// budget: even bytes that are skipped (an entry over its limit) cost time to decode.
+///
+/// An xz or zstd decoder's memory (a dictionary, a window: up to 256 and 128 MiB) is
+/// reserved from the walks' shared budget (memory.rs) as its stream's first block or frame
+/// header says, and the decoder is held to it: a later block or frame asking for more is an
+/// error of the stream (xz and zstd write every block of a stream alike). gzip and bzip2
+/// decoders take at most a few MiB, not reserved.
 pub(super) fn decoded<'r>(
     walk: &Walk<'_>,
     reader: &'r WatchedReader<'r>,
     container: Container,
 ) -> Result<impl Read + 'r, ExpandError> {
+    let head = crate::reader::read_up_to(reader, 0, 64).map_err(ExpandError::Io)?;
     let input = sequential(reader);
-    let decoder: Box<dyn Read + 'r> = match container {
-        Container::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
-        Container::Zstd => Box::new(ZstdFrames::new(input)),
-        Container::Xz => Box::new(lzma_rust2::XzReader::new_mem_limit(
-            input,
-            true,
-            XZ_MEM_LIMIT_KIB,
-        )),
-        Container::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
+    let (decoder, needs): (Box<dyn Read + 'r>, u64) = match container {
+        Container::Gzip => (Box::new(flate2::bufread::MultiGzDecoder::new(input)), 0),
+        Container::Zstd => {
+            let window = zstd_window(&head).map_or(ZSTD_MAX_WINDOW, |w| w.min(ZSTD_MAX_WINDOW));
+            // The decoder's buffers besides its window: a block (128 KiB) and a little.
+            (Box::new(ZstdFrames::new(input, window)), window + (1 << 20))
+        }
+        Container::Xz => {
+            let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
+            let needs = xz_first_block_lzma2(&head)
+                .and_then(super::memory::lzma2_memory)
+                .map_or(most, |needs| needs.min(most));
+            let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
+            let xz = lzma_rust2::XzReader::new_mem_limit(input, true, limit_kib);
+            (Box::new(xz), needs)
+        }
+        Container::Bzip2 => (Box::new(bzip2::bufread::MultiBzDecoder::new(input)), 0),
         other => {
             return Err(ExpandError::Malformed(format!(
                 "{} is not a compressed stream",
@@ -64,16 +79,86 @@ pub(super) fn decoded<'r>(
             )))
         }
     };
+    let reserved = (needs > 0).then(|| walk.reserve(needs)).flatten();
     Ok(Budget {
         inner: decoder,
         left: walk.left().saturating_add(1 << 20),
+        _reserved: reserved,
     })
 }
 
-/// Stops a decompressed stream at the archive's budget with an error that says so.
+/// The LZMA2 property (its dictionary) of an xz stream's first block, from the block header
+/// after the 12-byte stream header: `None` where the header is not one this reads (the
+/// decoder then gets the most it may take).
+pub(super) fn xz_first_block_lzma2(head: &[u8]) -> Option<u8> {
+    let header = head.get(12..)?;
+    let size = (usize::from(*header.first()?) + 1) * 4;
+    let header = header.get(..size)?;
+    let flags = *header.get(1)?;
+    let mut at = 2;
+    let varint = |at: &mut usize| -> Option<u64> {
+        let mut value = 0u64;
+        for shift in (0..63).step_by(7) {
+            let byte = *header.get(*at)?;
+            *at += 1;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Some(value);
+            }
+        }
+        None
+    };
+    for present in [0x40, 0x80] {
+        if flags & present != 0 {
+            varint(&mut at)?;
+        }
+    }
+    for _ in 0..=(flags & 3) {
+        let id = varint(&mut at)?;
+        let properties = usize::try_from(varint(&mut at)?).ok()?;
+        if id == 0x21 && properties == 1 {
+            return header.get(at).copied();
+        }
+        at = at.checked_add(properties)?;
+    }
+    None
+}
+
+/// The window a zstd stream's first frame says it needs, from its frame header (a frame of a
+/// single segment needs its content's size): `None` for anything else (a skippable frame
+/// first, a header this does not read).
+pub(super) fn zstd_window(head: &[u8]) -> Option<u64> {
+    if head.get(..4)? != [0x28, 0xb5, 0x2f, 0xfd] {
+        return None;
+    }
+    let descriptor = *head.get(4)?;
+    let single_segment = descriptor & 0x20 != 0;
+    if !single_segment {
+        let window = *head.get(5)?;
+        let base = 1u64 << (10 + (window >> 3));
+        return Some(base + (base / 8) * u64::from(window & 7));
+    }
+    let dictionary_id_size = [0, 1, 2, 4][usize::from(descriptor & 3)];
+    let content_size_size = [1, 2, 4, 8][usize::from(descriptor >> 6)];
+    let at = 5 + dictionary_id_size;
+    let field = head.get(at..at + content_size_size)?;
+    let mut bytes = [0u8; 8];
+    bytes[..content_size_size].copy_from_slice(field);
+    let size = u64::from_le_bytes(bytes);
+    // A two-byte field counts from 256.
+    Some(if content_size_size == 2 {
+        size + 256
+    } else {
+        size
+    })
+}
+
+/// Stops a decompressed stream at the archive's budget with an error that says so, and holds
+/// its decoder's memory reservation while it lives.
 struct Budget<R> {
     inner: R,
     left: u64,
+    _reserved: Option<super::Grant<'static>>,
 }
 
 impl<R: Read> Read for Budget<R> {
@@ -102,9 +187,10 @@ struct ZstdFrames<R> {
 }
 
 impl<R: BufRead> ZstdFrames<R> {
-    fn new(source: R) -> Self {
+    /// Frames whose window is over `max_window` are refused.
+    fn new(source: R, max_window: u64) -> Self {
         let mut decoder = FrameDecoder::new();
-        decoder.set_max_window_size(ZSTD_MAX_WINDOW);
+        decoder.set_max_window_size(max_window);
         ZstdFrames {
             source,
             decoder,

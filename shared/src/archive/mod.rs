@@ -20,6 +20,7 @@ mod cab;
 mod compressed;
 mod cpio;
 mod deb;
+mod memory;
 mod rpm;
 mod sevenz;
 mod tar;
@@ -34,6 +35,8 @@ use std::sync::Arc;
 use crate::identity::file_name_of;
 use crate::reader::{read_up_to, FileReader, MemReader, RangeReader};
 use crate::storage::local::Sha1Writer;
+
+pub use memory::{DecoderMemory, Grant};
 
 /// The kinds of container symdex expands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +148,9 @@ pub struct Options {
     /// Report zip entries stored uncompressed as byte ranges of the archive ([`Event::Stored`])
     /// instead of expanding them (the caller copies ranges server-side).
     pub stored_ranges: bool,
+    /// The budget the decoders of several walks at once share (a Lambda invocation's);
+    /// `None`: each decoder is bounded only by its own limit.
+    pub memory: Option<&'static DecoderMemory>,
 }
 
 /// An expanded entry's bytes: small entries in memory, larger ones in a scratch file that
@@ -265,6 +271,12 @@ impl Walk<'_> {
             entry,
             reason: reason.into(),
         })
+    }
+
+    /// Reserves `bytes` of decoder memory from the shared budget, if there is one (waiting
+    /// for other walks' decoders to finish where it is spent).
+    fn reserve(&self, bytes: u64) -> Option<Grant<'static>> {
+        self.options.memory.map(|memory| memory.reserve(bytes))
     }
 
     /// Bytes the whole archive may still expand to.

@@ -138,11 +138,15 @@ fn expand_hostile(
     name: &str,
     stored_ranges: bool,
 ) -> (Vec<Outcome>, Result<(), ExpandError>) {
+    // Every decoder's reservation is given back, however the walk ends.
+    let memory: &'static DecoderMemory = Box::leak(Box::new(DecoderMemory::new(1 << 40)));
     let options = Options {
         limits: LIMITS,
         stored_ranges,
+        memory: Some(memory),
     };
     let ((seen, result), held) = measure(|| expand_seen_as(bytes, container, name, options));
+    assert_eq!(memory.reserved(), 0, "{name}: decoder memory left reserved");
     assert!(
         held <= MOST_HELD,
         "{held} bytes held expanding {} bytes as {name}",

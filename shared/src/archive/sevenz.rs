@@ -62,6 +62,9 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
         let rest_reason = if archive.is_file_encrypted(first) {
             "an encrypted 7z entry (symdex is given no password)".to_string()
         } else {
+            // The block's decoders' memory, reserved from the walks' shared budget while the
+            // block is decoded (memory.rs).
+            let _reserved = walk.reserve(block_memory(&archive.blocks[block]));
             let mut stop: Option<Stop> = None;
             let decoder = BlockDecoder::new_with_memory_limit(
                 1,
@@ -187,6 +190,33 @@ fn visit(
     }
     walk.entry(name, data, None)?;
     Ok(Visited::Next)
+}
+
+/// What decoding `block` takes, by its coders' properties: an LZMA or LZMA2 decoder its
+/// dictionary (at most [`MEM_LIMIT_KIB`]: the crate refuses more) and its state, anything
+/// else (filters, bzip2, a stored block) a few MiB at most.
+fn block_memory(block: &::sevenz_rust2::Block) -> u64 {
+    use ::sevenz_rust2::EncoderMethod;
+    let most = (MEM_LIMIT_KIB as u64) << 10;
+    block
+        .coders
+        .iter()
+        .map(|coder| {
+            let properties = coder.properties();
+            let needs = match coder.encoder_method_id() {
+                EncoderMethod::ID_LZMA2 => properties
+                    .first()
+                    .and_then(|&property| super::memory::lzma2_memory(property)),
+                // A dictionary size after the lc/lp/pb byte; up to 6 MiB of probabilities.
+                EncoderMethod::ID_LZMA => properties
+                    .get(1..5)
+                    .and_then(|size| size.try_into().ok())
+                    .map(|size| u64::from(u32::from_le_bytes(size)) + (8 << 20)),
+                _ => Some(4 << 20),
+            };
+            needs.map_or(most, |needs| needs.min(most))
+        })
+        .sum()
 }
 
 /// The crate's error in words (its `Display` is its `Debug`).
