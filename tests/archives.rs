@@ -122,8 +122,13 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         &["-ms=off", "-m0=BZip2", "debug-bzip2.7z", "out"],
         &["-m0=LZMA", "lib-pdb.7z", "lib.pdb"],
         &["-mf=BCJ2", "lib-dll.7z", "lib.dll"],
+        // A zip in Deflate64 (what Windows' compressed folders write for large files).
+        &["-tzip", "-mm=Deflate64", "deflate64.zip", "out"],
     ] {
-        let mut command = vec!["a", "-t7z", "-bso0", "-bsp0"];
+        let mut command = vec!["a", "-bso0", "-bsp0"];
+        if !args[0].starts_with("-t") {
+            command.push("-t7z");
+        }
         command.extend_from_slice(args);
         w.run("7zz", &command);
     }
@@ -182,6 +187,7 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("debug-bzip2.7z", &elf_pair),
         ("lib-pdb.7z", &pdb_only),
         ("lib-dll.7z", &dll_only),
+        ("deflate64.zip", &elf_pair),
     ] {
         let store = w.path(&format!("store-{shape}"));
         let archive = w.path(shape);
@@ -246,16 +252,21 @@ fn sevenz_entries_symdex_does_not_take_are_recorded_with_their_reason() {
     let w = artifacts();
     w.run("ln", &["-s", "out/app.debug", "link.debug"]);
     let sevenz = |args: &[&str]| {
-        let mut command = vec!["a", "-t7z", "-bso0", "-bsp0"];
+        let mut command = vec!["a", "-bso0", "-bsp0"];
+        if !args[0].starts_with("-t") {
+            command.push("-t7z");
+        }
         command.extend_from_slice(args);
         w.run("7zz", &command);
     };
     sevenz(&["-m0=PPMd", "ppmd.7z", "out"]);
+    // A zip entry in a method symdex does not decode (PPMd, method 98): rejected, saying so.
+    sevenz(&["-tzip", "-mm=PPMd", "ppmd.zip", "out/app.debug"]);
     sevenz(&["-snl", "links.7z", "link.debug", "out/app.stripped"]);
     let links = std::fs::read(w.path("links.7z")).unwrap();
     std::fs::write(w.path("cut.7z"), &links[..links.len() - 20]).unwrap();
     let store = w.path("store");
-    let inputs = ["ppmd.7z", "links.7z", "cut.7z"].map(|f| w.path(f));
+    let inputs = ["ppmd.7z", "links.7z", "cut.7z", "ppmd.zip"].map(|f| w.path(f));
     let records = index_into(&store, &inputs.each_ref().map(|p| p.as_path()));
     let of = |input: &str| -> Vec<(String, String, String)> {
         records
@@ -286,6 +297,11 @@ fn sevenz_entries_symdex_does_not_take_are_recorded_with_their_reason() {
         ("skipped", "link.debug")
     );
     assert!(links[1].2.contains("symbolic link"), "{links:#?}");
+    let zip = of("/ppmd.zip");
+    assert!(
+        matches!(&zip[..], [(action, entry, reason)] if action == "rejected" && entry == "out/app.debug" && reason.contains("unsupported")),
+        "{zip:#?}"
+    );
     let cut = of("/cut.7z");
     assert!(
         matches!(&cut[..], [(action, _, reason)] if action == "rejected" && reason.contains("malformed 7z")),
