@@ -55,6 +55,14 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
                 ]),
             ),
             (Container::Tar, "a.tar", tar.clone()),
+            (
+                Container::Zip,
+                "b.zip",
+                as_deflate64(zip_of(&[
+                    ("a.debug", &small, Deflated),
+                    ("b.txt", &text, Deflated),
+                ])),
+            ),
             (Container::Gzip, "a.tar.gz", gzip(&tar)),
             (Container::Zstd, "a.tar.zst", zstd(&tar)),
             (Container::Xz, "a.tar.xz", xz(&tar)),
@@ -102,6 +110,34 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
             ),
         ]
     })
+}
+
+/// A zip whose Deflate entries are marked Deflate64 (method 9), in their local headers and
+/// the central directory: a Deflate stream that never codes length 258 (which Deflate64
+/// reads with 16 extra bits) decodes the same, so the seed reaches the Deflate64 decoder.
+fn as_deflate64(mut zip: Vec<u8>) -> Vec<u8> {
+    let mut marked = 0;
+    let mut at = 0;
+    while at + 12 <= zip.len() {
+        let method = match &zip[at..at + 4] {
+            b"PK\x03\x04" => at + 8,
+            b"PK\x01\x02" => at + 10,
+            _ => {
+                at += 1;
+                continue;
+            }
+        };
+        if zip[method..method + 2] == [8, 0] {
+            zip[method] = 9;
+            marked += 1;
+        }
+        at += 4;
+    }
+    assert!(
+        marked >= 2,
+        "an entry's local header and its directory entry"
+    );
+    zip
 }
 
 /// The most memory a walk may hold at once, whatever the archive claims: what it holds by
@@ -217,6 +253,14 @@ fn the_seeds_expand_and_reach_the_limits() {
     // In the tar, the small entry and the text (about 39 KB) are expanded; the zeros (100 KiB)
     // are over the entry limit.
     let (seen, _) = expand_hostile(&seeds()[1].2, Container::Tar, "a.tar", false);
+    // The Deflate64 zip's entries decode as they were written.
+    let (seen64, result) = expand_hostile(&seeds()[2].2, Container::Zip, "b.zip", false);
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        matches!(seen64[..], [Outcome::Bytes(14), Outcome::Bytes(38_890)]),
+        "{} outcomes",
+        seen64.len()
+    );
     assert!(
         matches!(
             seen[..],
