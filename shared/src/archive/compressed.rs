@@ -13,6 +13,9 @@ use super::{detect, expanded_name, sequential, Container, ExpandError, Walk, Wat
 pub(super) const ZSTD_MAX_WINDOW: u64 = 128 << 20;
 /// Memory the xz decoder may use (xz -9 needs 65 MiB).
 pub(super) const XZ_MEM_LIMIT_KIB: u32 = 256 * 1024;
+/// The least dictionary or window an xz or zstd decoder is given, whatever its first header
+/// says: what `xz` (-6) and `zstd` (up to -19) write by default.
+const FLOOR_WINDOW: u64 = 8 << 20;
 
 pub(super) fn expand(
     walk: &mut Walk<'_>,
@@ -45,9 +48,10 @@ pub(super) fn expand(
 ///
 /// An xz or zstd decoder's memory (a dictionary, a window: up to 256 and 128 MiB) is
 /// reserved from the walks' shared budget (memory.rs) as its stream's first block or frame
-/// header says, and the decoder is held to it: a later block or frame asking for more is an
-/// error of the stream (xz and zstd write every block of a stream alike). gzip and bzip2
-/// decoders take at most a few MiB, not reserved.
+/// header says, at least [`FLOOR_WINDOW`], and the decoder is held to it: a later block or
+/// frame asking for more is an error of the stream (xz and zstd write every block of a
+/// stream alike; streams concatenated from several runs of the tool up to the floor). gzip
+/// and bzip2 decoders take at most a few MiB, not reserved.
 pub(super) fn decoded<'r>(
     walk: &Walk<'_>,
     reader: &'r WatchedReader<'r>,
@@ -58,15 +62,17 @@ pub(super) fn decoded<'r>(
     let (decoder, needs): (Box<dyn Read + 'r>, u64) = match container {
         Container::Gzip => (Box::new(flate2::bufread::MultiGzDecoder::new(input)), 0),
         Container::Zstd => {
-            let window = zstd_window(&head).map_or(ZSTD_MAX_WINDOW, |w| w.min(ZSTD_MAX_WINDOW));
+            let window = zstd_window(&head)
+                .map_or(ZSTD_MAX_WINDOW, |w| w.clamp(FLOOR_WINDOW, ZSTD_MAX_WINDOW));
             // The decoder's buffers besides its window: a block (128 KiB) and a little.
             (Box::new(ZstdFrames::new(input, window)), window + (1 << 20))
         }
         Container::Xz => {
             let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
+            let floor = FLOOR_WINDOW + (1 << 20);
             let needs = xz_first_block_lzma2(&head)
                 .and_then(super::memory::lzma2_memory)
-                .map_or(most, |needs| needs.min(most));
+                .map_or(most, |needs| needs.clamp(floor, most));
             let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
             let xz = lzma_rust2::XzReader::new_mem_limit(input, true, limit_kib);
             (Box::new(xz), needs)
