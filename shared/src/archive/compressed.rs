@@ -64,12 +64,12 @@ pub(super) fn decoded<'r>(
         Container::Zstd => {
             let window = zstd_window(&head)
                 .map_or(ZSTD_MAX_WINDOW, |w| w.clamp(FLOOR_WINDOW, ZSTD_MAX_WINDOW));
-            // The decoder's buffers besides its window: a block (128 KiB) and a little.
-            (Box::new(ZstdFrames::new(input, window)), window + (1 << 20))
+            let needs = super::memory::window_memory(window);
+            (Box::new(ZstdFrames::new(input, window)), needs)
         }
         Container::Xz => {
             let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
-            let floor = FLOOR_WINDOW + (1 << 20);
+            let floor = super::memory::window_memory(FLOOR_WINDOW);
             let needs = xz_first_block_lzma2(&head)
                 .and_then(super::memory::lzma2_memory)
                 .map_or(most, |needs| needs.clamp(floor, most));

@@ -211,7 +211,10 @@ fn block_memory(block: &::sevenz_rust2::Block) -> u64 {
                 EncoderMethod::ID_LZMA => properties
                     .get(1..5)
                     .and_then(|size| size.try_into().ok())
-                    .map(|size| u64::from(u32::from_le_bytes(size)) + (8 << 20)),
+                    .map(|size| {
+                        super::memory::window_memory(u64::from(u32::from_le_bytes(size)))
+                            + (6 << 20)
+                    }),
                 _ => Some(4 << 20),
             };
             needs.map_or(most, |needs| needs.min(most))
