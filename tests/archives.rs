@@ -49,6 +49,16 @@ fn index_into(store: &Path, inputs: &[&Path]) -> Vec<serde_json::Value> {
     index_json(store, &args)
 }
 
+/// `7zz a` with `args` (a 7z archive unless they name another type with `-t`), quietly.
+fn seven_zip(w: &Workdir, args: &[&str]) {
+    let mut command = vec!["a", "-bso0", "-bsp0"];
+    if !args.iter().any(|a| a.starts_with("-t")) {
+        command.push("-t7z");
+    }
+    command.extend_from_slice(args);
+    w.run("7zz", &command);
+}
+
 /// An ELF program split into `out/app.debug` + `out/app.stripped`, and a DLL with its PDB.
 fn artifacts() -> Workdir {
     let w = Workdir::new();
@@ -125,12 +135,7 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         // A zip in Deflate64 (what Windows' compressed folders write for large files).
         &["-tzip", "-mm=Deflate64", "deflate64.zip", "out"],
     ] {
-        let mut command = vec!["a", "-bso0", "-bsp0"];
-        if !args[0].starts_with("-t") {
-            command.push("-t7z");
-        }
-        command.extend_from_slice(args);
-        w.run("7zz", &command);
+        seven_zip(&w, args);
     }
 
     // An RPM of both files (a -debuginfo package), its payload in each compression rpmbuild
@@ -251,14 +256,7 @@ fn deleting_an_archive_unpublishes_what_only_it_referenced() {
 fn sevenz_entries_symdex_does_not_take_are_recorded_with_their_reason() {
     let w = artifacts();
     w.run("ln", &["-s", "out/app.debug", "link.debug"]);
-    let sevenz = |args: &[&str]| {
-        let mut command = vec!["a", "-bso0", "-bsp0"];
-        if !args[0].starts_with("-t") {
-            command.push("-t7z");
-        }
-        command.extend_from_slice(args);
-        w.run("7zz", &command);
-    };
+    let sevenz = |args: &[&str]| seven_zip(&w, args);
     sevenz(&["-m0=PPMd", "ppmd.7z", "out"]);
     // A zip entry in a method symdex does not decode (PPMd, method 98): rejected, saying so.
     sevenz(&["-tzip", "-mm=PPMd", "ppmd.zip", "out/app.debug"]);
