@@ -104,6 +104,8 @@ module "symdex" {{
   allowed_cidrs            = ["10.0.0.0/8", "2001:db8::/32"]
   require_auth             = true
   publish_edge_function    = false
+  # The archive decoders' shared budget, set (unset: half of indexer_memory_mb).
+  decoder_memory_mb        = 300
 }}
 
 output "ingest_bucket" {{ value = module.symdex.ingest_bucket }}
@@ -230,6 +232,10 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     assert_eq!(
         indexer["environment"][0]["variables"]["SYMDEX_SOURCE_JOINS"],
         "true"
+    );
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_DECODER_MEMORY_MB"],
+        "300"
     );
     for resource in [
         "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",

@@ -40,6 +40,8 @@ locals {
       SYMDEX_ARCHIVE_MAX_ENTRIES    = tostring(var.archive_max_entries)
     },
     { for layout, prefix in var.layout_prefixes : "SYMDEX_PREFIX_${upper(layout)}" => prefix },
+    # Unset, the functions take half of their memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE).
+    var.decoder_memory_mb == null ? {} : { SYMDEX_DECODER_MEMORY_MB = tostring(var.decoder_memory_mb) },
   )
 }
 

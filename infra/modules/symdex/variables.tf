@@ -172,6 +172,16 @@ variable "timeout_seconds" {
   default     = 120
 }
 
+variable "decoder_memory_mb" {
+  description = "Memory the archive decoders (xz, zstd, 7z) of the messages in flight take at once (SYMDEX_DECODER_MEMORY_MB): a walk over it waits for the decoders before it, so that several large archives in one batch cannot take more than the function has. null: half of indexer_memory_mb."
+  type        = number
+  default     = null
+  validation {
+    condition     = var.decoder_memory_mb == null ? true : var.decoder_memory_mb >= 16
+    error_message = "decoder_memory_mb is at least 16 (or null: half of indexer_memory_mb)."
+  }
+}
+
 variable "message_concurrency" {
   description = "Messages of one SQS batch an invocation processes at once (SYMDEX_CONCURRENCY)."
   type        = number
