@@ -57,8 +57,11 @@ pub(super) fn decoded<'r>(
     reader: &'r WatchedReader<'r>,
     container: Container,
 ) -> Result<impl Read + 'r, ExpandError> {
-    let head = crate::reader::read_up_to(reader, 0, 64).map_err(ExpandError::Io)?;
-    let input = sequential(reader);
+    // The stream's header, from the read-ahead window the decoder then reads on (no read of
+    // its own: over S3 each read is a GET).
+    let mut input = sequential(reader);
+    let window = input.fill_buf().map_err(ExpandError::Io)?;
+    let head = window[..window.len().min(64)].to_vec();
     let (decoder, needs): (Box<dyn Read + 'r>, u64) = match container {
         Container::Gzip => (Box::new(flate2::bufread::MultiGzDecoder::new(input)), 0),
         Container::Zstd => {
