@@ -369,20 +369,12 @@ fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
     let store = w.path("store");
     index_json(&store, &[w.path("debug.tar.zst").to_str().unwrap()]);
     let server = Server::start(&store);
-    let out = Command::new("debuginfod-find")
-        .args(["debuginfo", BID_HEX])
+    let mut find = Command::new("debuginfod-find");
+    find.args(["debuginfo", BID_HEX])
         .env("DEBUGINFOD_URLS", server.url())
-        .env("DEBUGINFOD_CACHE_PATH", w.path("cache"))
-        .output()
-        .expect("debuginfod-find (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fetched = String::from_utf8(out.stdout).unwrap();
+        .env("DEBUGINFOD_CACHE_PATH", w.path("cache"));
     assert_eq!(
-        std::fs::read(fetched.trim()).unwrap(),
+        common::fetched_by(find),
         std::fs::read(w.path("out/app.debug")).unwrap()
     );
 }

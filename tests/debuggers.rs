@@ -73,15 +73,8 @@ fn debuginfod_find_fetches_byte_identical_files() {
     for (what, original) in [("debuginfo", "app.debug"), ("executable", "app.stripped")] {
         let mut cmd = client("debuginfod-find", &w, &server);
         cmd.args([what, &build_id]);
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{what}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let fetched = String::from_utf8(out.stdout).unwrap();
         assert_eq!(
-            std::fs::read(fetched.trim()).unwrap(),
+            common::fetched_by(cmd),
             std::fs::read(w.path(original)).unwrap(),
             "{what} differs"
         );
@@ -215,15 +208,8 @@ fn debuginfod_find_sends_the_token_of_its_headers_file() {
     with.env("DEBUGINFOD_HEADERS_FILE", w.path("headers"))
         .env("DEBUGINFOD_CACHE_PATH", w.path("cache-with-token"))
         .args(["debuginfo", &build_id]);
-    let out = with.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fetched = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
-        std::fs::read(fetched.trim()).unwrap(),
+        common::fetched_by(with),
         std::fs::read(w.path("app.debug")).unwrap()
     );
 }
@@ -296,15 +282,8 @@ fn debuginfod_find_gets_a_section_without_the_whole_debug_file() {
     );
     let mut cmd = client("debuginfod-find", &w, &server);
     cmd.args(["section", &build_id, ".debug_line"]);
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fetched = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
-        std::fs::read(fetched.trim()).unwrap(),
+        common::fetched_by(cmd),
         std::fs::read(w.path("line.bin")).unwrap(),
         "the section, byte for byte"
     );

@@ -89,14 +89,7 @@ fn missing_sources(store: &Path) -> Vec<String> {
 fn fetch_source(w: &Workdir, server: &Server, build_id: &str, path: &str) -> Vec<u8> {
     let mut find = client("debuginfod-find", w, server);
     find.args(["source", build_id, path]);
-    let out = find.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{path}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fetched = String::from_utf8(out.stdout).unwrap();
-    std::fs::read(fetched.trim()).unwrap()
+    common::fetched_by(find)
 }
 
 fn debug_record(records: &[serde_json::Value]) -> &serde_json::Value {

@@ -327,6 +327,21 @@ pub fn debuginfod_client(program: &str, w: &Workdir, server: &Server) -> Command
     cmd
 }
 
+/// Runs `client` (a `debuginfod-find` set up to ask a server), which must succeed: the bytes
+/// of the file whose path it printed.
+pub fn fetched_by(mut client: Command) -> Vec<u8> {
+    let out = client
+        .output()
+        .expect("debuginfod-find (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{client:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    std::fs::read(fetched.trim()).unwrap()
+}
+
 /// Every published key of a local store with its bytes (bookkeeping and manifests left out).
 pub fn published_files(store: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     files_of(store, |key| {
