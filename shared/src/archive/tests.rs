@@ -875,14 +875,21 @@ fn a_7z_entry_over_the_limits_is_decoded_through_or_ends_its_block() {
     assert_eq!(files(&seen), [("a", A), ("b", B)], "{seen:?}");
 }
 
+/// Where a 7z archive's next header lies: its start header's offset (after the 32-byte
+/// signature header) and size.
+pub(super) fn sevenz_header(archive: &[u8]) -> std::ops::Range<usize> {
+    let offset = u64::from_le_bytes(archive[12..20].try_into().unwrap()) as usize;
+    let size = u64::from_le_bytes(archive[20..28].try_into().unwrap()) as usize;
+    32 + offset..32 + offset + size
+}
+
 /// The next header of a 7z archive edited by `edit`, the start header's offset, size and
 /// checksums made to fit (a lie the checksums cannot catch).
 pub(super) fn sevenz_with_header(archive: &[u8], edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
-    let offset = u64::from_le_bytes(archive[12..20].try_into().unwrap()) as usize;
-    let size = u64::from_le_bytes(archive[20..28].try_into().unwrap()) as usize;
-    let mut header = archive[32 + offset..32 + offset + size].to_vec();
+    let at = sevenz_header(archive);
+    let mut header = archive[at.clone()].to_vec();
     edit(&mut header);
-    let mut out = archive[..32 + offset].to_vec();
+    let mut out = archive[..at.start].to_vec();
     out.extend_from_slice(&header);
     out[20..28].copy_from_slice(&(header.len() as u64).to_le_bytes());
     let crc = |bytes: &[u8]| {
@@ -907,38 +914,31 @@ fn a_malformed_7z_says_why_and_an_undecodable_block_rejects_its_entries() {
         "{err}"
     );
     // Its header is stored plain: LZMA2's coder (flags 0x21: one id byte, properties; id 0x21).
-    let header = |archive: &[u8]| {
-        let offset = u64::from_le_bytes(archive[12..20].try_into().unwrap()) as usize;
-        archive[32 + offset..].to_vec()
-    };
     let coder = |h: &[u8]| h.windows(2).position(|w| w == [0x21, 0x21]).expect("LZMA2");
-    assert!(coder(&header(&archive)) > 0);
+    assert!(coder(&archive[sevenz_header(&archive)]) > 0);
+    // Both entries of `edited` rejected, each reason saying `says`.
+    let both_rejected = |edited: &[u8], name: &str, says: &str| {
+        let seen = expand_all(edited, name, Options::default()).unwrap();
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        for s in &seen {
+            assert!(
+                matches!(s, Seen::Rejected(_, reason) if reason.contains(says)),
+                "{seen:?}"
+            );
+        }
+    };
     // A method symdex does not decode (PPMd's id): each entry rejected, saying so.
     let ppmd = sevenz_with_header(&archive, |h| {
         let at = coder(h);
         h.splice(at..at + 2, [0x23, 0x03, 0x04, 0x01]);
     });
-    let seen = expand_all(&ppmd, "ppmd.7z", Options::default()).unwrap();
-    assert_eq!(seen.len(), 2, "{seen:?}");
-    for s in &seen {
-        assert!(
-            matches!(s, Seen::Rejected(_, reason) if reason.contains("not decoded: compressed with PPMD")),
-            "{seen:?}"
-        );
-    }
+    both_rejected(&ppmd, "ppmd.7z", "not decoded: compressed with PPMD");
     // An encrypted block (AES's id): its entries rejected as encrypted.
     let aes = sevenz_with_header(&archive, |h| {
         let at = coder(h);
         h.splice(at..at + 2, [0x24, 0x06, 0xf1, 0x07, 0x01]);
     });
-    let seen = expand_all(&aes, "aes.7z", Options::default()).unwrap();
-    assert_eq!(seen.len(), 2, "{seen:?}");
-    for s in &seen {
-        assert!(
-            matches!(s, Seen::Rejected(_, reason) if reason.contains("encrypted")),
-            "{seen:?}"
-        );
-    }
+    both_rejected(&aes, "aes.7z", "encrypted");
     // The dictionary a block's LZMA2 property claims: 128 MiB (what `7zz -mx9` gives a large
     // file) is decoded, 384 MiB is over the memory limit and says so.
     let with_dictionary = |property: u8| {
@@ -950,14 +950,7 @@ fn a_malformed_7z_says_why_and_an_undecodable_block_rejects_its_entries() {
     };
     let seen = expand_all(&with_dictionary(30), "128m.7z", Options::default()).unwrap();
     assert_eq!(files(&seen), [("a", A), ("b", B)], "{seen:?}");
-    let seen = expand_all(&with_dictionary(33), "384m.7z", Options::default()).unwrap();
-    assert_eq!(seen.len(), 2, "{seen:?}");
-    for s in &seen {
-        assert!(
-            matches!(s, Seen::Rejected(_, reason) if reason.contains("KiB of memory, over the")),
-            "{seen:?}"
-        );
-    }
+    both_rejected(&with_dictionary(33), "384m.7z", "KiB of memory, over the");
     // Data that does not decode: the first entry rejected as unreadable, the rest as not
     // decoded.
     let mut corrupt = sevenz_of(&[("a", &vec![5u8; 50_000]), ("b", B)], true);
