@@ -121,11 +121,9 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
         if visited[index] {
             continue;
         }
-        match visit(walk, entry, &mut io::empty())? {
-            Visited::Stop(Stop::Spent) => return Ok(()),
-            Visited::Stop(Stop::Failed(e)) => return Err(e),
-            // (An entry without data is over no limit but the spent budget's.)
-            Visited::Next | Visited::Stop(Stop::RestOfBlock(_)) => {}
+        // (An entry without data is over no limit but the spent budget's.)
+        if let Visited::Stop(Stop::Spent) = visit(walk, entry, &mut io::empty())? {
+            return Ok(());
         }
     }
     Ok(())
@@ -142,7 +140,7 @@ enum Stop {
     Spent,
     /// The block's remaining entries are rejected with this reason.
     RestOfBlock(String),
-    /// The visitor or reading failed.
+    /// The visitor or reading failed (set by a block's callback, which cannot return it).
     Failed(ExpandError),
 }
 
