@@ -493,6 +493,38 @@ pub fn expand(
     scratch: &Path,
     visit: &mut dyn FnMut(Event) -> io::Result<()>,
 ) -> Result<(), ExpandError> {
+    // A parser or decoder that panics on what it reads (the `cab` crate did, cab.rs) would
+    // panic again on a retry: the archive is malformed, for every caller (`index` and the
+    // Lambda walk on a thread of their own, `keys` and `check` on theirs). A panic in
+    // `visit` is the caller's own and goes on unwinding.
+    let in_visit = std::cell::Cell::new(false);
+    let mut visit = |event| {
+        in_visit.set(true);
+        let visited = visit(event);
+        in_visit.set(false);
+        visited
+    };
+    let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        walk_from_start(reader, container, name, options, scratch, &mut visit)
+    }));
+    match walked {
+        Ok(walked) => walked,
+        Err(panic) if in_visit.get() => std::panic::resume_unwind(panic),
+        Err(panic) => Err(ExpandError::Malformed(format!(
+            "reading the archive panicked: {}",
+            crate::panic_message(&*panic)
+        ))),
+    }
+}
+
+fn walk_from_start(
+    reader: &dyn RangeReader,
+    container: Container,
+    name: &str,
+    options: &Options,
+    scratch: &Path,
+    visit: &mut dyn FnMut(Event) -> io::Result<()>,
+) -> Result<(), ExpandError> {
     let mut state = Walk {
         options: *options,
         scratch: scratch.to_path_buf(),
@@ -602,9 +634,9 @@ impl Walker {
         self.received.close();
         match self.thread.take().map(std::thread::JoinHandle::join) {
             Some(Ok(result)) => result,
-            // A parser or decoder that panics on what it reads (the `cab` crate did, cab.rs)
-            // will panic again on a retry: the archive is told malformed (its record says
-            // so), not retried until the queue gives up on it.
+            // `expand` tells a parser's panic as a malformed archive; one here is this
+            // walker's own (its hand-over), told the same way: not retried until the queue
+            // gives up on it.
             Some(Err(panic)) => Err(ExpandError::Malformed(format!(
                 "reading the archive panicked: {}",
                 crate::panic_message(&*panic)

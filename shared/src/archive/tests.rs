@@ -522,20 +522,65 @@ fn names_of_single_compressed_files() {
     assert_eq!(expanded_name("plain"), "plain");
 }
 
+/// An archive whose reads past its first 512 bytes panic, as a parser's bug would.
+struct PanicsPastTheHeader(Vec<u8>);
+
+impl RangeReader for PanicsPastTheHeader {
+    fn size(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        assert!(offset < 512, "a parser's bug");
+        MemReader(&self.0).read_exact_at(offset, buf)
+    }
+}
+
+/// `keys` and `check` call [`expand`] on their own thread: a parser's panic is the archive's
+/// fault, told as malformed after the entries before it, not a panic of the command; a panic
+/// in the caller's own `visit` is the caller's and goes on.
+#[test]
+fn expand_tells_a_parser_panic_as_a_malformed_archive() {
+    let tar = tar_of(&[("a", &vec![2u8; 256]), ("b", &vec![1u8; 2 << 20])]);
+    let scratch = tempfile::tempdir().unwrap();
+    let reader = PanicsPastTheHeader(tar);
+    let mut seen = Vec::new();
+    let walked = expand(
+        &reader,
+        Container::Tar,
+        "t.tar",
+        &Options::default(),
+        scratch.path(),
+        &mut |event| {
+            if let Event::File { entry, .. } = event {
+                seen.push(entry);
+            }
+            Ok(())
+        },
+    );
+    assert!(
+        matches!(&walked, Err(ExpandError::Malformed(reason)) if reason.contains("panicked: a parser's bug")),
+        "{walked:?}"
+    );
+    assert_eq!(seen, ["a"]);
+
+    let ours = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        expand(
+            &MemReader(&tar_of(&[("a", A)])),
+            Container::Tar,
+            "t.tar",
+            &Options::default(),
+            scratch.path(),
+            &mut |_| panic!("the caller's bug"),
+        )
+    }));
+    let panic = ours.expect_err("the caller's panic was caught");
+    assert_eq!(crate::panic_message(&*panic), "the caller's bug");
+}
+
 /// A walk whose parser panics ends with the archive malformed (a record saying why), not an
 /// I/O error that would be retried until the queue gives up: the same bytes panic again.
 #[tokio::test]
 async fn a_walk_that_panics_ends_with_the_archive_malformed() {
-    struct PanicsPastTheHeader(Vec<u8>);
-    impl RangeReader for PanicsPastTheHeader {
-        fn size(&self) -> u64 {
-            self.0.len() as u64
-        }
-        fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-            assert!(offset < 512, "a parser's bug");
-            MemReader(&self.0).read_exact_at(offset, buf)
-        }
-    }
     let tar = tar_of(&[("a", A), ("b", &vec![1u8; 2 << 20])]);
     let scratch = tempfile::tempdir().unwrap();
     let reader = Arc::new(PanicsPastTheHeader(tar));
