@@ -93,6 +93,7 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
     // The shapes, made by the tools CI uses.
     w.run("zip", &["-q", "-0", "-r", "stored.zip", "out"]);
     w.run("zip", &["-q", "-9", "-r", "deflated.zip", "out"]);
+    w.run("zip", &["-q", "-Z", "bzip2", "-r", "bzip2.zip", "out"]);
     w.run("cp", &["deflated.zip", "symbols.snupkg"]);
     w.run("tar", &["-czf", "debug.tar.gz", "out"]);
     w.run("tar", &["--zstd", "-cf", "debug.tar.zst", "out"]);
@@ -134,6 +135,10 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         &["-mf=BCJ2", "lib-dll.7z", "lib.dll"],
         // A zip in Deflate64 (what Windows' compressed folders write for large files).
         &["-tzip", "-mm=Deflate64", "deflate64.zip", "out"],
+        // Zips in the methods the zip crate is built without (symdex decodes them).
+        &["-tzip", "-mm=LZMA", "lzma.zip", "out"],
+        &["-tzip", "-mm=XZ", "xz.zip", "out"],
+        &["-tzip", "-mm=BZip2", "bzip2-7z.zip", "lib.pdb"],
     ] {
         seven_zip(&w, args);
     }
@@ -193,6 +198,10 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("lib-pdb.7z", &pdb_only),
         ("lib-dll.7z", &dll_only),
         ("deflate64.zip", &elf_pair),
+        ("bzip2.zip", &elf_pair),
+        ("lzma.zip", &elf_pair),
+        ("xz.zip", &elf_pair),
+        ("bzip2-7z.zip", &pdb_only),
     ] {
         let store = w.path(&format!("store-{shape}"));
         let archive = w.path(shape);

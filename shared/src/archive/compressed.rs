@@ -57,9 +57,19 @@ pub(super) fn decoded<'r>(
     reader: &'r WatchedReader<'r>,
     container: Container,
 ) -> Result<impl Read + 'r, ExpandError> {
+    stream_decoder(walk, sequential(reader), container)
+}
+
+/// A decoder of the compressed stream `container` that `input` holds (an archive, or a zip
+/// entry's data), its memory reserved and its output stopped at the archive's budget as
+/// [`decoded`] says.
+pub(super) fn stream_decoder<'r>(
+    walk: &Walk<'_>,
+    mut input: impl BufRead + 'r,
+    container: Container,
+) -> Result<Budget<Box<dyn Read + 'r>>, ExpandError> {
     // The stream's header, from the read-ahead window the decoder then reads on (no read of
     // its own: over S3 each read is a GET).
-    let mut input = sequential(reader);
     let window = input.fill_buf().map_err(ExpandError::Io)?;
     let head = window[..window.len().min(64)].to_vec();
     let (decoder, needs): (Box<dyn Read + 'r>, u64) = match container {
@@ -88,12 +98,7 @@ pub(super) fn decoded<'r>(
             )))
         }
     };
-    let reserved = (needs > 0).then(|| walk.reserve(needs)).flatten();
-    Ok(Budget {
-        inner: decoder,
-        left: walk.left().saturating_add(1 << 20),
-        _reserved: reserved,
-    })
+    Ok(Budget::new(walk, decoder, needs))
 }
 
 /// The LZMA2 property (its dictionary) of an xz stream's first block, from the block header
@@ -164,10 +169,22 @@ pub(super) fn zstd_window(head: &[u8]) -> Option<u64> {
 
 /// Stops a decompressed stream at the archive's budget with an error that says so, and holds
 /// its decoder's memory reservation while it lives.
-struct Budget<R> {
+pub(super) struct Budget<R> {
     inner: R,
     left: u64,
     _reserved: Option<super::Grant<'static>>,
+}
+
+impl<R> Budget<R> {
+    /// `decoder`, its `needs` bytes of memory reserved from the walks' shared budget (none
+    /// for 0), stopped a MiB past what the archive may still expand to.
+    pub(super) fn new(walk: &Walk<'_>, decoder: R, needs: u64) -> Self {
+        Budget {
+            inner: decoder,
+            left: walk.left().saturating_add(1 << 20),
+            _reserved: (needs > 0).then(|| walk.reserve(needs)).flatten(),
+        }
+    }
 }
 
 impl<R: Read> Read for Budget<R> {

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use super::tests::{
     ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, gzip, rpm_of, sevenz_header, sevenz_of,
-    sevenz_with_header, tar_of, xz, zip_of, zstd, Seen, REGULAR,
+    sevenz_with_header, tar_of, xz, zip_in_methods, zip_of, zstd, Seen, REGULAR,
 };
 use super::*;
 use crate::formats::robustness::{corrupted, edit, write_word, LIES};
@@ -106,6 +106,17 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
                     ("data.tar", &tar_of(&entries[..2])),
                     ("_gpgbuilder", &small[..13]),
                     ("z", &zeros),
+                ]),
+            ),
+            // Zip entries in the methods symdex decodes itself (zip.rs).
+            (
+                Container::Zip,
+                "c.zip",
+                zip_in_methods(&[
+                    ("a.debug", &small, 12),
+                    ("b.txt", &text, 14),
+                    ("c.txt", &text[..9_000], 93),
+                    ("z", &zeros, 95),
                 ]),
             ),
         ]
@@ -265,6 +276,23 @@ fn the_seeds_expand_and_reach_the_limits() {
         matches!(
             seen[..],
             [Outcome::Bytes(14), Outcome::Bytes(38_890), Outcome::Other]
+        ),
+        "{} outcomes",
+        seen.len()
+    );
+    // So do the bzip2, LZMA and zstd entries; the xz one (the zeros) is over the limits.
+    let (_, name, bytes) = seeds().iter().find(|s| s.1 == "c.zip").unwrap();
+    let (seen, result) = expand_hostile(bytes, Container::Zip, name, false);
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        matches!(
+            seen[..],
+            [
+                Outcome::Bytes(14),
+                Outcome::Bytes(38_890),
+                Outcome::Bytes(9_000),
+                Outcome::Other
+            ]
         ),
         "{} outcomes",
         seen.len()

@@ -288,6 +288,145 @@ fn zip_entries_are_expanded_or_given_as_ranges() {
     assert_eq!(files(&seen), [("b.txt", B)]);
 }
 
+/// Zip's LZMA data of `bytes`: the 4-byte header (version 9.20, 5 bytes of properties), the
+/// properties, raw LZMA ended by an end marker (as Python's `zipfile` writes it).
+pub(super) fn zip_lzma(bytes: &[u8]) -> Vec<u8> {
+    use lzma_rust2::{LzmaOptions, LzmaWriter};
+    let options = LzmaOptions::with_preset(1);
+    let mut out = vec![9, 20, 5, 0];
+    out.push(options.get_props());
+    out.extend_from_slice(&options.dict_size.to_le_bytes());
+    let mut writer = LzmaWriter::new_no_header(out, &options, true).unwrap();
+    writer.write_all(bytes).unwrap();
+    writer.finish().unwrap()
+}
+
+/// A zip whose entries are compressed with zip's `method` ids the zip crate does not write
+/// (bzip2 12, LZMA 14, zstd 93, xz 95): each written stored, holding its compressed data,
+/// then its method, CRC-32 and size set in its local header and directory entry.
+pub(super) fn zip_in_methods(entries: &[(&str, &[u8], u16)]) -> Vec<u8> {
+    let compressed: Vec<Vec<u8>> = entries
+        .iter()
+        .map(|(_, bytes, method)| match method {
+            12 => bzip2(bytes),
+            14 => zip_lzma(bytes),
+            93 => zstd(bytes),
+            95 => xz(bytes),
+            other => panic!("method {other}"),
+        })
+        .collect();
+    let stored: Vec<(&str, &[u8], ::zip::CompressionMethod)> = entries
+        .iter()
+        .zip(&compressed)
+        .map(|((name, _, _), data)| (*name, data.as_slice(), ::zip::CompressionMethod::Stored))
+        .collect();
+    let mut zip = zip_of(&stored);
+    let u16_at = |zip: &[u8], at: usize| usize::from(u16::from_le_bytes([zip[at], zip[at + 1]]));
+    let set =
+        |zip: &mut Vec<u8>, at: usize, (_, bytes, method): &(&str, &[u8], u16), field: usize| {
+            // method at +8 (local) / +10 (central); CRC-32 and the uncompressed size follow.
+            zip[at + field..at + field + 2].copy_from_slice(&method.to_le_bytes());
+            let crc = crc32fast::hash(bytes).to_le_bytes();
+            zip[at + field + 6..at + field + 10].copy_from_slice(&crc);
+            let size = (bytes.len() as u32).to_le_bytes();
+            zip[at + field + 14..at + field + 18].copy_from_slice(&size);
+        };
+    let mut at = 0;
+    for (entry, data) in entries.iter().zip(&compressed) {
+        assert_eq!(&zip[at..at + 4], b"PK\x03\x04");
+        set(&mut zip, at, entry, 8);
+        at += 30 + u16_at(&zip, at + 26) + u16_at(&zip, at + 28) + data.len();
+    }
+    for entry in entries {
+        assert_eq!(&zip[at..at + 4], b"PK\x01\x02");
+        set(&mut zip, at, entry, 10);
+        at += 46 + u16_at(&zip, at + 28) + u16_at(&zip, at + 30) + u16_at(&zip, at + 32);
+    }
+    assert_eq!(&zip[at..at + 4], b"PK\x05\x06");
+    zip
+}
+
+/// Entries in methods the zip crate is built without are decoded by symdex's own decoders,
+/// their size and CRC-32 checked.
+#[test]
+fn zip_entries_in_bzip2_lzma_zstd_and_xz_are_expanded() {
+    // Over a MiB, of bytes that do not compress past the ratio limit.
+    let big: Vec<u8> = (0..300_000u32)
+        .flat_map(|n| {
+            n.wrapping_mul(2_654_435_761)
+                .rotate_left(n % 7)
+                .to_le_bytes()
+        })
+        .collect();
+    let entries: [(&str, &[u8], u16); 5] = [
+        ("a.bz2.txt", A, 12),
+        ("dir/b.lzma.txt", B, 14),
+        ("big.lzma", &big, 14),
+        ("c.zst.txt", A, 93),
+        ("d.xz.txt", B, 95),
+    ];
+    let bytes = zip_in_methods(&entries);
+    let seen = expand_all(&bytes, "m.zip", Options::default()).unwrap();
+    let expected: Vec<(&str, &[u8])> = entries.iter().map(|(n, b, _)| (*n, *b)).collect();
+    assert_eq!(files(&seen), expected);
+
+    // What an entry decodes to is held to its header: a wrong CRC-32, or a size over or
+    // under what it decodes to, rejects the entry (and only it).
+    type Lie = fn(&mut Vec<u8>, usize);
+    let lies: [(&str, Lie); 3] = [
+        ("CRC-32", |zip, central| zip[central + 16] ^= 1),
+        ("bytes, its header says", |zip, central| {
+            zip[central + 24] += 1
+        }),
+        ("decodes past", |zip, central| zip[central + 24] -= 1),
+    ];
+    for (said, lie) in lies {
+        for method in [12, 14, 93, 95] {
+            let mut zip = zip_in_methods(&[("x", A, method), ("ok", B, method)]);
+            let central = find(&zip, b"PK\x01\x02");
+            lie(&mut zip, central);
+            let seen = expand_all(&zip, "m.zip", Options::default()).unwrap();
+            // (Zip's LZMA is decoded to the size its header says: a stream ending before
+            // that fails in the decoder, one going on after it fails its CRC-32.)
+            let as_said = |why: &str| why.contains(said) || (method == 14 && said != "CRC-32");
+            assert!(
+                matches!(&seen[0], Seen::Rejected(name, why) if name == "x" && why.contains("unreadable entry") && as_said(why)),
+                "{method} {said}: {seen:?}"
+            );
+            assert_eq!(files(&seen), [("ok", B)], "{method} {said}");
+        }
+    }
+
+    // A dictionary over what a decoder may take is refused before anything is allocated
+    // (one larger than the entry is never filled: the entry's size, within the limits here,
+    // is what counts).
+    let mut zip = zip_in_methods(&[("x", A, 14)]);
+    let data = find(&zip, b"PK\x03\x04") + 30 + 1;
+    zip[data + 5..data + 9].copy_from_slice(&u32::MAX.to_le_bytes());
+    let central = find(&zip, b"PK\x01\x02");
+    zip[central + 24..central + 28].copy_from_slice(&(1u32 << 30).to_le_bytes());
+    let unlimited = Options {
+        limits: Limits {
+            max_ratio: 1 << 40,
+            ..Limits::default()
+        },
+        ..Options::default()
+    };
+    let seen = expand_all(&zip, "m.zip", unlimited).unwrap();
+    assert!(
+        matches!(&seen[..], [Seen::Rejected(_, why)] if why.contains("dictionary")),
+        "{seen:?}"
+    );
+}
+
+/// Where `needle` first is in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("found")
+}
+
 #[test]
 fn tarballs_in_every_compression_are_expanded_entry_by_entry() {
     let tar = tar_of(&[("src/a.c", A), ("lib/b.debug", B)]);

@@ -1,10 +1,13 @@
 //! Zip archives (and nupkg, snupkg, aar, apk, ipa, jar): the central directory is read through
 //! ranged reads; each entry is expanded, or, stored uncompressed, reported as a byte range.
 
+use std::io::{self, BufRead, Read};
+
 use ::zip::result::ZipError;
 use ::zip::{CompressionMethod, ZipArchive};
 
-use super::{windowed, Event, ExpandError, Walk, WatchedReader};
+use super::compressed::{self, Budget};
+use super::{windowed, Container, Event, ExpandError, Walk, WatchedReader};
 use crate::reader::RangeReader;
 
 /// Read-ahead of zip reads: the central directory in GETs of this size, and a deflated entry's
@@ -63,7 +66,29 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
             })?;
             continue;
         }
+        let method = entry.compression();
+        let declared = Declared {
+            size,
+            crc32: entry_crc32,
+        };
         drop(entry);
+        if let Some(container) = decoded_here(method) {
+            let raw = archive.by_index_raw(index).map_err(bad)?;
+            let input = io::BufReader::with_capacity(READ_BUFFER, raw);
+            let decoder = match container {
+                Some(container) => compressed::stream_decoder(walk, input, container),
+                None => lzma_decoder(walk, input, size),
+            };
+            match decoder {
+                Ok(decoder) => {
+                    let mut data = declared.checking(decoder);
+                    walk.entry(&name, &mut data, Some(compressed))?;
+                }
+                Err(ExpandError::Malformed(reason)) => walk.reject(&name, reason)?,
+                Err(io) => return Err(io),
+            }
+            continue;
+        }
         let mut entry = match archive.by_index(index) {
             Ok(entry) => entry,
             Err(ZipError::UnsupportedArchive(what)) => {
@@ -75,4 +100,114 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
         walk.entry(&name, &mut entry, Some(compressed))?;
     }
     Ok(())
+}
+
+/// Buffer over an entry's compressed data read by symdex's own decoders.
+const READ_BUFFER: usize = 64 << 10;
+/// How symdex decodes an entry compressed with `method` itself, where the zip crate is built
+/// without it (each would bring a C library or another decoder crate) and the decoders its
+/// archives use read it: as the stream `Some(c)`, or zip's LZMA (`None`). Info-ZIP's `zip -Z
+/// bzip2`, Python's `zipfile` (`ZIP_BZIP2`, `ZIP_LZMA`), 7-Zip's `-tzip -mm=BZip2|LZMA`, zstd
+/// and xz in WinZip's and newer tools' zips.
+fn decoded_here(method: CompressionMethod) -> Option<Option<Container>> {
+    // Constants, not a match: the crate's variants depend on its features.
+    [
+        (CompressionMethod::BZIP2, Some(Container::Bzip2)),
+        (CompressionMethod::ZSTD, Some(Container::Zstd)),
+        (CompressionMethod::XZ, Some(Container::Xz)),
+        (CompressionMethod::LZMA, None),
+    ]
+    .into_iter()
+    .find_map(|(known, container)| (known == method).then_some(container))
+}
+
+/// Zip's LZMA: a 4-byte header (the LZMA SDK's version, the properties' size: 5), the
+/// properties (lc/lp/pb, the dictionary's size), then raw LZMA data of `size` bytes decoded
+/// (ended, or not, by an end marker: general purpose flag 1 says which; the size decides).
+fn lzma_decoder<'r>(
+    walk: &Walk<'_>,
+    mut input: impl BufRead + 'r,
+    size: u64,
+) -> Result<Budget<Box<dyn Read + 'r>>, ExpandError> {
+    let malformed = |what: &str| ExpandError::Malformed(format!("its LZMA data {what}"));
+    let mut header = [0u8; 9];
+    input
+        .read_exact(&mut header)
+        .map_err(|_| malformed("is shorter than its header"))?;
+    if header[2..4] != [5, 0] {
+        return Err(malformed("has properties of another size than 5 bytes"));
+    }
+    let properties = header[4];
+    let dictionary = u32::from_le_bytes([header[5], header[6], header[7], header[8]]);
+    // The dictionary is a window at most the entry's size: a larger one is never filled.
+    let window = u64::from(dictionary).min(size.max(4096));
+    let needs = super::memory::window_memory(window) + (6 << 20);
+    let most = u64::from(compressed::XZ_MEM_LIMIT_KIB) << 10;
+    if needs > most {
+        return Err(malformed(&format!(
+            "needs a {dictionary}-byte dictionary, over the {most} bytes allowed"
+        )));
+    }
+    let decoder = lzma_rust2::LzmaReader::new_with_props(input, size, properties, dictionary, None)
+        .map_err(|e| malformed(&format!("has bad properties: {e}")))?;
+    Ok(Budget::new(walk, Box::new(decoder), needs))
+}
+
+/// What an entry's local header and directory say of its content, checked against what it
+/// decodes to where symdex decodes it (the zip crate checks those it decodes).
+struct Declared {
+    size: u64,
+    crc32: u32,
+}
+
+impl Declared {
+    fn checking<R: Read>(self, inner: R) -> Checked<R> {
+        Checked {
+            inner,
+            declared: self,
+            read: 0,
+            crc: crc32fast::Hasher::new(),
+        }
+    }
+}
+
+/// An entry's decoded data, ending in an error where it is longer or shorter than declared or
+/// its CRC-32 differs: the entry is then rejected as unreadable.
+struct Checked<R> {
+    inner: R,
+    declared: Declared,
+    read: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl<R: Read> Read for Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        let declared = self.declared.size;
+        if self.read > declared {
+            return Err(bad(format!(
+                "it decodes past the {declared} bytes its header says"
+            )));
+        }
+        if n > 0 {
+            self.crc.update(&buf[..n]);
+            return Ok(n);
+        }
+        if self.read < declared {
+            return Err(bad(format!(
+                "it decodes to {} bytes, its header says {declared}",
+                self.read
+            )));
+        }
+        let crc = self.crc.clone().finalize();
+        if crc != self.declared.crc32 {
+            return Err(bad(format!(
+                "its CRC-32 is {crc:08x}, its header says {:08x}",
+                self.declared.crc32
+            )));
+        }
+        Ok(0)
+    }
 }
