@@ -139,6 +139,9 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         &["-tzip", "-mm=LZMA", "lzma.zip", "out"],
         &["-tzip", "-mm=XZ", "xz.zip", "out"],
         &["-tzip", "-mm=BZip2", "bzip2-7z.zip", "lib.pdb"],
+        // PPMd, what 7-Zip gives text and sources when asked: a 7z block, and a zip entry.
+        &["-m0=PPMd", "ppmd.7z", "out"],
+        &["-tzip", "-mm=PPMd", "ppmd.zip", "out/app.debug"],
     ] {
         seven_zip(&w, args);
     }
@@ -202,6 +205,8 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("lzma.zip", &elf_pair),
         ("xz.zip", &elf_pair),
         ("bzip2-7z.zip", &pdb_only),
+        ("ppmd.7z", &elf_pair),
+        ("ppmd.zip", &debug_only),
     ] {
         let store = w.path(&format!("store-{shape}"));
         let archive = w.path(shape);
@@ -258,22 +263,28 @@ fn deleting_an_archive_unpublishes_what_only_it_referenced() {
     verify_clean(&store);
 }
 
-/// What 7-Zip writes that symdex does not take, each with a record that says why: a PPMd
+/// What 7-Zip writes that symdex does not take, each with a record that says why: a Deflate
 /// block (its entries rejected, naming the method), a symbolic link stored as one (`-snl`:
-/// skipped; the file beside it indexed), an archive cut short (rejected as malformed).
+/// skipped; the file beside it indexed), an archive cut short (rejected as malformed), an
+/// encrypted zip entry (rejected as encrypted).
 #[test]
 fn sevenz_entries_symdex_does_not_take_are_recorded_with_their_reason() {
     let w = artifacts();
     w.run("ln", &["-s", "out/app.debug", "link.debug"]);
     let sevenz = |args: &[&str]| seven_zip(&w, args);
-    sevenz(&["-m0=PPMd", "ppmd.7z", "out"]);
-    // A zip entry in a method symdex does not decode (PPMd, method 98): rejected, saying so.
-    sevenz(&["-tzip", "-mm=PPMd", "ppmd.zip", "out/app.debug"]);
+    sevenz(&["-m0=Deflate", "deflate.7z", "out"]);
+    sevenz(&[
+        "-tzip",
+        "-pSecret",
+        "-mem=AES256",
+        "aes.zip",
+        "out/app.debug",
+    ]);
     sevenz(&["-snl", "links.7z", "link.debug", "out/app.stripped"]);
     let links = std::fs::read(w.path("links.7z")).unwrap();
     std::fs::write(w.path("cut.7z"), &links[..links.len() - 20]).unwrap();
     let store = w.path("store");
-    let inputs = ["ppmd.7z", "links.7z", "cut.7z", "ppmd.zip"].map(|f| w.path(f));
+    let inputs = ["deflate.7z", "links.7z", "cut.7z", "aes.zip"].map(|f| w.path(f));
     let records = index_into(&store, &inputs.each_ref().map(|p| p.as_path()));
     let of = |input: &str| -> Vec<(String, String, String)> {
         records
@@ -285,12 +296,13 @@ fn sevenz_entries_symdex_does_not_take_are_recorded_with_their_reason() {
             })
             .collect()
     };
-    let ppmd = of("/ppmd.7z");
-    assert_eq!(ppmd.len(), 2, "{ppmd:#?}");
+    let deflate = of("/deflate.7z");
+    assert_eq!(deflate.len(), 2, "{deflate:#?}");
     assert!(
-        ppmd.iter()
-            .all(|(action, _, reason)| action == "rejected" && reason.contains("PPMD")),
-        "{ppmd:#?}"
+        deflate
+            .iter()
+            .all(|(action, _, reason)| action == "rejected" && reason.contains("DEFLATE")),
+        "{deflate:#?}"
     );
     let mut links = of("/links.7z");
     links.sort();
@@ -304,9 +316,9 @@ fn sevenz_entries_symdex_does_not_take_are_recorded_with_their_reason() {
         ("skipped", "link.debug")
     );
     assert!(links[1].2.contains("symbolic link"), "{links:#?}");
-    let zip = of("/ppmd.zip");
+    let zip = of("/aes.zip");
     assert!(
-        matches!(&zip[..], [(action, entry, reason)] if action == "rejected" && entry == "out/app.debug" && reason.contains("unsupported")),
+        matches!(&zip[..], [(action, entry, reason)] if action == "rejected" && entry == "out/app.debug" && reason.contains("encrypted")),
         "{zip:#?}"
     );
     let cut = of("/cut.7z");

@@ -72,33 +72,45 @@ pub(super) fn stream_decoder<'r>(
     // its own: over S3 each read is a GET).
     let window = input.fill_buf().map_err(ExpandError::Io)?;
     let head = window[..window.len().min(64)].to_vec();
-    let (decoder, needs): (Box<dyn Read + 'r>, u64) = match container {
-        Container::Gzip => (Box::new(flate2::bufread::MultiGzDecoder::new(input)), 0),
-        Container::Zstd => {
-            let window = zstd_window(&head)
-                .map_or(ZSTD_MAX_WINDOW, |w| w.clamp(FLOOR_WINDOW, ZSTD_MAX_WINDOW));
-            let needs = super::memory::window_memory(window);
-            (Box::new(ZstdFrames::new(input, window)), needs)
-        }
-        Container::Xz => {
-            let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
-            let floor = super::memory::window_memory(FLOOR_WINDOW);
-            let needs = xz_first_block_lzma2(&head)
-                .and_then(super::memory::lzma2_memory)
-                .map_or(most, |needs| needs.clamp(floor, most));
-            let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
-            let xz = lzma_rust2::XzReader::new_mem_limit(input, true, limit_kib);
-            (Box::new(xz), needs)
-        }
-        Container::Bzip2 => (Box::new(bzip2::bufread::MultiBzDecoder::new(input)), 0),
-        other => {
-            return Err(ExpandError::Malformed(format!(
-                "{} is not a compressed stream",
-                other.as_str()
-            )))
-        }
+    let needs = match container {
+        Container::Zstd => super::memory::window_memory(zstd_window_of(&head)),
+        Container::Xz => xz_memory_of(&head),
+        _ => 0,
     };
-    Ok(Budget::new(walk, decoder, needs))
+    Budget::reserving(walk, needs, || {
+        let decoder: Box<dyn Read + 'r> = match container {
+            Container::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
+            Container::Zstd => Box::new(ZstdFrames::new(input, zstd_window_of(&head))),
+            Container::Xz => {
+                let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
+                Box::new(lzma_rust2::XzReader::new_mem_limit(input, true, limit_kib))
+            }
+            Container::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
+            other => {
+                return Err(ExpandError::Malformed(format!(
+                    "{} is not a compressed stream",
+                    other.as_str()
+                )))
+            }
+        };
+        Ok(decoder)
+    })
+}
+
+/// The window a zstd decoder is given for a stream starting with `head`: what its first
+/// frame says, within [`FLOOR_WINDOW`] and [`ZSTD_MAX_WINDOW`].
+fn zstd_window_of(head: &[u8]) -> u64 {
+    zstd_window(head).map_or(ZSTD_MAX_WINDOW, |w| w.clamp(FLOOR_WINDOW, ZSTD_MAX_WINDOW))
+}
+
+/// The memory an xz decoder is given for a stream starting with `head`: what its first
+/// block's LZMA2 dictionary takes, within [`FLOOR_WINDOW`]'s and [`XZ_MEM_LIMIT_KIB`].
+fn xz_memory_of(head: &[u8]) -> u64 {
+    let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
+    let floor = super::memory::window_memory(FLOOR_WINDOW);
+    xz_first_block_lzma2(head)
+        .and_then(super::memory::lzma2_memory)
+        .map_or(most, |needs| needs.clamp(floor, most))
 }
 
 /// The LZMA2 property (its dictionary) of an xz stream's first block, from the block header
@@ -176,14 +188,20 @@ pub(super) struct Budget<R> {
 }
 
 impl<R> Budget<R> {
-    /// `decoder`, its `needs` bytes of memory reserved from the walks' shared budget (none
-    /// for 0), stopped a MiB past what the archive may still expand to.
-    pub(super) fn new(walk: &Walk<'_>, decoder: R, needs: u64) -> Self {
-        Budget {
-            inner: decoder,
+    /// The decoder `make` makes once its `needs` bytes of memory are reserved from the walks'
+    /// shared budget (none for 0; a decoder may allocate them as it is made), stopped a MiB
+    /// past what the archive may still expand to.
+    pub(super) fn reserving<E>(
+        walk: &Walk<'_>,
+        needs: u64,
+        make: impl FnOnce() -> Result<R, E>,
+    ) -> Result<Self, E> {
+        let reserved = (needs > 0).then(|| walk.reserve(needs)).flatten();
+        Ok(Budget {
+            inner: make()?,
             left: walk.left().saturating_add(1 << 20),
-            _reserved: (needs > 0).then(|| walk.reserve(needs)).flatten(),
-        }
+            _reserved: reserved,
+        })
     }
 }
 

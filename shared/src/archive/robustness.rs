@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 
 use super::tests::{
-    ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, gzip, rpm_of, sevenz_header, sevenz_of,
-    sevenz_with_header, tar_of, xz, zip_in_methods, zip_of, zstd, Seen, REGULAR,
+    ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, gzip, rpm_of, sevenz_header, sevenz_in,
+    sevenz_of, sevenz_with_header, tar_of, xz, zip_in_methods, zip_of, zstd, Seen, REGULAR,
 };
 use super::*;
 use crate::formats::robustness::{corrupted, edit, write_word, LIES};
@@ -117,7 +117,22 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
                     ("b.txt", &text, 14),
                     ("c.txt", &text[..9_000], 93),
                     ("z", &zeros, 95),
+                    ("d.txt", &text[..7_000], 98),
                 ]),
+            ),
+            (
+                Container::SevenZip,
+                "c.7z",
+                sevenz_in(
+                    &[("a.debug", &small), ("b.txt", &text), ("z", &zeros)],
+                    true,
+                    // A small model: every decode of the seed allocates it.
+                    ::sevenz_rust2::encoder_options::PpmdOptions::from_order_memory_size(
+                        6,
+                        1 << 20,
+                    )
+                    .into(),
+                ),
             ),
         ]
     })
@@ -280,7 +295,7 @@ fn the_seeds_expand_and_reach_the_limits() {
         "{} outcomes",
         seen.len()
     );
-    // So do the bzip2, LZMA and zstd entries; the xz one (the zeros) is over the limits.
+    // So do the bzip2, LZMA, zstd and PPMd entries; the xz one (the zeros) is over the limits.
     let (_, name, bytes) = seeds().iter().find(|s| s.1 == "c.zip").unwrap();
     let (seen, result) = expand_hostile(bytes, Container::Zip, name, false);
     assert!(result.is_ok(), "{result:?}");
@@ -291,7 +306,8 @@ fn the_seeds_expand_and_reach_the_limits() {
                 Outcome::Bytes(14),
                 Outcome::Bytes(38_890),
                 Outcome::Bytes(9_000),
-                Outcome::Other
+                Outcome::Other,
+                Outcome::Bytes(7_000)
             ]
         ),
         "{} outcomes",

@@ -1,9 +1,10 @@
 //! 7z archives (`7zz a`, `7z a`: how Windows builds and Qt's debug-info packages ship their
 //! PDBs and `.debug` files), read with `sevenz-rust2` — pure Rust, its LZMA/LZMA2 the
-//! `lzma-rust2` the xz streams use. Built in: LZMA, LZMA2, the BCJ/BCJ2 and delta filters,
-//! bzip2 and stored blocks. Not built in (each would add a decoder crate for a rare archive):
-//! PPMd, Deflate, zstd and the other plugins, and AES: a block using one has its entries
-//! rejected, saying why.
+//! `lzma-rust2` the xz streams use. Built in: LZMA, LZMA2, PPMd (what `-m0=PPMd` writes for
+//! text, sources), the BCJ/BCJ2 and delta filters, bzip2 and stored blocks. Not built in
+//! (Deflate would switch every gzip stream's decoder to another crate, zstd would bring a C
+//! library, for rare archives): Deflate, zstd and the other plugins, and AES: a block using
+//! one has its entries rejected, saying why.
 //!
 //! A 7z archive's files live in blocks (a solid archive: many files in one block), each block
 //! one stream decoded from its start, so a file is reached only by decoding every file before
@@ -191,8 +192,9 @@ fn visit(
 }
 
 /// What decoding `block` takes, by its coders' properties: an LZMA or LZMA2 decoder its
-/// dictionary (at most [`MEM_LIMIT_KIB`]: the crate refuses more) and its state, anything
-/// else (filters, bzip2, a stored block) a few MiB at most.
+/// dictionary, a PPMd decoder its model's memory (each at most [`MEM_LIMIT_KIB`]: the crate
+/// refuses more) and its state, anything else (filters, bzip2, a stored block) a few MiB at
+/// most.
 fn block_memory(block: &::sevenz_rust2::Block) -> u64 {
     use ::sevenz_rust2::EncoderMethod;
     let most = (MEM_LIMIT_KIB as u64) << 10;
@@ -213,6 +215,11 @@ fn block_memory(block: &::sevenz_rust2::Block) -> u64 {
                         super::memory::window_memory(u64::from(u32::from_le_bytes(size)))
                             + (6 << 20)
                     }),
+                // The model's memory after the order byte, allocated whole at the start.
+                EncoderMethod::ID_PPMD => properties
+                    .get(1..5)
+                    .and_then(|size| size.try_into().ok())
+                    .map(|size| u64::from(u32::from_le_bytes(size)) + (1 << 20)),
                 _ => Some(4 << 20),
             };
             needs.map_or(most, |needs| needs.min(most))

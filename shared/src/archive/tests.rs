@@ -301,8 +301,25 @@ pub(super) fn zip_lzma(bytes: &[u8]) -> Vec<u8> {
     writer.finish().unwrap()
 }
 
+/// Zip's PPMd data of `bytes`: the 2-byte header (order 6, 1 MiB, restart), PPMd var. I
+/// data ended by its end mark (as 7-Zip writes it).
+pub(super) fn zip_ppmd(bytes: &[u8]) -> Vec<u8> {
+    use ppmd_rust::{Ppmd8Encoder, RestoreMethod};
+    let (order, mib) = (6u16, 1u16);
+    let header = (order - 1) | ((mib - 1) << 4);
+    let mut encoder = Ppmd8Encoder::new(
+        header.to_le_bytes().to_vec(),
+        u32::from(order),
+        u32::from(mib) << 20,
+        RestoreMethod::Restart,
+    )
+    .unwrap();
+    encoder.write_all(bytes).unwrap();
+    encoder.finish(true).unwrap()
+}
+
 /// A zip whose entries are compressed with zip's `method` ids the zip crate does not write
-/// (bzip2 12, LZMA 14, zstd 93, xz 95): each written stored, holding its compressed data,
+/// (bzip2 12, LZMA 14, zstd 93, xz 95, PPMd 98): each written stored, holding its compressed data,
 /// then its method, CRC-32 and size set in its local header and directory entry.
 pub(super) fn zip_in_methods(entries: &[(&str, &[u8], u16)]) -> Vec<u8> {
     let compressed: Vec<Vec<u8>> = entries
@@ -312,6 +329,7 @@ pub(super) fn zip_in_methods(entries: &[(&str, &[u8], u16)]) -> Vec<u8> {
             14 => zip_lzma(bytes),
             93 => zstd(bytes),
             95 => xz(bytes),
+            98 => zip_ppmd(bytes),
             other => panic!("method {other}"),
         })
         .collect();
@@ -349,7 +367,7 @@ pub(super) fn zip_in_methods(entries: &[(&str, &[u8], u16)]) -> Vec<u8> {
 /// Entries in methods the zip crate is built without are decoded by symdex's own decoders,
 /// their size and CRC-32 checked.
 #[test]
-fn zip_entries_in_bzip2_lzma_zstd_and_xz_are_expanded() {
+fn zip_entries_in_bzip2_lzma_zstd_xz_and_ppmd_are_expanded() {
     // Over a MiB, of bytes that do not compress past the ratio limit.
     let big: Vec<u8> = (0..300_000u32)
         .flat_map(|n| {
@@ -358,12 +376,14 @@ fn zip_entries_in_bzip2_lzma_zstd_and_xz_are_expanded() {
                 .to_le_bytes()
         })
         .collect();
-    let entries: [(&str, &[u8], u16); 5] = [
+    let entries: [(&str, &[u8], u16); 7] = [
         ("a.bz2.txt", A, 12),
         ("dir/b.lzma.txt", B, 14),
         ("big.lzma", &big, 14),
         ("c.zst.txt", A, 93),
         ("d.xz.txt", B, 95),
+        ("e.ppmd.txt", A, 98),
+        ("big.ppmd", &big, 98),
     ];
     let bytes = zip_in_methods(&entries);
     let seen = expand_all(&bytes, "m.zip", Options::default()).unwrap();
@@ -381,7 +401,7 @@ fn zip_entries_in_bzip2_lzma_zstd_and_xz_are_expanded() {
         ("decodes past", |zip, central| zip[central + 24] -= 1),
     ];
     for (said, lie) in lies {
-        for method in [12, 14, 93, 95] {
+        for method in [12, 14, 93, 95, 98] {
             let mut zip = zip_in_methods(&[("x", A, method), ("ok", B, method)]);
             let central = find(&zip, b"PK\x01\x02");
             lie(&mut zip, central);
@@ -389,6 +409,7 @@ fn zip_entries_in_bzip2_lzma_zstd_and_xz_are_expanded() {
             // (Zip's LZMA is decoded to the size its header says: a stream ending before
             // that fails in the decoder, one going on after it fails its CRC-32.)
             let as_said = |why: &str| why.contains(said) || (method == 14 && said != "CRC-32");
+            // (A PPMd stream ends at its end mark, wherever the header says it ends.)
             assert!(
                 matches!(&seen[0], Seen::Rejected(name, why) if name == "x" && why.contains("unreadable entry") && as_said(why)),
                 "{method} {said}: {seen:?}"
@@ -396,6 +417,18 @@ fn zip_entries_in_bzip2_lzma_zstd_and_xz_are_expanded() {
             assert_eq!(files(&seen), [("ok", B)], "{method} {said}");
         }
     }
+
+    // A PPMd header restoring its model by a method that does not exist: the entry is
+    // rejected, saying so.
+    let mut zip = zip_in_methods(&[("x", A, 98), ("ok", B, 98)]);
+    let data = find(&zip, b"PK\x03\x04") + 30 + 1;
+    zip[data + 1] |= 0x30;
+    let seen = expand_all(&zip, "m.zip", Options::default()).unwrap();
+    assert!(
+        matches!(&seen[0], Seen::Rejected(_, why) if why.contains("restores its model by method 3")),
+        "{seen:?}"
+    );
+    assert_eq!(files(&seen), [("ok", B)]);
 
     // A dictionary over what a decoder may take is refused before anything is allocated
     // (one larger than the entry is never filled: the entry's size, within the limits here,
@@ -966,8 +999,18 @@ fn an_alpine_package_is_read_as_one_tarball() {
 /// A 7z archive of `entries` (LZMA2, the writer's default): `solid`, one block for all; else
 /// a block per file. An entry named with a trailing `/` is a directory.
 pub(super) fn sevenz_of(entries: &[(&str, &[u8])], solid: bool) -> Vec<u8> {
+    sevenz_in(entries, solid, ::sevenz_rust2::EncoderMethod::LZMA2.into())
+}
+
+/// A 7z archive of `entries` whose blocks are compressed as `method` says.
+pub(super) fn sevenz_in(
+    entries: &[(&str, &[u8])],
+    solid: bool,
+    method: ::sevenz_rust2::EncoderConfiguration,
+) -> Vec<u8> {
     use ::sevenz_rust2::{ArchiveEntry, ArchiveWriter};
     let mut writer = ArchiveWriter::new(Cursor::new(Vec::new())).unwrap();
+    writer.set_content_methods(vec![method]);
     let entry = |name: &str| match name.strip_suffix('/') {
         Some(dir) => ArchiveEntry::new_directory(dir),
         None => ArchiveEntry::new_file(name),
@@ -1001,8 +1044,14 @@ fn sevenz_archives_are_expanded_solid_or_a_block_per_file() {
         ("empty", b""),
         ("b", B),
     ];
-    for solid in [true, false] {
-        let archive = sevenz_of(&entries, solid);
+    use ::sevenz_rust2::EncoderMethod;
+    for (solid, method) in [
+        (true, EncoderMethod::LZMA2),
+        (false, EncoderMethod::LZMA2),
+        // What `7zz -m0=PPMd` writes (text, sources).
+        (true, EncoderMethod::PPMD),
+    ] {
+        let archive = sevenz_in(&entries, solid, method.into());
         assert_eq!(detect(&archive), Some(Container::SevenZip));
         let seen = expand_all(&archive, "symbols.7z", Options::default()).unwrap();
         let mut got = files(&seen);
@@ -1111,12 +1160,12 @@ fn a_malformed_7z_says_why_and_an_undecodable_block_rejects_its_entries() {
             );
         }
     };
-    // A method symdex does not decode (PPMd's id): each entry rejected, saying so.
-    let ppmd = sevenz_with_header(&archive, |h| {
+    // A method symdex does not decode (zstd's id): each entry rejected, saying so.
+    let zstd = sevenz_with_header(&archive, |h| {
         let at = coder(h);
-        h.splice(at..at + 2, [0x23, 0x03, 0x04, 0x01]);
+        h.splice(at..at + 2, [0x24, 0x04, 0xf7, 0x11, 0x01]);
     });
-    both_rejected(&ppmd, "ppmd.7z", "not decoded: compressed with PPMD");
+    both_rejected(&zstd, "zstd.7z", "not decoded: compressed with ZSTD");
     // An encrypted block (AES's id): its entries rejected as encrypted.
     let aes = sevenz_with_header(&archive, |h| {
         let at = coder(h);

@@ -76,8 +76,9 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
             let raw = archive.by_index_raw(index).map_err(bad)?;
             let input = io::BufReader::with_capacity(READ_BUFFER, raw);
             let decoder = match container {
-                Some(container) => compressed::stream_decoder(walk, input, container),
-                None => lzma_decoder(walk, input, size),
+                Own::Stream(container) => compressed::stream_decoder(walk, input, container),
+                Own::Lzma => lzma_decoder(walk, input, size),
+                Own::Ppmd => ppmd_decoder(walk, input),
             };
             match decoder {
                 Ok(decoder) => {
@@ -104,21 +105,62 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
 
 /// Buffer over an entry's compressed data read by symdex's own decoders.
 const READ_BUFFER: usize = 64 << 10;
-/// How symdex decodes an entry compressed with `method` itself, where the zip crate is built
-/// without it (each would bring a C library or another decoder crate) and the decoders its
-/// archives use read it: as the stream `Some(c)`, or zip's LZMA (`None`). Info-ZIP's `zip -Z
-/// bzip2`, Python's `zipfile` (`ZIP_BZIP2`, `ZIP_LZMA`), 7-Zip's `-tzip -mm=BZip2|LZMA`, zstd
-/// and xz in WinZip's and newer tools' zips.
-fn decoded_here(method: CompressionMethod) -> Option<Option<Container>> {
+/// How symdex decodes an entry the zip crate is built without (each method would bring a C
+/// library or another decoder crate), with the decoders its archives already use.
+enum Own {
+    /// As the compressed stream it is: bzip2 (Info-ZIP's `zip -Z bzip2`, Python's
+    /// `ZIP_BZIP2`, 7-Zip's `-tzip -mm=BZip2`), zstd and xz (WinZip, 7-Zip's `-mm=XZ`).
+    Stream(Container),
+    /// Zip's LZMA (Python's `ZIP_LZMA`, 7-Zip's `-mm=LZMA`).
+    Lzma,
+    /// PPMd var. I (WinZip, 7-Zip's `-mm=PPMd`: what they give text, sources).
+    Ppmd,
+}
+
+/// How symdex decodes an entry compressed with `method` itself; `None`: by the zip crate, or
+/// not at all.
+fn decoded_here(method: CompressionMethod) -> Option<Own> {
     // Constants, not a match: the crate's variants depend on its features.
     [
-        (CompressionMethod::BZIP2, Some(Container::Bzip2)),
-        (CompressionMethod::ZSTD, Some(Container::Zstd)),
-        (CompressionMethod::XZ, Some(Container::Xz)),
-        (CompressionMethod::LZMA, None),
+        (CompressionMethod::BZIP2, Own::Stream(Container::Bzip2)),
+        (CompressionMethod::ZSTD, Own::Stream(Container::Zstd)),
+        (CompressionMethod::XZ, Own::Stream(Container::Xz)),
+        (CompressionMethod::LZMA, Own::Lzma),
+        (CompressionMethod::PPMD, Own::Ppmd),
     ]
     .into_iter()
-    .find_map(|(known, container)| (known == method).then_some(container))
+    .find_map(|(known, own)| (known == method).then_some(own))
+}
+
+/// Zip's PPMd: a 2-byte header (the model's order less 1, its memory in MiB less 1, how the
+/// model restarts when full), then PPMd var. I data, ended by an end mark.
+fn ppmd_decoder<'r>(
+    walk: &Walk<'_>,
+    mut input: impl BufRead + 'r,
+) -> Result<Budget<Box<dyn Read + 'r>>, ExpandError> {
+    let malformed = |what: &str| ExpandError::Malformed(format!("its PPMd data {what}"));
+    let mut header = [0u8; 2];
+    input
+        .read_exact(&mut header)
+        .map_err(|_| malformed("is shorter than its header"))?;
+    let header = u16::from_le_bytes(header);
+    let order = u32::from(header & 0xf) + 1;
+    // At most 256 MiB (8 bits of MiB), allocated whole when the decoder starts.
+    let memory = (u32::from((header >> 4) & 0xff) + 1) << 20;
+    let restore = match header >> 12 {
+        0 => ppmd_rust::RestoreMethod::Restart,
+        1 => ppmd_rust::RestoreMethod::CutOff,
+        other => {
+            return Err(malformed(&format!(
+                "restores its model by method {other}, unknown"
+            )))
+        }
+    };
+    Budget::reserving(walk, u64::from(memory) + (1 << 20), || {
+        let decoder = ppmd_rust::Ppmd8Decoder::new(input, order, memory, restore)
+            .map_err(|e| malformed(&format!("does not start: {e}")))?;
+        Ok(Box::new(decoder) as Box<dyn Read + 'r>)
+    })
 }
 
 /// Zip's LZMA: a 4-byte header (the LZMA SDK's version, the properties' size: 5), the
@@ -148,9 +190,12 @@ fn lzma_decoder<'r>(
             "needs a {dictionary}-byte dictionary, over the {most} bytes allowed"
         )));
     }
-    let decoder = lzma_rust2::LzmaReader::new_with_props(input, size, properties, dictionary, None)
-        .map_err(|e| malformed(&format!("has bad properties: {e}")))?;
-    Ok(Budget::new(walk, Box::new(decoder), needs))
+    Budget::reserving(walk, needs, || {
+        let decoder =
+            lzma_rust2::LzmaReader::new_with_props(input, size, properties, dictionary, None)
+                .map_err(|e| malformed(&format!("has bad properties: {e}")))?;
+        Ok(Box::new(decoder) as Box<dyn Read + 'r>)
+    })
 }
 
 /// What an entry's local header and directory say of its content, checked against what it
