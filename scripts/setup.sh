@@ -18,8 +18,9 @@ have zip || need_apt+=(zip)
 # The archive shapes CI uploads, made with the real tools (tests/archives.rs): symstore's
 # /compress CAB files with gcab, tarballs in every compression, Debian packages with dpkg-deb
 # (Essential on Debian; named for other bases), RPM packages with rpmbuild, 7z archives with
-# 7-Zip's 7zz.
+# 7-Zip's 7zz, lzip's tarballs and files with lzip.
 have gcab || need_apt+=(gcab)
+have lzip || need_apt+=(lzip)
 have dpkg-deb || need_apt+=(dpkg)
 have rpmbuild || need_apt+=(rpm)
 have 7zz || need_apt+=(7zip)

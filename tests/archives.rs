@@ -99,6 +99,7 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
     w.run("tar", &["--zstd", "-cf", "debug.tar.zst", "out"]);
     w.run("tar", &["-cJf", "debug.tar.xz", "out"]);
     w.run("tar", &["-cjf", "debug.tar.bz2", "out"]);
+    w.run("tar", &["--lzip", "-cf", "debug.tar.lz", "out"]);
     w.run("tar", &["-cf", "debug.tar", "out"]);
     w.run("sh", &["-c", "gzip -c out/app.debug > app.debug.gz"]);
     w.run(
@@ -107,6 +108,7 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
     );
     w.run("sh", &["-c", "xz -c out/app.debug > app.debug.xz"]);
     w.run("sh", &["-c", "bzip2 -c out/app.debug > app.debug.bz2"]);
+    w.run("sh", &["-c", "lzip -c out/app.debug > app.debug.lz"]);
     // symstore /compress: a cabinet holding the file under its own name, MSZIP-compressed.
     w.run("gcab", &["-c", "-n", "-z", "lib.pd_", "lib.pdb"]);
     // A Debian package of both files (as a -dbgsym package holds its debug file), in each of
@@ -186,6 +188,8 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("app.debug.gz", &debug_only),
         ("app.debug.xz", &debug_only),
         ("app.debug.bz2", &debug_only),
+        ("app.debug.lz", &debug_only),
+        ("debug.tar.lz", &elf_pair),
         ("app.stripped.zst", &stripped_only),
         ("lib.pd_", &pdb_only),
         ("app-dbgsym.ddeb", &elf_pair),

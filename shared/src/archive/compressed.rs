@@ -1,4 +1,4 @@
-//! Single compressed streams: gzip, zstd, xz, bzip2. The stream is decompressed as it is read
+//! Single compressed streams: gzip, zstd, xz, lzip, bzip2. The stream is decompressed as it is read
 //! (bounded memory); a tarball or cpio archive inside is expanded entry by entry, anything else
 //! is one entry named after the file (`foo.debug.gz` → `foo.debug`).
 
@@ -75,6 +75,7 @@ pub(super) fn stream_decoder<'r>(
     let needs = match container {
         Container::Zstd => super::memory::window_memory(zstd_window_of(&head)),
         Container::Xz => xz_memory_of(&head),
+        Container::Lzip => lzip_memory_of(&head),
         _ => 0,
     };
     Budget::reserving(walk, needs, || {
@@ -84,6 +85,14 @@ pub(super) fn stream_decoder<'r>(
             Container::Xz => {
                 let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
                 Box::new(lzma_rust2::XzReader::new_mem_limit(input, true, limit_kib))
+            }
+            Container::Lzip => {
+                let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
+                Box::new(LzipMembers {
+                    input,
+                    stream: lzma_rust2::LzipStream::new_mem_limit(true, limit_kib),
+                    ended: false,
+                })
             }
             Container::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
             other => {
@@ -111,6 +120,63 @@ fn xz_memory_of(head: &[u8]) -> u64 {
     xz_first_block_lzma2(head)
         .and_then(super::memory::lzma2_memory)
         .map_or(most, |needs| needs.clamp(floor, most))
+}
+
+/// The memory an lzip decoder is given for a stream starting with `head`: what its first
+/// member's dictionary takes (its header's sixth byte: a power of two less sixteenths of it),
+/// within [`FLOOR_WINDOW`]'s and [`XZ_MEM_LIMIT_KIB`]. A later member needing more is an
+/// error of the stream, as for xz.
+pub(super) fn lzip_memory_of(head: &[u8]) -> u64 {
+    let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
+    let floor = super::memory::window_memory(FLOOR_WINDOW);
+    let dictionary = head.get(5).map(|&coded| {
+        let base = 1u64 << (coded & 0x1f);
+        base - (base / 16) * u64::from(coded >> 5)
+    });
+    dictionary.map_or(most, |size| {
+        super::memory::window_memory(size).clamp(floor, most)
+    })
+}
+
+/// An lzip stream of one or more members, over lzma-rust2's `LzipStream`: its `LzipReader`
+/// takes no memory limit, and a member's header may ask for a 512 MiB dictionary.
+struct LzipMembers<R> {
+    input: R,
+    stream: lzma_rust2::LzipStream,
+    ended: bool,
+}
+
+impl<R: BufRead> Read for LzipMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use lzma_rust2::{Action, Status};
+        if self.ended || buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let input = self.input.fill_buf()?;
+            let action = if input.is_empty() {
+                Action::Finish
+            } else {
+                Action::Run
+            };
+            let step = self.stream.process(input, buf, action)?;
+            self.input.consume(step.bytes_consumed);
+            if step.status == Status::StreamEnd {
+                self.ended = true;
+                return Ok(step.bytes_produced);
+            }
+            if step.bytes_produced > 0 {
+                return Ok(step.bytes_produced);
+            }
+            if step.bytes_consumed == 0 {
+                // Nothing taken, nothing given: the input ended inside a member.
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the lzip stream is cut short",
+                ));
+            }
+        }
+    }
 }
 
 /// The LZMA2 property (its dictionary) of an xz stream's first block, from the block header

@@ -46,6 +46,8 @@ pub enum Container {
     Gzip,
     Zstd,
     Xz,
+    /// An lzip stream (`lzip`, `tar --lzip`: GNU projects' tarballs).
+    Lzip,
     Bzip2,
     Cab,
     /// A Debian package (an ar archive starting with `debian-binary`).
@@ -66,6 +68,7 @@ impl Container {
             Container::Gzip => "gzip",
             Container::Zstd => "zstd",
             Container::Xz => "xz",
+            Container::Lzip => "lzip",
             Container::Bzip2 => "bzip2",
             Container::Cab => "cab",
             Container::Deb => "deb",
@@ -91,6 +94,8 @@ pub fn detect(head: &[u8]) -> Option<Container> {
         Some(Container::Zstd)
     } else if starts(b"\xfd7zXZ\x00") {
         Some(Container::Xz)
+    } else if starts(b"LZIP\x01") {
+        Some(Container::Lzip)
     } else if head.len() >= 4 && starts(b"BZh") && (b'1'..=b'9').contains(&head[3]) {
         Some(Container::Bzip2)
     } else if starts(b"7z\xbc\xaf\x27\x1c") {
@@ -470,7 +475,7 @@ fn walk(
     match container {
         Container::Zip => zip::expand(walk_state, reader),
         Container::Tar => tar::expand(walk_state, reader, &mut sequential(reader)),
-        Container::Gzip | Container::Zstd | Container::Xz | Container::Bzip2 => {
+        Container::Gzip | Container::Zstd | Container::Xz | Container::Lzip | Container::Bzip2 => {
             compressed::expand(walk_state, reader, container, name)
         }
         Container::Cab => cab::expand(walk_state, reader),
@@ -816,7 +821,7 @@ impl RangeReader for Part<'_> {
 pub fn expanded_name(name: &str) -> String {
     let name = file_name_of(name);
     let lower = name.to_ascii_lowercase();
-    for suffix in [".gz", ".zst", ".zstd", ".xz", ".bz2"] {
+    for suffix in [".gz", ".zst", ".zstd", ".xz", ".lz", ".bz2"] {
         if lower.len() > suffix.len() && lower.ends_with(suffix) {
             return name[..name.len() - suffix.len()].to_string();
         }
@@ -825,6 +830,7 @@ pub fn expanded_name(name: &str) -> String {
         (".tgz", ".tar"),
         (".tzst", ".tar"),
         (".txz", ".tar"),
+        (".tlz", ".tar"),
         (".tbz2", ".tar"),
     ] {
         if lower.len() > suffix.len() && lower.ends_with(suffix) {

@@ -8,8 +8,9 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 
 use super::tests::{
-    ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, gzip, rpm_of, sevenz_header, sevenz_in,
-    sevenz_of, sevenz_with_header, tar_of, xz, zip_in_methods, zip_of, zstd, Seen, REGULAR,
+    ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, gzip, lzip, rpm_of, sevenz_header,
+    sevenz_in, sevenz_of, sevenz_with_header, tar_of, xz, zip_in_methods, zip_of, zstd, Seen,
+    REGULAR,
 };
 use super::*;
 use crate::formats::robustness::{corrupted, edit, write_word, LIES};
@@ -67,6 +68,7 @@ fn seeds() -> &'static [(Container, &'static str, Vec<u8>)] {
             (Container::Zstd, "a.tar.zst", zstd(&tar)),
             (Container::Xz, "a.tar.xz", xz(&tar)),
             (Container::Bzip2, "a.tar.bz2", bzip2(&tar)),
+            (Container::Lzip, "a.tar.lz", lzip(&tar)),
             (Container::Gzip, "b.txt.gz", gzip(&text)),
             (Container::Xz, "b.txt.xz", xz(&text)),
             (

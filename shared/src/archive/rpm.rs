@@ -37,6 +37,7 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
         Some(stream @ (Container::Gzip
         | Container::Zstd
         | Container::Xz
+        | Container::Lzip
         | Container::Bzip2)) => {
             let mut payload = compressed::decoded(walk, &part, stream)?;
             cpio::expand(walk, &part, &mut payload)

@@ -124,6 +124,14 @@ pub(super) fn bzip2(bytes: &[u8]) -> Vec<u8> {
     bz.finish().unwrap()
 }
 
+/// `bytes` as lzip writes them at `-0` (a 64 KiB dictionary), in one member.
+pub(super) fn lzip(bytes: &[u8]) -> Vec<u8> {
+    use lzma_rust2::{LzipOptions, LzipWriter};
+    let mut writer = LzipWriter::new(Vec::new(), LzipOptions::with_preset(0));
+    writer.write_all(bytes).unwrap();
+    writer.finish().unwrap()
+}
+
 pub(super) fn xz(bytes: &[u8]) -> Vec<u8> {
     let mut xz =
         lzma_rust2::XzWriter::new(Vec::new(), lzma_rust2::XzOptions::with_preset(1)).unwrap();
@@ -468,10 +476,62 @@ fn tarballs_in_every_compression_are_expanded_entry_by_entry() {
         ("t.tar.gz", gzip(&tar)),
         ("t.tar.zst", zstd(&tar)),
         ("t.tar.xz", xz(&tar)),
+        ("t.tar.lz", lzip(&tar)),
         ("t.tar.bz2", bzip2(&tar)),
     ] {
         let seen = expand_all(&bytes, name, Options::default()).unwrap();
         assert_eq!(files(&seen), [("src/a.c", A), ("lib/b.debug", B)], "{name}");
+    }
+}
+
+/// An lzip stream: members concatenated (plzip) are one file; the decoder's memory is what
+/// the first member's header says, and a later member asking for more is the stream's
+/// error; a stream cut short or with a bad CRC is one too.
+#[test]
+fn lzip_streams_are_decoded_within_their_first_members_memory() {
+    let mut two = lzip(A);
+    two.extend(lzip(B));
+    let seen = expand_all(&two, "ab.lz", Options::default()).unwrap();
+    assert_eq!(files(&seen), [("ab", [A, B].concat().as_slice())]);
+
+    // The dictionary sizes lzip codes (`-0`: 64 KiB; `-9`: 32 MiB; 512 MiB, the most), read
+    // from the first header, the floor and the ceiling applied.
+    let memory = |coded: u8| compressed::lzip_memory_of(&[b'L', b'Z', b'I', b'P', 1, coded]);
+    let floor = crate::archive::memory::window_memory(8 << 20);
+    assert_eq!(memory(0x10), floor);
+    assert_eq!(memory(25), crate::archive::memory::window_memory(32 << 20));
+    // 3 MiB: 4 MiB less 4 sixteenths.
+    assert_eq!(memory(0x80 | 22), floor);
+    assert_eq!(
+        memory(0x20 | 25),
+        crate::archive::memory::window_memory((32 << 20) - (2 << 20))
+    );
+    assert_eq!(memory(29), u64::from(compressed::XZ_MEM_LIMIT_KIB) << 10);
+
+    // A second member whose header asks for 32 MiB, after one of 64 KiB (decoded within the
+    // 8 MiB floor): refused.
+    let first = vec![7u8; 4096];
+    let mut grown = lzip(&first);
+    let second = lzip(B);
+    let at = grown.len();
+    grown.extend(&second);
+    grown[at + 5] = 25;
+    let seen = expand_all(&grown, "grown.lz", Options::default()).unwrap();
+    assert!(
+        matches!(&seen[..], [Seen::Rejected(name, why)] if name == "grown" && why.contains("memory")),
+        "{seen:?}"
+    );
+
+    let one = lzip(&first);
+    let mut bad_crc = one.clone();
+    let crc_at = bad_crc.len() - 20;
+    bad_crc[crc_at] ^= 1;
+    for (name, bytes) in [("cut.lz", &one[..one.len() - 7]), ("crc.lz", &bad_crc[..])] {
+        let seen = expand_all(bytes, name, Options::default()).unwrap();
+        assert!(
+            matches!(&seen[..], [Seen::Rejected(_, why)] if why.contains("unreadable entry")),
+            "{name}: {seen:?}"
+        );
     }
 }
 
@@ -482,6 +542,7 @@ fn a_single_compressed_file_is_one_entry_named_after_it() {
         ("foo.sym.zst", zstd(B), "foo.sym"),
         ("Foo.DBG.XZ", xz(B), "Foo.DBG"),
         ("foo.bz2", bzip2(B), "foo"),
+        ("foo.debug.lz", lzip(B), "foo.debug"),
         ("noext", gzip(B), "noext"),
     ] {
         let seen = expand_all(&bytes, name, Options::default()).unwrap();
@@ -690,6 +751,7 @@ fn a_visitor_error_stops_the_walk() {
 fn names_of_single_compressed_files() {
     assert_eq!(expanded_name("a/b/foo.debug.gz"), "foo.debug");
     assert_eq!(expanded_name("syms.tgz"), "syms.tar");
+    assert_eq!(expanded_name("syms.tlz"), "syms.tar");
     assert_eq!(expanded_name(".gz"), ".gz");
     assert_eq!(expanded_name("plain"), "plain");
 }
