@@ -510,7 +510,19 @@ pub fn expand(
         visited
     };
     let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        walk_from_start(reader, container, name, options, scratch, &mut visit)
+        let mut state = Walk {
+            options: *options,
+            scratch: scratch.to_path_buf(),
+            archive_size: reader.size(),
+            expanded: 0,
+            entries: 0,
+            exhausted: false,
+            prefix: String::new(),
+            depth: 0,
+            failed: Arc::new(AtomicBool::new(false)),
+            visit: &mut visit,
+        };
+        walk(&mut state, reader, container, name)
     }));
     match walked {
         Ok(walked) => walked,
@@ -520,29 +532,6 @@ pub fn expand(
             crate::panic_message(&*panic)
         ))),
     }
-}
-
-fn walk_from_start(
-    reader: &dyn RangeReader,
-    container: Container,
-    name: &str,
-    options: &Options,
-    scratch: &Path,
-    visit: &mut dyn FnMut(Event) -> io::Result<()>,
-) -> Result<(), ExpandError> {
-    let mut state = Walk {
-        options: *options,
-        scratch: scratch.to_path_buf(),
-        archive_size: reader.size(),
-        expanded: 0,
-        entries: 0,
-        exhausted: false,
-        prefix: String::new(),
-        depth: 0,
-        failed: Arc::new(AtomicBool::new(false)),
-        visit,
-    };
-    walk(&mut state, reader, container, name)
 }
 
 /// What a finished walk says about the archive itself, as a record's action and reason: an

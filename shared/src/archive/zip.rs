@@ -85,7 +85,12 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
                     let mut data = declared.checking(decoder);
                     walk.entry(&name, &mut data, Some(compressed))?;
                 }
-                Err(ExpandError::Malformed(reason)) => walk.reject(&name, reason)?,
+                // A header that did not read because reading the archive failed is worth a
+                // retry; one that is not what it should be is the entry's fault.
+                Err(ExpandError::Malformed(reason)) => match reader.classify(&name, &reason) {
+                    ExpandError::Malformed(_) => walk.reject(&name, reason)?,
+                    io => return Err(io),
+                },
                 Err(io) => return Err(io),
             }
             continue;
@@ -139,11 +144,7 @@ fn ppmd_decoder<'r>(
     mut input: impl BufRead + 'r,
 ) -> Result<Budget<Box<dyn Read + 'r>>, ExpandError> {
     let malformed = |what: &str| ExpandError::Malformed(format!("its PPMd data {what}"));
-    let mut header = [0u8; 2];
-    input
-        .read_exact(&mut header)
-        .map_err(|_| malformed("is shorter than its header"))?;
-    let header = u16::from_le_bytes(header);
+    let header = u16::from_le_bytes(header_of(&mut input, "PPMd")?);
     let order = u32::from(header & 0xf) + 1;
     // At most 256 MiB (8 bits of MiB), allocated whole when the decoder starts.
     let memory = (u32::from((header >> 4) & 0xff) + 1) << 20;
@@ -172,10 +173,7 @@ fn lzma_decoder<'r>(
     size: u64,
 ) -> Result<Budget<Box<dyn Read + 'r>>, ExpandError> {
     let malformed = |what: &str| ExpandError::Malformed(format!("its LZMA data {what}"));
-    let mut header = [0u8; 9];
-    input
-        .read_exact(&mut header)
-        .map_err(|_| malformed("is shorter than its header"))?;
+    let header: [u8; 9] = header_of(&mut input, "LZMA")?;
     if header[2..4] != [5, 0] {
         return Err(malformed("has properties of another size than 5 bytes"));
     }
@@ -196,6 +194,16 @@ fn lzma_decoder<'r>(
                 .map_err(|e| malformed(&format!("has bad properties: {e}")))?;
         Ok(Box::new(decoder) as Box<dyn Read + 'r>)
     })
+}
+
+/// The first `N` bytes of an entry's `method` data, its header. (Whether reading the archive
+/// failed is told by the caller, from the watched reader.)
+fn header_of<const N: usize>(input: &mut impl Read, method: &str) -> Result<[u8; N], ExpandError> {
+    let mut header = [0u8; N];
+    input.read_exact(&mut header).map_err(|_| {
+        ExpandError::Malformed(format!("its {method} data is shorter than its header"))
+    })?;
+    Ok(header)
 }
 
 /// What an entry's local header and directory say of its content, checked against what it
