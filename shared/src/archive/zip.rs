@@ -110,6 +110,7 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
 
 /// Buffer over an entry's compressed data read by symdex's own decoders.
 const READ_BUFFER: usize = 64 << 10;
+
 /// How symdex decodes an entry the zip crate is built without (each method would bring a C
 /// library or another decoder crate), with the decoders its archives already use.
 enum Own {
