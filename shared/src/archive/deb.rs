@@ -149,13 +149,9 @@ fn data_tarball(
 ) -> Result<(), ExpandError> {
     match detect_reader(part).map_err(|e| part.classify("bad data tarball", e))? {
         Some(Container::Tar) => tar::expand(walk, part, &mut sequential(part)),
-        Some(
-            stream @ (Container::Gzip
-            | Container::Zstd
-            | Container::Xz
-            | Container::Lzip
-            | Container::Bzip2),
-        ) => compressed::expand(walk, part, stream, name),
+        Some(stream) if stream.is_compressed_stream() => {
+            compressed::expand(walk, part, stream, name)
+        }
         _ => Err(ExpandError::Malformed(format!("{name} is not a tarball"))),
     }
 }

@@ -77,6 +77,26 @@ impl Container {
             Container::SevenZip => "7z",
         }
     }
+
+    /// Whether this is a single compressed stream (`compressed.rs` decodes it), which a
+    /// package's payload or data member may be as well as a file. Matched whole, so that a
+    /// new container is placed here once, not in each package reader's list.
+    pub(crate) fn is_compressed_stream(self) -> bool {
+        match self {
+            Container::Gzip
+            | Container::Zstd
+            | Container::Xz
+            | Container::Lzip
+            | Container::Bzip2 => true,
+            Container::Zip
+            | Container::Tar
+            | Container::Cab
+            | Container::Deb
+            | Container::Rpm
+            | Container::Cpio
+            | Container::SevenZip => false,
+        }
+    }
 }
 
 /// How many bytes [`detect`] wants: tar's magic sits at offset 257.

@@ -34,11 +34,7 @@ pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<
     let head =
         read_up_to(&part, 0, super::DETECT_LEN).map_err(|e| part.classify("bad RPM payload", e))?;
     match detect(&head) {
-        Some(stream @ (Container::Gzip
-        | Container::Zstd
-        | Container::Xz
-        | Container::Lzip
-        | Container::Bzip2)) => {
+        Some(stream) if stream.is_compressed_stream() => {
             let mut payload = compressed::decoded(walk, &part, stream)?;
             cpio::expand(walk, &part, &mut payload)
         }
