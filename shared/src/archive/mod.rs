@@ -547,11 +547,16 @@ pub fn expand(
     match walked {
         Ok(walked) => walked,
         Err(panic) if in_visit.get() => std::panic::resume_unwind(panic),
-        Err(panic) => Err(ExpandError::Malformed(format!(
-            "reading the archive panicked: {}",
-            crate::panic_message(&*panic)
-        ))),
+        Err(panic) => Err(panicked(&*panic)),
     }
+}
+
+/// A walk that panicked, as the archive's fault: the same bytes would panic again on a retry.
+fn panicked(panic: &(dyn std::any::Any + Send)) -> ExpandError {
+    ExpandError::Malformed(format!(
+        "reading the archive panicked: {}",
+        crate::panic_message(panic)
+    ))
 }
 
 /// What a finished walk says about the archive itself, as a record's action and reason: an
@@ -651,10 +656,7 @@ impl Walker {
             // `expand` tells a parser's panic as a malformed archive; one here is this
             // walker's own (its hand-over), told the same way: not retried until the queue
             // gives up on it.
-            Some(Err(panic)) => Err(ExpandError::Malformed(format!(
-                "reading the archive panicked: {}",
-                crate::panic_message(&*panic)
-            ))),
+            Some(Err(panic)) => Err(panicked(&*panic)),
             None => Ok(()),
         }
     }
