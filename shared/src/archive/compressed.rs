@@ -78,22 +78,18 @@ pub(super) fn stream_decoder<'r>(
         Container::Lzip => lzip_memory_of(&head),
         _ => 0,
     };
+    // The xz and lzip decoders are held to what is reserved for them.
+    let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
     Budget::reserving(walk, needs, || {
         let decoder: Box<dyn Read + 'r> = match container {
             Container::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(input)),
             Container::Zstd => Box::new(ZstdFrames::new(input, zstd_window_of(&head))),
-            Container::Xz => {
-                let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
-                Box::new(lzma_rust2::XzReader::new_mem_limit(input, true, limit_kib))
-            }
-            Container::Lzip => {
-                let limit_kib = u32::try_from(needs >> 10).unwrap_or(XZ_MEM_LIMIT_KIB);
-                Box::new(LzipMembers {
-                    input,
-                    stream: lzma_rust2::LzipStream::new_mem_limit(true, limit_kib),
-                    ended: false,
-                })
-            }
+            Container::Xz => Box::new(lzma_rust2::XzReader::new_mem_limit(input, true, limit_kib)),
+            Container::Lzip => Box::new(LzipMembers {
+                input,
+                stream: lzma_rust2::LzipStream::new_mem_limit(true, limit_kib),
+                ended: false,
+            }),
             Container::Bzip2 => Box::new(bzip2::bufread::MultiBzDecoder::new(input)),
             other => {
                 return Err(ExpandError::Malformed(format!(
@@ -113,29 +109,29 @@ fn zstd_window_of(head: &[u8]) -> u64 {
 }
 
 /// The memory an xz decoder is given for a stream starting with `head`: what its first
-/// block's LZMA2 dictionary takes, within [`FLOOR_WINDOW`]'s and [`XZ_MEM_LIMIT_KIB`].
+/// block's LZMA2 dictionary takes.
 fn xz_memory_of(head: &[u8]) -> u64 {
-    let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
-    let floor = super::memory::window_memory(FLOOR_WINDOW);
-    xz_first_block_lzma2(head)
-        .and_then(super::memory::lzma2_memory)
-        .map_or(most, |needs| needs.clamp(floor, most))
+    lzma_memory(xz_first_block_lzma2(head).and_then(super::memory::lzma2_memory))
 }
 
 /// The memory an lzip decoder is given for a stream starting with `head`: what its first
-/// member's dictionary takes (its header's sixth byte: a power of two less sixteenths of it),
-/// within [`FLOOR_WINDOW`]'s and [`XZ_MEM_LIMIT_KIB`]. A later member needing more is an
-/// error of the stream, as for xz.
+/// member's dictionary takes (its header's sixth byte: a power of two less sixteenths of it).
+/// A later member needing more is an error of the stream, as for xz.
 pub(super) fn lzip_memory_of(head: &[u8]) -> u64 {
-    let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
-    let floor = super::memory::window_memory(FLOOR_WINDOW);
     let dictionary = head.get(5).map(|&coded| {
         let base = 1u64 << (coded & 0x1f);
         base - (base / 16) * u64::from(coded >> 5)
     });
-    dictionary.map_or(most, |size| {
-        super::memory::window_memory(size).clamp(floor, most)
-    })
+    lzma_memory(dictionary.map(super::memory::window_memory))
+}
+
+/// What an LZMA-family stream decoder (xz, lzip) is given for what its first header `needs`:
+/// at least [`FLOOR_WINDOW`]'s, at most [`XZ_MEM_LIMIT_KIB`] (that much where the header is
+/// not one this reads).
+fn lzma_memory(needs: Option<u64>) -> u64 {
+    let most = u64::from(XZ_MEM_LIMIT_KIB) << 10;
+    let floor = super::memory::window_memory(FLOOR_WINDOW);
+    needs.map_or(most, |needs| needs.clamp(floor, most))
 }
 
 /// An lzip stream of one or more members, over lzma-rust2's `LzipStream`: its `LzipReader`
