@@ -157,22 +157,17 @@ fn every_archive_shape_publishes_what_its_files_publish_loose() {
         ("w19.zstdio", "app-zst.rpm"),
     ] {
         let top = w.path(&format!("rpm-{payload}"));
-        let out = Command::new("rpmbuild")
-            .args(["-bb", "--nodeps", "--quiet"])
-            .arg("--define")
-            .arg(format!("_topdir {}", top.display()))
-            .arg("--define")
-            .arg(format!("_sourcedir {}", w.path("out").display()))
-            .arg("--define")
-            .arg(format!("_binary_payload {payload}"))
-            .arg(w.path("app.spec"))
-            .output()
-            .expect("rpmbuild (scripts/setup.sh installs rpm)");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let defines = [
+            format!("_topdir {}", top.display()),
+            format!("_sourcedir {}", w.path("out").display()),
+            format!("_binary_payload {payload}"),
+        ];
+        let mut args = vec!["-bb", "--nodeps", "--quiet"];
+        for define in &defines {
+            args.extend(["--define", define]);
+        }
+        args.push("app.spec");
+        w.run("rpmbuild", &args);
         let built = top.join("RPMS/x86_64/app-debuginfo-1.0-1.x86_64.rpm");
         std::fs::rename(built, w.path(rpm)).unwrap();
     }
