@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use proptest::prelude::*;
 
 use super::tests::{
-    ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, gzip, lzip, rpm_of, sevenz_header,
+    ar_of, bzip2, cab_of, cpio_of, deb_of, expand_seen_as, find, gzip, lzip, rpm_of, sevenz_header,
     sevenz_in, sevenz_of, sevenz_with_header, tar_of, xz, zip_in_methods, zip_of, zstd, Seen,
     REGULAR,
 };
@@ -364,7 +364,7 @@ fn every_debian_member_size_lying_stays_within_the_limits() {
 #[test]
 fn every_cpio_size_lying_stays_within_the_limits() {
     let (_, name, bytes) = seeds().iter().find(|s| s.1 == "b.rpm").unwrap();
-    let start = bytes.windows(6).position(|w| w == b"070701").unwrap();
+    let start = find(bytes, b"070701");
     let mut at = start;
     while at + 110 <= bytes.len() && &bytes[at..at + 6] == b"070701" {
         let field = |n: usize| at + 6 + 8 * n..at + 14 + 8 * n;

@@ -461,7 +461,7 @@ fn zip_entries_in_bzip2_lzma_zstd_xz_and_ppmd_are_expanded() {
 }
 
 /// Where `needle` first is in `haystack`.
-fn find(haystack: &[u8], needle: &[u8]) -> usize {
+pub(super) fn find(haystack: &[u8], needle: &[u8]) -> usize {
     haystack
         .windows(needle.len())
         .position(|w| w == needle)
@@ -1209,7 +1209,7 @@ fn a_malformed_7z_says_why_and_an_undecodable_block_rejects_its_entries() {
         "{err}"
     );
     // Its header is stored plain: LZMA2's coder (flags 0x21: one id byte, properties; id 0x21).
-    let coder = |h: &[u8]| h.windows(2).position(|w| w == [0x21, 0x21]).expect("LZMA2");
+    let coder = |h: &[u8]| find(h, &[0x21, 0x21]);
     assert!(coder(&archive[sevenz_header(&archive)]) > 0);
     // Both entries of `edited` rejected, each reason saying `says`.
     let both_rejected = |edited: &[u8], name: &str, says: &str| {
