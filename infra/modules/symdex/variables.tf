@@ -173,7 +173,7 @@ variable "timeout_seconds" {
 }
 
 variable "decoder_memory_mb" {
-  description = "Memory the archive decoders (xz, zstd, 7z) of the messages in flight take at once (SYMDEX_DECODER_MEMORY_MB): a walk over it waits for the decoders before it, so that several large archives in one batch cannot take more than the function has. null: half of indexer_memory_mb."
+  description = "Memory the archive decoders (xz, lzip, zstd, 7z, zip's LZMA and PPMd) of the messages in flight take at once (SYMDEX_DECODER_MEMORY_MB): a walk over it waits for the decoders before it, so that several large archives in one batch cannot take more than the function has. null: half of indexer_memory_mb."
   type        = number
   default     = null
   validation {
