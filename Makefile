@@ -33,7 +33,7 @@ edge-test:
 # The tests make and delete tens of thousands of small files (stores, fixtures, archives): they
 # run in a directory on /dev/shm where it is a tmpfs, about half the time of a disk (ext4
 # spends it allocating inodes near recently freed ones), and removed after. TEST_TMPDIR=DIR
-# picks another place (a file system with hard links and user extended attributes).
+# picks another place.
 test: setup lint tf-check edge-test
 	@tmp="$${TEST_TMPDIR:-}"; \
 	if [ -z "$$tmp" ] && [ "$$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then \
