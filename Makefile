@@ -31,12 +31,14 @@ edge-test:
 # Every test: unit tests next to the code, end-to-end tests in tests/ and functions/*/tests/
 # (moto_server, real debuggers, the Terraform module applied to moto), the edge functions.
 # The tests make and delete tens of thousands of small files (stores, fixtures, archives): they
-# run in a directory on /dev/shm where it is a tmpfs, about half the time of a disk (ext4
+# run in a directory on /dev/shm where it is a tmpfs with 2 GiB free (a container's 64 MiB
+# default is too small: the suite peaks near 70 MB), about half the time of a disk (ext4
 # spends it allocating inodes near recently freed ones), and removed after. TEST_TMPDIR=DIR
 # picks another place.
 test: setup lint tf-check edge-test
 	@tmp="$${TEST_TMPDIR:-}"; \
-	if [ -z "$$tmp" ] && [ "$$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then \
+	if [ -z "$$tmp" ] && [ "$$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ] && \
+	   [ "$$(df --output=avail -k /dev/shm | tail -n 1)" -ge 2097152 ]; then \
 	  tmp=$$(mktemp -d /dev/shm/symdex-test.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM; fi; \
 	if [ -n "$$tmp" ]; then echo "make test: temporary files under $$tmp"; export TMPDIR="$$tmp"; fi; \
 	$(CARGO) test --workspace
