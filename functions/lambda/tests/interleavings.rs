@@ -37,8 +37,7 @@ async fn scenarios_over_s3(half: usize) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(4);
-    let halves = scenarios(&artifacts).into_iter().enumerate();
-    for (_, scenario) in halves.filter(|(index, _)| index % 2 == half) {
+    for scenario in scenarios(&artifacts).into_iter().skip(half).step_by(2) {
         let first = 1000 + seed_base();
         retried += check(&scenario, first..first + seeds, || {
             let bucket = format!("schedule-{}", buckets.fetch_add(1, Ordering::Relaxed));
