@@ -338,6 +338,12 @@ async fn index_first_block(
         Err(StorageError::TooLarge(reason)) => return Ok(rejected(reason, upload.meta.clone())),
         Err(e) => return Err(e.into()),
     };
+    // The store-level marker objects (SymStore's `index2.txt`) before anything is published,
+    // archives included: their entries publish two-tier keys as loose files do.
+    if !ctx.prepared.load(Ordering::Relaxed) {
+        indexer.prepare().await?;
+        ctx.prepared.store(true, Ordering::Relaxed);
+    }
     if let Some(container) = container {
         let meta = upload.meta.clone();
         return crate::archives::index_archive(&ctx, event, info, meta, container, None).await;
@@ -355,10 +361,6 @@ async fn index_first_block(
         .as_ref()
         .map(|ids| ids.iter().flat_map(|id| id.bundle_files.clone()).collect())
         .unwrap_or_default();
-    if !ctx.prepared.load(Ordering::Relaxed) {
-        indexer.prepare().await?;
-        ctx.prepared.store(true, Ordering::Relaxed);
-    }
     // A plain object alone in its invocation: nothing of the invocation waits on its keys
     // before its finalize. A bundle's files, indexed next in the same invocation, might (a
     // hostile bundle can name a key of its own): its keys are listed at once.

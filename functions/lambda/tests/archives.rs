@@ -696,3 +696,60 @@ async fn a_batch_of_archives_decodes_within_the_shared_memory_budget() {
     assert_eq!(memory.reserved(), 0, "every reservation given back");
     assert_eq!(memory.peak(), 2 << 20, "the budget, never more");
 }
+
+/// Every published key of a fresh serving bucket, SymStore's store-level marker included.
+async fn published_with_markers(stack: &Stack) -> BTreeMap<String, Vec<u8>> {
+    checks::published(stack, SERVING).await
+}
+
+/// An archive is one upload model with its files loose: the indexer Lambda publishes the same
+/// keys, marker objects included, for a zip of an ELF pair and a PDB as for the three files
+/// uploaded loose, each into a fresh serving bucket (the zip first, so no loose upload has
+/// written the marker before it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archive_and_its_files_loose_publish_identical_keys_markers_included() {
+    use symdex_shared::testing::builders::{build_msf, dbi_stream, info_stream};
+    let fx = Fixtures::build();
+    let dir = fx.dir.path();
+    let pdb = build_msf(
+        4096,
+        &[
+            None,
+            Some(info_stream([0x6d; 16], 2)),
+            None,
+            Some(dbi_stream(1, 0x8664)),
+        ],
+    );
+    std::fs::write(dir.join("lib.pdb"), &pdb).unwrap();
+    run(
+        dir,
+        "mkdir out && cp app.debug app.stripped lib.pdb out/ && zip -q -9 -r syms.zip out",
+    );
+
+    let zipped = Stack::new().await;
+    let ctx = context(&zipped).await;
+    let response = index(&zipped, &ctx, "ci/syms.zip", &fx.path("syms.zip")).await;
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    let from_zip = published_with_markers(&zipped).await;
+
+    let loose = Stack::new().await;
+    let ctx = context(&loose).await;
+    for file in ["app.debug", "app.stripped", "lib.pdb"] {
+        index(&loose, &ctx, &format!("ci/{file}"), &fx.path(file)).await;
+    }
+    let from_files = published_with_markers(&loose).await;
+
+    assert!(
+        from_files.contains_key("index2/index2.txt"),
+        "the PDB's two-tier key needs SymStore's marker: {:?}",
+        from_files.keys().collect::<Vec<_>>()
+    );
+    assert!(from_files
+        .keys()
+        .any(|k| k.starts_with("index2/") && k.contains("/lib.pdb/")));
+    assert_eq!(
+        from_zip.keys().collect::<Vec<_>>(),
+        from_files.keys().collect::<Vec<_>>()
+    );
+    assert!(from_zip == from_files, "contents differ");
+}
