@@ -3,7 +3,7 @@ SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
 RUN_STORE ?= ./symbols
 
-.PHONY: all build release setup lint tf-check edge-test test conformance bench fuzz hunt run lambda deploy clean
+.PHONY: all build release setup lint tf-check edge-test test docs conformance bench fuzz hunt run lambda deploy clean
 
 all: build
 
@@ -42,6 +42,10 @@ test: setup lint tf-check edge-test
 	  tmp=$$(mktemp -d /dev/shm/symdex-test.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM; fi; \
 	if [ -n "$$tmp" ]; then echo "make test: temporary files under $$tmp"; export TMPDIR="$$tmp"; fi; \
 	$(CARGO) test --workspace
+
+# docs/cli.md anew from every command's --help (tests/cli_docs.rs fails when it is stale).
+docs:
+	SYMDEX_BLESS=1 $(CARGO) test --test cli_docs
 
 # Extra run over the reference corpus and fixtures in ../shared (not needed for `make test`).
 # The test profile `make test` built: the run takes seconds, a release build minutes of CI.

@@ -53,8 +53,10 @@ pub struct IndexArgs {
     /// Build id recorded with every upload (and used by `delete --build`).
     #[arg(long)]
     pub build: Option<String>,
+    /// Product recorded with every upload (manifest queries, per-product audits).
     #[arg(long)]
     pub product: Option<String>,
+    /// Product version recorded with every upload.
     #[arg(long = "version", name = "product-version")]
     pub version: Option<String>,
     /// Retention channel of these uploads (`try`, `nightly`, `release`...).
@@ -83,7 +85,7 @@ pub struct IndexArgs {
 }
 
 /// What decides an input's keys besides its bytes: given to `index`, and to `delete` and
-/// `expire`, which index the uploads waiting for keys they free again (refs.rs, invariant 8)
+/// `expire`, which index the uploads waiting for keys they free again (refs/, invariant 8)
 /// — the same options as `index` was given.
 #[derive(Args, Clone)]
 pub struct KeyArgs {
@@ -121,7 +123,7 @@ impl KeyArgs {
     }
 }
 
-/// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant 8):
+/// Hands the keys a removal freed to the uploads waiting for them (refs/, invariant 8):
 /// each upload's input is indexed again as `index --recheck` would (an archive entry's whole
 /// archive), if it still holds the bytes the upload was. An input gone or changed is left
 /// alone: the upload stays waiting, `verify` reports the key (`waiting`).
@@ -1073,7 +1075,7 @@ fn keep_stamp(stamps: Option<&Mutex<NewStamps>>, shown: &str, upload: &Upload<'_
 /// Inputs up to this size are read whole when they are hashed (see `index_file`).
 const READ_WHOLE_BELOW: u64 = 1 << 20;
 
-/// A file's stamp (refs.rs) from this status, its etag empty, when it was left alone long
+/// A file's stamp (refs/) from this status, its etag empty, when it was left alone long
 /// enough before the status was taken to be trusted later.
 #[cfg(unix)]
 fn settled_status(status: &std::fs::Metadata) -> Option<FileStamp> {

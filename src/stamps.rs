@@ -1,7 +1,7 @@
 //! Input stamps by directory: what a local input file held when it was last hashed, kept
 //! in one record per input directory (`_symdex/stamps/<sha1 of directory>.json`).
 //!
-//! A stamp (refs.rs [`FileStamp`]) is a cache, never a fact the store depends on: a file
+//! A stamp (refs/ [`FileStamp`]) is a cache, never a fact the store depends on: a file
 //! whose status (size, times, inode, device) is the stamp's holds the bytes the stamp names,
 //! so a re-index takes its content identity from the stamp instead of reading it. A stamp
 //! that is missing, lost or stale only costs a read of the file.

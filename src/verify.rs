@@ -1,4 +1,4 @@
-//! `symdex verify`: the store keeps its invariants (shared/src/refs.rs): every referenced key
+//! `symdex verify`: the store keeps its invariants (shared/src/refs/): every referenced key
 //! exists and holds the content its record says, no change is left half done, every upload is
 //! complete, and nothing is published that no record accounts for.
 

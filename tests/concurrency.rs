@@ -38,7 +38,7 @@ fn programs(w: &Workdir) -> Vec<std::path::PathBuf> {
 }
 
 /// The store's references, as the CLI reads them: its records, and the keys one upload alone
-/// references, whose objects name it (refs.rs, invariant 7).
+/// references, whose objects name it (refs/, invariant 7).
 fn key_records(store: &Path) -> Vec<symdex_shared::refs::KeyRecord> {
     let store = symdex_shared::storage::LocalStore::open(store)
         .and_then(|s| s.naming_owners_as_marked(None))
@@ -292,7 +292,7 @@ fn delete_build(store: &Path) {
 
 /// A run killed at any point and then deleted (not run again) leaves nothing published and
 /// nothing half done: a key record written before its object (a sole writer's creation,
-/// refs.rs invariant 2) goes with the delete as well as one holding a lease.
+/// refs/ invariant 2) goes with the delete as well as one holding a lease.
 #[test]
 fn a_run_killed_at_any_point_is_undone_by_a_delete() {
     let w = Workdir::new();
@@ -328,7 +328,7 @@ fn store_files(store: &Path) -> BTreeMap<String, Vec<u8>> {
             Value::Object(map) => {
                 // Runs are random ids: a shared key's record keeps the sharer's `create`
                 // lease, ended by its upload record listing the key for the lease's run
-                // (refs.rs, invariant 1).
+                // (refs/, invariant 1).
                 for clock in ["time", "until", "expires", "run", "runs"] {
                     map.remove(clock);
                 }

@@ -1,4 +1,4 @@
-//! The store's invariants (refs.rs), checked from the outside: what `symdex verify` prints and
+//! The store's invariants (refs/), checked from the outside: what `symdex verify` prints and
 //! what every concurrency test asserts after each schedule.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -156,7 +156,7 @@ pub async fn audit_with(
     };
     let known = |key: &str| by_key.contains_key(key) || owned_by.contains_key(key);
     let all_waiting = refs.all_waiting().await?;
-    // An upload whose bytes an overwrite replaced waits for the key it still lists (refs.rs,
+    // An upload whose bytes an overwrite replaced waits for the key it still lists (refs/,
     // invariant 8): not a lost reference (a free key it waits for is reported below).
     let waits: BTreeSet<(&str, &str)> = all_waiting
         .iter()
@@ -202,7 +202,7 @@ pub async fn audit_with(
         }
     }
     // A unified `.meta` sidecar describes the file beside it, and goes with it (a sidecar
-    // of a conflicting key is the file's upload's, pipeline.rs): one without its file is
+    // of a conflicting key is the file's upload's, pipeline/): one without its file is
     // what an earlier version left where an upload conflicting on the file shared it.
     for key in &accounted {
         let described = crate::layouts::unified::described_by_sidecar(key);

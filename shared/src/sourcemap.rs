@@ -5,7 +5,7 @@
 //! file, or an entry of a source archive) *offers* the path it was uploaded under
 //! (`src/hello.c`, or `/build/dir/src/hello.c` under a source root). Both are written into
 //! the same join record, chosen by the file's base name, so whoever swaps the record second
-//! sees the other (the swap is a compare-and-swap, refs.rs), and publishes
+//! sees the other (the swap is a compare-and-swap, refs/), and publishes
 //! `buildid/<build id>/source/<path>` holding the source's bytes.
 //!
 //! - A want is matched to the offers sharing the **longest path suffix** with it (whole
@@ -26,7 +26,7 @@
 //!   path only other bytes match is not served, and the debug file's report says so.
 //! - Joins are scoped by the uploads' `build` metadata (no build: one store-wide scope), so a
 //!   `main.c` of one build never serves another build that said which one it is.
-//! - The published key is held by the source upload (refs.rs, invariant 5: a key is held by
+//! - The published key is held by the source upload (refs/, invariant 5: a key is held by
 //!   the uploads whose bytes it serves): removing the sources unpublishes it, removing the
 //!   debug file does not (its build's sources stay served until they are removed).
 //! - A removed source's offer is withdrawn by its removal, which then serves the paths it

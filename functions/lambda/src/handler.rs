@@ -118,7 +118,7 @@ pub(crate) fn upload_id(event: &ObjectEvent, etag: &str) -> String {
     format!("{}@{version}", location(event))
 }
 
-/// `s3:<bucket>/<key>`: how the ids of the uploads of one object begin (refs.rs,
+/// `s3:<bucket>/<key>`: how the ids of the uploads of one object begin (refs/,
 /// `location_of`), by which a removal finds them.
 fn location(event: &ObjectEvent) -> String {
     format!("s3:{}/{}", event.bucket, event.key)
@@ -177,7 +177,7 @@ fn vanished(event: &ObjectEvent) -> Record {
 /// marker on top of it; unversioned, the key still holds the content that was indexed. A
 /// removal processed before its creation found nothing to remove; this check, made after the
 /// upload was registered with its location (its upload record created where the removal
-/// looks), catches it (refs.rs, invariant 4). A copy from the ingest object made after the
+/// looks), catches it (refs/, invariant 4). A copy from the ingest object made after the
 /// registration may have answered it already ([`Ingest::seen_current`]).
 pub(crate) async fn ingest_alive(
     ctx: &Context,
@@ -304,7 +304,7 @@ async fn index_first_block(
     };
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
     // A re-delivery of an upload indexed in full: answered from its upload record (one
-    // read), nothing identified or published again (pipeline.rs, already_indexed). Nothing
+    // read), nothing identified or published again (pipeline/, already_indexed). Nothing
     // was referenced, so there is no liveness check to make either. A first delivery is most
     // likely a new upload: its record is created by the plan without a read (an upload of
     // the same bytes at the same location indexed before is found then, and answered from
@@ -412,7 +412,7 @@ pub(crate) async fn read_debug_details(
     .map_err(std::io::Error::other)
 }
 
-/// Hands the keys a removal freed to the uploads waiting for them (refs.rs, invariant 8):
+/// Hands the keys a removal freed to the uploads waiting for them (refs/, invariant 8):
 /// each is indexed again from its ingest object, every key checked (`Config::recheck`), and
 /// finalized as a message of its own would be. One whose object is gone, or holds other
 /// bytes now, is left to its own removal or index.

@@ -151,7 +151,7 @@ pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value,
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let store: &dyn Storage = &ctx.store;
-    // An expiry hands the keys it frees to the uploads waiting for them (refs.rs, invariant 8).
+    // An expiry hands the keys it frees to the uploads waiting for them (refs/, invariant 8).
     let hand_over = crate::handler::FromIngest(ctx.clone());
     let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone()).handing_over_to(&hand_over);
     let mut state = load(store).await?;

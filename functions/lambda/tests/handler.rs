@@ -386,7 +386,7 @@ async fn the_remover_unpublishes_keys_in(stack: &Stack, flat: bool) {
 }
 
 /// An unstripped binary holds its build id's `debuginfo` key; its separate debug file,
-/// uploaded after, finds the key taken and waits for it (refs.rs, invariant 8). Removing the
+/// uploaded after, finds the key taken and waits for it (refs/, invariant 8). Removing the
 /// binary hands the key to the debug file, indexed again from its ingest object — and the
 /// manifest says the key was unpublished before it says it was published again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,7 +429,7 @@ async fn removing_a_binary_hands_its_debuginfo_to_the_separate_debug_file_waitin
 }
 
 /// SYMDEX_OVERWRITE: a second build's debug file (other bytes, the same build id) replaces
-/// the first one's at every key, and the first waits for them (refs.rs, invariant 8).
+/// the first one's at every key, and the first waits for them (refs/, invariant 8).
 /// Removing the second build's file hands them back: the first one, indexed again from its
 /// ingest object, serves them — not the removed build's bytes, and not nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

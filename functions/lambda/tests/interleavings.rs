@@ -89,11 +89,11 @@ async fn every_scenario_with_redirect_aliases_through_random_interleavings() {
 /// (`make hunt`), replayed every run (as `schedules_that_once_broke_an_invariant` does over
 /// a local store; a seed stays a test of its race while the code takes the same steps).
 /// - 4002: an index message whose take-back died half-way left its upload `removing`: every
-///   redelivery answered "a removal is in progress" (pipeline.rs, the `Removing` branch).
+///   redelivery answered "a removal is in progress" (pipeline/, the `Removing` branch).
 /// - 2000, redirect aliases: a PE aliasing its PDB for the copy it recorded found an alias
 ///   there that the PDB's renamed copy had written to its own key, and joined it without
 ///   that target; the copy's take-back deleted the target under the alias (invariant 6,
-///   pipeline.rs `hold_for`).
+///   pipeline/ `hold_for`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_schedules_that_once_broke_an_invariant() {
     let moto = Moto::start();

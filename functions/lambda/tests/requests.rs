@@ -4,7 +4,7 @@
 //!
 //! The goal is at most (keys + 4) requests per fresh artifact and 3 per redelivery.
 //! A fresh key is one request: its object, created only where nothing is and naming the
-//! upload as its owner, stands for its reference record (refs.rs, invariant 7); around the
+//! upload as its owner, stands for its reference record (refs/, invariant 7); around the
 //! keys an artifact costs 4 (ingest read, upload record planned and finalized — named by its
 //! location, it stands for the source record — and the manifest: the ingest object's liveness
 //! is answered by the artifact's own copy, made from the current object), so the ELF files
@@ -260,7 +260,7 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         let counts = breakdown(fresh);
         // A debug file's source-join records. The first debug file of a build naming several
         // lists its scope's records once and creates the absent ones without reading them
-        // (`want_sources` in pipeline.rs): one request per record, where each was a read and
+        // (`want_sources` in pipeline/): one request per record, where each was a read and
         // a write. Read: only a record there before (app.debug's, if a header shares it).
         let joins: Vec<&String> = fresh.iter().filter(|l| is_join_record(l)).collect();
         let join_writes: Vec<&String> = joins
@@ -310,7 +310,7 @@ async fn s3_requests_per_artifact_counted_at_the_endpoint() {
         );
         // Today's protocol: per fresh key one request, its object created only where nothing
         // is (`If-None-Match: *`, no HEAD first), naming the upload: no reference record, no
-        // lease (refs.rs, invariant 7). A small section is written from the bytes the
+        // lease (refs/, invariant 7). A small section is written from the bytes the
         // identification read (one PUT), a larger one is a ranged part copy (three requests).
         // Around it: the ingest reads (the first block and what a HEAD says by one GET), the
         // upload record (planned unread, finalized with its keys listed by a swap on the
@@ -422,7 +422,7 @@ fn message_of(
 }
 
 /// An ingest object is asked whether it still lives once its references are added (the
-/// liveness check, refs.rs invariant 4) — unless the artifact's copy, made from the bucket's
+/// liveness check, refs/ invariant 4) — unless the artifact's copy, made from the bucket's
 /// current object on condition of the indexed ETag, already saw it live. Shown here in a
 /// versioned ingest bucket (the Terraform module's), over moto_server, which ignores the
 /// copy's source condition: the paths where the copy does not prove it are driven too.
@@ -689,7 +689,7 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
     let requests = &fresh["ci/app.debug"];
     let conflicts = keys_in("conflicts");
     assert!(conflicts.len() >= 2, "{debug:#}");
-    // Decided by the copy and a HEAD; then waited for (refs.rs, invariant 8): the wait
+    // Decided by the copy and a HEAD; then waited for (refs/, invariant 8): the wait
     // recorded, and the key looked at again.
     for key in &conflicts {
         let (object, record) = naming(requests, key);
@@ -766,7 +766,7 @@ async fn keys_another_upload_published_cost_a_copy_and_a_head_where_they_conflic
 
 /// The same bytes uploaded again under another name (a CI re-run, a vendor library shipped
 /// with every release): every key is the first upload's, of the same content, and is shared
-/// through a record written once, naming both (refs.rs, invariant 7), its `create` lease
+/// through a record written once, naming both (refs/, invariant 7), its `create` lease
 /// ended by the second upload's finalize; the first upload's record is read once for all
 /// its keys; an alias found in place names its target itself (no record read back). Before:
 /// 93 requests for this ELF file's 13 keys (the record written twice, the owner's upload

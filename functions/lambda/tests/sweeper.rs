@@ -68,7 +68,7 @@ async fn ingest_keys(stack: &Stack) -> Vec<String> {
 }
 
 /// A try build's unstripped binary holds the build id's `debuginfo`; the release's separate
-/// debug file waits for it (refs.rs, invariant 8). The expiry hands it over: the debug file,
+/// debug file waits for it (refs/, invariant 8). The expiry hands it over: the debug file,
 /// indexed again from its ingest object, serves the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiry_hands_the_keys_it_frees_to_the_uploads_waiting_for_them() {

@@ -82,7 +82,7 @@ data "aws_iam_policy_document" "indexer" {
 
 # What unpublishing needs: the remover's and the sweeper's (retention.tf) common part. A key
 # an upload frees is handed to the uploads waiting for it (another upload's other bytes were
-# there), which are indexed again from their ingest objects (refs.rs, invariant 8): read, and
+# there), which are indexed again from their ingest objects (refs/, invariant 8): read, and
 # a gone one answered 404 (ListBucket), not 403.
 data "aws_iam_policy_document" "unpublish" {
   statement {

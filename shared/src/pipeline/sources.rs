@@ -190,7 +190,7 @@ impl Indexer<'_> {
 
     /// Asks for the sources a debug file names: records each path in its join record, and
     /// publishes `source/` keys for those an uploaded source serves, on behalf of the source
-    /// uploads (refs.rs, invariant 5). Returns the report and the records of the holders.
+    /// uploads (refs/, invariant 5). Returns the report and the records of the holders.
     pub(super) async fn want_sources(
         &self,
         upload: &Upload<'_>,
@@ -303,7 +303,7 @@ impl Indexer<'_> {
     }
 
     /// Serves a wanted `path` (its `key`) from the best of `offers`, on behalf of that offer's
-    /// source upload (refs.rs, invariant 5). An offer whose upload was removed since it
+    /// source upload (refs/, invariant 5). An offer whose upload was removed since it
     /// offered itself is dead (added to `dead`, skipped from then on): the path goes to the
     /// offer matching it next, as if the dead one had been withdrawn. Offers tying are asked
     /// whether their uploads live (a read each, only where sources tie), so a dead one never
@@ -379,7 +379,7 @@ impl Indexer<'_> {
     /// serves the paths it decided from the offers that match them then: a path it served
     /// (its key among `freed`, the keys the removal unpublished), or one its offer made
     /// ambiguous. Each such key is published on behalf of the source upload then matching
-    /// (refs.rs, invariant 5), and the manifest says so after the removal's own record.
+    /// (refs/, invariant 5), and the manifest says so after the removal's own record.
     ///
     /// The paths are served, and reported, *before* the offer goes, decided on the record
     /// as read: the offer still there is what makes a retry after a crash do it all again

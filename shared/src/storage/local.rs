@@ -30,7 +30,7 @@ const TMP_DIR: &str = "_symdex/tmp";
 const LOCK_DIR: &str = "_symdex/lock";
 /// Who wrote each published object, where a writer named itself ([`Storage::copy`]'s
 /// `owner`), and the content it wrote (`<owner> <size> <SHA-1>`, the record the object
-/// stands for: refs.rs, invariant 7): an extended attribute of the object's file. S3 keeps an
+/// stands for: refs/, invariant 7): an extended attribute of the object's file. S3 keeps an
 /// owner in the object's metadata, created and deleted with it; so does the file: the
 /// attribute is set on the temporary file before it gets its name, so the object never shows
 /// without it, and goes with the object's last name. A file changed in place keeps it, so the
@@ -141,7 +141,7 @@ impl LocalStore {
 
     /// The store keeps the owner each writer names in its object (an extended attribute), as
     /// S3 keeps it in the object's metadata: for writers running at once without the writer
-    /// lock (refs.rs, invariant 7 — the interleaving scenarios run so). Such a store stands in
+    /// lock (refs/, invariant 7 — the interleaving scenarios run so). Such a store stands in
     /// for the Lambda's S3 store in full: a new one also lays upload records out under their
     /// location ([`Storage::uploads_by_location`]).
     pub fn with_owners(mut self) -> Self {
@@ -152,7 +152,7 @@ impl LocalStore {
 
     /// The store keeps the owner each writer names in its object, and its upload records as
     /// the CLI always laid them out: a sole writer's fresh key then needs no reference record
-    /// (refs.rs, invariant 7), which was half of a fresh index's time on a disk.
+    /// (refs/, invariant 7), which was half of a fresh index's time on a disk.
     pub fn naming_owners(mut self) -> Self {
         self.owners = true;
         self

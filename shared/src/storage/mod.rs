@@ -85,7 +85,7 @@ pub struct ObjectInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owned {
     pub info: ObjectInfo,
-    /// The writer named when it was written (refs.rs: the SHA-1 of an upload id), if any.
+    /// The writer named when it was written (refs/: the SHA-1 of an upload id), if any.
     pub owner: Option<String>,
     /// The key it redirects to, for an S3 alias.
     pub alias_of: Option<String>,
@@ -178,7 +178,7 @@ impl<'a> CopySource<'a> {
 /// Set by a store when a copy from an ingest object ([`CopySource::Object`]) read it as the
 /// bucket's current object holding the indexed content: the version that was indexed, or in
 /// an unversioned bucket the same ETag. The object was live at that moment — after the
-/// upload was registered, as every copy of an upload is (refs.rs, invariant 4) — so the
+/// upload was registered, as every copy of an upload is (refs/, invariant 4) — so the
 /// Lambda's liveness check, asked after the copies (handler.rs, `ingest_alive`), needs no
 /// request of its own. Never set is no answer: the check asks.
 #[derive(Debug, Default)]
@@ -274,13 +274,13 @@ pub trait Storage: Send + Sync {
     /// Whether [`Self::copy_new`] of `source` (`size` bytes) fails wherever something is at
     /// the key, decided by the store atomically. Some S3-compatible servers ignore
     /// `If-None-Match` on CopyObject (moto_server does): there a copy may replace what it
-    /// finds, and a writer must not rely on the copy alone (refs.rs, invariant 7).
+    /// finds, and a writer must not rely on the copy alone (refs/, invariant 7).
     fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
         let _ = (source, size);
         true
     }
     /// Whether objects carry the owner their writer named ([`Self::copy`]), so that a key
-    /// needs no reference record while one upload alone references it (refs.rs).
+    /// needs no reference record while one upload alone references it (refs/).
     fn names_owners(&self) -> bool {
         false
     }
@@ -317,7 +317,7 @@ pub trait Storage: Send + Sync {
             Ok(created.is_some())
         })
     }
-    /// Whether a new store lays upload records out under their ingest location (refs.rs,
+    /// Whether a new store lays upload records out under their ingest location (refs/,
     /// `UploadLayout`): where many writers share a store and every request counts (S3).
     fn uploads_by_location(&self) -> bool {
         false
@@ -326,7 +326,7 @@ pub trait Storage: Send + Sync {
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()>;
     /// Whether a [`CopySource::Key`] copy writes an alias that stores no bytes of its own (an
     /// S3 website redirect to the source key) rather than a copy: the alias serves its
-    /// target's bytes only while the target exists (refs.rs, invariant 6).
+    /// target's bytes only while the target exists (refs/, invariant 6).
     fn key_copies_are_aliases(&self) -> bool {
         false
     }

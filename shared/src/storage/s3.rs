@@ -41,7 +41,7 @@ pub const FIRST_READ: u64 = 4 * BLOCK_SIZE;
 /// Metadata key holding the content identity (the source's ETag) of a copied object, so a
 /// multipart copy (whose ETag differs) still compares equal to its source.
 const CONTENT_ETAG_META: &str = "symdex-content-etag";
-/// Who wrote a published object (refs.rs: the SHA-1 of the upload whose reference it is),
+/// Who wrote a published object (refs/: the SHA-1 of the upload whose reference it is),
 /// where a writer named itself.
 const OWNER_META: &str = "symdex-owner";
 /// The size of the content an alias (a zero-byte redirect object) stands for.
@@ -204,7 +204,7 @@ impl S3Store {
 
     /// Whether CopyObject honours `If-None-Match: *` (SYMDEX_CONDITIONAL_COPY): Amazon S3
     /// does; moto_server, for one, copies over what is there. Without it, a fresh primary
-    /// copy is made under a reference record's lease (refs.rs, invariant 7).
+    /// copy is made under a reference record's lease (refs/, invariant 7).
     pub fn with_conditional_copies(mut self, on: bool) -> Self {
         self.conditional_copies = on;
         self

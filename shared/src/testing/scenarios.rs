@@ -405,7 +405,7 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![&a.elf_b]),
         },
         // The second build shares the first's keys through records its finalize releases
-        // (refs.rs, invariant 7): a third meets them, while either goes.
+        // (refs/, invariant 7): a third meets them, while either goes.
         Scenario {
             name: "a third build arrives while the second, sharing the first's keys, is deleted",
             before: vec![&a.elf_a, &a.elf_b],
@@ -863,7 +863,7 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             // The second upload decides its conflict on the object it finds, without a
             // record: the first one's removal may be deleting it meanwhile. Either it finds
             // the key free when it looks again after recording its wait, or the removal
-            // finds it waiting and indexes it again (refs.rs, invariant 8).
+            // finds it waiting and indexes it again (refs/, invariant 8).
             name: "different bytes under one key arrive while the first upload is deleted",
             before: vec![&a.elf_a],
             ops: vec![Op::Index(&a.elf_other, true), Op::Delete(&a.elf_a)],
@@ -943,7 +943,7 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::Exactly(vec![]),
         },
         // `--overwrite` (SYMDEX_OVERWRITE): the uploads whose bytes an overwrite replaces wait
-        // for the key (refs.rs, invariant 8), and get it back when the overwriter goes.
+        // for the key (refs/, invariant 8), and get it back when the overwriter goes.
         Scenario {
             name: "an overwrite arrives while the build it replaces is deleted",
             before: vec![&a.elf_a],
@@ -985,7 +985,7 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
         Scenario {
             // Found by a hunt (seed 150045, then one run in three there): the arriving build
             // kept one `.meta` sidecar of a file the overwrite took. Its schedule depended on
-            // the order a run's `create` leases came out of a hash map (refs.rs,
+            // the order a run's `create` leases came out of a hash map (refs/,
             // `RefStore::held`), which kept seeds from replaying; not seen in 2,400 schedules
             // since they come out in key order.
             name:
@@ -1117,7 +1117,7 @@ pub async fn run_op(store: &dyn Storage, op: Op<'_>) -> io::Result<Vec<Record>> 
     run_op_as(store, op, false, &[]).await
 }
 
-/// Hands the keys a removal freed over as the Lambda does (pipeline.rs, `HandOver`): a
+/// Hands the keys a removal freed over as the Lambda does (pipeline/, `HandOver`): a
 /// waiting upload is indexed again from its bytes, here one of the artifacts whose ingest
 /// objects are there (not deleted in the scenario), its records written to the manifest
 /// before it is finalized.
@@ -1718,7 +1718,7 @@ mod tests {
         }
     }
 
-    /// Invariant 8's other half (refs.rs): a removal that lists a key's waiters before an
+    /// Invariant 8's other half (refs/): a removal that lists a key's waiters before an
     /// upload that found the key held records its wait leaves the key to that upload's second
     /// look. The schedule is written out: the upload runs until it is about to record its
     /// wait, the removal then runs to its end (handing over to nobody), then the upload.
@@ -1783,7 +1783,7 @@ mod tests {
     /// dies before the `nth` change of the whole run (that change and every later one of the
     /// operation fail, its clean-up on the error included), the operation runs again in a
     /// new process, then the rest. The store must
-    /// pass the audit and end as the run without the failure does (refs.rs, invariant 2 in
+    /// pass the audit and end as the run without the failure does (refs/, invariant 2 in
     /// its sole-writer form: a record written before its object, a re-run repairing what a
     /// death between the two left). `SYMDEX_SOLE_STRIDE`: die at every how many changes
     /// (each scenario from another offset; 1 tries every change, in about 7 minutes).
@@ -1794,7 +1794,7 @@ mod tests {
 
     /// The same for a sole writer whose objects name their owners (the CLI on a file system
     /// with extended attributes): a fresh key is its object alone, created with its owner
-    /// (refs.rs, invariant 7), and a death leaves it there or not at all.
+    /// (refs/, invariant 7), and a death leaves it there or not at all.
     #[tokio::test]
     async fn every_scenario_run_by_a_sole_writer_naming_owners_that_dies_at_any_change() {
         sole_writer_dying_at_any_change(|root| {

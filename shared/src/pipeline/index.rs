@@ -1,0 +1,775 @@
+//! Indexing an upload: answered from its record when indexed before, else identified,
+//! planned (its keys listed in its upload record first, invariant 4), published and finalized.
+
+use super::*;
+
+/// How an upload record keeps what its run came to (`IndexedAs`), in the plan digest: an
+/// indexer of the same version that keeps it otherwise (its own keys by name, before
+/// `unchanged_at`) finds another plan and indexes in full, instead of answering from a
+/// record it would read wrong.
+pub(super) const KEPT_RECORDS: &str = "kept records: own keys by position";
+
+/// Reports the keys of an indexed upload's record found `unchanged` that its finished runs did
+/// not reference (`listed` leaves them out: conflicts then) as `published`. Holding its bytes
+/// now, they were published by a run of it that died before its records reached the manifest
+/// — a hand-over's re-index (refs/, invariant 8) — whose retry finds them its own: reported
+/// again (the manifest is at-least-once), as a fresh upload's unfinished attempt's keys are.
+pub(super) fn report_unlisted_as_published(record: &mut Record, listed: &BTreeSet<String>) {
+    let (again, unchanged): (Vec<String>, Vec<String>) = std::mem::take(&mut record.unchanged)
+        .into_iter()
+        .partition(|key| !listed.contains(key));
+    record.unchanged = unchanged;
+    if again.is_empty() {
+        return;
+    }
+    record.published.extend(again);
+    record.published.sort();
+    if record.action == Some(Action::Unchanged) {
+        record.action = Some(Action::Indexed);
+    }
+}
+
+/// Where an input may be indexed beside others (`symdex index --jobs`): inputs of different
+/// routes touch disjoint keys and change no shared record in a way that depends on their
+/// order, so indexing them at once ends as indexing them one after another; inputs of one
+/// route are indexed in order. `None`: the input must be indexed alone (after everything
+/// before it, before anything after it).
+///
+/// A route is a debug id, of the one identity of an ELF file with a build id or a thin
+/// Mach-O file: every key such an identity has names its build id or UUID (the debuginfod,
+/// unified, gdb/lldb and SSQP keys; its sections, sidecars and sources sit under them), which
+/// the debug id is made from — the unit test below holds that to the layouts. Its other
+/// shared records are an upload record of its own, its source-map wants (made later, in
+/// input order: `Indexer::register_source_map_changes`) and a source upload's record when it
+/// publishes that upload's source under its own build id (a compare-and-swap that adds a
+/// key, in any order). Everything else — PE and PDB (joined through `_symdex/ids`), sources
+/// (offers), archives, bundles, fat Mach-O files, inputs not identified — goes alone.
+pub fn route_of(ids: &[Identity], options: &IdentifyOptions) -> Option<String> {
+    let [id] = ids else { return None };
+    let routed = match id.format {
+        Format::Elf => id.build_id.is_some(),
+        Format::Macho => id.uuid.is_some(),
+        _ => false,
+    };
+    (routed && !options.as_source && id.kind != Kind::Source).then(|| id.debug_id.to_string())
+}
+
+/// `size` bytes at `offset` of a local file.
+pub(super) fn read_range(path: &std::path::Path, offset: u64, size: u64) -> io::Result<Vec<u8>> {
+    let reader = crate::reader::FileReader::open(path)?;
+    let len = usize::try_from(size).map_err(|_| io::Error::other("section too large"))?;
+    crate::reader::read_vec(&reader, offset, len)
+}
+
+/// The own keys of each record `indexed_as` keeps, by name, from their positions in the
+/// upload record's `keys`. `None` for positions this code does not write (out of range, or
+/// not one list per record).
+pub(super) fn own_keys_of(
+    indexed_as: &IndexedAs,
+    keys: &BTreeSet<String>,
+) -> Option<Vec<Vec<String>>> {
+    if indexed_as.unchanged_at.len() != indexed_as.records.len() {
+        return None;
+    }
+    let keys: Vec<&String> = keys.iter().collect();
+    indexed_as
+        .unchanged_at
+        .iter()
+        .map(|at| {
+            at.iter()
+                .map(|&i| keys.get(i as usize).map(|k| (*k).clone()))
+                .collect()
+        })
+        .collect()
+}
+
+/// `record` with what `kept` says of one identity (format, ids, names, reason) and `keys`
+/// as its unchanged keys: both ways between a run's records and the trimmed ones an upload
+/// record keeps (`IndexedAs`). A name `kept` lacks stays `record`'s.
+pub(super) fn with_decision_of(record: Record, kept: &Record, keys: Vec<String>) -> Record {
+    Record {
+        reason: kept.reason.clone(),
+        format: kept.format.clone(),
+        kind: kept.kind.clone(),
+        arch: kept.arch.clone(),
+        debug_id: kept.debug_id.clone(),
+        code_id: kept.code_id.clone(),
+        name: kept.name.clone().or(record.name.clone()),
+        code_file: kept.code_file.clone(),
+        debug_file: kept.debug_file.clone(),
+        unchanged: keys,
+        conflicts: kept.conflicts.clone(),
+        ..record
+    }
+}
+
+impl<'s> Indexer<'s> {
+    /// The prefixed keys of a key set.
+    pub(super) fn prefixed(&self, set: &KeySet) -> BTreeSet<String> {
+        set.keys
+            .iter()
+            .flat_map(|(layout, keys)| {
+                let fold = self.config.fold_case && CASE_FOLDED.contains(layout);
+                keys.iter().map(move |k| {
+                    let key = format!("{}{k}", self.config.prefix(*layout));
+                    if fold {
+                        key.to_ascii_lowercase()
+                    } else {
+                        key
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Indexes one upload. `Err` only for storage failures and busy keys (worth a retry);
+    /// everything about the artifact itself ends in the returned manifest records. Call
+    /// [`Self::finalize`] once the records are written to the manifest.
+    pub async fn index(
+        &self,
+        upload: &Upload<'_>,
+        reader: &dyn RangeReader,
+    ) -> io::Result<Indexed> {
+        match self.already_indexed(upload).await? {
+            Lookup::Indexed(unchanged) => Ok(*unchanged),
+            Lookup::Unindexed(prior) => {
+                let identified = identify_with_details(reader, &upload.options);
+                self.index_looked_up(upload, identified, prior).await
+            }
+        }
+    }
+
+    /// A re-delivery of an upload whose last run was complete, under the same plan: its
+    /// `unchanged` records, from the upload record alone (one read: no identification, no
+    /// key's record read, nothing written but the caller's manifest). `Unindexed`: index it.
+    ///
+    /// Why the record is enough: an `indexed` upload record is written by finalize after
+    /// every key was referenced (invariant 4), and only a removal, which first marks the
+    /// record `removing`, takes those references back; a key with references stays published
+    /// (invariants 2, 3). So while the record reads `indexed`, each key it lists holds these
+    /// bytes. The records are stamped before that read: a removal that begins after it
+    /// stamps its own `unpublished` record no earlier, so the manifest's last word on the
+    /// upload stays true. An object changed behind symdex's back (deleted by hand) is found by
+    /// `verify` and repaired by a full run (`Config::recheck`, `symdex index --recheck`).
+    pub async fn already_indexed(&self, upload: &Upload<'_>) -> io::Result<Lookup> {
+        // Stamped before the read (see above).
+        let time = now_rfc3339();
+        let (found, prior) = self.refs.upload_read(&upload.id).await?;
+        Ok(self.looked_up(upload, found, prior, &time))
+    }
+
+    /// [`Self::already_indexed`] from a read of `upload`'s record made before: `found` and
+    /// `prior` as [`RefStore::upload_read`] returned them, `time` taken before that read. The
+    /// caller vouches that the read is as good as one made now (the CLI's reader thread reads
+    /// ahead, and the writer knows whether anything changed the store since).
+    pub fn looked_up(
+        &self,
+        upload: &Upload<'_>,
+        found: Option<UploadRecord>,
+        prior: Option<PriorRead>,
+        time: &str,
+    ) -> Lookup {
+        match found.and_then(|found| self.answered_by(upload, &found, time)) {
+            Some(indexed) => Lookup::Indexed(Box::new(indexed)),
+            None => Lookup::Unindexed(prior),
+        }
+    }
+
+    /// The records of a re-delivery of `upload`, answered from its upload record `found`
+    /// (read after `time`), when its last run was complete under the same plan
+    /// ([`Self::already_indexed`]).
+    pub(super) fn answered_by(
+        &self,
+        upload: &Upload<'_>,
+        found: &UploadRecord,
+        time: &str,
+    ) -> Option<Indexed> {
+        if self.config.overwrite || self.config.recheck {
+            return None;
+        }
+        let indexed_as = found.indexed_as.as_ref()?;
+        let settled = found.state == UploadState::Indexed
+            && indexed_as.plan == self.plan_digest(upload)
+            && found
+                .planned
+                .iter()
+                .all(|k| found.keys.contains(k) || indexed_as.conflicts.contains(k))
+            && found.keys.len() == indexed_as.referenced;
+        if !settled {
+            return None;
+        }
+        let own_keys = own_keys_of(indexed_as, &found.keys)?;
+        let records = indexed_as
+            .records
+            .iter()
+            .zip(own_keys)
+            .map(|(kept, keys)| {
+                let action = if kept.conflicts.is_empty() {
+                    Action::Unchanged
+                } else {
+                    Action::Conflict
+                };
+                let mut record = upload.record(action);
+                record.time = time.to_string();
+                // As a full run reports it: the channel and expiry of the upload's record.
+                record.meta.channel.clone_from(&found.meta.channel);
+                record.meta.expires.clone_from(&found.meta.expires);
+                with_decision_of(record, kept, keys)
+            })
+            .collect();
+        Some(Indexed::nothing_published(records))
+    }
+
+    /// Digest of what besides the bytes decides an upload's keys: the indexer's version, the
+    /// key configuration and the store's alias mode, the upload's identify options and source
+    /// path. Compared by [`Self::already_indexed`].
+    pub(super) fn plan_digest(&self, upload: &Upload<'_>) -> String {
+        let upload_plan = format!("{:?}\n{:?}", upload.options, upload.source_path);
+        // The last one asked is mostly asked again (a run's inputs share their options).
+        let mut last = self.last_plan.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, digest)) = last.as_ref().filter(|(plan, _)| *plan == upload_plan) {
+            return digest.clone();
+        }
+        let mut digest = self.key_plan.clone();
+        digest.update(upload_plan.as_bytes());
+        let digest = digest.hex();
+        *last = Some((upload_plan, digest.clone()));
+        digest
+    }
+
+    /// What a run came to, kept in the upload record when a re-delivery may be answered from
+    /// it: every record of the upload published or found unchanged, its keys exactly those
+    /// planned and referenced (after a conflict the next delivery runs in full, and may find
+    /// the key free). Records about other uploads (a PDB's aliases under this PE's name) are
+    /// not kept: that work was done before this run finished, and is theirs to report.
+    pub(super) fn indexed_as(
+        &self,
+        upload: &Upload<'_>,
+        records: &[Record],
+        planned: &BTreeSet<String>,
+        referenced: &BTreeSet<String>,
+    ) -> Option<IndexedAs> {
+        let own: Vec<&Record> = records.iter().filter(|r| r.upload == upload.id).collect();
+        let settled = !own.is_empty()
+            && own.iter().all(|r| {
+                matches!(
+                    r.action,
+                    Some(Action::Indexed | Action::Unchanged | Action::Conflict)
+                ) && r.removed.is_empty()
+            });
+        let conflicts: BTreeSet<String> = own
+            .iter()
+            .flat_map(|r| r.conflicts.iter().cloned())
+            .collect();
+        // Every planned key is referenced or a conflict (sidecar keys, `.meta`, are referenced
+        // without a record listing them).
+        let decided = planned.len() == referenced.len() + conflicts.len()
+            && planned
+                .iter()
+                .all(|k| referenced.contains(k) || conflicts.contains(k));
+        if !settled || !decided {
+            return None;
+        }
+        // Positions in `referenced`, which the upload record lists as `keys` when these are
+        // read back (`own_keys_of`). A record's key that is not referenced has none: nothing
+        // is kept, and the next delivery runs in full.
+        let sorted: Vec<&String> = referenced.iter().collect();
+        let position = |key: &String| sorted.binary_search(&key).ok().map(|at| at as u32);
+        let mut unchanged_at = Vec::new();
+        let mut trimmed = Vec::new();
+        for r in own {
+            let at: Option<Vec<u32>> = r
+                .published
+                .iter()
+                .chain(&r.unchanged)
+                .map(position)
+                .collect();
+            unchanged_at.push(at?);
+            let kept = Record {
+                schema: r.schema,
+                ..Record::default()
+            };
+            trimmed.push(with_decision_of(kept, r, Vec::new()));
+        }
+        Some(IndexedAs {
+            plan: self.plan_digest(upload),
+            referenced: referenced.len(),
+            records: trimmed,
+            conflicts,
+            unchanged_at,
+        })
+    }
+
+    /// [`Self::index`] for an upload already identified (the Lambda identifies with ranged
+    /// GETs first: `S3Object::identify`).
+    pub async fn index_identified(
+        &self,
+        upload: &Upload<'_>,
+        identified: Result<Vec<Identity>, FormatError>,
+    ) -> io::Result<Indexed> {
+        self.index_looked_up(upload, identified, None).await
+    }
+
+    /// [`Self::index_identified`] after [`Self::already_indexed`] said it is not (its read of
+    /// the upload record is reused).
+    pub async fn index_looked_up(
+        &self,
+        upload: &Upload<'_>,
+        identified: Result<Vec<Identity>, FormatError>,
+        prior: Option<PriorRead>,
+    ) -> io::Result<Indexed> {
+        let mut indexed = self.index_planned(upload, identified, prior).await;
+        let mut held = self.refs.take_held(&upload.id);
+        let list_now = !held.is_empty() && !self.list_at_finalize;
+        if let (Ok(done), true) = (&mut indexed, list_now) {
+            // The `create` leases the run left end when its upload record lists their keys
+            // (refs/, invariant 1): listed now, by one swap for the whole upload, not at the
+            // finalize after the manifest — other uploads of the same bytes, in the same batch
+            // as this one, would wait for that. Not yet `indexed`: that waits for the manifest.
+            let prior = done.upload_read.take();
+            match self
+                .refs
+                .finalize_read(&upload.id, &done.referenced, Run::Partial, prior, &held)
+                .await
+            {
+                // Released; the finalize swaps on the record as this wrote it.
+                Ok((true, read)) => {
+                    done.upload_read = read;
+                    held.clear();
+                }
+                // Being removed: the finalize takes the references back, leases first.
+                Ok((false, _)) => {}
+                Err(e) => indexed = Err(e),
+            }
+        }
+        if indexed.is_err() {
+            // A failed run lists none of its keys: others need not wait for its retry. Best
+            // effort: a lease left here is taken over by the retry, or after its time.
+            let _ = self.refs.release_created(&held).await;
+        }
+        // Taken whatever the outcome: a failed upload's changes are never made (it stays
+        // `indexing`, and its next run decides them again).
+        let changes = self
+            .pending_source_maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&upload.id)
+            .unwrap_or_default();
+        indexed.map(|indexed| Indexed {
+            source_map_changes: changes,
+            held,
+            ..indexed
+        })
+    }
+
+    pub(super) async fn index_planned(
+        &self,
+        upload: &Upload<'_>,
+        identified: Result<Vec<Identity>, FormatError>,
+        prior: Option<PriorRead>,
+    ) -> io::Result<Indexed> {
+        // The expiry of the upload's channel, counted from now (an upload indexed before
+        // keeps the time and expiry of its record: `plan` never rewrites them).
+        let stamped = Upload {
+            meta: self.config.retention.stamp(&upload.meta, &now_rfc3339()),
+            ..upload.clone()
+        };
+        let upload = &stamped;
+        if let Some(Err(reason)) = upload.meta.channel.as_deref().map(check_channel) {
+            let mut r = upload.record(Action::Rejected);
+            r.reason = Some(reason);
+            return Ok(Indexed::nothing_published(vec![r]));
+        }
+        let identities = match identified {
+            Ok(ids) => ids,
+            Err(FormatError::Io(e)) => return Err(e),
+            Err(e) => {
+                let action = match e {
+                    FormatError::Unrecognized(_) => Action::Skipped,
+                    _ => Action::Rejected,
+                };
+                let mut r = upload.record(action);
+                r.reason = Some(e.to_string());
+                return Ok(Indexed::nothing_published(vec![r]));
+            }
+        };
+        // Plan: every key of every identity, listed in the upload record before any reference
+        // is added (refs/, invariant 4).
+        let mut plans = Vec::new();
+        let mut records = Vec::new();
+        // A first delivery (its upload record absent: read so, or guessed) also guesses that
+        // a PDB's debug id has no record yet (`remember_pdb`).
+        let assumed_absent = prior.as_ref().is_some_and(PriorRead::is_absent);
+        for mut id in identities {
+            id.fill_file_names(upload.name());
+            match self.plan_identity(upload, id, assumed_absent).await? {
+                Ok(plan) => plans.push(plan),
+                Err(record) => records.push(record),
+            }
+        }
+        let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
+        // A Sentry source bundle's files are uploads of their own, indexed after it by the
+        // caller: its re-delivery runs in full so that they are too.
+        let bundle = plans.iter().any(|p| !p.id.bundle_files.is_empty());
+        if planned.is_empty() {
+            return Ok(Indexed::nothing_published(records));
+        }
+        let template = UploadRecord {
+            upload: upload.id.clone(),
+            source: upload.source_name(),
+            meta: upload.meta.clone(),
+            etag: upload.etag.clone(),
+            size: upload.size,
+            time: now_rfc3339(),
+            ingest_version: upload.ingest_version.clone(),
+            ingest_etag: Some(upload.ingest_etag().to_string()),
+            entry: upload.entry.as_ref().map(|e| e.path.clone()),
+            source_paths: plans
+                .iter()
+                .filter_map(|p| p.id.sources.as_ref())
+                .flat_map(|s| s.paths.iter().cloned())
+                .collect(),
+            source_path: upload.source_path.clone(),
+            // Where its offer goes, if it makes one (`offer_source`), for its removal to
+            // withdraw it.
+            offered_in: (self.config.layouts.contains(&Layout::Debuginfod)
+                && plans.iter().any(|p| p.id.kind == Kind::Source))
+            .then(|| offer_of(upload).1),
+            as_source: upload.options.as_source,
+            ..UploadRecord::default()
+        };
+        let stamp = upload.file_stamp.as_ref();
+        // Stamped before the plan's read, for an answer from the record (as `already_indexed`).
+        let time = now_rfc3339();
+        let (mut found, mut upload_read) =
+            self.refs.plan(&template, &planned, prior, stamp).await?;
+        // The upload record was taken to be absent (read so, or guessed on a first delivery:
+        // `PriorRead::absent`) and is there after all: an upload of the same bytes at the same
+        // location indexed before is answered from it, as its re-delivery would be (a bundle's
+        // record keeps no answer: it runs in full, for its files).
+        if assumed_absent {
+            if let Some(answer) = found
+                .as_ref()
+                .and_then(|found| self.answered_by(upload, found, &time))
+            {
+                return Ok(answer);
+            }
+        }
+        if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
+            // A removal of this upload is in progress, or died half-way: finished first, as it
+            // would have finished — its record to the manifest (again, if it got there: the
+            // manifest is at-least-once), then the keys it freed handed over (invariant 8).
+            // Boxed: a removal's hand-over indexes other uploads, whose futures would
+            // otherwise sit inside this one's.
+            let exclusive = self.config.lease.exclusive;
+            let note =
+                exclusive.then_some("a removal in progress was finished before indexing it again");
+            Box::pin(self.removal_to_its_end(&upload.id, note)).await?;
+            if !exclusive {
+                // Concurrent writers: the removal is a deletion's, which its message's
+                // redelivery finishes, or this upload's own take-back (`finalize` found its
+                // ingest object gone), which nothing but this message's redelivery runs
+                // again — left to itself, the upload stayed `removing` for good, half its
+                // keys unpublished (S3 interleavings, seed 4002). Finished here as a second
+                // delivery of it would finish it (runs of one removal at once are
+                // at-least-once delivery's normal case), and this message is retried:
+                // indexing the upload again now could race another run of its removal still
+                // taking its references back, key by key. (A sole writer holds the writer
+                // lock: no other run is, and it indexes on.)
+                return Err(busy(&format!(
+                    "{}: a removal was in progress; finished, index again",
+                    upload.id
+                )));
+            }
+            (found, upload_read) = self.refs.plan(&template, &planned, None, stamp).await?;
+        }
+        let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
+        // The keys the upload's finished runs referenced (none for a fresh upload), and those
+        // they planned without referencing them (where they may have waited: conflicts).
+        let indexed_before = found.as_ref().filter(|r| r.state == UploadState::Indexed);
+        let listed = indexed_before.map(|r| r.keys.clone());
+        let unreferenced = indexed_before
+            .map(UploadRecord::unreferenced)
+            .unwrap_or_default();
+        // An earlier attempt of this upload began and did not finish.
+        let earlier = found.as_ref().filter(|r| r.state == UploadState::Indexing);
+        let retry = earlier.is_some();
+        // The keys it may have referenced beyond this plan: a PDB's other copies' names,
+        // found live then (`remember_pdb`).
+        let earlier_extras: BTreeSet<String> = earlier
+            .map(|r| r.all_keys().difference(&planned).cloned().collect())
+            .unwrap_or_default();
+        // An upload indexed before keeps its channel and expiry (a promotion may have changed
+        // them since): its records say so, not what this delivery would have stamped.
+        let retained = found.map(|r| (r.meta.channel, r.meta.expires));
+        let mut referenced = BTreeSet::new();
+        // A key holding the upload's bytes, shared by its identities (one stored copy).
+        let mut holding = None;
+        for plan in plans {
+            let (record, keys, others) = self
+                .publish_identity(upload, plan, fresh, retry, &earlier_extras, &mut holding)
+                .await?;
+            referenced.extend(keys);
+            records.push(record);
+            records.extend(others);
+        }
+        if let Some(listed) = &listed {
+            for record in records.iter_mut().filter(|r| r.upload == upload.id) {
+                report_unlisted_as_published(record, listed);
+            }
+        }
+        let waits_ended = unreferenced
+            .union(&self.config.handed)
+            .filter(|key| referenced.contains(*key))
+            .cloned()
+            .collect();
+        if let Some((channel, expires)) = retained {
+            for record in records.iter_mut().filter(|r| r.upload == upload.id) {
+                record.meta.channel.clone_from(&channel);
+                record.meta.expires.clone_from(&expires);
+            }
+        }
+        let planned = planned.union(&referenced).cloned().collect();
+        let indexed_as = (!bundle)
+            .then(|| self.indexed_as(upload, &records, &planned, &referenced))
+            .flatten();
+        Ok(Indexed {
+            records,
+            upload: Some(upload.id.clone()),
+            referenced,
+            planned,
+            indexed_as,
+            upload_read,
+            source_map_changes: Vec::new(),
+            held: Vec::new(),
+            waits_ended,
+            offered_in: template.offered_in,
+        })
+    }
+
+    /// Marks an indexed upload done, after its records reached the manifest. `alive`: the
+    /// ingest object still exists (a removal that came first found nothing to remove, so the
+    /// indexer takes its own references back). Returns the records of such an undo, already
+    /// written to the manifest (the caller only reports them).
+    pub async fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
+        let Some(upload) = &indexed.upload else {
+            return Ok(Vec::new());
+        };
+        let reason = if !alive {
+            "the ingest object was deleted while it was indexed"
+        } else {
+            let finalized = self
+                .refs
+                .finalize(
+                    upload,
+                    &indexed.referenced,
+                    Run::Complete(indexed.indexed_as.as_ref()),
+                    indexed.upload_read.clone(),
+                    &indexed.held,
+                )
+                .await;
+            match finalized {
+                Ok(true) => {
+                    // Listed now: the waits for these keys are over (a marker a crash here
+                    // leaves goes when the key's holder, this upload, is removed).
+                    self.stop_waiting(upload, &indexed.waits_ended).await?;
+                    return Ok(Vec::new());
+                }
+                Ok(false) => "removed while it was indexed",
+                Err(e) => {
+                    // Leases this write was to end (`lists_keys_at_finalize`): others need
+                    // not wait for the retry. Best effort, as after a failed run.
+                    let _ = self.refs.release_created(&indexed.held).await;
+                    return Err(e);
+                }
+            }
+        };
+        // Whatever became of the upload record (a removal may have finished and deleted it
+        // while we were publishing), this attempt's references go (refs/, invariant 4),
+        // its `create` leases first (its finalize will not list their keys).
+        self.refs.release_created(&indexed.held).await?;
+        let record = self.refs.begin_removal(upload).await?;
+        let TakenBack {
+            removed,
+            not_referenced,
+            ..
+        } = self
+            .take_back_references(upload, &indexed.planned, record.as_ref())
+            .await?;
+        let undone: Vec<Record> = indexed
+            .records
+            .first()
+            .map(|first| Record {
+                time: now_rfc3339(),
+                action: Some(Action::Unpublished),
+                reason: Some(format!("{reason}; {} keys removed", removed.len())),
+                upload: upload.to_string(),
+                published: Vec::new(),
+                unchanged: Vec::new(),
+                conflicts: Vec::new(),
+                removed: removed.clone(),
+                ..first.clone()
+            })
+            .into_iter()
+            .collect();
+        // As a removal does (`end_removal`): the manifest says the keys went before the
+        // hand-over's records say who published them again, and before the record that would
+        // report them on a retry goes.
+        self.write_manifest(&undone).await?;
+        let offered_in = indexed.offered_in.as_deref();
+        self.finish_removal(
+            upload,
+            &removed,
+            record.as_ref(),
+            offered_in,
+            &not_referenced,
+        )
+        .await?;
+        Ok(undone)
+    }
+
+    /// Re-indexes every live upload waiting for one of `freed`, keys whose objects a removal
+    /// of `remover` deleted (refs/, invariant 8); forgets the waits of uploads gone or
+    /// going. Called before the remover's record goes: a removal that dies here hands over on
+    /// its retry, which reports the same keys freed.
+    pub(super) async fn hand_over(&self, remover: &str, freed: &[String]) -> io::Result<()> {
+        let mut waiters: BTreeMap<String, Vec<Waiting>> = BTreeMap::new();
+        for key in freed {
+            for waiting in self.refs.waiting(key).await? {
+                waiters
+                    .entry(waiting.upload.clone())
+                    .or_default()
+                    .push(waiting);
+            }
+        }
+        for (upload, waits) in waiters {
+            let live = if upload == remover {
+                None
+            } else {
+                let record = self.refs.upload(&upload).await?;
+                record.filter(|r| r.state != UploadState::Removing)
+            };
+            match (live, self.hand_over) {
+                // Its marker stays: the re-index may meet other content there again (it ends
+                // the waits for the keys it references).
+                (Some(record), Some(hand_over)) => {
+                    let handed = waits.iter().map(|w| w.key.clone()).collect();
+                    hand_over.reindex(&record, &handed).await?
+                }
+                // Left waiting: `verify` reports it.
+                (Some(_), None) => {}
+                (None, _) => {
+                    for waiting in &waits {
+                        self.refs.stop_waiting(waiting).await?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes back an upload's references to `keys` and to every key its `removing` record
+    /// lists, noting each key unpublished in the record.
+    pub(super) async fn take_back_references(
+        &self,
+        upload_id: &str,
+        keys: &BTreeSet<String>,
+        record: Option<&UploadRecord>,
+    ) -> io::Result<TakenBack> {
+        let mut all = keys.clone();
+        if let Some(record) = &record {
+            all.extend(record.all_keys());
+        }
+        // Keys an earlier, interrupted attempt already unpublished are reported again.
+        let mut removed: BTreeSet<String> = record.map(|r| r.removed.clone()).unwrap_or_default();
+        let (mut kept, mut not_referenced) = (0, BTreeSet::new());
+        for key in all {
+            // Noted in the upload record (when it has one) as the key goes, so that a retry
+            // reports it too.
+            let outcome = if record.is_some() {
+                self.refs.remove_noted(&key, upload_id).await?
+            } else {
+                self.refs.remove(&key, upload_id).await?
+            };
+            match outcome {
+                RemoveOutcome::Removed => {
+                    removed.insert(key);
+                }
+                RemoveOutcome::Kept => kept += 1,
+                RemoveOutcome::NotReferenced => {
+                    not_referenced.insert(key);
+                }
+            }
+        }
+        Ok(TakenBack {
+            removed: removed.into_iter().collect(),
+            kept,
+            not_referenced,
+        })
+    }
+
+    /// The keys of one identity; `Err(record)` when it gets none (skipped or rejected).
+    pub(super) async fn plan_identity(
+        &self,
+        upload: &Upload<'_>,
+        id: Identity,
+        guess_id_absent: bool,
+    ) -> io::Result<Result<Planned, Record>> {
+        let mut record = upload.record(Action::Indexed);
+        fill_identity(&mut record, &id);
+        let layouts = &self.config.layouts;
+        let set = layouts::keys_for(&id, upload.name(), layouts);
+        let mut keys = self.prefixed(&set);
+        // A PDB is also reachable under every name PEs' CodeView records gave it.
+        let mut id_read = None;
+        if is_pdb(&id) && !guess_id_absent {
+            let (record, prior) = self.refs.id_read(&id.debug_id.to_string()).await?;
+            for alias in &record.names {
+                keys.extend(self.prefixed(&layouts::keys_for(&id, alias, layouts)));
+            }
+            id_read = Some((record, prior));
+        }
+        // A key whose reference record would outgrow S3's keys is refused here.
+        let mut set = set;
+        keys.retain(|key| {
+            let fits = crate::refs::record_fits(key);
+            if !fits {
+                set.rejected.push(format!(
+                    "key of {} bytes is too long for its record",
+                    key.len()
+                ));
+            }
+            fits
+        });
+        if keys.is_empty() {
+            let (action, reason) = if set.rejected.is_empty() {
+                (
+                    Action::Skipped,
+                    "no identifier to key it by (no build id, UUID or debug id)".to_string(),
+                )
+            } else {
+                (Action::Rejected, set.rejected.join("; "))
+            };
+            record.action = Some(action);
+            record.reason = Some(reason);
+            return Ok(Err(record));
+        }
+        if !set.rejected.is_empty() {
+            record.reason = Some(set.rejected.join("; "));
+        }
+        for sidecar in &set.sidecars {
+            keys.insert(format!(
+                "{}{}",
+                self.config.prefix(sidecar.layout),
+                sidecar.key
+            ));
+        }
+        Ok(Ok(Planned {
+            id,
+            record,
+            keys,
+            set,
+            id_read,
+        }))
+    }
+}

@@ -1,0 +1,523 @@
+//! Publishing an identity's keys: its own bytes, its sidecars, generated files and sections.
+
+use super::*;
+
+/// Keys of one upload published at once once one of them holds its bytes
+/// ([`Indexer::publish_own`]).
+pub(super) const KEY_PUBLISHES: usize = 8;
+/// Times a key is published again when it was freed while its conflict was being recorded
+/// ([`Indexer::publish_key`]): each time somebody else took it meanwhile.
+pub(super) const CONFLICT_RETRIES: usize = 8;
+
+impl<'s> Indexer<'s> {
+    pub(super) async fn publish_identity(
+        &self,
+        upload: &Upload<'_>,
+        plan: Planned,
+        fresh: bool,
+        retry: bool,
+        earlier_extras: &BTreeSet<String>,
+        holding: &mut Option<String>,
+    ) -> io::Result<(Record, BTreeSet<String>, Vec<Record>)> {
+        let Planned {
+            id,
+            mut record,
+            mut keys,
+            set,
+            id_read,
+        } = plan;
+        let mut sidecar_keys = BTreeSet::new();
+        for sidecar in &set.sidecars {
+            let prefix = self.config.prefix(sidecar.layout);
+            let key = format!("{prefix}{}", sidecar.key);
+            keys.remove(&key);
+            let describes = format!("{prefix}{}", sidecar.describes);
+            sidecar_keys.insert((key, sidecar.content.as_bytes(), describes));
+        }
+        // Sections are ranges of the upload, published like sidecars.
+        let mut section_keys = Vec::new();
+        if let Some(build_id) = id.build_id.as_deref() {
+            let prefix = self.config.prefix(Layout::Debuginfod);
+            for section in &id.sections {
+                let key = format!(
+                    "{prefix}{}",
+                    layouts::debuginfod::section_key(build_id, &section.name)
+                );
+                if keys.remove(&key) {
+                    section_keys.push((key, section));
+                }
+            }
+        }
+        let mut outcome = Outcome::default();
+        // What this upload references: keys it published or found holding its content.
+        let mut referenced = self
+            .publish_own(upload, &keys, fresh, &mut outcome, holding)
+            .await?;
+        // A sidecar goes with the file it describes: where that file's key holds another
+        // upload's other bytes (a conflict), so does the sidecar's — it is that upload's, and
+        // describes its file. Sharing it would take a reference (a record, 6 requests) that
+        // keeps it when that upload is removed: a `.meta` without its file.
+        sidecar_keys.retain(|(key, _, describes)| {
+            let described_conflict = outcome.conflicts.contains(describes);
+            if described_conflict {
+                outcome.add(key, KeyOutcome::Conflict);
+            }
+            !described_conflict
+        });
+        // Sidecars and sections: generated from the upload (bytes in memory, or ranges of
+        // it), each needing no other key — published at once, taking their leases in turn
+        // after the upload's own keys (the order every upload of these bytes takes them in).
+        let mut turns = InTurn::chain(sidecar_keys.len() + section_keys.len()).into_iter();
+        let mut derived = Vec::new();
+        if self.links_sidecars() {
+            // A sole local writer stores sidecars of the same bytes once (an ELF's
+            // `debuginfo.meta` and `executable.meta`): one after another, in turn, each later
+            // one linked to the first this upload published now (a file on a disk is an inode
+            // and a block, more for the journal to write than the name).
+            let turns: Vec<InTurn> = turns.by_ref().take(sidecar_keys.len()).collect();
+            let sidecar_keys = &sidecar_keys;
+            derived.push(Box::pin(async move {
+                let mut stored: Vec<(&[u8], &str)> = Vec::new();
+                let mut results = Vec::new();
+                for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns) {
+                    let same = stored.iter().find(|(held, _)| held == bytes);
+                    let linked_to = same.map(|(_, key)| *key);
+                    let result = self
+                        .publish_sidecar(upload, key, bytes, linked_to, fresh, Some(turn))
+                        .await?;
+                    if result == KeyOutcome::Published && linked_to.is_none() {
+                        stored.push((bytes, key));
+                    }
+                    results.push((key.clone(), Some(result), false));
+                }
+                Ok(results)
+            })
+                as Pin<Box<dyn Future<Output = io::Result<_>> + Send + '_>>);
+        } else {
+            for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns.by_ref()) {
+                derived.push(Box::pin(async move {
+                    let result = self
+                        .publish_sidecar(upload, key, bytes, None, fresh, Some(turn))
+                        .await?;
+                    Ok(vec![(key.clone(), Some(result), false)])
+                }));
+            }
+        }
+        for ((key, section), turn) in section_keys.iter().zip(turns) {
+            let decompressed = id
+                .decompressed
+                .iter()
+                .find(|(name, _)| *name == section.name)
+                .map(|(_, bytes)| bytes.as_slice());
+            derived.push(Box::pin(async move {
+                let result = match (section.compressed, decompressed) {
+                    // Held in memory: decompressed, or small and read with the identification.
+                    (_, Some(bytes)) => {
+                        let etag = crate::storage::content_sha1(bytes);
+                        let source = CopySource::Bytes(bytes);
+                        let size = bytes.len() as u64;
+                        let turn = Some(turn);
+                        Some(
+                            self.publish_generated(upload, key, source, etag, size, fresh, turn)
+                                .await?,
+                        )
+                    }
+                    (false, None) => {
+                        self.publish_section(upload, key, section, fresh, turn)
+                            .await?
+                    }
+                    // Not decompressed (identification alone): not served.
+                    (true, None) => None,
+                };
+                Ok(vec![(key.clone(), result, true)])
+            }));
+        }
+        let derived: Vec<io::Result<_>> = futures_util::stream::iter(derived)
+            .buffered(KEY_PUBLISHES)
+            .collect()
+            .await;
+        // A key is referenced where the upload's reference was added (not a conflict): the
+        // upload record lists no more than the key records name it in. Sections are recorded
+        // like the upload's own keys (they are keys clients request); sidecars are not.
+        for (key, result, recorded) in derived
+            .into_iter()
+            .collect::<io::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+        {
+            let Some(result) = result else {
+                continue;
+            };
+            if recorded {
+                outcome.add(&key, result);
+            }
+            if result != KeyOutcome::Conflict {
+                referenced.insert(key);
+            }
+        }
+
+        if is_pdb(&id) {
+            referenced.extend(
+                self.remember_pdb(
+                    upload,
+                    &id,
+                    &keys,
+                    earlier_extras,
+                    &mut outcome,
+                    fresh,
+                    id_read,
+                )
+                .await?,
+            );
+        }
+        let mut others = Vec::new();
+        if id.format == Format::Pe {
+            // A first attempt guesses the PE is the first of its PE and PDB to arrive.
+            others = self.alias_pdbs(upload, &id, retry, fresh && !retry).await?;
+        }
+        // Sources for debuggers (sourcemap.rs): a source file offers itself, a debug file
+        // asks for the paths its DWARF names.
+        if id.kind == Kind::Source && self.config.source_joins {
+            let holding = keys.iter().find(|k| referenced.contains(*k)).cloned();
+            if let Some(holding) = holding {
+                referenced.extend(
+                    self.offer_source(upload, &id, &holding, fresh, &mut outcome)
+                        .await?,
+                );
+            }
+        }
+        if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
+            let (mut report, held) = self.want_sources(upload, build_id, sources, fresh).await?;
+            report.rejected.clone_from(&sources.rejected);
+            record.source_paths.clone_from(&sources.paths);
+            record.sources = Some(report);
+            others.extend(held);
+        }
+
+        record.action = Some(outcome.action());
+        if record.action == Some(Action::Conflict) && record.reason.is_none() {
+            record.reason = Some(
+                "keys hold different content; not overwritten (use overwrite to force)".into(),
+            );
+        }
+        let overwritten = self.refs.take_overwritten(&upload.id);
+        for earlier in &overwritten {
+            // Their next delivery runs in full, and says that they wait for the keys.
+            self.refs.forget_answer(earlier).await?;
+        }
+        if !overwritten.is_empty() {
+            // For audits: whose bytes this upload replaced (they get them back when it goes).
+            let uploads: Vec<&str> = overwritten.iter().map(String::as_str).collect();
+            outcome.notes.push(format!(
+                "overwrote the bytes of {} (waiting for their keys)",
+                uploads.join(", ")
+            ));
+        }
+        if record.reason.is_none() && !outcome.notes.is_empty() {
+            record.reason = Some(outcome.notes.join("; "));
+        }
+        record.published = outcome.published;
+        record.unchanged = outcome.unchanged;
+        record.conflicts = outcome.conflicts;
+        Ok((record, referenced, others))
+    }
+
+    /// Whether sidecars of the same bytes are stored once, later ones linked to the first:
+    /// for a sole writer of a local store (as [`Self::publish_own`] links an upload's keys:
+    /// nothing removes the first meanwhile), where a link is a name, not a copy. On S3 a
+    /// sidecar is an object either way (an alias would be one too, with a record to keep).
+    pub(super) fn links_sidecars(&self) -> bool {
+        !self.store.key_copies_are_aliases()
+            && !self.config.overwrite
+            && self.config.lease.exclusive
+    }
+
+    /// Generated objects (Sentry `.meta`): the first writer's content stays, later uploads
+    /// reference it. `linked_to`: a key this upload published these bytes under, copied
+    /// (linked) from instead ([`Self::links_sidecars`]).
+    pub(super) async fn publish_sidecar(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        bytes: &[u8],
+        linked_to: Option<&str>,
+        fresh: bool,
+        turn: Option<InTurn>,
+    ) -> io::Result<KeyOutcome> {
+        let etag = crate::storage::content_sha1(bytes);
+        let source = linked_to.map_or(CopySource::Bytes(bytes), CopySource::Key);
+        let size = bytes.len() as u64;
+        self.publish_generated(upload, key, source, etag, size, fresh, turn)
+            .await
+    }
+
+    /// Publishes content derived from the upload (a sidecar, a section): the first writer's
+    /// content stays (the same build's derived objects are the same), later uploads reference
+    /// it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn publish_generated(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        source: CopySource<'_>,
+        etag: String,
+        size: u64,
+        fresh: bool,
+        turn: Option<InTurn>,
+    ) -> io::Result<KeyOutcome> {
+        let content = Content {
+            etag: &etag,
+            size,
+            source,
+        };
+        let published = self
+            .refs
+            .publish_in_turn(key, &upload.id, &content, OnDifferent::Adopt, fresh, turn)
+            .await?;
+        Ok(published.outcome)
+    }
+
+    /// Publishes one section of an ELF upload under its debuginfod `section/` key: a range of
+    /// the upload, copied server-side on S3 (no byte through the function), read from a local
+    /// file otherwise. `None`: not published (a range outside the upload, a `Key` source).
+    /// Which sections are served (bounded) the ELF parser decided; this one is stored
+    /// uncompressed.
+    pub(super) async fn publish_section(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        section: &SectionRef,
+        fresh: bool,
+        turn: InTurn,
+    ) -> io::Result<Option<KeyOutcome>> {
+        let (offset, size) = (section.offset, section.size);
+        let inside = offset
+            .checked_add(size)
+            .is_some_and(|end| end <= upload.size);
+        if !inside {
+            return Ok(None);
+        }
+        // A range's identity: the upload's and where in it (the bytes are not read).
+        let derived = format!("{}@{offset}+{size}", upload.etag);
+        let read;
+        let (source, etag) = match upload.source {
+            CopySource::Object { .. } | CopySource::Range { .. } => {
+                let Some(source) = upload.source.range(offset, size, &derived) else {
+                    return Ok(None);
+                };
+                (source, derived.clone())
+            }
+            // `inside` proved offset + size <= the upload's size.
+            CopySource::Bytes(bytes) => {
+                let slice = &bytes[offset as usize..(offset + size) as usize];
+                (
+                    CopySource::Bytes(slice),
+                    crate::storage::content_sha1(slice),
+                )
+            }
+            CopySource::File(path) => {
+                read = read_range(path, offset, size)?;
+                (
+                    CopySource::Bytes(&read),
+                    crate::storage::content_sha1(&read),
+                )
+            }
+            CopySource::Key(_) => return Ok(None),
+        };
+        let outcome = self
+            .publish_generated(upload, key, source, etag, size, fresh, Some(turn))
+            .await?;
+        Ok(Some(outcome))
+    }
+
+    /// Publishes the upload's own bytes under `keys`, noting each outcome; returns the keys it
+    /// now references (all but the conflicts). `holding`: a key this upload references that
+    /// already holds its bytes (later keys may be linked or aliased to it); set to the first
+    /// such key when there was none, so the next identity of the same upload (a fat Mach-O's
+    /// next slice) links or aliases to it instead of storing the bytes again.
+    pub(super) async fn publish_own(
+        &self,
+        upload: &Upload<'_>,
+        keys: &BTreeSet<String>,
+        fresh: bool,
+        outcome: &mut Outcome,
+        holding: &mut Option<String>,
+    ) -> io::Result<BTreeSet<String>> {
+        let mut referenced = BTreeSet::new();
+        // Once one key holds this content, later keys are copied from that key: a hard link
+        // in a local store, an alias on S3 in redirect mode (one stored copy, many names).
+        // Locally only for a sole writer (the CLI holds the store's writer lock) and without
+        // overwrite: then nothing changes or removes the first key meanwhile. With concurrent
+        // writers a removal of this very upload may take the key back between the two copies,
+        // so each key is copied from the upload itself. An S3 alias copied from a key taken
+        // back meanwhile fails (the source is gone) and the message is retried.
+        let aliases = self.store.key_copies_are_aliases() && !self.config.overwrite;
+        let linkable = aliases
+            || (matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
+                && !self.config.overwrite
+                && self.config.lease.exclusive);
+        let mut first: Option<String> = holding.clone();
+        // Until one key holds the bytes, keys go one at a time (the next is copied from the
+        // first that does). After that each key's publishing depends on no other's (its own
+        // record, its own object), so a few go at once: on S3 a fresh key is two requests, and
+        // an ELF has 6 keys. Every one is run to its end before an error is returned (none is
+        // dropped halfway), and their outcomes are noted in key order.
+        let mut remaining = keys.iter();
+        while first.is_none() {
+            let Some(key) = remaining.next() else {
+                break;
+            };
+            let result = self
+                .publish_key(upload, key, linkable, None, fresh, None)
+                .await?;
+            self.note_published(
+                upload,
+                key,
+                result,
+                aliases,
+                fresh,
+                outcome,
+                &mut referenced,
+                &mut first,
+            )
+            .await?;
+        }
+        let source = first.clone();
+        let turns = InTurn::chain(remaining.len());
+        let publishes: Vec<_> = remaining
+            .clone()
+            .zip(turns)
+            .map(|(key, turn)| {
+                self.publish_key(upload, key, linkable, source.as_deref(), fresh, Some(turn))
+            })
+            .collect();
+        let published: Vec<io::Result<Publication>> = futures_util::stream::iter(publishes)
+            .buffered(KEY_PUBLISHES)
+            .collect()
+            .await;
+        for (key, result) in remaining.zip(published) {
+            self.note_published(
+                upload,
+                key,
+                result?,
+                aliases,
+                fresh,
+                outcome,
+                &mut referenced,
+                &mut first,
+            )
+            .await?;
+        }
+        if holding.is_none() {
+            *holding = first;
+        }
+        Ok(referenced)
+    }
+
+    /// Publishes the upload's bytes under one key: copied from `first` (a key already holding
+    /// them) where `linkable`, else from the upload itself.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn publish_key(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        linkable: bool,
+        first: Option<&str>,
+        fresh: bool,
+        turn: Option<InTurn>,
+    ) -> io::Result<Publication> {
+        let mut content = upload.content();
+        if let (true, Some(first)) = (linkable, first) {
+            content.source = CopySource::Key(first);
+        }
+        let on_different = OnDifferent::overwrite(self.config.overwrite);
+        let mut published = self
+            .refs
+            .publish_in_turn(key, &upload.id, &content, on_different, fresh, turn)
+            .await?;
+        // Another upload's bytes: wait for the key, and look again (refs/, invariant 8) —
+        // freed meanwhile, its removal may have listed its waiters before we were one.
+        let mut retries = 0;
+        while published.outcome == KeyOutcome::Conflict {
+            match self.refs.wait_for(key, &upload.id).await? {
+                Some(found) if found.etag != content.etag || found.size != content.size => break,
+                _ if retries == CONFLICT_RETRIES => {
+                    return Err(busy(&format!(
+                        "{key}: freed and taken again, {retries} times"
+                    )))
+                }
+                _ => retries += 1,
+            }
+            published = self
+                .refs
+                .publish_in_turn(key, &upload.id, &content, on_different, fresh, None)
+                .await?;
+        }
+        Ok(published)
+    }
+
+    /// Notes one key's outcome; a key now referenced is added to `referenced`, with the
+    /// target of an alias found in place (invariant 6, refs/), and becomes `first` when
+    /// no key held the bytes yet.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn note_published(
+        &self,
+        upload: &Upload<'_>,
+        key: &str,
+        published: Publication,
+        aliases: bool,
+        fresh: bool,
+        outcome: &mut Outcome,
+        referenced: &mut BTreeSet<String>,
+        first: &mut Option<String>,
+    ) -> io::Result<()> {
+        outcome.add(key, published.outcome);
+        if published.outcome == KeyOutcome::Conflict {
+            return Ok(());
+        }
+        referenced.insert(key.to_string());
+        // Invariant 6 (refs/): an alias found in place is held with its target — as the
+        // publication left the key's record (its record is not read again).
+        let target = match (aliases, published.outcome) {
+            (true, KeyOutcome::Unchanged) => published.alias_of,
+            _ => None,
+        };
+        if let Some(target) = target.filter(|t| !referenced.contains(t)) {
+            if !self.hold_target(upload, &target, fresh, outcome).await? {
+                return Ok(());
+            }
+            referenced.insert(target.clone());
+            first.get_or_insert(target);
+        }
+        first.get_or_insert_with(|| key.to_string());
+        Ok(())
+    }
+
+    /// References the target of an alias this upload found in place, publishing it from the
+    /// upload's own bytes if it is gone (invariant 6). `false`: not held (the upload is being
+    /// removed, or the target holds other content).
+    pub(super) async fn hold_target(
+        &self,
+        upload: &Upload<'_>,
+        target: &str,
+        fresh: bool,
+        outcome: &mut Outcome,
+    ) -> io::Result<bool> {
+        let keys: BTreeSet<String> = [target.to_string()].into();
+        if !self.refs.plan_more(&upload.id, &keys).await? {
+            return Ok(false);
+        }
+        let result = self
+            .refs
+            .publish(
+                target,
+                &upload.id,
+                &upload.content(),
+                OnDifferent::Conflict,
+                fresh,
+            )
+            .await?;
+        outcome.add(target, result);
+        Ok(result != KeyOutcome::Conflict)
+    }
+}

@@ -1,0 +1,318 @@
+//! The upload model both front ends share: one ingest object or archive entry to index
+//! ([`Upload`]), what indexing it came to ([`Indexed`]), and the run's [`Summary`].
+
+use super::*;
+
+/// One ingest object to index.
+#[derive(Debug, Clone)]
+pub struct Upload<'a> {
+    /// Stable identity (references point at it): path or bucket/key/version plus content.
+    pub id: String,
+    /// How to copy its bytes into the store.
+    pub source: CopySource<'a>,
+    pub ingest_bucket: Option<String>,
+    /// Ingest key (S3) or path (local).
+    pub ingest_key: String,
+    /// Set when this upload is one of an archive's entries.
+    pub entry: Option<EntryOf>,
+    pub ingest_version: Option<String>,
+    /// Content identity, comparable with the store's etags.
+    pub etag: String,
+    pub size: u64,
+    pub meta: UploadMeta,
+    pub options: IdentifyOptions,
+    /// Where a source file sits in its source tree (matched against the paths debug files
+    /// name, sourcemap.rs); `None`: its archive entry path, else its ingest key.
+    pub source_path: Option<String>,
+    /// A local input file's status when it was hashed, kept with its location (refs/).
+    pub file_stamp: Option<crate::refs::FileStamp>,
+}
+
+/// The archive an entry upload came from, and where inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryOf {
+    /// Path inside the archive (nested archives: `inner.tar.gz!/path`).
+    pub path: String,
+    /// The archive object's content identity and size (the ingest object's).
+    pub archive_etag: String,
+    pub archive_size: u64,
+}
+
+impl Upload<'_> {
+    /// The file name the artifact was uploaded as.
+    pub fn name(&self) -> &str {
+        file_name_of(self.entry.as_ref().map_or(&self.ingest_key, |e| &e.path))
+    }
+
+    /// The upload's bytes, as a key is published with them.
+    pub(super) fn content(&self) -> Content<'_> {
+        Content {
+            etag: &self.etag,
+            size: self.size,
+            source: self.source,
+        }
+    }
+
+    /// The ingest location: `s3://bucket/key`, or the local path.
+    pub fn source_name(&self) -> String {
+        match &self.ingest_bucket {
+            Some(bucket) => format!("s3://{bucket}/{}", self.ingest_key),
+            None => self.ingest_key.clone(),
+        }
+    }
+
+    /// The ingest object's content identity (the archive's, for an entry): what a sweeper
+    /// deletes, conditionally on it.
+    pub(super) fn ingest_etag(&self) -> &str {
+        self.entry.as_ref().map_or(&self.etag, |e| &e.archive_etag)
+    }
+
+    pub(super) fn record(&self, action: Action) -> Record {
+        Record {
+            name: Some(self.name().to_string()),
+            entry: self.entry.as_ref().map(|e| e.path.clone()),
+            ingest_version: self.ingest_version.clone(),
+            ingest_etag: Some(self.ingest_etag().to_string()),
+            ingest_size: Some(self.entry.as_ref().map_or(self.size, |e| e.archive_size)),
+            meta: self.meta.clone(),
+            ..Record::about(
+                action,
+                self.id.clone(),
+                self.ingest_bucket.clone(),
+                self.ingest_key.clone(),
+            )
+        }
+    }
+}
+
+/// What happened to each key of one artifact.
+#[derive(Debug, Default)]
+pub(super) struct Outcome {
+    pub(super) published: Vec<String>,
+    pub(super) unchanged: Vec<String>,
+    pub(super) conflicts: Vec<String>,
+    /// What else the record's reason says (a source's tie left as it was).
+    pub(super) notes: Vec<String>,
+}
+
+impl Outcome {
+    pub(super) fn action(&self) -> Action {
+        if !self.conflicts.is_empty() {
+            Action::Conflict
+        } else if !self.published.is_empty() {
+            Action::Indexed
+        } else {
+            Action::Unchanged
+        }
+    }
+
+    pub(super) fn add(&mut self, key: &str, outcome: KeyOutcome) {
+        let list = match outcome {
+            KeyOutcome::Published => &mut self.published,
+            KeyOutcome::Unchanged => &mut self.unchanged,
+            KeyOutcome::Conflict => &mut self.conflicts,
+        };
+        list.push(key.to_string());
+    }
+}
+
+/// One upload indexed but not yet finalized: its records go into the manifest first, then
+/// [`Indexer::finalize`] marks it indexed (so a run that dies before its manifest is written
+/// reports the same keys as published when it is re-run: the manifest is at-least-once).
+#[derive(Debug, Default)]
+pub struct Indexed {
+    pub records: Vec<Record>,
+    /// The upload to finalize (`None`: nothing was published, nothing to finalize).
+    pub upload: Option<String>,
+    pub(super) referenced: BTreeSet<String>,
+    /// Every key this attempt may have referenced (taken back if the upload is removed).
+    pub(super) planned: BTreeSet<String>,
+    /// What the run came to, for the upload record, when a re-delivery may be answered from
+    /// it (every planned key published or unchanged).
+    pub(super) indexed_as: Option<IndexedAs>,
+    /// The upload record as the plan wrote it (the finalize swaps on it without a read).
+    pub(super) upload_read: Option<PriorRead>,
+    /// A sole writer's changes to source-map records, made when the upload is taken in
+    /// input order ([`Indexer::register_source_map_changes`]).
+    pub(super) source_map_changes: Vec<SourceMapChange>,
+    /// `create` leases left to the finalize (refs/, invariant 1): released by a write if
+    /// the references are taken back instead.
+    pub(super) held: Vec<(String, crate::refs::Lease)>,
+    /// Keys the upload waited for and references now (a hand-over's re-index: refs/,
+    /// invariant 8): their markers go once the finalize lists them — before that, a run
+    /// that dies must be re-indexed by the hand-over's retry, which finds it by its marker.
+    pub(super) waits_ended: BTreeSet<String>,
+    /// A source upload: the join record of its offer (`UploadRecord::offered_in`), for a
+    /// take-back to withdraw it even when a removal got there first and forgot the record.
+    pub(super) offered_in: Option<String>,
+}
+
+/// A change to one source-map record an upload's indexing decided (made at once, or by a
+/// sole writer when it takes the upload: [`Indexer::register_source_map_changes`]).
+#[derive(Debug, Clone)]
+pub(super) enum SourceMapChange {
+    /// Source paths a debug file names, wanted from now on.
+    Want(String, Vec<Want>),
+    /// Offers of source uploads removed since they offered themselves.
+    DropOffers(String, BTreeSet<Offer>),
+}
+
+impl SourceMapChange {
+    pub(super) fn file(&self) -> &str {
+        match self {
+            SourceMapChange::Want(file, _) | SourceMapChange::DropOffers(file, _) => file,
+        }
+    }
+
+    /// Makes the change on `record`; `true` if it changed anything.
+    pub(super) fn apply(&self, record: &mut sourcemap::SourceMapRecord) -> bool {
+        match self {
+            SourceMapChange::Want(_, wants) => wants
+                .iter()
+                .fold(false, |changed, w| record.want(w) | changed),
+            SourceMapChange::DropOffers(_, dead) => {
+                let before = record.offers.len();
+                record.offers.retain(|o| !dead.contains(o));
+                record.offers.len() != before
+            }
+        }
+    }
+}
+
+impl Indexed {
+    /// Records of an upload that published nothing (skipped, rejected).
+    pub fn nothing_published(records: Vec<Record>) -> Self {
+        Indexed {
+            records,
+            ..Indexed::default()
+        }
+    }
+}
+
+/// What [`Indexer::already_indexed`] found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// Indexed before under the same plan: the records of this re-delivery.
+    Indexed(Box<Indexed>),
+    /// Index it ([`Indexer::index_looked_up`], with the read made, when kept).
+    Unindexed(Option<PriorRead>),
+}
+
+/// One identity's keys, computed before anything is published (the plan).
+pub(super) struct Planned {
+    pub(super) id: Identity,
+    pub(super) record: Record,
+    pub(super) keys: BTreeSet<String>,
+    pub(super) set: KeySet,
+    /// A PDB: its debug id's record as the plan read it (for the names PEs gave it), kept
+    /// for the swap that records where it lives ([`Indexer::remember_pdb`]). `None` for a
+    /// PDB's first delivery: not read, guessed absent (the PDB the first of its PE and PDB
+    /// to arrive, or alone): created where it lives, or, there after all, read then.
+    pub(super) id_read: Option<(IdRecord, PriorRead)>,
+}
+
+/// A manifest record about an upload known only from its upload record.
+pub(super) fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
+    let (bucket, key) = match upload
+        .source
+        .strip_prefix("s3://")
+        .and_then(|s| s.split_once('/'))
+    {
+        Some((bucket, key)) => (Some(bucket.to_string()), key.to_string()),
+        None => (None, upload.source.clone()),
+    };
+    let ingest_etag = upload
+        .ingest_etag
+        .clone()
+        .unwrap_or_else(|| upload.etag.clone());
+    // Records written before the version was kept: the upload id says it
+    // (`s3:<bucket>/<key>@<version id, or the ETag unversioned>[!/<entry>]`).
+    let ingest_version = upload.ingest_version.clone().or_else(|| {
+        let bucket = bucket.as_deref()?;
+        let rest = upload.upload.strip_prefix(&format!("s3:{bucket}/{key}@"))?;
+        let version = rest.split("!/").next()?;
+        (version != ingest_etag && version != upload.etag).then(|| version.to_string())
+    });
+    let mut record = Record {
+        ingest_etag: Some(ingest_etag),
+        ingest_size: upload.entry.is_none().then_some(upload.size),
+        ingest_version,
+        entry: upload.entry.clone(),
+        meta: upload.meta.clone(),
+        ..Record::about(action, upload.upload.clone(), bucket, key)
+    };
+    if let Some(entry) = &upload.entry {
+        record.name = Some(file_name_of(entry).to_string());
+    }
+    record
+}
+
+pub(super) fn is_pdb(id: &Identity) -> bool {
+    matches!(id.format, Format::Pdb | Format::PortablePdb) && !id.debug_id.is_nil()
+}
+
+pub(super) fn fill_identity(record: &mut Record, id: &Identity) {
+    record.format = Some(id.format.as_str().to_string());
+    record.kind = Some(id.kind.as_str().to_string());
+    record.arch = Some(id.arch.clone());
+    record.debug_id = Some(id.debug_id.to_string());
+    record.code_id = id.code_id.as_ref().map(|c| c.as_str().to_string());
+    record.code_file = id.code_file.clone();
+    record.debug_file = id.debug_file.clone();
+}
+
+/// Counts of a run, for the one-line summary.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub indexed: usize,
+    pub unchanged: usize,
+    pub skipped: usize,
+    pub rejected: usize,
+    pub conflicts: usize,
+    pub unpublished: usize,
+    pub expired: usize,
+    pub promoted: usize,
+    pub keys_published: usize,
+}
+
+impl Summary {
+    pub fn add(&mut self, record: &Record) {
+        match record.action {
+            Some(Action::Indexed) => self.indexed += 1,
+            Some(Action::Unchanged) => self.unchanged += 1,
+            Some(Action::Skipped) => self.skipped += 1,
+            Some(Action::Rejected) => self.rejected += 1,
+            Some(Action::Conflict) => self.conflicts += 1,
+            Some(Action::Unpublished) => self.unpublished += 1,
+            Some(Action::Expired) => self.expired += 1,
+            Some(Action::Promoted) => self.promoted += 1,
+            None => {}
+        }
+        self.keys_published += record.published.len();
+    }
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} published ({} keys), {} unchanged, {} skipped, {} rejected, {} conflicts",
+            self.indexed,
+            self.keys_published,
+            self.unchanged,
+            self.skipped,
+            self.rejected,
+            self.conflicts
+        )?;
+        if self.unpublished > 0 {
+            write!(f, ", {} unpublished", self.unpublished)?;
+        }
+        if self.expired > 0 {
+            write!(f, ", {} expired", self.expired)?;
+        }
+        if self.promoted > 0 {
+            write!(f, ", {} promoted", self.promoted)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,551 @@
+//! References: which uploads need each published key (SymStore's `refs.ptr`, as JSON objects),
+//! and the protocol that keeps keys published exactly while they are needed.
+//!
+//! - `_symdex/refs/<key>.json`: the key's content identity, the uploads referencing it, and the
+//!   lease of a change to the object in progress. Where objects name their owner, only for a
+//!   key two uploads share or a removal holds (invariant 7): else the object's owner, the name
+//!   of an upload's record (S3 metadata `symdex-owner`, a local file's extended attribute
+//!   `user.symdex.owner`), stands for it.
+//! - `_symdex/uploads/<sha1 of location>/<sha1 of upload id>.json`: one upload, its state and
+//!   its keys, named under the ingest location it came from, which a removal lists
+//!   ([`UploadLayout::ByLocation`], new S3 stores). Stores made before, and local stores
+//!   ([`UploadLayout::Flat`]), keep `_symdex/uploads/<sha1 of upload id>.json` and a record
+//!   of each location's uploads, `_symdex/sources/<sha1 of source>.json`. The store's
+//!   layout is decided once and kept in `_symdex/layout.json` ([`RefStore::layout`]). A local
+//!   store appends each new version of an upload record to its file (`storage::appended`).
+//! - `_symdex/stamps/<sha1 of directory>.json`: the CLI's stamps of its input files by
+//!   directory (`src/stamps.rs`), a cache of their content identities no invariant here
+//!   depends on.
+//! - `_symdex/ids/<debug id>.json`: PDB names recorded by PEs' CodeView records, and where a PDB
+//!   with that id was published, so a PDB is reachable under the exact name its PE uses.
+//! - `_symdex/sourcemap/<scope>/<bucket>.json`: source files offered and source paths wanted,
+//!   joined by path (sourcemap.rs).
+//!
+//! # Where each part lives
+//!
+//! - `mod.rs`: [`RefStore`], its reads and compare-and-swap updates, and these invariants;
+//! - `records.rs`: the records (`KeyRecord`, `UploadRecord`, `SourceRecord`, `IdRecord`,
+//!   `FileStamp`) and the names of their files;
+//! - `lease.rs`: leases and the listings that end them (invariant 1);
+//! - `publish.rs`: publishing a key for an upload, step by step; `objects.rs`: the object at a
+//!   key created, shared, copied or taken back (invariants 2 and 7);
+//! - `remove.rs`: references removed, and objects with their last one (invariant 3);
+//! - `uploads.rs`: upload records planned, finalized and removed (invariant 4); `ids.rs`:
+//!   debug-id records (invariant 5); `waiting.rs`: hand-overs (invariant 8);
+//!   `source_maps.rs`: the join records of sources and debug files.
+//!
+//! # Invariants
+//!
+//! Every record changes only by compare-and-swap on the version that was read
+//! ([`Storage::put_if`], [`Storage::delete_if`]), so concurrent writers never lose each
+//! other's updates. On top of that:
+//!
+//! 1. **Objects change under a lease.** The object at a key is written or deleted only by the
+//!    holder of the lease in the key's record, taken by compare-and-swap. Nobody else writes it,
+//!    removes a reference that would empty it, or takes the lease while it is live. A holder acts
+//!    only while its lease runs (`until`, longer than any run of the function that took it); a
+//!    lease past its time, or any lease but one's own while holding the local store's writer lock,
+//!    was left by a dead process and is taken over. The holder is the operation and the upload
+//!    (`index:<upload>`, `remove:<upload>`): a retried message takes its own earlier attempt's
+//!    lease over at once, which is safe because both attempts mean the same bytes (or the same
+//!    removal) for the same upload. A removal handing a key on to another upload (invariant 5)
+//!    holds that upload's lease and says so ([`Lease::acting`]): it takes over at once only its own
+//!    removal's earlier attempt's, and waits for a live lease any other run holds for that upload —
+//!    its retry may never meet the key again (the offer it withdraws may be dropped meanwhile), so
+//!    a lease it took over and then left would stay, listed by nobody, until it ran out. Taken
+//!    over, a lease is written anew with the taker's run (`Lease::run`, one per [`RefStore`]): the
+//!    earlier attempt may be alive (a message delivered twice at once), and the two must not end
+//!    each other's lease — a release ends a lease only as its run took it, and a listing only the
+//!    `create` leases of the runs it names (`UploadRecord::runs`), so a removal waits for a run
+//!    still copying instead of deleting what that run then writes again. A key without a record
+//!    gets a `create` lease: no symdex object is there (its objects always have a record), so its
+//!    holder, or whoever takes it over, writes only where nothing is (`Storage::copy_new`) and
+//!    leaves anything found there alone unless it holds the same bytes (adopted) or the upload
+//!    overwrites; otherwise the record goes and the key is a conflict. A `create` lease whose
+//!    holder wrote the object (or found its own earlier attempt's) is not released by a write: the
+//!    record was created saying what the object will hold, and the lease ends when the holder's
+//!    upload record lists the key among its `keys` for the lease's run (its finalize, after every
+//!    copy of the run) — one write per key saved on S3. The same goes for a `create` lease on a
+//!    record written as sharing another upload's object (invariant 7). Whoever meets such a lease reads the
+//!    holder's upload record first (`RefStore::settle`); a run that takes its references back, or
+//!    fails, never lists them, and releases them by a write each ([`RefStore::release_created`]) —
+//!    else its retry takes them over, or they run out.
+//! 2. **A record without a lease describes its object**: the object exists and holds the
+//!    recorded content. So a key with references and no lease is published (and so is a key
+//!    without a record whose object names an upload, invariant 7). Sole-writer form
+//!    (the local store's writer lock, `LeasePolicy::exclusive`) where objects name no owner
+//!    (invariant 7 otherwise): a key with neither record nor object is created record first,
+//!    without a lease, then the object. Until the copy is
+//!    done (or after a crash in between) the record names an object that is not there, which
+//!    is safe because nothing else runs: a re-run finds its own reference to a missing object
+//!    and copies it again (the `Check` path), a removal deletes the record and finds no
+//!    object, and `verify` reports the key as missing. Only absent objects are created this
+//!    way, so a record never claims content another object holds.
+//! 3. **Only an empty record is removed.** The object is deleted only after the record was
+//!    swapped to an empty tombstone holding the remover's lease; an indexer meeting a live
+//!    tombstone waits, one meeting a dead one takes it over.
+//! 4. **No reference outlives its upload.** An upload's keys are listed in its upload record
+//!    (`planned`) before any reference to them is added; whoever adds a reference for upload U
+//!    then re-reads U's record (finalize) and takes the reference back if U is being removed;
+//!    the remover marks U `removing` before it removes the references of every listed key.
+//!    Either the remover's list holds the key, or the adder sees the mark.
+//! 5. **A key is held by the uploads whose bytes it serves**: an alias copy of a PDB made
+//!    when its PE arrives is referenced by the PDB's uploads, not the PE's, so the outcome
+//!    does not depend on which arrived first. A copy of a PDB uploaded under another name
+//!    than the copy recorded (and live) serves that copy's name too, for the same reason: a
+//!    PE naming it may have arrived before or after it (`Indexer::remember_pdb`). A first
+//!    delivery of either creates the debug id's record unread ([`RefStore::create_id`], a
+//!    write only where none is): created, there was nothing to see (no name, no copy);
+//!    refused, it reads and swaps as if the guess had not been made. A PE reads the PDB
+//!    copy's holders after its swap records its name; a copy that published under names
+//!    it found (another live copy's among them, joining that copy's key) reads the record
+//!    again: one of the two sees the other, so no name is lost with the kept copy.
+//! 6. **An alias never outlives its target.** Where the store writes a copy from another key
+//!    as an alias that holds no bytes (S3 redirect objects, `Storage::key_copies_are_aliases`),
+//!    the key's record names its target (`alias_of`), and every upload referencing the alias
+//!    references the target too: the writer of an alias copies from a key it references
+//!    itself, and an upload that finds an alias already there adds a reference to its target
+//!    (publishing it from its own bytes if it is gone) before it is done — so does a key
+//!    published on another upload's behalf (a PE's alias of its PDB, a source's hand-over:
+//!    `Indexer::hold_for`), for that upload. A target is removed
+//!    only without references (invariant 3), so not while an alias's referrer lives.
+//! 7. **A key one upload alone references needs no record** where objects name their owner
+//!    ([`Storage::names_owners`]: S3 metadata, a local file's extended attribute), whether
+//!    writers run at once or one holds the writer lock (which then only takes every other
+//!    lease over at once). Its object, created only where nothing is (`Storage::copy_new`,
+//!    where the store decides that atomically: [`Storage::creates_only_new`]), names the upload
+//!    ([`RefStore::owner_token`]), and stands for the record `{refs: [upload], by: upload}`
+//!    (of the content its writer named with it, where the store keeps that apart from the
+//!    bytes: `Owned::written`): a fresh key costs one request, and a local one no record
+//!    file. Everything else goes through a record, and a record, once there, decides (an
+//!    object's owner is then only read to tell whose bytes are there):
+//!    - a second upload finding the same content creates the key's record (only where no
+//!      record is) naming both uploads, the owner as `by`, under a `create` lease, and then
+//!      looks at the object again: the owner's removal, meeting the lease, waits instead of
+//!      deleting the object the sharer is about to reference, and one that deleted it
+//!      before the record was there is seen by that look (the record then goes back to
+//!      naming the sharer alone, who creates the object). Found still there, the record
+//!      says what is there, and the lease ends with the sharer's finalize (invariant 1);
+//!    - a removal finding no record creates a tombstone naming the upload, only where no
+//!      record is (so a sharer's record and the tombstone exclude each other), then deletes
+//!      the object only if it names that upload;
+//!    - every removal deletes only the object its tombstone is for: one naming the record's
+//!      `by`, or nobody (written before owners were named, or adopted). A writer that found
+//!      the key free after the object went (it needs no record to create one) named itself,
+//!      so a retried removal still holding its tombstone leaves that object alone — the race
+//!      that made a record per key necessary before objects named their owner;
+//!    - the writers of a record's object (a lease's copy, a repair, an overwrite) name the
+//!      record's `by`; an object of the same content found under a `create` lease whose owner
+//!      is another upload makes the record name that upload too (and as `by`), one whose
+//!      owner's upload is gone is replaced by ours;
+//!    - a writer that neither overwrites nor adopts and finds other content at a key, not
+//!      its own, reports a conflict on what it found, without a record: it takes no
+//!      reference, so nothing is left to keep. What the record protocol could still change
+//!      is a change already in progress — a removal about to delete the object, an
+//!      overwriting writer about to replace it (with this very content, even) — and the
+//!      conflict is then the outcome of the serial order in which it came first.
+//! 8. **A key another upload's bytes hold is handed over when they go.** An upload that
+//!    finds other content at one of its keys (a conflict) records that it waits for the key
+//!    (`_symdex/waiting/<sha1 of key>/<sha1 of upload>.json`, [`RefStore::wait_for`]), then
+//!    looks at the key again. A removal that deleted a key's object (now, or in an earlier
+//!    attempt: the keys its record notes `removed`) lists the key's waiters, and re-indexes
+//!    each live one from its ingest object ([`crate::pipeline::HandOver`]) before it
+//!    forgets its own upload. Of the waiter's write and the removal's delete, whichever came
+//!    second is seen by the other's later look: the waiter finds the key free (or holding
+//!    its own content) and publishes it after all, or the removal finds the waiter.
+//!    An overwrite (`--overwrite`) makes the uploads whose bytes it replaces such waiters:
+//!    it marks them before the replacement (`RefStore::overwritten`), and their references
+//!    go with it, so the overwriter's removal hands the key back (kept, they would have
+//!    held its bytes after it went; where the object stood for the record, the key was lost
+//!    with it). Their upload records still list the key: `verify` takes the marker as the
+//!    reason, and the hand-back's re-index, referencing the key again, ends the wait (it is
+//!    told which keys it was handed: `Config::handed`). A removal that dies before it is
+//!    done hands over on its retry: its record stays
+//!    `removing`, and a marker stays until its upload references the key (the re-index
+//!    deletes it), its upload's removal deletes it (with the keys that upload planned and
+//!    did not reference), or a listing finds its upload gone or removing (a marker a crash
+//!    left costs a re-index that changes nothing). Without this, deleting an unstripped binary unpublished the `debuginfo` of
+//!    the separate debug file that lives on, whose bytes were nowhere in the store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::UploadMeta;
+use crate::sourcemap::SourceMapRecord;
+use crate::storage::{
+    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, Versioned,
+};
+
+mod ids;
+mod lease;
+mod objects;
+mod publish;
+mod records;
+mod remove;
+mod source_maps;
+#[cfg(test)]
+mod tests;
+mod uploads;
+mod waiting;
+
+pub use lease::*;
+pub use publish::*;
+pub use records::*;
+pub use remove::*;
+pub use source_maps::*;
+pub use waiting::*;
+
+/// Root of symdex's own bookkeeping inside a store (never served).
+pub const STATE_PREFIX: &str = "_symdex";
+/// Compare-and-swap attempts of one update before giving up (each attempt lost a race, so
+/// this many means heavy contention; the caller retries the whole message later).
+const MAX_ATTEMPTS: usize = 64;
+/// The lease of a key that had no record: nothing symdex wrote is there, but something written
+/// outside symdex may be. Its holder (or whoever takes it over) creates the object only where
+/// nothing is (`Storage::copy_new`), and decides on what it finds there only then: the same
+/// content is adopted, other content is a conflict. No HEAD is asked first, and the lease is
+/// released by the upload record listing the key (invariant 1). Where objects name their
+/// owners, a fresh key takes no lease at all (invariant 7): this is then how a key whose
+/// record is a dead remover's tombstone is taken back.
+const CREATE: &str = "create";
+
+/// Whether `current` (a record as read) already holds `value`, serialised as `bytes`.
+/// Records are written compact; stores written before that hold them pretty-printed, and an
+/// unchanged one is left as it is (a re-index writes no record).
+fn same_record<T: Serialize>(current: &[u8], bytes: &[u8], value: &T) -> io::Result<bool> {
+    Ok(current == bytes
+        || (current.starts_with(b"{\n") && current == serde_json::to_vec_pretty(value)?))
+}
+
+/// A record read. Checked as UTF-8 whole, then parsed as text: `from_slice` checks each
+/// string it reads on its own, a sixth of parsing the upload records a re-index reads.
+fn parse<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> io::Result<T> {
+    let invalid = |e: &dyn std::fmt::Display| {
+        io::Error::new(io::ErrorKind::InvalidData, format!("{key}: {e}"))
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| invalid(&e))?;
+    serde_json::from_str(text).map_err(|e| invalid(&e))
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The error of a lease that stayed busy: retryable, never a verdict on the artifact.
+pub fn busy(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::WouldBlock, format!("busy: {what}"))
+}
+
+/// Bookkeeping over a store.
+pub struct RefStore<'s> {
+    store: &'s dyn Storage,
+    policy: LeasePolicy,
+    /// Source-map records as last parsed, by file, with their version: the debug files of one
+    /// build all read the same few records (up to 512 entries each), and parsing them again
+    /// for every file dominated a re-index. Only a read of the same version is answered from
+    /// here, so the cache never changes what an update sees.
+    parsed_source_maps: std::sync::Mutex<std::collections::HashMap<String, ParsedSourceMap>>,
+    /// Source-map records changed by this process and not yet written (a sole writer's
+    /// deferred writes, [`Self::defer_source_map_writes`]): file -> version read (`None`:
+    /// absent), the record as it is now.
+    deferred_source_maps: Option<Arc<DeferredWrites>>,
+    /// `create` leases this process took and left to be released by their upload's finalize
+    /// (invariant 1), by key, until the run hands them on ([`Self::take_held`]).
+    /// (Ordered: the leases of a run are released in key order, so that a schedule of the
+    /// interleaving tests replays from its seed.)
+    held: std::sync::Mutex<BTreeMap<String, Lease>>,
+    /// The uploads whose bytes an overwrite replaced, by the overwriting upload, until its
+    /// record reports them ([`Self::take_overwritten`]).
+    overwrote: std::sync::Mutex<std::collections::HashMap<String, BTreeSet<String>>>,
+    /// Listings upload records were seen with, by upload: a `create` lease of an upload
+    /// listing its key for the lease's run is released (invariant 1). Only ever grows: a
+    /// listing seen stays true of the lease it released (a later lease of the same run is
+    /// taken only where no record says the key is referenced, see [`Self::settle`]).
+    listed: std::sync::Mutex<Listed>,
+    /// Reads of upload records for their listings, by upload, while in flight: keys deciding
+    /// at once that meet one upload's `create` leases share one read instead of each missing
+    /// `listed` and reading it ([`Self::learn_listing`]).
+    listing_reads: SharedReads<Listing>,
+    /// The uploads objects' owners were found to name ([`Self::same_by`]), by owner, where
+    /// the upload record was there, or being read: the same bytes uploaded again share every
+    /// key of one other upload, whose record is read once, not once per key (its keys are
+    /// published at once). See `same_by` for why a kept answer is as good as a fresh one.
+    known_owners: SharedReads<Option<String>>,
+    /// The last key guessed to have no record had one naming several uploads (its bytes
+    /// were shared before: this is a third upload of them, or later). The upload's other
+    /// keys most likely have one too: where another upload's object is found, the record is
+    /// read rather than guessed absent, and the owner's upload is not looked up
+    /// (`publish_owned`). Found absent, guessed again.
+    shared_before: std::sync::atomic::AtomicBool,
+    /// This run's id, in every lease it takes ([`Lease::run`]).
+    run: String,
+    /// The store's upload layout, once read ([`Self::layout`]).
+    layout: std::sync::OnceLock<UploadLayout>,
+}
+
+/// Waits of one decision (as [`RefStore::update`] waits for a lease): attempts and pauses.
+struct Patience {
+    wait: Wait,
+    waited: u32,
+    pause: Duration,
+}
+
+impl Patience {
+    fn new(wait: Wait) -> Self {
+        Patience {
+            wait,
+            waited: 0,
+            pause: wait.first_pause,
+        }
+    }
+
+    /// One more wait (a pause), or a retryable error when there were enough.
+    async fn wait(&mut self, why: &str) -> io::Result<()> {
+        self.waited += 1;
+        if self.waited > self.wait.attempts {
+            return Err(busy(why));
+        }
+        if !self.pause.is_zero() {
+            tokio::time::sleep(self.pause).await;
+        }
+        self.pause = (self.pause * 2).min(self.wait.max_pause);
+        Ok(())
+    }
+}
+
+/// Reads shared by everyone asking for the same name while one is in flight (and after,
+/// where the answer is kept): one cell per name ([`read_shared`]).
+type SharedReads<T> =
+    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<T>>>>;
+
+/// Names a [`SharedReads`] keeps at most: a few per upload a run meets.
+const SHARED_READS: usize = 1024;
+
+/// `read` of `name`, made once for everyone asking while it is in flight; its answer stays
+/// for later askers only where `keep` says so (else, like a failed read, the next asker
+/// reads afresh). Also says whether this caller's `read` made the answer.
+async fn read_shared<T, Fut>(
+    reads: &SharedReads<T>,
+    name: &str,
+    read: impl FnOnce() -> Fut,
+    keep: impl Fn(&T) -> bool,
+) -> io::Result<(T, bool)>
+where
+    T: Clone,
+    Fut: std::future::Future<Output = io::Result<T>>,
+{
+    let cell = match reads.lock() {
+        Ok(mut cells) => {
+            if cells.len() >= SHARED_READS && !cells.contains_key(name) {
+                cells.clear();
+            }
+            Arc::clone(cells.entry(name.to_string()).or_default())
+        }
+        Err(_) => Arc::default(),
+    };
+    let mut ours = false;
+    let answer = cell
+        .get_or_try_init(|| {
+            ours = true;
+            read()
+        })
+        .await
+        .cloned();
+    if !answer.as_ref().is_ok_and(&keep) {
+        if let Ok(mut cells) = reads.lock() {
+            if cells.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                cells.remove(name);
+            }
+        }
+    }
+    Ok((answer?, ours))
+}
+
+impl<'s> RefStore<'s> {
+    pub fn new(store: &'s dyn Storage) -> Self {
+        Self::with_policy(store, LeasePolicy::default())
+    }
+
+    pub fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
+        RefStore {
+            store,
+            policy,
+            parsed_source_maps: Default::default(),
+            deferred_source_maps: None,
+            held: Default::default(),
+            overwrote: Default::default(),
+            listed: Default::default(),
+            listing_reads: Default::default(),
+            known_owners: Default::default(),
+            shared_before: Default::default(),
+            run: new_run_id(),
+            layout: Default::default(),
+        }
+    }
+
+    /// How the store names its upload records: its marker says, read once. A store without
+    /// one is [`UploadLayout::Flat`], unless it lays new stores out by location
+    /// ([`Storage::uploads_by_location`]): then it is decided now — `ByLocation` where no
+    /// upload or source record is yet, else `Flat` (records written before layouts were
+    /// named) — and the marker is created only where none is: a writer deciding at the same
+    /// time reads the other's decision instead, so every writer follows the same.
+    pub async fn layout(&self) -> io::Result<UploadLayout> {
+        if let Some(layout) = self.layout.get() {
+            return Ok(*layout);
+        }
+        let layout = self.decide_layout().await?;
+        Ok(*self.layout.get_or_init(|| layout))
+    }
+
+    async fn decide_layout(&self) -> io::Result<UploadLayout> {
+        for _ in 0..MAX_ATTEMPTS {
+            if let Some(bytes) = self.store.read_settled(LAYOUT_FILE).await? {
+                return Ok(parse::<LayoutMarker>(LAYOUT_FILE, &bytes)?.uploads);
+            }
+            if !self.store.uploads_by_location() {
+                return Ok(UploadLayout::Flat);
+            }
+            let existing = self.store.any_under(UPLOADS_DIR).await?
+                || self.store.any_under(SOURCES_DIR).await?;
+            let uploads = if existing {
+                UploadLayout::Flat
+            } else {
+                UploadLayout::ByLocation
+            };
+            let marker = serde_json::to_vec(&LayoutMarker { uploads })?;
+            if self.store.create_settled(LAYOUT_FILE, &marker).await? {
+                return Ok(uploads);
+            }
+        }
+        Err(io::Error::other(format!("{LAYOUT_FILE}: unreadable")))
+    }
+
+    /// The owner an object names for `upload` (invariant 7): its record's name.
+    pub async fn owner_token(&self, upload: &str) -> io::Result<String> {
+        Ok(upload_name(self.layout().await?, upload))
+    }
+
+    /// Where `upload`'s record is.
+    pub(crate) async fn upload_file(&self, upload: &str) -> io::Result<String> {
+        Ok(upload_file(self.layout().await?, upload))
+    }
+
+    async fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
+        match self.store.read(file).await? {
+            Some(bytes) => parse(file, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Read-modify-write of one JSON object by compare-and-swap on the version read; retried
+    /// when another writer got there first, paused while somebody else's lease is live.
+    async fn update<T, R, F>(&self, file: &str, f: F) -> io::Result<R>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
+    {
+        Ok(self.update_versioned(file, None, f).await?.0)
+    }
+
+    /// [`Self::update`], also returning the record as it now stands when the update wrote it
+    /// (or found it already so): its bytes and version (`None` when it wrote nothing).
+    /// `prefetched`: what the caller just read of `file`, used instead of a first read (a
+    /// compare-and-swap on its version is as safe as on a fresh one).
+    async fn update_versioned<T, R, F>(
+        &self,
+        file: &str,
+        prefetched: Option<Option<Versioned>>,
+        f: F,
+    ) -> io::Result<(R, Option<Versioned>)>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
+    {
+        self.update_decoded(file, prefetched, |v| parse(file, &v.bytes), f)
+            .await
+    }
+
+    /// [`Self::update_versioned`] with the decoding of what was read given (a cache).
+    async fn update_decoded<T, R, F, D>(
+        &self,
+        file: &str,
+        mut prefetched: Option<Option<Versioned>>,
+        decode: D,
+        mut f: F,
+    ) -> io::Result<(R, Option<Versioned>)>
+    where
+        T: Serialize,
+        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
+        D: Fn(&Versioned) -> io::Result<T>,
+    {
+        let mut patience = Patience::new(self.policy.wait);
+        for _ in 0..MAX_ATTEMPTS {
+            let current = match prefetched.take() {
+                Some(read) => read,
+                None => self.store.get(file).await?,
+            };
+            let version = current.as_ref().map(|v| v.version.clone());
+            let value = current.as_ref().map(&decode).transpose()?;
+            let done = match (f(value)?, version) {
+                (Step::Keep(r), _) => return Ok((r, None)),
+                (Step::KeepRead(r), _) => return Ok((r, current)),
+                (Step::Wait(why), _) => {
+                    patience.wait(&why).await?;
+                    continue;
+                }
+                (Step::Write(new, r), version) => {
+                    let bytes = serde_json::to_vec(&new)?;
+                    // Writing what is already there changes nothing: the update takes effect
+                    // at the read (its result depends on nothing else), and a re-index of an
+                    // unchanged store writes no record.
+                    if let Some(current) = current {
+                        if same_record(&current.bytes, &bytes, &new)? {
+                            return Ok((r, Some(current)));
+                        }
+                    }
+                    let condition = match &version {
+                        Some(v) => Precondition::Version(v),
+                        None => Precondition::Absent,
+                    };
+                    let written = self.store.put_if(file, &bytes, condition).await?;
+                    written.map(|version| (r, Some(Versioned { bytes, version })))
+                }
+                (Step::Delete(r), Some(version)) => self
+                    .store
+                    .delete_if(file, &version)
+                    .await?
+                    .then_some((r, None)),
+                (Step::Delete(r), None) => Some((r, None)),
+            };
+            if let Some(done) = done {
+                return Ok(done);
+            }
+        }
+        Err(busy(&format!("{file}: too many concurrent updates")))
+    }
+
+    /// Who references `key`: its record, or for a key without one, the upload its object
+    /// names as owner (invariant 7).
+    pub async fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
+        let record = self.read(&key_file(key)).await?;
+        if record.is_some() || !self.owners_named() {
+            return Ok(record);
+        }
+        self.owned_key(key).await
+    }
+
+    /// A key is live when its record has references and no removal in progress.
+    pub async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
+        Ok(self
+            .key(key)
+            .await?
+            .filter(|r| !r.refs.is_empty() && r.lease.as_ref().is_none_or(|l| l.op != "remove")))
+    }
+}
