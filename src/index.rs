@@ -1270,9 +1270,16 @@ async fn index_entries(
         sink.push(indexed).await?;
     }
     // A malformed archive is the input's problem: recorded, and the run goes on.
-    if let Some((action, reason)) = archive::ending(walk.finish(), entries, container)? {
-        sink.push(input_record("file", &shown, meta, action, reason))
-            .await?;
+    if let Some(ending) = archive::ending(walk.finish(), entries, container)? {
+        let reason = ending.reason().to_string();
+        sink.push(input_record(
+            "file",
+            &shown,
+            meta,
+            Action::from(&ending),
+            reason,
+        ))
+        .await?;
     }
     Ok(())
 }

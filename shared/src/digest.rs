@@ -2,6 +2,10 @@
 //! record names). The `sha1` crate uses the CPU's SHA extensions where it has them: several
 //! times faster than a portable implementation, and a re-index hashes every input again.
 
+use std::fs;
+use std::io::{self, Read};
+use std::path::Path;
+
 use sha1::Digest;
 
 /// A streaming SHA-1.
@@ -19,7 +23,7 @@ impl Sha1 {
 
     /// The digest, lowercase hex.
     pub fn hex(self) -> String {
-        crate::formats::hex(&self.0.finalize())
+        hex(&self.0.finalize())
     }
 }
 
@@ -41,7 +45,7 @@ impl Md5 {
 
     /// The digest, lowercase hex.
     pub fn hex(self) -> String {
-        crate::formats::hex(&self.digest())
+        hex(&self.digest())
     }
 }
 
@@ -50,6 +54,87 @@ pub fn sha1_hex(bytes: &[u8]) -> String {
     let mut hasher = Sha1::new();
     hasher.update(bytes);
     hasher.hex()
+}
+
+/// The bytes `text` spells in hex digits, two per byte, either case; `None` for anything
+/// else (an odd length, a sign: `u8::from_str_radix` would take `+f` for `0f`). What [`hex`]
+/// writes, read back; by hand because the digits are all there is to it.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digit = |d: u8| char::from(d).to_digit(16).map(|n| n as u8);
+    let digits = text.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    digits
+        .chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect()
+}
+
+/// Lowercase hex of a byte string.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+/// SHA-1 of a file's content, streamed.
+pub fn file_sha1(path: &Path) -> io::Result<String> {
+    sha1_of(&mut fs::File::open(path)?)
+}
+
+/// SHA-1 of an open file's content from where it is, streamed.
+pub(crate) fn sha1_of(file: &mut fs::File) -> io::Result<String> {
+    let mut hasher = Sha1::new();
+    // No bigger than the file (plus one byte to see its end): a re-index hashes every input,
+    // and zeroing a 256 KiB buffer for each small one cost as much as hashing it.
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut buf = vec![0u8; size.saturating_add(1).clamp(4096, 256 * 1024) as usize];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.hex())
+}
+
+/// A writer that hashes what passes through it (SHA-1, the local store's content identity):
+/// an archive entry is hashed while it is expanded, not read again.
+pub struct Sha1Writer<W> {
+    inner: W,
+    hasher: Sha1,
+}
+
+impl<W: io::Write> Sha1Writer<W> {
+    pub fn new(inner: W) -> Self {
+        Sha1Writer {
+            inner,
+            hasher: Sha1::new(),
+        }
+    }
+
+    /// The writer and the hex SHA-1 of everything written.
+    pub fn finish(self) -> (W, String) {
+        (self.inner, self.hasher.hex())
+    }
+}
+
+impl<W: io::Write> io::Write for Sha1Writer<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 #[cfg(test)]

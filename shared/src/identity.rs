@@ -7,7 +7,8 @@
 pub use debugid::{CodeId, DebugId};
 use serde::Serialize;
 
-use crate::formats::Format;
+use std::collections::BTreeMap;
+use std::fmt;
 
 /// What role the artifact plays for a debugger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -151,11 +152,11 @@ pub struct Identity {
     /// ELF: where the DWARF sections that name source files lie (read by
     /// [`crate::formats::elf::read_debug_details`], not by identification).
     #[serde(skip)]
-    pub dwarf: Option<crate::formats::dwarf::DwarfLayout>,
+    pub dwarf: Option<DwarfLayout>,
     /// ELF debug files: the source files their line tables name (filled by
     /// [`crate::formats::elf::read_debug_details`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sources: Option<crate::formats::dwarf::SourcePaths>,
+    pub sources: Option<SourcePaths>,
     /// A Sentry source bundle: its zip entries that are sources, with the absolute path each
     /// stands for (indexed as source uploads of their own by the callers).
     #[serde(skip)]
@@ -238,6 +239,92 @@ impl Identity {
 /// path recorded inside a PE yields its file name on any host.
 pub fn file_name_of(path: &str) -> &str {
     path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// The artifact formats symdex understands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    Pe,
+    Pdb,
+    /// A PDB in the compressed MSFZ container.
+    Pdz,
+    #[serde(rename = "portablepdb")]
+    PortablePdb,
+    Elf,
+    Macho,
+    Wasm,
+    Breakpad,
+    Perfmap,
+    Source,
+    /// A Sentry source bundle (the sources of one debug file).
+    #[serde(rename = "sourcebundle")]
+    SourceBundle,
+}
+
+impl Format {
+    /// Every format, in declaration order.
+    pub const ALL: [Format; 11] = [
+        Format::Pe,
+        Format::Pdb,
+        Format::Pdz,
+        Format::PortablePdb,
+        Format::Elf,
+        Format::Macho,
+        Format::Wasm,
+        Format::Breakpad,
+        Format::Perfmap,
+        Format::Source,
+        Format::SourceBundle,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Pe => "pe",
+            Format::Pdb => "pdb",
+            Format::Pdz => "pdz",
+            Format::PortablePdb => "portablepdb",
+            Format::Elf => "elf",
+            Format::Macho => "macho",
+            Format::Wasm => "wasm",
+            Format::Breakpad => "breakpad",
+            Format::Perfmap => "perfmap",
+            Format::Source => "source",
+            Format::SourceBundle => "sourcebundle",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where the DWARF sections that name sources lie in an ELF file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DwarfLayout {
+    pub little_endian: bool,
+    pub is_64: bool,
+    /// `.debug_line`, `.debug_line_str`, `.debug_str`, `.debug_info`, `.debug_abbrev`.
+    pub sections: Vec<SectionRef>,
+}
+
+/// The source files one debug file names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SourcePaths {
+    /// Absolute, lexically normalised (`.` and `..` resolved, as debuginfod clients do),
+    /// sorted, at most [`crate::formats::dwarf::MAX_SOURCE_PATHS`].
+    pub paths: Vec<String>,
+    /// The MD5 a DWARF 5 line table records of a path's file (`DW_LNCT_MD5`; clang writes
+    /// it, gcc does not), lowercase hex: a source upload serves the path only with these
+    /// bytes (sourcemap.rs). A path whose tables disagree, or record zeros, has none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub md5: BTreeMap<String, String>,
+    /// Why some names were left out (relative without a compilation directory, too long,
+    /// control characters, a table that could not be read...), one line per reason.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<String>,
 }
 
 #[cfg(test)]

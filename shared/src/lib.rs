@@ -23,6 +23,7 @@ pub mod pipeline;
 pub mod reader;
 pub mod refs;
 pub mod retention;
+pub mod sniff;
 pub mod sourcemap;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]

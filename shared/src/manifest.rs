@@ -82,6 +82,17 @@ pub struct UploadMeta {
     pub source_root: Option<String>,
 }
 
+/// How an archive's own ending is recorded: an empty archive is `skipped`, a malformed one
+/// `rejected` (the archive layer, below the manifest, names the ending; this names the action).
+impl From<&crate::archive::Ending> for Action {
+    fn from(ending: &crate::archive::Ending) -> Self {
+        match ending {
+            crate::archive::Ending::Empty(_) => Action::Skipped,
+            crate::archive::Ending::Malformed(_) => Action::Rejected,
+        }
+    }
+}
+
 #[cfg(test)]
 impl UploadMeta {
     /// Metadata with every field set (records' round trips).

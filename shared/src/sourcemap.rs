@@ -48,7 +48,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::formats::dwarf::normalize;
-use crate::refs::STATE_PREFIX;
+use crate::storage::STATE_PREFIX;
 
 /// A source file an upload offers.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

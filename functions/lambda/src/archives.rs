@@ -110,8 +110,16 @@ pub(crate) async fn index_archive(
             flush(ctx, event, info, std::mem::take(&mut pending)).await?;
         }
     }
-    if let Some((action, reason)) = archive::ending(walk.finish(), entries, container)? {
-        pending.push(nothing_published(event, info, None, &meta, action, reason));
+    if let Some(ending) = archive::ending(walk.finish(), entries, container)? {
+        let reason = ending.reason().to_string();
+        pending.push(nothing_published(
+            event,
+            info,
+            None,
+            &meta,
+            Action::from(&ending),
+            reason,
+        ));
     }
     Ok(Job {
         indexed: pending,

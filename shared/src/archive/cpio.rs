@@ -9,10 +9,7 @@ use std::io::{self, Read};
 
 use super::{ExpandError, Walk, WatchedReader};
 
-/// The magic numbers of the formats read.
-const MAGICS: [&[u8]; 2] = [b"070701", b"070702"];
-/// A header's size.
-const HEADER: usize = 110;
+use crate::sniff::{CPIO_HEADER as HEADER, CPIO_MAGICS as MAGICS};
 /// Longest member name accepted (Linux's PATH_MAX).
 const MAX_NAME: u64 = 4096;
 /// The name of the member that ends an archive.
@@ -23,14 +20,6 @@ const S_IFMT: u64 = 0o170_000;
 const S_IFREG: u64 = 0o100_000;
 const S_IFDIR: u64 = 0o040_000;
 const S_IFLNK: u64 = 0o120_000;
-
-/// Whether `head` starts a cpio archive: a magic number and a header of hex fields (six
-/// digits alone would take a text file that starts with them for one).
-pub(super) fn is_archive(head: &[u8]) -> bool {
-    head.len() >= HEADER
-        && MAGICS.contains(&&head[..6])
-        && head[6..HEADER].iter().all(u8::is_ascii_hexdigit)
-}
 
 pub(super) fn expand(
     walk: &mut Walk<'_>,

@@ -23,23 +23,11 @@ use super::{
 };
 use crate::reader::RangeReader;
 
-/// The magic every ar archive starts with.
-pub(super) const MAGIC: &[u8] = b"!<arch>\n";
+use crate::sniff::AR_MAGIC as MAGIC;
 /// A member header's size.
 const HEADER: u64 = 60;
 /// What ends a member header.
 const HEADER_END: &[u8] = b"`\n";
-
-/// Whether `head` (the first bytes of a file) is a Debian package: an ar archive whose first
-/// member is `debian-binary`. Other ar archives (static libraries: object files, which have
-/// no build ids to serve) stay unrecognized, as before.
-pub(super) fn is_package(head: &[u8]) -> bool {
-    let name_at = MAGIC.len();
-    head.starts_with(MAGIC)
-        && head
-            .get(name_at..name_at + 16)
-            .is_some_and(|name| member_name(name) == "debian-binary")
-}
 
 pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<(), ExpandError> {
     let size = reader.size();

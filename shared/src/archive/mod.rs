@@ -32,113 +32,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::digest::Sha1Writer;
 use crate::identity::file_name_of;
 use crate::reader::{read_up_to, FileReader, MemReader, RangeReader};
-use crate::storage::local::Sha1Writer;
 
 pub use memory::{DecoderMemory, Grant};
-
-/// The kinds of container symdex expands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Container {
-    Zip,
-    Tar,
-    Gzip,
-    Zstd,
-    Xz,
-    /// An lzip stream (`lzip`, `tar --lzip`: GNU projects' tarballs).
-    Lzip,
-    Bzip2,
-    Cab,
-    /// A Debian package (an ar archive starting with `debian-binary`).
-    Deb,
-    /// An RPM package.
-    Rpm,
-    /// A cpio archive (new ASCII formats).
-    Cpio,
-    /// A 7z archive.
-    SevenZip,
-}
-
-impl Container {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Container::Zip => "zip",
-            Container::Tar => "tar",
-            Container::Gzip => "gzip",
-            Container::Zstd => "zstd",
-            Container::Xz => "xz",
-            Container::Lzip => "lzip",
-            Container::Bzip2 => "bzip2",
-            Container::Cab => "cab",
-            Container::Deb => "deb",
-            Container::Rpm => "rpm",
-            Container::Cpio => "cpio",
-            Container::SevenZip => "7z",
-        }
-    }
-
-    /// Whether this is a single compressed stream (`compressed.rs` decodes it), which a
-    /// package's payload or data member may be as well as a file. Matched whole, so that a
-    /// new container is placed here once, not in each package reader's list.
-    pub(crate) fn is_compressed_stream(self) -> bool {
-        match self {
-            Container::Gzip
-            | Container::Zstd
-            | Container::Xz
-            | Container::Lzip
-            | Container::Bzip2 => true,
-            Container::Zip
-            | Container::Tar
-            | Container::Cab
-            | Container::Deb
-            | Container::Rpm
-            | Container::Cpio
-            | Container::SevenZip => false,
-        }
-    }
-}
-
-/// How many bytes [`detect`] wants: tar's magic sits at offset 257.
-pub const DETECT_LEN: usize = 512;
-
-/// The container `head` (the first [`DETECT_LEN`] bytes, or all of a shorter file) starts,
-/// by its magic bytes.
-pub fn detect(head: &[u8]) -> Option<Container> {
-    let starts = |magic: &[u8]| head.starts_with(magic);
-    if starts(b"PK\x03\x04") || starts(b"PK\x05\x06") {
-        Some(Container::Zip)
-    } else if starts(b"\x1f\x8b") {
-        Some(Container::Gzip)
-    } else if starts(b"\x28\xb5\x2f\xfd") {
-        Some(Container::Zstd)
-    } else if starts(b"\xfd7zXZ\x00") {
-        Some(Container::Xz)
-    } else if starts(b"LZIP\x01") {
-        Some(Container::Lzip)
-    } else if head.len() >= 4 && starts(b"BZh") && (b'1'..=b'9').contains(&head[3]) {
-        Some(Container::Bzip2)
-    } else if starts(b"7z\xbc\xaf\x27\x1c") {
-        Some(Container::SevenZip)
-    } else if starts(b"MSCF\0\0\0\0") {
-        Some(Container::Cab)
-    } else if deb::is_package(head) {
-        Some(Container::Deb)
-    } else if rpm::is_package(head) {
-        Some(Container::Rpm)
-    } else if cpio::is_archive(head) {
-        Some(Container::Cpio)
-    } else if head.get(257..262) == Some(b"ustar") {
-        Some(Container::Tar)
-    } else {
-        None
-    }
-}
-
-/// The container a reader holds, from its first bytes.
-pub fn detect_reader(reader: &dyn RangeReader) -> io::Result<Option<Container>> {
-    Ok(detect(&read_up_to(reader, 0, DETECT_LEN)?))
-}
+// Detection lives below both this layer and `formats`, which asks it first (sniff.rs).
+pub use crate::sniff::{detect, detect_reader, Container, DETECT_LEN};
 
 /// How far an archive may expand (archive bombs). Each breach is a `Rejected` event with its
 /// reason; entries expanded before it stay expanded.
@@ -462,7 +362,7 @@ fn copy_entry(
         .read_to_end(&mut head)
         .map_err(CopyError::Read)?;
     if head.len() as u64 <= IN_MEMORY {
-        let sha1 = crate::storage::content_sha1(&head);
+        let sha1 = crate::digest::sha1_hex(&head);
         let size = head.len() as u64;
         return Ok((Expanded::Bytes(head), size, sha1));
     }
@@ -559,27 +459,42 @@ fn panicked(panic: &(dyn std::any::Any + Send)) -> ExpandError {
     ))
 }
 
-/// What a finished walk says about the archive itself, as a record's action and reason: an
-/// archive without a file entry is `skipped` (every input gets a record), a malformed one
-/// `rejected` (after whatever entries came before the fault); `None`: nothing to add. A read
+/// What a finished walk says about the archive itself, beyond its entries' own outcomes. The
+/// pipeline records it (`manifest::Action::from`): every input gets a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// No file entry at all (the reason says which container).
+    Empty(String),
+    /// Broken after whatever entries came before the fault.
+    Malformed(String),
+}
+
+impl Ending {
+    /// Why, for the record.
+    pub fn reason(&self) -> &str {
+        match self {
+            Ending::Empty(reason) | Ending::Malformed(reason) => reason,
+        }
+    }
+}
+
+/// What a finished walk says about the archive itself: an archive without a file entry is
+/// [`Ending::Empty`], a malformed one [`Ending::Malformed`]; `None`: nothing to add. A read
 /// error is returned (worth a retry).
 pub fn ending(
     walked: Result<(), ExpandError>,
     entries: usize,
     container: Container,
-) -> io::Result<Option<(crate::manifest::Action, String)>> {
-    use crate::manifest::Action;
+) -> io::Result<Option<Ending>> {
     let what = container.as_str();
     match walked {
-        Ok(()) if entries == 0 => Ok(Some((
-            Action::Skipped,
-            format!("an empty {what} archive (no file entries)"),
-        ))),
+        Ok(()) if entries == 0 => Ok(Some(Ending::Empty(format!(
+            "an empty {what} archive (no file entries)"
+        )))),
         Ok(()) => Ok(None),
-        Err(ExpandError::Malformed(reason)) => Ok(Some((
-            Action::Rejected,
-            format!("a malformed {what} archive: {reason}"),
-        ))),
+        Err(ExpandError::Malformed(reason)) => Ok(Some(Ending::Malformed(format!(
+            "a malformed {what} archive: {reason}"
+        )))),
         Err(ExpandError::Io(e)) => Err(e),
     }
 }

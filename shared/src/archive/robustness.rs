@@ -340,7 +340,7 @@ fn every_header_word_lying_stays_within_the_limits() {
 #[test]
 fn every_debian_member_size_lying_stays_within_the_limits() {
     for (container, name, bytes) in seeds().iter().filter(|s| s.0 == Container::Deb) {
-        let mut at = deb::MAGIC.len();
+        let mut at = crate::sniff::AR_MAGIC.len();
         while at + 60 <= bytes.len() {
             let field = at + 48..at + 58;
             let size: usize = std::str::from_utf8(&bytes[field.clone()])

@@ -10,19 +10,7 @@ use super::{compressed, cpio, detect, Container, ExpandError, Part, Walk, Watche
 use crate::formats::be_u32;
 use crate::reader::{read_up_to, RangeReader};
 
-/// What an RPM starts with (its lead is 96 bytes).
-const MAGIC: &[u8] = &[0xed, 0xab, 0xee, 0xdb];
-const LEAD: u64 = 96;
-/// What each header starts with: magic, version 1, four reserved bytes.
-const HEADER_MAGIC: &[u8] = &[0x8e, 0xad, 0xe8, 0x01];
-
-/// Whether `head` starts an RPM: the lead's magic, and the signature header's after it.
-pub(super) fn is_package(head: &[u8]) -> bool {
-    head.starts_with(MAGIC)
-        && head
-            .get(LEAD as usize..)
-            .is_some_and(|h| h.starts_with(HEADER_MAGIC))
-}
+use crate::sniff::{RPM_HEADER_MAGIC as HEADER_MAGIC, RPM_LEAD as LEAD};
 
 pub(super) fn expand(walk: &mut Walk<'_>, reader: &WatchedReader<'_>) -> Result<(), ExpandError> {
     let signature = header_end(reader, LEAD, "signature")?;

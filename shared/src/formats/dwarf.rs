@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read};
 
 use gimli::{AttributeValue, DebugAbbrevOffset, DebugLineOffset, EndianSlice, RunTimeEndian};
-use serde::Serialize;
 
 use crate::identity::SectionRef;
 use crate::reader::{read_vec, RangeReader};
@@ -34,14 +33,8 @@ const MAX_UNITS: usize = 500_000;
 /// Longest string read at an offset.
 const MAX_STRING: usize = 4096;
 
-/// Where the DWARF sections that name sources lie in an ELF file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DwarfLayout {
-    pub little_endian: bool,
-    pub is_64: bool,
-    /// `.debug_line`, `.debug_line_str`, `.debug_str`, `.debug_info`, `.debug_abbrev`.
-    pub sections: Vec<SectionRef>,
-}
+// What a debug file's DWARF holds is part of its identity (identity.rs); read here.
+pub use crate::identity::{DwarfLayout, SourcePaths};
 
 /// The section names [`DwarfLayout`] keeps.
 pub const SOURCE_SECTIONS: [&str; 5] = [
@@ -51,23 +44,6 @@ pub const SOURCE_SECTIONS: [&str; 5] = [
     ".debug_info",
     ".debug_abbrev",
 ];
-
-/// The source files one debug file names.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct SourcePaths {
-    /// Absolute, lexically normalised (`.` and `..` resolved, as debuginfod clients do),
-    /// sorted, at most [`MAX_SOURCE_PATHS`].
-    pub paths: Vec<String>,
-    /// The MD5 a DWARF 5 line table records of a path's file (`DW_LNCT_MD5`; clang writes
-    /// it, gcc does not), lowercase hex: a source upload serves the path only with these
-    /// bytes (sourcemap.rs). A path whose tables disagree, or record zeros, has none.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub md5: BTreeMap<String, String>,
-    /// Why some names were left out (relative without a compilation directory, too long,
-    /// control characters, a table that could not be read...), one line per reason.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub rejected: Vec<String>,
-}
 
 /// One section's bytes: read by ranges from the file, or decompressed in memory.
 enum Bytes<'a> {

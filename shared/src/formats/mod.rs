@@ -21,10 +21,7 @@ pub mod wasm;
 #[cfg(test)]
 pub(crate) mod robustness;
 
-use std::fmt;
 use std::io;
-
-use serde::Serialize;
 
 use crate::identity::Identity;
 use crate::reader::{read_up_to, RangeReader};
@@ -33,65 +30,8 @@ use crate::reader::{read_up_to, RangeReader};
 /// MODULE line of a Breakpad file or the five header lines of a perfmap.
 pub const SNIFF_LEN: usize = 4096;
 
-/// The artifact formats symdex understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    Pe,
-    Pdb,
-    /// A PDB in the compressed MSFZ container.
-    Pdz,
-    #[serde(rename = "portablepdb")]
-    PortablePdb,
-    Elf,
-    Macho,
-    Wasm,
-    Breakpad,
-    Perfmap,
-    Source,
-    /// A Sentry source bundle (the sources of one debug file).
-    #[serde(rename = "sourcebundle")]
-    SourceBundle,
-}
-
-impl Format {
-    /// Every format, in declaration order.
-    pub const ALL: [Format; 11] = [
-        Format::Pe,
-        Format::Pdb,
-        Format::Pdz,
-        Format::PortablePdb,
-        Format::Elf,
-        Format::Macho,
-        Format::Wasm,
-        Format::Breakpad,
-        Format::Perfmap,
-        Format::Source,
-        Format::SourceBundle,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Pe => "pe",
-            Format::Pdb => "pdb",
-            Format::Pdz => "pdz",
-            Format::PortablePdb => "portablepdb",
-            Format::Elf => "elf",
-            Format::Macho => "macho",
-            Format::Wasm => "wasm",
-            Format::Breakpad => "breakpad",
-            Format::Perfmap => "perfmap",
-            Format::Source => "source",
-            Format::SourceBundle => "sourcebundle",
-        }
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+// The vocabulary of formats is the identity's (identity.rs, below every parser).
+pub use crate::identity::Format;
 
 /// Why an input yielded no identity.
 #[derive(Debug, thiserror::Error)]
@@ -228,7 +168,7 @@ fn describe_unknown(head: &[u8]) -> String {
     if head.starts_with(b"Microsoft C/C++") {
         return "an MSF container other than 7.00 (old or compressed PDB)".to_string();
     }
-    if let Some(container) = crate::archive::detect(head) {
+    if let Some(container) = crate::sniff::detect(head) {
         return format!(
             "a {} archive (index it to process its entries)",
             container.as_str()
@@ -260,31 +200,8 @@ pub(crate) fn le_u16(data: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_le_bytes(bytes.try_into().ok()?))
 }
 
-/// The bytes `text` spells in hex digits, two per byte, either case; `None` for anything
-/// else (an odd length, a sign: `u8::from_str_radix` would take `+f` for `0f`). What [`hex`]
-/// writes, read back; by hand because the digits are all there is to it.
-pub fn unhex(text: &str) -> Option<Vec<u8>> {
-    let digit = |d: u8| char::from(d).to_digit(16).map(|n| n as u8);
-    let digits = text.as_bytes();
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    digits
-        .chunks_exact(2)
-        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
-        .collect()
-}
-
-/// Lowercase hex of a byte string.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    s
-}
+// Hex lives in digest.rs, below formats and storage both.
+pub use crate::digest::{hex, unhex};
 
 /// Text up to the first NUL, if it is UTF-8 (names from inside files stay untrusted data).
 pub(crate) fn c_string(data: &[u8]) -> Option<String> {

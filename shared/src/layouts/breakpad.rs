@@ -37,8 +37,7 @@ pub fn bundle_name(debug_file: &str) -> String {
 
 pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
     if id.format == Format::SourceBundle {
-        let fits =
-            |n: &Name<'_>| bundle_name(n.as_given()).len() <= super::grammar::MAX_COMPONENT_LEN;
+        let fits = |n: &Name<'_>| bundle_name(n.as_given()).len() <= super::MAX_COMPONENT_LEN;
         return match name {
             Some(name) if !id.debug_id.is_nil() && fits(name) => vec![triple(
                 name.as_given(),

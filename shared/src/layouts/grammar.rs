@@ -156,11 +156,8 @@ fn msfz_key(key: &str) -> bool {
     }
 }
 
-/// Longest key a layout returns, in bytes: S3 allows 1,024, and the layout prefix and the
-/// reference record (`_symdex/refs/<prefix><key>.json`) need room too.
-pub const MAX_KEY_LEN: usize = 900;
-/// Longest key component, in bytes (file systems allow 255).
-pub const MAX_COMPONENT_LEN: usize = 255;
+// The limits are the layouts' shared vocabulary (layouts/mod.rs); the validator sits on top.
+pub use super::{MAX_COMPONENT_LEN, MAX_KEY_LEN};
 
 /// True when `key` is a well-formed key of `layout`.
 pub fn is_valid_key(layout: Layout, key: &str) -> bool {

@@ -29,6 +29,12 @@ use crate::identity::{file_name_of, Identity, Kind};
 /// longest component derived from a name (Breakpad's `<stem>.sym`) adds 4.
 pub const MAX_NAME_LEN: usize = 250;
 
+/// Longest key a layout returns, in bytes: S3 allows 1,024, and the layout prefix and the
+/// reference record (`_symdex/refs/<prefix><key>.json`) need room too.
+pub const MAX_KEY_LEN: usize = 900;
+/// Longest key component, in bytes (file systems allow 255).
+pub const MAX_COMPONENT_LEN: usize = 255;
+
 /// The key layouts symdex can write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -209,7 +215,7 @@ pub(crate) fn guid_hex(id: &DebugId) -> String {
 
 /// ELF build id bytes from the identity's hex.
 pub(crate) fn build_id_bytes(id: &Identity) -> Option<Vec<u8>> {
-    crate::formats::unhex(id.build_id.as_deref()?)
+    crate::digest::unhex(id.build_id.as_deref()?)
 }
 
 /// True for an ELF (or WASM) file that carries debug information: it is keyed as a debug file.
@@ -443,7 +449,7 @@ pub(crate) mod tests {
 
     pub(crate) fn elf(build_id: &[u8], debug_info: bool) -> Identity {
         let mut id = Identity::new(Format::Elf, Kind::Library);
-        let hex = crate::formats::hex(build_id);
+        let hex = crate::digest::hex(build_id);
         id.build_id = Some(hex.clone());
         id.code_id = Some(CodeId::new(hex));
         id.debug_id = crate::formats::elf::debug_id_from_bytes(build_id, true);
@@ -462,8 +468,8 @@ pub(crate) mod tests {
 
     pub(crate) fn wasm(build_id: &[u8]) -> Identity {
         let mut id = Identity::new(Format::Wasm, Kind::Library);
-        id.build_id = Some(crate::formats::hex(build_id));
-        id.code_id = Some(CodeId::new(crate::formats::hex(build_id)));
+        id.build_id = Some(crate::digest::hex(build_id));
+        id.code_id = Some(CodeId::new(crate::digest::hex(build_id)));
         id
     }
 
@@ -727,7 +733,7 @@ pub(crate) mod tests {
     fn wasm_modules_under_both_id_forms() {
         let id16: Vec<u8> = (0x53..0x63).collect();
         let mut module = wasm(&id16);
-        let stripped = crate::formats::hex(&id16);
+        let stripped = crate::digest::hex(&id16);
         let payload = format!("10{stripped}");
         module.build_id_payload = Some(payload.clone());
         module.has_debug_info = true;

@@ -69,7 +69,7 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
             // A PDB's bundle, when `<stem>.src.zip` fits a key component.
             let is_pdb = name.is_some_and(|n| {
                 n.lower().ends_with(".pdb")
-                    && src_zip_name(n.as_given()).len() <= super::grammar::MAX_COMPONENT_LEN
+                    && src_zip_name(n.as_given()).len() <= super::MAX_COMPONENT_LEN
             });
             if let (Some(name), true, false) = (name, is_pdb, id.debug_id.is_nil()) {
                 let guid = guid_hex(&id.debug_id);

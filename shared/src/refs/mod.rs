@@ -200,8 +200,8 @@ pub use remove::*;
 pub use source_maps::*;
 pub use waiting::*;
 
-/// Root of symdex's own bookkeeping inside a store (never served).
-pub const STATE_PREFIX: &str = "_symdex";
+// The root of symdex's bookkeeping is the storage layer's to know (never served).
+pub use crate::storage::STATE_PREFIX;
 /// Compare-and-swap attempts of one update before giving up (each attempt lost a race, so
 /// this many means heavy contention; the caller retries the whole message later).
 const MAX_ATTEMPTS: usize = 64;

@@ -270,8 +270,8 @@ pub struct IdRecord {
     pub names: BTreeSet<String>,
 }
 
-/// Where upload records live.
-pub(crate) const UPLOADS_DIR: &str = "_symdex/uploads/";
+// Where upload records live: the storage layer names it (a local store appends to them).
+pub(crate) use crate::storage::UPLOADS_DIR;
 /// Where a [`UploadLayout::Flat`] store keeps its source records.
 pub(super) const SOURCES_DIR: &str = "_symdex/sources/";
 /// The store's [`UploadLayout`], written once.

@@ -25,7 +25,7 @@
 
 /// The record files that grow by appending: upload records, updated once per artifact.
 pub fn holds_versions(key: &str) -> bool {
-    key.starts_with(crate::refs::UPLOADS_DIR)
+    key.starts_with(super::UPLOADS_DIR)
 }
 
 /// Files grow by appending up to this size; a larger one is replaced (and so compacted).

@@ -363,10 +363,10 @@ fn parse_owner_attribute(value: &[u8]) -> Option<(String, ObjectInfo)> {
         }
         let (owner, rest) = rest.split_at(owner_len);
         let (size, etag) = rest.split_at(8);
-        let owner: Vec<String> = owner.chunks(20).map(crate::formats::hex).collect();
+        let owner: Vec<String> = owner.chunks(20).map(crate::digest::hex).collect();
         let info = ObjectInfo {
             size: u64::from_le_bytes(size.try_into().ok()?),
-            etag: crate::formats::hex(etag),
+            etag: crate::digest::hex(etag),
         };
         return Some((owner.join("/"), info));
     }
@@ -388,7 +388,7 @@ fn sha1_bytes(hex: &str) -> Option<[u8; 20]> {
     if hex.bytes().any(|d| d.is_ascii_uppercase()) {
         return None;
     }
-    crate::formats::unhex(hex)?.try_into().ok()
+    crate::digest::unhex(hex)?.try_into().ok()
 }
 
 /// Sets the owner attribute of the file at `path` (not yet a key's: see
@@ -447,60 +447,9 @@ pub fn read_file_up_to(path: &Path, capacity: usize, limit: u64) -> io::Result<V
     Ok(bytes)
 }
 
-/// SHA-1 of a file's content, streamed.
-pub fn file_sha1(path: &Path) -> io::Result<String> {
-    sha1_of(&mut fs::File::open(path)?)
-}
-
-/// SHA-1 of an open file's content from where it is, streamed.
-fn sha1_of(file: &mut fs::File) -> io::Result<String> {
-    let mut hasher = crate::digest::Sha1::new();
-    // No bigger than the file (plus one byte to see its end): a re-index hashes every input,
-    // and zeroing a 256 KiB buffer for each small one cost as much as hashing it.
-    let size = file.metadata().map_or(0, |m| m.len());
-    let mut buf = vec![0u8; size.saturating_add(1).clamp(4096, 256 * 1024) as usize];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hasher.hex())
-}
-
-/// A writer that hashes what passes through it (SHA-1, the local store's content identity):
-/// an archive entry is hashed while it is expanded, not read again.
-pub struct Sha1Writer<W> {
-    inner: W,
-    hasher: crate::digest::Sha1,
-}
-
-impl<W: io::Write> Sha1Writer<W> {
-    pub fn new(inner: W) -> Self {
-        Sha1Writer {
-            inner,
-            hasher: crate::digest::Sha1::new(),
-        }
-    }
-
-    /// The writer and the hex SHA-1 of everything written.
-    pub fn finish(self) -> (W, String) {
-        (self.inner, self.hasher.hex())
-    }
-}
-
-impl<W: io::Write> io::Write for Sha1Writer<W> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
+// Hashing lives in digest.rs (below storage and archives both); re-exported for callers.
+use crate::digest::sha1_of;
+pub use crate::digest::{file_sha1, Sha1Writer};
 
 fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {
     match r {

@@ -67,6 +67,11 @@ impl From<StorageError> for io::Error {
 
 pub type StorageResult<T> = Result<T, StorageError>;
 
+/// Root of symdex's own bookkeeping inside a store (never served).
+pub const STATE_PREFIX: &str = "_symdex";
+/// Where upload records live (`refs`): a local store appends their versions (`appended`).
+pub const UPLOADS_DIR: &str = "_symdex/uploads/";
+
 /// The content identity symdex gives bytes it holds itself (a local store's versions and
 /// ETags, generated objects on S3): their SHA-1, hex.
 pub fn content_sha1(bytes: &[u8]) -> String {
