@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use symdex_shared::archive::{self, Event};
+use symdex_shared::archive;
 use symdex_shared::formats::{identify_with_details, FormatError};
-use symdex_shared::identity::{file_name_of, Identity};
+use symdex_shared::identity::Identity;
 use symdex_shared::manifest::{now_rfc3339, Action, Record, UploadMeta};
 use symdex_shared::pipeline::{
-    default_prefixes, route_of, Config, EntryOf, HandOver, Indexed, Indexer, Lookup, Summary,
-    Upload,
+    default_prefixes, route_of, ArchiveSite, Config, HandOver, Indexed, Indexer, Input, Lookup,
+    StoredEntry, Summary, Upload,
 };
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::{
@@ -658,8 +658,12 @@ async fn run_async(
                 }
                 .to_string_lossy()
                 .into_owned();
-                sink.push(input_record("file", &shown, meta, Action::Skipped, reason))
-                    .await?;
+                sink.push(Input::file(&shown, meta).nothing_published(
+                    None,
+                    Action::Skipped,
+                    reason,
+                ))
+                .await?;
                 continue;
             }
             Ahead::Error(p, e) => (p, Err(e)),
@@ -819,15 +823,6 @@ pub fn describe(record: &Record) -> String {
     )
 }
 
-/// An upload is one input's content published for one build: the same file indexed for two
-/// builds is referenced twice, so deleting either build keeps it.
-fn upload_id(scheme: &str, location: &str, etag: &str, meta: &UploadMeta) -> String {
-    match &meta.build {
-        Some(build) => format!("{scheme}:{location}@{etag}#build={build}"),
-        None => format!("{scheme}:{location}@{etag}"),
-    }
-}
-
 /// A small file whose status said `size`, whole: one open and the reads, not `fs::read`'s
 /// status first (the caller has it). `None` where it has grown past [`READ_WHOLE_BELOW`]
 /// since: read as a large one (never more than that bound in memory).
@@ -920,7 +915,7 @@ async fn read_input(
         // changed the store since, instead of reading it in its turn.
         let prefetched = match ahead {
             Some((store, meta)) => {
-                let upload = upload_id("file", &shown, &known.etag, meta);
+                let upload = Input::file(&shown, meta).upload_id(&known.etag);
                 let changes = store.changes();
                 let time = now_rfc3339();
                 (refs.upload_unparsed(&upload).await?).map(|record| Prefetched {
@@ -1001,23 +996,17 @@ impl ReadInput {
                 .ok()
                 .map(|rel| rel.to_string_lossy().replace('\\', "/"))
         });
-        Upload {
-            id: upload_id("file", &self.shown, &self.etag, meta),
-            source: self
-                .whole
+        Upload::from_file(
+            &Input::file(&self.shown, meta),
+            self.whole
                 .as_deref()
                 .map_or(CopySource::File(&self.abs), CopySource::Bytes),
-            ingest_bucket: None,
-            ingest_key: self.shown.clone(),
-            entry: None,
-            ingest_version: None,
-            etag: self.etag.clone(),
-            size: self.size,
-            meta: meta.clone(),
-            options: self.options.clone(),
+            &self.etag,
+            self.size,
+            self.options.clone(),
             source_path,
-            file_stamp: self.file_stamp.clone(),
-        }
+            self.file_stamp.clone(),
+        )
     }
 }
 
@@ -1196,7 +1185,6 @@ async fn index_entries(
     let reader = std::sync::Arc::new(FileReader::open(&abs)?);
     let reader_size = reader.size();
     let archive_etag = file_sha1(&abs)?;
-    let mut entries = 0usize;
     let scratch = tempfile::tempdir_in(store.root().join("_symdex/tmp"))?;
     // Archives are indexed one at a time (never beside another lane): no shared decoder
     // budget is needed, each decoder stays within its own limit.
@@ -1206,121 +1194,47 @@ async fn index_entries(
         memory: None,
     };
     let name = file_name(&abs);
-    let mut walk = archive::Walker::start(
+    let walk = archive::Walker::start(
         reader,
         container,
         name,
         options,
         scratch.path().to_path_buf(),
     )?;
-    while let Some(event) = walk.next().await {
-        entries += 1;
-        let indexed = match event {
-            Event::File {
-                entry,
-                data,
-                size,
-                sha1,
-            } => {
-                let bundled = bundle.map(|files| files.get(&entry));
-                if bundled == Some(None) {
-                    // A bundle's manifest and other non-source entries: part of the bundle.
-                    continue;
-                }
-                let source_path = bundled.flatten().cloned();
-                let reader = data.reader()?;
-                let upload = Upload {
-                    id: upload_id("file", &format!("{shown}!/{entry}"), &sha1, meta),
-                    source: data.copy_source(),
-                    ingest_bucket: None,
-                    ingest_key: shown.clone(),
-                    entry: Some(EntryOf {
-                        path: entry.clone(),
-                        archive_etag: archive_etag.clone(),
-                        archive_size: reader_size,
-                    }),
-                    ingest_version: None,
-                    etag: sha1,
-                    size,
-                    meta: meta.clone(),
-                    options: IdentifyOptions {
-                        as_source: source_path.is_some()
-                            || unpack.keys.sources.wants_source(Path::new(&entry)),
-                    },
-                    source_path,
-                    file_stamp: None,
-                };
-                indexer.index(&upload, &*reader).await?
-            }
-            Event::Skipped { entry, reason } => {
-                entry_record(&shown, &entry, meta, Action::Skipped, reason)
-            }
-            Event::Rejected { entry, reason } => {
-                entry_record(&shown, &entry, meta, Action::Rejected, reason)
-            }
-            // Not asked for (stored_ranges is off): ranges are for S3's server-side copy.
-            Event::Stored { entry, .. } => entry_record(
-                &shown,
-                &entry,
-                meta,
-                Action::Rejected,
-                "a stored entry given as a range".into(),
-            ),
-        };
-        sink.push(indexed).await?;
+    let archive = Input::file(&shown, meta).with_content(&archive_etag, reader_size);
+    let mut site = LocalSite { sink, unpack };
+    symdex_shared::pipeline::index_archive(indexer, &archive, container, walk, &mut site, bundle)
+        .await
+}
+
+/// The local store's part in an archive's walk: its source rules, its sink.
+struct LocalSite<'a, 'i, 's, 'k> {
+    sink: &'a mut Sink<'i, 's>,
+    unpack: Unpack<'k>,
+}
+
+impl ArchiveSite for LocalSite<'_, '_, '_, '_> {
+    fn wants_source(&self, path: &str) -> bool {
+        self.unpack.keys.sources.wants_source(Path::new(path))
     }
-    // A malformed archive is the input's problem: recorded, and the run goes on.
-    if let Some(ending) = archive::ending(walk.finish(), entries, container)? {
-        let reason = ending.reason().to_string();
-        sink.push(input_record(
-            "file",
-            &shown,
-            meta,
-            Action::from(&ending),
-            reason,
+
+    async fn index_stored(
+        &mut self,
+        _indexer: &Indexer<'_>,
+        archive: &Input,
+        stored: StoredEntry,
+    ) -> io::Result<Indexed> {
+        // Not asked for (stored_ranges is off): ranges are for S3's server-side copy.
+        Ok(archive.nothing_published(
+            Some(&stored.entry),
+            Action::Rejected,
+            "a stored entry given as a range".into(),
         ))
-        .await?;
     }
-    Ok(())
-}
 
-/// The record of an archive entry that published nothing (skipped, over a limit).
-fn entry_record(
-    archive: &str,
-    entry: &str,
-    meta: &UploadMeta,
-    action: Action,
-    reason: String,
-) -> Indexed {
-    let mut indexed = input_record("file", &format!("{archive}!/{entry}"), meta, action, reason);
-    for record in &mut indexed.records {
-        record.ingest_key = archive.to_string();
-        record.name = Some(file_name_of(entry).to_string());
-        record.entry = Some(entry.to_string());
+    async fn push(&mut self, indexed: Indexed) -> io::Result<()> {
+        self.sink.push(indexed).await
     }
-    indexed
-}
-
-/// The record of an input that published nothing for a reason found before identification (a
-/// symbolic link in a walk, an archive entry over a limit).
-fn input_record(
-    scheme: &str,
-    ingest_key: &str,
-    meta: &UploadMeta,
-    action: Action,
-    reason: String,
-) -> Indexed {
-    let record = Record {
-        reason: Some(reason),
-        meta: meta.clone(),
-        ..Record::about(
-            action,
-            format!("{scheme}:{ingest_key}"),
-            None,
-            ingest_key.to_string(),
-        )
-    };
-    Indexed::nothing_published(vec![record])
 }
 
 pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {

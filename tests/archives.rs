@@ -463,3 +463,38 @@ fn a_sentry_source_bundle_is_published_where_symbolicator_looks() {
         verify_clean(&store);
     }
 }
+
+/// One upload model for archives and loose files: a zip of an ELF pair, a DLL and its PDB
+/// publishes, into a fresh store, the same keys with the same bytes as the four files loose
+/// into another, the store-level marker objects (SymStore's `index2/index2.txt`) included.
+#[test]
+fn an_archive_and_its_files_loose_publish_identical_keys_markers_included() {
+    let w = artifacts();
+    w.run("cp", &["lib.pdb", "lib.dll", "out/"]);
+    w.run("zip", &["-q", "-9", "-r", "all.zip", "out"]);
+    let zipped = w.path("zipped");
+    index_into(&zipped, &[&w.path("all.zip")]);
+    let loose = w.path("loose");
+    let files = [
+        "out/app.debug",
+        "out/app.stripped",
+        "out/lib.pdb",
+        "out/lib.dll",
+    ]
+    .map(|f| w.path(f));
+    index_into(
+        &loose,
+        &files.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+    );
+    let (from_zip, from_files) = (published(&zipped), published(&loose));
+    assert!(from_files.contains_key("index2/index2.txt"));
+    assert!(from_files
+        .keys()
+        .any(|k| k.starts_with("index2/li/lib.pdb/")));
+    assert_eq!(
+        from_zip.keys().collect::<Vec<_>>(),
+        from_files.keys().collect::<Vec<_>>()
+    );
+    assert!(from_zip == from_files, "contents differ");
+    verify_clean(&zipped);
+}

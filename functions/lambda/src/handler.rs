@@ -2,7 +2,6 @@
 //! identification runs over prefetched ranges (`S3Object::identify`), every S3 call is awaited,
 //! and the messages of a batch run as concurrent tasks on the function's runtime.
 
-use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,56 +10,16 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
 use symdex_shared::archive;
 use symdex_shared::manifest::{Action, Record, UploadMeta};
-use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Lookup, Upload};
+use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Input, Lookup, Upload};
 use symdex_shared::refs::{PriorRead, UploadRecord};
-use symdex_shared::storage::s3::{FirstBlock, S3Store};
+use symdex_shared::storage::s3::FirstBlock;
 use symdex_shared::storage::{CopySource, SeenCurrent, StorageError};
 use symdex_shared::{FormatError, IdentifyOptions};
 
-use crate::config::LambdaConfig;
+use crate::batch::{finalize, manifest_and_liveness, Ingest, Job};
+use crate::context::read_debug_details;
+pub use crate::context::{Context, Error};
 use crate::events::{decode, is_sqs_batch, Change, ObjectEvent};
-
-pub type Error = Box<dyn std::error::Error + Send + Sync>;
-
-/// What a function keeps between invocations: configuration and the serving-bucket store.
-pub struct Context {
-    pub config: LambdaConfig,
-    pub store: S3Store,
-    /// The store-level marker objects were written (once per process, not per object).
-    prepared: AtomicBool,
-}
-
-impl Context {
-    /// Builds the S3 client from the standard AWS environment (incl. AWS_ENDPOINT_URL), with
-    /// the SDK's standard retries (backoff on throttling and 5xx).
-    pub async fn from_env() -> Result<Self, Error> {
-        let config = LambdaConfig::from_env()?;
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
-            .load()
-            .await;
-        // A local endpoint (moto, s3s-fs, MinIO) wants path-style addressing.
-        let path_style = std::env::var("AWS_ENDPOINT_URL").is_ok()
-            || std::env::var("AWS_ENDPOINT_URL_S3").is_ok()
-            || std::env::var("SYMDEX_S3_PATH_STYLE").is_ok_and(|v| v == "true");
-        let s3 = aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(path_style)
-            .build();
-        Ok(Self::new(config, aws_sdk_s3::Client::from_conf(s3)))
-    }
-
-    pub fn new(config: LambdaConfig, client: aws_sdk_s3::Client) -> Self {
-        let store = S3Store::new(client, config.serving_bucket.clone())
-            .with_multipart_threshold(config.multipart_threshold)
-            .with_redirect_aliases(config.redirect_aliases)
-            .with_conditional_copies(config.conditional_copies);
-        Context {
-            config,
-            store,
-            prepared: AtomicBool::new(false),
-        }
-    }
-}
 
 /// Upload metadata: `x-amz-meta-build` / `-product` / `-version` / `-channel` (also with a
 /// `symdex-` prefix), else `build=`, `product=`, `version=`, `channel=` path segments of the
@@ -112,92 +71,30 @@ fn check_product_prefix(key: &str, meta: &mut UploadMeta) -> Result<(), String> 
     }
 }
 
-/// `s3:<bucket>/<key>@<version>`: the version id, or the ETag in an unversioned bucket.
-pub(crate) fn upload_id(event: &ObjectEvent, etag: &str) -> String {
-    let version = event.version_id.as_deref().unwrap_or(etag);
-    format!("{}@{version}", location(event))
+/// The ingest object `event` names, of content `etag` (the upload id's rule: `Input`).
+fn object_input(event: &ObjectEvent, etag: &str, size: u64, meta: &UploadMeta) -> Input {
+    let version = event.version_id.as_deref();
+    Input::s3_object(&event.bucket, &event.key, version, etag, size, meta)
 }
 
-/// `s3:<bucket>/<key>`: how the ids of the uploads of one object begin (refs/,
-/// `location_of`), by which a removal finds them.
-fn location(event: &ObjectEvent) -> String {
-    format!("s3:{}/{}", event.bucket, event.key)
+/// The id of the upload of `event`'s object of content `etag`.
+fn upload_id(event: &ObjectEvent, etag: &str) -> String {
+    object_input(event, etag, 0, &UploadMeta::default()).upload_id(etag)
 }
 
-/// One object's work, waiting to be finalized after the manifest write: one upload, or an
-/// archive's entries.
-pub struct Job {
-    pub(crate) indexed: Vec<Indexed>,
-    /// The ingest object whose uploads were referenced, for the liveness check.
-    pub(crate) ingest: Option<Ingest>,
-}
-
-/// An ingest object as it was indexed, for the liveness check after its references were added.
-pub(crate) struct Ingest {
-    pub(crate) event: ObjectEvent,
-    /// The ETag that was indexed.
-    pub(crate) etag: String,
-    /// A copy made from it after the upload was registered read it as current with that
-    /// content ([`SeenCurrent`]): live then, and no request needed to say so.
-    pub(crate) seen_current: bool,
-}
-
-impl Ingest {
-    /// An ingest object whose liveness is asked of the bucket.
-    pub(crate) fn asked(event: &ObjectEvent, etag: &str) -> Ingest {
-        Ingest {
-            event: event.clone(),
-            etag: etag.to_string(),
-            seen_current: false,
-        }
-    }
-}
-
-impl Job {
-    pub(crate) fn records(&self) -> impl Iterator<Item = &Record> {
-        self.indexed.iter().flat_map(|i| &i.records)
-    }
+/// `event`'s object by its location alone: gone, or refused before it was read.
+fn located(event: &ObjectEvent, meta: &UploadMeta) -> Input {
+    let version = event.version_id.as_deref();
+    Input::s3_location(&event.bucket, &event.key, version, meta)
 }
 
 /// The record of a created event whose object is already gone: nothing to index, said so.
-fn vanished(event: &ObjectEvent) -> Record {
-    Record {
-        reason: Some("the ingest object no longer exists (deleted before it was indexed)".into()),
-        ingest_version: event.version_id.clone(),
-        ..Record::about(
-            Action::Skipped,
-            format!("s3:{}/{}", event.bucket, event.key),
-            Some(event.bucket.clone()),
-            event.key.clone(),
-        )
-    }
-}
-
-/// Whether the indexed object still exists: its version, and (versioned bucket) no delete
-/// marker on top of it; unversioned, the key still holds the content that was indexed. A
-/// removal processed before its creation found nothing to remove; this check, made after the
-/// upload was registered with its location (its upload record created where the removal
-/// looks), catches it (refs/, invariant 4). A copy from the ingest object made after the
-/// registration may have answered it already ([`Ingest::seen_current`]).
-pub(crate) async fn ingest_alive(
-    ctx: &Context,
-    event: &ObjectEvent,
-    etag: &str,
-) -> std::io::Result<bool> {
-    let store = &ctx.store;
-    let current = store
-        .head_object_versioned(&event.bucket, &event.key, None)
-        .await?;
-    Ok(match (&event.version_id, current) {
-        (_, None) => false,
-        // The indexed version is still the current one: no need to ask for it by id.
-        (Some(version), Some((_, _, Some(current), _))) if current == *version => true,
-        (Some(version), Some(_)) => store
-            .head_object(&event.bucket, &event.key, Some(version))
-            .await?
-            .is_some(),
-        (None, Some((info, _, _, _))) => info.etag == etag,
-    })
+fn vanished(event: &ObjectEvent) -> Indexed {
+    located(event, &UploadMeta::default()).nothing_published(
+        None,
+        Action::Skipped,
+        "the ingest object no longer exists (deleted before it was indexed)".into(),
+    )
 }
 
 /// One log line per decision.
@@ -232,7 +129,7 @@ async fn index_object(
         .await?;
     let Some(first) = first else {
         return Ok(Job {
-            indexed: vec![Indexed::nothing_published(vec![vanished(&event)])],
+            indexed: vec![vanished(&event)],
             ingest: None,
         });
     };
@@ -250,17 +147,11 @@ async fn index_first_block(
     let event = &event;
     let first_read = first.bytes.len() as u64;
     let (info, metadata) = (&first.info, &first.metadata);
-    let rejected = |reason: String, meta: UploadMeta| {
-        let mut record = vanished(event);
-        record.action = Some(Action::Rejected);
-        record.reason = Some(reason);
-        record.ingest_etag = Some(info.etag.clone());
-        record.ingest_size = Some(info.size);
-        record.meta = meta;
-        Job {
-            indexed: vec![Indexed::nothing_published(vec![record])],
-            ingest: None,
-        }
+    let rejected = |reason: String, meta: UploadMeta| Job {
+        indexed: vec![located(event, &meta)
+            .with_content(&info.etag, info.size)
+            .nothing_published(None, Action::Rejected, reason)],
+        ingest: None,
     };
     let mut meta = upload_meta(&event.key, metadata);
     if ctx.config.product_prefixes {
@@ -281,27 +172,19 @@ async fn index_first_block(
     };
     // Set by the copy of the artifact from its current object, if it proves it live.
     let seen = SeenCurrent::default();
-    let upload = Upload {
-        id: upload_id(event, &info.etag),
-        source: CopySource::Object {
-            bucket: &event.bucket,
-            key: &event.key,
-            version_id: event.version_id.as_deref(),
-            size: info.size,
-            etag: &info.etag,
-            seen: Some(&seen),
-        },
-        ingest_bucket: Some(event.bucket.clone()),
-        ingest_key: event.key.clone(),
-        entry: None,
-        ingest_version: event.version_id.clone(),
-        etag: info.etag.clone(),
+    let source = CopySource::Object {
+        bucket: &event.bucket,
+        key: &event.key,
+        version_id: event.version_id.as_deref(),
         size: info.size,
-        meta,
-        options,
-        source_path: None,
-        file_stamp: None,
+        etag: &info.etag,
+        seen: Some(&seen),
     };
+    let upload = Upload::from_s3_object(
+        &object_input(event, &info.etag, info.size, &meta),
+        source,
+        options,
+    );
     let indexer = Indexer::new(store, ctx.config.pipeline.clone());
     // A re-delivery of an upload indexed in full: answered from its upload record (one
     // read), nothing identified or published again (pipeline/, already_indexed). Nothing
@@ -346,7 +229,16 @@ async fn index_first_block(
     }
     if let Some(container) = container {
         let meta = upload.meta.clone();
-        return crate::archives::index_archive(&ctx, event, info, meta, container, None).await;
+        return crate::archives::index_archive(
+            &ctx,
+            &FromIngest(ctx.clone()),
+            event,
+            info,
+            meta,
+            container,
+            None,
+        )
+        .await;
     }
     let identified = match identified {
         // The object as opened, first block included: a debug file within it reads its
@@ -371,6 +263,7 @@ async fn index_first_block(
         let container = archive::Container::Zip;
         let mut files = crate::archives::index_archive(
             &ctx,
+            &FromIngest(ctx.clone()),
             event,
             info,
             upload.meta.clone(),
@@ -390,26 +283,6 @@ async fn index_first_block(
         indexed: vec![indexed],
         ingest,
     })
-}
-
-/// Reads what identification leaves out of debug files (the source paths their DWARF names,
-/// compressed sections decompressed: `elf::read_debug_details`) on a blocking thread, through
-/// ranged GETs of 64 KiB blocks (the last 64 kept): a small debug file costs one GET, or
-/// none when the object's first block is already read and holds it.
-pub(crate) async fn read_debug_details(
-    object: symdex_shared::storage::s3::S3Object,
-    mut ids: Vec<symdex_shared::Identity>,
-) -> std::io::Result<Vec<symdex_shared::Identity>> {
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let reader = symdex_shared::reader::BlockCache::new(object.blocking(handle), 64 << 10, 64);
-        for id in &mut ids {
-            symdex_shared::formats::elf::read_debug_details(&reader, id);
-        }
-        ids
-    })
-    .await
-    .map_err(std::io::Error::other)
 }
 
 /// Hands the keys a removal freed to the uploads waiting for them (refs/, invariant 8):
@@ -497,7 +370,7 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
     let source = format!("s3://{}/{}", event.bucket, event.key);
     let uploads = indexer
         .refs()
-        .uploads_of_source(&source, &location(event))
+        .uploads_of_source(&source, &located(event, &UploadMeta::default()).location())
         .await?;
     // A specific version deleted: only that upload; a delete marker or an unversioned delete:
     // every upload of the key.
@@ -594,73 +467,6 @@ async fn process(
         );
     }
     Ok(jobs)
-}
-
-/// Whether each job's ingest object is still there ([`ingest_alive`]), per message, a few
-/// asked at once.
-async fn liveness(ctx: &Arc<Context>, messages: &[&[Job]]) -> Vec<Vec<std::io::Result<bool>>> {
-    let asks: Vec<_> = messages
-        .iter()
-        .map(|jobs| async move {
-            let mut alive = Vec::new();
-            for job in *jobs {
-                alive.push(match &job.ingest {
-                    Some(ingest) if ingest.seen_current => Ok(true),
-                    Some(ingest) => ingest_alive(ctx, &ingest.event, &ingest.etag).await,
-                    None => Ok(true),
-                });
-            }
-            alive
-        })
-        .collect();
-    futures_util::stream::iter(asks)
-        .buffered(ctx.config.concurrency.max(1))
-        .collect()
-        .await
-}
-
-/// Writes the records to the manifest while the liveness of each message's ingest objects is
-/// asked: both come only after the uploads were registered with their sources (the liveness
-/// check's condition), and both before any finalize — so the two requests on the way of
-/// every message are made at once.
-pub(crate) async fn manifest_and_liveness(
-    ctx: &Arc<Context>,
-    records: Vec<Record>,
-    messages: &[&[Job]],
-) -> Result<Vec<Vec<std::io::Result<bool>>>, Error> {
-    let (written, alive) = tokio::join!(write_manifest(ctx, records), liveness(ctx, messages));
-    written?;
-    Ok(alive)
-}
-
-/// Marks the jobs' uploads indexed (after the manifest holds their records); returns the
-/// records of uploads that had to be taken back, which `Indexer::finalize` wrote to the
-/// manifest before handing over the keys they freed. `alive`: each job's [`liveness`].
-pub(crate) async fn finalize(
-    ctx: &Arc<Context>,
-    jobs: Vec<Job>,
-    alive: Vec<std::io::Result<bool>>,
-) -> Result<Vec<Record>, String> {
-    let hand_over = FromIngest(ctx.clone());
-    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone()).handing_over_to(&hand_over);
-    let mut records = Vec::new();
-    for (job, alive) in jobs.iter().zip(alive) {
-        let alive = alive.map_err(|e| e.to_string())?;
-        for indexed in &job.indexed {
-            records.extend(
-                indexer
-                    .finalize(indexed, alive)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-    }
-    Ok(records)
-}
-
-async fn write_manifest(ctx: &Arc<Context>, records: Vec<Record>) -> Result<Option<String>, Error> {
-    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone());
-    Ok(indexer.write_manifest(&records).await?)
 }
 
 /// Runs `work` on each of a batch's messages (its id, and what the work needs of it), at most
@@ -787,7 +593,7 @@ async fn handle(
             ctx.config.concurrency,
             |(jobs, alive)| {
                 let ctx = ctx.clone();
-                async move { finalize(&ctx, jobs, alive).await }
+                async move { finalize(&ctx, &FromIngest(ctx.clone()), jobs, alive).await }
             },
         )
         .await?;
@@ -826,7 +632,13 @@ async fn run_jobs(ctx: &Arc<Context>, jobs: Vec<Job>) -> Result<usize, Error> {
     let records: Vec<Record> = jobs.iter().flat_map(|j| j.records().cloned()).collect();
     let count = records.len();
     let alive = manifest_and_liveness(ctx, records, &[&jobs]).await?;
-    let undone = finalize(ctx, jobs, alive.into_iter().flatten().collect()).await?;
+    let undone = finalize(
+        ctx,
+        &FromIngest(ctx.clone()),
+        jobs,
+        alive.into_iter().flatten().collect(),
+    )
+    .await?;
     Ok(count + undone.len())
 }
 

@@ -4,7 +4,9 @@
 //! into `lambda_runtime`.
 
 pub mod archives;
+mod batch;
 pub mod config;
+pub mod context;
 pub mod events;
 pub mod handler;
 pub mod sweeper;

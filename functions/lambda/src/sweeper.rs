@@ -30,7 +30,7 @@ use symdex_shared::refs::STATE_PREFIX;
 use symdex_shared::retention::{format_time, parse_time, RELEASE_CHANNEL};
 use symdex_shared::storage::Storage;
 
-use crate::handler::{Context, Error};
+use crate::context::{Context, Error};
 
 /// One ingest object to delete.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]

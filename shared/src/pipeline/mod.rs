@@ -30,6 +30,7 @@ mod sources;
 
 use sources::offer_of;
 
+mod archives;
 mod index;
 mod joins;
 mod publish;
@@ -38,6 +39,7 @@ mod removal;
 mod tests;
 mod upload;
 
+pub use archives::*;
 pub use index::*;
 pub use removal::*;
 pub use upload::*;

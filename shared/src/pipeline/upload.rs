@@ -316,3 +316,234 @@ impl std::fmt::Display for Summary {
         Ok(())
     }
 }
+
+/// An input as its uploads and records name it: a local file (a path) or an S3 object (bucket,
+/// key, version), an archive's for its entries. Every upload id comes from here (the one rule,
+/// [`Input::upload_id`], [`Input::entry_upload_id`]), and so does every record of an input or
+/// entry that published nothing ([`Input::nothing_published`]).
+#[derive(Debug, Clone)]
+pub struct Input {
+    scheme: Scheme,
+    /// What a record of the input itself calls it when nothing was published.
+    record_id: String,
+    pub bucket: Option<String>,
+    /// The path (local) or the ingest key (S3).
+    pub key: String,
+    /// The S3 object's version id.
+    pub version: Option<String>,
+    /// The content identity (a local file's SHA-1, an S3 object's ETag), where known.
+    pub etag: Option<String>,
+    pub size: Option<u64>,
+    pub meta: UploadMeta,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    File,
+    S3,
+}
+
+impl Input {
+    /// A local input, by the path it is shown as.
+    pub fn file(path: &str, meta: &UploadMeta) -> Input {
+        Input {
+            scheme: Scheme::File,
+            record_id: format!("file:{path}"),
+            bucket: None,
+            key: path.to_string(),
+            version: None,
+            etag: None,
+            size: None,
+            meta: meta.clone(),
+        }
+    }
+
+    /// An S3 object known by its location alone (gone, or refused before it was read):
+    /// `s3:<bucket>/<key>`, how the ids of the uploads of one object begin (refs,
+    /// `location_of`), by which a removal finds them.
+    pub fn s3_location(bucket: &str, key: &str, version: Option<&str>, meta: &UploadMeta) -> Input {
+        Input {
+            scheme: Scheme::S3,
+            record_id: format!("s3:{bucket}/{key}"),
+            bucket: Some(bucket.to_string()),
+            key: key.to_string(),
+            version: version.map(str::to_string),
+            etag: None,
+            size: None,
+            meta: meta.clone(),
+        }
+    }
+
+    /// An S3 object as read: `s3:<bucket>/<key>@<version>`, the version id, or the ETag in an
+    /// unversioned bucket. A redelivery of the same object is the same upload.
+    pub fn s3_object(
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        etag: &str,
+        size: u64,
+        meta: &UploadMeta,
+    ) -> Input {
+        let mut input = Input::s3_location(bucket, key, version, meta).with_content(etag, size);
+        input.record_id = format!("{}@{}", input.record_id, version.unwrap_or(etag));
+        input
+    }
+
+    /// How the ids of this input's uploads begin (`s3:<bucket>/<key>`, `file:<path>`), by which
+    /// a removal finds them (refs, `location_of`).
+    pub fn location(&self) -> String {
+        match (&self.scheme, &self.bucket) {
+            (Scheme::S3, Some(bucket)) => format!("s3:{bucket}/{}", self.key),
+            _ => format!("file:{}", self.key),
+        }
+    }
+
+    /// The same input, its content known (its records name the upload as before).
+    pub fn with_content(mut self, etag: &str, size: u64) -> Input {
+        self.etag = Some(etag.to_string());
+        self.size = Some(size);
+        self
+    }
+
+    /// The id of the upload of this input's content. A local input's is its content
+    /// published for one build (`file:<path>@<sha1>#build=<build>`): the same file indexed
+    /// for two builds is referenced twice, so deleting either build keeps it. An S3 object's
+    /// is the object's version ([`Input::s3_object`]).
+    pub fn upload_id(&self, etag: &str) -> String {
+        match self.scheme {
+            Scheme::File => file_upload_id(&self.key, etag, &self.meta),
+            Scheme::S3 => self.record_id.clone(),
+        }
+    }
+
+    /// The id of the upload of one entry of this archive, of content `etag`: the archive's
+    /// upload and the entry's path, so a retried archive finds its entries' uploads.
+    pub fn entry_upload_id(&self, entry: &str, etag: &str) -> String {
+        match self.scheme {
+            Scheme::File => file_upload_id(&format!("{}!/{entry}", self.key), etag, &self.meta),
+            Scheme::S3 => format!("{}!/{entry}", self.record_id),
+        }
+    }
+
+    /// Records of this input (`entry: None`) or of one of its entries that published nothing
+    /// (skipped, rejected, gone), with the reason. A local input's records name it by path
+    /// alone; an S3 object's also by version and, once read, by content.
+    pub fn nothing_published(
+        &self,
+        entry: Option<&str>,
+        action: Action,
+        reason: String,
+    ) -> Indexed {
+        let s3 = self.scheme == Scheme::S3;
+        let mut record = Record {
+            reason: Some(reason),
+            ingest_version: self.version.clone(),
+            ingest_etag: self.etag.clone().filter(|_| s3),
+            ingest_size: self.size.filter(|_| s3),
+            meta: self.meta.clone(),
+            ..Record::about(
+                action,
+                entry.map_or(self.record_id.clone(), |e| {
+                    format!("{}!/{e}", self.record_id)
+                }),
+                self.bucket.clone(),
+                self.key.clone(),
+            )
+        };
+        if let Some(entry) = entry {
+            record.entry = Some(entry.to_string());
+            record.name = Some(file_name_of(entry).to_string());
+        }
+        Indexed::nothing_published(vec![record])
+    }
+
+    /// Where an entry of this archive came from, for its upload.
+    fn entry_of(&self, path: &str) -> EntryOf {
+        EntryOf {
+            path: path.to_string(),
+            archive_etag: self.etag.clone().unwrap_or_default(),
+            archive_size: self.size.unwrap_or_default(),
+        }
+    }
+}
+
+/// `file:<location>@<sha1>[#build=<build>]`.
+fn file_upload_id(location: &str, etag: &str, meta: &UploadMeta) -> String {
+    match &meta.build {
+        Some(build) => format!("file:{location}@{etag}#build={build}"),
+        None => format!("file:{location}@{etag}"),
+    }
+}
+
+impl<'a> Upload<'a> {
+    /// A local input file of content `etag` (its SHA-1), copied from `source`.
+    pub fn from_file(
+        input: &Input,
+        source: CopySource<'a>,
+        etag: &str,
+        size: u64,
+        options: IdentifyOptions,
+        source_path: Option<String>,
+        file_stamp: Option<crate::refs::FileStamp>,
+    ) -> Self {
+        Upload {
+            id: input.upload_id(etag),
+            source,
+            ingest_bucket: None,
+            ingest_key: input.key.clone(),
+            entry: None,
+            ingest_version: None,
+            etag: etag.to_string(),
+            size,
+            meta: input.meta.clone(),
+            options,
+            source_path,
+            file_stamp,
+        }
+    }
+
+    /// An S3 object as read ([`Input::s3_object`]), copied from `source`.
+    pub fn from_s3_object(input: &Input, source: CopySource<'a>, options: IdentifyOptions) -> Self {
+        let etag = input.etag.clone().unwrap_or_default();
+        Upload {
+            id: input.upload_id(&etag),
+            source,
+            ingest_bucket: input.bucket.clone(),
+            ingest_key: input.key.clone(),
+            entry: None,
+            ingest_version: input.version.clone(),
+            etag,
+            size: input.size.unwrap_or_default(),
+            meta: input.meta.clone(),
+            options,
+            source_path: None,
+            file_stamp: None,
+        }
+    }
+
+    /// One entry of the archive `archive` (made with its content), of content `etag`.
+    pub fn from_entry(
+        archive: &Input,
+        entry: &str,
+        source: CopySource<'a>,
+        etag: &str,
+        size: u64,
+        options: IdentifyOptions,
+        source_path: Option<String>,
+    ) -> Self {
+        Upload {
+            id: archive.entry_upload_id(entry, etag),
+            source,
+            ingest_bucket: archive.bucket.clone(),
+            ingest_key: archive.key.clone(),
+            entry: Some(archive.entry_of(entry)),
+            ingest_version: archive.version.clone(),
+            etag: etag.to_string(),
+            size,
+            meta: archive.meta.clone(),
+            options,
+            source_path,
+            file_stamp: None,
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! What a function keeps between invocations (its configuration and the serving-bucket
+//! store), and the S3 reads every handler shares.
+
+use std::sync::atomic::AtomicBool;
+
+use symdex_shared::storage::s3::S3Store;
+
+use crate::config::LambdaConfig;
+
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a function keeps between invocations: configuration and the serving-bucket store.
+pub struct Context {
+    pub config: LambdaConfig,
+    pub store: S3Store,
+    /// The store-level marker objects were written (once per process, not per object).
+    pub(crate) prepared: AtomicBool,
+}
+
+impl Context {
+    /// Builds the S3 client from the standard AWS environment (incl. AWS_ENDPOINT_URL), with
+    /// the SDK's standard retries (backoff on throttling and 5xx).
+    pub async fn from_env() -> Result<Self, Error> {
+        let config = LambdaConfig::from_env()?;
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
+            .load()
+            .await;
+        // A local endpoint (moto, s3s-fs, MinIO) wants path-style addressing.
+        let path_style = std::env::var("AWS_ENDPOINT_URL").is_ok()
+            || std::env::var("AWS_ENDPOINT_URL_S3").is_ok()
+            || std::env::var("SYMDEX_S3_PATH_STYLE").is_ok_and(|v| v == "true");
+        let s3 = aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(path_style)
+            .build();
+        Ok(Self::new(config, aws_sdk_s3::Client::from_conf(s3)))
+    }
+
+    pub fn new(config: LambdaConfig, client: aws_sdk_s3::Client) -> Self {
+        let store = S3Store::new(client, config.serving_bucket.clone())
+            .with_multipart_threshold(config.multipart_threshold)
+            .with_redirect_aliases(config.redirect_aliases)
+            .with_conditional_copies(config.conditional_copies);
+        Context {
+            config,
+            store,
+            prepared: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Reads what identification leaves out of debug files (the source paths their DWARF names,
+/// compressed sections decompressed: `elf::read_debug_details`) on a blocking thread, through
+/// ranged GETs of 64 KiB blocks (the last 64 kept): a small debug file costs one GET, or
+/// none when the object's first block is already read and holds it.
+pub(crate) async fn read_debug_details(
+    object: symdex_shared::storage::s3::S3Object,
+    mut ids: Vec<symdex_shared::Identity>,
+) -> std::io::Result<Vec<symdex_shared::Identity>> {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let reader = symdex_shared::reader::BlockCache::new(object.blocking(handle), 64 << 10, 64);
+        for id in &mut ids {
+            symdex_shared::formats::elf::read_debug_details(&reader, id);
+        }
+        ids
+    })
+    .await
+    .map_err(std::io::Error::other)
+}
