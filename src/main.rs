@@ -12,6 +12,7 @@ mod manifest_cmd;
 mod report;
 mod retention;
 mod serve;
+mod session;
 mod stamps;
 mod verify;
 

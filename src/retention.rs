@@ -9,7 +9,8 @@ use symdex_shared::manifest::Record;
 use symdex_shared::pipeline::{Config, Indexer};
 use symdex_shared::retention::{parse_time, RetentionPolicy, RELEASE_CHANNEL};
 
-use crate::index::{describe, exclusive_lease, open_for_writing, FromFiles, KeyArgs, PolicyArg};
+use crate::index::{describe, FromFiles, KeyArgs, PolicyArg};
+use crate::session::{exclusive_lease, open_for_writing};
 use crate::DEFAULT_STORE;
 
 #[derive(Args)]

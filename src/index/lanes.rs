@@ -1,0 +1,304 @@
+//! The store's writer and its lanes: inputs of different routes indexed side by side, the
+//! rest in order (`--jobs`).
+
+use super::*;
+
+/// A lane: indexes the inputs of its routes in the order it gets them.
+pub(super) fn run_lane(
+    indexer: &Indexer<'_>,
+    meta: &UploadMeta,
+    stamps: &Mutex<NewStamps>,
+    inputs: std::sync::mpsc::Receiver<LaneInput>,
+    done: std::sync::mpsc::Sender<LaneDone>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            for (seq, path, _) in inputs {
+                let failed = io::Error::other(format!("no runtime for its lane: {e}"));
+                if done.send((seq, path, Err(failed))).is_err() {
+                    return;
+                }
+            }
+            return;
+        }
+    };
+    for (seq, path, read) in inputs {
+        // Every input handed over is answered, a panic too (as an error): the writer waits
+        // for each in order, and would wait for a lost one forever.
+        let indexed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            runtime.block_on(index_file(indexer, *read, meta, Some(stamps)))
+        }))
+        .unwrap_or_else(|panic| {
+            let what = symdex_shared::panic_message(&*panic);
+            Err(io::Error::other(format!("indexing it panicked: {what}")))
+        });
+        if done.send((seq, path, indexed)).is_err() {
+            return;
+        }
+    }
+}
+
+/// Writes what the lanes index, in input order.
+///
+/// Invariant: the sink takes inputs in input order, and an input indexed by this thread
+/// (`None` route) starts only when every input before it is taken and none after it has
+/// started; inputs in lanes run beside each other only when their routes differ
+/// (`pipeline::route_of` says why that ends as one after another would). So the store, the
+/// manifest and the summary are those of one writer taking the inputs in order — whatever
+/// the lanes' timing.
+pub(super) struct Writer<'i, 's> {
+    pub(super) indexer: &'i Indexer<'s>,
+    pub(super) lanes: Vec<std::sync::mpsc::SyncSender<LaneInput>>,
+    pub(super) finished: std::sync::mpsc::Receiver<LaneDone>,
+    /// Inputs handed to lanes and not taken by the sink yet, in input order.
+    pub(super) dispatched: std::collections::VecDeque<usize>,
+    /// Lane results waiting for an earlier input's.
+    pub(super) results: BTreeMap<usize, (PathBuf, io::Result<Indexed>)>,
+}
+
+impl Writer<'_, '_> {
+    /// Hands an input to the lane of its route.
+    pub(super) fn dispatch(
+        &mut self,
+        seq: usize,
+        route: &str,
+        path: PathBuf,
+        mut read: Box<ReadInput>,
+    ) {
+        use std::hash::{Hash, Hasher};
+        // A lane reads its upload record in its turn: a record read ahead is checked against
+        // the store's changes by this thread only (`index_read_file`). (A routed input was
+        // read and identified, so none was read ahead.)
+        read.prefetched = None;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        route.hash(&mut hasher);
+        let lane = (hasher.finish() % self.lanes.len() as u64) as usize;
+        self.dispatched.push_back(seq);
+        // A lane stops only when its queue closes (a panic, even a lane without a runtime,
+        // answers): should its queue be gone all the same, the input is answered here.
+        if let Err(std::sync::mpsc::SendError((seq, path, _))) =
+            self.lanes[lane].send((seq, path, read))
+        {
+            let stopped = io::Error::other("its indexing lane did not start");
+            self.results.insert(seq, (path, Err(stopped)));
+        }
+    }
+
+    /// Gives the sink the lane results that are next in input order; with `all`, waits
+    /// until every dispatched input is taken.
+    pub(super) async fn take(
+        &mut self,
+        sink: &mut Sink<'_, '_>,
+        all: bool,
+        failed: &mut bool,
+    ) -> anyhow::Result<()> {
+        loop {
+            while let Some(seq) = self.dispatched.front().copied() {
+                let Some((path, indexed)) = self.results.remove(&seq) else {
+                    break;
+                };
+                self.dispatched.pop_front();
+                match indexed {
+                    Ok(indexed) => sink.push_held(indexed).await?,
+                    Err(e) => {
+                        eprintln!("symdex: {}: {e}", path.display());
+                        *failed = true;
+                    }
+                }
+            }
+            if self.dispatched.is_empty() {
+                return Ok(());
+            }
+            let next = if all {
+                self.finished.recv().ok()
+            } else {
+                match self.finished.try_recv() {
+                    Ok(done) => Some(done),
+                    Err(std::sync::mpsc::TryRecvError::Empty) => return Ok(()),
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+                }
+            };
+            let Some((seq, path, indexed)) = next else {
+                anyhow::bail!("an indexing lane stopped before it answered");
+            };
+            self.results.insert(seq, (path, indexed));
+        }
+    }
+}
+
+pub(super) async fn run_async(
+    args: &IndexArgs,
+    store: &crate::crash::Store,
+    meta: &UploadMeta,
+    stamps: &Mutex<NewStamps>,
+    mut writer: Writer<'_, '_>,
+    inputs: std::sync::mpsc::Receiver<Vec<Ahead>>,
+    count: usize,
+) -> anyhow::Result<ExitCode> {
+    let indexer = writer.indexer;
+    indexer.prepare().await?;
+    let bar = progress(count);
+    let mut sink = Sink::new(indexer, args.json);
+    sink.stamps = Some(stamps);
+    let mut failed = false;
+    // Blocking receives on the runtime's only thread: nothing else runs on it.
+    for (seq, item) in inputs.into_iter().flatten().enumerate() {
+        bar.inc(1);
+        // A file of a route goes to its lane; anything else is indexed here, alone: after
+        // every input before it is taken (as for one writer).
+        let route = match &item {
+            Ahead::File(_, Ok(read)) if !writer.lanes.is_empty() => read.route.clone(),
+            _ => None,
+        };
+        let item = match (route, item) {
+            (Some(route), Ahead::File(path, Ok(read))) => {
+                // A flush finalizes what the sink holds: every input before it is taken
+                // first, none after it has started.
+                if sink.pending.len() + writer.dispatched.len() >= FLUSH_EVERY {
+                    writer.take(&mut sink, true, &mut failed).await?;
+                    sink.flush().await?;
+                }
+                bar.set_message(path.display().to_string());
+                writer.dispatch(seq, &route, path, read);
+                writer.take(&mut sink, false, &mut failed).await?;
+                continue;
+            }
+            (_, item) => item,
+        };
+        writer.take(&mut sink, true, &mut failed).await?;
+        let (path, result) = match item {
+            Ahead::File(path, read) => {
+                bar.set_message(path.display().to_string());
+                let result = match read {
+                    Ok(read) => {
+                        let unpack = Unpack::of(args);
+                        index_read_file(&mut sink, store, &path, *read, meta, unpack).await
+                    }
+                    Err(e) => Err(e),
+                };
+                (path, result)
+            }
+            Ahead::Archive(path, container) => {
+                bar.set_message(path.display().to_string());
+                let local = store.inner();
+                let unpack = Unpack::of(args);
+                let result = index_archive(&mut sink, local, &path, container, meta, unpack).await;
+                (path, result)
+            }
+            Ahead::Skipped(p, reason) => {
+                // The link's own absolute path (canonicalising it would name its target).
+                let shown = match (p.parent(), p.file_name()) {
+                    (Some(dir), Some(name)) => absolute(dir).join(name),
+                    _ => p.clone(),
+                }
+                .to_string_lossy()
+                .into_owned();
+                sink.push(Input::file(&shown, meta).nothing_published(
+                    None,
+                    Action::Skipped,
+                    reason,
+                ))
+                .await?;
+                continue;
+            }
+            Ahead::Error(p, e) => (p, Err(e)),
+        };
+        if let Err(e) = result {
+            bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
+            failed = true;
+        }
+    }
+    writer.take(&mut sink, true, &mut failed).await?;
+    bar.finish_and_clear();
+    sink.finish().await?;
+    println!("symdex: {} -> {}", sink.summary, args.store.display());
+    for key in &sink.manifests {
+        println!("manifest: {}", store.inner().root().join(key).display());
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Indexes an input file on the writer's own thread (everything before it taken), then the
+/// files of a Sentry source bundle, which are sources of their own (sourcemap.rs).
+pub(super) async fn index_read_file(
+    sink: &mut Sink<'_, '_>,
+    store: &crate::crash::Store,
+    path: &Path,
+    mut read: ReadInput,
+    meta: &UploadMeta,
+    unpack: Unpack<'_>,
+) -> io::Result<()> {
+    // A record read ahead is used only if nothing changed the store since.
+    if (read.prefetched.as_ref()).is_some_and(|p| p.changes != store.inner().changes()) {
+        read.prefetched = None;
+    }
+    let indexed = index_file(sink.indexer, read, meta, sink.stamps).await?;
+    let bundle = bundle_files(path, &indexed);
+    sink.push(indexed).await?;
+    match bundle {
+        Some(files) => {
+            let (zip, local) = (archive::Container::Zip, store.inner());
+            index_entries(sink, local, path, zip, meta, unpack, Some(&files)).await
+        }
+        None => Ok(()),
+    }
+}
+
+/// Indexes an input the reader thread read (the store's writer, or a lane).
+pub(super) async fn index_file(
+    indexer: &Indexer<'_>,
+    mut read: ReadInput,
+    meta: &UploadMeta,
+    stamps: Option<&Mutex<NewStamps>>,
+) -> io::Result<Indexed> {
+    let identified = read.identified.take();
+    let prefetched = read.prefetched.take();
+    let upload = read.upload(meta);
+    // A re-delivery is answered from the upload record: the input is not even opened. Looked
+    // up in its turn (an earlier input may change the record): read ahead by the reader
+    // thread when nothing changed the store since (`Prefetched`), else read now.
+    let lookup = match prefetched {
+        Some(p) if p.upload == upload.id => {
+            let (found, prior) = p.record.parse()?;
+            indexer.looked_up(&upload, found, prior, &p.time)
+        }
+        _ => indexer.already_indexed(&upload).await?,
+    };
+    let prior = match lookup {
+        Lookup::Indexed(unchanged) => {
+            // Hashed this run and settled now, yet answered from its record: a file first
+            // indexed unsettled (built just before), touched, or rebuilt with the same bytes
+            // (a reproducible build). Its stamp is kept, so the next re-index does not hash
+            // it again (before, it was hashed at every re-index, for ever). A stamped file
+            // never gets here: an unchanged re-index still writes nothing but its manifest.
+            keep_stamp(stamps, &read.shown, &upload);
+            return Ok(*unchanged);
+        }
+        Lookup::Unindexed(prior) => prior,
+    };
+    let identified = match identified {
+        Some(identified) => identified,
+        None => identify_with_details(&FileReader::open(&read.abs)?, &upload.options),
+    };
+    let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
+    if indexed.upload.is_some() {
+        keep_stamp(stamps, &read.shown, &upload);
+    }
+    Ok(indexed)
+}
+
+/// Keeps the stamp of an input hashed this run (settled: see `settled_status`), for the
+/// sink's flushes to write (`NewStamps::due`).
+pub(super) fn keep_stamp(stamps: Option<&Mutex<NewStamps>>, shown: &str, upload: &Upload<'_>) {
+    if let (Some(stamps), Some(stamp)) = (stamps, &upload.file_stamp) {
+        (stamps.lock().unwrap_or_else(|e| e.into_inner())).add(shown, stamp);
+    }
+}

@@ -1,0 +1,311 @@
+//! The reader thread: inputs hashed and identified ahead of the store's writer, answered
+//! from their stamps and upload records where nothing changed.
+
+use super::*;
+
+/// Batches of inputs read ahead of the writers: a bound on the memory they hold that still
+/// keeps the reader busy while the writers work.
+pub(super) const READ_AHEAD: usize = 4;
+/// Inputs handed over together (one thread switch per batch, not per input: a re-index
+/// answers an input in a few microseconds), and the bytes read whole a batch holds at most.
+pub(super) const BATCH: usize = 64;
+pub(super) const BATCH_BYTES: usize = 8 << 20;
+/// Inputs queued for one lane.
+pub(super) const LANE_QUEUE: usize = 8;
+
+/// One walked input as the reader thread left it for the writer.
+pub(super) enum Ahead {
+    /// A file: its status and bytes as read, and what they are.
+    File(PathBuf, io::Result<Box<ReadInput>>),
+    /// An archive (its entries are read as they are indexed).
+    Archive(PathBuf, archive::Container),
+    Skipped(PathBuf, String),
+    Error(PathBuf, io::Error),
+}
+
+/// The reader thread: every walked input, in order, until the writer stops listening.
+pub(super) fn read_ahead(
+    files: Vec<Walked>,
+    store: &LocalStore,
+    args: &IndexArgs,
+    meta: &UploadMeta,
+    route: bool,
+    ahead: std::sync::mpsc::SyncSender<Vec<Ahead>>,
+) {
+    let refs = RefStore::new(store);
+    let mut stamps = StampReader::new(store);
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+        return;
+    };
+    let (mut batch, mut batch_bytes) = (Vec::new(), 0);
+    for entry in files {
+        let item = match entry {
+            Walked::File(path) => {
+                let options = IdentifyOptions {
+                    as_source: args.keys.sources.wants_source(&path),
+                };
+                let ahead = Some((store, meta));
+                let read = read_input(&refs, &mut stamps, &path, options, args.recheck, ahead);
+                match runtime.block_on(read) {
+                    Ok(Ok(mut read)) => {
+                        if route {
+                            read.route = route_input(&read);
+                        }
+                        Ahead::File(path, Ok(Box::new(read)))
+                    }
+                    Ok(Err(container)) => Ahead::Archive(path, container),
+                    Err(e) => Ahead::File(path, Err(e)),
+                }
+            }
+            Walked::Skipped(p, reason) => Ahead::Skipped(p, reason),
+            Walked::Error(p, e) => Ahead::Error(p, e),
+        };
+        batch_bytes += match &item {
+            Ahead::File(_, Ok(read)) => read.whole.as_ref().map_or(0, Vec::len),
+            _ => 0,
+        };
+        batch.push(item);
+        if batch.len() >= BATCH || batch_bytes >= BATCH_BYTES {
+            batch_bytes = 0;
+            if ahead.send(std::mem::take(&mut batch)).is_err() {
+                return;
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let _ = ahead.send(batch);
+    }
+}
+
+/// The route of an input read (`pipeline::route_of`), from what it was identified as. An
+/// input answered unread from its source record has none: answering it is a read or two,
+/// less than handing it to a lane and back.
+pub(super) fn route_input(read: &ReadInput) -> Option<String> {
+    match &read.identified {
+        Some(Ok(ids)) => route_of(ids, &read.options),
+        _ => None,
+    }
+}
+
+/// An input handed to a lane: its place in the run, its path, what was read.
+pub(super) type LaneInput = (usize, PathBuf, Box<ReadInput>);
+/// What a lane made of it.
+pub(super) type LaneDone = (usize, PathBuf, io::Result<Indexed>);
+
+/// A small file whose status said `size`, whole: one open and the reads, not `fs::read`'s
+/// status first (the caller has it). `None` where it has grown past [`READ_WHOLE_BELOW`]
+/// since: read as a large one (never more than that bound in memory).
+pub(super) fn read_small(path: &Path, size: u64) -> io::Result<Option<Vec<u8>>> {
+    let bound = READ_WHOLE_BELOW + 1;
+    let capacity = size.saturating_add(1).min(bound) as usize;
+    let bytes = read_file_up_to(path, capacity, bound)?;
+    Ok((bytes.len() as u64 <= READ_WHOLE_BELOW).then_some(bytes))
+}
+
+/// An input file as the reader thread found it: its content identity and, unless its source
+/// record vouched for it unread, its bytes (when small) and what they are.
+pub(super) struct ReadInput {
+    pub(super) abs: PathBuf,
+    pub(super) shown: String,
+    pub(super) size: u64,
+    pub(super) etag: String,
+    /// Its status to record, when read now and settled (`FileStamp`).
+    pub(super) file_stamp: Option<FileStamp>,
+    pub(super) whole: Option<Vec<u8>>,
+    pub(super) options: IdentifyOptions,
+    /// What its bytes are, when they were read.
+    pub(super) identified: Option<Result<Vec<Identity>, FormatError>>,
+    /// Where it may be indexed beside others (`pipeline::route_of`), when asked.
+    pub(super) route: Option<String>,
+    /// Where it sits in its source tree, as its upload record says (a hand-over); else
+    /// found from the current directory.
+    pub(super) source_path: Option<String>,
+    /// Its upload record, read ahead (a known input: a re-index reads nothing else).
+    pub(super) prefetched: Option<Prefetched>,
+}
+
+/// An upload record the reader thread read ahead of the writer, for
+/// [`Indexer::looked_up`]: good only while the store's count of changes is still `changes`
+/// ([`LocalStore::changes`]; the writer lock makes this run the store's only writer).
+pub(super) struct Prefetched {
+    pub(super) upload: String,
+    pub(super) changes: u64,
+    /// Taken before the read (`Indexer::already_indexed` says why).
+    pub(super) time: String,
+    /// Parsed by the writer: the reader has the status and the read of every input to
+    /// make, the writer less (a re-index is the two side by side).
+    pub(super) record: UnparsedUpload,
+}
+
+/// Reads an input (reader thread): only its status when a stamp knows that status (a
+/// re-index opens no input), and then, `ahead`, its upload record; else its bytes, hashed and
+/// identified — or, an archive, which container it is (`Err`: its entries are read as they
+/// are indexed).
+pub(super) async fn read_input(
+    refs: &RefStore<'_>,
+    stamps: &mut StampReader<'_>,
+    path: &Path,
+    options: IdentifyOptions,
+    recheck: bool,
+    ahead: Option<(&LocalStore, &UploadMeta)>,
+) -> io::Result<Result<ReadInput, archive::Container>> {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        absolute(path)
+    };
+    let shown = abs.to_string_lossy().into_owned();
+    // The status first, then the bytes: a change while they are read shows in the next
+    // status, never in a stamp of the old one.
+    let status = std::fs::metadata(&abs)?;
+    // The walk skips special files; one put in a regular file's place since would block the
+    // open (a FIFO) or never end (a device).
+    if !status.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (it was one when the inputs were listed)",
+        ));
+    }
+    // Settled (else never trusted, so not even looked up), its etag still to fill in.
+    let settled = settled_status(&status);
+    // Its directory's stamps (stamps.rs), else its source record's (stores written before).
+    let known = match (&settled, recheck) {
+        (Some(now), false) => match stamps.get(&shown).await?.filter(|k| now.same_status(k)) {
+            Some(known) => Some(known),
+            None => (refs.source(&shown).await?)
+                .and_then(|r| r.file)
+                .filter(|k| now.same_status(k)),
+        },
+        _ => None,
+    };
+    // Known: a file indexed before (an archive's entries have stamps, never the archive).
+    if let Some(known) = known {
+        // Its upload record too, read ahead: the writer then only checks that nothing
+        // changed the store since, instead of reading it in its turn.
+        let prefetched = match ahead {
+            Some((store, meta)) => {
+                let upload = Input::file(&shown, meta).upload_id(&known.etag);
+                let changes = store.changes();
+                let time = now_rfc3339();
+                (refs.upload_unparsed(&upload).await?).map(|record| Prefetched {
+                    upload,
+                    changes,
+                    time,
+                    record,
+                })
+            }
+            None => None,
+        };
+        return Ok(Ok(ReadInput {
+            abs,
+            shown,
+            size: status.len(),
+            etag: known.etag,
+            file_stamp: None,
+            whole: None,
+            options,
+            identified: None,
+            route: None,
+            source_path: None,
+            prefetched,
+        }));
+    }
+    // A small input is read once, whole: told from an archive, hashed, identified and stored
+    // from the same bytes (identifying it through the file took ~50 small reads, one per
+    // section name, and hashing read it again; a build directory is mostly such files). An
+    // archive is read again as it is expanded.
+    let small = if status.len() <= READ_WHOLE_BELOW {
+        read_small(&abs, status.len())?
+    } else {
+        None
+    };
+    let (etag, whole, identified) = if let Some(bytes) = small {
+        if let Some(container) = archive::detect(&bytes[..bytes.len().min(archive::DETECT_LEN)]) {
+            return Ok(Err(container));
+        }
+        let identified = identify_with_details(&MemReader(bytes.as_slice()), &options);
+        (content_sha1(&bytes), Some(bytes), identified)
+    } else {
+        if let Some(container) = container_of(&abs) {
+            return Ok(Err(container));
+        }
+        let identified = identify_with_details(&FileReader::open(&abs)?, &options);
+        (file_sha1(&abs)?, None, identified)
+    };
+    let file_stamp = settled.map(|s| FileStamp {
+        etag: etag.clone(),
+        ..s
+    });
+    Ok(Ok(ReadInput {
+        abs,
+        shown,
+        size: whole.as_ref().map_or(status.len(), |b| b.len() as u64),
+        etag,
+        file_stamp,
+        whole,
+        options,
+        identified: Some(identified),
+        route: None,
+        source_path: None,
+        prefetched: None,
+    }))
+}
+
+/// Indexes an input the reader thread read (the store's writer).
+impl ReadInput {
+    /// The upload it is.
+    pub(super) fn upload(&self, meta: &UploadMeta) -> Upload<'_> {
+        // Under a source root, a loose source file sits in its tree where it sits under the
+        // current directory (`cd checkout && symdex index --source-root /build/dir src/`).
+        let source_path = self.source_path.clone().or_else(|| {
+            meta.source_root.as_ref()?;
+            let cwd = absolute(Path::new("."));
+            self.abs
+                .strip_prefix(&cwd)
+                .ok()
+                .map(|rel| rel.to_string_lossy().replace('\\', "/"))
+        });
+        Upload::from_file(
+            &Input::file(&self.shown, meta),
+            self.whole
+                .as_deref()
+                .map_or(CopySource::File(&self.abs), CopySource::Bytes),
+            &self.etag,
+            self.size,
+            self.options.clone(),
+            source_path,
+            self.file_stamp.clone(),
+        )
+    }
+}
+
+/// Inputs up to this size are read whole when they are hashed (see `index_file`).
+pub(super) const READ_WHOLE_BELOW: u64 = 1 << 20;
+
+/// A file's stamp (refs/) from this status, its etag empty, when it was left alone long
+/// enough before the status was taken to be trusted later.
+#[cfg(unix)]
+pub(super) fn settled_status(status: &std::fs::Metadata) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = |secs: i64, nanos: i64| i128::from(secs) * 1_000_000_000 + i128::from(nanos);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    let stamp = FileStamp {
+        size: status.len(),
+        mtime_ns: ns(status.mtime(), status.mtime_nsec()),
+        ctime_ns: ns(status.ctime(), status.ctime_nsec()),
+        inode: status.ino(),
+        device: status.dev(),
+        etag: String::new(),
+    };
+    let settled = i128::try_from(now).ok()? - FileStamp::SETTLED.as_nanos() as i128;
+    (stamp.mtime_ns.max(stamp.ctime_ns) <= settled).then_some(stamp)
+}
+
+/// No stamps where the status has no inode and change time.
+#[cfg(not(unix))]
+pub(super) fn settled_status(_status: &std::fs::Metadata) -> Option<FileStamp> {
+    None
+}
