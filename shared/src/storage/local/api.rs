@@ -1,0 +1,216 @@
+//! The `Storage` trait over a local store, and its reads of owners, listings and deletes.
+
+use super::*;
+
+impl Storage for LocalStore {
+    fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
+        Box::pin(async move { self.head_now(key) })
+    }
+    fn size<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<u64>> {
+        Box::pin(async move { self.size_now(key) })
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Versioned>> {
+        Box::pin(async move { self.get_now(key) })
+    }
+    fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move { self.read_now(key) })
+    }
+    fn versions_are_free(&self) -> bool {
+        false
+    }
+    fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.put_now(key, bytes)
+        })
+    }
+    fn put_if<'a>(
+        &'a self,
+        key: &'a str,
+        bytes: &'a [u8],
+        condition: Precondition<'a>,
+    ) -> StorageFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.put_if_now(key, bytes, condition)
+        })
+    }
+    fn delete_if<'a>(&'a self, key: &'a str, version: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.delete_if_now(key, version)
+        })
+    }
+    fn copy<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+        owner: Option<&'a str>,
+    ) -> StorageFuture<'a, u64> {
+        // The size is what a link answers; the identity is named with an owner.
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.copy_owned_now(source, key, known, owner)
+        })
+    }
+    fn copy_new<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        key: &'a str,
+        known: &'a ObjectInfo,
+        owner: Option<&'a str>,
+    ) -> StorageFuture<'a, Option<u64>> {
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.copy_new_owned_now(source, key, known, owner)
+        })
+    }
+    fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        Box::pin(async move { self.owned_now(key) })
+    }
+    fn owned_unread<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
+        Box::pin(async move { self.owned_read(key, false) })
+    }
+    fn names_owners(&self) -> bool {
+        self.owners
+    }
+    fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
+        Box::pin(async move { self.list_now(prefix) })
+    }
+    fn list_each<'a>(
+        &'a self,
+        prefix: &'a str,
+        each: &'a mut (dyn FnMut(String) + Send),
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(async move { self.walk(prefix, each) })
+    }
+    fn uploads_by_location(&self) -> bool {
+        self.by_location
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.delete_now(key)
+        })
+    }
+}
+
+impl LocalStore {
+    /// What is at `key` and who wrote it, read together (from one open file).
+    pub fn owned_now(&self, key: &str) -> StorageResult<Option<Owned>> {
+        self.owned_read(key, true)
+    }
+
+    /// [`Self::owned_now`]; `hash`: the content is hashed even where the owner attribute
+    /// names what was written (without it, `info.etag` is the written SHA-1: `verify`'s fast
+    /// pass over every key reads no file's bytes).
+    pub(super) fn owned_read(&self, key: &str, hash: bool) -> StorageResult<Option<Owned>> {
+        let unowned = |info| Owned {
+            info,
+            owner: None,
+            alias_of: None,
+            written: None,
+        };
+        if !self.owners {
+            return Ok(self.head_now(key)?.map(unowned));
+        }
+        let Some(mut file) = not_found_is_none(fs::File::open(self.path_of(key)?))? else {
+            return Ok(None);
+        };
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let named = owner_of(&file)?.and_then(|value| parse_owner_attribute(&value));
+        let etag = match &named {
+            Some((_, written)) if !hash => written.etag.clone(),
+            _ => sha1_of(&mut file)?,
+        };
+        let info = ObjectInfo {
+            size: meta.len(),
+            etag,
+        };
+        let (owner, written) = named.unzip();
+        Ok(Some(Owned {
+            owner,
+            written,
+            ..unowned(info)
+        }))
+    }
+
+    pub fn list_now(&self, prefix: &str) -> StorageResult<Vec<String>> {
+        let mut keys = Vec::new();
+        self.walk(prefix, &mut |key| keys.push(key))?;
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The keys under `prefix`, each handed to `each` as the walk finds it.
+    pub(super) fn walk(&self, prefix: &str, each: &mut dyn FnMut(String)) -> StorageResult<()> {
+        // Walk from the deepest directory the prefix names, then filter by the full prefix.
+        let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        let start = if dir_part.is_empty() {
+            self.root.clone()
+        } else {
+            self.path_of(dir_part)?
+        };
+        let mut stack = vec![start];
+        while let Some(dir) = stack.pop() {
+            let entries = match fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for entry in entries {
+                // A directory removed by a concurrent delete is simply no longer listed.
+                let Ok(entry) = entry else { continue };
+                let path = entry.path();
+                let Ok(file_type) = entry.file_type() else {
+                    continue;
+                };
+                if file_type.is_dir() {
+                    stack.push(path);
+                } else if file_type.is_file() {
+                    if let Ok(rel) = path.strip_prefix(&self.root) {
+                        let key = rel
+                            .to_string_lossy()
+                            .replace(std::path::MAIN_SEPARATOR, "/");
+                        if key.starts_with(prefix)
+                            && !key.starts_with(TMP_DIR)
+                            && !key.starts_with(LOCK_DIR)
+                        {
+                            each(key);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `key` (a published object's owner goes with its file).
+    pub fn delete_now(&self, key: &str) -> StorageResult<()> {
+        self.delete_file(key)
+    }
+
+    pub(super) fn delete_file(&self, key: &str) -> StorageResult<()> {
+        let path = self.path_of(key)?;
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        // Tidy empty directories up to the root, so a deleted build leaves no husks. (A
+        // concurrent writer whose `create_dir_all` loses its directory here retries: see
+        // `commit`.)
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if d == self.root || fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
+    }
+}
