@@ -5,9 +5,8 @@ use debugid::{CodeId, DebugId};
 use super::{Format, FormatError};
 use crate::identity::{Identity, Kind};
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Breakpad, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Breakpad;
 
 /// The parsed MODULE record.
 struct Module<'a> {
@@ -52,17 +51,19 @@ pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
     // A file cut inside its MODULE line would be published under a truncated name: a real
     // symbol file always has records after that line.
     if !head.contains(&b'\n') {
-        return Err(malformed(
+        return Err(FormatError::malformed(
+            FORMAT,
             "the MODULE line does not end (a truncated file?)",
         ));
     }
-    let line =
-        std::str::from_utf8(first_line(head)).map_err(|_| malformed("MODULE line is not UTF-8"))?;
-    let module = parse_module(line).ok_or_else(|| malformed("bad MODULE line"))?;
+    let line = std::str::from_utf8(first_line(head))
+        .map_err(|_| FormatError::malformed(FORMAT, "MODULE line is not UTF-8"))?;
+    let module =
+        parse_module(line).ok_or_else(|| FormatError::malformed(FORMAT, "bad MODULE line"))?;
     let mut id = Identity::new(Format::Breakpad, Kind::Symbols);
     id.arch = arch_name(module.arch);
     id.debug_id = DebugId::from_breakpad(module.id)
-        .map_err(|_| malformed(format!("bad module id {}", module.id)))?;
+        .map_err(|_| FormatError::malformed(FORMAT, format!("bad module id {}", module.id)))?;
     id.debug_file = Some(module.name.to_string());
     id.os = Some(module.os.to_string());
     let text = String::from_utf8_lossy(head);

@@ -36,42 +36,48 @@ pub const SERVED_SECTIONS: [&str; 5] = [
 
 type Data<'a> = &'a ReadCache<ReaderCursor<'a>>;
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Elf, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Elf;
 
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let cache = ReadCache::new(ReaderCursor::new(reader));
     let data = &cache;
     let ident = data
         .read_bytes_at(0, 16)
-        .map_err(|()| malformed("truncated identification"))?;
+        .map_err(|()| FormatError::malformed(FORMAT, "truncated identification"))?;
     match ident[4] {
         1 => identify_class::<elf::FileHeader32<Endianness>>(data),
         2 => identify_class::<elf::FileHeader64<Endianness>>(data),
-        other => Err(malformed(format!("unknown ELF class {other}"))),
+        other => Err(FormatError::malformed(
+            FORMAT,
+            format!("unknown ELF class {other}"),
+        )),
     }
 }
 
 fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
     data: Data<'a>,
 ) -> Result<Identity, FormatError> {
-    let header = Elf::parse(data).map_err(|e| malformed(format!("file header: {e}")))?;
+    let header = Elf::parse(data)
+        .map_err(|e| FormatError::malformed(FORMAT, format!("file header: {e}")))?;
     let endian = header
         .endian()
-        .map_err(|e| malformed(format!("byte order: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("byte order: {e}")))?;
     let program_headers = header
         .program_headers(endian, data)
-        .map_err(|e| malformed(format!("program headers: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("program headers: {e}")))?;
     let section_count = header
         .shnum(endian, data)
-        .map_err(|e| malformed(format!("section count: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("section count: {e}")))?;
     if section_count as usize > MAX_SECTIONS {
-        return Err(malformed(format!("{section_count} sections")));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("{section_count} sections"),
+        ));
     }
     let sections = header
         .sections(endian, data)
-        .map_err(|e| malformed(format!("section headers: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("section headers: {e}")))?;
 
     let mut build_id = None;
     // KEYS.md §2: PT_NOTE segments first, then SHT_NOTE sections.
@@ -182,10 +188,10 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
             if let Some(text) = text.filter(|_| text_in_file) {
                 let (offset, size) = text
                     .file_range(endian)
-                    .ok_or_else(|| malformed(".text has no file range"))?;
+                    .ok_or_else(|| FormatError::malformed(FORMAT, ".text has no file range"))?;
                 let bytes = data
                     .read_bytes_at(offset, size.min(TEXT_HASH_LEN))
-                    .map_err(|()| malformed(".text is truncated"))?;
+                    .map_err(|()| FormatError::malformed(FORMAT, ".text is truncated"))?;
                 let mut folded = [0u8; 16];
                 for (i, b) in bytes.iter().enumerate() {
                     folded[i % 16] ^= b;

@@ -21,9 +21,8 @@ const FAT_MAGIC_64: u32 = 0xcafe_babf;
 const MH_EXECUTE: u32 = 2;
 const MH_DSYM: u32 = 10;
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Macho, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Macho;
 
 pub fn is_macho(head: &[u8]) -> bool {
     match be_u32(head, 0) {
@@ -39,17 +38,17 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Vec<Identity>, FormatError> 
     let data = &cache;
     let magic = data
         .read_bytes_at(0, 4)
-        .map_err(|()| malformed("truncated"))?;
+        .map_err(|()| FormatError::malformed(FORMAT, "truncated"))?;
     let magic = u32::from_be_bytes([magic[0], magic[1], magic[2], magic[3]]);
     match magic {
         FAT_MAGIC => {
             let fat = MachOFatFile::<FatArch32>::parse(data)
-                .map_err(|e| malformed(format!("fat header: {e}")))?;
+                .map_err(|e| FormatError::malformed(FORMAT, format!("fat header: {e}")))?;
             identify_slices(data, fat.arches())
         }
         FAT_MAGIC_64 => {
             let fat = MachOFatFile::<FatArch64>::parse(data)
-                .map_err(|e| malformed(format!("fat header: {e}")))?;
+                .map_err(|e| FormatError::malformed(FORMAT, format!("fat header: {e}")))?;
             identify_slices(data, fat.arches())
         }
         _ => identify_thin(data, 0).map(|id| vec![id]),
@@ -61,17 +60,18 @@ fn identify_slices<'a, Fat: FatArch>(
     arches: &[Fat],
 ) -> Result<Vec<Identity>, FormatError> {
     if arches.is_empty() || arches.len() > MAX_FAT_ARCHES as usize {
-        return Err(malformed(format!(
-            "fat file with {} architectures",
-            arches.len()
-        )));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("fat file with {} architectures", arches.len()),
+        ));
     }
     let mut ids = Vec::with_capacity(arches.len());
     for (index, arch) in arches.iter().enumerate() {
         let (offset, size) = arch.file_range();
         let slice = data.range(offset, size);
-        let mut id = identify_thin(slice, offset)
-            .map_err(|e| malformed(format!("slice {index} at offset {offset}: {e}")))?;
+        let mut id = identify_thin(slice, offset).map_err(|e| {
+            FormatError::malformed(FORMAT, format!("slice {index} at offset {offset}: {e}"))
+        })?;
         id.slice = Some(index as u32);
         ids.push(id);
     }
@@ -82,32 +82,39 @@ fn identify_slices<'a, Fat: FatArch>(
 fn identify_thin<'a, R: ReadRef<'a>>(data: R, base: u64) -> Result<Identity, FormatError> {
     let magic = data
         .read_bytes_at(0, 4)
-        .map_err(|()| malformed(format!("truncated image at {base}")))?;
+        .map_err(|()| FormatError::malformed(FORMAT, format!("truncated image at {base}")))?;
     match u32::from_be_bytes([magic[0], magic[1], magic[2], magic[3]]) {
         0xfeed_face | 0xcefa_edfe => identify_header::<macho::MachHeader32<Endianness>, R>(data),
         0xfeed_facf | 0xcffa_edfe => identify_header::<macho::MachHeader64<Endianness>, R>(data),
-        other => Err(malformed(format!("bad Mach-O magic {other:#010x}"))),
+        other => Err(FormatError::malformed(
+            FORMAT,
+            format!("bad Mach-O magic {other:#010x}"),
+        )),
     }
 }
 
 fn identify_header<'a, Mach: MachHeader<Endian = Endianness>, R: ReadRef<'a>>(
     data: R,
 ) -> Result<Identity, FormatError> {
-    let header = Mach::parse(data, 0).map_err(|e| malformed(format!("header: {e}")))?;
+    let header =
+        Mach::parse(data, 0).map_err(|e| FormatError::malformed(FORMAT, format!("header: {e}")))?;
     let endian = header
         .endian()
-        .map_err(|e| malformed(format!("byte order: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("byte order: {e}")))?;
     if header.sizeofcmds(endian) > MAX_LOAD_COMMANDS_LEN {
-        return Err(malformed("load command table too large"));
+        return Err(FormatError::malformed(
+            FORMAT,
+            "load command table too large",
+        ));
     }
     let mut commands = header
         .load_commands(endian, data, 0)
-        .map_err(|e| malformed(format!("load commands: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("load commands: {e}")))?;
     let mut uuid = None;
     let mut has_dwarf = false;
     while let Some(command) = commands
         .next()
-        .map_err(|e| malformed(format!("load command: {e}")))?
+        .map_err(|e| FormatError::malformed(FORMAT, format!("load command: {e}")))?
     {
         if let Ok(Some(u)) = command.uuid() {
             uuid.get_or_insert(u.uuid);

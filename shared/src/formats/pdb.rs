@@ -25,9 +25,8 @@ pub(crate) const DBI_VERSION_V70: u32 = 19990903;
 /// The stream directory of a multi-gigabyte PDB is a few megabytes; more is a lie.
 const MAX_DIRECTORY_BYTES: u32 = 256 * 1024 * 1024;
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Pdb, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Pdb;
 
 fn io(err: std::io::Error) -> FormatError {
     FormatError::from_io(Format::Pdb, err)
@@ -47,24 +46,29 @@ impl<'r> Msf<'r> {
     fn open(reader: &'r dyn RangeReader) -> Result<Self, FormatError> {
         let sb = read_vec(reader, 0, SUPERBLOCK_LEN).map_err(io)?;
         if !sb.starts_with(MSF7_MAGIC) {
-            return Err(malformed("not an MSF 7.00 superblock"));
+            return Err(FormatError::malformed(FORMAT, "not an MSF 7.00 superblock"));
         }
-        let field = |at| le_u32(&sb, at).ok_or_else(|| malformed("short superblock"));
+        let field =
+            |at| le_u32(&sb, at).ok_or_else(|| FormatError::malformed(FORMAT, "short superblock"));
         let block_size = field(32)?;
         let num_blocks = field(40)?;
         let directory_len = field(44)?;
         let block_map_addr = field(52)?;
         if !block_size.is_power_of_two() || !(512..=32768).contains(&block_size) {
-            return Err(malformed(format!("unsupported block size {block_size}")));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("unsupported block size {block_size}"),
+            ));
         }
         let capacity = u64::from(num_blocks) * u64::from(block_size);
         if directory_len == 0
             || directory_len > MAX_DIRECTORY_BYTES
             || u64::from(directory_len) > capacity
         {
-            return Err(malformed(format!(
-                "stream directory size {directory_len} is implausible"
-            )));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("stream directory size {directory_len} is implausible"),
+            ));
         }
         let mut msf = Msf {
             reader,
@@ -88,10 +92,10 @@ impl<'r> Msf<'r> {
 
     fn block_offset(&self, block: u32) -> Result<u64, FormatError> {
         if block >= self.num_blocks {
-            return Err(malformed(format!(
-                "block {block} is past the last block {}",
-                self.num_blocks
-            )));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("block {block} is past the last block {}", self.num_blocks),
+            ));
         }
         Ok(u64::from(block) * u64::from(self.block_size))
     }
@@ -99,7 +103,8 @@ impl<'r> Msf<'r> {
     /// Reads `len` bytes at `offset` of the stream directory, following its block list.
     fn directory_bytes(&self, offset: u64, len: usize) -> Result<Vec<u8>, FormatError> {
         if offset + len as u64 > u64::from(self.directory_len) {
-            return Err(malformed(
+            return Err(FormatError::malformed(
+                FORMAT,
                 "stream directory is shorter than its stream table",
             ));
         }
@@ -156,7 +161,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let msf = Msf::open(reader)?;
     let info = msf
         .stream_head(PDB_INFO_STREAM, INFO_HEADER_LEN)?
-        .ok_or_else(|| malformed("no PDB info stream"))?;
+        .ok_or_else(|| FormatError::malformed(FORMAT, "no PDB info stream"))?;
     let dbi = msf.stream_head(DBI_STREAM, DBI_HEADER_LEN)?;
     identity_from_streams(Format::Pdb, &info, dbi.as_deref())
 }
@@ -168,9 +173,8 @@ pub(crate) fn identity_from_streams(
     info: &[u8],
     dbi: Option<&[u8]>,
 ) -> Result<Identity, FormatError> {
-    let malformed = |reason: &str| FormatError::malformed(format, reason);
     if info.len() < INFO_HEADER_LEN {
-        return Err(malformed("PDB info stream too short"));
+        return Err(FormatError::malformed(format, "PDB info stream too short"));
     }
     // Info stream header: version, signature (timestamp), age, GUID.
     let info_age = le_u32(info, 8).unwrap_or(0);
@@ -184,8 +188,8 @@ pub(crate) fn identity_from_streams(
     let machine = dbi_header.and_then(|h| le_u16(h, 58));
 
     let mut id = Identity::new(format, Kind::Debug);
-    id.debug_id =
-        DebugId::from_guid_age(guid, age).map_err(|_| malformed("bad GUID in info stream"))?;
+    id.debug_id = DebugId::from_guid_age(guid, age)
+        .map_err(|_| FormatError::malformed(format, "bad GUID in info stream"))?;
     id.age = Some(age);
     id.arch = machine.map_or("unknown", super::pe::arch_name).to_string();
     id.has_debug_info = true;

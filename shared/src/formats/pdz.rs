@@ -34,9 +34,8 @@ const COMPRESSION_NONE: u32 = 0;
 const COMPRESSION_ZSTD: u32 = 1;
 const COMPRESSION_DEFLATE: u32 = 2;
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Pdz, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Pdz;
 
 fn io(e: std::io::Error) -> FormatError {
     FormatError::from_io(Format::Pdz, e)
@@ -50,9 +49,10 @@ fn le_u64(data: &[u8], at: usize) -> Option<u64> {
 /// Inflates `data` with `compression` into exactly `size` bytes.
 fn inflate(compression: u32, data: &[u8], size: u32) -> Result<Vec<u8>, FormatError> {
     if size > MAX_INFLATED {
-        return Err(malformed(format!(
-            "{size} bytes to inflate, more than the {MAX_INFLATED} allowed"
-        )));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("{size} bytes to inflate, more than the {MAX_INFLATED} allowed"),
+        ));
     }
     let limit = u64::from(size) + 1;
     // No capacity up front: the size is the header's claim, the bytes decide.
@@ -63,20 +63,25 @@ fn inflate(compression: u32, data: &[u8], size: u32) -> Result<Vec<u8>, FormatEr
             Ok(out.len())
         }
         COMPRESSION_ZSTD => ruzstd::decoding::StreamingDecoder::new(data)
-            .map_err(|e| malformed(format!("zstd: {e}")))?
+            .map_err(|e| FormatError::malformed(FORMAT, format!("zstd: {e}")))?
             .take(limit)
             .read_to_end(&mut out),
         COMPRESSION_DEFLATE => flate2::read::DeflateDecoder::new(data)
             .take(limit)
             .read_to_end(&mut out),
-        other => return Err(malformed(format!("unknown compression {other}"))),
+        other => {
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("unknown compression {other}"),
+            ))
+        }
     };
-    result.map_err(|e| malformed(format!("cannot inflate: {e}")))?;
+    result.map_err(|e| FormatError::malformed(FORMAT, format!("cannot inflate: {e}")))?;
     if out.len() != size as usize {
-        return Err(malformed(format!(
-            "inflated to {} bytes, the header says {size}",
-            out.len()
-        )));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("inflated to {} bytes, the header says {size}", out.len()),
+        ));
     }
     Ok(out)
 }
@@ -103,15 +108,18 @@ impl<'r> Msfz<'r> {
     fn open(reader: &'r dyn RangeReader) -> Result<Self, FormatError> {
         let header = read_vec(reader, 0, HEADER_LEN).map_err(io)?;
         if !header.starts_with(MSFZ_MAGIC) {
-            return Err(malformed("not an MSFZ header"));
+            return Err(FormatError::malformed(FORMAT, "not an MSFZ header"));
         }
-        let u64_at = |at| le_u64(&header, at).ok_or_else(|| malformed("short header"));
-        let u32_at = |at| le_u32(&header, at).ok_or_else(|| malformed("short header"));
+        let u64_at =
+            |at| le_u64(&header, at).ok_or_else(|| FormatError::malformed(FORMAT, "short header"));
+        let u32_at =
+            |at| le_u32(&header, at).ok_or_else(|| FormatError::malformed(FORMAT, "short header"));
         let version = u64_at(32)?;
         if version != 0 {
-            return Err(malformed(format!(
-                "MSFZ version {version} (only 0 is known)"
-            )));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("MSFZ version {version} (only 0 is known)"),
+            ));
         }
         let (dir_offset, table_offset) = (u64_at(40)?, u64_at(48)?);
         let num_streams = u32_at(56)?;
@@ -120,14 +128,16 @@ impl<'r> Msfz<'r> {
         if num_chunks > MAX_CHUNKS
             || u64::from(table_size) != u64::from(num_chunks) * CHUNK_ENTRY_LEN as u64
         {
-            return Err(malformed(format!(
-                "chunk table of {table_size} bytes for {num_chunks} chunks"
-            )));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("chunk table of {table_size} bytes for {num_chunks} chunks"),
+            ));
         }
         if dir_compressed > MAX_INFLATED {
-            return Err(malformed(format!(
-                "stream directory of {dir_compressed} bytes"
-            )));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("stream directory of {dir_compressed} bytes"),
+            ));
         }
         let raw_dir = read_vec(reader, dir_offset, dir_compressed as usize).map_err(io)?;
         let directory = inflate(dir_compression, &raw_dir, dir_size)?;
@@ -147,8 +157,8 @@ impl<'r> Msfz<'r> {
         let mut fragments = HashMap::new();
         let mut pos = 0usize;
         for stream in 0..num_streams.min(DBI_STREAM + 1) {
-            let first =
-                le_u32(&directory, pos).ok_or_else(|| malformed("short stream directory"))?;
+            let first = le_u32(&directory, pos)
+                .ok_or_else(|| FormatError::malformed(FORMAT, "short stream directory"))?;
             pos += 4;
             if first == NIL_STREAM {
                 continue;
@@ -156,12 +166,12 @@ impl<'r> Msfz<'r> {
             let mut list = Vec::new();
             let mut size = first;
             while size != 0 {
-                let location =
-                    le_u64(&directory, pos).ok_or_else(|| malformed("short stream directory"))?;
+                let location = le_u64(&directory, pos)
+                    .ok_or_else(|| FormatError::malformed(FORMAT, "short stream directory"))?;
                 list.push((size, location));
                 pos += 8;
-                size =
-                    le_u32(&directory, pos).ok_or_else(|| malformed("short stream directory"))?;
+                size = le_u32(&directory, pos)
+                    .ok_or_else(|| FormatError::malformed(FORMAT, "short stream directory"))?;
                 pos += 4;
             }
             fragments.insert(stream, list);
@@ -176,12 +186,14 @@ impl<'r> Msfz<'r> {
 
     fn chunk(&mut self, index: usize) -> Result<&[u8], FormatError> {
         if !self.inflated.contains_key(&index) {
-            let chunk = *self
-                .chunks
-                .get(index)
-                .ok_or_else(|| malformed(format!("chunk {index} is not in the chunk table")))?;
+            let chunk = *self.chunks.get(index).ok_or_else(|| {
+                FormatError::malformed(FORMAT, format!("chunk {index} is not in the chunk table"))
+            })?;
             if chunk.compressed > MAX_INFLATED {
-                return Err(malformed(format!("chunk of {} bytes", chunk.compressed)));
+                return Err(FormatError::malformed(
+                    FORMAT,
+                    format!("chunk of {} bytes", chunk.compressed),
+                ));
             }
             let raw = read_vec(self.reader, chunk.offset, chunk.compressed as usize).map_err(io)?;
             let data = inflate(chunk.compression, &raw, chunk.size)?;
@@ -238,7 +250,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let mut msfz = Msfz::open(reader)?;
     let info = msfz
         .stream_head(PDB_INFO_STREAM, INFO_HEADER_LEN)?
-        .ok_or_else(|| malformed("no PDB info stream"))?;
+        .ok_or_else(|| FormatError::malformed(FORMAT, "no PDB info stream"))?;
     let dbi = msfz.stream_head(DBI_STREAM, DBI_HEADER_LEN)?;
     identity_from_streams(Format::Pdz, &info, dbi.as_deref())
 }

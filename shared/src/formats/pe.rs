@@ -28,9 +28,8 @@ const MAX_DEBUG_ENTRIES: usize = 256;
 /// Largest debug entry payload read (a CodeView record is a path plus 24 bytes).
 const MAX_ENTRY_DATA: u32 = 64 * 1024;
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Pe, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Pe;
 
 /// True when `head` (starting with `MZ`) points at a `PE\0\0` signature.
 pub fn has_pe_signature(head: &[u8], reader: &dyn RangeReader) -> std::io::Result<bool> {
@@ -53,13 +52,14 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let cache = ReadCache::new(ReaderCursor::new(reader));
     let data = &cache;
     let magic = object::read::pe::optional_header_magic(data)
-        .map_err(|e| malformed(format!("headers: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("headers: {e}")))?;
     match magic {
         pe::IMAGE_NT_OPTIONAL_HDR32_MAGIC => identify_nt::<pe::ImageNtHeaders32>(reader, data),
         pe::IMAGE_NT_OPTIONAL_HDR64_MAGIC => identify_nt::<pe::ImageNtHeaders64>(reader, data),
-        other => Err(malformed(format!(
-            "unknown optional header magic {other:#x}"
-        ))),
+        other => Err(FormatError::malformed(
+            FORMAT,
+            format!("unknown optional header magic {other:#x}"),
+        )),
     }
 }
 
@@ -67,13 +67,14 @@ fn identify_nt<'data, Pe: ImageNtHeaders>(
     reader: &dyn RangeReader,
     data: &'data ReadCache<ReaderCursor<'data>>,
 ) -> Result<Identity, FormatError> {
-    let dos = pe::ImageDosHeader::parse(data).map_err(|e| malformed(format!("DOS header: {e}")))?;
+    let dos = pe::ImageDosHeader::parse(data)
+        .map_err(|e| FormatError::malformed(FORMAT, format!("DOS header: {e}")))?;
     let mut offset = u64::from(dos.nt_headers_offset());
-    let (nt, data_dirs) =
-        Pe::parse(data, &mut offset).map_err(|e| malformed(format!("NT headers: {e}")))?;
+    let (nt, data_dirs) = Pe::parse(data, &mut offset)
+        .map_err(|e| FormatError::malformed(FORMAT, format!("NT headers: {e}")))?;
     let sections = nt
         .sections(data, offset)
-        .map_err(|e| malformed(format!("section table: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("section table: {e}")))?;
     let file_header = nt.file_header();
     let timestamp = file_header.time_date_stamp.get(LE);
     let machine = file_header.machine.get(LE).0;
@@ -119,14 +120,20 @@ fn read_debug_directory<'data>(
     let entry_size = std::mem::size_of::<ImageDebugDirectory>();
     let count = size as usize / entry_size;
     if count > MAX_DEBUG_ENTRIES {
-        return Err(malformed(format!("debug directory claims {count} entries")));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("debug directory claims {count} entries"),
+        ));
     }
-    let (file_offset, _) = sections
-        .pe_file_range_at(rva)
-        .ok_or_else(|| malformed(format!("debug directory RVA {rva:#x} is in no section")))?;
+    let (file_offset, _) = sections.pe_file_range_at(rva).ok_or_else(|| {
+        FormatError::malformed(
+            FORMAT,
+            format!("debug directory RVA {rva:#x} is in no section"),
+        )
+    })?;
     let entries: &[ImageDebugDirectory] = data
         .read_slice_at(u64::from(file_offset), count)
-        .map_err(|()| malformed("debug directory is truncated"))?;
+        .map_err(|()| FormatError::malformed(FORMAT, "debug directory is truncated"))?;
 
     for entry in entries {
         let typ = entry.typ.get(LE).0;
@@ -185,7 +192,10 @@ fn entry_data(
         return Ok(None);
     }
     if size > MAX_ENTRY_DATA {
-        return Err(malformed(format!("debug entry claims {size} bytes")));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("debug entry claims {size} bytes"),
+        ));
     }
     let pointer = entry.pointer_to_raw_data.get(LE);
     let offset = if pointer != 0 && u64::from(pointer) + u64::from(size) <= reader.size() {

@@ -6,9 +6,8 @@ use crate::identity::{Identity, Kind, PerfmapInfo};
 
 const HEADER_TOKENS: [&str; 5] = ["FFFFFFFF", "FFFFFFFE", "FFFFFFFD", "FFFFFFFC", "FFFFFFFB"];
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Perfmap, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Perfmap;
 
 /// The five header values, if the head starts with a well-formed perfmap header.
 fn header_values(head: &[u8]) -> Option<[&str; 5]> {
@@ -40,15 +39,16 @@ pub fn is_perfmap(head: &[u8]) -> bool {
 
 pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
     let [signature, version, _os, arch, _abi] =
-        header_values(head).ok_or_else(|| malformed("bad header"))?;
+        header_values(head).ok_or_else(|| FormatError::malformed(FORMAT, "bad header"))?;
     if signature.len() != 32 || !signature.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(malformed(format!(
-            "signature {signature:?} is not 32 hex digits"
-        )));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("signature {signature:?} is not 32 hex digits"),
+        ));
     }
-    let version: u32 = version
-        .parse()
-        .map_err(|_| malformed(format!("version {version:?} is not a number")))?;
+    let version: u32 = version.parse().map_err(|_| {
+        FormatError::malformed(FORMAT, format!("version {version:?} is not a number"))
+    })?;
     let mut id = Identity::new(Format::Perfmap, Kind::Symbols);
     id.arch = match arch {
         "1" => "arm",

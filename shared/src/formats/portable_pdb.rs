@@ -12,9 +12,8 @@ use crate::reader::{read_vec, RangeReader};
 const METADATA_SIGNATURE: &[u8; 4] = b"BSJB";
 const MAX_STREAMS: u16 = 64;
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::PortablePdb, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::PortablePdb;
 
 /// Where the `#Pdb` stream is, from a metadata root at the start of `head`.
 fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
@@ -54,16 +53,20 @@ pub fn is_portable_pdb(head: &[u8]) -> bool {
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let head = crate::reader::read_up_to(reader, 0, super::SNIFF_LEN)
         .map_err(|e| FormatError::from_io(Format::PortablePdb, e))?;
-    let (offset, size) = pdb_stream(&head).map_err(malformed)?;
+    let (offset, size) =
+        pdb_stream(&head).map_err(|reason| FormatError::malformed(FORMAT, reason))?;
     if size < 20 {
-        return Err(malformed(format!("#Pdb stream of {size} bytes")));
+        return Err(FormatError::malformed(
+            FORMAT,
+            format!("#Pdb stream of {size} bytes"),
+        ));
     }
     let pdb_id = read_vec(reader, u64::from(offset), 20)
         .map_err(|e| FormatError::from_io(Format::PortablePdb, e))?;
     let stamp = le_u32(&pdb_id, 16).unwrap_or(0);
     let mut id = Identity::new(Format::PortablePdb, Kind::Debug);
-    id.debug_id =
-        DebugId::from_guid_age(&pdb_id[..16], stamp).map_err(|_| malformed("bad PDB id"))?;
+    id.debug_id = DebugId::from_guid_age(&pdb_id[..16], stamp)
+        .map_err(|_| FormatError::malformed(FORMAT, "bad PDB id"))?;
     id.has_debug_info = true;
     Ok(id)
 }

@@ -16,9 +16,8 @@ const MAX_SECTIONS: usize = 10_000;
 /// Bytes read at the start of each section: id, size, and a custom section's name.
 const SECTION_HEAD_LEN: usize = 64;
 
-fn malformed(reason: impl Into<String>) -> FormatError {
-    FormatError::malformed(Format::Wasm, reason)
-}
+/// The format this module reads (its errors name it: `FormatError::malformed`).
+const FORMAT: Format = Format::Wasm;
 
 /// Decodes an unsigned LEB128 u32 at `*pos`.
 fn varuint32(data: &[u8], pos: &mut usize) -> Option<u32> {
@@ -38,7 +37,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let io = |e| FormatError::from_io(Format::Wasm, e);
     let header = read_up_to(reader, 0, 8).map_err(io)?;
     if header.len() < 8 || &header[..4] != b"\0asm" {
-        return Err(malformed("truncated header"));
+        return Err(FormatError::malformed(FORMAT, "truncated header"));
     }
     let mut id = Identity::new(Format::Wasm, Kind::Library);
     id.arch = "wasm32".to_string();
@@ -49,25 +48,30 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     while offset < size {
         sections += 1;
         if sections > MAX_SECTIONS {
-            return Err(malformed(format!("more than {MAX_SECTIONS} sections")));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("more than {MAX_SECTIONS} sections"),
+            ));
         }
         let head = read_up_to(reader, offset, SECTION_HEAD_LEN).map_err(io)?;
         let mut pos = 1;
         let section_id = head[0];
-        let len = varuint32(&head, &mut pos)
-            .ok_or_else(|| malformed(format!("bad section size at offset {offset}")))?;
+        let len = varuint32(&head, &mut pos).ok_or_else(|| {
+            FormatError::malformed(FORMAT, format!("bad section size at offset {offset}"))
+        })?;
         let body = offset + pos as u64;
         let end = body + u64::from(len);
         if end > size {
-            return Err(malformed(format!(
-                "section at offset {offset} runs past the end"
-            )));
+            return Err(FormatError::malformed(
+                FORMAT,
+                format!("section at offset {offset} runs past the end"),
+            ));
         }
         // Section 10 is the code section: a module without one is a debug companion.
         has_code |= section_id == 10;
         if section_id == 0 {
             let name_len = varuint32(&head, &mut pos)
-                .ok_or_else(|| malformed("bad custom section name"))?
+                .ok_or_else(|| FormatError::malformed(FORMAT, "bad custom section name"))?
                 as usize;
             let name = head.get(pos..pos + name_len).unwrap_or(&[]);
             let payload = offset + (pos + name_len) as u64;
