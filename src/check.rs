@@ -121,7 +121,9 @@ struct ModuleEntry {
     code_id: Option<String>,
     debug_file: Option<String>,
     debug_id: Option<String>,
-    arch: Option<String>,
+    /// Sentry's name; any other text reads as unknown.
+    #[serde(default)]
+    arch: Option<symdex_shared::Arch>,
 }
 
 /// The identities a listed module stands for: what a debugger looks up for it.
@@ -135,7 +137,7 @@ fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
         .as_deref()
         .and_then(|d| DebugId::from_str(d).ok())
         .filter(|d| !d.is_nil());
-    let arch = m.arch.clone().unwrap_or_else(|| "unknown".into());
+    let arch = m.arch.unwrap_or_default();
     let mut out = Vec::new();
     let debug_name = name_of(&m.debug_file);
     let code_name = name_of(&m.code_file);
@@ -146,7 +148,7 @@ fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
         let mut pdb = Identity::new(Format::Pdb, Kind::Debug);
         pdb.debug_id = debug_id;
         pdb.age = Some(debug_id.appendix());
-        pdb.arch = arch.clone();
+        pdb.arch = arch;
         pdb.has_debug_info = true;
         out.push((pdb, name));
         if let (Some(code_id), Some(code_name)) = (&m.code_id, code_name) {
@@ -172,7 +174,7 @@ fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
                 macho.uuid = Some(uuid.clone());
                 macho.debug_id = debug_id;
                 macho.code_id = Some(CodeId::new(uuid.clone()));
-                macho.arch = arch.clone();
+                macho.arch = arch;
                 macho.has_debug_info = kind == Kind::Debug;
                 let name = code_name.clone().unwrap_or_else(|| "_".into());
                 out.push((macho, name));
@@ -192,7 +194,7 @@ fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
             elf.build_id = Some(build_id.clone());
             elf.code_id = Some(CodeId::new(build_id.clone()));
             elf.debug_id = debug_id.unwrap_or_default();
-            elf.arch = arch.clone();
+            elf.arch = arch;
             elf.has_debug_info = kind == Kind::Debug;
             let name = code_name.clone().unwrap_or_else(|| "_".into());
             out.push((elf, name));

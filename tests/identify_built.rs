@@ -266,7 +266,7 @@ fn mach_o_thin_fat_and_dsym() {
         let (ids, _) = identify(&w.path(file));
         let mut got: Vec<(String, String)> = ids
             .iter()
-            .map(|id| (id.arch.clone(), id.debug_id.to_string()))
+            .map(|id| (id.arch.to_string(), id.debug_id.to_string()))
             .collect();
         expected.sort();
         got.sort();

@@ -5,13 +5,15 @@
 
 // Re-exported: identities are built with them (tests, fuzz targets).
 pub use debugid::{CodeId, DebugId};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
+
+pub use crate::arch::Arch;
 use std::fmt;
 
 /// What role the artifact plays for a debugger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// A program (PE without the DLL flag, ELF with an interpreter, MH_EXECUTE).
@@ -101,8 +103,8 @@ pub struct EmbeddedPortablePdb {
 pub struct Identity {
     pub format: Format,
     pub kind: Kind,
-    /// Sentry's architecture name (`x86`, `x86_64`, `arm64`, ...), `unknown` when there is none.
-    pub arch: String,
+    /// Sentry's architecture (`x86`, `x86_64`, `arm64`, ...), `Unknown` when there is none.
+    pub arch: Arch,
     /// The Sentry debug id; nil when the artifact carries none.
     pub debug_id: DebugId,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -188,7 +190,7 @@ impl Identity {
         Identity {
             format,
             kind,
-            arch: "unknown".to_string(),
+            arch: Arch::Unknown,
             debug_id: DebugId::nil(),
             code_id: None,
             code_file: None,
@@ -242,7 +244,7 @@ pub fn file_name_of(path: &str) -> &str {
 }
 
 /// The artifact formats symdex understands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
     Pe,

@@ -12,6 +12,7 @@
 //! - [`sourcemap`]: which uploaded source serves which path a debug file names.
 //! - [`audit`]: the store's invariants, checked from the outside (`symdex verify`).
 
+pub mod arch;
 pub mod archive;
 pub mod audit;
 pub mod digest;
@@ -34,6 +35,7 @@ pub mod testing;
 #[global_allocator]
 static ALLOCATOR: testing::allocations::Counting = testing::allocations::Counting;
 
+pub use arch::Arch;
 pub use formats::{identify, identify_with_details, Format, FormatError, IdentifyOptions};
 pub use identity::{Identity, Kind};
 pub use layouts::{keys_for, lookup_keys_for, KeySet, Layout};

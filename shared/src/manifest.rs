@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use crate::identity::{Arch, Format, Kind};
 use crate::storage::Storage;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
@@ -137,11 +138,11 @@ pub struct Record {
     #[serde(flatten)]
     pub meta: UploadMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub format: Option<String>,
+    pub format: Option<Format>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
+    pub kind: Option<Kind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arch: Option<String>,
+    pub arch: Option<Arch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debug_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -445,9 +446,9 @@ mod tests {
             ingest_etag: s("etag"),
             ingest_size: Some(7),
             meta: UploadMeta::with_every_field(),
-            format: s("elf"),
-            kind: s("debuginfo"),
-            arch: s("x86_64"),
+            format: Some(Format::Elf),
+            kind: Some(Kind::Debug),
+            arch: Some(Arch::X86_64),
             code_id: s("abcd"),
             code_file: s("app"),
             debug_file: s("app.debug"),
@@ -460,6 +461,14 @@ mod tests {
         };
         let text = serde_json::to_string(&full).unwrap();
         assert!(text.contains(r#""channel":"try""#), "flattened: {text}");
+        // The vocabulary is written as the names it always had.
+        for field in [
+            r#""format":"elf""#,
+            r#""kind":"debug""#,
+            r#""arch":"x86_64""#,
+        ] {
+            assert!(text.contains(field), "{field} in {text}");
+        }
         assert_eq!(serde_json::from_str::<Record>(&text).unwrap(), full);
         let sparse = r#"{"schema":1,"time":"t","action":null,"upload":"u","ingest_key":"k",
             "indexer":"i","build":"7","later_field":{"x":[1]}}"#;

@@ -55,7 +55,7 @@ pub(super) fn bundle_files(path: &Path, indexed: &Indexed) -> Option<BTreeMap<St
     let is_bundle = indexed
         .records
         .iter()
-        .any(|r| r.format.as_deref() == Some("sourcebundle"));
+        .any(|r| r.format == Some(symdex_shared::Format::SourceBundle));
     if !is_bundle {
         return None;
     }

@@ -104,7 +104,7 @@ fn log_decisions(event: &ObjectEvent, indexed: &Indexed, bytes_read: u64) {
             action = r.action.map(|a| a.as_str()),
             bucket = %event.bucket,
             key = %event.key,
-            format = r.format.as_deref(),
+            format = r.format.map(|f| f.as_str()),
             debug_id = r.debug_id.as_deref(),
             code_id = r.code_id.as_deref(),
             published = r.published.len(),

@@ -3,6 +3,7 @@
 use debugid::{CodeId, DebugId};
 
 use super::{Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{Identity, Kind};
 
 /// The format this module reads (its errors name it: `FormatError::malformed`).
@@ -87,15 +88,16 @@ pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
 }
 
 /// Breakpad architecture names are already close to Sentry's; a few aliases differ.
-fn arch_name(arch: &str) -> String {
-    match arch.to_ascii_lowercase().as_str() {
-        "amd64" | "x86_64" => "x86_64".into(),
-        "i386" | "i686" | "x86" => "x86".into(),
-        "aarch64" | "arm64" => "arm64".into(),
+fn arch_name(arch: &str) -> Arch {
+    let arch = arch.to_ascii_lowercase();
+    match arch.as_str() {
+        "amd64" | "x86_64" => Arch::X86_64,
+        "i386" | "i686" | "x86" => Arch::X86,
+        "aarch64" | "arm64" => Arch::Arm64,
         "ppc64" | "ppc" | "mips" | "mips64" | "arm" | "armv7" | "arm64e" | "s390x" | "riscv64" => {
-            arch.to_ascii_lowercase()
+            Arch::from_name(&arch)
         }
-        _ => "unknown".into(),
+        _ => Arch::Unknown,
     }
 }
 

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::dwarf::{DwarfLayout, MAX_DECOMPRESSED, SOURCE_SECTIONS};
 use super::{c_string, hex, Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{Identity, Kind, SectionRef};
 use crate::reader::{RangeReader, ReaderCursor};
 
@@ -127,7 +128,7 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
     };
 
     let mut id = Identity::new(Format::Elf, kind);
-    id.arch = arch_name(header.e_machine(endian).0, header.is_class_64()).to_string();
+    id.arch = arch_name(header.e_machine(endian).0, header.is_class_64());
     if has_debug_info {
         let mut dwarf = DwarfLayout {
             little_endian: endian == Endianness::Little,
@@ -296,20 +297,20 @@ pub fn debug_id_from_bytes(bytes: &[u8], little_endian: bool) -> DebugId {
 }
 
 /// Sentry's architecture name for an ELF machine.
-pub fn arch_name(machine: u16, is_64: bool) -> &'static str {
+pub fn arch_name(machine: u16, is_64: bool) -> Arch {
     match machine {
-        3 => "x86",
-        62 => "x86_64",
-        40 => "arm",
-        183 => "arm64",
-        20 => "ppc",
-        21 => "ppc64",
-        8 if is_64 => "mips64",
-        8 => "mips",
-        22 => "s390x",
-        243 if is_64 => "riscv64",
-        243 => "riscv32",
-        _ => "unknown",
+        3 => Arch::X86,
+        62 => Arch::X86_64,
+        40 => Arch::Arm,
+        183 => Arch::Arm64,
+        20 => Arch::Ppc,
+        21 => Arch::Ppc64,
+        8 if is_64 => Arch::Mips64,
+        8 => Arch::Mips,
+        22 => Arch::S390x,
+        243 if is_64 => Arch::Riscv64,
+        243 => Arch::Riscv32,
+        _ => Arch::Unknown,
     }
 }
 

@@ -8,6 +8,7 @@ use object::{Endianness, ReadCache, ReadRef};
 use uuid::Uuid;
 
 use super::{be_u32, hex, Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{Identity, Kind};
 use crate::reader::{RangeReader, ReaderCursor};
 
@@ -131,7 +132,7 @@ fn identify_header<'a, Mach: MachHeader<Endian = Endianness>, R: ReadRef<'a>>(
         _ => Kind::Library,
     };
     let mut id = Identity::new(Format::Macho, kind);
-    id.arch = arch_name(header.cputype(endian).0, header.cpusubtype(endian).0).to_string();
+    id.arch = arch_name(header.cputype(endian).0, header.cpusubtype(endian).0);
     id.has_debug_info = has_dwarf || kind == Kind::Debug;
     if let Some(bytes) = uuid {
         id.debug_id = DebugId::from_uuid(Uuid::from_bytes(bytes));
@@ -143,7 +144,7 @@ fn identify_header<'a, Mach: MachHeader<Endian = Endianness>, R: ReadRef<'a>>(
 
 /// Sentry's architecture name for a Mach-O CPU type and subtype (raw values from
 /// `<mach/machine.h>`).
-pub fn arch_name(cputype: u32, cpusubtype: u32) -> &'static str {
+pub fn arch_name(cputype: u32, cpusubtype: u32) -> Arch {
     const ABI64: u32 = 0x0100_0000;
     const ABI64_32: u32 = 0x0200_0000;
     const X86: u32 = 7;
@@ -151,25 +152,25 @@ pub fn arch_name(cputype: u32, cpusubtype: u32) -> &'static str {
     const PPC: u32 = 18;
     let subtype = cpusubtype & 0x00ff_ffff;
     match cputype {
-        X86 => "x86",
-        t if t == X86 | ABI64 && subtype == 8 => "x86_64h",
-        t if t == X86 | ABI64 => "x86_64",
-        t if t == ARM | ABI64 && subtype == 2 => "arm64e",
-        t if t == ARM | ABI64 => "arm64",
-        t if t == ARM | ABI64_32 => "arm64_32",
+        X86 => Arch::X86,
+        t if t == X86 | ABI64 && subtype == 8 => Arch::X86_64h,
+        t if t == X86 | ABI64 => Arch::X86_64,
+        t if t == ARM | ABI64 && subtype == 2 => Arch::Arm64e,
+        t if t == ARM | ABI64 => Arch::Arm64,
+        t if t == ARM | ABI64_32 => Arch::Arm64_32,
         ARM => match subtype {
-            6 => "armv6",
-            9 => "armv7",
-            10 => "armv7f",
-            11 => "armv7s",
-            12 => "armv7k",
-            15 => "armv7m",
-            16 => "armv7em",
-            _ => "arm",
+            6 => Arch::Armv6,
+            9 => Arch::Armv7,
+            10 => Arch::Armv7f,
+            11 => Arch::Armv7s,
+            12 => Arch::Armv7k,
+            15 => Arch::Armv7m,
+            16 => Arch::Armv7em,
+            _ => Arch::Arm,
         },
-        PPC => "ppc",
-        t if t == PPC | ABI64 => "ppc64",
-        _ => "unknown",
+        PPC => Arch::Ppc,
+        t if t == PPC | ABI64 => Arch::Ppc64,
+        _ => Arch::Unknown,
     }
 }
 

@@ -9,6 +9,7 @@
 use debugid::DebugId;
 
 use super::{le_u16, le_u32, Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{Identity, Kind};
 use crate::reader::{read_vec, RangeReader};
 
@@ -191,7 +192,7 @@ pub(crate) fn identity_from_streams(
     id.debug_id = DebugId::from_guid_age(guid, age)
         .map_err(|_| FormatError::malformed(format, "bad GUID in info stream"))?;
     id.age = Some(age);
-    id.arch = machine.map_or("unknown", super::pe::arch_name).to_string();
+    id.arch = machine.map_or(Arch::Unknown, super::pe::arch_name);
     id.has_debug_info = true;
     Ok(id)
 }

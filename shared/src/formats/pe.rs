@@ -10,6 +10,7 @@ use object::read::pe::{ImageNtHeaders, ImageOptionalHeader, SectionTable};
 use object::{LittleEndian as LE, ReadCache, ReadRef};
 
 use super::{c_string, hex, le_u32, Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{
     EmbeddedPortablePdb, Identity, Kind, PdbChecksum, PdbReference, PerfmapInfo,
 };
@@ -87,7 +88,7 @@ fn identify_nt<'data, Pe: ImageNtHeaders>(
         Kind::Executable
     };
     let mut id = Identity::new(Format::Pe, kind);
-    id.arch = arch_name(machine).to_string();
+    id.arch = arch_name(machine);
     id.pe_timestamp = Some(timestamp);
     id.pe_size_of_image = Some(size_of_image);
     id.code_id = Some(CodeId::new(format!("{timestamp:08x}{size_of_image:x}")));
@@ -258,15 +259,15 @@ fn parse_perfmap_entry(payload: &[u8]) -> Option<PerfmapInfo> {
 }
 
 /// Sentry's architecture name for a COFF machine type.
-pub fn arch_name(machine: u16) -> &'static str {
+pub fn arch_name(machine: u16) -> Arch {
     match machine {
-        0x014c => "x86",
-        0x8664 => "x86_64",
-        0xaa64 | 0xa641 => "arm64",        // ARM64, ARM64EC
-        0x01c0 | 0x01c2 | 0x01c4 => "arm", // ARM, THUMB, ARMNT
-        0x01f0 => "ppc",
-        0x0200 => "ia64",
-        _ => "unknown",
+        0x014c => Arch::X86,
+        0x8664 => Arch::X86_64,
+        0xaa64 | 0xa641 => Arch::Arm64,        // ARM64, ARM64EC
+        0x01c0 | 0x01c2 | 0x01c4 => Arch::Arm, // ARM, THUMB, ARMNT
+        0x01f0 => Arch::Ppc,
+        0x0200 => Arch::Ia64,
+        _ => Arch::Unknown,
     }
 }
 

@@ -2,6 +2,7 @@
 //! `FFFFFFFB 00 <abi>`, as described in the perfmap format document.
 
 use super::{Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{Identity, Kind, PerfmapInfo};
 
 const HEADER_TOKENS: [&str; 5] = ["FFFFFFFF", "FFFFFFFE", "FFFFFFFD", "FFFFFFFC", "FFFFFFFB"];
@@ -51,13 +52,12 @@ pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
     })?;
     let mut id = Identity::new(Format::Perfmap, Kind::Symbols);
     id.arch = match arch {
-        "1" => "arm",
-        "2" => "arm64",
-        "3" => "x86_64",
-        "4" => "x86",
-        _ => "unknown",
-    }
-    .to_string();
+        "1" => Arch::Arm,
+        "2" => Arch::Arm64,
+        "3" => Arch::X86_64,
+        "4" => Arch::X86,
+        _ => Arch::Unknown,
+    };
     id.perfmap = Some(PerfmapInfo {
         signature: signature.to_ascii_lowercase(),
         version,

@@ -2,6 +2,7 @@
 //! matched to the paths debug files name by their MD5 where the DWARF records one.
 
 use super::{Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{Identity, Kind};
 use crate::reader::{read_vec, RangeReader};
 
@@ -22,7 +23,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         offset += len as u64;
     }
     let mut id = Identity::new(Format::Source, Kind::Source);
-    id.arch = "any".to_string();
+    id.arch = Arch::Any;
     id.sha1 = Some(hasher.hex());
     id.md5 = Some(md5.hex());
     Ok(id)

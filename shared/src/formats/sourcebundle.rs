@@ -10,6 +10,7 @@ use std::str::FromStr;
 use serde::Deserialize;
 
 use super::{Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{CodeId, DebugId, Identity, Kind};
 use crate::reader::{RangeReader, ReaderCursor};
 
@@ -75,7 +76,10 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         .code_id
         .filter(|c| !c.is_empty() && c.len() <= 128 && c.bytes().all(|b| b.is_ascii_hexdigit()))
         .map(|c| CodeId::new(c.to_ascii_lowercase()));
-    id.arch = manifest.arch.unwrap_or_else(|| "unknown".to_string());
+    id.arch = manifest
+        .arch
+        .as_deref()
+        .map_or(Arch::Unknown, Arch::from_name);
     id.debug_file = manifest.object_name;
     // Its files serve debuginfod `source/` keys too (sourcemap.rs), by the paths recorded.
     id.bundle_files = manifest

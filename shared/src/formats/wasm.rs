@@ -8,6 +8,7 @@ use debugid::{CodeId, DebugId};
 use uuid::Uuid;
 
 use super::{hex, Format, FormatError};
+use crate::arch::Arch;
 use crate::identity::{Identity, Kind};
 use crate::reader::{read_up_to, RangeReader};
 
@@ -40,7 +41,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         return Err(FormatError::malformed(FORMAT, "truncated header"));
     }
     let mut id = Identity::new(Format::Wasm, Kind::Library);
-    id.arch = "wasm32".to_string();
+    id.arch = Arch::Wasm32;
     let size = reader.size();
     let mut offset = 8u64;
     let mut sections = 0;

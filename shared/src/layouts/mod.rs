@@ -388,7 +388,7 @@ pub fn companions(id: &Identity, name: &str) -> Vec<(Identity, String)> {
                 let mut pdb = Identity::new(format, Kind::Debug);
                 pdb.debug_id = reference.debug_id;
                 pdb.age = Some(reference.age);
-                pdb.arch = id.arch.clone();
+                pdb.arch = id.arch;
                 pdb.has_debug_info = true;
                 (pdb, file_name_of(&reference.path).to_string())
             })
@@ -435,7 +435,7 @@ pub(crate) mod tests {
 
     pub(crate) fn pdb(age: u32) -> Identity {
         let mut id = Identity::new(Format::Pdb, Kind::Debug);
-        id.arch = "x86".into();
+        id.arch = crate::Arch::X86;
         id.debug_id = debug_id(age);
         id.age = Some(age);
         id

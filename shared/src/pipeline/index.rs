@@ -89,9 +89,9 @@ pub(super) fn own_keys_of(
 pub(super) fn with_decision_of(record: Record, kept: &Record, keys: Vec<String>) -> Record {
     Record {
         reason: kept.reason.clone(),
-        format: kept.format.clone(),
-        kind: kept.kind.clone(),
-        arch: kept.arch.clone(),
+        format: kept.format,
+        kind: kept.kind,
+        arch: kept.arch,
         debug_id: kept.debug_id.clone(),
         code_id: kept.code_id.clone(),
         name: kept.name.clone().or(record.name.clone()),

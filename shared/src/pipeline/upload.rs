@@ -252,9 +252,9 @@ pub(super) fn is_pdb(id: &Identity) -> bool {
 }
 
 pub(super) fn fill_identity(record: &mut Record, id: &Identity) {
-    record.format = Some(id.format.as_str().to_string());
-    record.kind = Some(id.kind.as_str().to_string());
-    record.arch = Some(id.arch.clone());
+    record.format = Some(id.format);
+    record.kind = Some(id.kind);
+    record.arch = Some(id.arch);
     record.debug_id = Some(id.debug_id.to_string());
     record.code_id = id.code_id.as_ref().map(|c| c.as_str().to_string());
     record.code_file = id.code_file.clone();
