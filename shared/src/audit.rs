@@ -84,14 +84,14 @@ pub async fn audit_with(
     // took 450 MB.
     let recorded = refs.recorded_keys().await?;
     let by_key: BTreeMap<&str, &KeyRecord> = recorded.iter().map(|r| (r.key.as_str(), r)).collect();
-    let owners = if store.names_owners() {
+    let owners = if store.traits().names_owners {
         refs.owners_of(uploads.iter().map(|u| u.upload.as_str()))
             .await?
     } else {
         HashMap::new()
     };
     // Sized once for every key an upload lists: growing, it held two tables at once.
-    let listed_keys = if store.names_owners() {
+    let listed_keys = if store.traits().names_owners {
         uploads.iter().map(|u| u.keys.len() + u.planned.len()).sum()
     } else {
         0
@@ -114,7 +114,7 @@ pub async fn audit_with(
             .check(store, depth, &by_upload, &mut key_problems)
             .await?;
     }
-    if store.names_owners() {
+    if store.traits().names_owners {
         for upload in &uploads {
             // The aliases of one upload name its one stored copy: read once.
             targets = AliasTargets::default();
@@ -181,7 +181,7 @@ pub async fn audit_with(
             let lists = format!("upload {} lists it", upload.upload);
             // Where objects name their owners, a key without a record is its object: gone, or
             // replaced by one naming nobody (or another upload), it is missing or changed.
-            if store.names_owners() && !known(key) {
+            if store.traits().names_owners && !known(key) {
                 match store.owned(key).await? {
                     None => problem("missing", key, lists),
                     Some(found) => {
@@ -386,7 +386,7 @@ impl AliasTargets {
         if let Some(found) = recorded.get(target) {
             return Ok(Some((*found).clone()));
         }
-        if !store.names_owners() {
+        if !store.traits().names_owners {
             return Ok(None);
         }
         if !self.read.contains_key(target) {

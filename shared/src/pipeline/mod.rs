@@ -189,7 +189,7 @@ impl<'s> Indexer<'s> {
                 config.layouts,
                 config.prefixes,
                 config.fold_case,
-                store.key_copies_are_aliases(),
+                store.traits().key_copies_are_aliases,
             )
             .as_bytes(),
         );

@@ -227,7 +227,7 @@ impl<'s> Indexer<'s> {
     /// nothing removes the first meanwhile), where a link is a name, not a copy. On S3 a
     /// sidecar is an object either way (an alias would be one too, with a record to keep).
     pub(super) fn links_sidecars(&self) -> bool {
-        !self.store.key_copies_are_aliases()
+        !self.refs.traits().key_copies_are_aliases
             && !self.config.overwrite
             && self.config.lease.exclusive
     }
@@ -351,7 +351,7 @@ impl<'s> Indexer<'s> {
         // writers a removal of this very upload may take the key back between the two copies,
         // so each key is copied from the upload itself. An S3 alias copied from a key taken
         // back meanwhile fails (the source is gone) and the message is retried.
-        let aliases = self.store.key_copies_are_aliases() && !self.config.overwrite;
+        let aliases = self.refs.traits().key_copies_are_aliases && !self.config.overwrite;
         let linkable = aliases
             || (matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
                 && !self.config.overwrite

@@ -101,7 +101,7 @@
 //!    it found (another live copy's among them, joining that copy's key) reads the record
 //!    again: one of the two sees the other, so no name is lost with the kept copy.
 //! 6. **An alias never outlives its target.** Where the store writes a copy from another key
-//!    as an alias that holds no bytes (S3 redirect objects, `Storage::key_copies_are_aliases`),
+//!    as an alias that holds no bytes (S3 redirect objects, `StoreTraits::key_copies_are_aliases`),
 //!    the key's record names its target (`alias_of`), and every upload referencing the alias
 //!    references the target too: the writer of an alias copies from a key it references
 //!    itself, and an upload that finds an alias already there adds a reference to its target
@@ -110,7 +110,7 @@
 //!    `Indexer::hold_for`), for that upload. A target is removed
 //!    only without references (invariant 3), so not while an alias's referrer lives.
 //! 7. **A key one upload alone references needs no record** where objects name their owner
-//!    ([`Storage::names_owners`]: S3 metadata, a local file's extended attribute), whether
+//!    ([`StoreTraits::names_owners`]: S3 metadata, a local file's extended attribute), whether
 //!    writers run at once or one holds the writer lock (which then only takes every other
 //!    lease over at once). Its object, created only where nothing is (`Storage::copy_new`,
 //!    where the store decides that atomically: [`Storage::creates_only_new`]), names the upload
@@ -178,7 +178,7 @@ use serde::{Deserialize, Serialize};
 use crate::manifest::UploadMeta;
 use crate::sourcemap::SourceMapRecord;
 use crate::storage::{
-    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, Versioned,
+    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StoreTraits, Versioned,
 };
 
 mod ids;
@@ -246,6 +246,8 @@ pub fn busy(what: &str) -> io::Error {
 /// Bookkeeping over a store.
 pub struct RefStore<'s> {
     store: &'s dyn Storage,
+    /// What the store is like, read once ([`Storage::traits`]).
+    traits: StoreTraits,
     policy: LeasePolicy,
     /// Source-map records as last parsed, by file, with their version: the debug files of one
     /// build all read the same few records (up to 512 entries each), and parsing them again
@@ -376,6 +378,7 @@ impl<'s> RefStore<'s> {
     pub fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
         RefStore {
             store,
+            traits: store.traits(),
             policy,
             parsed_source_maps: Default::default(),
             deferred_source_maps: None,
@@ -390,9 +393,14 @@ impl<'s> RefStore<'s> {
         }
     }
 
+    /// What the store is like, as read when this was made.
+    pub fn traits(&self) -> StoreTraits {
+        self.traits
+    }
+
     /// How the store names its upload records: its marker says, read once. A store without
     /// one is [`UploadLayout::Flat`], unless it lays new stores out by location
-    /// ([`Storage::uploads_by_location`]): then it is decided now — `ByLocation` where no
+    /// ([`StoreTraits::uploads_by_location`]): then it is decided now — `ByLocation` where no
     /// upload or source record is yet, else `Flat` (records written before layouts were
     /// named) — and the marker is created only where none is: a writer deciding at the same
     /// time reads the other's decision instead, so every writer follows the same.
@@ -409,7 +417,7 @@ impl<'s> RefStore<'s> {
             if let Some(bytes) = self.store.read_settled(LAYOUT_FILE).await? {
                 return Ok(parse::<LayoutMarker>(LAYOUT_FILE, &bytes)?.uploads);
             }
-            if !self.store.uploads_by_location() {
+            if !self.traits.uploads_by_location {
                 return Ok(UploadLayout::Flat);
             }
             let existing = self.store.any_under(UPLOADS_DIR).await?

@@ -7,7 +7,7 @@ impl<'s> RefStore<'s> {
     /// Whether keys one upload alone references go without a record (invariant 7): where
     /// objects name their owners, whether writers run at once or one holds the writer lock.
     pub(super) fn owners_named(&self) -> bool {
-        self.store.names_owners()
+        self.traits.names_owners
     }
 
     /// The owner to name in an object whose record says `by` wrote it.

@@ -225,7 +225,7 @@ impl<'s> RefStore<'s> {
     /// The key a copy of `content` is an alias of, where the store writes aliases.
     pub(super) fn alias_target(&self, content: &Content<'_>) -> Option<String> {
         match content.source {
-            CopySource::Key(target) if self.store.key_copies_are_aliases() => {
+            CopySource::Key(target) if self.traits.key_copies_are_aliases => {
                 Some(target.to_string())
             }
             _ => None,

@@ -290,7 +290,7 @@ pub enum UploadLayout {
     /// `_symdex/uploads/<sha1 of location>/<sha1 of upload>.json` ([`location_of`]): the
     /// upload record is the upload's registration with its location, found by a removal
     /// listing the location's directory — no source record, one request less per artifact.
-    /// New S3 stores ([`Storage::uploads_by_location`]).
+    /// New S3 stores ([`crate::storage::StoreTraits::uploads_by_location`]).
     ByLocation,
 }
 

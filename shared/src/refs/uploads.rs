@@ -7,7 +7,7 @@ impl<'s> RefStore<'s> {
     /// Every referenced key: the records, and the keys uploads list that have none, as their
     /// objects' owners stand for them (invariant 7).
     pub async fn all_keys(&self) -> io::Result<Vec<KeyRecord>> {
-        if !self.store.names_owners() {
+        if !self.traits.names_owners {
             return self.list_records(&format!("{STATE_PREFIX}/refs/")).await;
         }
         self.all_keys_of(&self.uploads().await?).await
@@ -16,7 +16,7 @@ impl<'s> RefStore<'s> {
     /// [`Self::all_keys`], given every upload record.
     pub async fn all_keys_of(&self, uploads: &[UploadRecord]) -> io::Result<Vec<KeyRecord>> {
         let mut records = self.recorded_keys().await?;
-        if !self.store.names_owners() {
+        if !self.traits.names_owners {
             return Ok(records);
         }
         let mut seen: BTreeSet<String> = records.iter().map(|r| r.key.clone()).collect();
@@ -112,7 +112,7 @@ impl<'s> RefStore<'s> {
     /// with a read (S3): [`Self::upload_read`] then reads with a `get`, and keeps the
     /// version for the plan.
     pub async fn upload_unparsed(&self, upload: &str) -> io::Result<Option<UnparsedUpload>> {
-        if self.store.versions_are_free() {
+        if self.traits.versions_are_free {
             return Ok(None);
         }
         let file = self.upload_file(upload).await?;

@@ -2,7 +2,8 @@
 //! stops a run at an exact write, and how tests fail one change at a time.
 
 use super::{
-    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult, Versioned,
+    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
+    StoreTraits, Versioned,
 };
 
 /// Asked before each change (write, copy, delete) of a [`Hooked`] store.
@@ -142,8 +143,8 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
             self.inner.create_settled(key, bytes)
         })
     }
-    fn uploads_by_location(&self) -> bool {
-        self.inner.uploads_by_location()
+    fn traits(&self) -> StoreTraits {
+        self.inner.traits()
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         self.change("delete", key, move || self.inner.delete(key))
@@ -154,16 +155,7 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
     fn owned_unread<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         self.inner.owned_unread(key)
     }
-    fn names_owners(&self) -> bool {
-        self.inner.names_owners()
-    }
     fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
         self.inner.creates_only_new(source, size)
-    }
-    fn key_copies_are_aliases(&self) -> bool {
-        self.inner.key_copies_are_aliases()
-    }
-    fn versions_are_free(&self) -> bool {
-        self.inner.versions_are_free()
     }
 }

@@ -78,6 +78,37 @@ pub fn content_sha1(bytes: &[u8]) -> String {
     crate::digest::sha1_hex(bytes)
 }
 
+/// What a store is like, where the reference protocol's paths fork: read once from
+/// [`Storage::traits`] (a store's traits never change while it lives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreTraits {
+    /// Objects carry the owner their writer named ([`Storage::copy`]), so that a key needs no
+    /// reference record while one upload alone references it (refs, invariant 7).
+    pub names_owners: bool,
+    /// A new store lays upload records out under their ingest location (refs,
+    /// `UploadLayout`): where many writers share a store and every request counts (S3).
+    pub uploads_by_location: bool,
+    /// A [`CopySource::Key`] copy writes an alias that stores no bytes of its own (an S3
+    /// website redirect to the source key) rather than a copy: the alias serves its target's
+    /// bytes only while the target exists (refs, invariant 6).
+    pub key_copies_are_aliases: bool,
+    /// [`Storage::get`]'s version comes free with the bytes (S3: the ETag), rather than
+    /// costing a pass over them (a local store hashes the content): where it costs, a read
+    /// that may or may not be followed by a swap reads without it, and reads again if it is.
+    pub versions_are_free: bool,
+}
+
+impl Default for StoreTraits {
+    fn default() -> Self {
+        StoreTraits {
+            names_owners: false,
+            uploads_by_location: false,
+            key_copies_are_aliases: false,
+            versions_are_free: true,
+        }
+    }
+}
+
 /// What a store knows about one object without reading it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectInfo {
@@ -238,7 +269,7 @@ pub trait Storage: Send + Sync {
     /// always has (it publishes content it identified), so no store asks for them again (S3
     /// writing an alias) or computes them (a local store would read every hard link again).
     /// `owner`: the writer to name in the object (where the store names owners,
-    /// [`Self::names_owners`]; `None` names nobody).
+    /// [`StoreTraits::names_owners`]; `None` names nobody).
     fn copy<'a>(
         &'a self,
         source: &'a CopySource<'a>,
@@ -284,10 +315,10 @@ pub trait Storage: Send + Sync {
         let _ = (source, size);
         true
     }
-    /// Whether objects carry the owner their writer named ([`Self::copy`]), so that a key
-    /// needs no reference record while one upload alone references it (refs/).
-    fn names_owners(&self) -> bool {
-        false
+    /// What this store is like ([`StoreTraits`]): fixed for the store's life, so callers read
+    /// it once.
+    fn traits(&self) -> StoreTraits {
+        StoreTraits::default()
     }
     /// Keys under `prefix`, in lexicographic order.
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>>;
@@ -322,25 +353,8 @@ pub trait Storage: Send + Sync {
             Ok(created.is_some())
         })
     }
-    /// Whether a new store lays upload records out under their ingest location (refs/,
-    /// `UploadLayout`): where many writers share a store and every request counts (S3).
-    fn uploads_by_location(&self) -> bool {
-        false
-    }
     /// Deletes `key`; deleting a missing key is not an error.
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()>;
-    /// Whether a [`CopySource::Key`] copy writes an alias that stores no bytes of its own (an
-    /// S3 website redirect to the source key) rather than a copy: the alias serves its
-    /// target's bytes only while the target exists (refs/, invariant 6).
-    fn key_copies_are_aliases(&self) -> bool {
-        false
-    }
-    /// Whether [`Self::get`]'s version comes free with the bytes (S3: the ETag), or costs a
-    /// pass over them (a local store hashes the content): then a read that may or may not
-    /// be followed by a swap reads without it, and reads again if it is.
-    fn versions_are_free(&self) -> bool {
-        true
-    }
 }
 
 /// Rejects keys that could escape a store or mean something else than they say.

@@ -304,20 +304,11 @@ impl Storage for Scheduled<'_> {
             self.inner.create_settled(key, bytes).await
         })
     }
-    fn uploads_by_location(&self) -> bool {
-        self.inner.uploads_by_location()
-    }
-    fn names_owners(&self) -> bool {
-        self.inner.names_owners()
+    fn traits(&self) -> crate::storage::StoreTraits {
+        self.inner.traits()
     }
     fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
         self.inner.creates_only_new(source, size)
-    }
-    fn key_copies_are_aliases(&self) -> bool {
-        self.inner.key_copies_are_aliases()
-    }
-    fn versions_are_free(&self) -> bool {
-        self.inner.versions_are_free()
     }
 }
 

@@ -1313,7 +1313,7 @@ async fn kept_as_targets(
     store: &dyn Storage,
     refs: &BTreeMap<String, BTreeSet<String>>,
 ) -> BTreeSet<String> {
-    if !store.key_copies_are_aliases() {
+    if !store.traits().key_copies_are_aliases {
         return BTreeSet::new();
     }
     let mut aliased_by: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

@@ -1,6 +1,7 @@
 //! The `Storage` trait over a local store, and its reads of owners, listings and deletes.
 
 use super::*;
+use crate::storage::StoreTraits;
 
 impl Storage for LocalStore {
     fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
@@ -14,9 +15,6 @@ impl Storage for LocalStore {
     }
     fn read<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Vec<u8>>> {
         Box::pin(async move { self.read_now(key) })
-    }
-    fn versions_are_free(&self) -> bool {
-        false
     }
     fn put<'a>(&'a self, key: &'a str, bytes: &'a [u8]) -> StorageFuture<'a, ()> {
         Box::pin(async move {
@@ -72,9 +70,6 @@ impl Storage for LocalStore {
     fn owned_unread<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         Box::pin(async move { self.owned_read(key, false) })
     }
-    fn names_owners(&self) -> bool {
-        self.owners
-    }
     fn list<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, Vec<String>> {
         Box::pin(async move { self.list_now(prefix) })
     }
@@ -85,8 +80,13 @@ impl Storage for LocalStore {
     ) -> StorageFuture<'a, ()> {
         Box::pin(async move { self.walk(prefix, each) })
     }
-    fn uploads_by_location(&self) -> bool {
-        self.by_location
+    fn traits(&self) -> StoreTraits {
+        StoreTraits {
+            names_owners: self.owners,
+            uploads_by_location: self.by_location,
+            key_copies_are_aliases: false,
+            versions_are_free: false,
+        }
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         Box::pin(async move {

@@ -76,10 +76,10 @@ pub struct LocalStore {
     write_lock: Mutex<Option<fs::File>>,
     /// Records are created from unnamed temporary files (until the file system says no).
     unnamed_temp: AtomicBool,
-    /// Writers' owners are kept ([`Storage::names_owners`]).
+    /// Writers' owners are kept ([`crate::storage::StoreTraits::names_owners`]).
     owners: bool,
     /// Upload records of a new store go under their location, as on S3
-    /// ([`Storage::uploads_by_location`]).
+    /// ([`crate::storage::StoreTraits::uploads_by_location`]).
     by_location: bool,
     /// Changes made through this handle, counted when each ends ([`LocalStore::changes`]).
     changes: AtomicU64,
@@ -151,7 +151,7 @@ impl LocalStore {
     /// S3 keeps it in the object's metadata: for writers running at once without the writer
     /// lock (refs/, invariant 7 — the interleaving scenarios run so). Such a store stands in
     /// for the Lambda's S3 store in full: a new one also lays upload records out under their
-    /// location ([`Storage::uploads_by_location`]).
+    /// location ([`crate::storage::StoreTraits::uploads_by_location`]).
     pub fn with_owners(mut self) -> Self {
         self.owners = true;
         self.by_location = true;

@@ -299,12 +299,21 @@ fn a_marked_store_names_owners_and_a_copy_without_attributes_is_refused() {
     let (d, s) = store();
     let unmarked = LocalStore::open(s.root()).unwrap();
     let reader = unmarked.naming_owners_as_marked(None).unwrap();
-    assert!(!reader.names_owners(), "a reader does not mark a store");
+    assert!(
+        !reader.traits().names_owners,
+        "a reader does not mark a store"
+    );
     let lock = s.lock_writer(|| {}).unwrap();
     let writer = s.naming_owners_as_marked(Some(&lock)).unwrap();
-    assert!(writer.names_owners());
+    assert!(writer.traits().names_owners);
     let reader = LocalStore::open(writer.root()).unwrap();
-    assert!(reader.naming_owners_as_marked(None).unwrap().names_owners());
+    assert!(
+        reader
+            .naming_owners_as_marked(None)
+            .unwrap()
+            .traits()
+            .names_owners
+    );
     drop(lock);
     // Copied file by file: `fs::copy` keeps no extended attributes, as `cp -r` does not.
     let copy = d.path().join("copy");

@@ -1,6 +1,7 @@
 //! The `Storage` trait over S3.
 
 use super::*;
+use crate::storage::StoreTraits;
 
 impl Storage for S3Store {
     fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
@@ -107,14 +108,16 @@ impl Storage for S3Store {
             Ok(created.is_some())
         })
     }
-    fn uploads_by_location(&self) -> bool {
-        true
+    fn traits(&self) -> StoreTraits {
+        StoreTraits {
+            names_owners: true,
+            uploads_by_location: true,
+            key_copies_are_aliases: self.redirect_aliases,
+            versions_are_free: true,
+        }
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
         Box::pin(self.delete_now(key))
-    }
-    fn key_copies_are_aliases(&self) -> bool {
-        self.redirect_aliases
     }
     fn owned<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         Box::pin(async move {
@@ -127,9 +130,6 @@ impl Storage for S3Store {
                 written: None,
             }))
         })
-    }
-    fn names_owners(&self) -> bool {
-        true
     }
     fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
         // Everything but a single CopyObject is a PutObject or a CompleteMultipartUpload,
