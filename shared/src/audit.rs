@@ -58,7 +58,9 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
     audit_with(store, manifest_prefix, Depth::Deep).await
 }
 
-/// Checks every invariant over a whole store, each key's content as `depth` says.
+/// Checks every invariant over a whole store, each key's content as `depth` says. One pass
+/// over the store's listings, longer than most: each check reads the maps the listings built
+/// (records, owners, uploads), which are held once rather than passed around.
 pub async fn audit_with(
     store: &dyn Storage,
     manifest_prefix: &str,

@@ -66,7 +66,8 @@ impl LambdaConfig {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// Reads the configuration through `lookup` (the environment, or a map in tests).
+    /// Reads the configuration through `lookup` (the environment, or a map in tests). One
+    /// variable after another, as docs/lambda.md's table lists them: long, and flat.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let serving_bucket = lookup("SYMDEX_SERVING_BUCKET")
             .filter(|b| !b.is_empty())

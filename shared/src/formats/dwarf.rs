@@ -83,6 +83,8 @@ impl Bytes<'_> {
 }
 
 /// Reads the sections of `layout` and returns the source paths their line tables name.
+/// Longer than most: the unit walk keeps the sections it read (and their rejections) across
+/// every compilation unit, DWARF 4 and 5 alike.
 pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePaths {
     let mut rejected = Rejections::default();
     let mut section = |name: &str| -> Option<Bytes<'_>> {

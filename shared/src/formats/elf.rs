@@ -56,6 +56,8 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     }
 }
 
+/// One ELF class's identity: header, build id, debug link, sections, DWARF layout. One pass
+/// over the section table (longer than most), each section told apart where it is met.
 fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
     data: Data<'a>,
 ) -> Result<Identity, FormatError> {

@@ -362,6 +362,10 @@ impl<'s> Indexer<'s> {
         })
     }
 
+    /// Plans an identified upload (every key listed in its upload record before any
+    /// reference, invariant 4), answers it from its record where it was indexed before, else
+    /// publishes each identity. One sequence, longer than most: the record read by the plan
+    /// decides every later step, and splitting it would pass that read through each.
     pub(super) async fn index_planned(
         &self,
         upload: &Upload<'_>,

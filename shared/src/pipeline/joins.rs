@@ -121,6 +121,9 @@ impl<'s> Indexer<'s> {
     /// held by the PDB's uploads, whose bytes they serve (refs/, invariant 5). `retry`: an
     /// earlier attempt of this PE began and did not finish. `guess`: the debug id's record
     /// is guessed absent (a first attempt: the PE first of its PE and PDB, or alone).
+    ///
+    /// Longer than most: the debug-id record's swap and the alias copies it decides are one
+    /// exchange with the PDB's own (invariant 5), which a reader must see whole.
     pub(super) async fn alias_pdbs(
         &self,
         upload: &Upload<'_>,

@@ -10,6 +10,10 @@ pub(super) const KEY_PUBLISHES: usize = 8;
 pub(super) const CONFLICT_RETRIES: usize = 8;
 
 impl<'s> Indexer<'s> {
+    /// Publishes one planned identity: its own keys, then its sidecars and sections, its
+    /// joins (PDB names, debug-id records), its source offers or wants, and its overwrites.
+    /// Kept as one sequence (longer than most): each step reads what the steps before it
+    /// referenced, in the order every upload of these bytes takes the keys' leases.
     pub(super) async fn publish_identity(
         &self,
         upload: &Upload<'_>,

@@ -27,8 +27,9 @@
 //! - `records.rs`: the records (`KeyRecord`, `UploadRecord`, `SourceRecord`, `IdRecord`,
 //!   `FileStamp`) and the names of their files;
 //! - `lease.rs`: leases and the listings that end them (invariant 1);
-//! - `publish.rs`: publishing a key for an upload, step by step; `objects.rs`: the object at a
-//!   key created, shared, copied or taken back (invariants 2 and 7);
+//! - `publish.rs`: publishing a key for an upload, step by step (`decide.rs`: the decision on
+//!   its record each swap makes); `objects.rs`: the object at a key created, shared, copied or
+//!   taken back (invariants 2 and 7);
 //! - `remove.rs`: references removed, and objects with their last one (invariant 3);
 //! - `uploads.rs`: upload records planned, finalized and removed (invariant 4); `ids.rs`:
 //!   debug-id records (invariant 5); `waiting.rs`: hand-overs (invariant 8);
@@ -181,6 +182,7 @@ use crate::storage::{
     CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StoreTraits, Versioned,
 };
 
+mod decide;
 mod ids;
 mod lease;
 mod objects;
@@ -193,6 +195,7 @@ mod tests;
 mod uploads;
 mod waiting;
 
+use decide::*;
 pub use lease::*;
 pub use publish::*;
 pub use records::*;

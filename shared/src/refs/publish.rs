@@ -291,6 +291,10 @@ impl<'s> RefStore<'s> {
     }
 
     /// [`Self::publish_in_turn`] by `publisher`.
+    ///
+    /// Longer than most: it is one compare-and-swap loop whose state lives across its reads
+    /// (the guess, listings learned, a HEAD asked, uploads marked waiting); the cases are in
+    /// [`Self::decide`] and [`Self::carry_out`].
     pub(super) async fn publish_as(
         &self,
         key: &str,
@@ -366,177 +370,24 @@ impl<'s> RefStore<'s> {
         // Uploads this overwrite has marked as waiting for the key (`MarkWaiting`).
         let mut marked_waiting = BTreeSet::new();
         let (plan, written) = loop {
-            let mut decide =
-                |mut current: Option<KeyRecord>| -> io::Result<Step<KeyRecord, PublishPlan>> {
-                    let guessed = std::mem::take(&mut on_guess);
-                    // Where objects name their owners, an empty record (a dead remover's
-                    // tombstone) is as good as none: the key is created under a `create`
-                    // lease, which finds out whose object is there (invariant 7).
-                    let had_record = current
-                        .as_ref()
-                        .is_some_and(|r| !r.refs.is_empty() || !self.owners_named());
-                    let shared = current.as_ref().is_some_and(|r| r.refs.len() > 1);
-                    if guessing && shared {
-                        // See `shared_before`: the upload's next keys read theirs.
-                        self.shared_before
-                            .store(true, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    if let Some(record) = current.as_mut() {
-                        if let Err(holder) = self.settle(record, &listed) {
-                            return Ok(Step::KeepRead(PublishPlan::Learn(holder)));
-                        }
-                    }
-                    let record = match current {
-                        Some(r) if self.blocked_for(&r, &holder, publisher) => {
-                            // A creation ends with its holder's listing: read it again.
-                            if let Some(creator) = self.creating(&r) {
-                                return Ok(Step::KeepRead(PublishPlan::Learn(creator)));
-                            }
-                            return Ok(Step::Wait(format!("{key}: a change is in progress")));
-                        }
-                        // An empty record (a dead remover's tombstone) is as good as none.
-                        Some(r) if r.refs.is_empty() => None,
-                        other => other,
-                    };
-                    let lease = self.publisher_lease("copy", &holder, publisher);
-                    let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
-                        key: key.to_string(),
-                        etag: content.etag.to_string(),
-                        size: content.size,
-                        refs,
-                        by,
-                        lease: Some(lease.clone()),
-                        alias_of: None,
-                    };
-                    let Some(mut record) = record else {
-                        // Symdex's own objects always have a record (or a tombstone): anything else
-                        // at the key was written outside symdex (asked once, outside the swap,
-                        // or found by creating the object where nothing is).
-                        if creates && !had_record {
-                            let lease = self.publisher_lease(CREATE, &holder, publisher);
-                            if let Some(sharing) = &sharing {
-                                // Another upload's object of this content, seen just
-                                // before: the record names both, as sharing leaves it.
-                                let record = KeyRecord {
-                                    key: key.to_string(),
-                                    etag: sharing.info.etag.clone(),
-                                    size: sharing.info.size,
-                                    refs: [upload.to_string(), sharing.other.clone()].into(),
-                                    by: sharing.other.clone(),
-                                    lease: Some(lease.clone()),
-                                    alias_of: sharing.alias_of.clone(),
-                                };
-                                let plan = PublishPlan::Share(
-                                    lease,
-                                    Box::new(record.clone()),
-                                    sharing.clone(),
-                                );
-                                return Ok(Step::Write(record, plan));
-                            }
-                            // Written as it will stay (alias target included): the upload's
-                            // finalize releases the lease (invariant 1).
-                            let record = KeyRecord {
-                                lease: Some(lease.clone()),
-                                alias_of: self.alias_target(content),
-                                ..mine([upload.to_string()].into(), upload.to_string())
-                            };
-                            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-                            return Ok(Step::Write(record, plan));
-                        }
-                        if external.is_none() && !had_record {
-                            return Ok(Step::Keep(PublishPlan::NeedHead));
-                        }
-                        let outside = if had_record {
-                            None
-                        } else {
-                            external.as_ref().and_then(Option::as_ref)
-                        };
-                        let adopted = match outside {
-                            Some(info) if info.etag == content.etag => true,
-                            // A record may be there after all, holding this content or
-                            // adopting any (a sidecar of the same bytes under another name).
-                            Some(_) if guessed => return Ok(Step::Keep(PublishPlan::Reread)),
-                            Some(_) if !overwrite => {
-                                return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)))
-                            }
-                            _ => false,
-                        };
-                        if adopted {
-                            let record = KeyRecord {
-                                lease: None,
-                                ..mine([upload.to_string()].into(), String::new())
-                            };
-                            let check = PublishPlan::Check {
-                                by_us: false,
-                                size: content.size,
-                                alias_of: None,
-                            };
-                            return Ok(Step::Write(record, check));
-                        }
-                        let record = mine([upload.to_string()].into(), upload.to_string());
-                        if self.policy.exclusive && !had_record && outside.is_none() {
-                            // A sole writer creating a key: the record is written as it will
-                            // stay, then the object (invariant 2, sole-writer form).
-                            let record = KeyRecord {
-                                lease: None,
-                                alias_of: self.alias_target(content),
-                                ..record
-                            };
-                            return Ok(Step::Write(record, PublishPlan::CopySole));
-                        }
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-                        return Ok(Step::Write(record, plan));
-                    };
-                    if record.etag != content.etag && different != OnDifferent::Adopt {
-                        if !overwrite {
-                            return Ok(Step::Keep(PublishPlan::Done(KeyOutcome::Conflict)));
-                        }
-                        // The uploads whose bytes are replaced stop referencing the key and
-                        // wait for it (invariant 8), marked so before the swap: the
-                        // overwriter's removal hands it back. (Kept as references, they
-                        // held its bytes after the overwriter was deleted, or lost the key
-                        // with it where the object alone stood for the record.)
-                        let earlier: BTreeSet<String> =
-                            record.refs.into_iter().filter(|r| r != upload).collect();
-                        if !earlier.is_subset(&marked_waiting) {
-                            return Ok(Step::Keep(PublishPlan::MarkWaiting(earlier)));
-                        }
-                        let record = mine([upload.to_string()].into(), upload.to_string());
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-                        return Ok(Step::Write(record, plan));
-                    }
-                    let by_us = record.by == upload && fresh;
-                    if let Some(dead) = &record.lease {
-                        // A dead holder's change to this same content: finish it ourselves (a
-                        // creation stays one: what is at the key may not be symdex's).
-                        let own = dead.holder == holder;
-                        let creation = dead.op == CREATE;
-                        let lease = if creation {
-                            self.publisher_lease(CREATE, &holder, publisher)
-                        } else {
-                            lease.clone()
-                        };
-                        record.refs.insert(upload.to_string());
-                        let by = record.by.clone();
-                        let record = KeyRecord {
-                            lease: Some(lease.clone()),
-                            alias_of: self.alias_target(content).filter(|_| creation),
-                            ..mine(record.refs, by)
-                        };
-                        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
-                        return Ok(Step::Write(record, plan));
-                    }
-                    let check = PublishPlan::Check {
-                        by_us,
-                        size: record.size,
-                        alias_of: record.alias_of.clone(),
-                    };
-                    if record.refs.insert(upload.to_string()) {
-                        Ok(Step::Write(record, check))
-                    } else {
-                        Ok(Step::Keep(check))
-                    }
-                };
+            let deciding = Deciding {
+                key,
+                publisher,
+                holder: &holder,
+                content,
+                different,
+                fresh,
+                creates,
+                guessing,
+                sharing: &sharing,
+                external: &external,
+                listed: &listed,
+                marked_waiting: &marked_waiting,
+            };
+            let mut decide = |current: Option<KeyRecord>| {
+                let guessed = std::mem::take(&mut on_guess);
+                self.decide(&deciding, guessed, current)
+            };
             let (plan, written) = self
                 .update_versioned(&file, prefetched.take(), |current| {
                     let step = decide(current)?;
@@ -583,6 +434,38 @@ impl<'s> RefStore<'s> {
         if !matches!(plan, PublishPlan::Check { .. }) {
             drop(turn.take());
         }
+        let deciding = Deciding {
+            key,
+            publisher,
+            holder: &holder,
+            content,
+            different,
+            fresh,
+            creates,
+            guessing,
+            sharing: &sharing,
+            external: &external,
+            listed: &listed,
+            marked_waiting: &marked_waiting,
+        };
+        self.carry_out(&deciding, plan, written, seen, turn).await
+    }
+
+    /// Carries out what [`Self::decide`] planned for a key (`written`: the record as the swap
+    /// wrote it; `seen`: what is at the key was looked at already).
+    async fn carry_out(
+        &self,
+        d: &Deciding<'_, '_>,
+        plan: PublishPlan,
+        written: Option<Versioned>,
+        seen: bool,
+        turn: Option<InTurn>,
+    ) -> io::Result<Publication> {
+        let (key, content, different) = (d.key, d.content, d.different);
+        let (publisher, holder, listed) = (d.publisher, d.holder, d.listed);
+        let upload = publisher.upload;
+        let overwrite = different == OnDifferent::Overwrite;
+        let file = key_file(key);
         match plan {
             // Never reached: the loop above asks and swaps again instead.
             PublishPlan::NeedHead
@@ -646,19 +529,19 @@ impl<'s> RefStore<'s> {
                 let lease = self
                     .update(&file, |mut current: Option<KeyRecord>| {
                         if let Some(record) = current.as_mut() {
-                            if self.settle(record, &listed).is_err() {
+                            if self.settle(record, listed).is_err() {
                                 return Ok(Step::Wait(format!("{key}: a change is in progress")));
                             }
                         }
                         match current {
-                            Some(r) if self.blocked_for(&r, &holder, publisher) => {
+                            Some(r) if self.blocked_for(&r, holder, publisher) => {
                                 Ok(Step::Wait(format!("{key}: a change is in progress")))
                             }
                             Some(mut r)
                                 if (r.etag == content.etag || different == OnDifferent::Adopt)
                                     && r.refs.contains(upload) =>
                             {
-                                let lease = self.publisher_lease("copy", &holder, publisher);
+                                let lease = self.publisher_lease("copy", holder, publisher);
                                 r.lease = Some(lease.clone());
                                 // What is copied now (an adopted copy is replaced by ours).
                                 r.etag = content.etag.to_string();
