@@ -66,6 +66,8 @@ fn created_message(id: &str, key: &str) -> aws_sdk_sqs::types::Message {
         .build()
 }
 
+/// The benchmark's runs one after another, each printing its figures: long, and read top to
+/// bottom.
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -239,6 +241,7 @@ async fn main() {
 /// stored / input bytes, in the default deployment (redirect aliases): each distinct artifact
 /// indexed into a fresh bucket, then every one delivered again. The goals (issue "one stored
 /// copy per artifact"): keys + 4 requests per fresh artifact, 3 per redelivery, 1.05x bytes.
+/// A benchmark's script, step after step, printing as it goes: long, and read top to bottom.
 async fn bench_requests(stack: &Stack, keys: &[String]) {
     let bucket = "bench-requests";
     stack
