@@ -66,14 +66,47 @@ pub enum Format {
     Csv,
 }
 
-/// One CSV field (RFC 4180: quoted when it holds a comma, quote or line break). Three lines
-/// do not need the csv crate.
+/// One CSV field (RFC 4180: quoted when it holds a comma, quote or line break). A field a
+/// spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a
+/// carriage return: names and build metadata are the uploader's) is prefixed with `'`, as
+/// OWASP advises. A few lines do not need the csv crate.
 fn csv_field(value: &str) -> String {
+    let value = if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        std::borrow::Cow::Owned(format!("'{value}"))
+    } else {
+        std::borrow::Cow::Borrowed(value)
+    };
     if value.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", value.replace('"', "\"\""))
     } else {
-        value.to_string()
+        value.into_owned()
     }
+}
+
+/// Text the uploader chose (entry names, keys, build metadata, reasons quoting them), fit for
+/// a terminal: control characters (ESC, BEL, CR... which could retitle or clear a terminal)
+/// and the invisible or bidirectional formatting characters that reorder what is shown are
+/// written as visible escapes (`\x1b`, `\u{202e}`), never raw. JSON output stays exact.
+fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hidden(c) && (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 const CSV_HEADER: &str =
@@ -110,17 +143,17 @@ fn table_row(r: &Record) -> String {
     let keys = r.published.len() + r.unchanged.len() + r.removed.len();
     format!(
         "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} {}{}",
-        r.time,
+        shown(&r.time),
         r.action.map_or("-", |a| a.as_str()),
-        r.meta.build.as_deref().unwrap_or("-"),
+        shown(r.meta.build.as_deref().unwrap_or("-")),
         r.format.map_or("-", |f| f.as_str()),
         r.arch.map_or("-", |a| a.as_str()),
-        r.debug_id.as_deref().unwrap_or("-"),
+        shown(r.debug_id.as_deref().unwrap_or("-")),
         keys,
-        r.name.as_deref().unwrap_or(&r.ingest_key),
+        shown(r.name.as_deref().unwrap_or(&r.ingest_key)),
         r.reason
             .as_deref()
-            .map(|s| format!("  ({s})"))
+            .map(|s| format!("  ({})", shown(s)))
             .unwrap_or_default(),
     )
 }
@@ -183,12 +216,13 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         let now = crate::block_on(RefStore::new(&store).key(key))??;
         match now {
             Some(k) if !k.refs.is_empty() => {
-                println!("{key}: published, referenced by {} uploads:", k.refs.len());
+                let (key, count) = (shown(key), k.refs.len());
+                println!("{key}: published, referenced by {count} uploads:");
                 for upload in &k.refs {
-                    println!("  {upload}");
+                    println!("  {}", shown(upload));
                 }
             }
-            _ => println!("{key}: not published now"),
+            _ => println!("{}: not published now", shown(key)),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -297,7 +331,12 @@ fn missing_sources(
                     csv_field(&r.upload),
                     csv_field(path)
                 ),
-                Format::Table => println!("{build_id:<42} {name:<24} {path}"),
+                Format::Table => println!(
+                    "{:<42} {:<24} {}",
+                    shown(build_id),
+                    shown(name),
+                    shown(path)
+                ),
             }
         }
     }
@@ -310,6 +349,21 @@ fn missing_sources(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uploader_text_reaches_terminals_escaped_and_spreadsheets_as_text() {
+        assert_eq!(shown("plain name.pdb"), "plain name.pdb");
+        assert_eq!(
+            shown("evil\x1b]0;PWNED\x07\x1b[2J\r.sym"),
+            "evil\\x1b]0;PWNED\\x07\\x1b[2J\\r.sym"
+        );
+        assert_eq!(shown("a\u{202e}b\u{9b}c"), "a\\u{202e}b\\u{9b}c");
+        for formula in ["=1+1", "+1", "-1", "@SUM(A1)", "\tx"] {
+            assert_eq!(csv_field(formula), format!("'{formula}"));
+        }
+        assert_eq!(csv_field("=a,b"), "\"'=a,b\"");
+        assert_eq!(csv_field("a=b"), "a=b");
+    }
 
     #[test]
     fn csv_fields_are_quoted_when_they_must_be() {
