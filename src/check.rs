@@ -26,6 +26,7 @@ use symdex_shared::refs::RefStore;
 use symdex_shared::storage::LocalStore;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, Kind, Layout};
 
+use crate::credentials::{redacted, split_userinfo, Credentialed};
 use crate::inputs::{expand_paths, file_head, identify_each, Outcome, Walked};
 
 #[derive(Args)]
@@ -33,9 +34,26 @@ pub struct CheckArgs {
     /// Binaries, debug files, directories, or JSON module lists (`.json`).
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
-    /// A symbol server's base URL (symdex serve, CloudFront, any static host).
+    /// A symbol server's base URL (symdex serve, CloudFront, any static host). User
+    /// information in it (`https://user:token@host`) is sent as basic credentials and never
+    /// printed; prefer --auth-token-file or --header.
     #[arg(long, required_unless_present = "store")]
     pub server: Option<String>,
+    /// A file whose first line is a token, sent as `Authorization: Bearer <token>`.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// A token sent as `Authorization: Bearer <token>` (from the environment, not the
+    /// command line, which other users of the machine can read).
+    #[arg(
+        long = "auth-token-env",
+        hide = true,
+        env = "SYMDEX_AUTH_TOKEN",
+        hide_env_values = true
+    )]
+    pub auth_token: Option<String>,
+    /// A header every request carries, `'Name: value'` (repeatable); never printed.
+    #[arg(long = "header", value_name = "NAME: VALUE", value_parser = crate::credentials::parse_header)]
+    pub headers: Vec<(String, String)>,
     /// A store directory: checked directly, or (with --server) only for who published each key
     /// and the size it should have.
     #[arg(long)]
@@ -425,19 +443,23 @@ fn recorded(
 
 fn check_one(
     wanted: Wanted,
-    server: Option<&(String, ureq::Agent)>,
+    server: Option<&(Credentialed, ureq::Agent)>,
     store_root: Option<&Path>,
     record: Option<&(u64, String)>,
 ) -> Checked {
     let published_by = record.map(|(_, by)| by.clone()).filter(|b| !b.is_empty());
     let (url, status, size, detail) = match (server, store_root) {
-        (Some((base, agent)), _) => {
+        (Some((server, agent)), _) => {
             let url = format!(
                 "{}/{}",
-                base.trim_end_matches('/'),
+                server.base.trim_end_matches('/'),
                 crate::serve::url_path(wanted.key.split('/'))
             );
-            match agent.head(&url).call() {
+            let mut request = agent.head(&url);
+            for (name, value) in &server.headers {
+                request = request.header(name, value);
+            }
+            match request.call() {
                 Ok(response) => {
                     let code = response.status().as_u16();
                     let size = response
@@ -453,7 +475,7 @@ fn check_one(
                     };
                     (url, status, size, Some(format!("HTTP {code}")))
                 }
-                Err(e) => (url, Status::Error, None, Some(e.to_string())),
+                Err(e) => (url, Status::Error, None, Some(redacted(&e.to_string()))),
             }
         }
         (None, Some(root)) => {
@@ -482,6 +504,31 @@ fn check_one(
     }
 }
 
+/// The server with every credential `args` give it: the URL's user information, a token (by
+/// file or environment), headers given whole (the last word on a name).
+fn credentialed(base: &str, args: &CheckArgs) -> anyhow::Result<Credentialed> {
+    let mut server = split_userinfo(base);
+    let token = match &args.auth_token_file {
+        Some(file) => Some(crate::credentials::token_from_file(file)?),
+        None => args.auth_token.clone().filter(|t| !t.is_empty()),
+    };
+    if let Some(token) = token {
+        server
+            .headers
+            .retain(|(n, _)| !n.eq_ignore_ascii_case("authorization"));
+        server
+            .headers
+            .push(("Authorization".into(), format!("Bearer {token}")));
+    }
+    for (name, value) in &args.headers {
+        server
+            .headers
+            .retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        server.headers.push((name.clone(), value.clone()));
+    }
+    Ok(server)
+}
+
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let clients: Vec<Client> = if args.clients.is_empty() || args.clients.contains(&Client::All) {
         Client::EACH.to_vec()
@@ -497,10 +544,15 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let lower = base.to_ascii_lowercase();
         if !(lower.starts_with("http://") || lower.starts_with("https://")) {
             anyhow::bail!(
-                "--server {base}: not an http:// or https:// URL (a store directory goes with --store)"
+                "--server {}: not an http:// or https:// URL (a store directory goes with --store)",
+                redacted(base)
             );
         }
     }
+    let server = match &args.server {
+        Some(base) => Some(credentialed(base, args)?),
+        None => None,
+    };
     let (wanted, input_failed) = read_inputs(args, &clients)?;
     let store = match &args.store {
         Some(dir) if !dir.is_dir() => anyhow::bail!("no store at {}", dir.display()),
@@ -512,14 +564,14 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let records = recorded(store.as_ref(), &wanted)?;
-    let server = args.server.as_ref().map(|base| {
+    let server = server.map(|server| {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(args.timeout.max(1))))
             .http_status_as_error(false)
             .max_redirects(5)
             .build()
             .into();
-        (base.clone(), agent)
+        (server, agent)
     });
     let store_root = args.store.as_deref();
     let bar = if args.json || wanted.len() < 50 {

@@ -5,6 +5,7 @@ mod auth;
 mod check;
 mod core_file;
 mod crash;
+mod credentials;
 mod index;
 mod inputs;
 mod keys;

@@ -510,3 +510,71 @@ fn an_archive_entry_over_the_limits_is_not_passed_unchecked() {
         "{stderr}"
     );
 }
+
+/// A private server checked with its token given by file, by environment, by header and as
+/// URL user information: found every way, and the token is nowhere in what `check` prints
+/// (table and JSON, stdout and stderr).
+#[test]
+fn credentials_reach_a_private_server_and_are_never_printed() {
+    let (w, indexed, _) = setup();
+    let token = "s3cr3t-t0ken";
+    std::fs::write(w.path("tokens"), format!("{token}\n")).unwrap();
+    let server = Server::start_with(
+        &w.path("store"),
+        &["--auth-token-file", w.path("tokens").to_str().unwrap()],
+        None,
+    );
+    std::fs::write(
+        w.path("modules.json"),
+        serde_json::json!([{ "code_file": "/opt/app", "code_id": indexed }]).to_string(),
+    )
+    .unwrap();
+    let modules = w.path("modules.json");
+    let with_userinfo = server.url().replacen("://", &format!("://ci:{token}@"), 1);
+    let header = format!("Authorization: Bearer {token}");
+    let ways: Vec<(Vec<String>, Option<&str>)> = vec![
+        (
+            vec![
+                "--server".into(),
+                server.url(),
+                "--auth-token-file".into(),
+                w.path("tokens").to_string_lossy().into(),
+            ],
+            None,
+        ),
+        (vec!["--server".into(), server.url()], Some(token)),
+        (
+            vec!["--server".into(), server.url(), "--header".into(), header],
+            None,
+        ),
+        (vec!["--server".into(), with_userinfo], None),
+    ];
+    for (args, env_token) in ways {
+        for json in [true, false] {
+            let mut command = symdex();
+            command
+                .arg("check")
+                .args(&args)
+                .args(["--client", "debuginfod"])
+                .arg(&modules);
+            if json {
+                command.arg("--json");
+            }
+            match env_token {
+                Some(t) => command.env("SYMDEX_AUTH_TOKEN", t),
+                None => command.env_remove("SYMDEX_AUTH_TOKEN"),
+            };
+            let out = command.output().unwrap();
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+            );
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {stdout}{stderr}");
+            assert!(stdout.contains("found"), "{args:?}: {stdout}");
+            assert!(
+                !stdout.contains(token) && !stderr.contains(token),
+                "{args:?} printed the token: {stdout}{stderr}"
+            );
+        }
+    }
+}
