@@ -13,6 +13,10 @@ pub struct LambdaConfig {
     pub archive_limits: symdex_shared::archive::Limits,
     /// SYMDEX_SERVING_BUCKET (required): where keys, references and the manifest go.
     pub serving_bucket: String,
+    /// SYMDEX_INGEST_BUCKET (the module sets it): the only bucket whose events are indexed or
+    /// removed; an event naming another is recorded as rejected and acknowledged. Unset: any
+    /// bucket but the serving bucket.
+    pub ingest_bucket: Option<String>,
     /// The pipeline: SYMDEX_LAYOUTS (comma list, default all), SYMDEX_MANIFEST_PREFIX
     /// (default `_manifest`), SYMDEX_PREFIX_<LAYOUT> (e.g. SYMDEX_PREFIX_UNIFIED=sentry/),
     /// SYMDEX_OVERWRITE (`true` replaces differing content instead of recording a conflict),
@@ -62,6 +66,23 @@ fn list(value: &str) -> Vec<String> {
 }
 
 impl LambdaConfig {
+    /// Why an event naming `bucket` is not this function's to act on (the serving bucket,
+    /// whose private records a direct invoke could otherwise have indexed, or a bucket other
+    /// than the ingest bucket); `None`: it is.
+    pub fn foreign_bucket(&self, bucket: &str) -> Option<String> {
+        if bucket == self.serving_bucket {
+            return Some(format!(
+                "an event for the serving bucket {bucket}, not an ingest bucket"
+            ));
+        }
+        match &self.ingest_bucket {
+            Some(ingest) if ingest != bucket => Some(format!(
+                "an event for the bucket {bucket}, not the ingest bucket {ingest}"
+            )),
+            _ => None,
+        }
+    }
+
     pub fn from_env() -> Result<Self, String> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -72,6 +93,7 @@ impl LambdaConfig {
         let serving_bucket = lookup("SYMDEX_SERVING_BUCKET")
             .filter(|b| !b.is_empty())
             .ok_or("SYMDEX_SERVING_BUCKET is not set")?;
+        let ingest_bucket = lookup("SYMDEX_INGEST_BUCKET").filter(|b| !b.is_empty());
         let layouts =
             match lookup("SYMDEX_LAYOUTS").filter(|s| !s.trim().is_empty() && s.trim() != "all") {
                 Some(value) => list(&value)
@@ -161,6 +183,7 @@ impl LambdaConfig {
             archive_limits,
             decoder_memory,
             serving_bucket,
+            ingest_bucket,
             concurrency,
             pipeline: Config {
                 layouts,

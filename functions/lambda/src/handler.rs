@@ -435,6 +435,20 @@ async fn work(
     event: ObjectEvent,
     delivery: Delivery,
 ) -> std::io::Result<Job> {
+    // Only the ingest bucket's objects: anything else is said so and acknowledged (a retry
+    // would meet the same refusal).
+    if let Some(reason) = ctx.config.foreign_bucket(&event.bucket) {
+        let record = located(&event, &UploadMeta::default()).nothing_published(
+            None,
+            Action::Rejected,
+            reason,
+        );
+        log_decisions(&event, &record, 0);
+        return Ok(Job {
+            indexed: vec![record],
+            ingest: None,
+        });
+    }
     // Boxed: the pipeline's futures are deep, and a task's size should not be.
     match kind {
         Work::Index => Box::pin(index_object(ctx.clone(), event, delivery)).await,

@@ -541,6 +541,62 @@ async fn direct_s3_and_eventbridge_events() {
         .is_empty());
 }
 
+/// The functions act on the ingest bucket's events alone: an event naming the serving bucket
+/// (a direct invoke aimed at its private records) or, with SYMDEX_INGEST_BUCKET, any other
+/// bucket is recorded as rejected, acknowledged (not retried), and reads nothing there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_for_other_buckets_are_rejected_and_acknowledged() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    stack.upload("ci/app.debug", &fx.path("app.debug")).await;
+    let created = stack.receive(1).await;
+    let ctx = context(&stack, &[("SYMDEX_INGEST_BUCKET", INGEST)]).await;
+    let event = |bucket: &str, key: &str, name: &str| {
+        json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
+            "eventName": name, "s3": {"bucket": {"name": bucket}, "object": {"key": key}}}]})
+    };
+    for (bucket, key) in [
+        (SERVING, "_symdex/layout.json"),
+        ("someone-elses-bucket", "ci/app.debug"),
+    ] {
+        for (name, handle) in [("ObjectCreated:Put", true), ("ObjectRemoved:Delete", false)] {
+            let payload = event(bucket, key, name);
+            let response = if handle {
+                handle_indexer(&ctx, payload).await
+            } else {
+                handle_remover(&ctx, payload).await
+            };
+            assert_eq!(response.unwrap()["records"], 1, "{bucket} {name}");
+        }
+    }
+    // Through SQS too: acknowledged, no failure to retry.
+    let mut foreign = sqs_event(&created, &stack.queue_arn);
+    let body = foreign["Records"][0]["body"]
+        .as_str()
+        .unwrap()
+        .replace(INGEST, "someone-elses-bucket");
+    foreign["Records"][0]["body"] = Value::String(body);
+    assert!(failures(&handle_indexer(&ctx, foreign).await.unwrap()).is_empty());
+    let records = checks::manifest_records(&stack, SERVING).await;
+    assert_eq!(records.len(), 5, "{records:?}");
+    for record in &records {
+        assert_eq!(record["action"], "rejected", "{record}");
+        assert!(
+            record["reason"].as_str().unwrap().contains("bucket"),
+            "{record}"
+        );
+    }
+    assert!(checks::published(&stack, SERVING).await.is_empty());
+    // The ingest bucket's own event is indexed as ever.
+    let response = handle_indexer(&ctx, sqs_event(&created, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty());
+    assert!(checks::published(&stack, SERVING)
+        .await
+        .contains_key(&format!("buildid/{}/debuginfo", fx.build_id())));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_product_prefixes_a_lying_product_is_rejected() {
     let stack = Stack::new().await;

@@ -251,6 +251,11 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     let s3 = moto.s3().await;
     let sqs = moto.sqs().await;
     let ingest = out("ingest_bucket");
+    // The functions act on the ingest bucket's events alone.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_INGEST_BUCKET"],
+        ingest.as_str()
+    );
     let put = s3
         .put_object()
         .bucket(&ingest)

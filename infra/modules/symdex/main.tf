@@ -20,7 +20,10 @@ locals {
   aliases = coalesce(var.aliases, var.enable_cloudfront || var.enable_website ? "redirect" : "copy")
   function_env = merge(
     {
-      SYMDEX_SERVING_BUCKET      = aws_s3_bucket.serving.id
+      SYMDEX_SERVING_BUCKET = aws_s3_bucket.serving.id
+      # Events for any other bucket (a direct invoke naming the serving bucket, say) are
+      # recorded as rejected and acknowledged.
+      SYMDEX_INGEST_BUCKET       = aws_s3_bucket.ingest.id
       SYMDEX_LAYOUTS             = join(",", var.layouts)
       SYMDEX_MANIFEST_PREFIX     = trim(var.manifest_prefix, "/")
       SYMDEX_MULTIPART_THRESHOLD = tostring(var.multipart_threshold_bytes)
