@@ -465,3 +465,141 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
         "{unknown}"
     );
 }
+
+/// Unsafe combinations are refused at plan time, each naming its problem: the website (public
+/// read) with access control, access control without CloudFront (which enforces it), and a
+/// layout prefix that is empty (a write grant to the whole bucket) or private. The safe
+/// combinations still plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
+        return;
+    }
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../infra/modules/symdex")
+        .canonicalize()
+        .unwrap();
+    std::fs::write(d.join("terraformrc"), "").unwrap();
+    std::fs::write(d.join("bootstrap.zip"), "not read by a plan").unwrap();
+    let config = root_config(&module, &moto.endpoint)
+        .replace(
+            "  allowed_cidrs            = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n",
+            "  allowed_cidrs            = var.allowed_cidrs\n",
+        )
+        .replace(
+            "  require_auth             = true\n",
+            "  require_auth             = var.require_auth\n  enable_website = var.enable_website\n  enable_cloudfront = var.enable_cloudfront\n  layout_prefixes = var.layout_prefixes\n",
+        );
+    let variables = "variable \"require_auth\" { type = bool }\nvariable \"allowed_cidrs\" { type = list(string) }\nvariable \"enable_website\" { type = bool }\nvariable \"enable_cloudfront\" { type = bool }\nvariable \"layout_prefixes\" { type = map(string) }\n\n";
+    std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
+    init(d);
+    // (require_auth, allowed_cidrs, enable_website, enable_cloudfront, layout_prefixes)
+    let plan = |vars: (bool, &str, bool, bool, &str)| {
+        let (auth, cidrs, website, cloudfront, prefixes) = vars;
+        Command::new("terraform")
+            .args([
+                "plan",
+                "-input=false",
+                "-no-color",
+                "-refresh=false",
+                // Plans run side by side over one directory (no state to protect).
+                "-lock=false",
+                &format!("-var=require_auth={auth}"),
+                &format!("-var=allowed_cidrs={cidrs}"),
+                &format!("-var=enable_website={website}"),
+                &format!("-var=enable_cloudfront={cloudfront}"),
+                &format!("-var=layout_prefixes={prefixes}"),
+            ])
+            .current_dir(d)
+            .env("TF_CLI_CONFIG_FILE", d.join("terraformrc"))
+            .env("TF_IN_AUTOMATION", "1")
+            .output()
+            .expect("run terraform")
+    };
+    let no_cidrs = "[]";
+    let cidrs = r#"["10.0.0.0/8"]"#;
+    let defaults = "{}";
+    let refused = [
+        (
+            (true, no_cidrs, true, true, defaults),
+            "enable_website makes",
+        ),
+        ((false, cidrs, true, true, defaults), "enable_website makes"),
+        (
+            (true, no_cidrs, false, false, defaults),
+            "require_auth is enforced by CloudFront",
+        ),
+        (
+            (false, cidrs, false, false, defaults),
+            "allowed_cidrs is enforced by CloudFront",
+        ),
+        (
+            (false, no_cidrs, false, true, r#"{unified = ""}"#),
+            "may not be empty",
+        ),
+        (
+            (
+                false,
+                no_cidrs,
+                false,
+                true,
+                r#"{symstore = "_symdex/syms/"}"#,
+            ),
+            "may not lie under",
+        ),
+        (
+            (false, no_cidrs, false, true, r#"{unified = "_manifest/"}"#),
+            "may not lie under",
+        ),
+    ];
+    let planned = [
+        (true, cidrs, false, true, defaults),
+        (false, no_cidrs, true, false, defaults),
+        (
+            false,
+            no_cidrs,
+            true,
+            true,
+            r#"{debuginfod = "", unified = "sentry/"}"#,
+        ),
+    ];
+    // Expected: a problem named, or `None` for a plan that must succeed.
+    let cases: Vec<_> = refused
+        .iter()
+        .map(|(vars, problem)| (*vars, Some(*problem)))
+        .chain(planned.iter().map(|vars| (*vars, None)))
+        .collect();
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let plan = &plan;
+        let handles: Vec<_> = cases
+            .chunks(cases.len().div_ceil(3))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(vars, problem)| (*vars, *problem, plan(*vars)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| handle.join().unwrap())
+            .collect()
+    });
+    for (vars, problem, out) in outcomes {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+        match problem {
+            Some(problem) => {
+                assert!(!out.status.success(), "{vars:?} planned");
+                assert!(stderr.contains(problem), "{vars:?}: {stderr}");
+            }
+            None => assert!(out.status.success(), "{vars:?} did not plan: {stderr}"),
+        }
+    }
+}

@@ -74,12 +74,20 @@ variable "allowed_cidrs" {
     condition     = alltrue([for c in var.allowed_cidrs : can(cidrhost(c, 0))])
     error_message = "allowed_cidrs must be CIDR blocks, e.g. 203.0.113.0/24 or 2001:db8::/32."
   }
+  validation {
+    condition     = length(var.allowed_cidrs) == 0 || var.enable_cloudfront
+    error_message = "allowed_cidrs is enforced by CloudFront's access function: it needs enable_cloudfront = true (without CloudFront it would protect nothing)."
+  }
 }
 
 variable "require_auth" {
   description = "Require a bearer token or basic credentials (hashes in the access_tokens KeyValueStore) for every read through CloudFront."
   type        = bool
   default     = false
+  validation {
+    condition     = !var.require_auth || var.enable_cloudfront
+    error_message = "require_auth is enforced by CloudFront's access function: it needs enable_cloudfront = true (without CloudFront it would protect nothing)."
+  }
 }
 
 variable "publish_edge_function" {
@@ -108,6 +116,23 @@ variable "layout_prefixes" {
   description = "Key prefix per layout (SYMDEX_PREFIX_<LAYOUT>); unset layouts keep symdex's defaults."
   type        = map(string)
   default     = {}
+  validation {
+    # Every function's write grant is the layouts' prefixes: an empty one is the whole bucket
+    # (debuginfod's keys start with buildid/ of their own, so its prefix may be empty).
+    condition = alltrue([
+      for layout, prefix in var.layout_prefixes : layout == "debuginfod" || trim(prefix, "/") != ""
+    ])
+    error_message = "layout_prefixes: a layout's prefix may not be empty (only debuginfod's, whose keys start with buildid/): it would grant every function writes to the whole serving bucket."
+  }
+  validation {
+    condition = alltrue([
+      for prefix in values(var.layout_prefixes) : trim(prefix, "/") == "" || (
+        !startswith("${trim(prefix, "/")}/", "${trim(var.manifest_prefix, "/")}/") &&
+        !startswith("${trim(prefix, "/")}/", "${trim(var.state_prefix, "/")}/")
+      )
+    ])
+    error_message = "layout_prefixes: a layout's prefix may not lie under the private manifest_prefix or state_prefix (never served, and its records would mix with the keys)."
+  }
 }
 
 variable "manifest_prefix" {
@@ -264,6 +289,10 @@ variable "enable_website" {
   description = "Also (or instead) serve as an S3 static website (public read of the layout prefixes; misses answer 403 there, CloudFront answers 404)."
   type        = bool
   default     = false
+  validation {
+    condition     = !var.enable_website || (!var.require_auth && length(var.allowed_cidrs) == 0)
+    error_message = "enable_website makes the serving bucket's symbols publicly readable (website and REST endpoints alike), which would bypass require_auth and allowed_cidrs: turn the website off for a private deployment."
+  }
 }
 
 variable "enable_access_logs" {

@@ -1,5 +1,5 @@
 terraform {
-  required_version = ">= 1.5"
+  required_version = ">= 1.9" # validations that name other variables
   required_providers {
     aws = {
       source  = "hashicorp/aws"
