@@ -251,6 +251,15 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     let s3 = moto.s3().await;
     let sqs = moto.sqs().await;
     let ingest = out("ingest_bucket");
+    // Only this account's ingest bucket may send to the queues.
+    for queue in ["events", "removals"] {
+        let policy = find(&format!("module.symdex.aws_sqs_queue_policy.{queue}"))["policy"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(policy.contains("aws:SourceAccount"), "{policy}");
+        assert!(policy.contains("aws:SourceArn"), "{policy}");
+    }
     // The functions act on the ingest bucket's events alone.
     assert_eq!(
         indexer["environment"][0]["variables"]["SYMDEX_INGEST_BUCKET"],

@@ -18,6 +18,8 @@ resource "aws_cloudfront_distribution" "symbols" {
   # "/" would otherwise be a ListBucket request (CloudFront may list): fetch a key that never
   # exists instead, so the root answers 404 and no listing is ever exposed.
   default_root_object = "index.html"
+  # The team's own host names (with certificate_arn).
+  aliases = var.domain_names
 
   origin {
     origin_id                = "serving"
@@ -97,8 +99,13 @@ resource "aws_cloudfront_distribution" "symbols" {
     }
   }
 
+  # CloudFront's default certificate (*.cloudfront.net) accepts TLS 1.0 and cannot be held to
+  # more; with a certificate of the team's own, viewers must speak minimum_protocol_version.
   viewer_certificate {
-    cloudfront_default_certificate = true
+    cloudfront_default_certificate = var.certificate_arn == null
+    acm_certificate_arn            = var.certificate_arn
+    ssl_support_method             = var.certificate_arn == null ? null : "sni-only"
+    minimum_protocol_version       = var.certificate_arn == null ? null : var.minimum_protocol_version
   }
 
   tags       = var.tags

@@ -55,8 +55,17 @@ data "aws_iam_policy_document" "s3_sends" {
       variable = "aws:SourceArn"
       values   = [aws_s3_bucket.ingest.arn]
     }
+    # Bucket names are global: the bucket must also be this account's (a deleted bucket's
+    # name taken by another account cannot send).
+    condition {
+      test     = "StringEquals"
+      variable = "aws:SourceAccount"
+      values   = [data.aws_caller_identity.current.account_id]
+    }
   }
 }
+
+data "aws_caller_identity" "current" {}
 
 resource "aws_sqs_queue_policy" "events" {
   queue_url = aws_sqs_queue.events.id

@@ -340,3 +340,29 @@ variable "tags" {
   type    = map(string)
   default = {}
 }
+
+variable "certificate_arn" {
+  description = "An ACM certificate (us-east-1) for domain_names; with it, viewers must speak minimum_protocol_version (CloudFront's default certificate allows TLS 1.0)."
+  type        = string
+  default     = null
+}
+
+variable "domain_names" {
+  description = "Host names the distribution answers for (needs certificate_arn)."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = length(var.domain_names) == 0 || var.certificate_arn != null
+    error_message = "domain_names need a certificate_arn (an ACM certificate in us-east-1 covering them)."
+  }
+}
+
+variable "minimum_protocol_version" {
+  description = "The oldest TLS CloudFront accepts from viewers, with certificate_arn (e.g. TLSv1.2_2021)."
+  type        = string
+  default     = "TLSv1.2_2021"
+  validation {
+    condition     = contains(["TLSv1.2_2018", "TLSv1.2_2019", "TLSv1.2_2021", "TLSv1.3_2025"], var.minimum_protocol_version)
+    error_message = "minimum_protocol_version is one of TLSv1.2_2018, TLSv1.2_2019, TLSv1.2_2021, TLSv1.3_2025."
+  }
+}
