@@ -4,11 +4,14 @@
 //!
 //! What is private is decided on the path that will be opened: the request path is decoded and
 //! normalised here (empty and `.` segments dropped; `..`, backslashes, control characters,
-//! components over 255 bytes and non-UTF-8 refused), and the file service is handed exactly
-//! that path, so no spelling (`//_symdex`, `/./_symdex`, `/%2e/_symdex`, `/.%2f_manifest`, the
-//! absolute form) reaches a private file. Connections are served here, not by `axum::serve`:
-//! TCP_NODELAY (no 40 ms stall per kept-alive request), a header-read timeout (idle
-//! connections are closed) and a cap on open connections (accepting pauses at the cap).
+//! components over 255 bytes and non-UTF-8 refused; private folders in any case), and exactly
+//! that path is opened (`serve_file.rs`: regular files only, no link out of the store or into
+//! its private folders, streamed), so no spelling (`//_symdex`, `/./_symdex`, `/%2e/_symdex`,
+//! `/.%2f_manifest`, `/_SYMDEX`, the absolute form) reaches a private file. Connections are
+//! served here, not by `axum::serve` (`serve_conn.rs`): TCP_NODELAY (no 40 ms stall per
+//! kept-alive request), a header-read timeout (idle connections are closed), a progress
+//! timeout (a client that takes no bytes is dropped), a cap on open connections (accepting
+//! pauses at the cap) and optionally per client address.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -23,7 +26,6 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use clap::Args;
-use tower_http::services::ServeDir;
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -39,6 +41,14 @@ pub struct ServeArgs {
     /// Connections served at once (default: what the open-files limit allows).
     #[arg(long)]
     pub max_connections: Option<usize>,
+    /// Connections one client address may hold at once (default: no cap of its own); further
+    /// ones are closed at once.
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Seconds a client may take no bytes of a response before its connection is closed
+    /// (a client that asks and never reads holds no buffer or connection past it).
+    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    pub send_timeout: u64,
     /// Require credentials: one token, `user:password` or `sha256:<hex>` per line (auth.rs);
     /// requests without them get 401 and a basic-auth challenge.
     #[arg(long, value_name = "FILE")]
@@ -100,107 +110,14 @@ fn servable_path(raw: &str) -> Option<Vec<String>> {
             _ => parts.push(part.to_string()),
         }
     }
+    // In any case: on a case-insensitive file system `_SYMDEX` opens `_symdex`.
     if parts
         .first()
-        .is_some_and(|p| PRIVATE_DIRS.contains(&p.as_str()))
+        .is_some_and(|p| PRIVATE_DIRS.iter().any(|d| d.eq_ignore_ascii_case(p)))
     {
         return None;
     }
     Some(parts)
-}
-
-/// Files up to this size are answered in one blocking task (open, stat, read); larger ones
-/// are streamed by the file service.
-const FAST_MAX: u64 = 8 << 20;
-/// Files up to this size are read on the runtime's own thread.
-const INLINE_MAX: u64 = 256 << 10;
-
-/// One `bytes=` range of a file of `len` bytes: `Ok(None)` for no (or an unparsable, hence
-/// ignored) range, `Err(())` for an unsatisfiable one.
-fn single_range(header: Option<&str>, len: u64) -> Result<Option<(u64, u64)>, ()> {
-    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
-        return Ok(None);
-    };
-    let Some((first, last)) = spec.trim().split_once('-') else {
-        return Ok(None);
-    };
-    let (first, last) = (first.trim(), last.trim());
-    let range = match (first.parse::<u64>(), last.parse::<u64>()) {
-        (Ok(a), Ok(b)) if a <= b => (a, b.min(len.saturating_sub(1))),
-        (Ok(a), Err(_)) if last.is_empty() => (a, len.saturating_sub(1)),
-        (Err(_), Ok(n)) if first.is_empty() && n > 0 => {
-            (len.saturating_sub(n), len.saturating_sub(1))
-        }
-        _ => return Ok(None),
-    };
-    if range.0 >= len {
-        return Err(());
-    }
-    Ok(Some(range))
-}
-
-/// Answers a GET/HEAD of a regular file of at most [`FAST_MAX`] bytes in one blocking task;
-/// `None` to let the file service answer (larger files, directories, misses).
-async fn fast_file(
-    root: &std::path::Path,
-    parts: &[String],
-    head: bool,
-    range: Option<String>,
-) -> Option<Response> {
-    use std::os::unix::fs::FileExt;
-    let mut path = root.to_path_buf();
-    path.extend(parts);
-    // One open and one stat decide everything (a miss or a directory: the file service).
-    let file = std::fs::File::open(&path).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > FAST_MAX {
-        return None;
-    }
-    let small = meta.len() <= INLINE_MAX;
-    let answer = move || -> Option<Response> {
-        let len = meta.len();
-        let modified = meta.modified().ok().map(httpdate::fmt_http_date);
-        let (status, (start, end)) = match single_range(range.as_deref(), len) {
-            Ok(Some(r)) => (StatusCode::PARTIAL_CONTENT, r),
-            Ok(None) => (StatusCode::OK, (0, len.saturating_sub(1))),
-            Err(()) => {
-                return Some(
-                    (
-                        StatusCode::RANGE_NOT_SATISFIABLE,
-                        [(header::CONTENT_RANGE, format!("bytes */{len}"))],
-                    )
-                        .into_response(),
-                )
-            }
-        };
-        let count = if len == 0 { 0 } else { end - start + 1 };
-        let body = if head {
-            Vec::new()
-        } else {
-            let mut buf = vec![0u8; count as usize];
-            file.read_exact_at(&mut buf, start).ok()?;
-            buf
-        };
-        let mut response = Response::builder()
-            .status(status)
-            .header(header::CONTENT_TYPE, "application/octet-stream")
-            .header(header::ACCEPT_RANGES, "bytes")
-            .header(header::CONTENT_LENGTH, count);
-        if status == StatusCode::PARTIAL_CONTENT {
-            response = response.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"));
-        }
-        if let Some(modified) = modified {
-            response = response.header(header::LAST_MODIFIED, modified);
-        }
-        response.body(axum::body::Body::from(body)).ok()
-    };
-    // Symbol files are read again and again (page cache): opening and reading a small one is
-    // microseconds, less than handing it to the blocking pool and back.
-    if small {
-        answer()
-    } else {
-        tokio::task::spawn_blocking(answer).await.ok()?
-    }
 }
 
 /// Path components as a URL path (each percent-encoded; keys hold spaces, `+`, `#`...):
@@ -219,6 +136,7 @@ pub fn url_path<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 /// The normalised path as a URI path again.
+#[cfg(test)]
 fn encoded(parts: &[String]) -> String {
     format!("/{}", url_path(parts.iter().map(String::as_str)))
 }
@@ -236,8 +154,9 @@ fn not_found() -> Response {
 /// sets the content type; writes one access-log line per request.
 async fn guard(
     axum::extract::State(served): axum::extract::State<std::sync::Arc<Served>>,
-    mut request: Request,
-    next: Next,
+    request: Request,
+    // Every request is answered here (`serve_file`): nothing goes on.
+    _next: Next,
 ) -> Response {
     let root = &served.root;
     let started = Instant::now();
@@ -253,11 +172,6 @@ async fn guard(
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    // Several ranges: answer the whole file (200), which every client accepts, rather than the
-    // file service's 416.
-    if range.as_deref().is_some_and(|r| r.contains(',')) {
-        request.headers_mut().remove(header::RANGE);
-    }
     // Without credentials nothing is told, not even whether a key exists.
     let allowed = served.credentials.as_ref().is_none_or(|c| {
         c.allows(
@@ -271,55 +185,29 @@ async fn guard(
     if let Some(parts) = servable.as_mut().filter(|_| served.fold_case) {
         fold_case(parts);
     }
-    if let Some(parts) = &servable {
-        // The file service opens exactly the path that was checked.
-        match encoded(parts).parse() {
-            Ok(uri) => *request.uri_mut() = uri,
-            Err(_) => return not_found(),
-        }
-    }
     let response = if !allowed {
         unauthorized()
-    } else if servable.is_none() {
-        not_found()
     } else if method != Method::GET && method != Method::HEAD {
-        (
-            StatusCode::METHOD_NOT_ALLOWED,
-            [(header::ALLOW, "GET, HEAD")],
-        )
-            .into_response()
-    } else if let Some(fast) = match &servable {
-        Some(parts) if !parts.is_empty() => {
-            let range = request
-                .headers()
-                .get(header::RANGE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            fast_file(root, parts, method == Method::HEAD, range).await
+        match servable {
+            None => not_found(),
+            Some(_) => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                [(header::ALLOW, "GET, HEAD")],
+            )
+                .into_response(),
         }
-        _ => None,
-    } {
-        fast
     } else {
-        let mut response = next.run(request).await;
-        let status = response.status();
-        if status.is_success()
-            || status == StatusCode::RANGE_NOT_SATISFIABLE
-            || status == StatusCode::NOT_MODIFIED
-        {
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
-            response
-        } else if status.is_redirection()
-            || status == StatusCode::FORBIDDEN
-            || status == StatusCode::NOT_FOUND
-        {
-            // Directories, unreadable files and misses all look the same: not found.
-            not_found()
-        } else {
-            response
+        match servable.filter(|parts| !parts.is_empty()) {
+            Some(parts) => {
+                // Several ranges: the whole file (200), which every client accepts.
+                let single = range.clone().filter(|r| !r.contains(','));
+                let head = method == Method::HEAD;
+                crate::serve_file::answer(root.clone(), &parts, head, single, &PRIVATE_DIRS)
+                    .await
+                    .unwrap_or_else(not_found)
+            }
+            // Directories, the root, names no file can have, private paths: not found.
+            None => not_found(),
         }
     };
     let mut response = response;
@@ -405,7 +293,6 @@ fn router(
     access_log: Option<std::fs::File>,
     fold_case: bool,
 ) -> Router {
-    let files = ServeDir::new(&store).append_index_html_on_directories(false);
     let served = Served {
         root: store,
         credentials,
@@ -413,7 +300,8 @@ fn router(
         fold_case,
     };
     Router::new()
-        .fallback_service(files)
+        // Every request is answered by `guard`; nothing reaches the fallback.
+        .fallback(|| async { not_found() })
         .layer(middleware::from_fn_with_state(
             std::sync::Arc::new(served),
             guard,
@@ -484,6 +372,8 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             args.max_connections.unwrap_or_else(default_max_connections).max(1),
         ));
         let header_timeout = std::time::Duration::from_secs(args.header_timeout.max(1));
+        let send_timeout = std::time::Duration::from_secs(args.send_timeout.max(1));
+        let per_address = crate::serve_conn::PerAddress::default();
         let shutdown = tokio::signal::ctrl_c();
         tokio::pin!(shutdown);
         loop {
@@ -492,7 +382,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 permit = limit.clone().acquire_owned() => permit?,
                 _ = &mut shutdown => break,
             };
-            let (stream, _) = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok(accepted) => accepted,
                     // Out of descriptors and the like: wait for a connection to end.
@@ -503,13 +393,25 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 },
                 _ = &mut shutdown => break,
             };
+            let counted = match args.max_connections_per_ip {
+                Some(cap) => match per_address.admit(peer.ip(), cap.max(1)) {
+                    Some(counted) => Some(counted),
+                    // Over its address's cap: closed at once (dropped), its place kept.
+                    None => continue,
+                },
+                None => None,
+            };
             let _ = stream.set_nodelay(true);
+            let stream = crate::serve_conn::Progressing::new(stream, send_timeout);
             let service = hyper_util::service::TowerToHyperService::new(app.clone());
             tokio::spawn(async move {
-                let _permit = permit;
+                let (_permit, _counted) = (permit, counted);
                 let _ = hyper::server::conn::http1::Builder::new()
                     .timer(hyper_util::rt::TokioTimer::new())
                     .header_read_timeout(header_timeout)
+                    // A response is queued a chunk or two ahead of the socket, no more: a slow
+                    // reader holds that much of its file (serve_file.rs streams the rest).
+                    .max_buf_size(128 << 10)
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                     .await;
             });
@@ -553,6 +455,7 @@ mod tests {
 
     #[test]
     fn single_ranges() {
+        use crate::serve_file::single_range;
         assert_eq!(single_range(None, 100), Ok(None));
         assert_eq!(single_range(Some("bytes=0-9"), 100), Ok(Some((0, 9))));
         assert_eq!(single_range(Some("bytes=90-200"), 100), Ok(Some((90, 99))));

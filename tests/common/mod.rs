@@ -199,6 +199,17 @@ impl Server {
         format!("http://{}", self.addr)
     }
 
+    /// The server's resident memory, in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    }
+
     /// One raw HTTP/1.1 request: (status, headers lowercased, body).
     pub fn request(&self, method: &str, path: &str, extra: &str) -> (u16, String, Vec<u8>) {
         self.raw(&format!(
