@@ -13,7 +13,8 @@ use serde_json::Value;
 
 fn index_cmd(store: &Path, build: &str, inputs: &[&Path]) -> Command {
     let mut cmd = symdex();
-    cmd.arg("index")
+    // Conflicts allowed: the tests read them from the records.
+    cmd.args(["index", "--allow-conflicts"])
         .arg("--store")
         .arg(store)
         .args(["--build", build])

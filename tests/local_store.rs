@@ -9,9 +9,10 @@ use std::path::Path;
 use common::{build_pe_and_pdb, build_split_elf, ok, symdex, verify_clean, Server, Workdir};
 use serde_json::Value;
 
+/// `symdex index` that must succeed, conflicts allowed (the tests read them from the output).
 fn index(store: &Path, args: &[&str]) -> String {
     ok(symdex()
-        .arg("index")
+        .args(["index", "--allow-conflicts"])
         .arg("--store")
         .arg(store)
         .args(args)
@@ -1023,4 +1024,46 @@ fn url_path(key: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// A run whose inputs found their keys holding other bytes fails (exit 1, saying why), so CI
+/// sees that the symbols served are not the ones it built; `--allow-conflicts` exits 0.
+#[test]
+fn conflicts_fail_the_run_unless_allowed() {
+    let w = Workdir::new();
+    let store = w.path("store");
+    std::fs::create_dir_all(w.path("a")).unwrap();
+    std::fs::create_dir_all(w.path("b")).unwrap();
+    // Two sources of one name, other bytes: the same SSQP key (`--source`: sha1 keys differ,
+    // so a name-keyed artifact: two Breakpad files of one module id).
+    let sym = |body: &str| {
+        format!("MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 app\nFILE 0 /src/{body}.c\n")
+    };
+    std::fs::write(w.path("a/app.sym"), sym("one")).unwrap();
+    std::fs::write(w.path("b/app.sym"), sym("two")).unwrap();
+    let run = |dir: &str, extra: &[&str]| {
+        symdex()
+            .args(["index", "--store"])
+            .arg(&store)
+            .args(extra)
+            .arg(w.path(dir))
+            .output()
+            .unwrap()
+    };
+    assert!(run("a", &[]).status.success());
+    let conflicting = run("b", &[]);
+    assert_eq!(conflicting.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&conflicting.stderr);
+    assert!(stderr.contains("conflicts"), "{stderr}");
+    assert!(stderr.contains("--allow-conflicts"), "{stderr}");
+    let allowed = run("b", &["--allow-conflicts"]);
+    assert!(allowed.status.success());
+    // What is served is still the first upload's bytes.
+    let served = common::published_files(&store);
+    assert!(served
+        .values()
+        .any(|b| b.as_slice() == sym("one").as_bytes()));
+    assert!(!served
+        .values()
+        .any(|b| b.as_slice() == sym("two").as_bytes()));
 }

@@ -258,7 +258,13 @@ fn sources_uploaded_before_or_after_the_binaries_give_the_same_store() {
 fn index_source_in(store: &Path, dir: &Path, root: Option<&Path>) {
     let mut cmd = symdex();
     cmd.current_dir(dir)
-        .args(["index", "--source-ext", "c,h", "--store"])
+        .args([
+            "index",
+            "--allow-conflicts",
+            "--source-ext",
+            "c,h",
+            "--store",
+        ])
         .arg(store);
     if let Some(root) = root {
         cmd.arg("--source-root").arg(root);
@@ -429,7 +435,14 @@ fn a_source_root_maps_loose_files_exactly_and_compressed_debug_sections_are_read
     index(&store, &[&w.path("app.zdebug")]);
     let out = symdex()
         .current_dir(w.path("checkout"))
-        .args(["index", "--json", "--source-ext", "c,h", "--store"])
+        .args([
+            "index",
+            "--allow-conflicts",
+            "--json",
+            "--source-ext",
+            "c,h",
+            "--store",
+        ])
         .arg(&store)
         .arg("--source-root")
         .arg(&root)
@@ -449,7 +462,13 @@ fn a_source_root_maps_loose_files_exactly_and_compressed_debug_sections_are_read
     index(&other, &[&w.path("app.zdebug")]);
     let out = symdex()
         .current_dir(w.path("checkout"))
-        .args(["index", "--source-ext", "c,h", "--store"])
+        .args([
+            "index",
+            "--allow-conflicts",
+            "--source-ext",
+            "c,h",
+            "--store",
+        ])
         .arg(&other)
         .args(["--source-root", "/somewhere/else", "src"])
         .output()
@@ -537,7 +556,15 @@ fn index_finishes_a_killed_source_delete_after_another_source_of_the_path() {
         let removal_began = common::upload_state(&store, &one_input).as_deref() != Some("indexed");
         let mut cmd = symdex();
         cmd.current_dir(w.path(""))
-            .args(["index", "--jobs", "1", "--source-ext", "c,h", "--store"])
+            .args([
+                "index",
+                "--allow-conflicts",
+                "--jobs",
+                "1",
+                "--source-ext",
+                "c,h",
+                "--store",
+            ])
             .arg(&store)
             .args(["a-third/src/hello.c", "one/src/hello.c"]);
         let out = cmd.output().unwrap();
@@ -595,7 +622,7 @@ fn verify_tells_an_unserved_source_path_and_recheck_serves_it() {
     );
     let mut recheck = symdex();
     recheck
-        .args(["index", "--recheck", "--store"])
+        .args(["index", "--allow-conflicts", "--recheck", "--store"])
         .arg(&store)
         .arg(w.path("app.debug"));
     ok(recheck.output().unwrap());

@@ -219,7 +219,14 @@ pub(super) async fn run_async(
     for key in &sink.manifests {
         println!("manifest: {}", store.inner().root().join(key).display());
     }
-    Ok(if failed {
+    let conflicts = sink.summary.conflicts;
+    if conflicts > 0 && !args.allow_conflicts {
+        eprintln!(
+            "symdex: {conflicts} inputs found their keys holding other bytes (conflicts: the \
+             symbols served are not these); exit 1 (--allow-conflicts to exit 0)"
+        );
+    }
+    Ok(if failed || (conflicts > 0 && !args.allow_conflicts) {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -84,6 +84,10 @@ pub struct IndexArgs {
     /// Replace keys whose content differs instead of reporting a conflict.
     #[arg(long)]
     pub overwrite: bool,
+    /// Exit 0 even when an input's keys are held by other bytes (conflicts). Without it such a
+    /// run exits 1, so that CI sees the symbols it published are not the ones served.
+    #[arg(long)]
+    pub allow_conflicts: bool,
     /// Check every key of an input indexed before, as a first run does (repairs objects
     /// deleted or changed behind symdex's back). Without it, an input whose last run published
     /// all its keys is answered from its upload record (`verify` finds what it would repair).

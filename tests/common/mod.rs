@@ -299,10 +299,11 @@ pub fn ok(out: std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The manifest records of a successful `symdex index --json --store STORE ARGS...`.
+/// The manifest records of a successful `symdex index --json --store STORE ARGS...` (conflicts
+/// included: the records say them; `conflicts_fail_the_run_unless_allowed` checks the exit).
 pub fn index_json<S: AsRef<std::ffi::OsStr>>(store: &Path, args: &[S]) -> Vec<serde_json::Value> {
     ok(symdex()
-        .args(["index", "--json", "--store"])
+        .args(["index", "--json", "--allow-conflicts", "--store"])
         .arg(store)
         .args(args)
         .output()

@@ -251,6 +251,15 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     let s3 = moto.s3().await;
     let sqs = moto.sqs().await;
     let ingest = out("ingest_bucket");
+    // Conflicts are counted from the indexer's decisions.
+    let conflicts = find("module.symdex.aws_cloudwatch_log_metric_filter.conflicts");
+    assert!(
+        conflicts["pattern"]
+            .as_str()
+            .unwrap()
+            .contains("\"conflict\""),
+        "{conflicts}"
+    );
     // Only this account's ingest bucket may send to the queues.
     for queue in ["events", "removals"] {
         let policy = find(&format!("module.symdex.aws_sqs_queue_policy.{queue}"))["policy"]

@@ -43,3 +43,34 @@ resource "aws_cloudwatch_metric_alarm" "function" {
   alarm_actions       = var.alarm_actions
   tags                = var.tags
 }
+
+# Uploads whose keys were found holding other bytes (a conflict: another build, or another
+# product, published those ids first): counted from the indexer's decision logs, and alarmed
+# on, so a squatted or clashing id does not go unnoticed.
+resource "aws_cloudwatch_log_metric_filter" "conflicts" {
+  name           = "${var.name}-conflicts"
+  log_group_name = aws_cloudwatch_log_group.indexer.name
+  pattern        = "{ $.fields.message = \"decision\" && $.fields.action = \"conflict\" }"
+  metric_transformation {
+    name          = "Conflicts"
+    namespace     = "symdex/${var.name}"
+    value         = "1"
+    default_value = "0"
+  }
+}
+
+resource "aws_cloudwatch_metric_alarm" "conflicts" {
+  count               = var.enable_alarms ? 1 : 0
+  alarm_name          = "${var.name}-conflicts"
+  alarm_description   = "An upload found its keys holding other bytes: `symdex manifest query --conflicts` (or the Athena query) says which, and who holds them."
+  namespace           = "symdex/${var.name}"
+  metric_name         = "Conflicts"
+  statistic           = "Sum"
+  period              = 300
+  evaluation_periods  = 1
+  threshold           = 0
+  comparison_operator = "GreaterThanThreshold"
+  treat_missing_data  = "notBreaching"
+  alarm_actions       = var.alarm_actions
+  tags                = var.tags
+}
