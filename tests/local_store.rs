@@ -1067,3 +1067,66 @@ fn conflicts_fail_the_run_unless_allowed() {
         .values()
         .any(|b| b.as_slice() == sym("two").as_bytes()));
 }
+
+/// Ids are global: a product's upload meeting keys another product published first with other
+/// bytes is a conflict that names that product (`held_by_products`, the reason), fails the run,
+/// and publishes nothing of its own; within one product a conflict stays a plain one.
+#[test]
+fn a_conflict_with_another_products_keys_names_that_product() {
+    let w = Workdir::new();
+    let store = w.path("store");
+    for dir in ["a", "b", "c"] {
+        std::fs::create_dir_all(w.path(dir)).unwrap();
+    }
+    let sym = |body: &str| {
+        format!("MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 app\nFILE 0 /src/{body}.c\n")
+    };
+    std::fs::write(w.path("a/app.sym"), sym("first")).unwrap();
+    std::fs::write(w.path("b/app.sym"), sym("squatted")).unwrap();
+    std::fs::write(w.path("c/app.sym"), sym("rebuilt")).unwrap();
+    let run = |dir: &str, product: &str| {
+        symdex()
+            .args(["index", "--json", "--store"])
+            .arg(&store)
+            .args(["--product", product])
+            .arg(w.path(dir))
+            .output()
+            .unwrap()
+    };
+    assert!(run("a", "alpha").status.success());
+    let record = |out: &std::process::Output| -> Value {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|r| r["action"] == "conflict")
+            .expect("a conflict record")
+    };
+    let other_product = run("b", "beta");
+    assert_eq!(other_product.status.code(), Some(1));
+    let conflict = record(&other_product);
+    assert_eq!(conflict["held_by_products"], serde_json::json!(["alpha"]));
+    assert!(
+        conflict["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cross-product"),
+        "{conflict}"
+    );
+    let same_product = run("c", "alpha");
+    assert_eq!(same_product.status.code(), Some(1));
+    let conflict = record(&same_product);
+    assert!(conflict.get("held_by_products").is_none(), "{conflict}");
+    assert!(!conflict["reason"]
+        .as_str()
+        .unwrap()
+        .contains("cross-product"));
+    // The first product's bytes are what is served.
+    let served = common::published_files(&store);
+    assert!(served
+        .values()
+        .any(|b| b.as_slice() == sym("first").as_bytes()));
+    assert!(!served
+        .values()
+        .any(|b| b.as_slice() == sym("squatted").as_bytes()));
+}

@@ -163,6 +163,10 @@ pub struct Record {
     /// ... found holding other content (not overwritten) ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<String>,
+    /// The other products whose uploads hold this upload's conflicting keys (a cross-product
+    /// conflict: another product's CI published these ids first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held_by_products: Vec<String>,
     /// ... or removed (for `unpublished`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<String>,
@@ -455,6 +459,7 @@ mod tests {
             published: v("k/1"),
             unchanged: v("k/2"),
             conflicts: v("k/3"),
+            held_by_products: v("other"),
             removed: v("k/4"),
             source_paths: v("/src/a.c"),
             ..record(Action::Indexed, "2026-11-20T10:00:00Z", "b")

@@ -597,6 +597,52 @@ async fn events_for_other_buckets_are_rejected_and_acknowledged() {
         .contains_key(&format!("buildid/{}/debuginfo", fx.build_id())));
 }
 
+/// Ids are global: product beta's upload meeting keys product alpha published first with other
+/// bytes is a conflict naming alpha (`held_by_products`), alpha's bytes stay served; the
+/// decision log says `conflict`, which the module's metric filter counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflict_with_another_products_keys_names_that_product() {
+    let stack = Stack::new().await;
+    let sym = |body: &str| {
+        format!("MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 app\nFILE 0 /src/{body}.c\n")
+            .into_bytes()
+    };
+    stack
+        .put("alpha/app.sym", sym("first"), &[("product", "alpha")])
+        .await;
+    let first = stack.receive(1).await;
+    let ctx = context(&stack, &[]).await;
+    let response = handle_indexer(&ctx, sqs_event(&first, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(failures(&response).is_empty());
+    stack
+        .put("beta/app.sym", sym("squatted"), &[("product", "beta")])
+        .await;
+    let second = stack.receive(1).await;
+    let response = handle_indexer(&ctx, sqs_event(&second, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert!(
+        failures(&response).is_empty(),
+        "a conflict is a decision, not a retry"
+    );
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let beta = records
+        .iter()
+        .find(|r| r["ingest_key"] == "beta/app.sym")
+        .unwrap();
+    assert_eq!(beta["action"], "conflict");
+    assert_eq!(beta["held_by_products"], json!(["alpha"]));
+    assert!(
+        beta["reason"].as_str().unwrap().contains("cross-product"),
+        "{beta}"
+    );
+    let published = checks::published(&stack, SERVING).await;
+    assert!(published.values().any(|b| *b == sym("first")));
+    assert!(!published.values().any(|b| *b == sym("squatted")));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_product_prefixes_a_lying_product_is_rejected() {
     let stack = Stack::new().await;

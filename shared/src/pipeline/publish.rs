@@ -223,7 +223,47 @@ impl<'s> Indexer<'s> {
         record.published = outcome.published;
         record.unchanged = outcome.unchanged;
         record.conflicts = outcome.conflicts;
+        self.flag_cross_product(upload, &mut record).await?;
         Ok((record, referenced, others))
+    }
+
+    /// Ids are global, so one product's CI can publish another's first (ids of reproducible
+    /// builds are predictable). A conflict whose keys are held by an upload of another product
+    /// says so, loudly, and names that product for audits (`held_by_products`); the later
+    /// upload's bytes are not published either way. Asked only for an upload that names its
+    /// product and meets a conflict: a few reads of the holders' records, on a rare path.
+    async fn flag_cross_product(&self, upload: &Upload<'_>, record: &mut Record) -> io::Result<()> {
+        /// Conflicting keys looked at: an artifact's keys are all held by the same upload.
+        const LOOKED_AT: usize = 4;
+        let Some(product) = upload.meta.product.as_deref() else {
+            return Ok(());
+        };
+        if record.conflicts.is_empty() {
+            return Ok(());
+        }
+        let mut holders = BTreeSet::new();
+        for key in record.conflicts.iter().take(LOOKED_AT) {
+            if let Some(held) = self.refs.key(key).await? {
+                holders.extend(held.refs.into_iter().filter(|u| *u != upload.id));
+            }
+        }
+        let mut products = BTreeSet::new();
+        for holder in holders {
+            if let Some(other) = self.refs.upload(&holder).await? {
+                products.extend(other.meta.product.filter(|p| p != product));
+            }
+        }
+        if products.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = products.into_iter().collect();
+        record.reason = Some(format!(
+            "cross-product conflict: keys already published by product {} hold other bytes; \
+             not published for {product} (ids are global: audit who uploaded them first)",
+            names.join(", ")
+        ));
+        record.held_by_products = names;
+        Ok(())
     }
 
     /// Whether sidecars of the same bytes are stored once, later ones linked to the first:
