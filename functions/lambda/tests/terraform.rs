@@ -314,6 +314,7 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         "build_published",
         "who_published_debug_id",
         "rejected_last_day",
+        "cross_product_conflicts",
         "missing_this_week",
     ] {
         terraform(
