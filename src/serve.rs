@@ -5,8 +5,8 @@
 //! What is private is decided on the path that will be opened: the request path is decoded and
 //! normalised here (empty and `.` segments dropped; `..`, backslashes, control characters,
 //! components over 255 bytes and non-UTF-8 refused; private folders in any case), and exactly
-//! that path is opened (`serve_file.rs`: regular files only, no link out of the store or into
-//! its private folders, streamed), so no spelling (`//_symdex`, `/./_symdex`, `/%2e/_symdex`,
+//! that path is opened beneath the store (`serve_file.rs`: regular files only, no symbolic
+//! link followed, streamed), so no spelling (`//_symdex`, `/./_symdex`, `/%2e/_symdex`,
 //! `/.%2f_manifest`, `/_SYMDEX`, the absolute form) reaches a private file. Connections are
 //! served here, not by `axum::serve` (`serve_conn.rs`): TCP_NODELAY (no 40 ms stall per
 //! kept-alive request), a header-read timeout (idle connections are closed), a progress
@@ -61,16 +61,21 @@ pub struct ServeArgs {
     /// for a store indexed with `symdex index --fold-case`: request paths there are lowercased.
     #[arg(long)]
     pub fold_case: bool,
+    /// No line per request on stderr (the `--access-log` file, if any, is still written).
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 /// What every request is checked against.
 struct Served {
-    root: PathBuf,
+    root: crate::serve_file::Root,
     credentials: Option<crate::auth::Credentials>,
     /// One `write` per line on an append-only file: lines of concurrent requests never
     /// interleave, and a killed server leaves whole lines.
     access_log: Option<std::sync::Mutex<std::fs::File>>,
     fold_case: bool,
+    /// No line per request on stderr (`--quiet`).
+    quiet: bool,
 }
 
 fn unauthorized() -> Response {
@@ -202,7 +207,7 @@ async fn guard(
                 // Several ranges: the whole file (200), which every client accepts.
                 let single = range.clone().filter(|r| !r.contains(','));
                 let head = method == Method::HEAD;
-                crate::serve_file::answer(root.clone(), &parts, head, single, &PRIVATE_DIRS)
+                crate::serve_file::answer(root, &parts, head, single)
                     .await
                     .unwrap_or_else(not_found)
             }
@@ -238,6 +243,9 @@ async fn guard(
                 eprintln!("symdex: access log: {e}");
             }
         }
+    }
+    if served.quiet {
+        return response;
     }
     eprintln!(
         "{time} {method} {path} {status} {length}{} {ms}ms",
@@ -288,16 +296,17 @@ fn fold_case(parts: &mut [String]) {
 }
 
 fn router(
-    store: PathBuf,
+    root: crate::serve_file::Root,
     credentials: Option<crate::auth::Credentials>,
     access_log: Option<std::fs::File>,
-    fold_case: bool,
+    args: &ServeArgs,
 ) -> Router {
     let served = Served {
-        root: store,
+        root,
         credentials,
         access_log: access_log.map(std::sync::Mutex::new),
-        fold_case,
+        fold_case: args.fold_case,
+        quiet: args.quiet,
     };
     Router::new()
         // Every request is answered by `guard`; nothing reaches the fallback.
@@ -367,7 +376,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
                 "  credentials required (Authorization: Bearer <token>, or basic auth)"
             );
         }
-        let app = router(store, credentials, access_log, args.fold_case);
+        let root = crate::serve_file::Root::open(store.clone())
+            .with_context(|| format!("cannot open the store {}", store.display()))?;
+        let app = router(root, credentials, access_log, args);
         let limit = std::sync::Arc::new(tokio::sync::Semaphore::new(
             args.max_connections.unwrap_or_else(default_max_connections).max(1),
         ));

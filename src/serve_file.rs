@@ -45,56 +45,91 @@ pub fn single_range(header: Option<&str>, len: u64) -> Result<Option<(u64, u64)>
     Ok(Some(range))
 }
 
-/// Whether `path`, with every link resolved, is still inside `root` and outside its private
-/// folders (compared case-insensitively: a case-insensitive file system opens `_SYMDEX` as
-/// `_symdex`). A store made of plain files costs one `realpath`.
-fn inside(root: &Path, path: &Path, private: &[&str]) -> bool {
-    let Ok(real) = std::fs::canonicalize(path) else {
-        return false;
-    };
-    let Ok(relative) = real.strip_prefix(root) else {
-        return false;
-    };
-    let first = relative.components().next();
-    !first.is_some_and(|c| {
-        let c = c.as_os_str().to_string_lossy();
-        private.iter().any(|p| p.eq_ignore_ascii_case(&c))
-    })
+/// The store being served: its path, and its directory opened once, which every file is opened
+/// beneath.
+pub struct Root {
+    pub path: PathBuf,
+    dir: File,
 }
 
-/// Opens a regular file for reading, without blocking on a FIFO or a device (`O_NONBLOCK`,
-/// then refused for not being a regular file); `None` for anything but a regular file inside
-/// the store.
-fn open_regular(root: &Path, path: &Path, private: &[&str]) -> Option<(File, std::fs::Metadata)> {
+impl Root {
+    pub fn open(path: PathBuf) -> io::Result<Root> {
+        let dir = File::open(&path)?;
+        Ok(Root { path, dir })
+    }
+}
+
+/// Opens `relative` (normalised: no `..`, no empty parts) beneath the store for reading. No
+/// symbolic link is followed, anywhere in the path: a store symdex writes holds hard links
+/// only, and a link could lead out of the store or into its private folders. One `openat2`
+/// (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, written by hand: std has no wrapper) where the
+/// kernel has it (Linux 5.6); else the path is opened and its canonical form must be itself.
+/// `O_NONBLOCK`: opening a FIFO or a device returns at once (then refused for not being a
+/// regular file) instead of blocking the server.
+fn open_beneath(root: &Root, relative: &Path) -> io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(relative.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // The kernel's `struct open_how` (libc's is non-exhaustive, so it cannot be built).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: `name` is a NUL-terminated string and `how` a valid `open_how` of the size
+    // given, both alive for the call; the descriptor returned is owned by the `File` alone.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.dir.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd >= 0 {
+        // SAFETY: a new descriptor nobody else owns.
+        return Ok(unsafe { File::from_raw_fd(fd as i32) });
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() != Some(libc::ENOSYS) {
+        return Err(error);
+    }
+    let path = root.path.join(relative);
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc_o_nonblock())
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || !inside(root, path, private) {
-        return None;
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&path)?;
+    if std::fs::canonicalize(&path)? != path {
+        return Err(io::Error::from(io::ErrorKind::NotFound));
     }
-    Some((file, meta))
+    Ok(file)
 }
 
-/// `O_NONBLOCK` on Linux (all architectures symdex builds for share the value).
-const fn libc_o_nonblock() -> i32 {
-    0o4000
+/// The regular file at `relative` and what it is; `None` for anything else.
+fn open_regular(root: &Root, relative: &Path) -> Option<(File, std::fs::Metadata)> {
+    let file = open_beneath(root, relative).ok()?;
+    let meta = file.metadata().ok()?;
+    meta.is_file().then_some((file, meta))
 }
 
 /// The answer for a GET or HEAD of `parts` under `root`, or `None` for a miss (anything that
 /// is not a regular file inside the store).
 pub async fn answer(
-    root: PathBuf,
+    root: &Root,
     parts: &[String],
     head: bool,
     range: Option<String>,
-    private: &'static [&'static str],
 ) -> Option<Response> {
-    let mut path = root.clone();
-    path.extend(parts);
-    let (file, meta) = open_regular(&root, &path, private)?;
+    let relative: PathBuf = parts.iter().collect();
+    let (file, meta) = open_regular(root, &relative)?;
     let len = meta.len();
     let modified = meta.modified().ok().map(httpdate::fmt_http_date);
     let (status, (start, end)) = match single_range(range.as_deref(), len) {
@@ -181,27 +216,33 @@ mod tests {
     }
 
     #[test]
-    fn links_out_of_the_store_or_into_private_folders_are_not_followed() {
+    fn no_link_is_followed_and_nothing_but_regular_files_opens() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("store");
-        std::fs::create_dir_all(root.join("_symdex")).unwrap();
-        std::fs::create_dir_all(root.join("keys")).unwrap();
+        let store = dir.path().join("store");
+        std::fs::create_dir_all(store.join("_symdex")).unwrap();
+        std::fs::create_dir_all(store.join("keys")).unwrap();
         std::fs::write(dir.path().join("outside"), "secret").unwrap();
-        std::fs::write(root.join("_symdex/record"), "private").unwrap();
-        std::fs::write(root.join("keys/real"), "bytes").unwrap();
+        std::fs::write(store.join("_symdex/record"), "private").unwrap();
+        std::fs::write(store.join("keys/real"), "bytes").unwrap();
         let link = |target: &Path, name: &str| {
-            std::os::unix::fs::symlink(target, root.join("keys").join(name)).unwrap()
+            std::os::unix::fs::symlink(target, store.join("keys").join(name)).unwrap()
         };
         link(&dir.path().join("outside"), "out");
-        link(&root.join("_symdex/record"), "private");
-        link(&root.join("keys/real"), "inside");
-        let root = root.canonicalize().unwrap();
-        let private = &["_symdex", "_manifest"];
-        let opens =
-            |name: &str| open_regular(&root, &root.join("keys").join(name), private).is_some();
-        assert!(opens("real"));
-        assert!(opens("inside"), "a link within the store's keys is served");
-        assert!(!opens("out"));
-        assert!(!opens("private"));
+        link(&store.join("_symdex/record"), "private");
+        link(&store.join("keys/real"), "inside");
+        std::os::unix::fs::symlink(store.join("keys"), store.join("linked-dir")).unwrap();
+        let root = Root::open(store.canonicalize().unwrap()).unwrap();
+        let opens = |relative: &str| open_regular(&root, Path::new(relative)).is_some();
+        assert!(opens("keys/real"));
+        for refused in [
+            "keys/out",
+            "keys/private",
+            "keys/inside",
+            "linked-dir/real",
+            "keys",
+            "../outside",
+        ] {
+            assert!(!opens(refused), "{refused}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! read hold no file in memory), a client that takes no bytes for the progress timeout loses
 //! its connection (and its place under `--max-connections`), one range implementation for
 //! every size, and nothing but regular files inside the store are served (a FIFO does not
-//! block, links out of the store or into its private folders are not followed).
+//! block, no symbolic link is followed).
 
 mod common;
 
@@ -188,10 +188,16 @@ fn only_regular_files_inside_the_store_are_served() {
         404,
         "into _symdex"
     );
+    // No link at all: a store symdex writes holds hard links only.
     assert_eq!(
         server.request("GET", "/keys/alias", "").0,
-        200,
+        404,
         "a link inside"
+    );
+    assert_eq!(
+        server.request("GET", "/keys/small", "").0,
+        200,
+        "its target"
     );
     for spelling in [
         "/_symdex/record.json",
