@@ -188,10 +188,11 @@ fn check_asks_the_url_debuginfod_find_requests() {
     assert_eq!(build_id, left_out);
 }
 
-#[test]
-fn a_private_server_is_forbidden_not_missing_and_a_module_list_works() {
+/// [`setup`]'s store behind `serve --auth-token-file` with `token`, and `modules.json` listing
+/// the indexed program by code file and id.
+fn private_server(token: &str) -> (Workdir, Server) {
     let (w, indexed, _) = setup();
-    std::fs::write(w.path("tokens"), "reader-token\n").unwrap();
+    std::fs::write(w.path("tokens"), format!("{token}\n")).unwrap();
     let server = Server::start_with(
         &w.path("store"),
         &["--auth-token-file", w.path("tokens").to_str().unwrap()],
@@ -202,6 +203,12 @@ fn a_private_server_is_forbidden_not_missing_and_a_module_list_works() {
         serde_json::json!([{ "code_file": "/opt/app", "code_id": indexed }]).to_string(),
     )
     .unwrap();
+    (w, server)
+}
+
+#[test]
+fn a_private_server_is_forbidden_not_missing_and_a_module_list_works() {
+    let (w, server) = private_server("reader-token");
     let (code, rows) = check(&[
         "--server",
         &server.url(),
@@ -516,19 +523,8 @@ fn an_archive_entry_over_the_limits_is_not_passed_unchecked() {
 /// (table and JSON, stdout and stderr).
 #[test]
 fn credentials_reach_a_private_server_and_are_never_printed() {
-    let (w, indexed, _) = setup();
     let token = "s3cr3t-t0ken";
-    std::fs::write(w.path("tokens"), format!("{token}\n")).unwrap();
-    let server = Server::start_with(
-        &w.path("store"),
-        &["--auth-token-file", w.path("tokens").to_str().unwrap()],
-        None,
-    );
-    std::fs::write(
-        w.path("modules.json"),
-        serde_json::json!([{ "code_file": "/opt/app", "code_id": indexed }]).to_string(),
-    )
-    .unwrap();
+    let (w, server) = private_server(token);
     let modules = w.path("modules.json");
     let with_userinfo = server.url().replacen("://", &format!("://ci:{token}@"), 1);
     let header = format!("Authorization: Bearer {token}");

@@ -57,6 +57,19 @@ fn prerequisites() -> Result<(), String> {
     Ok(())
 }
 
+/// A directory to plan the module in (an empty CLI configuration, a stand-in for the
+/// functions' zips, which a plan does not read), and the module's path.
+fn plan_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../infra/modules/symdex")
+        .canonicalize()
+        .unwrap();
+    std::fs::write(dir.path().join("terraformrc"), "").unwrap();
+    std::fs::write(dir.path().join("bootstrap.zip"), "not read by a plan").unwrap();
+    (dir, module)
+}
+
 fn root_config(module: &Path, endpoint: &str) -> String {
     let services = [
         "s3",
@@ -375,14 +388,8 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
         return;
     }
     let moto = Moto::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, module) = plan_dir();
     let d = dir.path();
-    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../infra/modules/symdex")
-        .canonicalize()
-        .unwrap();
-    std::fs::write(d.join("terraformrc"), "").unwrap();
-    std::fs::write(d.join("bootstrap.zip"), "not read by a plan").unwrap();
     let config = root_config(&module, &moto.endpoint).replace(
         "  require_auth             = true\n",
         "  require_auth             = var.require_auth\n",
@@ -496,14 +503,8 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
         return;
     }
     let moto = Moto::start();
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, module) = plan_dir();
     let d = dir.path();
-    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../infra/modules/symdex")
-        .canonicalize()
-        .unwrap();
-    std::fs::write(d.join("terraformrc"), "").unwrap();
-    std::fs::write(d.join("bootstrap.zip"), "not read by a plan").unwrap();
     let config = root_config(&module, &moto.endpoint)
         .replace(
             "  allowed_cidrs            = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n",

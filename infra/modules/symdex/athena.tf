@@ -17,31 +17,11 @@ resource "aws_s3_bucket_public_access_block" "athena_results" {
   restrict_public_buckets = true
 }
 
-# TLS only, as every bucket the module creates (require_tls = false for plain-HTTP test
-# endpoints such as moto_server).
-data "aws_iam_policy_document" "athena_tls_only" {
-  count = var.enable_athena ? 1 : 0
-  statement {
-    sid       = "TLSOnly"
-    effect    = "Deny"
-    actions   = ["s3:*"]
-    resources = [aws_s3_bucket.athena_results[0].arn, "${aws_s3_bucket.athena_results[0].arn}/*"]
-    principals {
-      type        = "*"
-      identifiers = ["*"]
-    }
-    condition {
-      test     = "Bool"
-      variable = "aws:SecureTransport"
-      values   = ["false"]
-    }
-  }
-}
-
+# TLS only (main.tf, tls_only): require_tls = false for plain-HTTP test endpoints.
 resource "aws_s3_bucket_policy" "athena_results" {
   count      = var.enable_athena && var.require_tls ? 1 : 0
   bucket     = aws_s3_bucket.athena_results[0].id
-  policy     = data.aws_iam_policy_document.athena_tls_only[0].json
+  policy     = data.aws_iam_policy_document.tls_only["athena"].json
   depends_on = [aws_s3_bucket_public_access_block.athena_results]
 }
 

@@ -98,30 +98,10 @@ resource "aws_athena_named_query" "missing_this_week" {
   query       = "SELECT cs_uri_stem AS key, count(*) AS requests, count(DISTINCT c_ip) AS clients FROM ${local.access_logs_table} WHERE sc_status = 404 AND cs_method IN ('GET', 'HEAD') AND date >= current_date - interval '7' day GROUP BY cs_uri_stem ORDER BY requests DESC LIMIT 100"
 }
 
-# TLS only, as every bucket the module creates (require_tls = false for plain-HTTP test
-# endpoints such as moto_server).
-data "aws_iam_policy_document" "logs_tls_only" {
-  count = local.enable_access_logs ? 1 : 0
-  statement {
-    sid       = "TLSOnly"
-    effect    = "Deny"
-    actions   = ["s3:*"]
-    resources = [aws_s3_bucket.logs[0].arn, "${aws_s3_bucket.logs[0].arn}/*"]
-    principals {
-      type        = "*"
-      identifiers = ["*"]
-    }
-    condition {
-      test     = "Bool"
-      variable = "aws:SecureTransport"
-      values   = ["false"]
-    }
-  }
-}
-
+# TLS only (main.tf, tls_only): require_tls = false for plain-HTTP test endpoints.
 resource "aws_s3_bucket_policy" "logs" {
   count      = local.enable_access_logs && var.require_tls ? 1 : 0
   bucket     = aws_s3_bucket.logs[0].id
-  policy     = data.aws_iam_policy_document.logs_tls_only[0].json
+  policy     = data.aws_iam_policy_document.tls_only["logs"].json
   depends_on = [aws_s3_bucket_public_access_block.logs]
 }

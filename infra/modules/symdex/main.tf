@@ -94,12 +94,23 @@ resource "aws_s3_bucket_lifecycle_configuration" "ingest" {
   }
 }
 
-data "aws_iam_policy_document" "ingest" {
+# TLS only: the whole policy of every bucket the module creates but the serving bucket (whose
+# policy carries the same statement among its own).
+locals {
+  tls_only_buckets = merge(
+    { ingest = aws_s3_bucket.ingest.arn },
+    local.enable_access_logs ? { logs = aws_s3_bucket.logs[0].arn } : {},
+    var.enable_athena ? { athena = aws_s3_bucket.athena_results[0].arn } : {},
+  )
+}
+
+data "aws_iam_policy_document" "tls_only" {
+  for_each = local.tls_only_buckets
   statement {
     sid       = "TLSOnly"
     effect    = "Deny"
     actions   = ["s3:*"]
-    resources = [aws_s3_bucket.ingest.arn, "${aws_s3_bucket.ingest.arn}/*"]
+    resources = [each.value, "${each.value}/*"]
     principals {
       type        = "*"
       identifiers = ["*"]
@@ -117,7 +128,7 @@ data "aws_iam_policy_document" "ingest" {
 resource "aws_s3_bucket_policy" "ingest" {
   count      = var.require_tls ? 1 : 0
   bucket     = aws_s3_bucket.ingest.id
-  policy     = data.aws_iam_policy_document.ingest.json
+  policy     = data.aws_iam_policy_document.tls_only["ingest"].json
   depends_on = [aws_s3_bucket_public_access_block.ingest]
 }
 
