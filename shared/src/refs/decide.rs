@@ -29,6 +29,21 @@ pub(super) struct Deciding<'a, 'c> {
     pub(super) marked_waiting: &'a BTreeSet<String>,
 }
 
+impl Deciding<'_, '_> {
+    /// A record of this publish's content at its key, naming `refs` and `by`, under `lease`.
+    pub(super) fn record(&self, refs: BTreeSet<String>, by: String, lease: &Lease) -> KeyRecord {
+        KeyRecord {
+            key: self.key.to_string(),
+            etag: self.content.etag.to_string(),
+            size: self.content.size,
+            refs,
+            by,
+            lease: Some(lease.clone()),
+            alias_of: None,
+        }
+    }
+}
+
 impl<'s> RefStore<'s> {
     /// One decision on a key's record as read (`current`), for the swap [`Self::publish_as`]
     /// makes: write, keep, or wait, and the plan that follows. `guessed`: the record was
@@ -83,15 +98,7 @@ impl<'s> RefStore<'s> {
             other => other,
         };
         let lease = self.publisher_lease("copy", holder, publisher);
-        let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
-            key: key.to_string(),
-            etag: content.etag.to_string(),
-            size: content.size,
-            refs,
-            by,
-            lease: Some(lease.clone()),
-            alias_of: None,
-        };
+        let mine = |refs: BTreeSet<String>, by: String| d.record(refs, by, &lease);
         let Some(mut record) = record else {
             return self.decide_unrecorded(d, guessed, had_record, lease);
         };
@@ -170,15 +177,7 @@ impl<'s> RefStore<'s> {
         } = *d;
         let upload = publisher.upload;
         let overwrite = different == OnDifferent::Overwrite;
-        let mine = |refs: BTreeSet<String>, by: String| KeyRecord {
-            key: key.to_string(),
-            etag: content.etag.to_string(),
-            size: content.size,
-            refs,
-            by,
-            lease: Some(lease.clone()),
-            alias_of: None,
-        };
+        let mine = |refs: BTreeSet<String>, by: String| d.record(refs, by, &lease);
         if creates && !had_record {
             let lease = self.publisher_lease(CREATE, holder, publisher);
             if let Some(sharing) = sharing {
