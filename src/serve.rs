@@ -126,7 +126,7 @@ fn servable_path(raw: &str) -> Option<Vec<String>> {
 }
 
 /// Path components as a URL path (each percent-encoded; keys hold spaces, `+`, `#`...):
-/// what `serve` hands its file service, and what `check` asks a server for.
+/// what `check` asks a server for (and `serve`'s tests expect).
 pub fn url_path<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
         .remove(b'-')
@@ -155,7 +155,7 @@ fn not_found() -> Response {
         .into_response()
 }
 
-/// Answers 404 for private paths, non-GET/HEAD methods and anything the file service refuses;
+/// Answers 404 for private paths, non-GET/HEAD methods and anything but a regular file;
 /// sets the content type; writes one access-log line per request.
 async fn guard(
     axum::extract::State(served): axum::extract::State<std::sync::Arc<Served>>,

@@ -220,13 +220,14 @@ pub(super) async fn run_async(
         println!("manifest: {}", store.inner().root().join(key).display());
     }
     let conflicts = sink.summary.conflicts;
-    if conflicts > 0 && !args.allow_conflicts {
+    let conflicted = conflicts > 0 && !args.allow_conflicts;
+    if conflicted {
         eprintln!(
             "symdex: {conflicts} inputs found their keys holding other bytes (conflicts: the \
              symbols served are not these); exit 1 (--allow-conflicts to exit 0)"
         );
     }
-    Ok(if failed || (conflicts > 0 && !args.allow_conflicts) {
+    Ok(if failed || conflicted {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

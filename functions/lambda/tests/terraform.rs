@@ -13,14 +13,20 @@ use support::Moto;
 
 const MIRROR: &str = "/opt/tf-plugins";
 
-fn terraform(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("terraform")
+/// `terraform ARGS...` in `dir` (its own CLI configuration, offline), whatever it comes to.
+fn terraform_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("terraform")
         .args(args)
         .current_dir(dir)
         .env("TF_CLI_CONFIG_FILE", dir.join("terraformrc"))
         .env("TF_IN_AUTOMATION", "1")
         .output()
-        .expect("run terraform");
+        .expect("run terraform")
+}
+
+/// `terraform ARGS...` in `dir`, which must succeed: its stdout.
+fn terraform(dir: &Path, args: &[&str]) -> String {
+    let out = terraform_output(dir, args);
     assert!(
         out.status.success(),
         "terraform {args:?} failed:\n{}\n{}",
@@ -520,8 +526,9 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
     // (require_auth, allowed_cidrs, enable_website, enable_cloudfront, layout_prefixes)
     let plan = |vars: (bool, &str, bool, bool, &str)| {
         let (auth, cidrs, website, cloudfront, prefixes) = vars;
-        Command::new("terraform")
-            .args([
+        terraform_output(
+            d,
+            &[
                 "plan",
                 "-input=false",
                 "-no-color",
@@ -533,12 +540,8 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
                 &format!("-var=enable_website={website}"),
                 &format!("-var=enable_cloudfront={cloudfront}"),
                 &format!("-var=layout_prefixes={prefixes}"),
-            ])
-            .current_dir(d)
-            .env("TF_CLI_CONFIG_FILE", d.join("terraformrc"))
-            .env("TF_IN_AUTOMATION", "1")
-            .output()
-            .expect("run terraform")
+            ],
+        )
     };
     let no_cidrs = "[]";
     let cidrs = r#"["10.0.0.0/8"]"#;
