@@ -54,10 +54,15 @@ pub async fn index_archive<S: ArchiveSite + Send>(
     let mut entries = 0usize;
     while let Some(event) = walk.next().await {
         entries += 1;
-        // A bundle's manifest and other non-source entries are part of the bundle.
-        let bundled = |entry: &str| bundle.map(|files| files.get(entry).cloned());
-        let options = |entry: &str, source_path: &Option<String>| IdentifyOptions {
-            as_source: source_path.is_some() || site.wants_source(entry),
+        // What a file entry is indexed as: the path a bundle's source stands for, and whether
+        // it is a source. `None`: a bundle's manifest or other non-source entry, part of it.
+        let indexed_as = |entry: &str| -> Option<(Option<String>, IdentifyOptions)> {
+            let source_path = match bundle.map(|files| files.get(entry).cloned()) {
+                Some(None) => return None,
+                found => found.flatten(),
+            };
+            let as_source = source_path.is_some() || site.wants_source(entry);
+            Some((source_path, IdentifyOptions { as_source }))
         };
         let indexed = match event {
             Event::Skipped { entry, reason } => {
@@ -72,11 +77,9 @@ pub async fn index_archive<S: ArchiveSite + Send>(
                 size,
                 sha1,
             } => {
-                let source_path = match bundled(&entry) {
-                    Some(None) => continue,
-                    found => found.flatten(),
+                let Some((source_path, options)) = indexed_as(&entry) else {
+                    continue;
                 };
-                let options = options(&entry, &source_path);
                 let upload = Upload::from_entry(
                     archive,
                     &entry,
@@ -97,11 +100,9 @@ pub async fn index_archive<S: ArchiveSite + Send>(
                 size,
                 crc32,
             } => {
-                let source_path = match bundled(&entry) {
-                    Some(None) => continue,
-                    found => found.flatten(),
+                let Some((source_path, options)) = indexed_as(&entry) else {
+                    continue;
                 };
-                let options = options(&entry, &source_path);
                 let stored = StoredEntry {
                     etag: format!("zip-crc32-{crc32:08x}-{size}"),
                     entry,
