@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make bench` (serve part): `symdex serve` beside nginx serving the same store directory,
-# loaded by wrk (keep-alive connections, one small and one larger key). Prints req/s and p99
-# for each (symdex with --quiet, as nginx runs with access_log off); the goal: at least
-# nginx's req/s with p99 no worse. Installs nginx and wrk (Debian) when
+# loaded by wrk (keep-alive connections; a small key, a larger one answered from serve's memory
+# cache, and one over 256 KiB that serve streams from disk). Three rounds, alternating the two
+# servers; prints each round's req/s and p99 and the median ratio (symdex with --quiet, as
+# nginx runs with access_log off); the goal: at least nginx's req/s with p99 no worse. Installs nginx and wrk (Debian) when
 # missing; asserts nothing. Usage: bench_serve.sh STORE_INPUTS_DIR
 set -euo pipefail
 inputs=${1:?usage: bench_serve.sh DIR}
@@ -21,8 +22,9 @@ nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 rm -rf "$work" && mkdir -p "$work"
 "$symdex" index --store "$work/store" "$inputs" >/dev/null 2>&1 || true
 small=$(cd "$work/store" && find unified -name '*.meta' -print -quit)
-large=$(cd "$work/store" && find buildid symbols -type f -size +100k -print -quit 2>/dev/null || true)
+large=$(cd "$work/store" && find buildid symbols -type f -size +100k -size -256k -print -quit 2>/dev/null || true)
 [ -n "$large" ] || large=$(cd "$work/store" && find symbols -type f -print -quit)
+streamed=$(cd "$work/store" && find buildid symbols -type f -size +300k -print -quit 2>/dev/null || true)
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 sport=$(port); nport=$(port)
@@ -47,16 +49,21 @@ mkdir -p "$work/tmp"
 trap 'kill $spid 2>/dev/null; "$nginx_bin" -c "$work/nginx.conf" -p "$work" -s stop 2>/dev/null || true' EXIT
 sleep 1
 
-run() { # name url
-  local out rps p99
-  out=$(wrk -t2 -c32 -d5s --latency "$2")
-  rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-  p99=$(echo "$out" | awk '$1 == "99%" {print $2}')
-  printf "  %-7s %10s req/s  p99 %8s\n" "$1" "$rps" "$p99"
+run() { # url -> "req/s p99"
+  local out
+  out=$(wrk -t2 -c32 -d5s --latency "$1")
+  echo "$(echo "$out" | awk '/Requests\/sec/ {print $2}') $(echo "$out" | awk '$1 == "99%" {print $2}')"
 }
-for key in "$small" "$large"; do
+for key in "$small" "$large" $streamed; do
   size=$(stat -c %s "$work/store/$key")
-  echo "serve bench: GET /$key ($size bytes), 32 keep-alive connections, 5 s"
-  run symdex "http://127.0.0.1:$sport/$key"
-  run nginx "http://127.0.0.1:$nport/$key"
+  echo "serve bench: GET /$key ($size bytes), 32 keep-alive connections, 3 rounds of 5 s"
+  ratios=()
+  for round in 1 2 3; do
+    read -r srps sp99 <<<"$(run "http://127.0.0.1:$sport/$key")"
+    read -r nrps np99 <<<"$(run "http://127.0.0.1:$nport/$key")"
+    printf "  round %d: symdex %10s req/s p99 %8s   nginx %10s req/s p99 %8s\n" \
+      "$round" "$srps" "$sp99" "$nrps" "$np99"
+    ratios+=("$(python3 -c "print(f'{$srps / $nrps:.2f}')")")
+  done
+  echo "  symdex/nginx req/s, median of 3: $(printf '%s\n' "${ratios[@]}" | sort -n | sed -n 2p)x"
 done

@@ -13,8 +13,6 @@ mod manifest_cmd;
 mod report;
 mod retention;
 mod serve;
-mod serve_conn;
-mod serve_file;
 mod session;
 mod stamps;
 mod verify;

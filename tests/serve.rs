@@ -1,6 +1,6 @@
 //! `symdex serve` against what an attacker or a careless client sends: every spelling of a
 //! private path, idle connections under a small open-files limit, names no file can have,
-//! several ranges at once.
+//! several ranges at once; files changed under a running server (its memory cache).
 
 mod common;
 
@@ -192,4 +192,48 @@ fn folded_keys_resolve_in_any_casing() {
         );
         assert_eq!(insensitive.request("GET", &format!("/{key}"), "").0, 200);
     }
+}
+
+/// serve keeps small files in memory, but never answers from memory for a file that is no
+/// longer the one read: a key rewritten in place (same inode), replaced by rename (a new
+/// inode, as symdex writes), or removed is answered as it is on disk, for GET, HEAD and ranges.
+#[test]
+fn a_changed_or_removed_file_is_never_answered_from_memory() {
+    let w = Workdir::new();
+    let store = store_with_state(&w);
+    let server = Server::start(&store);
+    let key = "/buildid/11223344556677889900aabbccddeeff00112233/debuginfo";
+    let path = store.join(key.trim_start_matches('/'));
+    let original = std::fs::read(&path).unwrap();
+    for _ in 0..2 {
+        let (status, _, body) = server.request("GET", key, "");
+        assert_eq!(
+            (status, body == original),
+            (200, true),
+            "read, then from memory"
+        );
+    }
+    // In place, the same size: the change time tells (the file's was set when it was indexed).
+    let mut same_size = original.clone();
+    same_size[0] ^= 0xff;
+    std::fs::write(&path, &same_size).unwrap();
+    let (status, _, body) = server.request("GET", key, "");
+    assert_eq!(
+        (status, body == same_size),
+        (200, true),
+        "rewritten in place"
+    );
+    let (status, _, body) = server.request("GET", key, "Range: bytes=0-3\r\n");
+    assert_eq!((status, body.as_slice()), (206, &same_size[..4]));
+    // Replaced by rename: a new inode.
+    let replacement = w.path("replacement");
+    std::fs::write(&replacement, b"new bytes").unwrap();
+    std::fs::rename(&replacement, &path).unwrap();
+    let (status, head, body) = server.request("HEAD", key, "");
+    assert_eq!(status, 200);
+    assert!(head.contains("content-length: 9"), "{head}");
+    assert!(body.is_empty());
+    assert_eq!(server.request("GET", key, "").2, b"new bytes");
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(server.request("GET", key, "").0, 404, "removed");
 }

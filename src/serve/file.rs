@@ -1,23 +1,19 @@
 //! `serve`'s answer for one file: opened without blocking the runtime on anything that is not
 //! a regular file (a FIFO in the store), never through a link out of the store or into its
 //! private folders, one range implementation for every size (RFC 9110: an unsatisfiable range
-//! is 416, an invalid one is ignored), and streamed with a bounded read-ahead: no response
-//! holds more than [`INLINE_MAX`] of a file in memory, whatever its size or its reader's pace.
+//! is 416, an invalid one is ignored), small files answered from the memory cache
+//! (`cache.rs`), larger ones streamed with a bounded read-ahead (`body.rs`).
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use axum::body::Body;
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
 
-/// Files up to this size are read whole, on the runtime's own thread (symbol files are read
-/// again and again: from the page cache, microseconds); larger ones are streamed.
-pub const INLINE_MAX: u64 = 256 << 10;
-/// How much of a streamed file is read ahead of what the client took.
-const READ_AHEAD: usize = 64 << 10;
+use super::body::{Body, FileChunks};
+use super::cache::{Cached, MemoryCache, Stamp, CACHED_MAX};
 
 /// One `bytes=` range of a file of `len` bytes: `Ok(None)` for no (or an invalid, hence
 /// ignored) range, `Err(())` for an unsatisfiable one.
@@ -120,81 +116,99 @@ fn open_regular(root: &Root, relative: &Path) -> Option<(File, std::fs::Metadata
     meta.is_file().then_some((file, meta))
 }
 
+/// A response with no body but its status and headers.
+fn bare(status: StatusCode, headers: &[(header::HeaderName, HeaderValue)]) -> Response<Body> {
+    let mut response = Response::new(Body::Empty);
+    *response.status_mut() = status;
+    for (name, value) in headers {
+        response.headers_mut().insert(name, value.clone());
+    }
+    response
+}
+
 /// The answer for a GET or HEAD of `parts` under `root`, or `None` for a miss (anything that
-/// is not a regular file inside the store).
-pub async fn answer(
+/// is not a regular file inside the store). Files up to [`CACHED_MAX`] are answered from (and
+/// kept in) `cache`; larger ones are streamed, [`READ_AHEAD`](super::body::READ_AHEAD) at a
+/// time: no response holds more than that of a large file, whatever its reader's pace.
+pub fn answer(
     root: &Root,
+    cache: &MemoryCache,
     parts: &[String],
     head: bool,
-    range: Option<String>,
-) -> Option<Response> {
-    let relative: PathBuf = parts.iter().collect();
-    let (file, meta) = open_regular(root, &relative)?;
+    range: Option<&str>,
+) -> Option<Response<Body>> {
+    let key = parts.join("/");
+    let (file, meta) = open_regular(root, Path::new(&key))?;
     let len = meta.len();
-    let modified = meta.modified().ok().map(httpdate::fmt_http_date);
-    let (status, (start, end)) = match single_range(range.as_deref(), len) {
+    let (status, (start, end)) = match single_range(range, len) {
         Ok(Some(r)) => (StatusCode::PARTIAL_CONTENT, r),
         Ok(None) => (StatusCode::OK, (0, len.saturating_sub(1))),
         Err(()) => {
-            return Some(
-                (
-                    StatusCode::RANGE_NOT_SATISFIABLE,
-                    [
-                        (header::CONTENT_RANGE, format!("bytes */{len}")),
-                        (header::CONTENT_TYPE, "application/octet-stream".into()),
-                    ],
-                )
-                    .into_response(),
-            )
+            let unsatisfiable = HeaderValue::try_from(format!("bytes */{len}")).ok()?;
+            return Some(bare(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                &[
+                    (header::CONTENT_RANGE, unsatisfiable),
+                    (header::CONTENT_TYPE, OCTET_STREAM),
+                ],
+            ));
         }
     };
     let count = if len == 0 { 0 } else { end - start + 1 };
-    let body = if head || count == 0 {
-        Body::empty()
-    } else if count <= INLINE_MAX {
-        let mut buf = vec![0u8; count as usize];
-        file.read_exact_at(&mut buf, start).ok()?;
-        Body::from(buf)
+    let (body, last_modified) = if len <= CACHED_MAX {
+        let stamp = Stamp::of(&meta);
+        let cached = match cache.get(&key, stamp) {
+            Some(cached) => cached,
+            None => {
+                let mut buf = vec![0u8; len as usize];
+                file.read_exact_at(&mut buf, 0).ok()?;
+                let cached = Cached {
+                    bytes: Bytes::from(buf),
+                    last_modified: last_modified(&meta),
+                };
+                cache.put(&key, stamp, cached.clone());
+                cached
+            }
+        };
+        let body = match head || count == 0 {
+            true => Body::Empty,
+            false => Body::Bytes(Some(
+                cached.bytes.slice(start as usize..(start + count) as usize),
+            )),
+        };
+        (body, cached.last_modified)
     } else {
-        Body::from_stream(stream(file, start, count))
+        let body = match head {
+            true => Body::Empty,
+            false => Body::File(FileChunks::new(file, start, count)),
+        };
+        (body, last_modified(&meta))
     };
-    let mut response = Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/octet-stream")
-        .header(header::ACCEPT_RANGES, "bytes")
-        .header(header::CONTENT_LENGTH, count);
+    let mut response = bare(
+        status,
+        &[
+            (header::CONTENT_TYPE, OCTET_STREAM),
+            (header::ACCEPT_RANGES, HeaderValue::from_static("bytes")),
+            (header::CONTENT_LENGTH, HeaderValue::from(count)),
+        ],
+    );
+    let headers = response.headers_mut();
     if status == StatusCode::PARTIAL_CONTENT {
-        response = response.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"));
+        let range = HeaderValue::try_from(format!("bytes {start}-{end}/{len}")).ok()?;
+        headers.insert(header::CONTENT_RANGE, range);
     }
-    if let Some(modified) = modified {
-        response = response.header(header::LAST_MODIFIED, modified);
+    if let Some(modified) = last_modified {
+        headers.insert(header::LAST_MODIFIED, modified);
     }
-    response.body(body).ok()
+    *response.body_mut() = body;
+    Some(response)
 }
 
-/// `count` bytes of `file` from `start`, [`READ_AHEAD`] at a time, each read only once the
-/// client took the one before (the body is polled as the connection writes): a reader that
-/// stops reading holds one chunk, not the file. Read on the runtime's thread, as small files
-/// are: the file is a regular file (checked when opened, so nothing here can block like a
-/// FIFO would), its pages mostly cached; a pool thread per read cost more than the read, and
-/// each pool thread its own allocator heap.
-fn stream(
-    file: File,
-    start: u64,
-    count: u64,
-) -> impl futures_util::Stream<Item = io::Result<Vec<u8>>> + Send {
-    futures_util::stream::unfold((file, start, start + count), |(file, at, end)| async move {
-        if at >= end {
-            return None;
-        }
-        let want = (end - at).min(READ_AHEAD as u64) as usize;
-        let mut buf = vec![0u8; want];
-        match file.read_exact_at(&mut buf, at) {
-            Ok(()) => Some((Ok(buf), (file, at + want as u64, end))),
-            // Cut short (the file shrank): the body ends with the error.
-            Err(e) => Some((Err(e), (file, end, end))),
-        }
-    })
+const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
+
+fn last_modified(meta: &std::fs::Metadata) -> Option<HeaderValue> {
+    let modified = meta.modified().ok()?;
+    HeaderValue::try_from(httpdate::fmt_http_date(modified)).ok()
 }
 
 #[cfg(test)]
