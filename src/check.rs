@@ -255,6 +255,9 @@ struct Checked {
     /// The upload whose bytes the store recorded at this key.
     #[serde(skip_serializing_if = "Option::is_none")]
     published_by: Option<String>,
+    /// Where the server says the answer came from (`upstream` for `serve --upstream`'s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<String>,
 }
 
 /// The keys each selected client requests for one identity.
@@ -448,6 +451,7 @@ fn check_one(
     record: Option<&(u64, String)>,
 ) -> Checked {
     let published_by = record.map(|(_, by)| by.clone()).filter(|b| !b.is_empty());
+    let mut source = None;
     let (url, status, size, detail) = match (server, store_root) {
         (Some((server, agent)), _) => {
             let url = format!(
@@ -462,6 +466,12 @@ fn check_one(
             match request.call() {
                 Ok(response) => {
                     let code = response.status().as_u16();
+                    // `serve --upstream` says which answers came from an upstream.
+                    source = response
+                        .headers()
+                        .get("x-symdex-source")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
                     let size = response
                         .headers()
                         .get("content-length")
@@ -501,6 +511,7 @@ fn check_one(
         status,
         detail,
         published_by,
+        source,
     }
 }
 
@@ -605,7 +616,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string(checked)?);
         } else {
             println!(
-                "{:<13} {:<14} {:<24} {}{}{}",
+                "{:<13} {:<14} {:<24} {}{}{}{}",
                 serde_json::to_value(checked.status)?.as_str().unwrap_or(""),
                 checked.wanted.client,
                 checked.wanted.module,
@@ -620,6 +631,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                     .published_by
                     .as_deref()
                     .map(|b| format!("  [published by {b}]"))
+                    .unwrap_or_default(),
+                checked
+                    .source
+                    .as_deref()
+                    .map(|s| format!("  [from {s}]"))
                     .unwrap_or_default(),
             );
         }

@@ -23,6 +23,12 @@ pub enum Body {
     /// Taken (`None`) once sent.
     Bytes(Option<Bytes>),
     File(FileChunks),
+    /// Chunks as another task produces them (an upstream's answer being downloaded); an
+    /// error ends the body unfinished, which the client sees as a failed download.
+    Channel {
+        chunks: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
+        len: Option<u64>,
+    },
 }
 
 impl Body {
@@ -75,12 +81,15 @@ impl http_body::Body for Body {
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         Poll::Ready(match self.get_mut() {
             Body::Empty => None,
             Body::Bytes(bytes) => bytes.take().map(|b| Ok(Frame::data(b))),
             Body::File(chunks) => chunks.next_chunk().map(|r| r.map(Frame::data)),
+            Body::Channel { chunks, .. } => {
+                return chunks.poll_recv(cx).map(|c| c.map(|r| r.map(Frame::data)))
+            }
         })
     }
 
@@ -89,6 +98,7 @@ impl http_body::Body for Body {
             Body::Empty => true,
             Body::Bytes(bytes) => bytes.is_none(),
             Body::File(chunks) => chunks.at >= chunks.end,
+            Body::Channel { .. } => false,
         }
     }
 
@@ -97,6 +107,8 @@ impl http_body::Body for Body {
             Body::Empty => 0,
             Body::Bytes(bytes) => bytes.as_ref().map_or(0, |b| b.len() as u64),
             Body::File(chunks) => chunks.end.saturating_sub(chunks.at),
+            Body::Channel { len: Some(len), .. } => *len,
+            Body::Channel { len: None, .. } => return SizeHint::default(),
         })
     }
 }

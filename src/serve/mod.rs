@@ -18,6 +18,7 @@ mod conn;
 mod file;
 mod paths;
 mod request;
+mod upstream;
 
 pub use paths::url_path;
 
@@ -72,6 +73,31 @@ pub struct ServeArgs {
     /// answered from memory. 0: none.
     #[arg(long, default_value_t = 64, value_name = "MIB")]
     pub memory_cache: usize,
+    /// Ask this symbol server for what the store misses, in the order given: `URL` (the request
+    /// path appended) or `PREFIX=URL` (only paths under PREFIX, PREFIX replaced by URL), e.g.
+    /// `symbols/=https://msdl.microsoft.com/download/symbols/`.
+    #[arg(long, value_name = "[PREFIX=]URL")]
+    pub upstream: Vec<upstream::Upstream>,
+    /// Where upstream answers are kept (default: $XDG_CACHE_HOME/symdex/upstream, else
+    /// ~/.cache/symdex/upstream).
+    #[arg(long, value_name = "DIR")]
+    pub upstream_cache: Option<PathBuf>,
+    /// MiB the upstream cache may hold (least recently used evicted first).
+    #[arg(long, default_value_t = 4096, value_name = "MIB")]
+    pub upstream_cache_max: u64,
+    /// Seconds an upstream has for a whole answer (a trickle is cut there; a miss to the
+    /// client).
+    #[arg(long, default_value_t = 60, value_name = "SECONDS")]
+    pub upstream_timeout: u64,
+}
+
+/// The upstream cache's default place, outside any store.
+fn default_upstream_cache() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("symdex").join("upstream")
 }
 
 /// Connections the open-files limit leaves room for (each one is a descriptor; files being
@@ -131,6 +157,40 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let _ = out.flush();
     let root = file::Root::open(store.clone())
         .with_context(|| format!("cannot open the store {}", store.display()))?;
+    let upstreams = match args.upstream.is_empty() {
+        true => None,
+        false => {
+            let cache_dir = args
+                .upstream_cache
+                .clone()
+                .unwrap_or_else(default_upstream_cache);
+            std::fs::create_dir_all(&cache_dir).with_context(|| {
+                format!("cannot create the upstream cache {}", cache_dir.display())
+            })?;
+            if cache_dir
+                .canonicalize()
+                .is_ok_and(|dir| dir.starts_with(&store))
+            {
+                anyhow::bail!(
+                    "the upstream cache must be outside the store (it would be served as keys)"
+                );
+            }
+            Some(Arc::new(upstream::Upstreams::new(upstream::Settings {
+                upstreams: args.upstream.clone(),
+                cache_dir,
+                cache_max_bytes: args.upstream_cache_max.saturating_mul(1 << 20),
+                timeout: std::time::Duration::from_secs(args.upstream_timeout.max(1)),
+            })?))
+        }
+    };
+    for upstream in &args.upstream {
+        let under = match upstream.prefix.as_str() {
+            "" => "misses".to_string(),
+            prefix => format!("misses under /{prefix}"),
+        };
+        let _ = writeln!(out, "  upstream:   {under} -> {}", upstream.base);
+    }
+    let _ = out.flush();
     let served = Arc::new(request::Served {
         root,
         cache: cache::MemoryCache::new(args.memory_cache.saturating_mul(1 << 20)),
@@ -138,6 +198,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         access_log: access_log.map(std::sync::Mutex::new),
         fold_case: args.fold_case,
         quiet: args.quiet,
+        upstreams,
     });
     let accepting = Arc::new(Accepting {
         served,

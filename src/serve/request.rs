@@ -24,6 +24,8 @@ pub struct Served {
     pub fold_case: bool,
     /// No line per request on stderr (`--quiet`).
     pub quiet: bool,
+    /// Where store misses are asked (`--upstream`).
+    pub upstreams: Option<Arc<super::upstream::Upstreams>>,
 }
 
 fn text(status: StatusCode, text: &'static str) -> Response<Body> {
@@ -91,8 +93,16 @@ pub async fn handle<B>(
                 // Several ranges: the whole file (200), which every client accepts.
                 let single = range.filter(|r| !r.contains(','));
                 let head = method == Method::HEAD;
-                super::file::answer(&served.root, &served.cache, &parts, head, single)
-                    .unwrap_or_else(not_found)
+                match super::file::answer(&served.root, &served.cache, &parts, head, single) {
+                    Some(response) => response,
+                    None => match &served.upstreams {
+                        Some(upstreams) => upstreams
+                            .answer(&served.cache, &parts.join("/"), head, single)
+                            .await
+                            .unwrap_or_else(not_found),
+                        None => not_found(),
+                    },
+                }
             }
             // Directories, the root, names no file can have, private paths: not found.
             None => not_found(),
