@@ -469,7 +469,7 @@ fn check_one(
                     // `serve --upstream` says which answers came from an upstream.
                     source = response
                         .headers()
-                        .get("x-symdex-source")
+                        .get(crate::serve::SOURCE_HEADER)
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_string);
                     let size = response

@@ -144,13 +144,8 @@ impl MemoryCache {
 
 impl Inner {
     fn evict_to(&mut self, target: usize) {
-        let mut by_use: Vec<(u64, String)> = self
-            .entries
-            .iter()
-            .map(|(key, entry)| (entry.used, key.clone()))
-            .collect();
-        by_use.sort_unstable();
-        for (_, key) in by_use {
+        let oldest = oldest_first(self.entries.iter().map(|(key, entry)| (entry.used, key)));
+        for key in oldest {
             if self.bytes <= target {
                 break;
             }
@@ -159,6 +154,14 @@ impl Inner {
             }
         }
     }
+}
+
+/// Keys in the order both of serve's caches evict them: least recently used first, from
+/// (last use, key) pairs.
+pub fn oldest_first<'a>(uses: impl Iterator<Item = (u64, &'a String)>) -> Vec<String> {
+    let mut by_use: Vec<(u64, &String)> = uses.collect();
+    by_use.sort_unstable();
+    by_use.into_iter().map(|(_, key)| key.clone()).collect()
 }
 
 #[cfg(test)]

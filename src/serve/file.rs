@@ -117,7 +117,7 @@ fn open_regular(root: &Root, relative: &Path) -> Option<(File, std::fs::Metadata
 }
 
 /// A response with no body but its status and headers.
-fn bare(status: StatusCode, headers: &[(header::HeaderName, HeaderValue)]) -> Response<Body> {
+pub fn bare(status: StatusCode, headers: &[(header::HeaderName, HeaderValue)]) -> Response<Body> {
     let mut response = Response::new(Body::Empty);
     *response.status_mut() = status;
     for (name, value) in headers {
@@ -126,19 +126,18 @@ fn bare(status: StatusCode, headers: &[(header::HeaderName, HeaderValue)]) -> Re
     response
 }
 
-/// The answer for a GET or HEAD of `parts` under `root`, or `None` for a miss (anything that
-/// is not a regular file inside the store). Files up to [`CACHED_MAX`] are answered from (and
+/// The answer for a GET or HEAD of `key` (a normalised path relative to `root`), or `None` for
+/// a miss (anything that is not a regular file inside the store). Files up to [`CACHED_MAX`] are answered from (and
 /// kept in) `cache`; larger ones are streamed, [`READ_AHEAD`](super::body::READ_AHEAD) at a
 /// time: no response holds more than that of a large file, whatever its reader's pace.
 pub fn answer(
     root: &Root,
     cache: &MemoryCache,
-    parts: &[String],
+    key: &str,
     head: bool,
     range: Option<&str>,
 ) -> Option<Response<Body>> {
-    let key = parts.join("/");
-    let (file, meta) = open_regular(root, Path::new(&key))?;
+    let (file, meta) = open_regular(root, Path::new(key))?;
     let len = meta.len();
     let (status, (start, end)) = match single_range(range, len) {
         Ok(Some(r)) => (StatusCode::PARTIAL_CONTENT, r),
@@ -157,7 +156,7 @@ pub fn answer(
     let count = if len == 0 { 0 } else { end - start + 1 };
     let (body, last_modified) = if len <= CACHED_MAX {
         let stamp = Stamp::of(&meta);
-        let cached = match cache.get(&key, stamp) {
+        let cached = match cache.get(key, stamp) {
             Some(cached) => cached,
             None => {
                 let mut buf = vec![0u8; len as usize];
@@ -166,7 +165,7 @@ pub fn answer(
                     bytes: Bytes::from(buf),
                     last_modified: last_modified(&meta),
                 };
-                cache.put(&key, stamp, cached.clone());
+                cache.put(key, stamp, cached.clone());
                 cached
             }
         };
@@ -204,7 +203,7 @@ pub fn answer(
     Some(response)
 }
 
-const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
+pub const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
 
 fn last_modified(meta: &std::fs::Metadata) -> Option<HeaderValue> {
     let modified = meta.modified().ok()?;

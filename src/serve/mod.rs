@@ -21,6 +21,7 @@ mod request;
 mod upstream;
 
 pub use paths::url_path;
+pub use upstream::SOURCE_HEADER;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -100,6 +101,36 @@ fn default_upstream_cache() -> PathBuf {
     base.join("symdex").join("upstream")
 }
 
+/// The upstreams `--upstream` names, with their cache (which must lie outside the store: it
+/// would be served as keys), or `None` without any.
+fn open_upstreams(
+    args: &ServeArgs,
+    store: &std::path::Path,
+) -> anyhow::Result<Option<Arc<upstream::Upstreams>>> {
+    if args.upstream.is_empty() {
+        return Ok(None);
+    }
+    let cache_dir = args
+        .upstream_cache
+        .clone()
+        .unwrap_or_else(default_upstream_cache);
+    std::fs::create_dir_all(&cache_dir)
+        .with_context(|| format!("cannot create the upstream cache {}", cache_dir.display()))?;
+    if cache_dir
+        .canonicalize()
+        .is_ok_and(|dir| dir.starts_with(store))
+    {
+        anyhow::bail!("the upstream cache must be outside the store (it would be served as keys)");
+    }
+    let upstreams = upstream::Upstreams::new(upstream::Settings {
+        upstreams: args.upstream.clone(),
+        cache_dir,
+        cache_max_bytes: args.upstream_cache_max.saturating_mul(1 << 20),
+        timeout: std::time::Duration::from_secs(args.upstream_timeout.max(1)),
+    })?;
+    Ok(Some(Arc::new(upstreams)))
+}
+
 /// Connections the open-files limit leaves room for (each one is a descriptor; files being
 /// served and the listener need some too).
 fn default_max_connections() -> usize {
@@ -136,6 +167,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
+    let root = file::Root::open(store.clone())
+        .with_context(|| format!("cannot open the store {}", store.display()))?;
+    let upstreams = open_upstreams(args, &store)?;
     let listener = std::net::TcpListener::bind(args.addr)
         .with_context(|| format!("cannot listen on {}", args.addr))?;
     listener.set_nonblocking(true)?;
@@ -154,35 +188,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "  credentials required (Authorization: Bearer <token>, or basic auth)"
         );
     }
-    let _ = out.flush();
-    let root = file::Root::open(store.clone())
-        .with_context(|| format!("cannot open the store {}", store.display()))?;
-    let upstreams = match args.upstream.is_empty() {
-        true => None,
-        false => {
-            let cache_dir = args
-                .upstream_cache
-                .clone()
-                .unwrap_or_else(default_upstream_cache);
-            std::fs::create_dir_all(&cache_dir).with_context(|| {
-                format!("cannot create the upstream cache {}", cache_dir.display())
-            })?;
-            if cache_dir
-                .canonicalize()
-                .is_ok_and(|dir| dir.starts_with(&store))
-            {
-                anyhow::bail!(
-                    "the upstream cache must be outside the store (it would be served as keys)"
-                );
-            }
-            Some(Arc::new(upstream::Upstreams::new(upstream::Settings {
-                upstreams: args.upstream.clone(),
-                cache_dir,
-                cache_max_bytes: args.upstream_cache_max.saturating_mul(1 << 20),
-                timeout: std::time::Duration::from_secs(args.upstream_timeout.max(1)),
-            })?))
-        }
-    };
     for upstream in &args.upstream {
         let under = match upstream.prefix.as_str() {
             "" => "misses".to_string(),

@@ -93,11 +93,12 @@ pub async fn handle<B>(
                 // Several ranges: the whole file (200), which every client accepts.
                 let single = range.filter(|r| !r.contains(','));
                 let head = method == Method::HEAD;
-                match super::file::answer(&served.root, &served.cache, &parts, head, single) {
+                let key = parts.join("/");
+                match super::file::answer(&served.root, &served.cache, &key, head, single) {
                     Some(response) => response,
                     None => match &served.upstreams {
                         Some(upstreams) => upstreams
-                            .answer(&served.cache, &parts.join("/"), head, single)
+                            .answer(&served.cache, &key, head, single)
                             .await
                             .unwrap_or_else(not_found),
                         None => not_found(),

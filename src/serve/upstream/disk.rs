@@ -13,6 +13,8 @@ use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
+use super::super::cache::oldest_first;
+
 pub struct DiskCache {
     pub root: PathBuf,
     max_bytes: u64,
@@ -153,13 +155,13 @@ impl DiskCache {
         if index.bytes <= self.max_bytes {
             return;
         }
-        let mut by_use: Vec<(u64, String)> = index
-            .files
-            .iter()
-            .map(|(relative, (_, used))| (*used, relative.clone()))
-            .collect();
-        by_use.sort_unstable();
-        for (_, relative) in by_use {
+        let oldest = oldest_first(
+            index
+                .files
+                .iter()
+                .map(|(relative, (_, used))| (*used, relative)),
+        );
+        for relative in oldest {
             if index.bytes <= self.max_bytes {
                 break;
             }

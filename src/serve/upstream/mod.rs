@@ -29,14 +29,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{header, HeaderName, HeaderValue, Response, StatusCode};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use spec::Upstream;
 
 use super::body::Body;
 use super::cache::MemoryCache;
-use super::file::Root;
+use super::file::{bare, Root, OCTET_STREAM};
 use disk::{DiskCache, Partial};
 
 /// How long a miss everywhere is answered 404 without asking again.
@@ -46,7 +46,7 @@ const MISSES_MAX: usize = 100_000;
 /// How much of a download is read (and sent on) at a time.
 const CHUNK: usize = 64 << 10;
 /// The response header that says an answer came from upstream (`check --json` reports it).
-pub const SOURCE_HEADER: &str = "x-symdex-source";
+pub const SOURCE_HEADER: HeaderName = HeaderName::from_static("x-symdex-source");
 
 /// What `--upstream...` configured.
 pub struct Settings {
@@ -75,6 +75,12 @@ enum First {
     Streaming(Option<u64>),
     /// Already whole (an empty answer): answered from the cache, or a miss if it was refused.
     Done,
+}
+
+/// A request's part in a key's download: it leads it, or waits for the one in flight.
+enum Turn {
+    Lead(Leading),
+    Wait(watch::Receiver<()>),
 }
 
 /// The download of one key: while it lives, others asking for the key wait for it.
@@ -154,29 +160,28 @@ impl Upstreams {
             if self.missed_lately(key) {
                 return None;
             }
-            let (leading, waiting) = {
+            let turn = {
                 let mut inflight = lock(&self.inflight);
                 match inflight.get(key) {
-                    Some(waiting) => (None, Some(waiting.clone())),
+                    Some(waiting) => Turn::Wait(waiting.clone()),
                     None => {
                         let (done, waiting) = watch::channel(());
                         inflight.insert(key.to_string(), waiting);
-                        let leading = Leading {
+                        Turn::Lead(Leading {
                             upstreams: self.clone(),
                             key: key.to_string(),
                             _done: done,
-                        };
-                        (Some(leading), None)
+                        })
                     }
                 }
             };
-            if let Some(mut waiting) = waiting {
+            match turn {
                 // Returns when the leader's download ends (its sender is dropped).
-                let _ = waiting.changed().await;
-                continue;
+                Turn::Wait(mut waiting) => {
+                    let _ = waiting.changed().await;
+                }
+                Turn::Lead(leading) => return self.lead(leading, memory, head, range).await,
             }
-            let leading = leading?;
-            return self.lead(leading, memory, head, range).await;
         }
         None
     }
@@ -219,8 +224,7 @@ impl Upstreams {
         range: Option<&str>,
     ) -> Option<Response<Body>> {
         let relative = self.disk.lookup(key)?;
-        let parts: Vec<String> = relative.split('/').map(str::to_string).collect();
-        let mut response = super::file::answer(&self.cached, memory, &parts, head, range)?;
+        let mut response = super::file::answer(&self.cached, memory, &relative, head, range)?;
         response
             .headers_mut()
             .insert(SOURCE_HEADER, HeaderValue::from_static("upstream"));
@@ -387,16 +391,12 @@ impl Fetch<'_> {
 
 /// The response that streams a download to the client as it arrives.
 fn streamed(chunks: mpsc::Receiver<io::Result<Bytes>>, len: Option<u64>) -> Response<Body> {
-    let mut response = Response::new(Body::Channel { chunks, len });
-    *response.status_mut() = StatusCode::OK;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    headers.insert(SOURCE_HEADER, HeaderValue::from_static("upstream"));
-    if let Some(len) = len {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
+    let mut headers = vec![
+        (header::CONTENT_TYPE, OCTET_STREAM),
+        (SOURCE_HEADER, HeaderValue::from_static("upstream")),
+    ];
+    headers.extend(len.map(|len| (header::CONTENT_LENGTH, HeaderValue::from(len))));
+    let mut response = bare(StatusCode::OK, &headers);
+    *response.body_mut() = Body::Channel { chunks, len };
     response
 }
