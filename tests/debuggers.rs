@@ -90,18 +90,7 @@ fn debuginfod_find_fetches_byte_identical_files() {
 #[test]
 fn gdb_resolves_a_function_to_file_and_line() {
     let (w, server, _) = setup();
-    let mut cmd = client("gdb", &w, &server);
-    cmd.args([
-        "-batch",
-        "-nx",
-        "-iex",
-        "set debuginfod enabled on",
-        "-iex",
-        "set debug-file-directory /nonexistent",
-        "-ex",
-        "info line compute",
-        "./app",
-    ]);
+    let cmd = common::gdb_via_debuginfod(&w, &server, "info line compute", "./app");
     let text = output(cmd);
     assert!(text.contains("Line 2 of \"prog.c\""), "gdb said:\n{text}");
 }

@@ -149,18 +149,7 @@ fn gdb_lists_main_and_debuginfod_find_fetches_sources_from_the_store() {
     std::fs::remove_dir_all(w.path("build")).unwrap();
     let log = w.path("access.jsonl");
     let server = Server::start_with(&store, &["--access-log", log.to_str().unwrap()], None);
-    let mut gdb = client("gdb", &w, &server);
-    gdb.args([
-        "-batch",
-        "-nx",
-        "-iex",
-        "set debuginfod enabled on",
-        "-iex",
-        "set debug-file-directory /nonexistent",
-        "-ex",
-        "list main",
-        "./app",
-    ]);
+    let mut gdb = common::gdb_via_debuginfod(&w, &server, "list main", "./app");
     let out = gdb.output().unwrap();
     let text = format!(
         "{}{}",

@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{build_split_elf, debuginfod_client, fetched_by, symdex, Server, Workdir};
+use common::{
+    build_split_elf, debuginfod_client, exchange, fetched_by, gdb_via_debuginfod, ok, symdex,
+    Server, Workdir,
+};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -23,22 +26,10 @@ fn free_port() -> u16 {
 
 /// A GET on `addr` with `Connection: close`: (status, headers lowercased, body).
 fn get(addr: &str, path: &str) -> Option<(u16, String, Vec<u8>)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    exchange(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
     )
-    .ok()?;
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, head, raw[split + 4..].to_vec()))
 }
 
 /// A process stopped on drop.
@@ -160,19 +151,9 @@ fn debuginfod_find_and_gdb_fetch_upstream_elf_files_then_from_the_cache_without_
     let mut again = debuginfod_client("debuginfod-find", &w, &server);
     again.args(["debuginfo", build_id]);
     assert_eq!(fetched_by(again), debug, "from the cache, upstream stopped");
-    let mut gdb = debuginfod_client("gdb", &w, &server);
-    gdb.args([
-        "-batch",
-        "-nx",
-        "-iex",
-        "set debuginfod enabled on",
-        "-iex",
-        "set debug-file-directory /nonexistent",
-        "-ex",
-        "info line compute",
-        "./app",
-    ]);
-    let out = gdb.output().unwrap();
+    let out = gdb_via_debuginfod(&w, &server, "info line compute", "./app")
+        .output()
+        .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains("Line 1 of") && said.contains("prog.c\""),
@@ -185,18 +166,13 @@ fn debuginfod_find_and_gdb_fetch_upstream_elf_files_then_from_the_cache_without_
 fn symsrv_tree(w: &Workdir) -> (PathBuf, Vec<String>) {
     std::fs::write(w.path("src.cpp"), "int foo(int x) { return x * 5; }\n").unwrap();
     common::build_pe_and_pdb(w, "Upstream.pdb", "Upstream.dll");
-    let out = symdex()
+    ok(symdex()
         .args(["index", "--layout", "symstore", "--store"])
         .arg(w.path("scratch"))
         .arg(w.path("Upstream.dll"))
         .arg(w.path("Upstream.pdb"))
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .unwrap());
     let root = w.path("msdl");
     let tree = root.join("download");
     std::fs::create_dir_all(&tree).unwrap();
@@ -231,13 +207,12 @@ fn symsrv_fetches_pass_a_prefix_through_and_the_stores_own_keys_never_go_upstrea
         "x + 2",
     );
     let store = w.path("store");
-    let out = symdex()
+    ok(symdex()
         .args(["index", "--store"])
         .arg(&store)
         .arg(w.path("own"))
         .output()
-        .unwrap();
-    assert!(out.status.success());
+        .unwrap());
     let server = serve_with_upstream(
         &store,
         &w.path("cache"),
@@ -419,9 +394,10 @@ http.server.ThreadingHTTPServer(("127.0.0.1", {port}), Slow).serve_forever()
         &["--upstream-timeout", "2"],
     );
     let started = Instant::now();
-    let (_, _, body) = get(&server.addr, "/buildid/abcdef/debuginfo").unwrap();
+    // Nothing, or an answer cut short.
+    let answer = get(&server.addr, "/buildid/abcdef/debuginfo");
     assert!(started.elapsed() < Duration::from_secs(20), "cut, not hung");
-    assert!(body.len() < 100_000);
+    assert!(answer.is_none_or(|(_, _, body)| body.len() < 100_000));
 }
 
 /// A cache that cannot be written (here: a file where the key's folder must go; a full disk

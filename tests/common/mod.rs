@@ -220,16 +220,46 @@ impl Server {
 
     /// Sends `request` as it is: (status, headers lowercased, body).
     pub fn raw(&self, request: &str) -> (u16, String, Vec<u8>) {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        (status, head, raw[split + 4..].to_vec())
+        exchange(&self.addr, request)
+            .unwrap_or_else(|| panic!("no HTTP answer from {} to {request:?}", self.addr))
     }
+}
+
+/// Sends `request` as it is to `addr` and reads to the end: (status, headers lowercased,
+/// body), or `None` when no whole answer came back (no server, a connection reset, closed
+/// before the headers).
+pub fn exchange(addr: &str, request: &str) -> Option<(u16, String, Vec<u8>)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    // A server that hangs fails the test rather than holding it.
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .ok()?;
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, head, raw[split + 4..].to_vec()))
+}
+
+/// gdb run by [`debuginfod_client`] with its debug files from the server alone, running `ex`
+/// on `program` in one batch.
+pub fn gdb_via_debuginfod(w: &Workdir, server: &Server, ex: &str, program: &str) -> Command {
+    let mut gdb = debuginfod_client("gdb", w, server);
+    gdb.args([
+        "-batch",
+        "-nx",
+        "-iex",
+        "set debuginfod enabled on",
+        "-iex",
+        "set debug-file-directory /nonexistent",
+        "-ex",
+        ex,
+        program,
+    ]);
+    gdb
 }
 
 impl Drop for Server {
