@@ -29,6 +29,9 @@ module "symdex" {
   ci_products      = ["app", "engine"]
 
   enforce_product_prefixes = true
+
+  # Readers (only they: the access function is in front) also get Microsoft's symbols here.
+  upstreams = [{ path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/" }]
 }
 
 # GitHub Actions OIDC: the `app` repository's workflows may upload under app/ only.

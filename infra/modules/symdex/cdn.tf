@@ -1,5 +1,31 @@
 # CloudFront in front of the private serving bucket: origin access control, 404 (not 403) for
-# misses, a short negative-cache TTL, symdex's own prefixes never served.
+# misses, a short negative-cache TTL, symdex's own prefixes never served, and (var.upstreams)
+# other symbol servers behind the bucket in origin groups.
+
+locals {
+  # One origin group per upstream: the serving bucket first, the upstream when the bucket
+  # answers 403 (a missing key without ListBucket) or 404. CloudFront appends the whole request
+  # path to an origin's path, so the origin path is the url's path without the prefix
+  # (variables.tf checks the url's path ends with it): symbols/x/y/z reaches
+  # https://msdl.microsoft.com/download + /symbols/x/y/z.
+  upstreams = [
+    for i, u in var.upstreams : {
+      group_id  = "upstream-${i}"
+      origin_id = "upstream-${i}-origin"
+      prefix    = trim(u.path_prefix, "/")
+      https     = startswith(u.url, "https://")
+      host      = regex("^https?://([^/:]+)", u.url)[0]
+      port      = try(tonumber(regex("^https?://[^/:]+:([0-9]+)", u.url)[0]), null)
+      origin_path = trimsuffix(
+        trimsuffix(try(regex("^https?://[^/]+(.*)$", u.url)[0], ""), "/"),
+        trim(u.path_prefix, "/") == "" ? "" : "/${trim(u.path_prefix, "/")}"
+      )
+    }
+  ]
+  # The default behaviour falls through when an upstream has the empty prefix.
+  default_upstream   = [for u in local.upstreams : u if u.prefix == ""]
+  prefixed_upstreams = [for u in local.upstreams : u if u.prefix != ""]
+}
 
 resource "aws_cloudfront_origin_access_control" "serving" {
   count                             = var.enable_cloudfront ? 1 : 0
@@ -36,6 +62,40 @@ resource "aws_cloudfront_distribution" "symbols" {
     origin_access_control_id = aws_cloudfront_origin_access_control.serving[0].id
   }
 
+  # Upstream symbol servers (custom origins, TLS 1.2, the url's port or the scheme's).
+  dynamic "origin" {
+    for_each = local.upstreams
+    content {
+      origin_id   = origin.value.origin_id
+      domain_name = origin.value.host
+      origin_path = origin.value.origin_path
+      custom_origin_config {
+        http_port              = origin.value.https ? 80 : coalesce(origin.value.port, 80)
+        https_port             = origin.value.https ? coalesce(origin.value.port, 443) : 443
+        origin_protocol_policy = origin.value.https ? "https-only" : "http-only"
+        origin_ssl_protocols   = ["TLSv1.2"]
+      }
+    }
+  }
+
+  dynamic "origin_group" {
+    for_each = local.upstreams
+    content {
+      origin_id = origin_group.value.group_id
+      failover_criteria {
+        status_codes = [403, 404]
+      }
+      member {
+        origin_id = "serving"
+      }
+      member {
+        origin_id = origin_group.value.origin_id
+      }
+    }
+  }
+
+  # Behaviours match in order: symdex's private prefixes come first, so no upstream (not even
+  # the default behaviour's) is ever asked for them.
   dynamic "ordered_cache_behavior" {
     for_each = local.private_prefixes
     content {
@@ -55,8 +115,35 @@ resource "aws_cloudfront_distribution" "symbols" {
     }
   }
 
+  # Each upstream's prefix: the same access function (before the cache, on hits too: an
+  # upstream's answers are as private as own symbols) and response function as own symbols,
+  # the same cache policy (no viewer header, cookie or query string reaches any origin).
+  dynamic "ordered_cache_behavior" {
+    for_each = local.prefixed_upstreams
+    content {
+      path_pattern           = "${ordered_cache_behavior.value.prefix}/*"
+      target_origin_id       = ordered_cache_behavior.value.group_id
+      allowed_methods        = ["GET", "HEAD"]
+      cached_methods         = ["GET", "HEAD"]
+      viewer_protocol_policy = "redirect-to-https"
+      compress               = false
+      cache_policy_id        = "658327ea-f89d-4fab-a63d-7e88639e58f6"
+      dynamic "function_association" {
+        for_each = aws_cloudfront_function.access
+        content {
+          event_type   = "viewer-request"
+          function_arn = function_association.value.arn
+        }
+      }
+      function_association {
+        event_type   = "viewer-response"
+        function_arn = aws_cloudfront_function.response[0].arn
+      }
+    }
+  }
+
   default_cache_behavior {
-    target_origin_id       = "serving"
+    target_origin_id       = length(local.default_upstream) > 0 ? local.default_upstream[0].group_id : "serving"
     allowed_methods        = ["GET", "HEAD"]
     cached_methods         = ["GET", "HEAD"]
     viewer_protocol_policy = "redirect-to-https"

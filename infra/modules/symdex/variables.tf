@@ -366,3 +366,46 @@ variable "minimum_protocol_version" {
     error_message = "minimum_protocol_version is one of TLSv1.2_2018, TLSv1.2_2019, TLSv1.2_2021, TLSv1.3_2025."
   }
 }
+
+variable "upstreams" {
+  description = "Other symbol servers CloudFront falls through to: a request under path_prefix that the serving bucket misses (403/404) is asked of url, whose path must end with the prefix (symbols/ -> https://msdl.microsoft.com/download/symbols/; buildid/ -> https://debuginfod.example.org/buildid/; \"\" for the default behaviour, the whole request path appended to url). One upstream per prefix. Upstream answers are cached at the edge, not copied into the bucket, and not identity-checked (symdex serve --upstream checks them); the edge's access control applies to them as to own symbols."
+  type = list(object({
+    path_prefix = string
+    url         = string
+  }))
+  default = []
+  validation {
+    condition = alltrue([
+      for u in var.upstreams : can(regex("^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[^?#]*)?$", u.url))
+    ])
+    error_message = "upstreams: url is http(s)://host[:port][/path], without a query or fragment."
+  }
+  validation {
+    condition = alltrue([
+      for u in var.upstreams : trim(u.path_prefix, "/") == "" || endswith(
+        trimsuffix(try(regex("^https?://[^/]+(.*)$", u.url)[0], ""), "/"),
+        "/${trim(u.path_prefix, "/")}"
+      )
+    ])
+    error_message = "upstreams: url's path must end with path_prefix (CloudFront appends the whole request path to the origin's path: symbols/ needs a url ending in /symbols/)."
+  }
+  validation {
+    condition     = length(distinct([for u in var.upstreams : trim(u.path_prefix, "/")])) == length(var.upstreams)
+    error_message = "upstreams: one upstream per path_prefix (an origin group fails over once)."
+  }
+  validation {
+    condition = alltrue([
+      for u in var.upstreams : trim(u.path_prefix, "/") == "" || (
+        !startswith("${trim(u.path_prefix, "/")}/", "${trim(var.manifest_prefix, "/")}/") &&
+        !startswith("${trim(u.path_prefix, "/")}/", "${trim(var.state_prefix, "/")}/") &&
+        !startswith("${trim(var.manifest_prefix, "/")}/", "${trim(u.path_prefix, "/")}/") &&
+        !startswith("${trim(var.state_prefix, "/")}/", "${trim(u.path_prefix, "/")}/")
+      )
+    ])
+    error_message = "upstreams: a path_prefix may not overlap the private manifest_prefix or state_prefix (never served, never asked of anyone)."
+  }
+  validation {
+    condition     = length(var.upstreams) == 0 || var.enable_cloudfront
+    error_message = "upstreams are CloudFront origin groups: they need enable_cloudfront = true."
+  }
+}

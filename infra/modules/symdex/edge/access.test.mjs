@@ -1,43 +1,7 @@
-// node --test: the access function as CloudFront runs it, with the `cloudfront` module's
-// KeyValueStore played by a map (the function is loaded from its own source, its two imports
-// provided, its CONFIG line replaced as the Terraform module replaces it).
+// node --test: the access function as CloudFront runs it (loaded by harness.mjs).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import crypto from 'node:crypto';
-import { readFileSync } from 'node:fs';
-
-const source = readFileSync(new URL('./access.js', import.meta.url), 'utf8');
-
-function load(config, secrets = []) {
-    const kvs = new Map(secrets.map((s) => [
-        'sha256:' + crypto.createHash('sha256').update(s).digest('hex'), '1',
-    ]));
-    const cf = {
-        kvs(id) {
-            assert.equal(id, config.kvsId);
-            return {
-                async get(key) {
-                    if (!kvs.has(key)) throw new Error('key not found');
-                    return kvs.get(key);
-                },
-            };
-        },
-    };
-    const body = source
-        .replace(/^import .*$/gm, '')
-        .replace(/^var CONFIG = .*$/m, `var CONFIG = ${JSON.stringify(config)};`);
-    assert.notEqual(body, source, 'the CONFIG line is where Terraform expects it');
-    return new Function('cf', 'crypto', 'Buffer', `${body}\nreturn handler;`)(cf, crypto, Buffer);
-}
-
-function event(uri, ip, headers = {}) {
-    return {
-        version: '1.0',
-        context: { eventType: 'viewer-request' },
-        viewer: { ip },
-        request: { method: 'GET', uri, querystring: {}, headers, cookies: {} },
-    };
-}
+import { event, load } from './harness.mjs';
 
 const basic = (pair) => ({ value: 'Basic ' + Buffer.from(pair).toString('base64') });
 const KEY = '/symbols/Foo.PDB/ABCDEF0123456789ABCDEF01234567891/Foo.PDB';

@@ -1,0 +1,256 @@
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::config::{init, prerequisites, root_config, terraform};
+use crate::support::Moto;
+
+async fn receive_one(sqs: &aws_sdk_sqs::Client, queue: &str) -> Value {
+    for _ in 0..20 {
+        let resp = sqs
+            .receive_message()
+            .queue_url(queue)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for m in resp.messages.unwrap_or_default() {
+            let body: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+            if body.get("Records").is_some() {
+                return body;
+            }
+        }
+    }
+    panic!("no S3 notification arrived on {queue}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be applied here");
+        return;
+    }
+    let moto = Moto::start();
+    let dir = tempfile::tempdir().unwrap();
+    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../infra/modules/symdex")
+        .canonicalize()
+        .unwrap();
+    std::fs::write(dir.path().join("terraformrc"), "").unwrap();
+    std::fs::write(
+        dir.path().join("bootstrap"),
+        "placeholder: moto does not run functions",
+    )
+    .unwrap();
+    let zipped = Command::new("zip")
+        .args(["-q", "bootstrap.zip", "bootstrap"])
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(zipped.success());
+    std::fs::write(
+        dir.path().join("main.tf"),
+        root_config(&module, &moto.endpoint),
+    )
+    .unwrap();
+
+    let d = dir.path();
+    init(d);
+    terraform(d, &["apply", "-auto-approve", "-input=false", "-no-color"]);
+    let outputs: Value = serde_json::from_str(&terraform(d, &["output", "-json"])).unwrap();
+    let out = |name: &str| outputs[name]["value"].as_str().unwrap().to_string();
+    assert!(
+        out("debuginfod_urls").starts_with("https://"),
+        "CloudFront URL: {outputs}"
+    );
+    assert!(out("windbg_symbol_path").starts_with("srv*"));
+    assert_eq!(out("sweeper_function"), "symdex-tf-sweeper");
+    let policy: Value = serde_json::from_str(
+        outputs["ci_upload_policies"]["value"]["demo"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        policy.to_string().contains("symdex-tf-ingest/demo/*"),
+        "uploads only under the product's prefix: {policy}"
+    );
+    let state = terraform(d, &["state", "list"]);
+    // Read access control: the function is deployed with the real store's id in its CONFIG.
+    let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json"])).unwrap();
+    let resources: Vec<&Value> = shown["values"]["root_module"]["child_modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["resources"].as_array().unwrap())
+        .collect();
+    let find = |address: &str| {
+        resources
+            .iter()
+            .find(|r| r["address"] == address)
+            .unwrap_or_else(|| panic!("{address} not created"))["values"]
+            .clone()
+    };
+    let kvs = find("module.symdex.aws_cloudfront_key_value_store.tokens[0]");
+    let function = find("module.symdex.aws_cloudfront_function.access[0]");
+    let code = function["code"].as_str().unwrap();
+    assert!(
+        code.contains(&format!(
+            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":true,"foldPrefixes":["/symbols/","/index2/"],"kvsId":"{}"}};"#,
+            kvs["id"].as_str().unwrap()
+        )),
+        "{code}"
+    );
+    // The upstream's origin group, as the endpoint holds it after the apply (read back).
+    let distribution = find("module.symdex.aws_cloudfront_distribution.symbols[0]");
+    let groups = distribution["origin_group"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{distribution}");
+    assert_eq!(groups[0]["origin_id"], "upstream-0");
+    // Keys folded to lowercase for the edge's case-insensitive lookups (the default).
+    let indexer = find("module.symdex.aws_lambda_function.indexer");
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_FOLD_CASE"],
+        "true"
+    );
+    // One stored copy per artifact behind the CDN: aliases are redirects.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_ALIASES"],
+        "redirect"
+    );
+    // Sources are joined unless the deployment says nobody uploads them.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_SOURCE_JOINS"],
+        "true"
+    );
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_DECODER_MEMORY_MB"],
+        "300"
+    );
+    for resource in [
+        "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",
+        "module.symdex.aws_cloudwatch_event_target.sweeper[0]",
+        "module.symdex.aws_lambda_permission.sweeper[0]",
+        "module.symdex.aws_cloudwatch_metric_alarm.function[\"sweeper-errors\"]",
+        "module.symdex.aws_s3_bucket.logs[0]",
+        "module.symdex.aws_glue_catalog_table.cloudfront_logs[0]",
+    ] {
+        assert!(state.contains(resource), "{resource} not created:\n{state}");
+    }
+
+    let s3 = moto.s3().await;
+    let sqs = moto.sqs().await;
+    let ingest = out("ingest_bucket");
+    // Conflicts are counted from the indexer's decisions.
+    let conflicts = find("module.symdex.aws_cloudwatch_log_metric_filter.conflicts");
+    assert!(
+        conflicts["pattern"]
+            .as_str()
+            .unwrap()
+            .contains("\"conflict\""),
+        "{conflicts}"
+    );
+    // Only this account's ingest bucket may send to the queues.
+    for queue in ["events", "removals"] {
+        let policy = find(&format!("module.symdex.aws_sqs_queue_policy.{queue}"))["policy"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(policy.contains("aws:SourceAccount"), "{policy}");
+        assert!(policy.contains("aws:SourceArn"), "{policy}");
+    }
+    // The functions act on the ingest bucket's events alone.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_INGEST_BUCKET"],
+        ingest.as_str()
+    );
+    let put = s3
+        .put_object()
+        .bucket(&ingest)
+        .key("build=1/app.debug")
+        .body(b"\x7fELF".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    let version = put
+        .version_id()
+        .expect("the ingest bucket is versioned")
+        .to_string();
+    let created = receive_one(&sqs, &out("events_queue_url")).await;
+    assert_eq!(created["Records"][0]["eventName"], "ObjectCreated:Put");
+    let raw_key = created["Records"][0]["s3"]["object"]["key"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        symdex_lambda::events::decode_s3_key(raw_key),
+        "build=1/app.debug"
+    );
+    // Deleting a version (moto sends no event for delete markers).
+    s3.delete_object()
+        .bucket(&ingest)
+        .key("build=1/app.debug")
+        .version_id(&version)
+        .send()
+        .await
+        .unwrap();
+    let removed = receive_one(&sqs, &out("removals_queue_url")).await;
+    assert!(removed["Records"][0]["eventName"]
+        .as_str()
+        .unwrap()
+        .starts_with("ObjectRemoved"));
+
+    // moto implements no DeleteNamedQuery: forget the named queries, destroy the rest.
+    for query in [
+        "build_published",
+        "who_published_debug_id",
+        "rejected_last_day",
+        "cross_product_conflicts",
+        "missing_this_week",
+    ] {
+        terraform(
+            d,
+            &[
+                "state",
+                "rm",
+                &format!("module.symdex.aws_athena_named_query.{query}[0]"),
+            ],
+        );
+    }
+    // Versioned ingest bucket: its old versions must go before the bucket can.
+    let versions = s3
+        .list_object_versions()
+        .bucket(&ingest)
+        .send()
+        .await
+        .unwrap();
+    for v in versions.versions() {
+        s3.delete_object()
+            .bucket(&ingest)
+            .key(v.key().unwrap())
+            .version_id(v.version_id().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+    for m in versions.delete_markers() {
+        s3.delete_object()
+            .bucket(&ingest)
+            .key(m.key().unwrap())
+            .version_id(m.version_id().unwrap())
+            .send()
+            .await
+            .unwrap();
+    }
+    terraform(
+        d,
+        &["destroy", "-auto-approve", "-input=false", "-no-color"],
+    );
+    let buckets = s3.list_buckets().send().await.unwrap();
+    assert!(
+        buckets
+            .buckets()
+            .iter()
+            .all(|b| !b.name().unwrap_or("").starts_with("symdex-tf")),
+        "buckets left behind"
+    );
+}

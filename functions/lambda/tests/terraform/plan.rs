@@ -1,0 +1,456 @@
+use serde_json::Value;
+
+use crate::config::{
+    init, plan_dir, prerequisites, root_config, terraform, terraform_output, UPSTREAM_LINE,
+};
+use crate::support::Moto;
+
+/// What the module deploys at the edge is what the node tests exercise: exactly the source of
+/// infra/modules/symdex/edge/access.js with its CONFIG line set from the variables, on the
+/// viewer-request of every cache behaviour, with the token store when credentials are on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_planned_access_function_is_the_tested_source_with_its_configuration() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
+        return;
+    }
+    let moto = Moto::start();
+    let (dir, module) = plan_dir();
+    let d = dir.path();
+    let config = root_config(&module, &moto.endpoint).replace(
+        "  require_auth             = true\n",
+        "  require_auth             = var.require_auth\n",
+    );
+    std::fs::write(
+        d.join("main.tf"),
+        format!("variable \"require_auth\" {{\n  type = bool\n}}\n\n{config}"),
+    )
+    .unwrap();
+    init(d);
+    let plan = |require_auth: bool| -> Value {
+        terraform(
+            d,
+            &[
+                "plan",
+                "-input=false",
+                "-no-color",
+                "-out=tfplan",
+                &format!("-var=require_auth={require_auth}"),
+            ],
+        );
+        serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap()
+    };
+    let planned = |plan: &Value, address: &str| -> Value {
+        plan["resource_changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["address"] == address)
+            .unwrap_or_else(|| panic!("{address} is not planned"))["change"]["after"]
+            .clone()
+    };
+
+    // IP allow-list only: the whole code is known at plan time.
+    let ips = plan(false);
+    let function = planned(&ips, "module.symdex.aws_cloudfront_function.access[0]");
+    let source = std::fs::read_to_string(module.join("edge/access.js")).unwrap();
+    let expected = source.replace(
+        "var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '' };",
+        r#"var CONFIG = {"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":false,"foldPrefixes":["/symbols/","/index2/"],"kvsId":""};"#,
+    );
+    assert_ne!(expected, source, "the CONFIG line of access.js moved");
+    assert_eq!(function["code"].as_str().unwrap(), expected);
+    assert_eq!(function["runtime"], "cloudfront-js-2.0");
+    let distribution = planned(&ips, "module.symdex.aws_cloudfront_distribution.symbols[0]");
+    let behaviours = std::iter::once(&distribution["default_cache_behavior"][0]).chain(
+        distribution["ordered_cache_behavior"]
+            .as_array()
+            .unwrap()
+            .iter(),
+    );
+    let events = |behaviour: &Value| -> Vec<String> {
+        behaviour["function_association"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["event_type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut targets = Vec::new();
+    for behaviour in behaviours {
+        targets.push(behaviour["target_origin_id"].as_str().unwrap().to_string());
+        assert!(
+            events(behaviour).contains(&"viewer-request".to_string()),
+            "{behaviour}"
+        );
+    }
+    // The upstream's behaviour is among those checked: its answers pass the same function.
+    assert!(targets.contains(&"upstream-0".to_string()), "{targets:?}");
+    // debuginfod's headers from object metadata, on the serving behaviour.
+    assert!(
+        events(&distribution["default_cache_behavior"][0]).contains(&"viewer-response".to_string())
+    );
+    let headers = planned(&ips, "module.symdex.aws_cloudfront_function.response[0]");
+    assert_eq!(
+        headers["code"].as_str().unwrap(),
+        std::fs::read_to_string(module.join("edge/response.js")).unwrap()
+    );
+    assert!(ips["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["type"] != "aws_cloudfront_key_value_store"));
+
+    // Credentials on: the token store is created and associated.
+    let tokens = plan(true);
+    planned(
+        &tokens,
+        "module.symdex.aws_cloudfront_key_value_store.tokens[0]",
+    );
+    let unknown = tokens["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["address"] == "module.symdex.aws_cloudfront_function.access[0]")
+        .unwrap()["change"]["after_unknown"]
+        .clone();
+    assert_eq!(unknown["code"], true, "the code names the store's id");
+    // The association (the store's ARN) is known only once the store exists.
+    let association = &unknown["key_value_store_associations"];
+    assert!(
+        *association == true || *association == serde_json::json!([true]),
+        "{unknown}"
+    );
+}
+
+/// Unsafe combinations are refused at plan time, each naming its problem: the website (public
+/// read) with access control, access control without CloudFront (which enforces it), and a
+/// layout prefix that is empty (a write grant to the whole bucket) or private. The safe
+/// combinations still plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
+        return;
+    }
+    let moto = Moto::start();
+    let (dir, module) = plan_dir();
+    let d = dir.path();
+    let config = root_config(&module, &moto.endpoint)
+        .replace(
+            "  allowed_cidrs            = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n",
+            "  allowed_cidrs            = var.allowed_cidrs\n",
+        )
+        // Upstreams are planned by their own test (they need CloudFront).
+        .replace(UPSTREAM_LINE, "")
+        .replace(
+            "  require_auth             = true\n",
+            "  require_auth             = var.require_auth\n  enable_website = var.enable_website\n  enable_cloudfront = var.enable_cloudfront\n  layout_prefixes = var.layout_prefixes\n",
+        );
+    let variables = "variable \"require_auth\" { type = bool }\nvariable \"allowed_cidrs\" { type = list(string) }\nvariable \"enable_website\" { type = bool }\nvariable \"enable_cloudfront\" { type = bool }\nvariable \"layout_prefixes\" { type = map(string) }\n\n";
+    std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
+    init(d);
+    // (require_auth, allowed_cidrs, enable_website, enable_cloudfront, layout_prefixes)
+    let plan = |vars: (bool, &str, bool, bool, &str)| {
+        let (auth, cidrs, website, cloudfront, prefixes) = vars;
+        terraform_output(
+            d,
+            &[
+                "plan",
+                "-input=false",
+                "-no-color",
+                "-refresh=false",
+                // Plans run side by side over one directory (no state to protect).
+                "-lock=false",
+                &format!("-var=require_auth={auth}"),
+                &format!("-var=allowed_cidrs={cidrs}"),
+                &format!("-var=enable_website={website}"),
+                &format!("-var=enable_cloudfront={cloudfront}"),
+                &format!("-var=layout_prefixes={prefixes}"),
+            ],
+        )
+    };
+    let no_cidrs = "[]";
+    let cidrs = r#"["10.0.0.0/8"]"#;
+    let defaults = "{}";
+    let refused = [
+        (
+            (true, no_cidrs, true, true, defaults),
+            "enable_website makes",
+        ),
+        ((false, cidrs, true, true, defaults), "enable_website makes"),
+        (
+            (true, no_cidrs, false, false, defaults),
+            "require_auth is enforced by CloudFront",
+        ),
+        (
+            (false, cidrs, false, false, defaults),
+            "allowed_cidrs is enforced by CloudFront",
+        ),
+        (
+            (false, no_cidrs, false, true, r#"{unified = ""}"#),
+            "may not be empty",
+        ),
+        (
+            (
+                false,
+                no_cidrs,
+                false,
+                true,
+                r#"{symstore = "_symdex/syms/"}"#,
+            ),
+            "may not lie under",
+        ),
+        (
+            (false, no_cidrs, false, true, r#"{unified = "_manifest/"}"#),
+            "may not lie under",
+        ),
+    ];
+    let planned = [
+        (true, cidrs, false, true, defaults),
+        (false, no_cidrs, true, false, defaults),
+        (
+            false,
+            no_cidrs,
+            true,
+            true,
+            r#"{debuginfod = "", unified = "sentry/"}"#,
+        ),
+    ];
+    // Expected: a problem named, or `None` for a plan that must succeed.
+    let cases: Vec<_> = refused
+        .iter()
+        .map(|(vars, problem)| (*vars, Some(*problem)))
+        .chain(planned.iter().map(|vars| (*vars, None)))
+        .collect();
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let plan = &plan;
+        let handles: Vec<_> = cases
+            .chunks(cases.len().div_ceil(3))
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|(vars, problem)| (*vars, *problem, plan(*vars)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| handle.join().unwrap())
+            .collect()
+    });
+    for (vars, problem, out) in outcomes {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+        match problem {
+            Some(problem) => {
+                assert!(!out.status.success(), "{vars:?} planned");
+                assert!(stderr.contains(problem), "{vars:?}: {stderr}");
+            }
+            None => assert!(out.status.success(), "{vars:?} did not plan: {stderr}"),
+        }
+    }
+}
+
+/// `upstreams` become origin groups: the serving bucket first, the upstream (a custom origin
+/// whose path maps the prefix onto the url) when the bucket answers 403 or 404; each prefix's
+/// behaviour targets its group with the access function in front, after the private prefixes'
+/// behaviours; the empty prefix is the default behaviour's. Upstreams that cannot be mapped
+/// are refused at plan time, each naming its problem.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_plan() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
+        return;
+    }
+    let moto = Moto::start();
+    let (dir, module) = plan_dir();
+    let d = dir.path();
+    let config = root_config(&module, &moto.endpoint)
+        .replace(
+            UPSTREAM_LINE,
+            "  upstreams = var.upstreams\n  enable_cloudfront = var.enable_cloudfront\n",
+        )
+        .replace(
+            "  require_auth             = true\n",
+            "  require_auth = var.enable_cloudfront\n",
+        )
+        .replace(
+            "  allowed_cidrs            = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n",
+            "",
+        );
+    assert!(config.contains("var.upstreams"), "root_config changed");
+    let variables = "variable \"upstreams\" {\n  type = list(object({ path_prefix = string, url = string }))\n}\nvariable \"enable_cloudfront\" { type = bool }\n\n";
+    std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
+    init(d);
+    let plan = |upstreams: &str, cloudfront: bool| {
+        terraform_output(
+            d,
+            &[
+                "plan",
+                "-input=false",
+                "-no-color",
+                "-refresh=false",
+                "-lock=false",
+                "-out=tfplan",
+                &format!("-var=upstreams={upstreams}"),
+                &format!("-var=enable_cloudfront={cloudfront}"),
+            ],
+        )
+    };
+
+    let out = plan(
+        r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/"},
+            {path_prefix = "/debian/buildid", url = "http://debuginfod.internal:8002/debian/buildid"},
+            {path_prefix = "", url = "https://debuginfod.debian.net"}]"#,
+        true,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap();
+    let distribution = shown["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["address"] == "module.symdex.aws_cloudfront_distribution.symbols[0]")
+        .expect("the distribution is planned")["change"]["after"]
+        .clone();
+    let origin = |id: &str| -> Value {
+        distribution["origin"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["origin_id"] == id)
+            .unwrap_or_else(|| panic!("no origin {id}"))
+            .clone()
+    };
+    // (group, upstream host, origin path, protocol policy, port)
+    let expected = [
+        (
+            "upstream-0",
+            "msdl.microsoft.com",
+            "/download",
+            "https-only",
+            443,
+        ),
+        ("upstream-1", "debuginfod.internal", "", "http-only", 8002),
+        ("upstream-2", "debuginfod.debian.net", "", "https-only", 443),
+    ];
+    let groups = distribution["origin_group"].as_array().unwrap();
+    assert_eq!(groups.len(), expected.len(), "{groups:?}");
+    for (group_id, host, path, policy, port) in expected {
+        let group = groups
+            .iter()
+            .find(|g| g["origin_id"] == group_id)
+            .unwrap_or_else(|| panic!("no origin group {group_id}"));
+        let mut codes: Vec<u64> = group["failover_criteria"][0]["status_codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .collect();
+        codes.sort();
+        assert_eq!(codes, [403, 404], "{group}");
+        let members: Vec<&str> = group["member"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["origin_id"].as_str().unwrap())
+            .collect();
+        let upstream_id = format!("{group_id}-origin");
+        assert_eq!(
+            members,
+            ["serving", upstream_id.as_str()],
+            "the bucket first"
+        );
+        let upstream = origin(&upstream_id);
+        assert_eq!(upstream["domain_name"], host);
+        assert_eq!(upstream["origin_path"], path);
+        let custom = &upstream["custom_origin_config"][0];
+        assert_eq!(custom["origin_protocol_policy"], policy);
+        let port_field = if policy == "https-only" {
+            "https_port"
+        } else {
+            "http_port"
+        };
+        assert_eq!(custom[port_field], port, "{custom}");
+    }
+    // Behaviours: the private prefixes first (never asked of anyone), then each upstream's.
+    let ordered: Vec<(String, String)> = distribution["ordered_cache_behavior"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            assert!(
+                b["function_association"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|a| a["event_type"] == "viewer-request"),
+                "access control on {b}"
+            );
+            (
+                b["path_pattern"].as_str().unwrap().to_string(),
+                b["target_origin_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let owned = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+        p.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        ordered,
+        owned(&[
+            ("_manifest/*", "unserved"),
+            ("_symdex/*", "unserved"),
+            ("symbols/*", "upstream-0"),
+            ("debian/buildid/*", "upstream-1"),
+        ])
+    );
+    assert_eq!(
+        distribution["default_cache_behavior"][0]["target_origin_id"],
+        "upstream-2"
+    );
+
+    let refused = [
+        (
+            r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/"}]"#,
+            true,
+            "url's path must end with path_prefix",
+        ),
+        (
+            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/"}, {path_prefix = "/symbols", url = "https://b.example/symbols"}]"#,
+            true,
+            "one upstream per path_prefix",
+        ),
+        (
+            r#"[{path_prefix = "_symdex/", url = "https://a.example/_symdex/"}]"#,
+            true,
+            "may not overlap the private",
+        ),
+        (
+            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/?x=1"}]"#,
+            true,
+            "without a query",
+        ),
+        (
+            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/"}]"#,
+            false,
+            "need enable_cloudfront",
+        ),
+    ];
+    for (upstreams, cloudfront, problem) in refused {
+        let out = plan(upstreams, cloudfront);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(!out.status.success(), "{upstreams} planned");
+        assert!(stderr.contains(problem), "{upstreams}: {stderr}");
+    }
+}
