@@ -6,10 +6,12 @@ mod check;
 mod core_file;
 mod crash;
 mod credentials;
+mod deployment;
 mod index;
 mod inputs;
 mod keys;
 mod manifest_cmd;
+mod push;
 mod report;
 mod retention;
 mod serve;
@@ -44,6 +46,10 @@ enum Command {
     Keys(KeysArgs),
     /// Index artifacts (files, directories, zip archives) into a store directory.
     Index(index::IndexArgs),
+    /// Send artifacts to a deployment's ingest bucket with build metadata; with --wait, follow
+    /// each until it is published, rejected or in conflict. Exit 0: all published, 1: any
+    /// rejected, in conflict or timed out, 2: errors.
+    Push(push::PushArgs),
     /// Delete uploads (by build or input path); unpublish keys nothing else references.
     Delete(index::DeleteArgs),
     /// Move a build's uploads to another retention channel (default: release, kept forever).
@@ -102,6 +108,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Keys(args) => keys::run(&args),
         Command::Index(args) => index::run(&args),
+        Command::Push(args) => push::run(&args),
         Command::Delete(args) => index::delete(&args),
         Command::Promote(args) => retention::promote(&args),
         Command::Expire(args) => retention::expire(&args),

@@ -1,12 +1,13 @@
 //! `symdex manifest query`: the audit questions, answered from the manifest of a store.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use symdex_shared::manifest::{for_each_record, Action, Query, Record};
 use symdex_shared::refs::RefStore;
-use symdex_shared::storage::LocalStore;
+use symdex_shared::storage::Storage;
+
+use crate::deployment::StoreArg;
 
 #[derive(Subcommand)]
 pub enum ManifestCommand {
@@ -16,9 +17,10 @@ pub enum ManifestCommand {
 
 #[derive(Args)]
 pub struct QueryArgs {
-    /// The store directory.
+    /// The store directory, or a deployment's serving bucket (`s3://BUCKET`: its manifest
+    /// objects, gzip included, read as they are listed; the standard AWS environment).
     #[arg(default_value = crate::DEFAULT_STORE)]
-    pub store: PathBuf,
+    pub store: StoreArg,
     #[arg(long)]
     pub debug_id: Option<String>,
     #[arg(long)]
@@ -160,10 +162,17 @@ fn table_row(r: &Record) -> String {
 
 pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
     let ManifestCommand::Query(args) = cmd;
-    if !args.store.is_dir() {
-        anyhow::bail!("no store at {}", args.store.display());
-    }
-    let store = LocalStore::open(&args.store)?.naming_owners_as_marked(None)?;
+    // One runtime for the whole query: an S3 client's connections belong to the runtime
+    // that made them.
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(query(args))
+}
+
+async fn query(args: &QueryArgs) -> anyhow::Result<ExitCode> {
+    let store = args.store.open().await?;
+    let store: &dyn Storage = &*store;
     let query = Query {
         debug_id: args.debug_id.clone(),
         code_id: args.code_id.clone(),
@@ -177,7 +186,7 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
     };
     let format = if args.json { Format::Json } else { args.format };
     if args.missing_sources {
-        return missing_sources(&store, args, &query, format);
+        return missing_sources(store, args, &query, format).await;
     }
     match format {
         Format::Csv => println!("{CSV_HEADER}"),
@@ -201,19 +210,14 @@ pub fn run(cmd: &ManifestCommand) -> anyhow::Result<ExitCode> {
         }
         Ok(())
     };
-    crate::block_on(for_each_record(
-        &store,
-        &args.prefix,
-        args.since.as_deref(),
-        print,
-    ))??;
+    for_each_record(store, &args.prefix, args.since.as_deref(), print).await?;
     if format != Format::Table {
         return Ok(ExitCode::SUCCESS);
     }
     println!("{matched} records");
     if let Some(key) = &args.key {
         let key = key.trim_start_matches('/');
-        let now = crate::block_on(RefStore::new(&store).key(key))??;
+        let now = RefStore::new(store).key(key).await?;
         match now {
             Some(k) if !k.refs.is_empty() => {
                 let (key, count) = (shown(key), k.refs.len());
@@ -243,8 +247,8 @@ struct Wanted {
 /// `--missing-sources`: replays the manifest in order. A debug file's latest record says
 /// which of its paths were not served then; source keys published later (by a source upload
 /// arriving after it) and removed later are followed, so what is left is what is missing now.
-fn missing_sources(
-    store: &LocalStore,
+async fn missing_sources(
+    store: &dyn Storage,
     args: &QueryArgs,
     query: &Query,
     format: Format,
@@ -291,12 +295,7 @@ fn missing_sources(
         }
         Ok(())
     };
-    crate::block_on(for_each_record(
-        store,
-        &args.prefix,
-        args.since.as_deref(),
-        replay,
-    ))??;
+    for_each_record(store, &args.prefix, args.since.as_deref(), replay).await?;
     if format == Format::Csv {
         println!("build_id,name,upload,path");
     } else if format == Format::Table {

@@ -307,26 +307,36 @@ pub async fn for_each_record(
         let Some(raw) = store.get(&key).await?.map(|v| v.bytes) else {
             continue;
         };
-        let text = if key.ends_with(".gz") {
-            let mut s = String::new();
-            flate2::read::GzDecoder::new(raw.as_slice()).read_to_string(&mut s)?;
-            s
-        } else if key.ends_with(".jsonl") {
-            String::from_utf8_lossy(&raw).into_owned()
-        } else {
-            continue;
-        };
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let record: Record = serde_json::from_str(line).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{key}: bad record: {e}"),
-                )
-            })?;
+        for record in records_in(&key, &raw)? {
             f(record)?;
         }
     }
     Ok(())
+}
+
+/// The records of the manifest object `key` holding `raw` (gzip when the name says so);
+/// nothing for an object that is not a manifest object.
+pub fn records_in(key: &str, raw: &[u8]) -> io::Result<Vec<Record>> {
+    let text = if key.ends_with(".gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(raw).read_to_string(&mut s)?;
+        s
+    } else if key.ends_with(".jsonl") {
+        String::from_utf8_lossy(raw).into_owned()
+    } else {
+        return Ok(Vec::new());
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str(line).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{key}: bad record: {e}"),
+                )
+            })
+        })
+        .collect()
 }
 
 /// Filters for `symdex manifest query`.

@@ -22,18 +22,8 @@ impl Context {
     /// the SDK's standard retries (backoff on throttling and 5xx).
     pub async fn from_env() -> Result<Self, Error> {
         let config = LambdaConfig::from_env()?;
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
-            .load()
-            .await;
-        // A local endpoint (moto, s3s-fs, MinIO) wants path-style addressing.
-        let path_style = std::env::var("AWS_ENDPOINT_URL").is_ok()
-            || std::env::var("AWS_ENDPOINT_URL_S3").is_ok()
-            || std::env::var("SYMDEX_S3_PATH_STYLE").is_ok_and(|v| v == "true");
-        let s3 = aws_sdk_s3::config::Builder::from(&sdk)
-            .force_path_style(path_style)
-            .build();
-        Ok(Self::new(config, aws_sdk_s3::Client::from_conf(s3)))
+        let client = symdex_shared::storage::s3::client_from_env(5).await;
+        Ok(Self::new(config, client))
     }
 
     pub fn new(config: LambdaConfig, client: aws_sdk_s3::Client) -> Self {

@@ -94,13 +94,49 @@ resource "aws_lambda_permission" "sweeper" {
 
 # Upload permissions for CI: one policy per product, allowing uploads only under that
 # product's prefix of the ingest bucket. With enforce_product_prefixes the indexer also
-# rejects uploads whose `product` metadata names another product.
+# rejects uploads whose `product` metadata names another product. What `symdex push --wait`
+# needs besides: its own uploads read back and listed (a re-run sends only what is missing),
+# published keys looked at (what is served already is not sent; `--wait` checks keys are
+# live), and the manifest listed and read (each upload's outcome). Nothing else is listed.
 data "aws_iam_policy_document" "ci_upload" {
   for_each = toset(var.ci_products)
   statement {
     sid       = "UploadUnderOwnProduct"
     actions   = ["s3:PutObject", "s3:AbortMultipartUpload"]
     resources = ["${aws_s3_bucket.ingest.arn}/${each.value}/*"]
+  }
+  statement {
+    sid       = "ReadOwnUploads"
+    actions   = ["s3:GetObject"]
+    resources = ["${aws_s3_bucket.ingest.arn}/${each.value}/*"]
+  }
+  statement {
+    sid       = "ListOwnUploads"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.ingest.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${each.value}/*"]
+    }
+  }
+  statement {
+    sid     = "ReadPublishedAndManifest"
+    actions = ["s3:GetObject"]
+    resources = concat(
+      [for root in local.layout_roots : "${aws_s3_bucket.serving.arn}/${root}*" if root != ""],
+      ["${aws_s3_bucket.serving.arn}/${trim(var.manifest_prefix, "/")}/*"]
+    )
+  }
+  statement {
+    sid       = "ListManifest"
+    actions   = ["s3:ListBucket"]
+    resources = [aws_s3_bucket.serving.arn]
+    condition {
+      test     = "StringLike"
+      variable = "s3:prefix"
+      values   = ["${trim(var.manifest_prefix, "/")}/*"]
+    }
   }
   statement {
     sid       = "DeleteOwnUploads"

@@ -76,6 +76,46 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         policy.to_string().contains("symdex-tf-ingest/demo/*"),
         "uploads only under the product's prefix: {policy}"
     );
+    // What `symdex push --wait` needs and no more: writes only under the product's prefix,
+    // listings only of its own prefix and of the manifest, reads of the serving bucket only.
+    let as_list = |v: &Value| -> Vec<String> {
+        match v {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(a) => a.iter().map(|x| x.as_str().unwrap().to_string()).collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut granted = Vec::new();
+    for statement in policy["Statement"].as_array().unwrap() {
+        let actions = as_list(&statement["Action"]);
+        let resources = as_list(&statement["Resource"]);
+        for action in &actions {
+            granted.push(action.clone());
+            match action.as_str() {
+                "s3:PutObject" | "s3:AbortMultipartUpload" | "s3:DeleteObject" => assert!(
+                    resources
+                        .iter()
+                        .all(|r| r.ends_with("symdex-tf-ingest/demo/*")),
+                    "{statement}"
+                ),
+                "s3:ListBucket" => {
+                    let prefixes = as_list(&statement["Condition"]["StringLike"]["s3:prefix"]);
+                    assert!(
+                        prefixes == ["demo/*"] || prefixes == ["_manifest/*"],
+                        "{statement}"
+                    );
+                }
+                "s3:GetObject" => assert!(
+                    resources.iter().all(|r| !r.contains("_symdex/")),
+                    "never the private state: {statement}"
+                ),
+                other => panic!("{other} granted to CI: {statement}"),
+            }
+        }
+    }
+    for needed in ["s3:PutObject", "s3:GetObject", "s3:ListBucket"] {
+        assert!(granted.iter().any(|g| g == needed), "{needed}: {policy}");
+    }
     let state = terraform(d, &["state", "list"]);
     // Read access control: the function is deployed with the real store's id in its CONFIG.
     let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json"])).unwrap();

@@ -24,11 +24,13 @@ use super::{
 use crate::reader::RangeReader;
 
 mod api;
+mod ingest;
 mod object;
 #[cfg(test)]
 mod tests;
 mod writes;
 
+pub use ingest::*;
 pub use object::*;
 pub use writes::*;
 

@@ -1,0 +1,406 @@
+//! `symdex push` against a deployment on moto_server: the ingest bucket's real S3 -> SQS
+//! notifications are taken by the built indexer bootstrap (under the Runtime API harness)
+//! while the CLI sends and, with `--wait`, follows its uploads in the manifest.
+//!
+//! The CLI binary is the workspace's `symdex`, built beside this package's bootstrap by
+//! `cargo test --workspace` (`make test`).
+
+#[path = "../../lambda/tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use serde_json::Value;
+use support::{sqs_event, Fixtures, Stack, INGEST, SERVING};
+use symdex_shared::testing::builders::{build_msf, build_pe, codeview, dbi_stream, info_stream};
+
+fn cli() -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_symdex-indexer")).with_file_name("symdex");
+    assert!(
+        exe.exists(),
+        "{} is not built: run the workspace's tests (make test), or cargo build --bin symdex first",
+        exe.display()
+    );
+    exe
+}
+
+/// The indexer, as the event source mapping runs it: every batch of notifications that
+/// arrives is handed to the built bootstrap, until the returned flag is set.
+fn run_indexer(stack: &Arc<Stack>) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (stack, flag) = (stack.clone(), stop.clone());
+    let task = tokio::spawn(async move {
+        while !flag.load(Ordering::Relaxed) {
+            let received = stack
+                .sqs
+                .receive_message()
+                .queue_url(&stack.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            let messages = received.messages.unwrap_or_default();
+            if messages.is_empty() {
+                continue;
+            }
+            for m in &messages {
+                stack
+                    .sqs
+                    .delete_message()
+                    .queue_url(&stack.queue_url)
+                    .receipt_handle(m.receipt_handle.clone().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            let event = sqs_event(&messages, &stack.queue_arn).to_string();
+            let (response, _) = support::invoke_bootstrap(
+                env!("CARGO_BIN_EXE_symdex-indexer"),
+                "symdex-indexer",
+                &stack.moto,
+                event,
+            )
+            .await;
+            assert_eq!(
+                response["batchItemFailures"],
+                serde_json::json!([]),
+                "{response}"
+            );
+        }
+    });
+    (stop, task)
+}
+
+/// `symdex push ARGS...` against the stack: its output, and its JSON lines by path (the
+/// file name) and the summary.
+async fn push(stack: &Stack, args: &[&str]) -> (Output, Vec<Value>) {
+    let mut command = Command::new(cli());
+    command
+        .arg("push")
+        .args(args)
+        .args([
+            "--ingest",
+            &format!("s3://{INGEST}"),
+            "--serving",
+            &format!("s3://{SERVING}"),
+            "--json",
+        ])
+        .envs(stack.moto.env());
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    (out, lines)
+}
+
+fn status_of<'a>(lines: &'a [Value], name: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["path"].as_str().is_some_and(|p| p.ends_with(name)))
+        .unwrap_or_else(|| panic!("no line for {name}: {lines:?}"))
+}
+
+/// A PE and its PDB (builders), the PE's bytes varied by `variant` while its keys stay.
+fn pe_pdb(dir: &Path, variant: &str) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let (guid, age) = ([0x5a; 16], 3);
+    let pdb = dir.join("engine.pdb");
+    let streams = [
+        None,
+        Some(info_stream(guid, age)),
+        None,
+        Some(dbi_stream(age, 0x8664)),
+    ];
+    std::fs::write(&pdb, build_msf(4096, &streams)).unwrap();
+    let pe = dir.join("engine.dll");
+    let entries = [codeview(
+        guid,
+        age,
+        &format!("C:\\{variant}\\engine.pdb"),
+        0,
+        0,
+    )];
+    std::fs::write(&pe, build_pe(true, 0x8664, true, &entries, true)).unwrap();
+    (pe, pdb)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
+    let stack = Arc::new(Stack::new().await);
+    let fx = Fixtures::build();
+    let root = fx.dir.path();
+    let inputs = root.join("out");
+    std::fs::create_dir_all(&inputs).unwrap();
+    std::fs::copy(fx.path("app.stripped"), inputs.join("app")).unwrap();
+    std::fs::copy(fx.path("app.debug"), inputs.join("app.debug")).unwrap();
+    std::fs::copy(fx.path("notes.txt"), inputs.join("notes.txt")).unwrap();
+    pe_pdb(&inputs.join("win"), "release");
+    // An archive holding a program of its own.
+    std::fs::write(root.join("other.c"), "int main(void) { return 7; }\n").unwrap();
+    support::run_in(
+        root,
+        &[
+            "sh",
+            "-c",
+            "mkdir z && gcc -g -o z/other other.c && zip -q -r out/bundle.zip z",
+        ],
+    );
+    let (stop, indexer) = run_indexer(&stack);
+
+    let out_dir = inputs.to_str().unwrap();
+    let args = [
+        "--build",
+        "b1",
+        "--product",
+        "app",
+        "--wait",
+        "--timeout",
+        "120",
+    ];
+    let (out, lines) = push(&stack, &[&[out_dir][..], &args[..]].concat()).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}\n{stderr}");
+    for name in [
+        "/app",
+        "app.debug",
+        "engine.dll",
+        "engine.pdb",
+        "bundle.zip",
+    ] {
+        let line = status_of(&lines, name);
+        assert_eq!(line["status"], "published", "{line}");
+        assert_eq!(line["sent"], true, "{line}");
+        assert!(!line["keys"].as_array().unwrap().is_empty(), "{line}");
+    }
+    let notes = status_of(&lines, "notes.txt");
+    assert_eq!(notes["status"], "skipped");
+    assert!(notes["reason"]
+        .as_str()
+        .unwrap()
+        .contains("not an artifact"));
+    assert_eq!(lines.last().unwrap()["exit"], 0);
+    // Every key said published is live, and the ingest objects carry the metadata.
+    let serving = stack.objects(SERVING, "").await;
+    let serving_keys: Vec<&str> = serving.iter().map(|(k, _)| k.as_str()).collect();
+    for line in lines.iter().filter(|l| l["status"] == "published") {
+        for key in line["keys"].as_array().unwrap() {
+            assert!(serving_keys.contains(&key.as_str().unwrap()), "{key}");
+        }
+    }
+    let head = stack
+        .s3
+        .head_object()
+        .bucket(INGEST)
+        .key("app/b1/app.debug")
+        .send()
+        .await
+        .unwrap();
+    let meta = head.metadata().unwrap();
+    assert_eq!(meta["build"], "b1");
+    assert_eq!(meta["product"], "app");
+    assert_eq!(meta["symdex-sha256"].len(), 64);
+    // The manifest of the deployment, queried from the CLI (no Athena), agrees with the same
+    // inputs indexed into a directory store.
+    let query = |store: &str| {
+        let out = Command::new(cli())
+            .args(["manifest", "query", store, "--build", "b1", "--json"])
+            .envs(stack.moto.env())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut found: Vec<(String, String, String)> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["action"] == "indexed")
+            .map(|r| {
+                let field = |f: &str| r[f].as_str().unwrap_or("-").to_string();
+                (field("format"), field("debug_id"), field("code_id"))
+            })
+            .collect();
+        found.sort();
+        found
+    };
+    let local = root.join("local-store");
+    let indexed = Command::new(cli())
+        .args([
+            "index",
+            "--store",
+            local.to_str().unwrap(),
+            "--build",
+            "b1",
+            out_dir,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        indexed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&indexed.stderr)
+    );
+    let deployed = query(&format!("s3://{SERVING}"));
+    assert_eq!(
+        deployed.len(),
+        5,
+        "app, app.debug, dll, pdb, the zip's program: {deployed:?}"
+    );
+    assert_eq!(deployed, query(local.to_str().unwrap()));
+
+    let ingest_before = stack.objects(INGEST, "").await.len();
+    assert_eq!(ingest_before, 5, "notes.txt is not sent");
+
+    // The same push again: nothing sent, everything already published.
+    let (out, lines) = push(&stack, &[&[out_dir][..], &args[..]].concat()).await;
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    for name in [
+        "/app",
+        "app.debug",
+        "engine.dll",
+        "engine.pdb",
+        "bundle.zip",
+    ] {
+        let line = status_of(&lines, name);
+        assert_eq!(line["status"], "already-published", "{line}");
+        assert_eq!(line["sent"], false, "{line}");
+    }
+    assert_eq!(stack.objects(INGEST, "").await.len(), ingest_before);
+
+    // A truncated artifact is rejected, other bytes under the same keys are a conflict.
+    let bad = root.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    let elf = std::fs::read(fx.path("app")).unwrap();
+    std::fs::write(bad.join("truncated"), &elf[..300]).unwrap();
+    pe_pdb(&bad.join("win"), "other");
+    std::fs::remove_file(bad.join("win/engine.pdb")).unwrap();
+    let args = [
+        "--build",
+        "b2",
+        "--product",
+        "app",
+        "--wait",
+        "--timeout",
+        "120",
+    ];
+    let (out, lines) = push(&stack, &[&[bad.to_str().unwrap()][..], &args[..]].concat()).await;
+    assert_eq!(out.status.code(), Some(1), "{lines:?}");
+    let truncated = status_of(&lines, "truncated");
+    assert_eq!(truncated["status"], "rejected", "{truncated}");
+    assert!(!truncated["reason"].as_str().unwrap().is_empty());
+    let conflict = status_of(&lines, "engine.dll");
+    assert_eq!(conflict["status"], "conflict", "{conflict}");
+    assert!(
+        !conflict["keys"].as_array().unwrap().is_empty(),
+        "{conflict}"
+    );
+
+    stop.store(true, Ordering::Relaxed);
+    indexer.await.unwrap();
+}
+
+/// A push interrupted half-way and run again sends only what the first run did not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_killed_half_way_sends_only_the_rest_when_run_again() {
+    let stack = Arc::new(Stack::new().await);
+    let fx = Fixtures::build();
+    let inputs = fx.dir.path().join("many");
+    std::fs::create_dir_all(&inputs).unwrap();
+    // Distinct files (no indexer runs here): a program with different trailing bytes each.
+    let total = 40;
+    let program = std::fs::read(fx.path("app")).unwrap();
+    for i in 0..total {
+        let mut bytes = program.clone();
+        bytes.extend(std::iter::repeat_n(i as u8, 256 * 1024));
+        std::fs::write(inputs.join(format!("p{i:02}")), bytes).unwrap();
+    }
+    let mut first = Command::new(cli())
+        .args([
+            "push",
+            inputs.to_str().unwrap(),
+            "--build",
+            "b9",
+            "--jobs",
+            "1",
+        ])
+        .args(["--ingest", &format!("s3://{INGEST}")])
+        .envs(stack.moto.env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once something is in the bucket, whatever else it had sent by then.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while stack.objects(INGEST, "").await.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "nothing was sent");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    first.kill().unwrap();
+    let _ = first.wait();
+    let there = stack.objects(INGEST, "").await.len();
+    assert!(there < total, "the first run was not stopped half-way");
+
+    let (out, lines) = {
+        let mut command = Command::new(cli());
+        command
+            .args(["push", inputs.to_str().unwrap(), "--build", "b9", "--json"])
+            .args(["--ingest", &format!("s3://{INGEST}")])
+            .envs(stack.moto.env());
+        let out = command.output().unwrap();
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (out, lines)
+    };
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    let files: Vec<&Value> = lines.iter().filter(|l| l.get("path").is_some()).collect();
+    assert_eq!(files.len(), total);
+    assert!(files.iter().all(|l| l["status"] == "uploaded"), "{files:?}");
+    let sent = files.iter().filter(|l| l["sent"] == true).count();
+    assert_eq!(sent, total - there, "sent again what was there: {files:?}");
+    assert_eq!(stack.objects(INGEST, "").await.len(), total);
+}
+
+/// Clear errors, exit 2: a bucket that does not exist; no credentials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_bucket_or_missing_credentials_is_an_error_naming_it() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let run = |ingest: &str, env: Vec<(&'static str, String)>| {
+        Command::new(cli())
+            .args(["push", fx.path("app").to_str().unwrap(), "--build", "b"])
+            .args(["--ingest", ingest])
+            .env_remove("AWS_PROFILE")
+            .envs(env)
+            .output()
+            .unwrap()
+    };
+    let out = run("s3://no-such-bucket", stack.moto.env());
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no-such-bucket does not exist"), "{stderr}");
+
+    let no_credentials: Vec<_> = stack
+        .moto
+        .env()
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("AWS_ACCESS_KEY") && !k.starts_with("AWS_SECRET"))
+        .chain([
+            ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent".to_string()),
+            ("AWS_CONFIG_FILE", "/nonexistent".to_string()),
+        ])
+        .collect();
+    let out = run(&format!("s3://{INGEST}"), no_credentials);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no AWS credentials"), "{stderr}");
+}

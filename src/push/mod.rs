@@ -1,0 +1,234 @@
+//! `symdex push`: a CI job's artifacts sent to a deployment's ingest bucket, and (`--wait`)
+//! followed until the deployment's own records say each is published, rejected or in
+//! conflict. Inputs are identified locally by `index`'s rules (`plan`), what the deployment
+//! already serves or an earlier push already sent is not sent again, the rest goes up
+//! `--jobs` at a time with the metadata the indexer reads, and `wait` follows the manifest.
+
+mod plan;
+mod report;
+mod send;
+mod wait;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Serialize;
+use symdex_shared::storage::s3::S3Store;
+
+use crate::deployment::S3Url;
+use crate::index::ArchiveLimits;
+use crate::inputs::SourceArgs;
+
+#[derive(Args, Debug)]
+pub struct PushArgs {
+    /// Files or directories to send (directories recurse; archives are sent whole and
+    /// expanded by the deployment).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The deployment's ingest bucket, and a key prefix in it (default: the product, as the
+    /// module's per-product upload policies want). Keys: `PREFIX/BUILD/<path below the
+    /// argument>`.
+    #[arg(long, value_name = "s3://BUCKET[/PREFIX]")]
+    pub ingest: S3Url,
+    /// The deployment's serving bucket: what it already serves is not sent again, and
+    /// `--wait` reads its manifest there.
+    #[arg(long, value_name = "s3://BUCKET")]
+    pub serving: Option<S3Url>,
+    /// Or the symbol server's URL (CloudFront, `symdex serve`): what it already answers with
+    /// the same bytes is not sent again; with `--wait`, where keys are checked live.
+    #[arg(long, value_name = "URL")]
+    pub server: Option<String>,
+    /// The build these artifacts belong to (metadata `build`).
+    #[arg(long)]
+    pub build: String,
+    /// Product (metadata `product`; the default key prefix).
+    #[arg(long)]
+    pub product: Option<String>,
+    /// Version (metadata `version`).
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Retention channel (metadata `channel`: `try`, `nightly`, `release`...).
+    #[arg(long)]
+    pub channel: Option<String>,
+    /// Follow each upload until the deployment says what became of it. Exit 0: every input
+    /// published or already published; 1: any rejected, in conflict or timed out; 2: errors.
+    #[arg(long)]
+    pub wait: bool,
+    /// Seconds `--wait` waits for the last outcome.
+    #[arg(long, default_value_t = 900, value_name = "SECONDS")]
+    pub timeout: u64,
+    /// JSON Lines: one object per input (`path`, `status`, keys, reason), then a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Uploads at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: u16,
+    /// The serving bucket's manifest prefix (the module's `manifest_prefix`).
+    #[arg(long, default_value = "_manifest", value_name = "PREFIX")]
+    pub manifest_prefix: String,
+    #[command(flatten)]
+    pub sources: SourceArgs,
+    #[command(flatten)]
+    pub limits: ArchiveLimits,
+}
+
+/// What a push says of one input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Sent (or found sent by an earlier push), not followed (no `--wait`).
+    Uploaded,
+    /// Every key live.
+    Published,
+    /// Served already with these bytes, or published by an earlier push: nothing sent.
+    AlreadyPublished,
+    Rejected,
+    Conflict,
+    /// Not an artifact (not sent), or the deployment skipped it.
+    Skipped,
+    Timeout,
+    /// Could not be read or sent (after the SDK's retries).
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Uploaded => "uploaded",
+            Status::Published => "published",
+            Status::AlreadyPublished => "already-published",
+            Status::Rejected => "rejected",
+            Status::Conflict => "conflict",
+            Status::Skipped => "skipped",
+            Status::Timeout => "timeout",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// The report of one input.
+#[derive(Debug, Clone, Serialize)]
+pub struct Line {
+    pub path: String,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingest_key: Option<String>,
+    /// Whether this run sent it (false: skipped, or found in the ingest bucket already).
+    pub sent: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_by_products: Vec<String>,
+}
+
+pub fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
+    if args.wait && args.serving.is_none() {
+        eprintln!(
+            "symdex push: --wait reads the deployment's manifest: name its serving bucket with --serving s3://BUCKET"
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let key_prefix = match (&args.product, args.ingest.prefix.is_empty()) {
+        (Some(product), true) => format!("{product}/"),
+        _ => args.ingest.key_prefix(),
+    };
+    let planned = plan::plan(
+        &args.paths,
+        &key_prefix,
+        &args.build,
+        &args.sources,
+        args.limits.into(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(push(args, planned, &key_prefix))
+}
+
+async fn push(
+    args: &PushArgs,
+    planned: Vec<plan::Planned>,
+    key_prefix: &str,
+) -> anyhow::Result<ExitCode> {
+    let client = crate::deployment::client().await;
+    let manifest = format!("{}/", args.manifest_prefix.trim_matches('/'));
+    let reachable = std::iter::once((&args.ingest.bucket, key_prefix))
+        .chain(args.serving.iter().map(|s| (&s.bucket, manifest.as_str())));
+    for (bucket, prefix) in reachable {
+        if let Err(problem) = crate::deployment::check_bucket(&client, bucket, prefix).await {
+            eprintln!("symdex push: {problem}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let serving = args
+        .serving
+        .as_ref()
+        .map(|s| S3Store::new(client.clone(), s.bucket.clone()));
+    let metadata = send::metadata(args);
+    let sent = send::send_all(
+        &client,
+        &args.ingest.bucket,
+        serving.as_ref(),
+        args.server.as_deref(),
+        planned,
+        metadata,
+        usize::from(args.jobs),
+        !args.json,
+    )
+    .await;
+    let mut lines = sent.lines;
+    if args.wait {
+        if let Some(serving) = &serving {
+            let live = match &args.server {
+                Some(url) => wait::Live::Server(url),
+                None => wait::Live::Bucket(serving),
+            };
+            let since_day = sent
+                .followed
+                .iter()
+                .map(|(_, f)| f.sent_at.get(..10).unwrap_or_default().to_string())
+                .min()
+                .unwrap_or_default();
+            let uploads: Vec<wait::Followed> =
+                sent.followed.iter().map(|(_, f)| f.clone()).collect();
+            let progress = report::progress(uploads.len() as u64, "waiting", !args.json);
+            let outcomes = wait::follow(
+                serving,
+                &live,
+                &args.manifest_prefix,
+                &since_day,
+                &uploads,
+                Duration::from_secs(args.timeout),
+                |_, _| progress.inc(1),
+            )
+            .await;
+            progress.finish_and_clear();
+            let outcomes = match outcomes {
+                Ok(outcomes) => outcomes,
+                Err(problem) => {
+                    eprintln!("symdex push: {problem}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
+            for (i, (line_index, _)) in sent.followed.iter().enumerate() {
+                let Some(outcome) = outcomes.get(&i) else {
+                    continue;
+                };
+                let line = &mut lines[*line_index];
+                line.status = match (outcome.status, line.sent) {
+                    (Status::Published, false) => Status::AlreadyPublished,
+                    (status, _) => status,
+                };
+                line.keys.clone_from(&outcome.keys);
+                line.reason.clone_from(&outcome.reason);
+                line.held_by_products.clone_from(&outcome.held_by_products);
+            }
+        }
+    }
+    report::print(&lines, args.json)?;
+    Ok(report::exit_code(&lines))
+}

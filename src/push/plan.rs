@@ -1,0 +1,251 @@
+//! What a push sends: every input identified locally by the rules `index` follows (nothing is
+//! sent that `index` would skip), named under the ingest prefix, and fingerprinted so that
+//! what the deployment already holds is recognised.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use md5::Digest as _;
+use symdex_shared::formats::FormatError;
+use symdex_shared::layouts::{keys_for, Layout};
+use symdex_shared::storage::check_key;
+use symdex_shared::storage::s3::{part_size_for, UPLOAD_PART_SIZE};
+
+use crate::inputs::{expand_paths, identify_each, Identified, Outcome, SourceArgs, Walked};
+
+/// Files above this size are uploaded in parts (`storage::s3::upload_file`).
+pub const MULTIPART_THRESHOLD: u64 = UPLOAD_PART_SIZE;
+
+/// One input of a push, as planned.
+#[derive(Debug)]
+pub enum Planned {
+    /// To be sent (unless the deployment has it already).
+    Send(Sendable),
+    /// Not an artifact `index` would publish: not sent, with the reason.
+    Skipped { shown: String, reason: String },
+    /// Could not be read.
+    Failed { shown: String, error: String },
+}
+
+/// An input to send, and how to recognise it where it already is.
+#[derive(Debug)]
+pub struct Sendable {
+    pub path: PathBuf,
+    pub shown: String,
+    /// Its key in the ingest bucket.
+    pub ingest_key: String,
+    pub size: u64,
+    /// SHA-256 of its content, kept in the ingest object's metadata (`symdex-sha256`): a
+    /// re-run recognises what an earlier run put there.
+    pub sha256: String,
+    /// The ETag S3 gives it when push uploads it (MD5, or the MD5 of its parts' MD5s): the
+    /// content identity the indexer records on every key it publishes.
+    pub s3_etag: String,
+    /// One serving key per identity (the first layout's): all present with this content
+    /// means it is published already.
+    pub probe_keys: Vec<String>,
+}
+
+/// Plans every input under `paths`; `key_prefix` (empty or ending in `/`) and `build` name
+/// them in the ingest bucket: `<key_prefix><build>/<path below the argument>`.
+pub fn plan(
+    paths: &[PathBuf],
+    key_prefix: &str,
+    build: &str,
+    sources: &SourceArgs,
+    limits: symdex_shared::archive::Limits,
+) -> Vec<Planned> {
+    let mut out = Vec::new();
+    for arg in paths {
+        for walked in expand_paths(std::slice::from_ref(arg)) {
+            let path = match walked {
+                Walked::File(path) => path,
+                Walked::Skipped(path, reason) => {
+                    out.push(Planned::Skipped {
+                        shown: path.display().to_string(),
+                        reason,
+                    });
+                    continue;
+                }
+                Walked::Error(path, err) => {
+                    out.push(Planned::Failed {
+                        shown: path.display().to_string(),
+                        error: err.to_string(),
+                    });
+                    continue;
+                }
+            };
+            out.push(plan_file(arg, &path, key_prefix, build, sources, limits));
+        }
+    }
+    out
+}
+
+fn plan_file(
+    arg: &Path,
+    path: &Path,
+    key_prefix: &str,
+    build: &str,
+    sources: &SourceArgs,
+    limits: symdex_shared::archive::Limits,
+) -> Planned {
+    let shown = path.display().to_string();
+    let below = match path.strip_prefix(arg) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
+        _ => crate::inputs::file_name(path),
+    };
+    let ingest_key = format!("{key_prefix}{build}/{below}");
+    if let Err(e) = check_key(&ingest_key) {
+        return Planned::Skipped {
+            shown,
+            reason: format!("its ingest key would be invalid: {e}"),
+        };
+    }
+    let mut items: Vec<Identified> = Vec::new();
+    let walked = identify_each(path, |p| sources.wants_source(p), limits, &mut |item| {
+        items.push(item);
+        Ok(())
+    });
+    if let Err(e) = walked {
+        return Planned::Failed {
+            shown,
+            error: e.to_string(),
+        };
+    }
+    let archive = items.iter().any(|i| i.in_archive);
+    let mut probe_keys = Vec::new();
+    let mut sendable = false;
+    let mut reasons = Vec::new();
+    for item in &items {
+        match &item.outcome {
+            Outcome::Identified(ids, _) => {
+                sendable = true;
+                for id in ids {
+                    let keys = keys_for(id, &item.name, &Layout::ALL);
+                    if let Some(key) = keys.keys.values().flatten().next() {
+                        probe_keys.push(key.clone());
+                    }
+                }
+            }
+            // The deployment records why (a truncated or hostile file): sent, so the
+            // deployment's answer is the one reported.
+            Outcome::Rejected(_) => sendable = true,
+            Outcome::Failed(err) if err.is_io() => {
+                return Planned::Failed {
+                    shown,
+                    error: err.to_string(),
+                }
+            }
+            Outcome::Failed(FormatError::Unrecognized(reason)) | Outcome::Skipped(reason) => {
+                reasons.push(reason.clone())
+            }
+            Outcome::Failed(_) if item.in_archive => {}
+            // Malformed as an artifact it claims to be: the deployment rejects it, saying why.
+            Outcome::Failed(_) => sendable = true,
+        }
+    }
+    if !sendable {
+        let reason = match (archive, reasons.first()) {
+            (true, _) => "an archive holding no artifact".to_string(),
+            (false, Some(reason)) => format!("not an artifact: {reason}"),
+            (false, None) => "not an artifact".to_string(),
+        };
+        return Planned::Skipped { shown, reason };
+    }
+    if archive {
+        // Entries are published under their own content: nothing to probe by the archive's.
+        probe_keys.clear();
+    }
+    match fingerprint(path) {
+        Ok((size, sha256, s3_etag)) => Planned::Send(Sendable {
+            path: path.to_path_buf(),
+            shown,
+            ingest_key,
+            size,
+            sha256,
+            s3_etag,
+            probe_keys,
+        }),
+        Err(e) => Planned::Failed {
+            shown,
+            error: e.to_string(),
+        },
+    }
+}
+
+/// Size, SHA-256 and the ETag S3 will give the file as push uploads it, in one read.
+pub fn fingerprint(path: &Path) -> std::io::Result<(u64, String, String)> {
+    use sha2::Digest as _;
+    let size = std::fs::metadata(path)?.len();
+    let part_size = if size > MULTIPART_THRESHOLD {
+        part_size_for(size)
+    } else {
+        u64::MAX
+    };
+    let mut file = std::fs::File::open(path)?;
+    let mut sha256 = sha2::Sha256::new();
+    let mut part = md5::Md5::new();
+    let mut part_digests = Vec::new();
+    let mut in_part = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let want = usize::try_from((part_size - in_part).min(buf.len() as u64)).unwrap_or(1);
+        let n = file.read(&mut buf[..want])?;
+        if n == 0 {
+            break;
+        }
+        sha256.update(&buf[..n]);
+        part.update(&buf[..n]);
+        in_part += n as u64;
+        if in_part == part_size {
+            part_digests.push(part.finalize_reset());
+            in_part = 0;
+        }
+    }
+    let etag = if size > MULTIPART_THRESHOLD {
+        if in_part > 0 {
+            part_digests.push(part.finalize_reset());
+        }
+        let mut whole = md5::Md5::new();
+        for digest in &part_digests {
+            whole.update(digest);
+        }
+        format!("{}-{}", hex(&whole.finalize()), part_digests.len())
+    } else {
+        hex(&part.finalize())
+    };
+    Ok((size, hex(&sha256.finalize()), etag))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_file_is_its_md5_and_a_large_one_the_md5_of_its_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"hello").unwrap();
+        let (size, sha256, etag) = fingerprint(&small).unwrap();
+        assert_eq!(size, 5);
+        assert_eq!(
+            sha256,
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        assert_eq!(etag, "5d41402abc4b2a76b9719d911017c592");
+
+        let large = dir.path().join("large");
+        let part = part_size_for(MULTIPART_THRESHOLD + 1) as usize;
+        let bytes: Vec<u8> = (0..part + 10).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&large, &bytes).unwrap();
+        let (_, _, etag) = fingerprint(&large).unwrap();
+        let mut whole = md5::Md5::new();
+        whole.update(md5::Md5::digest(&bytes[..part]));
+        whole.update(md5::Md5::digest(&bytes[part..]));
+        assert_eq!(etag, format!("{}-2", hex(&whole.finalize())));
+    }
+}

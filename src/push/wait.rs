@@ -1,0 +1,256 @@
+//! `push --wait`: each upload followed until the deployment's own records say what became of
+//! it. The indexer writes one manifest object per batch, with a record for every upload (an
+//! archive: one per entry) naming the ingest object by bucket, key, version and ETag; this
+//! reads the manifest objects written since the push began, as they appear, and then checks
+//! that every key a record calls published answers (a record is written after its keys, so
+//! this only guards against an object removed since): `published` is never said of a key
+//! that is not live.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use symdex_shared::manifest::{records_in, Action, Record};
+use symdex_shared::storage::s3::S3Store;
+use symdex_shared::storage::Storage;
+
+use super::Status;
+
+/// An upload being followed.
+#[derive(Debug, Clone)]
+pub struct Followed {
+    pub bucket: String,
+    pub key: String,
+    /// The upload id the indexer records (`s3:<bucket>/<key>@<version or etag>`).
+    pub upload: String,
+    pub etag: String,
+    pub version: Option<String>,
+    /// When it was sent (RFC 3339): a record refused before the object was read names no
+    /// version or ETag, only a time.
+    pub sent_at: String,
+}
+
+impl Followed {
+    fn owns(&self, r: &Record) -> bool {
+        if r.ingest_bucket.as_deref() != Some(self.bucket.as_str()) || r.ingest_key != self.key {
+            return false;
+        }
+        r.upload == self.upload
+            || r.upload.starts_with(&format!("{}!/", self.upload))
+            || (self.version.is_some() && r.ingest_version == self.version)
+            || (r.ingest_version.is_none() && r.ingest_etag.as_deref() == Some(&self.etag))
+            || (r.ingest_version.is_none() && r.ingest_etag.is_none() && r.time >= self.sent_at)
+    }
+}
+
+/// What became of one upload, and the keys and reason to report.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: Status,
+    pub keys: Vec<String>,
+    pub reason: Option<String>,
+    pub held_by_products: Vec<String>,
+}
+
+/// Where a key is asked whether it is live.
+pub enum Live<'a> {
+    Bucket(&'a S3Store),
+    Server(&'a str),
+}
+
+impl Live<'_> {
+    async fn answers(&self, key: &str) -> bool {
+        match self {
+            Live::Bucket(store) => matches!(
+                store.head_object(store.bucket(), key, None).await,
+                Ok(Some(_))
+            ),
+            Live::Server(url) => {
+                let url = format!("{}/{key}", url.trim_end_matches('/'));
+                tokio::task::spawn_blocking(move || {
+                    ureq::head(&url)
+                        .call()
+                        .is_ok_and(|r| r.status().is_success())
+                })
+                .await
+                .unwrap_or(false)
+            }
+        }
+    }
+}
+
+/// Follows `uploads` in the manifest under `prefix` of the serving bucket `store` until each
+/// has an outcome or `timeout` passes (`Status::Timeout` then). `since_day` (YYYY-MM-DD): the
+/// first date partition to read.
+pub async fn follow(
+    store: &S3Store,
+    live: &Live<'_>,
+    prefix: &str,
+    since_day: &str,
+    uploads: &[Followed],
+    timeout: Duration,
+    mut on_outcome: impl FnMut(usize, &Outcome),
+) -> Result<HashMap<usize, Outcome>, String> {
+    let deadline = Instant::now() + timeout;
+    let prefix = format!("{}/", prefix.trim_matches('/'));
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut records: HashMap<usize, Vec<Record>> = HashMap::new();
+    let mut done: HashMap<usize, Outcome> = HashMap::new();
+    let mut pause = Duration::from_millis(250);
+    loop {
+        for key in list_after(store, &prefix, since_day).await? {
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let Some(raw) = Storage::read(store, &key)
+                .await
+                .map_err(|e| format!("reading {key}: {e}"))?
+            else {
+                continue;
+            };
+            let in_object = records_in(&key, &raw).map_err(|e| e.to_string())?;
+            for record in in_object {
+                if let Some(i) = uploads.iter().position(|u| u.owns(&record)) {
+                    if !done.contains_key(&i) {
+                        records.entry(i).or_default().push(record);
+                    }
+                }
+            }
+        }
+        // Every record of an upload (all of an archive's entries) is in one object: an upload
+        // with records is decided; a published one waits until its keys answer.
+        let decided: Vec<usize> = records.keys().copied().collect();
+        for i in decided {
+            let outcome = decide(&records[&i]);
+            if outcome.status == Status::Published && !all_live(live, &outcome.keys).await {
+                continue;
+            }
+            records.remove(&i);
+            on_outcome(i, &outcome);
+            done.insert(i, outcome);
+        }
+        if done.len() == uploads.len() || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now()))).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
+    for i in 0..uploads.len() {
+        done.entry(i).or_insert_with(|| {
+            let outcome = Outcome {
+                status: Status::Timeout,
+                keys: Vec::new(),
+                reason: Some(format!(
+                    "no outcome within {} s (the indexer may be behind, or failed to its dead-letter queue)",
+                    timeout.as_secs()
+                )),
+                held_by_products: Vec::new(),
+            };
+            on_outcome(i, &outcome);
+            outcome
+        });
+    }
+    Ok(done)
+}
+
+async fn all_live(live: &Live<'_>, keys: &[String]) -> bool {
+    for key in keys {
+        if !live.answers(key).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// The manifest objects from `since_day`'s partition on (S3 lists in key order, and the
+/// partitions' names sort by date).
+async fn list_after(store: &S3Store, prefix: &str, since_day: &str) -> Result<Vec<String>, String> {
+    let mut keys = Vec::new();
+    let mut pages = store
+        .client()
+        .list_objects_v2()
+        .bucket(store.bucket())
+        .prefix(format!("{prefix}dt="))
+        .start_after(format!("{prefix}dt={since_day}"))
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            crate::deployment::explain(
+                store.bucket(),
+                &symdex_shared::storage::StorageError::Io(std::io::Error::other(format!(
+                    "ListObjectsV2: {e:?}"
+                ))),
+            )
+        })?;
+        keys.extend(
+            page.contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_string)),
+        );
+    }
+    Ok(keys)
+}
+
+/// What an upload's records come to: a conflict or a rejection anywhere decides it; else
+/// published (the keys of every record) when anything was, else skipped.
+pub fn decide(records: &[Record]) -> Outcome {
+    let reason = |action: Action| {
+        records
+            .iter()
+            .filter(|r| r.action == Some(action))
+            .filter_map(|r| {
+                r.reason.as_ref().map(|reason| match &r.entry {
+                    Some(entry) => format!("{entry}: {reason}"),
+                    None => reason.clone(),
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let of = |action: Action| records.iter().filter(move |r| r.action == Some(action));
+    if of(Action::Conflict).next().is_some() {
+        let keys: BTreeSet<String> = of(Action::Conflict)
+            .flat_map(|r| r.conflicts.clone())
+            .collect();
+        let held: BTreeSet<String> = of(Action::Conflict)
+            .flat_map(|r| r.held_by_products.clone())
+            .collect();
+        let reasons = reason(Action::Conflict);
+        return Outcome {
+            status: Status::Conflict,
+            keys: keys.into_iter().collect(),
+            reason: Some(if reasons.is_empty() {
+                "a key already holds other bytes (published by another upload)".to_string()
+            } else {
+                reasons.join("; ")
+            }),
+            held_by_products: held.into_iter().collect(),
+        };
+    }
+    if of(Action::Rejected).next().is_some() {
+        return Outcome {
+            status: Status::Rejected,
+            keys: Vec::new(),
+            reason: Some(reason(Action::Rejected).join("; ")),
+            held_by_products: Vec::new(),
+        };
+    }
+    let published: BTreeSet<String> = records
+        .iter()
+        .filter(|r| matches!(r.action, Some(Action::Indexed | Action::Unchanged)))
+        .flat_map(|r| r.published.iter().chain(&r.unchanged).cloned())
+        .collect();
+    if !published.is_empty() {
+        return Outcome {
+            status: Status::Published,
+            keys: published.into_iter().collect(),
+            reason: None,
+            held_by_products: Vec::new(),
+        };
+    }
+    Outcome {
+        status: Status::Skipped,
+        keys: Vec::new(),
+        reason: Some(reason(Action::Skipped).join("; ")),
+        held_by_products: Vec::new(),
+    }
+}
