@@ -23,10 +23,11 @@ use symdex_shared::formats::Format;
 use symdex_shared::identity::{CodeId, DebugId};
 use symdex_shared::pipeline::default_prefixes;
 use symdex_shared::refs::RefStore;
-use symdex_shared::storage::LocalStore;
+use symdex_shared::storage::Storage;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, Kind, Layout};
 
 use crate::credentials::{redacted, split_userinfo, Credentialed};
+use crate::deployment::StoreArg;
 use crate::inputs::{expand_paths, file_head, identify_each, Outcome, Walked};
 
 #[derive(Args)]
@@ -54,10 +55,10 @@ pub struct CheckArgs {
     /// A header every request carries, `'Name: value'` (repeatable); never printed.
     #[arg(long = "header", value_name = "NAME: VALUE", value_parser = crate::credentials::parse_header)]
     pub headers: Vec<(String, String)>,
-    /// A store directory: checked directly, or (with --server) only for who published each key
-    /// and the size it should have.
+    /// A store directory or a deployment's serving bucket (`s3://BUCKET`): checked directly,
+    /// or (with --server) only for who published each key and the size it should have.
     #[arg(long)]
-    pub store: Option<PathBuf>,
+    pub store: Option<StoreArg>,
     /// Which clients' requests to check (repeatable; default all).
     #[arg(long = "client", value_enum)]
     pub clients: Vec<Client>,
@@ -422,37 +423,69 @@ fn core_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
 /// What the store recorded at a key: its size and who first published it.
 /// What the store recorded at each wanted key (its size, and the upload that first published
 /// it), read once before the checks start. A record that cannot be read counts as none.
-fn recorded(
-    store: Option<&LocalStore>,
-    wanted: &[Wanted],
-) -> anyhow::Result<HashMap<String, (u64, String)>> {
-    let Some(store) = store else {
-        return Ok(HashMap::new());
-    };
+async fn recorded(store: &dyn Storage, wanted: &[Wanted]) -> Recorded {
     let refs = RefStore::new(store);
     let keys: BTreeSet<&str> = wanted.iter().map(|w| w.key.as_str()).collect();
-    crate::block_on(async {
-        let mut out = HashMap::new();
-        for key in keys {
-            if let Ok(Some(record)) = refs.key(key).await {
-                if !record.refs.is_empty() {
-                    out.insert(key.to_string(), (record.size, record.by));
-                }
+    let mut out = HashMap::new();
+    for key in keys {
+        if let Ok(Some(record)) = refs.key(key).await {
+            if !record.refs.is_empty() {
+                out.insert(key.to_string(), (record.size, record.by));
             }
         }
-        out
-    })
+    }
+    out
+}
+
+/// Per key: the size the store recorded and the upload that first published it.
+type Recorded = HashMap<String, (u64, String)>;
+/// Per key: the size of the object a bucket holds there, if any.
+type Objects = HashMap<String, Option<u64>>;
+
+/// What a store holds at each wanted key, looked at once before the checks: a directory's
+/// files are looked at as each key is checked; a bucket's objects by a HEAD each, here.
+enum Held<'a> {
+    Dir(&'a Path),
+    Objects(String, Objects),
+}
+
+/// The records of the wanted keys (and, for a bucket checked without --server, what it holds
+/// at each), read in one runtime: an S3 client's connections belong to the runtime that made
+/// them.
+fn look_up(
+    store: &StoreArg,
+    wanted: &[Wanted],
+    with_server: bool,
+) -> anyhow::Result<(Recorded, Option<Objects>)> {
+    crate::block_on(async {
+        let opened = store.open().await?;
+        let records = recorded(&*opened, wanted).await;
+        let objects = match store {
+            StoreArg::S3(_) if !with_server => {
+                let mut objects = HashMap::new();
+                for w in wanted {
+                    if !objects.contains_key(&w.key) {
+                        let size = opened.head(&w.key).await.ok().flatten().map(|i| i.size);
+                        objects.insert(w.key.clone(), size);
+                    }
+                }
+                Some(objects)
+            }
+            _ => None,
+        };
+        anyhow::Ok((records, objects))
+    })?
 }
 
 fn check_one(
     wanted: Wanted,
     server: Option<&(Credentialed, ureq::Agent)>,
-    store_root: Option<&Path>,
+    held: Option<&Held>,
     record: Option<&(u64, String)>,
 ) -> Checked {
     let published_by = record.map(|(_, by)| by.clone()).filter(|b| !b.is_empty());
     let mut source = None;
-    let (url, status, size, detail) = match (server, store_root) {
+    let (url, status, size, detail) = match (server, held) {
         (Some((server, agent)), _) => {
             let url = format!(
                 "{}/{}",
@@ -488,7 +521,14 @@ fn check_one(
                 Err(e) => (url, Status::Error, None, Some(redacted(&e.to_string()))),
             }
         }
-        (None, Some(root)) => {
+        (None, Some(Held::Objects(bucket, objects))) => {
+            let url = format!("s3://{bucket}/{}", wanted.key);
+            match objects.get(&wanted.key).copied().flatten() {
+                Some(size) => (url, Status::Found, Some(size), None),
+                None => (url, Status::Missing, None, None),
+            }
+        }
+        (None, Some(Held::Dir(root))) => {
             let path = root.join(&wanted.key);
             let url = path.display().to_string();
             match std::fs::metadata(&path) {
@@ -565,16 +605,10 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let (wanted, input_failed) = read_inputs(args, &clients)?;
-    let store = match &args.store {
-        Some(dir) if !dir.is_dir() => anyhow::bail!("no store at {}", dir.display()),
-        Some(dir) => Some(
-            LocalStore::open(dir)
-                .and_then(|store| store.naming_owners_as_marked(None))
-                .with_context(|| format!("cannot open store {}", dir.display()))?,
-        ),
-        None => None,
+    let (records, objects) = match &args.store {
+        Some(store) => look_up(store, &wanted, server.is_some())?,
+        None => (HashMap::new(), None),
     };
-    let records = recorded(store.as_ref(), &wanted)?;
     let server = server.map(|server| {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(args.timeout.max(1))))
@@ -584,7 +618,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             .into();
         (server, agent)
     });
-    let store_root = args.store.as_deref();
+    let held = match (&args.store, objects) {
+        (Some(StoreArg::Dir(dir)), _) => Some(Held::Dir(dir)),
+        (Some(StoreArg::S3(url)), Some(objects)) => {
+            Some(Held::Objects(url.bucket.clone(), objects))
+        }
+        _ => None,
+    };
     let bar = if args.json || wanted.len() < 50 {
         indicatif::ProgressBar::hidden()
     } else {
@@ -598,7 +638,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 let next = queue.lock().ok().and_then(|mut q| q.next());
                 let Some((index, item)) = next else { break };
                 let record = records.get(&item.key);
-                let checked = check_one(item, server.as_ref(), store_root, record);
+                let checked = check_one(item, server.as_ref(), held.as_ref(), record);
                 bar.inc(1);
                 if let Ok(mut results) = results.lock() {
                     results.push((index, checked));

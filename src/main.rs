@@ -89,10 +89,11 @@ pub struct KeysArgs {
 }
 
 /// Runs one store operation to its end on a single-threaded runtime (the local store answers
-/// at once; the runtime is there because the storage calls are futures).
+/// at once; the runtime is there because the storage calls are futures; an S3 store's client
+/// is made and used within one call: its connections belong to the runtime).
 pub fn block_on<F: std::future::Future>(future: F) -> anyhow::Result<F::Output> {
     Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .build()?
         .block_on(future))
 }

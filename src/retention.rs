@@ -1,6 +1,5 @@
 //! `symdex promote` and `symdex expire` over a local store directory.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
@@ -9,15 +8,17 @@ use symdex_shared::manifest::Record;
 use symdex_shared::pipeline::{Config, Indexer};
 use symdex_shared::retention::{parse_time, RetentionPolicy, RELEASE_CHANNEL};
 
+use crate::deployment::StoreArg;
 use crate::index::{describe, FromFiles, KeyArgs, PolicyArg};
 use crate::session::{exclusive_lease, open_for_writing};
 use crate::DEFAULT_STORE;
 
 #[derive(Args)]
 pub struct PromoteArgs {
-    /// The store directory.
+    /// The store directory, or a deployment's serving bucket (`s3://BUCKET`: the sweeper's
+    /// promotion, run from here; give the deployment's --policy).
     #[arg(long, default_value = DEFAULT_STORE)]
-    pub store: PathBuf,
+    pub store: StoreArg,
     /// Promote every upload of this build.
     #[arg(long)]
     pub build: String,
@@ -33,9 +34,11 @@ pub struct PromoteArgs {
 
 #[derive(Args)]
 pub struct ExpireArgs {
-    /// The store directory.
+    /// The store directory, or a deployment's serving bucket (`s3://BUCKET`, with --dry-run:
+    /// expiring a deployment is its sweeper's, which hands freed keys to the uploads waiting
+    /// for them from the ingest bucket).
     #[arg(long, default_value = DEFAULT_STORE)]
-    pub store: PathBuf,
+    pub store: StoreArg,
     /// Print what would be removed and the bytes freed; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -78,19 +81,16 @@ pub fn promote(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn promote_async(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
-    let (store, _lock) = open_for_writing(&args.store)?;
-    let indexer = Indexer::new(&store, indexer_config());
-    let uploads = indexer.refs().uploads().await?;
-    let records = indexer
-        .promote_build(
-            uploads,
-            &args.build,
-            args.product.as_deref(),
-            &args.channel,
-            &args.policy.policy,
-        )
-        .await?;
-    indexer.write_manifest(&records).await?;
+    let records = match &args.store {
+        StoreArg::Dir(dir) => {
+            let (store, _lock) = open_for_writing(dir)?;
+            promote_in(&store, indexer_config(), args).await?
+        }
+        StoreArg::S3(_) => {
+            let store = args.store.open().await?;
+            promote_in(&*store, deployment_config(), args).await?
+        }
+    };
     print_records(&records, false)?;
     println!(
         "symdex: {} uploads of build {} promoted to {}",
@@ -106,34 +106,63 @@ async fn promote_async(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// A deployment's serving bucket, written as its functions write it: leases for many writers
+/// (`LeasePolicy::default`), the manifest gzipped.
+fn deployment_config() -> Config {
+    Config {
+        gzip_manifest: true,
+        ..Config::default()
+    }
+}
+
+/// Promotes `args.build`'s uploads in `store`, recording each in the manifest.
+async fn promote_in(
+    store: &dyn symdex_shared::storage::Storage,
+    config: Config,
+    args: &PromoteArgs,
+) -> anyhow::Result<Vec<Record>> {
+    let indexer = Indexer::new(store, config);
+    let uploads = indexer.refs().uploads().await?;
+    let records = indexer
+        .promote_build(
+            uploads,
+            &args.build,
+            args.product.as_deref(),
+            &args.channel,
+            &args.policy.policy,
+        )
+        .await?;
+    indexer.write_manifest(&records).await?;
+    Ok(records)
+}
+
 pub fn expire(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
     crate::block_on(expire_async(args))?
 }
 
 async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
-    let (store, _lock) = open_for_writing(&args.store)?;
+    let now = args.now.unwrap_or_else(SystemTime::now);
+    let dir = match &args.store {
+        StoreArg::Dir(dir) => dir,
+        StoreArg::S3(url) => {
+            if !args.dry_run {
+                anyhow::bail!(
+                    "{url}: a deployment's uploads are expired by its sweeper (it hands freed keys to the uploads waiting for them, from the ingest bucket); --dry-run shows what it will remove"
+                );
+            }
+            let store = args.store.open().await?;
+            let indexer = Indexer::new(&*store, deployment_config());
+            let plan = indexer.plan_expiry(now, args.policy.as_ref()).await?;
+            print_plan(&plan);
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let (store, _lock) = open_for_writing(dir)?;
     let hand_over = FromFiles::new(&store, &args.keys, args.limits);
     let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
-    let now = args.now.unwrap_or_else(SystemTime::now);
     let plan = indexer.plan_expiry(now, args.policy.as_ref()).await?;
     if args.dry_run {
-        for upload in &plan.uploads {
-            println!(
-                "would expire {} (channel {}, expires {})",
-                upload.source,
-                upload.meta.channel.as_deref().unwrap_or("(none)"),
-                upload.meta.expires.as_deref().unwrap_or("never")
-            );
-        }
-        for (key, size) in &plan.freed {
-            println!("would unpublish {key} ({size} bytes)");
-        }
-        println!(
-            "symdex: dry run: {} uploads would expire, {} keys unpublished, {} bytes freed",
-            plan.uploads.len(),
-            plan.freed.len(),
-            plan.bytes_freed()
-        );
+        print_plan(&plan);
         return Ok(ExitCode::SUCCESS);
     }
     let mut removals = Vec::new();
@@ -159,4 +188,25 @@ async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
         removed.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// What an expiry would remove, and the bytes it would free.
+fn print_plan(plan: &symdex_shared::pipeline::ExpiryPlan) {
+    for upload in &plan.uploads {
+        println!(
+            "would expire {} (channel {}, expires {})",
+            upload.source,
+            upload.meta.channel.as_deref().unwrap_or("(none)"),
+            upload.meta.expires.as_deref().unwrap_or("never")
+        );
+    }
+    for (key, size) in &plan.freed {
+        println!("would unpublish {key} ({size} bytes)");
+    }
+    println!(
+        "symdex: dry run: {} uploads would expire, {} keys unpublished, {} bytes freed",
+        plan.uploads.len(),
+        plan.freed.len(),
+        plan.bytes_freed()
+    );
 }

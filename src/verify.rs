@@ -2,18 +2,18 @@
 //! exists and holds the content its record says, no change is left half done, every upload is
 //! complete, and nothing is published that no record accounts for.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 use symdex_shared::audit::{audit_with, Depth};
-use symdex_shared::storage::LocalStore;
+
+use crate::deployment::StoreArg;
 
 #[derive(Args)]
 pub struct VerifyArgs {
-    /// The store directory.
+    /// The store directory, or a deployment's serving bucket (`s3://BUCKET`).
     #[arg(default_value = crate::DEFAULT_STORE)]
-    pub store: PathBuf,
+    pub store: StoreArg,
     /// Also hash every published file against its recorded content identity (by default
     /// only sizes are compared: no content is read).
     #[arg(long)]
@@ -21,12 +21,11 @@ pub struct VerifyArgs {
 }
 
 pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
-    if !args.store.is_dir() {
-        anyhow::bail!("no store at {}", args.store.display());
-    }
-    let store = LocalStore::open(&args.store)?.naming_owners_as_marked(None)?;
     let depth = if args.deep { Depth::Deep } else { Depth::Fast };
-    let audit = crate::block_on(audit_with(&store, "_manifest", depth))??;
+    let audit = crate::block_on(async {
+        let store = args.store.open().await?;
+        anyhow::Ok(audit_with(&*store, "_manifest", depth).await?)
+    })??;
     for problem in &audit.problems {
         println!("{problem}");
     }

@@ -131,10 +131,9 @@ fn pe_pdb(dir: &Path, variant: &str) -> (PathBuf, PathBuf) {
     (pe, pdb)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
-    let stack = Arc::new(Stack::new().await);
-    let fx = Fixtures::build();
+/// A build's output: an ELF program and its debug file, a PE and its PDB, a zip holding a
+/// program of its own, and a text file that is no artifact.
+fn build_inputs(fx: &Fixtures) -> PathBuf {
     let root = fx.dir.path();
     let inputs = root.join("out");
     std::fs::create_dir_all(&inputs).unwrap();
@@ -152,6 +151,15 @@ async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
             "mkdir z && gcc -g -o z/other other.c && zip -q -r out/bundle.zip z",
         ],
     );
+    inputs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
+    let stack = Arc::new(Stack::new().await);
+    let fx = Fixtures::build();
+    let root = fx.dir.path();
+    let inputs = build_inputs(&fx);
     let (stop, indexer) = run_indexer(&stack);
 
     let out_dir = inputs.to_str().unwrap();
@@ -403,4 +411,143 @@ async fn a_missing_bucket_or_missing_credentials_is_an_error_naming_it() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no AWS credentials"), "{stderr}");
+}
+
+/// `symdex` against a deployment as against a directory: the same inputs pushed (indexed by
+/// the bootstrap) and indexed locally; `verify`, `check --store`, `expire --dry-run` and
+/// `promote` agree between `s3://` and the directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_audits_and_promotes_a_deployment_as_it_does_a_directory() {
+    let stack = Arc::new(Stack::new().await);
+    let fx = Fixtures::build();
+    let inputs = build_inputs(&fx);
+    let (stop, indexer) = run_indexer(&stack);
+    let out_dir = inputs.to_str().unwrap();
+    let args = [
+        "--build",
+        "b1",
+        "--channel",
+        "try",
+        "--wait",
+        "--timeout",
+        "120",
+    ];
+    let (out, lines) = push(&stack, &[&[out_dir][..], &args[..]].concat()).await;
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    stop.store(true, Ordering::Relaxed);
+    indexer.await.unwrap();
+    let local = fx.dir.path().join("local-store");
+    let local = local.to_str().unwrap();
+    let deployed = format!("s3://{SERVING}");
+    let symdex = |args: &[&str]| {
+        let out = Command::new(cli())
+            .args(args)
+            .envs(stack.moto.env())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = symdex(&[
+        "index",
+        "--store",
+        local,
+        "--build",
+        "b1",
+        "--channel",
+        "try",
+        out_dir,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+
+    for store in [local, deployed.as_str()] {
+        let (code, out, err) = symdex(&["verify", store]);
+        assert_eq!(code, Some(0), "{store}: {out}{err}");
+        assert!(out.contains(", 0 problems"), "{store}: {out}");
+    }
+
+    // check: debuginfod's keys of the program and its debug file, found in both.
+    let program = inputs.join("app");
+    let checked = |store: &str| -> Vec<(String, String)> {
+        let (code, out, err) = symdex(&[
+            "check",
+            "--store",
+            store,
+            "--client",
+            "debuginfod",
+            "--json",
+            program.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(0), "{store}: {out}{err}");
+        let mut rows: Vec<(String, String)> = out
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|r| {
+                (
+                    r["key"].as_str().unwrap_or_default().to_string(),
+                    r["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    let from_bucket = checked(&deployed);
+    assert!(!from_bucket.is_empty());
+    assert!(
+        from_bucket.iter().all(|(_, status)| status == "found"),
+        "{from_bucket:?}"
+    );
+    assert_eq!(from_bucket, checked(local));
+    // expire --dry-run: the try uploads would go in a century, from both.
+    let expiry = |store: &str| {
+        let (code, out, err) = symdex(&[
+            "expire",
+            "--store",
+            store,
+            "--dry-run",
+            "--now",
+            "2126-01-01T00:00:00Z",
+            "--policy",
+            "try=1d",
+        ]);
+        assert_eq!(code, Some(0), "{store}: {err}");
+        out.lines().last().unwrap_or_default().to_string()
+    };
+    let summary = expiry(&deployed);
+    assert!(summary.contains("5 uploads would expire"), "{summary}");
+    assert_eq!(
+        summary.split(',').next(),
+        expiry(local).split(',').next(),
+        "the same uploads"
+    );
+    let (code, _, err) = symdex(&[
+        "expire",
+        "--store",
+        &deployed,
+        "--now",
+        "2126-01-01T00:00:00Z",
+    ]);
+    assert_eq!(code, Some(1), "a real expiry is the sweeper's: {err}");
+    assert!(err.contains("sweeper"), "{err}");
+
+    // promote: to release, in both; nothing would expire then.
+    for store in [local, deployed.as_str()] {
+        let (code, out, err) = symdex(&[
+            "promote", "--store", store, "--build", "b1", "--policy", "try=1d",
+        ]);
+        assert_eq!(code, Some(0), "{store}: {err}");
+        assert!(
+            out.contains("5 uploads of build b1 promoted to release"),
+            "{store}: {out}"
+        );
+        assert!(expiry(store).contains(" 0 uploads would expire"), "{store}");
+    }
+    let (_, promoted, _) = symdex(&[
+        "manifest", "query", &deployed, "--action", "promoted", "--json",
+    ]);
+    assert_eq!(promoted.lines().count(), 5, "{promoted}");
 }
