@@ -5,6 +5,8 @@
 //! The CLI binary is the workspace's `symdex`, built beside this package's bootstrap by
 //! `cargo test --workspace` (`make test`).
 
+#[path = "../../lambda/tests/support/fault_proxy.rs"]
+mod fault_proxy;
 #[path = "../../lambda/tests/support/mod.rs"]
 mod support;
 
@@ -550,4 +552,84 @@ async fn the_cli_audits_and_promotes_a_deployment_as_it_does_a_directory() {
         "manifest", "query", &deployed, "--action", "promoted", "--json",
     ]);
     assert_eq!(promoted.lines().count(), 5, "{promoted}");
+}
+
+/// A failing S3: throttling, errors and resets are retried with backoff (every input sent);
+/// an endpoint that fails every request after the first is reported per input, exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_retries_a_failing_s3_and_reports_each_input_it_could_not_send() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let inputs = fx.dir.path().join("few");
+    std::fs::create_dir_all(&inputs).unwrap();
+    let program = std::fs::read(fx.path("app")).unwrap();
+    for i in 0..6u8 {
+        let mut bytes = program.clone();
+        bytes.push(i);
+        std::fs::write(inputs.join(format!("p{i}")), bytes).unwrap();
+    }
+    let via = |proxy: &fault_proxy::FaultProxy| {
+        let mut command = Command::new(cli());
+        command
+            .args([
+                "push",
+                inputs.to_str().unwrap(),
+                "--build",
+                "b",
+                "--json",
+                "--jobs",
+                "1",
+            ])
+            .args(["--ingest", &format!("s3://{INGEST}")])
+            .envs(stack.moto.env())
+            .env("AWS_ENDPOINT_URL", &proxy.endpoint);
+        command
+    };
+    let lines_of = |out: &Output| -> Vec<Value> {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+
+    let flaky = fault_proxy::FaultProxy::start(&stack.moto.endpoint, 20, 7).await;
+    let mut command = via(&flaky);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let lines = lines_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{lines:?}");
+    let faults = &flaky.faults;
+    let injected = faults.slow_down.load(Ordering::Relaxed)
+        + faults.internal_error.load(Ordering::Relaxed)
+        + faults.reset_before.load(Ordering::Relaxed)
+        + faults.reset_after.load(Ordering::Relaxed);
+    assert!(injected > 0, "no fault was injected");
+    let ingest = stack.objects(INGEST, "").await;
+    assert_eq!(ingest.len(), 6);
+    for (key, bytes) in &ingest {
+        let name = key.rsplit('/').next().unwrap();
+        assert_eq!(bytes, &std::fs::read(inputs.join(name)).unwrap(), "{key}");
+    }
+
+    let dead = fault_proxy::FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
+    // The reachability check passes; everything after it is reset.
+    dead.faults.cut_after(1);
+    std::fs::remove_dir_all(&inputs).unwrap();
+    std::fs::create_dir_all(&inputs).unwrap();
+    std::fs::write(inputs.join("late"), {
+        let mut bytes = program.clone();
+        bytes.push(99);
+        bytes
+    })
+    .unwrap();
+    let mut command = via(&dead);
+    let out = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let lines = lines_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{lines:?}");
+    let late = status_of(&lines, "late");
+    assert_eq!(late["status"], "failed", "{late}");
+    assert!(!late["reason"].as_str().unwrap().is_empty());
 }
