@@ -73,3 +73,7 @@ bash "$root/scripts/bench_scale.sh"
 echo
 bash "$root/scripts/bench_serve.sh" "$corpus"
 bash "$root/scripts/bench_upstream.sh" "$corpus"
+
+# Push part: symdex push beside aws s3 cp to the same endpoint.
+echo
+bash "$root/scripts/bench_push.sh"

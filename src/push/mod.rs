@@ -168,18 +168,23 @@ async fn push(
         .serving
         .as_ref()
         .map(|s| S3Store::new(client.clone(), s.bucket.clone()));
-    let metadata = send::metadata(args);
-    let sent = send::send_all(
-        &client,
-        &args.ingest.bucket,
-        serving.as_ref(),
-        args.server.as_deref(),
-        planned,
-        metadata,
-        usize::from(args.jobs),
-        !args.json,
-    )
-    .await;
+    let build_prefix = format!("{key_prefix}{}/", args.build);
+    let present = match send::list_present(&client, &args.ingest.bucket, &build_prefix).await {
+        Ok(present) => present,
+        Err(problem) => {
+            eprintln!("symdex push: {problem}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let target = std::sync::Arc::new(send::Target {
+        client: client.clone(),
+        bucket: args.ingest.bucket.clone(),
+        serving: serving.clone(),
+        server: args.server.clone(),
+        metadata: send::metadata(args),
+        present,
+    });
+    let sent = send::send_all(target, planned, usize::from(args.jobs), !args.json).await;
     let mut lines = sent.lines;
     if args.wait {
         if let Some(serving) = &serving {

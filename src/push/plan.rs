@@ -35,8 +35,8 @@ pub struct Sendable {
     /// Its key in the ingest bucket.
     pub ingest_key: String,
     pub size: u64,
-    /// SHA-256 of its content, kept in the ingest object's metadata (`symdex-sha256`): a
-    /// re-run recognises what an earlier run put there.
+    /// SHA-256 of its content, kept in the ingest object's metadata (`symdex-sha256`): the
+    /// content's name for audits, whatever ETag S3 gave it.
     pub sha256: String,
     /// The ETag S3 gives it when push uploads it (MD5, or the MD5 of its parts' MD5s): the
     /// content identity the indexer records on every key it publishes.

@@ -1,6 +1,6 @@
 //! Sending: each planned input is checked against what the deployment holds (the serving
-//! side by its keys, the ingest bucket by the content hash an earlier push recorded) and
-//! uploaded otherwise, `jobs` at a time.
+//! side by its keys, the ingest bucket by the ETag push's upload would give it, from one
+//! listing of the build's prefix) and uploaded otherwise, `jobs` at a time.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,12 +8,13 @@ use std::sync::Arc;
 use aws_sdk_s3::primitives::DateTimeFormat;
 use aws_sdk_s3::Client;
 use symdex_shared::storage::s3::{upload_file, S3Store};
+use symdex_shared::storage::StorageError;
 
 use super::plan::{Planned, Sendable, MULTIPART_THRESHOLD};
 use super::wait::Followed;
 use super::{report, Line, PushArgs, Status};
 
-/// Metadata key holding the SHA-256 of what push sent, by which a re-run knows it.
+/// Metadata key holding the SHA-256 of what push sent.
 pub const SHA256_META: &str = "symdex-sha256";
 
 /// The metadata the indexer reads (handler.rs `upload_meta`), and the content hash.
@@ -38,19 +39,62 @@ pub struct Sent {
     pub followed: Vec<(usize, Followed)>,
 }
 
+/// Where a push sends, and what is there already.
+pub struct Target {
+    pub client: Client,
+    /// The ingest bucket.
+    pub bucket: String,
+    pub serving: Option<S3Store>,
+    pub server: Option<String>,
+    /// The metadata every upload carries (besides its own `symdex-sha256`).
+    pub metadata: HashMap<String, String>,
+    /// What the ingest bucket holds under the build's prefix, listed once (one request per
+    /// thousand keys, not a HEAD per input): key -> (ETag, last modified).
+    pub present: HashMap<String, (String, String)>,
+}
+
+/// Lists what `bucket` holds under `prefix`: key -> (ETag, last modified, RFC 3339).
+pub async fn list_present(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+) -> Result<HashMap<String, (String, String)>, String> {
+    let mut present = HashMap::new();
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| {
+            crate::deployment::explain(
+                bucket,
+                &StorageError::Io(std::io::Error::other(format!("{e:?}"))),
+            )
+        })?;
+        for object in page.contents() {
+            let (Some(key), Some(etag)) = (object.key(), object.e_tag()) else {
+                continue;
+            };
+            let at = object
+                .last_modified()
+                .and_then(|t| t.fmt(DateTimeFormat::DateTime).ok())
+                .unwrap_or_else(symdex_shared::manifest::now_rfc3339);
+            present.insert(key.to_string(), (etag.trim_matches('"').to_string(), at));
+        }
+    }
+    Ok(present)
+}
+
 enum Result1 {
     Followed(Followed, bool),
     Done(Status, Vec<String>, Option<String>),
 }
 
-#[allow(clippy::too_many_arguments)]
 pub async fn send_all(
-    client: &Client,
-    ingest_bucket: &str,
-    serving: Option<&S3Store>,
-    server: Option<&str>,
+    target: Arc<Target>,
     planned: Vec<Planned>,
-    metadata: HashMap<String, String>,
     jobs: usize,
     show_progress: bool,
 ) -> Sent {
@@ -83,27 +127,13 @@ pub async fn send_all(
     }
     let progress = report::progress(sendables.len() as u64, "sending", show_progress);
     let gate = Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
-    let metadata = Arc::new(metadata);
     let mut tasks = tokio::task::JoinSet::new();
     for (line, sendable) in sendables {
         let gate = gate.clone();
-        let client = client.clone();
-        let bucket = ingest_bucket.to_string();
-        let serving = serving.cloned();
-        let server = server.map(str::to_string);
-        let metadata = metadata.clone();
+        let target = target.clone();
         tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
-            let result = send_one(
-                &client,
-                &bucket,
-                serving.as_ref(),
-                server.as_deref(),
-                &sendable,
-                &metadata,
-            )
-            .await;
-            (line, result)
+            (line, send_one(&target, &sendable).await)
         });
     }
     let mut followed = Vec::new();
@@ -130,45 +160,23 @@ pub async fn send_all(
     Sent { lines, followed }
 }
 
-async fn send_one(
-    client: &Client,
-    bucket: &str,
-    serving: Option<&S3Store>,
-    server: Option<&str>,
-    s: &Sendable,
-    metadata: &HashMap<String, String>,
-) -> Result1 {
-    if served_already(serving, server, s).await {
+async fn send_one(target: &Target, s: &Sendable) -> Result1 {
+    let bucket = target.bucket.as_str();
+    if served_already(target.serving.as_ref(), target.server.as_deref(), s).await {
         return Result1::Done(Status::AlreadyPublished, s.probe_keys.clone(), None);
     }
-    // Sent by an earlier push (a re-run after an interruption): followed, not sent again.
-    match client
-        .head_object()
-        .bucket(bucket)
-        .key(&s.ingest_key)
-        .send()
-        .await
-    {
-        Ok(head) if head.metadata().and_then(|m| m.get(SHA256_META)) == Some(&s.sha256) => {
-            let sent_at = head
-                .last_modified()
-                .and_then(|t| t.fmt(DateTimeFormat::DateTime).ok())
-                .unwrap_or_else(symdex_shared::manifest::now_rfc3339);
-            let etag = head
-                .e_tag()
-                .unwrap_or_default()
-                .trim_matches('"')
-                .to_string();
-            let version = head.version_id().map(str::to_string);
-            return Result1::Followed(followed(bucket, s, etag, version, sent_at), false);
+    // Sent already, by an earlier push (a re-run after an interruption) or another upload of
+    // the same bytes: followed, not sent again. Its ETag is what push's upload would make.
+    if let Some((etag, at)) = target.present.get(&s.ingest_key) {
+        if *etag == s.s3_etag {
+            return Result1::Followed(followed(bucket, s, etag.clone(), None, at.clone()), false);
         }
-        _ => {}
     }
-    let mut metadata = metadata.clone();
+    let mut metadata = target.metadata.clone();
     metadata.insert(SHA256_META.to_string(), s.sha256.clone());
     let sent_at = symdex_shared::manifest::now_rfc3339();
     match upload_file(
-        client,
+        &target.client,
         bucket,
         &s.ingest_key,
         &s.path,

@@ -37,7 +37,7 @@ impl Followed {
         r.upload == self.upload
             || r.upload.starts_with(&format!("{}!/", self.upload))
             || (self.version.is_some() && r.ingest_version == self.version)
-            || (r.ingest_version.is_none() && r.ingest_etag.as_deref() == Some(&self.etag))
+            || r.ingest_etag.as_deref() == Some(&self.etag)
             || (r.ingest_version.is_none() && r.ingest_etag.is_none() && r.time >= self.sent_at)
     }
 }

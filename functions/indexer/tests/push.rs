@@ -613,8 +613,9 @@ async fn push_retries_a_failing_s3_and_reports_each_input_it_could_not_send() {
     }
 
     let dead = fault_proxy::FaultProxy::start(&stack.moto.endpoint, 0, 1).await;
-    // The reachability check passes; everything after it is reset.
-    dead.faults.cut_after(1);
+    // The reachability check and the listing of the build's prefix pass; everything after
+    // them is reset.
+    dead.faults.cut_after(2);
     std::fs::remove_dir_all(&inputs).unwrap();
     std::fs::create_dir_all(&inputs).unwrap();
     std::fs::write(inputs.join("late"), {
