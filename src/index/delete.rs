@@ -1,13 +1,16 @@
 //! `symdex delete`: a build's or an input's uploads taken back through the same protocol as
-//! an index.
+//! an index. In a deployment (`s3://`), a build's ingest objects are deleted and the
+//! deployment's remover takes the uploads back, as for any deletion there.
 
 use super::*;
 
 #[derive(Args)]
 pub struct DeleteArgs {
-    /// The store directory.
+    /// The store directory, or a deployment's serving bucket (`s3://BUCKET`, with --build:
+    /// the build's ingest objects are deleted, and the deployment's remover unpublishes what
+    /// no other upload references).
     #[arg(long, default_value = DEFAULT_STORE)]
-    pub store: PathBuf,
+    pub store: StoreArg,
     #[command(flatten)]
     pub keys: KeyArgs,
     #[command(flatten)]
@@ -25,7 +28,16 @@ pub fn delete(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(super) async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> {
-    let (store, _lock) = open_for_writing(&args.store)?;
+    let dir = match &args.store {
+        StoreArg::Dir(dir) => dir,
+        StoreArg::S3(url) => {
+            let Some(build) = args.build.as_deref().filter(|_| args.input.is_empty()) else {
+                anyhow::bail!("{url}: a deployment's uploads are deleted by build (--build), not by local input paths");
+            };
+            return delete_build_deployed(&args.store, build).await;
+        }
+    };
+    let (store, _lock) = open_for_writing(dir)?;
     let hand_over = FromFiles::new(&store, &args.keys, args.limits);
     let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let inputs: Vec<String> = args
@@ -59,4 +71,60 @@ pub(super) async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> 
         records.len()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Deletes the ingest objects of `build`'s uploads in the deployment whose serving bucket is
+/// `store` (each at the version or content its upload record names, so a newer upload under
+/// the same key stays); the deployment's remover then takes the uploads back through the
+/// protocol, as for any deletion of an ingest object.
+async fn delete_build_deployed(store: &StoreArg, build: &str) -> anyhow::Result<ExitCode> {
+    let opened = store.open().await?;
+    let uploads = symdex_shared::refs::RefStore::new(&*opened)
+        .uploads()
+        .await?;
+    // (bucket, key) -> (version, content identity): an archive's entries share its object.
+    let mut objects = std::collections::BTreeMap::new();
+    for upload in uploads {
+        if upload.meta.build.as_deref() != Some(build) {
+            continue;
+        }
+        let Some((bucket, key)) = upload
+            .source
+            .strip_prefix("s3://")
+            .and_then(|rest| rest.split_once('/'))
+        else {
+            continue;
+        };
+        let key = key.split("!/").next().unwrap_or(key);
+        let etag = upload.ingest_etag.clone().unwrap_or(upload.etag.clone());
+        objects.insert(
+            (bucket.to_string(), key.to_string()),
+            (upload.ingest_version.clone(), etag),
+        );
+    }
+    let client = crate::deployment::client().await;
+    let ingest = symdex_shared::storage::s3::S3Store::new(client, String::new());
+    let mut deleted = 0usize;
+    for ((bucket, key), (version, etag)) in &objects {
+        match ingest
+            .delete_object_version(bucket, key, version.as_deref(), etag)
+            .await
+        {
+            Ok(true) => {
+                deleted += 1;
+                println!("deleted s3://{bucket}/{key}");
+            }
+            Ok(false) => println!("gone or replaced already: s3://{bucket}/{key}"),
+            Err(e) => anyhow::bail!("{}", crate::deployment::explain(bucket, &e)),
+        }
+    }
+    println!(
+        "symdex: {deleted} ingest objects of build {build} deleted; the deployment's remover unpublishes their keys (see manifest query --action unpublished)"
+    );
+    Ok(if objects.is_empty() {
+        eprintln!("symdex: no upload of build {build} found");
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -24,6 +24,7 @@ use symdex_shared::storage::local::{file_sha1, read_file_up_to};
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::{IdentifyOptions, Layout};
 
+use crate::deployment::StoreArg;
 use crate::inputs::{
     container_of, expand_paths_excluding, file_name, LayoutArgs, SourceArgs, Walked,
 };

@@ -552,6 +552,61 @@ async fn the_cli_audits_and_promotes_a_deployment_as_it_does_a_directory() {
         "manifest", "query", &deployed, "--action", "promoted", "--json",
     ]);
     assert_eq!(promoted.lines().count(), 5, "{promoted}");
+
+    // delete --build: the deployment's ingest objects go, and its remover (run here on the
+    // removal notifications) unpublishes what the directory's delete unpublishes.
+    let (code, out, err) = symdex(&["delete", "--store", &deployed, "--build", "b1"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("5 ingest objects of build b1 deleted"),
+        "{out}"
+    );
+    assert!(stack.objects(INGEST, "").await.is_empty());
+    let removed = stack.receive(5).await;
+    let ctx = Arc::new(symdex_lambda::Context::new(
+        support::config(&[]),
+        stack.moto.s3().await,
+    ));
+    let response = symdex_lambda::handle_remover(&ctx, sqs_event(&removed, &stack.queue_arn))
+        .await
+        .unwrap();
+    assert_eq!(
+        response["batchItemFailures"],
+        serde_json::json!([]),
+        "{response}"
+    );
+    let (code, _, err) = symdex(&["delete", "--store", local, "--build", "b1"]);
+    assert_eq!(code, Some(0), "{err}");
+    let unpublished = |store: &str| {
+        let (_, out, _) = symdex(&[
+            "manifest",
+            "query",
+            store,
+            "--action",
+            "unpublished",
+            "--json",
+        ]);
+        let mut removed: Vec<String> = out
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .flat_map(|r| r["removed"].as_array().cloned().unwrap_or_default())
+            .map(|k| k.as_str().unwrap().to_string())
+            .filter(|k| k.starts_with("buildid/"))
+            .collect();
+        removed.sort();
+        removed
+    };
+    let gone = unpublished(&deployed);
+    assert!(!gone.is_empty());
+    assert_eq!(gone, unpublished(local));
+    let left = stack.objects(SERVING, "buildid/").await;
+    assert!(
+        left.is_empty(),
+        "{:?}",
+        left.iter().map(|(k, _)| k).collect::<Vec<_>>()
+    );
+    let (code, out, _) = symdex(&["verify", &deployed]);
+    assert_eq!(code, Some(0), "{out}");
 }
 
 /// A failing S3: throttling, errors and resets are retried with backoff (every input sent);
