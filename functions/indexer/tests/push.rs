@@ -689,3 +689,53 @@ async fn push_retries_a_failing_s3_and_reports_each_input_it_could_not_send() {
     assert_eq!(late["status"], "failed", "{late}");
     assert!(!late["reason"].as_str().unwrap().is_empty());
 }
+
+/// A file above the multipart threshold goes up in parts (uploaded several at once) and comes
+/// back byte-identical; a re-run knows it by the ETag its parts make, and sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_file_goes_in_parts_and_a_rerun_knows_it() {
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let dir = fx.dir.path().join("large");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bytes = std::fs::read(fx.path("app")).unwrap();
+    bytes.extend((0..70u32 * 1024 * 1024 / 4).flat_map(|i| i.to_le_bytes()));
+    std::fs::write(dir.join("big"), &bytes).unwrap();
+    let run = || {
+        let out = Command::new(cli())
+            .args(["push", dir.to_str().unwrap(), "--build", "b", "--json"])
+            .args(["--ingest", &format!("s3://{INGEST}")])
+            .envs(stack.moto.env())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        status_of(&lines, "big").clone()
+    };
+    assert_eq!(run()["sent"], true);
+    let head = stack
+        .s3
+        .head_object()
+        .bucket(INGEST)
+        .key("b/big")
+        .send()
+        .await
+        .unwrap();
+    let etag = head.e_tag().unwrap();
+    assert!(
+        etag.trim_matches('"').ends_with("-5"),
+        "five 16 MiB parts: {etag}"
+    );
+    let stored = stack.objects(INGEST, "b/").await;
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].1 == bytes, "the bytes differ");
+    assert_eq!(run()["sent"], false, "known by its ETag");
+}

@@ -41,7 +41,7 @@ pub struct Uploaded {
 
 /// Uploads the file at `path` to `bucket`/`key` with user `metadata`: one PUT up to
 /// `multipart_threshold` bytes, else a multipart upload of parts of at least
-/// [`UPLOAD_PART_SIZE`] read one at a time (memory holds one part, never the file; at most
+/// [`UPLOAD_PART_SIZE`], [`PARALLEL_PARTS`] at once (memory holds those, never the file; at most
 /// [`MAX_PARTS`] parts, so a 4 GiB file goes in 16 MiB parts and a 200 GiB one in 20 MiB
 /// parts). A failed multipart upload is aborted.
 pub async fn upload_file(
@@ -121,6 +121,10 @@ pub fn part_size_for(size: u64) -> u64 {
     size.div_ceil(MAX_PARTS).max(UPLOAD_PART_SIZE)
 }
 
+/// Parts uploaded at once by [`upload_file`]: memory holds at most this many parts (and
+/// the one being read), and one slow part does not idle the connection.
+pub const PARALLEL_PARTS: usize = 4;
+
 async fn upload_parts(
     client: &Client,
     bucket: &str,
@@ -129,16 +133,24 @@ async fn upload_parts(
     path: &Path,
     size: u64,
 ) -> StorageResult<Vec<aws_sdk_s3::types::CompletedPart>> {
+    use futures_util::{StreamExt, TryStreamExt};
     let part_size = part_size_for(size);
-    let mut file = tokio::fs::File::open(path).await?;
-    let mut parts = Vec::new();
-    let mut number = 1i32;
-    let mut left = size;
-    while left > 0 {
-        let len = part_size.min(left);
-        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-        file.read_exact(&mut bytes).await?;
-        left -= len;
+    let file = tokio::fs::File::open(path).await?;
+    // Parts read in order, one after another; uploaded up to PARALLEL_PARTS at once.
+    let read = futures_util::stream::unfold(
+        (file, 1i32, size),
+        move |(mut file, number, left)| async move {
+            if left == 0 {
+                return None;
+            }
+            let len = part_size.min(left);
+            let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+            let read = file.read_exact(&mut bytes).await.map(|_| (number, bytes));
+            Some((read, (file, number + 1, left - len)))
+        },
+    );
+    read.map(|part_read| async move {
+        let (number, bytes) = part_read?;
         let out = client
             .upload_part()
             .bucket(bucket)
@@ -149,8 +161,9 @@ async fn upload_parts(
             .send()
             .await
             .map_err(|e| sdk_err("UploadPart", e))?;
-        parts.push(part(number, out.e_tag().unwrap_or_default()));
-        number += 1;
-    }
-    Ok(parts)
+        Ok(part(number, out.e_tag().unwrap_or_default()))
+    })
+    .buffered(PARALLEL_PARTS)
+    .try_collect()
+    .await
 }
