@@ -271,10 +271,7 @@ fn wanted_keys(input: &str, id: &Identity, name: &str, clients: &[Client], out: 
             keys_for(id, name, layouts),
             lookup_keys_for(id, name, layouts),
         ] {
-            for (layout, list) in set.keys {
-                let prefix = prefixes.get(&layout).map_or("", String::as_str);
-                keys.extend(list.iter().map(|k| format!("{prefix}{k}")));
-            }
+            keys.extend(set.prefixed(&prefixes).map(|(_, key)| key));
         }
         for key in keys {
             out.push(Wanted {

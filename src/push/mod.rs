@@ -125,6 +125,18 @@ pub struct Line {
     pub held_by_products: Vec<String>,
 }
 
+/// The ETag a server answers `url` with (unquoted), if it serves it: a one-byte ranged GET,
+/// not a HEAD, so S3, CloudFront and `symdex serve` answer alike, and S3-compatible endpoints
+/// that refuse anonymous HEADs (moto_server) too.
+fn served_etag(url: &str) -> Option<String> {
+    let response = ureq::get(url).header("Range", "bytes=0-0").call().ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let etag = response.headers().get("etag")?.to_str().ok()?;
+    Some(etag.trim_matches('"').to_string())
+}
+
 pub fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
     if args.wait && args.serving.is_none() {
         eprintln!(

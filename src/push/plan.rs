@@ -41,8 +41,8 @@ pub struct Sendable {
     /// The ETag S3 gives it when push uploads it (MD5, or the MD5 of its parts' MD5s): the
     /// content identity the indexer records on every key it publishes.
     pub s3_etag: String,
-    /// One serving key per identity (the first layout's): all present with this content
-    /// means it is published already.
+    /// One serving key per identity (the first layout's, behind its default prefix): all
+    /// present with this content means it is published already.
     pub probe_keys: Vec<String>,
 }
 
@@ -113,6 +113,9 @@ fn plan_file(
         };
     }
     let archive = items.iter().any(|i| i.in_archive);
+    // The deployment's default prefixes (a deployment with others is probed in vain, and
+    // pushed: the indexer then finds the keys unchanged).
+    let prefixes = symdex_shared::pipeline::default_prefixes();
     let mut probe_keys = Vec::new();
     let mut sendable = false;
     let mut reasons = Vec::new();
@@ -122,9 +125,7 @@ fn plan_file(
                 sendable = true;
                 for id in ids {
                     let keys = keys_for(id, &item.name, &Layout::ALL);
-                    if let Some(key) = keys.keys.values().flatten().next() {
-                        probe_keys.push(key.clone());
-                    }
+                    probe_keys.extend(keys.prefixed(&prefixes).map(|(_, key)| key).take(1));
                 }
             }
             // The deployment records why (a truncated or hostile file): sent, so the

@@ -235,13 +235,7 @@ async fn served_already(serving: Option<&S3Store>, server: Option<&str>, s: &Sen
                 let url = format!("{}/{key}", url.trim_end_matches('/'));
                 let want = s.s3_etag.clone();
                 tokio::task::spawn_blocking(move || {
-                    ureq::head(&url).call().is_ok_and(|r| {
-                        r.status().is_success()
-                            && r.headers()
-                                .get("etag")
-                                .and_then(|v| v.to_str().ok())
-                                .is_some_and(|v| v.trim_matches('"') == want)
-                    })
+                    super::served_etag(&url).is_some_and(|etag| etag == want)
                 })
                 .await
                 .unwrap_or(false)

@@ -66,13 +66,9 @@ impl Live<'_> {
             ),
             Live::Server(url) => {
                 let url = format!("{}/{key}", url.trim_end_matches('/'));
-                tokio::task::spawn_blocking(move || {
-                    ureq::head(&url)
-                        .call()
-                        .is_ok_and(|r| r.status().is_success())
-                })
-                .await
-                .unwrap_or(false)
+                tokio::task::spawn_blocking(move || super::served_etag(&url).is_some())
+                    .await
+                    .unwrap_or(false)
             }
         }
     }

@@ -282,8 +282,50 @@ async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
         let line = status_of(&lines, name);
         assert_eq!(line["status"], "already-published", "{line}");
         assert_eq!(line["sent"], false, "{line}");
+        if name != "bundle.zip" {
+            // Decided by its key in the serving bucket (an archive, by the deployment's records).
+            assert_eq!(line["keys"].as_array().unwrap().len(), 1, "{line}");
+        }
     }
     assert_eq!(stack.objects(INGEST, "").await.len(), ingest_before);
+    // Asked of the serving side by URL instead (here the bucket's own endpoint, readable by
+    // anyone as CloudFront's origin access makes it for viewers, answering with the objects'
+    // ETags as CloudFront does): the artifacts it serves with these bytes are not sent.
+    stack.public_read().await;
+    let by_url = Command::new(cli())
+        .args([
+            "push",
+            out_dir,
+            "--build",
+            "b1",
+            "--product",
+            "app",
+            "--json",
+        ])
+        .args(["--ingest", &format!("s3://{INGEST}")])
+        .args(["--server", &format!("{}/{SERVING}", stack.moto.endpoint)])
+        .envs(stack.moto.env())
+        .output()
+        .unwrap();
+    assert_eq!(by_url.status.code(), Some(0));
+    let lines: Vec<Value> = String::from_utf8_lossy(&by_url.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for name in ["/app", "app.debug", "engine.dll", "engine.pdb"] {
+        assert_eq!(
+            status_of(&lines, name)["status"],
+            "already-published",
+            "{lines:?} {}",
+            String::from_utf8_lossy(&by_url.stderr)
+        );
+    }
+    assert_eq!(status_of(&lines, "bundle.zip")["sent"], false, "{lines:?}");
+    // Decided by the one key asked of the server, not by the deployment's records.
+    assert_eq!(
+        status_of(&lines, "/app")["keys"].as_array().unwrap().len(),
+        1
+    );
 
     // A truncated artifact is rejected, other bytes under the same keys are a conflict.
     let bad = root.join("bad");

@@ -187,27 +187,6 @@ async fn a_stored_zip_entry_is_copied_server_side_not_through_the_function() {
     assert!(got.get(&section) == Some(&std::fs::read(fx.path("line.bin")).unwrap()));
 }
 
-/// The serving bucket readable anonymously, as a static website origin is.
-async fn public_read(stack: &Stack) {
-    let policy = serde_json::json!({
-        "Version": "2012-10-17",
-        "Statement": [{
-            "Effect": "Allow",
-            "Principal": "*",
-            "Action": "s3:GetObject",
-            "Resource": format!("arn:aws:s3:::{SERVING}/*"),
-        }]
-    });
-    stack
-        .s3
-        .put_bucket_policy()
-        .bucket(SERVING)
-        .policy(policy.to_string())
-        .send()
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
     let stack = Stack::new().await;
@@ -219,7 +198,7 @@ async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
     );
     let response = index(&stack, &ctx, "ci/syms.tar.xz", &fx.path("syms.tar.xz")).await;
     assert_eq!(response["batchItemFailures"], serde_json::json!([]));
-    public_read(&stack).await;
+    stack.public_read().await;
     // moto serves the bucket over plain HTTP (anonymous reads allowed by the bucket policy):
     // the static store a client reads.
     let out = Command::new("debuginfod-find")
@@ -474,7 +453,7 @@ async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
         assert_eq!(meta.get("debuginfod-file"), Some(&key), "{key}");
     }
     std::fs::remove_file(dir.join("prog.c")).unwrap();
-    public_read(&stack).await;
+    stack.public_read().await;
     let urls = format!("{}/{SERVING}", stack.moto.endpoint);
     let out = Command::new("debuginfod-find")
         .args(["source", &fx.build_id(), &path])
@@ -599,7 +578,7 @@ async fn debuginfod_find_follows_an_alias_redirect_through_the_edge_function() {
     run(&dir, "tar -czf src.tar.gz prog.c");
     index(&stack, &ctx, "ci/app.debug", &dir.join("app.debug")).await;
     index(&stack, &ctx, "ci/src.tar.gz", &dir.join("src.tar.gz")).await;
-    public_read(&stack).await;
+    stack.public_read().await;
     let path = format!("{}/prog.c", dir.display());
     let key = format!("buildid/{}/source{path}", fx.build_id());
     let head = stack

@@ -258,6 +258,18 @@ impl KeySet {
         self.keys.values().all(Vec::is_empty)
     }
 
+    /// Every key behind its layout's prefix (`pipeline::default_prefixes`, or a store's own):
+    /// the names a store's objects have.
+    pub fn prefixed<'a>(
+        &'a self,
+        prefixes: &'a BTreeMap<Layout, String>,
+    ) -> impl Iterator<Item = (Layout, String)> + 'a {
+        self.keys.iter().flat_map(move |(layout, keys)| {
+            let prefix = prefixes.get(layout).map_or("", String::as_str);
+            keys.iter().map(move |k| (*layout, format!("{prefix}{k}")))
+        })
+    }
+
     fn extend(&mut self, other: KeySet) {
         for (layout, keys) in other.keys {
             let entry = self.keys.entry(layout).or_default();

@@ -215,6 +215,27 @@ impl Stack {
             .unwrap();
     }
 
+    /// Lets anyone read the serving bucket's objects, as CloudFront's origin access does for
+    /// its viewers: its REST endpoint then stands in for the distribution.
+    pub async fn public_read(&self) {
+        let policy = serde_json::json!({
+            "Version": "2012-10-17",
+            "Statement": [{
+                "Effect": "Allow",
+                "Principal": "*",
+                "Action": "s3:GetObject",
+                "Resource": format!("arn:aws:s3:::{SERVING}/*"),
+            }]
+        });
+        self.s3
+            .put_bucket_policy()
+            .bucket(SERVING)
+            .policy(policy.to_string())
+            .send()
+            .await
+            .unwrap();
+    }
+
     /// Puts `bytes` at `key` of the ingest bucket with exactly `metadata`.
     pub async fn put(&self, key: &str, bytes: Vec<u8>, metadata: &[(&str, &str)]) {
         let metadata = metadata
