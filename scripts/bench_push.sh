@@ -57,7 +57,7 @@ timed "aws s3 cp --recursive (10 at once)" 1000 "$small_bytes" \
   "$venv/bin/aws" s3 cp --recursive --quiet "$work/small" s3://bench-push/b/ --metadata build=b1,product=p
 timed "symdex push, the same again (nothing sent)" 1000 "$small_bytes" \
   "$symdex" push "$work/small" --ingest s3://bench-push/a --build b1 --product p --json
-timed "symdex push (16 MiB parts, one at a time)" 1 "$large_bytes" \
+timed "symdex push (16 MiB parts, 4 at once)" 1 "$large_bytes" \
   "$symdex" push "$work/large" --ingest s3://bench-push/a --build b1 --product p --json
 timed "aws s3 cp (8 MiB parts, 10 at once)" 1 "$large_bytes" \
   "$venv/bin/aws" s3 cp --quiet "$work/large/big" s3://bench-push/b/big --metadata build=b1,product=p
