@@ -102,6 +102,15 @@ async fn push(stack: &Stack, args: &[&str]) -> (Output, Vec<Value>) {
     (out, lines)
 }
 
+/// The inputs of [`build_inputs`] that are artifacts, by the end of their paths.
+const ARTIFACTS: [&str; 5] = [
+    "/app",
+    "app.debug",
+    "engine.dll",
+    "engine.pdb",
+    "bundle.zip",
+];
+
 fn status_of<'a>(lines: &'a [Value], name: &str) -> &'a Value {
     lines
         .iter()
@@ -177,13 +186,7 @@ async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
     let (out, lines) = push(&stack, &[&[out_dir][..], &args[..]].concat()).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{lines:?}\n{stderr}");
-    for name in [
-        "/app",
-        "app.debug",
-        "engine.dll",
-        "engine.pdb",
-        "bundle.zip",
-    ] {
+    for name in ARTIFACTS {
         let line = status_of(&lines, name);
         assert_eq!(line["status"], "published", "{line}");
         assert_eq!(line["sent"], true, "{line}");
@@ -272,13 +275,7 @@ async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
     // The same push again: nothing sent, everything already published.
     let (out, lines) = push(&stack, &[&[out_dir][..], &args[..]].concat()).await;
     assert_eq!(out.status.code(), Some(0), "{lines:?}");
-    for name in [
-        "/app",
-        "app.debug",
-        "engine.dll",
-        "engine.pdb",
-        "bundle.zip",
-    ] {
+    for name in ARTIFACTS {
         let line = status_of(&lines, name);
         assert_eq!(line["status"], "already-published", "{line}");
         assert_eq!(line["sent"], false, "{line}");

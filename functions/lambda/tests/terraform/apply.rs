@@ -1,9 +1,8 @@
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::config::{init, prerequisites, root_config, terraform};
+use crate::config::{init, plan_dir, prerequisites, root_config, terraform};
 use crate::support::Moto;
 
 async fn receive_one(sqs: &aws_sdk_sqs::Client, queue: &str) -> Value {
@@ -32,12 +31,9 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         return;
     }
     let moto = Moto::start();
-    let dir = tempfile::tempdir().unwrap();
-    let module: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../infra/modules/symdex")
-        .canonicalize()
-        .unwrap();
-    std::fs::write(dir.path().join("terraformrc"), "").unwrap();
+    // The plan's directory, with a real zip in place of the stand-in (an apply uploads it).
+    let (dir, module) = plan_dir();
+    std::fs::remove_file(dir.path().join("bootstrap.zip")).unwrap();
     std::fs::write(
         dir.path().join("bootstrap"),
         "placeholder: moto does not run functions",
