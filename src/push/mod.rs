@@ -198,7 +198,8 @@ async fn push(
     });
     let sent = send::send_all(target, planned, usize::from(args.jobs), !args.json).await;
     let mut lines = sent.lines;
-    if args.wait {
+    // Nothing to follow (all skipped, failed or served already): no manifest to read.
+    if args.wait && !sent.followed.is_empty() {
         if let Some(serving) = &serving {
             let live = match &args.server {
                 Some(url) => wait::Live::Server(url),

@@ -226,6 +226,49 @@ fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    fn no_sources() -> SourceArgs {
+        SourceArgs {
+            source: false,
+            source_ext: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn inputs_are_named_below_prefix_and_build_and_non_artifacts_are_not_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join("sub")).unwrap();
+        let elf =
+            symdex_shared::testing::builders::build_elf(true, false, 62, Some(&[7; 20]), false);
+        std::fs::write(out.join("sub/lib.so"), &elf).unwrap();
+        std::fs::write(out.join("notes.txt"), b"hello").unwrap();
+        let planned = plan(
+            std::slice::from_ref(&out),
+            "app/",
+            "b7",
+            &no_sources(),
+            symdex_shared::archive::Limits::default(),
+        );
+        assert_eq!(planned.len(), 2, "{planned:?}");
+        let mut sent = 0;
+        for item in &planned {
+            match item {
+                Planned::Send(s) => {
+                    sent += 1;
+                    assert_eq!(s.ingest_key, "app/b7/sub/lib.so");
+                    assert_eq!(s.size, elf.len() as u64);
+                    assert!(s.probe_keys.iter().all(|k| !k.is_empty()));
+                }
+                Planned::Skipped { shown, reason } => {
+                    assert!(shown.ends_with("notes.txt"), "{shown}");
+                    assert!(reason.starts_with("not an artifact"), "{reason}");
+                }
+                Planned::Failed { error, .. } => panic!("{error}"),
+            }
+        }
+        assert_eq!(sent, 1);
+    }
+
     #[test]
     fn a_small_file_is_its_md5_and_a_large_one_the_md5_of_its_parts() {
         let dir = tempfile::tempdir().unwrap();

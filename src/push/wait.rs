@@ -250,3 +250,77 @@ pub fn decide(records: &[Record]) -> Outcome {
         held_by_products: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(action: Action) -> Record {
+        Record {
+            action: Some(action),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn a_conflict_or_rejection_anywhere_decides_an_upload() {
+        let mut published = record(Action::Indexed);
+        published.published = vec!["buildid/ab/debuginfo".into()];
+        let mut unchanged = record(Action::Unchanged);
+        unchanged.unchanged = vec!["symbols/a.pdb/X/a.pdb".into()];
+        let outcome = decide(&[published.clone(), unchanged]);
+        assert_eq!(outcome.status, Status::Published);
+        assert_eq!(outcome.keys.len(), 2);
+
+        let mut conflict = record(Action::Conflict);
+        conflict.conflicts = vec!["symbols/a.dll/1/a.dll".into()];
+        conflict.held_by_products = vec!["other".into()];
+        conflict.entry = Some("bin/a.dll".into());
+        conflict.reason = Some("other bytes".into());
+        let outcome = decide(&[published.clone(), conflict]);
+        assert_eq!(outcome.status, Status::Conflict);
+        assert_eq!(outcome.keys, ["symbols/a.dll/1/a.dll"]);
+        assert_eq!(outcome.held_by_products, ["other"]);
+        assert_eq!(outcome.reason.as_deref(), Some("bin/a.dll: other bytes"));
+
+        let mut rejected = record(Action::Rejected);
+        rejected.reason = Some("truncated".into());
+        let outcome = decide(&[published, rejected]);
+        assert_eq!(outcome.status, Status::Rejected);
+        assert_eq!(outcome.reason.as_deref(), Some("truncated"));
+
+        let mut skipped = record(Action::Skipped);
+        skipped.reason = Some("not an artifact".into());
+        assert_eq!(decide(&[skipped]).status, Status::Skipped);
+    }
+
+    #[test]
+    fn records_are_an_uploads_by_location_and_identity() {
+        let followed = Followed {
+            bucket: "ingest".into(),
+            key: "app/b1/app".into(),
+            upload: "s3:ingest/app/b1/app@e1".into(),
+            etag: "e1".into(),
+            version: None,
+            sent_at: "2026-12-05T10:00:00Z".into(),
+        };
+        let at = |upload: &str, etag: Option<&str>, time: &str| Record {
+            upload: upload.into(),
+            ingest_bucket: Some("ingest".into()),
+            ingest_key: "app/b1/app".into(),
+            ingest_etag: etag.map(str::to_string),
+            time: time.into(),
+            ..Record::default()
+        };
+        assert!(followed.owns(&at("s3:ingest/app/b1/app@e1", Some("e1"), "")));
+        assert!(followed.owns(&at("s3:ingest/app/b1/app@e1!/x.so", Some("e1"), "")));
+        // Refused before it was read: named by location and time only.
+        assert!(followed.owns(&at("s3:ingest/app/b1/app", None, "2026-12-05T10:00:01Z")));
+        assert!(!followed.owns(&at("s3:ingest/app/b1/app", None, "2026-12-05T09:59:59Z")));
+        // Other bytes at the same key, or another key.
+        assert!(!followed.owns(&at("s3:ingest/app/b1/app@e2", Some("e2"), "")));
+        let mut elsewhere = at("s3:ingest/app/b1/app@e1", Some("e1"), "");
+        elsewhere.ingest_key = "app/b1/other".into();
+        assert!(!followed.owns(&elsewhere));
+    }
+}
