@@ -123,6 +123,9 @@ pub struct Line {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_by_products: Vec<String>,
+    /// A conflict's keys are held by these uploads (`s3:<bucket>/<key>@<version or etag>`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_by: Vec<String>,
 }
 
 /// The ETag a server answers `url` with (unquoted), if it serves it: a one-byte ranged GET,
@@ -244,6 +247,7 @@ async fn push(
                 line.keys.clone_from(&outcome.keys);
                 line.reason.clone_from(&outcome.reason);
                 line.held_by_products.clone_from(&outcome.held_by_products);
+                line.held_by.clone_from(&outcome.held_by);
             }
         }
     }

@@ -109,6 +109,7 @@ pub async fn send_all(
             keys: Vec::new(),
             reason,
             held_by_products: Vec::new(),
+            held_by: Vec::new(),
         };
         match item {
             Planned::Skipped { shown, reason } => {

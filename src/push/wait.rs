@@ -49,6 +49,8 @@ pub struct Outcome {
     pub keys: Vec<String>,
     pub reason: Option<String>,
     pub held_by_products: Vec<String>,
+    /// For a conflict: the uploads holding its keys now (their ids name the ingest objects).
+    pub held_by: Vec<String>,
 }
 
 /// Where a key is asked whether it is live.
@@ -116,7 +118,10 @@ pub async fn follow(
         // with records is decided; a published one waits until its keys answer.
         let decided: Vec<usize> = records.keys().copied().collect();
         for i in decided {
-            let outcome = decide(&records[&i]);
+            let mut outcome = decide(&records[&i]);
+            if outcome.status == Status::Conflict {
+                outcome.held_by = holders(store, &outcome.keys, &uploads[i].upload).await;
+            }
             if outcome.status == Status::Published && !all_live(live, &outcome.keys).await {
                 continue;
             }
@@ -140,12 +145,26 @@ pub async fn follow(
                     timeout.as_secs()
                 )),
                 held_by_products: Vec::new(),
+                held_by: Vec::new(),
             };
             on_outcome(i, &outcome);
             outcome
         });
     }
     Ok(done)
+}
+
+/// The uploads referencing `keys` now, other than `upload` (the references' records, or the
+/// owner an object names: `RefStore::key`); a key that cannot be read names none.
+async fn holders(store: &S3Store, keys: &[String], upload: &str) -> Vec<String> {
+    let refs = symdex_shared::refs::RefStore::new(store);
+    let mut held = BTreeSet::new();
+    for key in keys {
+        if let Ok(Some(record)) = refs.key(key).await {
+            held.extend(record.refs.into_iter().filter(|r| r != upload));
+        }
+    }
+    held.into_iter().collect()
 }
 
 async fn all_live(live: &Live<'_>, keys: &[String]) -> bool {
@@ -220,6 +239,7 @@ pub fn decide(records: &[Record]) -> Outcome {
                 reasons.join("; ")
             }),
             held_by_products: held.into_iter().collect(),
+            held_by: Vec::new(),
         };
     }
     if of(Action::Rejected).next().is_some() {
@@ -228,6 +248,7 @@ pub fn decide(records: &[Record]) -> Outcome {
             keys: Vec::new(),
             reason: Some(reason(Action::Rejected).join("; ")),
             held_by_products: Vec::new(),
+            held_by: Vec::new(),
         };
     }
     let published: BTreeSet<String> = records
@@ -241,6 +262,7 @@ pub fn decide(records: &[Record]) -> Outcome {
             keys: published.into_iter().collect(),
             reason: None,
             held_by_products: Vec::new(),
+            held_by: Vec::new(),
         };
     }
     Outcome {
@@ -248,6 +270,7 @@ pub fn decide(records: &[Record]) -> Outcome {
         keys: Vec::new(),
         reason: Some(reason(Action::Skipped).join("; ")),
         held_by_products: Vec::new(),
+        held_by: Vec::new(),
     }
 }
 

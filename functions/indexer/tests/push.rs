@@ -347,6 +347,14 @@ async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
     assert!(!truncated["reason"].as_str().unwrap().is_empty());
     let conflict = status_of(&lines, "engine.dll");
     assert_eq!(conflict["status"], "conflict", "{conflict}");
+    // Held by the first push's PE, named by its ingest object.
+    let held_by = conflict["held_by"].as_array().unwrap();
+    assert!(
+        held_by
+            .iter()
+            .any(|u| u.as_str().unwrap().contains("/app/b1/win/engine.dll@")),
+        "{conflict}"
+    );
     assert!(
         !conflict["keys"].as_array().unwrap().is_empty(),
         "{conflict}"
