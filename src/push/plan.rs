@@ -267,6 +267,24 @@ mod tests {
             }
         }
         assert_eq!(sent, 1);
+
+        // A name no ingest key may hold (a control character) is not sent, and says why.
+        let hostile = dir.path().join("hostile");
+        std::fs::create_dir_all(&hostile).unwrap();
+        std::fs::write(hostile.join("evil\u{1b}[2J.so"), &elf).unwrap();
+        let planned = plan(
+            std::slice::from_ref(&hostile),
+            "",
+            "b7",
+            &no_sources(),
+            symdex_shared::archive::Limits::default(),
+        );
+        match planned.as_slice() {
+            [Planned::Skipped { reason, .. }] => {
+                assert!(reason.contains("ingest key would be invalid"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
