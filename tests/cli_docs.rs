@@ -100,3 +100,23 @@ fn docs_cli_md_is_symdex_help_of_every_command() {
             + 1
     );
 }
+
+/// The repository's GitHub Action (`.github/actions/push/action.yml`) runs `symdex push` with
+/// flags that command has: a renamed flag fails here, not in a user's CI.
+#[test]
+fn the_push_action_uses_only_flags_push_has() {
+    let action = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".github/actions/push/action.yml"),
+    )
+    .expect("the action");
+    let push = help(&["push"]);
+    let flags: Vec<&str> = action
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .filter(|w| !["--locked", "--git", "--rev"].contains(w))
+        .collect();
+    assert!(flags.contains(&"--wait"), "{flags:?}");
+    for flag in flags {
+        assert!(push.contains(flag), "symdex push has no {flag}");
+    }
+}
