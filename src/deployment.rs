@@ -25,6 +25,18 @@ impl S3Url {
     }
 }
 
+impl S3Url {
+    /// The bucket as a store, through the standard AWS environment (checked by listing its
+    /// manifest prefix's first key).
+    pub async fn open(&self) -> anyhow::Result<S3Store> {
+        let client = client().await;
+        if let Err(problem) = check_bucket(&client, &self.bucket, "_manifest/").await {
+            anyhow::bail!("{problem}");
+        }
+        Ok(S3Store::new(client, self.bucket.clone()))
+    }
+}
+
 impl std::str::FromStr for S3Url {
     type Err = String;
 
@@ -94,13 +106,7 @@ impl StoreArg {
                     LocalStore::open(dir)?.naming_owners_as_marked(None)?,
                 ))
             }
-            StoreArg::S3(url) => {
-                let client = client().await;
-                if let Err(problem) = check_bucket(&client, &url.bucket, "_manifest/").await {
-                    anyhow::bail!("{problem}");
-                }
-                Ok(Box::new(S3Store::new(client, url.bucket.clone())))
-            }
+            StoreArg::S3(url) => Ok(Box::new(url.open().await?)),
         }
     }
 }
@@ -141,26 +147,52 @@ pub async fn check_bucket(client: &Client, bucket: &str, prefix: &str) -> Result
         .max_keys(1)
         .send()
         .await;
-    match listed {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let code = e
-                .as_service_error()
-                .and_then(|s| s.meta().code())
-                .map(str::to_string);
-            let status = e.raw_response().map(|r| r.status().as_u16());
-            let text = match (code, status) {
-                (Some(code), Some(status)) => format!("{code} (HTTP {status})"),
-                (None, Some(404)) => "NoSuchBucket".to_string(),
-                (None, Some(403)) => "AccessDenied (HTTP 403)".to_string(),
-                _ => format!("{e:?}"),
-            };
-            Err(explain(
-                bucket,
-                &StorageError::Io(std::io::Error::other(text)),
-            ))
-        }
+    listed.map(|_| ()).map_err(|e| listing_problem(bucket, &e))
+}
+
+/// Every object of `bucket` under `prefix` (after `start_after`, in key order), page by page;
+/// a failure said as [`check_bucket`] says it.
+pub async fn list_objects(
+    client: &Client,
+    bucket: &str,
+    prefix: &str,
+    start_after: Option<String>,
+) -> Result<Vec<aws_sdk_s3::types::Object>, String> {
+    let mut objects = Vec::new();
+    let mut pages = client
+        .list_objects_v2()
+        .bucket(bucket)
+        .prefix(prefix)
+        .set_start_after(start_after)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        let page = page.map_err(|e| listing_problem(bucket, &e))?;
+        objects.extend(page.contents().iter().cloned());
     }
+    Ok(objects)
+}
+
+/// A failed ListObjectsV2 of `bucket`, for the person running the CLI ([`explain`]).
+fn listing_problem(
+    bucket: &str,
+    e: &aws_sdk_s3::error::SdkError<
+        aws_sdk_s3::operation::list_objects_v2::ListObjectsV2Error,
+        aws_sdk_s3::config::http::HttpResponse,
+    >,
+) -> String {
+    let code = e
+        .as_service_error()
+        .and_then(|s| s.meta().code())
+        .map(str::to_string);
+    let status = e.raw_response().map(|r| r.status().as_u16());
+    let text = match (code, status) {
+        (Some(code), Some(status)) => format!("{code} (HTTP {status})"),
+        (None, Some(404)) => "NoSuchBucket".to_string(),
+        (None, Some(403)) => "AccessDenied (HTTP 403)".to_string(),
+        _ => format!("{e:?}"),
+    };
+    explain(bucket, &StorageError::Io(std::io::Error::other(text)))
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub(super) async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> 
             let Some(build) = args.build.as_deref().filter(|_| args.input.is_empty()) else {
                 anyhow::bail!("{url}: a deployment's uploads are deleted by build (--build), not by local input paths");
             };
-            return delete_build_deployed(&args.store, build).await;
+            return delete_build_deployed(url, build).await;
         }
     };
     let (store, _lock) = open_for_writing(dir)?;
@@ -77,11 +77,13 @@ pub(super) async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> 
 /// `store` (each at the version or content its upload record names, so a newer upload under
 /// the same key stays); the deployment's remover then takes the uploads back through the
 /// protocol, as for any deletion of an ingest object.
-async fn delete_build_deployed(store: &StoreArg, build: &str) -> anyhow::Result<ExitCode> {
-    let opened = store.open().await?;
-    let uploads = symdex_shared::refs::RefStore::new(&*opened)
-        .uploads()
-        .await?;
+async fn delete_build_deployed(
+    serving: &crate::deployment::S3Url,
+    build: &str,
+) -> anyhow::Result<ExitCode> {
+    // Its client deletes the ingest objects too (a request names its bucket).
+    let store = serving.open().await?;
+    let uploads = symdex_shared::refs::RefStore::new(&store).uploads().await?;
     // (bucket, key) -> (version, content identity): an archive's entries share its object.
     let mut objects = std::collections::BTreeMap::new();
     for upload in uploads {
@@ -102,11 +104,9 @@ async fn delete_build_deployed(store: &StoreArg, build: &str) -> anyhow::Result<
             (upload.ingest_version.clone(), etag),
         );
     }
-    let client = crate::deployment::client().await;
-    let ingest = symdex_shared::storage::s3::S3Store::new(client, String::new());
     let mut deleted = 0usize;
     for ((bucket, key), (version, etag)) in &objects {
-        match ingest
+        match store
             .delete_object_version(bucket, key, version.as_deref(), etag)
             .await
         {

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use aws_sdk_s3::primitives::DateTimeFormat;
 use aws_sdk_s3::Client;
 use symdex_shared::storage::s3::{upload_file, S3Store};
-use symdex_shared::storage::StorageError;
 
 use super::plan::{Planned, Sendable, MULTIPART_THRESHOLD};
 use super::wait::Followed;
@@ -60,29 +59,15 @@ pub async fn list_present(
     prefix: &str,
 ) -> Result<HashMap<String, (String, String)>, String> {
     let mut present = HashMap::new();
-    let mut pages = client
-        .list_objects_v2()
-        .bucket(bucket)
-        .prefix(prefix)
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            crate::deployment::explain(
-                bucket,
-                &StorageError::Io(std::io::Error::other(format!("{e:?}"))),
-            )
-        })?;
-        for object in page.contents() {
-            let (Some(key), Some(etag)) = (object.key(), object.e_tag()) else {
-                continue;
-            };
-            let at = object
-                .last_modified()
-                .and_then(|t| t.fmt(DateTimeFormat::DateTime).ok())
-                .unwrap_or_else(symdex_shared::manifest::now_rfc3339);
-            present.insert(key.to_string(), (etag.trim_matches('"').to_string(), at));
-        }
+    for object in crate::deployment::list_objects(client, bucket, prefix, None).await? {
+        let (Some(key), Some(etag)) = (object.key(), object.e_tag()) else {
+            continue;
+        };
+        let at = object
+            .last_modified()
+            .and_then(|t| t.fmt(DateTimeFormat::DateTime).ok())
+            .unwrap_or_else(symdex_shared::manifest::now_rfc3339);
+        present.insert(key.to_string(), (etag.trim_matches('"').to_string(), at));
     }
     Ok(present)
 }

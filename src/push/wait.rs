@@ -179,31 +179,17 @@ async fn all_live(live: &Live<'_>, keys: &[String]) -> bool {
 /// The manifest objects from `since_day`'s partition on (S3 lists in key order, and the
 /// partitions' names sort by date).
 async fn list_after(store: &S3Store, prefix: &str, since_day: &str) -> Result<Vec<String>, String> {
-    let mut keys = Vec::new();
-    let mut pages = store
-        .client()
-        .list_objects_v2()
-        .bucket(store.bucket())
-        .prefix(format!("{prefix}dt="))
-        .start_after(format!("{prefix}dt={since_day}"))
-        .into_paginator()
-        .send();
-    while let Some(page) = pages.next().await {
-        let page = page.map_err(|e| {
-            crate::deployment::explain(
-                store.bucket(),
-                &symdex_shared::storage::StorageError::Io(std::io::Error::other(format!(
-                    "ListObjectsV2: {e:?}"
-                ))),
-            )
-        })?;
-        keys.extend(
-            page.contents()
-                .iter()
-                .filter_map(|o| o.key().map(str::to_string)),
-        );
-    }
-    Ok(keys)
+    let objects = crate::deployment::list_objects(
+        store.client(),
+        store.bucket(),
+        &format!("{prefix}dt="),
+        Some(format!("{prefix}dt={since_day}")),
+    )
+    .await?;
+    Ok(objects
+        .iter()
+        .filter_map(|o| o.key().map(str::to_string))
+        .collect())
 }
 
 /// What an upload's records come to: a conflict or a rejection anywhere decides it; else

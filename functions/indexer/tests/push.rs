@@ -77,6 +77,14 @@ fn run_indexer(stack: &Arc<Stack>) -> (Arc<AtomicBool>, tokio::task::JoinHandle<
     (stop, task)
 }
 
+/// The JSON lines a command printed.
+fn json_lines(stdout: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 /// `symdex push ARGS...` against the stack: its output, and its JSON lines by path (the
 /// file name) and the summary.
 async fn push(stack: &Stack, args: &[&str]) -> (Output, Vec<Value>) {
@@ -95,10 +103,7 @@ async fn push(stack: &Stack, args: &[&str]) -> (Output, Vec<Value>) {
     let out = tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap();
-    let lines = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect();
+    let lines = json_lines(&out.stdout);
     (out, lines)
 }
 
@@ -232,9 +237,8 @@ async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut found: Vec<(String, String, String)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        let mut found: Vec<(String, String, String)> = json_lines(&out.stdout)
+            .into_iter()
             .filter(|r| r["action"] == "indexed")
             .map(|r| {
                 let field = |f: &str| r[f].as_str().unwrap_or("-").to_string();
@@ -305,10 +309,7 @@ async fn push_waits_for_each_outcome_and_a_rerun_sends_nothing() {
         .output()
         .unwrap();
     assert_eq!(by_url.status.code(), Some(0));
-    let lines: Vec<Value> = String::from_utf8_lossy(&by_url.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<Value> = json_lines(&by_url.stdout);
     for name in ["/app", "app.debug", "engine.dll", "engine.pdb"] {
         assert_eq!(
             status_of(&lines, name)["status"],
@@ -412,10 +413,7 @@ async fn a_push_killed_half_way_sends_only_the_rest_when_run_again() {
             .args(["--ingest", &format!("s3://{INGEST}")])
             .envs(stack.moto.env());
         let out = command.output().unwrap();
-        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines: Vec<Value> = json_lines(&out.stdout);
         (out, lines)
     };
     assert_eq!(out.status.code(), Some(0), "{lines:?}");
@@ -531,9 +529,8 @@ async fn the_cli_audits_and_promotes_a_deployment_as_it_does_a_directory() {
             program.to_str().unwrap(),
         ]);
         assert_eq!(code, Some(0), "{store}: {out}{err}");
-        let mut rows: Vec<(String, String)> = out
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        let mut rows: Vec<(String, String)> = json_lines(out.as_bytes())
+            .into_iter()
             .map(|r| {
                 (
                     r["key"].as_str().unwrap_or_default().to_string(),
@@ -633,9 +630,8 @@ async fn the_cli_audits_and_promotes_a_deployment_as_it_does_a_directory() {
             "unpublished",
             "--json",
         ]);
-        let mut removed: Vec<String> = out
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        let mut removed: Vec<String> = json_lines(out.as_bytes())
+            .into_iter()
             .flat_map(|r| r["removed"].as_array().cloned().unwrap_or_default())
             .map(|k| k.as_str().unwrap().to_string())
             .filter(|k| k.starts_with("buildid/"))
@@ -687,19 +683,13 @@ async fn push_retries_a_failing_s3_and_reports_each_input_it_could_not_send() {
             .env("AWS_ENDPOINT_URL", &proxy.endpoint);
         command
     };
-    let lines_of = |out: &Output| -> Vec<Value> {
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
 
     let flaky = fault_proxy::FaultProxy::start(&stack.moto.endpoint, 20, 7).await;
     let mut command = via(&flaky);
     let out = tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap();
-    let lines = lines_of(&out);
+    let lines = json_lines(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{lines:?}");
     let faults = &flaky.faults;
     let injected = faults.slow_down.load(Ordering::Relaxed)
@@ -730,7 +720,7 @@ async fn push_retries_a_failing_s3_and_reports_each_input_it_could_not_send() {
     let out = tokio::task::spawn_blocking(move || command.output().unwrap())
         .await
         .unwrap();
-    let lines = lines_of(&out);
+    let lines = json_lines(&out.stdout);
     assert_eq!(out.status.code(), Some(2), "{lines:?}");
     let late = status_of(&lines, "late");
     assert_eq!(late["status"], "failed", "{late}");
@@ -761,10 +751,7 @@ async fn a_large_file_goes_in_parts_and_a_rerun_knows_it() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines: Vec<Value> = json_lines(&out.stdout);
         status_of(&lines, "big").clone()
     };
     assert_eq!(run()["sent"], true);

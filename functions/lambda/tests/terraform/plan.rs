@@ -5,6 +5,18 @@ use crate::config::{
 };
 use crate::support::Moto;
 
+/// What a plan (`terraform show -json`) says `address` will be after the change (`field`:
+/// `after`, or `after_unknown` for what is known only once applied).
+fn change_of(plan: &Value, address: &str, field: &str) -> Value {
+    plan["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["address"] == address)
+        .unwrap_or_else(|| panic!("{address} is not planned"))["change"][field]
+        .clone()
+}
+
 /// What the module deploys at the edge is what the node tests exercise: exactly the source of
 /// infra/modules/symdex/edge/access.js with its CONFIG line set from the variables, on the
 /// viewer-request of every cache behaviour, with the token store when credentials are on.
@@ -40,15 +52,7 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
         );
         serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap()
     };
-    let planned = |plan: &Value, address: &str| -> Value {
-        plan["resource_changes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["address"] == address)
-            .unwrap_or_else(|| panic!("{address} is not planned"))["change"]["after"]
-            .clone()
-    };
+    let planned = |plan: &Value, address: &str| change_of(plan, address, "after");
 
     // IP allow-list only: the whole code is known at plan time.
     let ips = plan(false);
@@ -107,13 +111,11 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
         &tokens,
         "module.symdex.aws_cloudfront_key_value_store.tokens[0]",
     );
-    let unknown = tokens["resource_changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["address"] == "module.symdex.aws_cloudfront_function.access[0]")
-        .unwrap()["change"]["after_unknown"]
-        .clone();
+    let unknown = change_of(
+        &tokens,
+        "module.symdex.aws_cloudfront_function.access[0]",
+        "after_unknown",
+    );
     assert_eq!(unknown["code"], true, "the code names the store's id");
     // The association (the store's ARN) is known only once the store exists.
     let association = &unknown["key_value_store_associations"];
@@ -313,13 +315,11 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         String::from_utf8_lossy(&out.stderr)
     );
     let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap();
-    let distribution = shown["resource_changes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["address"] == "module.symdex.aws_cloudfront_distribution.symbols[0]")
-        .expect("the distribution is planned")["change"]["after"]
-        .clone();
+    let distribution = change_of(
+        &shown,
+        "module.symdex.aws_cloudfront_distribution.symbols[0]",
+        "after",
+    );
     let origin = |id: &str| -> Value {
         distribution["origin"]
             .as_array()
