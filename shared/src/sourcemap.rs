@@ -42,12 +42,24 @@
 //!   withdrawal may find its offer dropped already and decide nothing for that path, so the
 //!   one meeting it must. Offers tying for a path are asked the same (a read of each one's
 //!   upload record, only where sources tie), so a dead one never keeps a path ambiguous.
+//! - **Sources without flags.** A file no format claims (not asked to be a source) is a
+//!   source when a debug file of its scope names it: its path matches a want by the suffix
+//!   rule, and its MD5 the want's where the DWARF records one ([`NamedBy`]). Whichever of
+//!   the two comes first, the second sees the other in the same join record: the file swaps
+//!   in a note of itself ([`Unclaimed`]) unless a want there names it already (then it is
+//!   indexed as a source at once), and the debug file, after swapping in its wants, has the
+//!   noted files its paths match indexed again (`pipeline::HandOver`), now named. Unrelated
+//!   files publish nothing: a note is state under `_symdex/`, not a key. A note is dropped
+//!   by a claimer once its file's upload is indexed; one whose file is gone, changed, or not
+//!   the content the DWARF records costs each debug file naming it a re-read, until newer
+//!   notes push it out ([`MAX_UNCLAIMED`]).
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
 use crate::formats::dwarf::normalize;
+use crate::manifest::UploadMeta;
 use crate::storage::STATE_PREFIX;
 
 /// A source file an upload offers.
@@ -82,17 +94,61 @@ pub struct Want {
     pub md5: Option<String>,
 }
 
+/// A file no format claimed and nobody asked to be a source, noted in the join record of its
+/// base name, so that a debug file of its scope naming it later has it indexed again: then
+/// as that debug file's source (sourcemap.rs, "sources without flags"). What it keeps is what
+/// re-reading the file takes (`pipeline::HandOver`, as for an upload waiting for a key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unclaimed {
+    /// The path it would offer (as [`Offer::path`]), under the build's source root if any.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    pub upload: String,
+    /// Where its bytes are: a local path or `s3://bucket/key` (an archive entry's archive).
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Its content identity (an archive entry's archive's).
+    pub ingest_etag: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    pub meta: UploadMeta,
+}
+
+impl Unclaimed {
+    /// The offer it would make, its MD5 unknown (what a want's path is matched against).
+    fn as_offer(&self, md5: Option<String>) -> Offer {
+        Offer {
+            path: self.path.clone(),
+            root: self.root.clone(),
+            upload: self.upload.clone(),
+            key: String::new(),
+            etag: String::new(),
+            size: 0,
+            md5,
+        }
+    }
+}
+
 /// One join record: the offers and wants of one scope whose base names hash alike, oldest
-/// first.
+/// first, and the unclaimed files noted there.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceMapRecord {
     #[serde(default)]
     pub offers: Vec<Offer>,
     #[serde(default)]
     pub wants: Vec<Want>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unclaimed: Vec<Unclaimed>,
 }
 
 impl SourceMapRecord {
+    /// Whether it holds nothing (then it is deleted rather than written).
+    pub fn is_empty(&self) -> bool {
+        self.offers.is_empty() && self.wants.is_empty() && self.unclaimed.is_empty()
+    }
+
     /// Adds an offer not there yet (the oldest goes beyond [`MAX_RECORD_ENTRIES`]); `true`
     /// when the record changed.
     pub fn offer(&mut self, offer: &Offer) -> bool {
@@ -102,6 +158,75 @@ impl SourceMapRecord {
     /// Adds a want not there yet, as [`Self::offer`].
     pub fn want(&mut self, want: &Want) -> bool {
         push_bounded(&mut self.wants, want)
+    }
+
+    /// Notes an unclaimed file, unless a want here names it already (it is a source then,
+    /// and indexed so at once: [`Self::naming`]) or it is noted; `true` when the record
+    /// changed. At most [`MAX_UNCLAIMED`] notes, the newest.
+    pub fn note(&mut self, unclaimed: &Unclaimed) -> bool {
+        if self.unclaimed.contains(unclaimed) || !self.naming(unclaimed).is_empty() {
+            return false;
+        }
+        self.unclaimed.push(unclaimed.clone());
+        if self.unclaimed.len() > MAX_UNCLAIMED {
+            self.unclaimed.remove(0);
+        }
+        true
+    }
+
+    /// Drops the notes of `upload` (indexed now); `true` when the record changed.
+    pub fn claimed(&mut self, upload: &str) -> bool {
+        let before = self.unclaimed.len();
+        self.unclaimed.retain(|u| u.upload != upload);
+        self.unclaimed.len() != before
+    }
+
+    /// The wants whose paths `unclaimed` matches (its content aside: [`NamedBy::admits`]).
+    pub fn naming(&self, unclaimed: &Unclaimed) -> Vec<Want> {
+        let offer = unclaimed.as_offer(None);
+        self.wants
+            .iter()
+            .filter(|w| base_name(&w.path) == base_name(&offer.path))
+            .filter(|w| matches!(best_offer(&w.path, None, [&offer]), Match::Found(_)))
+            .cloned()
+            .collect()
+    }
+
+    /// The unclaimed files that may serve `wanted` (their content unknown until read).
+    pub fn unclaimed_for(&self, wanted: &str) -> Vec<&Unclaimed> {
+        let name = base_name(wanted);
+        self.unclaimed
+            .iter()
+            .filter(|u| base_name(&u.path) == name)
+            .filter(|u| {
+                matches!(
+                    best_offer(wanted, None, [&u.as_offer(None)]),
+                    Match::Found(_)
+                )
+            })
+            .collect()
+    }
+}
+
+/// The wants naming an unclaimed file by its path: whether it is their source is its
+/// content's to say, where their DWARF records an MD5.
+#[derive(Debug, Clone)]
+pub struct NamedBy {
+    pub unclaimed: Unclaimed,
+    pub wants: Vec<Want>,
+}
+
+impl NamedBy {
+    /// Whether a want takes the file of MD5 `md5` (a source identity's) as its source: it
+    /// records no MD5, or this one.
+    pub fn admits(&self, md5: Option<&str>) -> bool {
+        let offer = self.unclaimed.as_offer(md5.map(str::to_string));
+        self.wants.iter().any(|w| {
+            matches!(
+                best_offer(&w.path, w.md5.as_deref(), [&offer]),
+                Match::Found(_)
+            )
+        })
     }
 }
 
@@ -167,6 +292,22 @@ fn score(offer: &Offer, wanted: &str) -> usize {
         .count()
 }
 
+/// Whether a file offered under `path` (relative, no source root) matches the wanted path
+/// `wanted` by the suffix rule, its content aside: what a client deciding locally which files
+/// may be a debug file's sources asks (`symdex push`).
+pub fn path_may_serve(wanted: &str, path: &str) -> bool {
+    let offer = Offer {
+        path: path.to_string(),
+        root: None,
+        upload: String::new(),
+        key: String::new(),
+        etag: String::new(),
+        size: 0,
+        md5: None,
+    };
+    score(&offer, wanted) > 0
+}
+
 /// The offer serving `wanted` (whose file's MD5 is `md5`, where its DWARF records one): an
 /// offer of those bytes before one whose MD5 is unknown, then the longest suffix, unless
 /// offers of different content tie. Offers of other bytes than `md5` never serve it.
@@ -224,6 +365,12 @@ pub fn best_offer<'a>(
 /// record with every build (measured: quadratic indexing time). A debug file whose want was
 /// pushed out is served only by sources that arrived before it was, and vice versa.
 pub const MAX_RECORD_ENTRIES: usize = 256;
+
+/// Most unclaimed files one join record notes, the newest: every file no format claims notes
+/// itself, sources and unrelated files alike, so the bound is what a build's unrelated files
+/// cost its records. A note pushed out is claimed by no debug file that comes later; the
+/// file is named again by indexing it again.
+pub const MAX_UNCLAIMED: usize = 64;
 
 /// What became of the sources one debug file names (its manifest record says it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -385,6 +532,77 @@ mod tests {
         assert_eq!(record.wants.last(), Some(&want(MAX_RECORD_ENTRIES)));
         assert!(record.offer(&offer("src/main.c", "a")));
         assert!(!record.offer(&offer("src/main.c", "a")));
+    }
+
+    fn unclaimed(path: &str) -> Unclaimed {
+        Unclaimed {
+            path: path.into(),
+            root: None,
+            upload: format!("u-{path}"),
+            source: format!("s3://ingest/{path}"),
+            version: None,
+            ingest_etag: "e".into(),
+            entry: None,
+            meta: UploadMeta::default(),
+        }
+    }
+
+    #[test]
+    fn an_unclaimed_file_is_noted_unless_a_want_names_it_and_admitted_by_its_md5() {
+        let mut record = SourceMapRecord::default();
+        let file = unclaimed("ci/b1/src/hello.c");
+        let elsewhere = unclaimed("ci/b1/test/hello.c");
+        assert!(record.note(&file));
+        assert!(!record.note(&file), "once");
+        assert!(record.naming(&file).is_empty());
+        let want = Want {
+            build_id: "ab".into(),
+            path: "/work/src/hello.c".into(),
+            upload: "d".into(),
+            md5: Some("m1".into()),
+        };
+        record.want(&want);
+        // The suffix rule, content aside: both share `hello.c` with the want; `src/hello.c`
+        // is the longer match, but a note is matched on its own.
+        assert_eq!(record.unclaimed_for(&want.path), vec![&file]);
+        assert_eq!(record.naming(&file), vec![want.clone()]);
+        assert!(
+            !record.note(&elsewhere),
+            "named already: no note, a source at once"
+        );
+        assert!(record.naming(&unclaimed("ci/b1/hello.h")).is_empty());
+        // The DWARF's MD5 decides: other bytes are no source, the same or unknown ones are.
+        let named = NamedBy {
+            unclaimed: file.clone(),
+            wants: record.naming(&file),
+        };
+        assert!(named.admits(Some("m1")));
+        assert!(!named.admits(Some("m2")));
+        let without_md5 = NamedBy {
+            wants: vec![Want { md5: None, ..want }],
+            ..named
+        };
+        assert!(without_md5.admits(Some("m2")));
+        assert!(record.claimed(&file.upload));
+        assert!(!record.claimed(&file.upload));
+        assert!(record.unclaimed.is_empty());
+        // Bounded: the newest notes stay.
+        for i in 0..=MAX_UNCLAIMED {
+            record.note(&unclaimed(&format!("n{i}/x.c")));
+        }
+        assert_eq!(record.unclaimed.len(), MAX_UNCLAIMED);
+        assert_eq!(record.unclaimed[0].path, "n1/x.c");
+        assert!(!record.is_empty());
+    }
+
+    #[test]
+    fn a_path_may_serve_a_want_sharing_its_base_name_at_least() {
+        assert!(path_may_serve(
+            "/w/src/hello.c",
+            "out/src.tar.gz!/src/hello.c"
+        ));
+        assert!(path_may_serve("/w/src/hello.c", "hello.c"));
+        assert!(!path_may_serve("/w/src/hello.c", "src/hello.h"));
     }
 
     #[test]

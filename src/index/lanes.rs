@@ -296,6 +296,22 @@ pub(super) async fn index_file(
         Some(identified) => identified,
         None => identify_with_details(&FileReader::open(&read.abs)?, &upload.options),
     };
+    // A file no format claims, named by a debug file of its scope: its source (unclaimed.rs).
+    if let Err(FormatError::Unrecognized(_)) = &identified {
+        let reader: Box<dyn RangeReader> = match &read.whole {
+            Some(bytes) => Box::new(MemReader(bytes.clone())),
+            None => Box::new(FileReader::open(&read.abs)?),
+        };
+        if let Some(ids) = indexer
+            .identify_named(&upload, &*reader, &identified)
+            .await?
+        {
+            let upload = upload.as_named_source();
+            let indexed = indexer.index_looked_up(&upload, Ok(ids), prior).await?;
+            keep_stamp(stamps, &read.shown, &upload);
+            return Ok(indexed);
+        }
+    }
     let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
     if indexed.upload.is_some() {
         keep_stamp(stamps, &read.shown, &upload);

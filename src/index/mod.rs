@@ -203,9 +203,11 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     // re-indexes too: they share the deferred writes).
     let deferred = Arc::default();
     let hand_over = FromFiles::new(&store, &args.keys, args.limits).sharing(&deferred);
+    // The same re-reading of an input has a debug file's unclaimed sources indexed again.
     let indexer = Indexer::new(&store, config(args))
         .defer_source_map_writes_to(deferred)
-        .handing_over_to(&hand_over);
+        .handing_over_to(&hand_over)
+        .claiming_sources_through(&hand_over);
     let meta = upload_meta(args);
     let lanes = match args.jobs {
         Some(jobs) => jobs,

@@ -17,7 +17,7 @@ use crate::inputs::{expand_paths, identify_each, Identified, Outcome, SourceArgs
 pub const MULTIPART_THRESHOLD: u64 = UPLOAD_PART_SIZE;
 
 /// One input of a push, as planned.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Planned {
     /// To be sent (unless the deployment has it already).
     Send(Sendable),
@@ -28,7 +28,7 @@ pub enum Planned {
 }
 
 /// An input to send, and how to recognise it where it already is.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Sendable {
     pub path: PathBuf,
     pub shown: String,
@@ -44,10 +44,17 @@ pub struct Sendable {
     /// One serving key per identity (the first layout's, behind its default prefix): all
     /// present with this content means it is published already.
     pub probe_keys: Vec<String>,
+    /// Sent because a debug file of the push names a file in it no format claims: the
+    /// deployment may skip it first and index it as a source when the debug file comes.
+    pub named_source: bool,
 }
 
 /// Plans every input under `paths`; `key_prefix` (empty or ending in `/`) and `build` name
-/// them in the ingest bucket: `<key_prefix><build>/<path below the argument>`.
+/// them in the ingest bucket: `<key_prefix><build>/<path below the argument>`. A file no
+/// format claims (loose, or an archive's entry) is sent when a debug file of this push names
+/// its path (sourcemap.rs, "sources without flags": the deployment then indexes it as that
+/// debug file's source); other such files are not sent, as `index` would publish nothing of
+/// them.
 pub fn plan(
     paths: &[PathBuf],
     key_prefix: &str,
@@ -55,30 +62,77 @@ pub fn plan(
     sources: &SourceArgs,
     limits: symdex_shared::archive::Limits,
 ) -> Vec<Planned> {
-    let mut out = Vec::new();
+    let mut files = Vec::new();
     for arg in paths {
         for walked in expand_paths(std::slice::from_ref(arg)) {
             let path = match walked {
                 Walked::File(path) => path,
                 Walked::Skipped(path, reason) => {
-                    out.push(Planned::Skipped {
+                    files.push(FilePlan::done(Planned::Skipped {
                         shown: path.display().to_string(),
                         reason,
-                    });
+                    }));
                     continue;
                 }
                 Walked::Error(path, err) => {
-                    out.push(Planned::Failed {
+                    files.push(FilePlan::done(Planned::Failed {
                         shown: path.display().to_string(),
                         error: err.to_string(),
-                    });
+                    }));
                     continue;
                 }
             };
-            out.push(plan_file(arg, &path, key_prefix, build, sources, limits));
+            files.push(plan_file(arg, &path, key_prefix, build, sources, limits));
         }
     }
+    let wanted: Vec<&String> = files.iter().flat_map(|f| &f.wants).collect();
+    let named = |offered: &String| {
+        wanted
+            .iter()
+            .any(|w| symdex_shared::sourcemap::path_may_serve(w, offered))
+    };
+    let mut out = Vec::new();
+    for file in &files {
+        let planned = match &file.unclaimed {
+            Some(unclaimed) if unclaimed.offered.iter().any(named) => to_send(
+                &unclaimed.path,
+                unclaimed.ingest_key.clone(),
+                Vec::new(),
+                true,
+            ),
+            _ => file.planned.clone(),
+        };
+        out.push(planned);
+    }
     out
+}
+
+/// One file's plan, before the files no format claims are decided.
+struct FilePlan {
+    planned: Planned,
+    /// The source paths its debug files name.
+    wants: Vec<String>,
+    /// Files in it no format claims: sent if a debug file of the push names one.
+    unclaimed: Option<Unclaimed>,
+}
+
+impl FilePlan {
+    fn done(planned: Planned) -> Self {
+        FilePlan {
+            planned,
+            wants: Vec::new(),
+            unclaimed: None,
+        }
+    }
+}
+
+/// A file not sent unless a debug file names what it holds.
+struct Unclaimed {
+    path: PathBuf,
+    ingest_key: String,
+    /// The paths its unclaimed files would be offered under (its ingest key; an archive's
+    /// entries as shown, `archive!/entry`, whose trailing components are the entry's).
+    offered: Vec<String>,
 }
 
 fn plan_file(
@@ -88,7 +142,7 @@ fn plan_file(
     build: &str,
     sources: &SourceArgs,
     limits: symdex_shared::archive::Limits,
-) -> Planned {
+) -> FilePlan {
     let shown = path.display().to_string();
     let below = match path.strip_prefix(arg) {
         Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
@@ -96,10 +150,10 @@ fn plan_file(
     };
     let ingest_key = format!("{key_prefix}{build}/{below}");
     if let Err(e) = check_key(&ingest_key) {
-        return Planned::Skipped {
+        return FilePlan::done(Planned::Skipped {
             shown,
             reason: format!("its ingest key would be invalid: {e}"),
-        };
+        });
     }
     let mut items: Vec<Identified> = Vec::new();
     let walked = identify_each(path, |p| sources.wants_source(p), limits, &mut |item| {
@@ -107,10 +161,10 @@ fn plan_file(
         Ok(())
     });
     if let Err(e) = walked {
-        return Planned::Failed {
+        return FilePlan::done(Planned::Failed {
             shown,
             error: e.to_string(),
-        };
+        });
     }
     let archive = items.iter().any(|i| i.in_archive);
     // The deployment's default prefixes (a deployment with others is probed in vain, and
@@ -119,11 +173,14 @@ fn plan_file(
     let mut probe_keys = Vec::new();
     let mut sendable = false;
     let mut reasons = Vec::new();
+    let mut wants = Vec::new();
+    let mut offered = Vec::new();
     for item in &items {
         match &item.outcome {
             Outcome::Identified(ids, _) => {
                 sendable = true;
                 for id in ids {
+                    wants.extend(id.sources.iter().flat_map(|s| s.paths.iter().cloned()));
                     let keys = keys_for(id, &item.name, &Layout::ALL);
                     probe_keys.extend(keys.prefixed(&prefixes).map(|(_, key)| key).take(1));
                 }
@@ -132,14 +189,19 @@ fn plan_file(
             // deployment's answer is the one reported.
             Outcome::Rejected(_) => sendable = true,
             Outcome::Failed(err) if err.is_io() => {
-                return Planned::Failed {
+                return FilePlan::done(Planned::Failed {
                     shown,
                     error: err.to_string(),
-                }
+                })
             }
-            Outcome::Failed(FormatError::Unrecognized(reason)) | Outcome::Skipped(reason) => {
+            Outcome::Failed(FormatError::Unrecognized(reason)) => {
+                offered.push(match item.in_archive {
+                    true => item.shown.clone(),
+                    false => ingest_key.clone(),
+                });
                 reasons.push(reason.clone())
             }
+            Outcome::Skipped(reason) => reasons.push(reason.clone()),
             Outcome::Failed(_) if item.in_archive => {}
             // Malformed as an artifact it claims to be: the deployment rejects it, saying why.
             Outcome::Failed(_) => sendable = true,
@@ -147,16 +209,45 @@ fn plan_file(
     }
     if !sendable {
         let reason = match (archive, reasons.first()) {
-            (true, _) => "an archive holding no artifact".to_string(),
-            (false, Some(reason)) => format!("not an artifact: {reason}"),
+            (true, _) => {
+                "an archive holding no artifact, nor a source a debug file of this push names"
+                    .to_string()
+            }
+            (false, Some(reason)) => {
+                format!("not an artifact, nor a source a debug file of this push names: {reason}")
+            }
             (false, None) => "not an artifact".to_string(),
         };
-        return Planned::Skipped { shown, reason };
+        let unclaimed = (!offered.is_empty()).then(|| Unclaimed {
+            path: path.to_path_buf(),
+            ingest_key,
+            offered,
+        });
+        return FilePlan {
+            planned: Planned::Skipped { shown, reason },
+            wants,
+            unclaimed,
+        };
     }
     if archive {
         // Entries are published under their own content: nothing to probe by the archive's.
         probe_keys.clear();
     }
+    FilePlan {
+        planned: to_send(path, ingest_key, probe_keys, false),
+        wants,
+        unclaimed: None,
+    }
+}
+
+/// An input to send, fingerprinted.
+fn to_send(
+    path: &Path,
+    ingest_key: String,
+    probe_keys: Vec<String>,
+    named_source: bool,
+) -> Planned {
+    let shown = path.display().to_string();
     match fingerprint(path) {
         Ok((size, sha256, s3_etag)) => Planned::Send(Sendable {
             path: path.to_path_buf(),
@@ -166,6 +257,7 @@ fn plan_file(
             sha256,
             s3_etag,
             probe_keys,
+            named_source,
         }),
         Err(e) => Planned::Failed {
             shown,

@@ -202,6 +202,7 @@ fn followed(
         etag,
         version,
         sent_at,
+        named_source: s.named_source,
     }
 }
 

@@ -27,6 +27,8 @@ pub struct Followed {
     /// When it was sent (RFC 3339): a record refused before the object was read names no
     /// version or ETag, only a time.
     pub sent_at: String,
+    /// Sent as a source a debug file of the push names (`Sendable::named_source`).
+    pub named_source: bool,
 }
 
 impl Followed {
@@ -93,6 +95,8 @@ pub async fn follow(
     let mut seen: HashSet<String> = HashSet::new();
     let mut records: HashMap<usize, Vec<Record>> = HashMap::new();
     let mut done: HashMap<usize, Outcome> = HashMap::new();
+    // Named sources whose records say skipped so far (`Followed::named_source`).
+    let mut skipped_for_now: HashMap<usize, Outcome> = HashMap::new();
     let mut pause = Duration::from_millis(250);
     loop {
         for key in list_after(store, &prefix, since_day).await? {
@@ -119,6 +123,14 @@ pub async fn follow(
         let decided: Vec<usize> = records.keys().copied().collect();
         for i in decided {
             let mut outcome = decide(&records[&i]);
+            // A named source skipped (it came before the debug file naming it): indexed again
+            // when that debug file claims it, and recorded before the debug file is.
+            if outcome.status == Status::Skipped && uploads[i].named_source {
+                records.remove(&i);
+                skipped_for_now.insert(i, outcome);
+                continue;
+            }
+            skipped_for_now.remove(&i);
             if outcome.status == Status::Conflict {
                 outcome.held_by = holders(store, &outcome.keys, &uploads[i].upload).await;
             }
@@ -128,6 +140,13 @@ pub async fn follow(
             records.remove(&i);
             on_outcome(i, &outcome);
             done.insert(i, outcome);
+        }
+        // Every other upload decided: a claim of these would have been recorded before.
+        if done.len() + skipped_for_now.len() == uploads.len() {
+            for (i, outcome) in skipped_for_now.drain() {
+                on_outcome(i, &outcome);
+                done.insert(i, outcome);
+            }
         }
         if done.len() == uploads.len() || Instant::now() >= deadline {
             break;
@@ -312,6 +331,7 @@ mod tests {
             etag: "e1".into(),
             version: None,
             sent_at: "2026-12-05T10:00:00Z".into(),
+            named_source: false,
         };
         let at = |upload: &str, etag: Option<&str>, time: &str| Record {
             upload: upload.into(),

@@ -21,7 +21,7 @@ use symdex_shared::pipeline::{
 use symdex_shared::storage::{CopySource, ObjectInfo, StorageError};
 
 use crate::batch::{finalize, manifest_and_liveness, Ingest, Job};
-use crate::context::Context;
+use crate::context::{identify_named, Context};
 use crate::events::ObjectEvent;
 
 /// Entries indexed between two manifest writes: a 100,000-entry archive does not hold all its
@@ -43,7 +43,10 @@ pub(crate) async fn index_archive(
     bundle: Option<&BTreeMap<String, String>>,
 ) -> io::Result<Job> {
     let store = &ctx.store;
-    let indexer = Indexer::new(store, ctx.config.pipeline.clone());
+    // An entry no format claims may be named by a debug file coming later, which has the
+    // archive walked again through the same re-index (sourcemap.rs).
+    let indexer =
+        Indexer::new(store, ctx.config.pipeline.clone()).claiming_sources_through(hand_over);
     let version = event.version_id.as_deref();
     let reader = store
         .open_object(&event.bucket, &event.key, version, info.size)
@@ -149,6 +152,14 @@ impl ArchiveSite for S3Site<'_> {
             etag: &etag,
         };
         let upload = Upload::from_entry(archive, &entry, source, &etag, size, options, source_path);
+        let object = ctx
+            .store
+            .open_object_range(&event.bucket, &event.key, version, offset, size);
+        if let Some(ids) = identify_named(indexer, &upload, &object, &identified).await? {
+            return indexer
+                .index_identified(&upload.as_named_source(), Ok(ids))
+                .await;
+        }
         indexer.index_identified(&upload, identified).await
     }
 

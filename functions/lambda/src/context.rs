@@ -58,3 +58,29 @@ pub(crate) async fn read_debug_details(
     .await
     .map_err(std::io::Error::other)
 }
+
+/// `Indexer::identify_named` for an object in S3: a file no format claims that a debug file of
+/// its scope names (sourcemap.rs, "sources without flags"), identified as the source it is
+/// there — `None`: indexed as identified (also where a source's read would be refused as
+/// too large: it stays what it was). The join record is read (or the file noted) first.
+pub(crate) async fn identify_named(
+    indexer: &symdex_shared::pipeline::Indexer<'_>,
+    upload: &symdex_shared::pipeline::Upload<'_>,
+    object: &symdex_shared::storage::s3::S3Object,
+    identified: &Result<Vec<symdex_shared::Identity>, symdex_shared::formats::FormatError>,
+) -> std::io::Result<Option<Vec<symdex_shared::Identity>>> {
+    let Some(named) = indexer.named_by(upload, identified).await? else {
+        return Ok(None);
+    };
+    let options = symdex_shared::IdentifyOptions { as_source: true };
+    let as_source = match object
+        .identify(|reader| symdex_shared::identify(reader, &options))
+        .await
+    {
+        Ok((as_source, _)) => as_source,
+        Err(symdex_shared::storage::StorageError::TooLarge(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let admitted = symdex_shared::pipeline::admits(&named, &as_source);
+    Ok(admitted.then(|| as_source.ok()).flatten())
+}

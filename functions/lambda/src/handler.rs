@@ -17,7 +17,7 @@ use symdex_shared::storage::{CopySource, SeenCurrent, StorageError};
 use symdex_shared::{FormatError, IdentifyOptions};
 
 use crate::batch::{finalize, manifest_and_liveness, Ingest, Job};
-use crate::context::read_debug_details;
+use crate::context::{identify_named, read_debug_details};
 pub use crate::context::{Context, Error};
 use crate::events::{decode, is_sqs_batch, Change, ObjectEvent};
 
@@ -187,7 +187,10 @@ async fn index_first_block(
         source,
         options,
     );
-    let indexer = Indexer::new(store, ctx.config.pipeline.clone());
+    // A debug file has the unclaimed files it names indexed again from the ingest bucket
+    // (sourcemap.rs, "sources without flags").
+    let claim = FromIngest(ctx.clone());
+    let indexer = Indexer::new(store, ctx.config.pipeline.clone()).claiming_sources_through(&claim);
     // A re-delivery of an upload indexed in full: answered from its upload record (one
     // read), nothing identified or published again (pipeline/, already_indexed). Nothing
     // was referenced, so there is no liveness check to make either. A first delivery is most
@@ -250,6 +253,12 @@ async fn index_first_block(
         }
         other => other,
     };
+    // A file no format claims, named by a debug file of its scope: its source.
+    let named = identify_named(&indexer, &upload, &object, &identified).await?;
+    let (upload, identified) = match named {
+        Some(ids) => (upload.as_named_source(), Ok(ids)),
+        None => (upload, identified),
+    };
     // A Sentry source bundle's files are sources of their own (sourcemap.rs).
     let bundle: std::collections::BTreeMap<String, String> = identified
         .as_ref()
@@ -299,7 +308,15 @@ impl HandOver for FromIngest {
         waiter: &'a UploadRecord,
         handed: &'a std::collections::BTreeSet<String>,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send + 'a>> {
-        Box::pin(reindex(&self.0, waiter, handed))
+        let (ctx, waiter, handed) = (self.0.clone(), waiter.clone(), handed.clone());
+        // On a task of its own: the re-index runs inside the removal or debug file that hands
+        // over (pipeline/, `unclaimed.rs`), and an index inside an index, the SDK beneath,
+        // is more stack than a worker thread of an unoptimised build has.
+        Box::pin(async move {
+            tokio::spawn(async move { reindex(&ctx, &waiter, &handed).await })
+                .await
+                .map_err(|e| std::io::Error::other(format!("re-index: {e}")))?
+        })
     }
 }
 

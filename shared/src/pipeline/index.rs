@@ -134,6 +134,11 @@ impl<'s> Indexer<'s> {
             Lookup::Indexed(unchanged) => Ok(*unchanged),
             Lookup::Unindexed(prior) => {
                 let identified = identify_with_details(reader, &upload.options);
+                // A file no format claims, named by a debug file of its scope: its source.
+                if let Some(ids) = self.identify_named(upload, reader, &identified).await? {
+                    let upload = upload.as_named_source();
+                    return self.index_looked_up(&upload, Ok(ids), prior).await;
+                }
                 self.index_looked_up(upload, identified, prior).await
             }
         }
@@ -355,11 +360,17 @@ impl<'s> Indexer<'s> {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&upload.id)
             .unwrap_or_default();
-        indexed.map(|indexed| Indexed {
+        let mut indexed = indexed.map(|indexed| Indexed {
             source_map_changes: changes,
             held,
             ..indexed
-        })
+        })?;
+        // Changes made as they came, but for a debug file's claims of noted files
+        // (`unclaimed.rs`): made now that its run is done.
+        if !self.refs.defers_source_maps() {
+            self.register_source_map_changes(&mut indexed).await?;
+        }
+        Ok(indexed)
     }
 
     /// Plans an identified upload (every key listed in its upload record before any

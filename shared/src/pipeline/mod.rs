@@ -37,11 +37,13 @@ mod publish;
 mod removal;
 #[cfg(test)]
 mod tests;
+mod unclaimed;
 mod upload;
 
 pub use archives::*;
 pub use index::*;
 pub use removal::*;
+pub use unclaimed::admits;
 pub use upload::*;
 
 /// Re-indexes an upload from its ingest object, with every key checked again
@@ -176,6 +178,9 @@ pub struct Indexer<'s> {
     list_at_finalize: bool,
     /// Where a removal hands the keys it freed ([`Self::handing_over_to`]).
     hand_over: Option<&'s dyn HandOver>,
+    /// Where a debug file has the unclaimed files it names indexed again
+    /// ([`Self::claiming_sources_through`]).
+    claim: Option<&'s dyn HandOver>,
 }
 
 impl<'s> Indexer<'s> {
@@ -202,6 +207,7 @@ impl<'s> Indexer<'s> {
             last_plan: Default::default(),
             list_at_finalize: false,
             hand_over: None,
+            claim: None,
         }
     }
 
@@ -255,11 +261,24 @@ impl<'s> Indexer<'s> {
     /// lists in arrival order, oldest dropped beyond a bound — as one input after another
     /// would. Indexing only reads them (offers change only by sources, which a caller runs
     /// alone), so deciding a change and making it later sees the same record.
+    /// A debug file's claims of noted files (`unclaimed.rs`) come after its wants: the files
+    /// indexed again find them, and its report says the paths they serve now.
     pub async fn register_source_map_changes(&self, indexed: &mut Indexed) -> io::Result<()> {
         for change in std::mem::take(&mut indexed.source_map_changes) {
-            self.refs
-                .update_source_map(change.file(), |r| change.apply(r))
-                .await?;
+            let SourceMapChange::Claim(noted, paths) = &change else {
+                self.refs
+                    .update_source_map(change.file(), |r| change.apply(r))
+                    .await?;
+                continue;
+            };
+            for noted in noted {
+                self.reindex_noted(noted).await?;
+            }
+            for record in &mut indexed.records {
+                if let Some(report) = record.sources.as_mut() {
+                    self.report_claimed(paths, report).await?;
+                }
+            }
         }
         Ok(())
     }

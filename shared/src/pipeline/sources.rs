@@ -255,6 +255,9 @@ impl Indexer<'_> {
             .collect()
             .await;
         let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // Noted files that may serve paths no offer serves (`unclaimed.rs`), and those paths.
+        let mut claims = BTreeMap::new();
+        let mut claimed = Vec::new();
         for swapped in swapped {
             let (file, group, record) = swapped?;
             let mut dead = BTreeSet::new();
@@ -264,10 +267,14 @@ impl Indexer<'_> {
                     continue;
                 };
                 let md5 = sources.md5.get(path).map(String::as_str);
-                match self
+                let served = self
                     .serve_path(&record.offers, path, md5, &key, &mut dead, None)
-                    .await?
-                {
+                    .await?;
+                let noted = self.noted_for(&record, path, &mut claims);
+                if noted && matches!(served, Served::Missing | Served::OtherContent(_)) {
+                    claimed.push((path.clone(), key.clone()));
+                }
+                match served {
                     Served::Missing => report.missing.push(path.clone()),
                     Served::OtherContent(n) => report.unserved.push(format!(
                         "{path}: {n} uploaded sources match its path, none with the MD5 its line table records"
@@ -298,6 +305,7 @@ impl Indexer<'_> {
                 self.change_source_map(&upload.id, change).await?;
             }
         }
+        self.claim_noted(&upload.id, claims, claimed);
         let why = format!("sources named by {} (build id {build_id})", upload.id);
         Ok((report, self.holder_records(held, &why).await?))
     }

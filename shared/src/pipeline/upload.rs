@@ -38,7 +38,7 @@ pub struct EntryOf {
     pub archive_size: u64,
 }
 
-impl Upload<'_> {
+impl<'a> Upload<'a> {
     /// The file name the artifact was uploaded as.
     pub fn name(&self) -> &str {
         file_name_of(self.entry.as_ref().map_or(&self.ingest_key, |e| &e.path))
@@ -54,6 +54,15 @@ impl Upload<'_> {
     }
 
     /// The ingest location: `s3://bucket/key`, or the local path.
+    /// This upload indexed as a source: a debug file of its scope names it (`unclaimed.rs`).
+    /// Its upload record says so (`as_source`): a hand-over identifies it so again.
+    pub fn as_named_source(&self) -> Upload<'a> {
+        Upload {
+            options: IdentifyOptions { as_source: true },
+            ..self.clone()
+        }
+    }
+
     pub fn source_name(&self) -> String {
         match &self.ingest_bucket {
             Some(bucket) => format!("s3://{bucket}/{}", self.ingest_key),
@@ -155,12 +164,24 @@ pub(super) enum SourceMapChange {
     Want(String, Vec<Want>),
     /// Offers of source uploads removed since they offered themselves.
     DropOffers(String, BTreeSet<Offer>),
+    /// A file no format claimed, noted (`unclaimed.rs`).
+    Note(String, Box<sourcemap::Unclaimed>),
+    /// Noted files a debug file names, to be indexed again once its wants are made, and the
+    /// wanted paths they may serve (`unclaimed.rs`).
+    Claim(
+        Vec<sourcemap::Unclaimed>,
+        Vec<super::unclaimed::ClaimedPath>,
+    ),
 }
 
 impl SourceMapChange {
+    /// The join record it changes ("" for a claim, which changes none itself).
     pub(super) fn file(&self) -> &str {
         match self {
-            SourceMapChange::Want(file, _) | SourceMapChange::DropOffers(file, _) => file,
+            SourceMapChange::Want(file, _)
+            | SourceMapChange::DropOffers(file, _)
+            | SourceMapChange::Note(file, _) => file,
+            SourceMapChange::Claim(..) => "",
         }
     }
 
@@ -175,6 +196,8 @@ impl SourceMapChange {
                 record.offers.retain(|o| !dead.contains(o));
                 record.offers.len() != before
             }
+            SourceMapChange::Note(_, unclaimed) => record.note(unclaimed),
+            SourceMapChange::Claim(..) => false,
         }
     }
 }

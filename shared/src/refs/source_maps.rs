@@ -98,7 +98,7 @@ impl<'s> RefStore<'s> {
         let mut versions = Vec::with_capacity(changed.len());
         for (file, version, record) in &changed {
             // `Some(new version)` once written (`None` inside: deleted), `None`: lost a swap.
-            let written = if record.offers.is_empty() && record.wants.is_empty() {
+            let written = if record.is_empty() {
                 match version {
                     Some(v) => self.store.delete_if(file, v).await?.then_some(None),
                     None => Some(None),
@@ -283,7 +283,7 @@ impl<'s> RefStore<'s> {
             unchanged = !f(Arc::make_mut(&mut record));
             if unchanged {
                 Ok(Step::Keep(record))
-            } else if record.offers.is_empty() && record.wants.is_empty() {
+            } else if record.is_empty() {
                 Ok(Step::Delete(record))
             } else {
                 Ok(Step::Write(Arc::clone(&record), record))

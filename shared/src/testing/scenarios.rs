@@ -165,6 +165,9 @@ pub struct Artifacts {
     pub source_edited: Artifact,
     /// `source`'s bytes from a third checkout.
     pub source_copy: Artifact,
+    /// `source`'s bytes from another checkout, not asked to be a source: a source only as
+    /// the debug file naming it makes it one (sourcemap.rs, "sources without flags").
+    pub source_unflagged: Artifact,
     /// A `hello.c` uploaded by its base name alone (other bytes): it matches the debug file's
     /// path less well than `source`, and serves it where `source` is not offered.
     pub source_flat: Artifact,
@@ -271,6 +274,12 @@ impl Artifacts {
                 b"int main(void) { return 0; }\n".to_vec(),
             )
             .keyed_as_source()
+            .in_build("ci-7"),
+            source_unflagged: Artifact::new(
+                "file:/ci/unflagged/src/hello.c",
+                "unflagged/src/hello.c",
+                b"int main(void) { return 0; }\n".to_vec(),
+            )
             .in_build("ci-7"),
             source_flat: Artifact::new(
                 "file:/ci/flat/hello.c",
@@ -610,6 +619,17 @@ fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
                 Op::Index(&a.pe, true),
             ],
             survivors: Survivors::AnyOrder,
+        },
+        // Whichever swaps their join record second sees the other (unclaimed.rs): the file is
+        // indexed as a source by itself, or again by the debug file, never by neither.
+        Scenario {
+            name: "a file no flag names a source and the debug file naming it arrive at once",
+            before: vec![],
+            ops: vec![
+                Op::Index(&a.source_unflagged, true),
+                Op::Index(&a.debug_with_sources, true),
+            ],
+            survivors: Survivors::Exactly(vec![&a.debug_with_sources, &a.source_unflagged]),
         },
         Scenario {
             name: "a debug file and its sources arrive at once",
@@ -1215,7 +1235,8 @@ async fn run_op_configured(
     let whole_archive = matches!(op, Op::IndexArchive(_));
     let indexer = Indexer::new(store, config)
         .lists_keys_at_finalize(first_delivery && !whole_archive)
-        .handing_over_to(&hand_over);
+        .handing_over_to(&hand_over)
+        .claiming_sources_through(&hand_over);
     match op {
         Op::Index(artifact, _) | Op::Overwrite(artifact) => {
             let alive = !matches!(op, Op::Index(_, false));
@@ -1226,7 +1247,16 @@ async fn run_op_configured(
                 let reader = MemReader(&artifact.bytes);
                 let identified = identify_with_details(&reader, &upload.options);
                 let guess = Some(crate::refs::PriorRead::absent());
-                indexer.index_looked_up(&upload, identified, guess).await?
+                match indexer
+                    .identify_named(&upload, &reader, &identified)
+                    .await?
+                {
+                    Some(ids) => {
+                        let upload = upload.as_named_source();
+                        indexer.index_looked_up(&upload, Ok(ids), guess).await?
+                    }
+                    None => indexer.index_looked_up(&upload, identified, guess).await?,
+                }
             } else {
                 indexer.index(&upload, &MemReader(&artifact.bytes)).await?
             };

@@ -1,0 +1,212 @@
+//! Sources without flags (sourcemap.rs has the rule): a file no format claims is indexed as a
+//! source when a debug file of its scope names it, whichever of the two came first. The file
+//! notes itself in its join record unless a want there names it ([`Indexer::named_by`]); a
+//! debug file has the noted files its paths match indexed again through the front end's
+//! [`HandOver`] ([`Indexer::claiming_sources_through`]), and they find its want then.
+//!
+//! Invariant: a file and a debug file naming it swap the same join record (one base name, one
+//! scope), the file's note and the debug file's wants each before it reads what the other
+//! left; so whichever swaps second sees the other, and the file is indexed as a source by
+//! one of them (or both: indexing an upload twice is a redelivery). A sole writer deferring
+//! its source-map writes makes the same changes in input order, each input after the ones
+//! before it were taken (`register_source_map_changes`): the same argument, one at a time.
+
+use super::*;
+use crate::sourcemap::{NamedBy, Unclaimed};
+
+/// A debug file's wanted path an unclaimed file may serve: the path and its `source/` key.
+pub(super) type ClaimedPath = (String, String);
+
+impl<'s> Indexer<'s> {
+    /// Noted files a debug file names are indexed again through `claim` (the front end's way
+    /// of reading an upload's bytes again, as for a hand-over), so that they are indexed as
+    /// its sources. Without it unclaimed files are not noted, and only a debug file indexed
+    /// before a file makes it a source.
+    pub fn claiming_sources_through(mut self, claim: &'s dyn HandOver) -> Self {
+        self.claim = Some(claim);
+        self
+    }
+
+    /// For an upload `identified` as nothing known (and not asked to be a source): the wants
+    /// of its scope naming its path, where there are any. Its note is swapped into its join
+    /// record first, unless a want there names it already (`SourceMapRecord::note`). The
+    /// caller identifies it as a source and indexes it so where [`NamedBy::admits`] it.
+    pub async fn named_by(
+        &self,
+        upload: &Upload<'_>,
+        identified: &Result<Vec<Identity>, FormatError>,
+    ) -> io::Result<Option<NamedBy>> {
+        let candidate = matches!(identified, Err(FormatError::Unrecognized(_)))
+            && !upload.options.as_source
+            && self.config.source_joins
+            && self.config.layouts.contains(&Layout::Debuginfod);
+        if !candidate {
+            return Ok(None);
+        }
+        let (path, file) = offer_of(upload);
+        let unclaimed = Unclaimed {
+            path,
+            root: upload.meta.source_root.clone(),
+            upload: upload.id.clone(),
+            source: upload.source_name(),
+            version: upload.ingest_version.clone(),
+            ingest_etag: upload.ingest_etag().to_string(),
+            entry: upload.entry.as_ref().map(|e| e.path.clone()),
+            meta: upload.meta.clone(),
+        };
+        let record = match self.claim {
+            None => self.refs.source_map(&file).await?,
+            Some(_) if self.refs.defers_source_maps() => {
+                let note = SourceMapChange::Note(file.clone(), Box::new(unclaimed.clone()));
+                self.change_source_map(&upload.id, note).await?;
+                self.refs.source_map(&file).await?
+            }
+            Some(_) => {
+                self.refs
+                    .update_source_map(&file, |r| r.note(&unclaimed))
+                    .await?
+            }
+        };
+        let wants = record.naming(&unclaimed);
+        Ok((!wants.is_empty()).then_some(NamedBy { unclaimed, wants }))
+    }
+
+    /// [`Self::named_by`] for an upload whose bytes `reader` holds: where a debug file names
+    /// it, what it is as a source, for indexing `upload` as one (`Upload::as_named_source`).
+    /// `None`: index it as identified.
+    pub async fn identify_named(
+        &self,
+        upload: &Upload<'_>,
+        reader: &dyn RangeReader,
+        identified: &Result<Vec<Identity>, FormatError>,
+    ) -> io::Result<Option<Vec<Identity>>> {
+        let Some(named) = self.named_by(upload, identified).await? else {
+            return Ok(None);
+        };
+        let as_source = identify_with_details(reader, &IdentifyOptions { as_source: true });
+        if let Err(FormatError::Io(e)) = as_source {
+            return Err(e);
+        }
+        Ok(admits(&named, &as_source).then(|| as_source.ok()).flatten())
+    }
+
+    /// Adds to `claims` the noted files of a debug file's join `record` that may serve the
+    /// wanted `path`, each to be indexed again ([`Self::claim_noted`]) — also where an offer
+    /// serves it: that may be the file's own, made by a claim that died before the file's
+    /// upload was indexed. `true` when there are any.
+    pub(super) fn noted_for(
+        &self,
+        record: &sourcemap::SourceMapRecord,
+        path: &str,
+        claims: &mut BTreeMap<String, Unclaimed>,
+    ) -> bool {
+        if self.claim.is_none() {
+            return false;
+        }
+        let noted = record.unclaimed_for(path);
+        for noted in &noted {
+            claims
+                .entry(noted.upload.clone())
+                .or_insert_with(|| (*noted).clone());
+        }
+        !noted.is_empty()
+    }
+
+    /// Has the noted files of `claims` indexed again for the debug file `upload` once its
+    /// wants are made and its run is done: when the upload is taken (a sole writer deferring
+    /// its source-map writes, `register_source_map_changes`), else at the end of its
+    /// `index_looked_up` — never from deep inside its own indexing, whose futures the
+    /// re-index's would sit on (a debug build's stack overflowed on S3). `paths`: the wanted
+    /// paths no offer served, which the claims may serve (its report is mended after them).
+    pub(super) fn claim_noted(
+        &self,
+        upload: &str,
+        claims: BTreeMap<String, Unclaimed>,
+        paths: Vec<ClaimedPath>,
+    ) {
+        if claims.is_empty() {
+            return;
+        }
+        let change = SourceMapChange::Claim(claims.into_values().collect(), paths);
+        self.pending_source_maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(upload.to_string())
+            .or_default()
+            .push(change);
+    }
+
+    /// Indexes a noted file again through the front end, unless it was indexed (it finds the
+    /// want naming it now), and drops its note once it is: its upload then exists, and its
+    /// own removal and redeliveries take over. A note stays until then, so that a debug
+    /// file whose run died while the file was half indexed has it indexed again when retried
+    /// (the file's own message was answered long ago: nothing else would).
+    pub(super) async fn reindex_noted(&self, noted: &Unclaimed) -> io::Result<()> {
+        let Some(claim) = self.claim else {
+            return Ok(());
+        };
+        if !self.upload_indexed(&noted.upload).await? {
+            let waiter = UploadRecord {
+                upload: noted.upload.clone(),
+                source: noted.source.clone(),
+                meta: noted.meta.clone(),
+                ingest_version: noted.version.clone(),
+                ingest_etag: Some(noted.ingest_etag.clone()),
+                entry: noted.entry.clone(),
+                // Under a source root a loose file's path is where it sat in its tree, which
+                // a re-read from elsewhere would not find again.
+                source_path: (noted.root.is_some() && noted.entry.is_none())
+                    .then(|| noted.path.clone()),
+                ..UploadRecord::default()
+            };
+            claim.reindex(&waiter, &BTreeSet::new()).await?;
+            // Not a source after all (its content is not what the DWARF records), or gone.
+            if !self.upload_indexed(&noted.upload).await? {
+                return Ok(());
+            }
+        }
+        let scope = noted.meta.build.as_deref().unwrap_or("");
+        let file = sourcemap::record_file(scope, sourcemap::base_name(&noted.path));
+        self.refs
+            .update_source_map(&file, |r| r.claimed(&noted.upload))
+            .await?;
+        Ok(())
+    }
+
+    async fn upload_indexed(&self, upload: &str) -> io::Result<bool> {
+        let record = self.refs.upload(upload).await?;
+        Ok(record.is_some_and(|r| r.state == UploadState::Indexed))
+    }
+
+    /// Of the `paths` a debug file's `report` says no source serves, those served now (a
+    /// noted file indexed again published their keys) are moved to `served`.
+    pub(super) async fn report_claimed(
+        &self,
+        paths: &[ClaimedPath],
+        report: &mut sourcemap::SourceReport,
+    ) -> io::Result<()> {
+        let mut served = BTreeSet::new();
+        for (path, key) in paths {
+            if self.refs.is_live(key).await?.is_some() {
+                served.insert(path.as_str());
+            }
+        }
+        let before = report.missing.len() + report.unserved.len();
+        report.missing.retain(|p| !served.contains(p.as_str()));
+        report
+            .unserved
+            .retain(|u| !u.split_once(": ").is_some_and(|(p, _)| served.contains(p)));
+        report.served += before - report.missing.len() - report.unserved.len();
+        Ok(())
+    }
+}
+
+/// Whether a want of `named` takes the upload `identified` as a source (by its MD5).
+pub fn admits(named: &NamedBy, identified: &Result<Vec<Identity>, FormatError>) -> bool {
+    match identified {
+        Ok(ids) => ids
+            .iter()
+            .any(|id| id.kind == Kind::Source && named.admits(id.md5.as_deref())),
+        Err(_) => false,
+    }
+}
