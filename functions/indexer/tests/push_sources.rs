@@ -1,7 +1,8 @@
 //! `symdex push` of a debug file and the source tarball its DWARF names, no source flags, to a
 //! deployment on moto_server (the built indexer bootstrap on the real S3 -> SQS
 //! notifications): both are sent and `--wait` reports both `published` whichever the
-//! deployment indexed first; a text file no DWARF names is not sent.
+//! deployment indexes first (the tarball first: skipped, then indexed again as the debug
+//! file's sources); a text file no DWARF names is not sent.
 
 mod pushing;
 #[path = "../../lambda/tests/support/mod.rs"]
@@ -9,11 +10,19 @@ mod support;
 
 use std::sync::Arc;
 
-use pushing::{push, run_indexer, status_of};
+use pushing::{push, run_indexer_ordered, status_of};
 use support::{Fixtures, Stack, SERVING};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_sends_the_sources_a_debug_file_names_and_waits_until_they_are_live() {
+    for first in ["src.tar.gz", "app.debug"] {
+        push_debug_file_and_sources(first).await;
+    }
+}
+
+/// Pushes a debug file and its source tarball with `--wait`, the deployment indexing the
+/// notification of `first` before the other's.
+async fn push_debug_file_and_sources(first: &'static str) {
     let stack = Arc::new(Stack::new().await);
     let fx = Fixtures::build();
     let root = fx.dir.path().canonicalize().unwrap();
@@ -22,7 +31,7 @@ async fn push_sends_the_sources_a_debug_file_names_and_waits_until_they_are_live
     std::fs::copy(fx.path("app.debug"), inputs.join("app.debug")).unwrap();
     std::fs::copy(fx.path("notes.txt"), inputs.join("notes.txt")).unwrap();
     support::run_in(&root, &["tar", "-czf", "out/src.tar.gz", "prog.c"]);
-    let (stop, indexer) = run_indexer(&stack);
+    let (stop, indexer) = run_indexer_ordered(&stack, 2, Some(first));
 
     let out_dir = inputs.to_str().unwrap();
     let args = [
@@ -37,10 +46,10 @@ async fn push_sends_the_sources_a_debug_file_names_and_waits_until_they_are_live
     ];
     let (out, lines) = push(&stack, &args).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{lines:?}\n{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{first}: {lines:?}\n{stderr}");
     for name in ["app.debug", "src.tar.gz"] {
         let line = status_of(&lines, name);
-        assert_eq!(line["status"], "published", "{line}");
+        assert_eq!(line["status"], "published", "{first}: {line}");
     }
     let source_key = format!("buildid/{}/source{}/prog.c", fx.build_id(), root.display());
     let tarball = status_of(&lines, "src.tar.gz");

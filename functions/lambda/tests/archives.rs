@@ -201,25 +201,10 @@ async fn debuginfod_find_fetches_a_debug_file_that_arrived_in_a_tarball() {
     stack.public_read().await;
     // moto serves the bucket over plain HTTP (anonymous reads allowed by the bucket policy):
     // the static store a client reads.
-    let out = Command::new("debuginfod-find")
-        .args(["debuginfo", &fx.build_id()])
-        .env(
-            "DEBUGINFOD_URLS",
-            format!("{}/{SERVING}", stack.moto.endpoint),
-        )
-        .env("DEBUGINFOD_CACHE_PATH", fx.path("cache"))
-        .output()
-        .expect("debuginfod-find (scripts/setup.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fetched = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(
-        std::fs::read(fetched.trim()).unwrap(),
-        std::fs::read(fx.path("app.debug")).unwrap()
-    );
+    let urls = format!("{}/{SERVING}", stack.moto.endpoint);
+    let fetched =
+        support::debuginfod_find(&urls, &["debuginfo", &fx.build_id()], &fx.path("cache"));
+    assert_eq!(fetched, std::fs::read(fx.path("app.debug")).unwrap());
     // A Sentry source bundle (sentry-cli, from the program's DWARF) lands where symbolicator
     // looks for the module's sources.
     run(
@@ -455,19 +440,10 @@ async fn gdb_lists_sources_the_indexer_published_from_a_source_tarball() {
     std::fs::remove_file(dir.join("prog.c")).unwrap();
     stack.public_read().await;
     let urls = format!("{}/{SERVING}", stack.moto.endpoint);
-    let out = Command::new("debuginfod-find")
-        .args(["source", &fx.build_id(), &path])
-        .env("DEBUGINFOD_URLS", &urls)
-        .env("DEBUGINFOD_CACHE_PATH", dir.join("cache"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fetched = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(std::fs::read(fetched.trim()).unwrap(), source);
+    let build_id = fx.build_id();
+    let fetched =
+        support::debuginfod_find(&urls, &["source", &build_id, &path], &dir.join("cache"));
+    assert_eq!(fetched, source);
     let out = Command::new("gdb")
         .args([
             "-batch",

@@ -128,19 +128,10 @@ async fn a_source_tarball_is_published_without_flags_whichever_came_first() {
             stack.public_read().await;
             let urls = format!("{}/{SERVING}", stack.moto.endpoint);
             let path = format!("{}/prog.c", dir.display());
-            let out = Command::new("debuginfod-find")
-                .args(["source", &fx.build_id(), &path])
-                .env("DEBUGINFOD_URLS", &urls)
-                .env("DEBUGINFOD_CACHE_PATH", dir.join("cache"))
-                .output()
-                .expect("debuginfod-find (scripts/setup.sh installs it)");
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let fetched = String::from_utf8(out.stdout).unwrap();
-            assert_eq!(std::fs::read(fetched.trim()).unwrap(), source);
+            let build_id = fx.build_id();
+            let args = ["source", &build_id, &path];
+            let fetched = support::debuginfod_find(&urls, &args, &dir.join("cache"));
+            assert_eq!(fetched, source);
         }
         stores.push((order, store));
     }

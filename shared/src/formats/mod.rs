@@ -179,7 +179,9 @@ fn describe_unknown(head: &[u8]) -> String {
         return "an ar archive, not a Debian package (a static library: its object files have no build ids to serve)".to_string();
     }
     let magic: String = head.iter().take(4).map(|b| format!("{b:02x}")).collect();
-    format!("no known magic number (first bytes {magic}); not a source unless asked for")
+    format!(
+        "no known magic number (first bytes {magic}); a source only when asked for or named by a debug file"
+    )
 }
 
 /// Reads a little-endian u32 at `at`; `None` when out of range.

@@ -287,18 +287,23 @@ impl<'s> Indexer<'s> {
     /// it for when the upload is taken (see [`SourceMapChange`]).
     async fn change_source_map(&self, upload: &str, change: SourceMapChange) -> io::Result<()> {
         if self.refs.defers_source_maps() {
-            self.pending_source_maps
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(upload.to_string())
-                .or_default()
-                .push(change);
+            self.pend_source_map_change(upload, change);
             return Ok(());
         }
         self.refs
             .update_source_map(change.file(), |r| change.apply(r))
             .await?;
         Ok(())
+    }
+
+    /// Notes a source-map change of `upload` for when the upload is taken.
+    fn pend_source_map_change(&self, upload: &str, change: SourceMapChange) {
+        self.pending_source_maps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(upload.to_string())
+            .or_default()
+            .push(change);
     }
 
     pub fn refs(&self) -> &RefStore<'s> {

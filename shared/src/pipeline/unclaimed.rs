@@ -128,12 +128,7 @@ impl<'s> Indexer<'s> {
             return;
         }
         let change = SourceMapChange::Claim(claims.into_values().collect(), paths);
-        self.pending_source_maps
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(upload.to_string())
-            .or_default()
-            .push(change);
+        self.pend_source_map_change(upload, change);
     }
 
     /// Indexes a noted file again through the front end, unless it was indexed (it finds the

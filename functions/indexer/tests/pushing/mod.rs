@@ -1,5 +1,6 @@
 //! What the push tests share: the CLI beside the bootstrap, the indexer taking the stack's
 //! notifications, `symdex push` against the stack and its JSON lines.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -24,9 +25,21 @@ pub fn cli() -> PathBuf {
 /// The indexer, as the event source mapping runs it: every batch of notifications that
 /// arrives is handed to the built bootstrap, until the returned flag is set.
 pub fn run_indexer(stack: &Arc<Stack>) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
+    run_indexer_ordered(stack, 1, None)
+}
+
+/// [`run_indexer`], holding notifications until `held` arrived, then handing them over one
+/// invocation each, those whose key contains `first` first: an order of indexing the test
+/// chooses (the batches of a real queue come in any).
+pub fn run_indexer_ordered(
+    stack: &Arc<Stack>,
+    held: usize,
+    first: Option<&'static str>,
+) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
     let stop = Arc::new(AtomicBool::new(false));
     let (stack, flag) = (stack.clone(), stop.clone());
     let task = tokio::spawn(async move {
+        let mut waiting = Vec::new();
         while !flag.load(Ordering::Relaxed) {
             let received = stack
                 .sqs
@@ -38,9 +51,6 @@ pub fn run_indexer(stack: &Arc<Stack>) -> (Arc<AtomicBool>, tokio::task::JoinHan
                 .await
                 .unwrap();
             let messages = received.messages.unwrap_or_default();
-            if messages.is_empty() {
-                continue;
-            }
             for m in &messages {
                 stack
                     .sqs
@@ -51,19 +61,35 @@ pub fn run_indexer(stack: &Arc<Stack>) -> (Arc<AtomicBool>, tokio::task::JoinHan
                     .await
                     .unwrap();
             }
-            let event = sqs_event(&messages, &stack.queue_arn).to_string();
-            let (response, _) = support::invoke_bootstrap(
-                env!("CARGO_BIN_EXE_symdex-indexer"),
-                "symdex-indexer",
-                &stack.moto,
-                event,
-            )
-            .await;
-            assert_eq!(
-                response["batchItemFailures"],
-                serde_json::json!([]),
-                "{response}"
-            );
+            waiting.extend(messages);
+            if waiting.is_empty() || waiting.len() < held {
+                continue;
+            }
+            let batches = match first {
+                None => vec![std::mem::take(&mut waiting)],
+                Some(first) => {
+                    let rank = |m: &aws_sdk_sqs::types::Message| {
+                        !m.body().is_some_and(|b| b.contains(first))
+                    };
+                    waiting.sort_by_key(rank);
+                    waiting.drain(..).map(|m| vec![m]).collect()
+                }
+            };
+            for batch in batches {
+                let event = sqs_event(&batch, &stack.queue_arn).to_string();
+                let (response, _) = support::invoke_bootstrap(
+                    env!("CARGO_BIN_EXE_symdex-indexer"),
+                    "symdex-indexer",
+                    &stack.moto,
+                    event,
+                )
+                .await;
+                assert_eq!(
+                    response["batchItemFailures"],
+                    serde_json::json!([]),
+                    "{response}"
+                );
+            }
         }
     });
     (stop, task)

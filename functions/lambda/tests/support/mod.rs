@@ -478,6 +478,24 @@ impl Fixtures {
     }
 }
 
+/// `debuginfod-find ARGS...` against the serving bucket at `urls` (moto's HTTP endpoint),
+/// caching under `cache`, which must succeed: the bytes of the file it fetched.
+pub fn debuginfod_find(urls: &str, args: &[&str], cache: &Path) -> Vec<u8> {
+    let out = Command::new("debuginfod-find")
+        .args(args)
+        .env("DEBUGINFOD_URLS", urls)
+        .env("DEBUGINFOD_CACHE_PATH", cache)
+        .output()
+        .expect("debuginfod-find (scripts/setup.sh installs it)");
+    assert!(
+        out.status.success(),
+        "debuginfod-find {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fetched = String::from_utf8(out.stdout).unwrap();
+    std::fs::read(fetched.trim()).unwrap()
+}
+
 /// A Lambda configuration for the test stack.
 pub fn config(extra: &[(&str, &str)]) -> symdex_lambda::LambdaConfig {
     // moto_server copies over an existing object despite `If-None-Match` on CopyObject.
