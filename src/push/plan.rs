@@ -380,6 +380,58 @@ mod tests {
     }
 
     #[test]
+    fn a_file_no_format_claims_is_sent_when_a_debug_file_of_the_push_names_it() {
+        use symdex_shared::testing::builders::{build_elf, dwarf5_line_table, with_section};
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join("src")).unwrap();
+        let debug = with_section(
+            build_elf(true, false, 62, Some(&[0x6b; 20]), true),
+            ".debug_line",
+            &dwarf5_line_table("/ci/work", &["src/hello.c"]),
+        );
+        std::fs::write(out.join("app.debug"), &debug).unwrap();
+        std::fs::write(out.join("src/hello.c"), b"int main(void) { return 0; }\n").unwrap();
+        std::fs::write(out.join("src/other.c"), b"int other;\n").unwrap();
+        std::fs::write(out.join("notes.txt"), b"hello").unwrap();
+        let plan_of = |path: &Path| {
+            plan(
+                &[path.to_path_buf()],
+                "app/",
+                "b7",
+                &no_sources(),
+                symdex_shared::archive::Limits::default(),
+            )
+        };
+        let planned = plan_of(&out);
+        let sent = |name: &str| {
+            planned.iter().find_map(|p| match p {
+                Planned::Send(s) if s.shown.ends_with(name) => Some(s.clone()),
+                _ => None,
+            })
+        };
+        let hello = sent("src/hello.c").expect("the named source is sent");
+        assert!(hello.named_source);
+        assert_eq!(hello.ingest_key, "app/b7/src/hello.c");
+        assert!(
+            !sent("app.debug")
+                .expect("the debug file is sent")
+                .named_source
+        );
+        for name in ["src/other.c", "notes.txt"] {
+            assert!(sent(name).is_none(), "{name} is named by no debug file");
+            let skipped = planned.iter().any(|p| {
+                matches!(p, Planned::Skipped { shown, reason }
+                    if shown.ends_with(name) && reason.contains("nor a source"))
+            });
+            assert!(skipped, "{name}: {planned:?}");
+        }
+        // Without the debug file in the push, nothing names it.
+        let alone = plan_of(&out.join("src"));
+        assert!(alone.iter().all(|p| matches!(p, Planned::Skipped { .. })));
+    }
+
+    #[test]
     fn a_small_file_is_its_md5_and_a_large_one_the_md5_of_its_parts() {
         let dir = tempfile::tempdir().unwrap();
         let small = dir.path().join("small");
