@@ -923,3 +923,43 @@ async fn a_debug_file_costs_keys_plus_four_without_source_joins() {
     let missing = record["sources"]["missing"].as_array().unwrap();
     assert!(missing.len() > HEADERS, "{record}");
 }
+
+/// A file no format claims (sourcemap.rs, "sources without flags"): its ingest read, one join
+/// record read and written (its note, for a debug file naming it later) and the manifest;
+/// nothing published. With source joins off, no join record is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_no_format_claims_costs_its_join_record_and_publishes_nothing() {
+    let (stack, proxy, ctx) = counted().await;
+    let fx = Fixtures::build();
+    let key = "ci/notes.txt";
+    let fresh = index_each(&stack, &proxy, &ctx, [(key, fx.path("notes.txt"))]).await;
+    let log = &fresh[key];
+    let marker = |l: &str| {
+        l.contains("index2.txt") || l.contains("_symdex/layout.json") || l.contains("max-keys=1")
+    };
+    let counted: Vec<&String> = log.iter().filter(|l| !marker(l)).collect();
+    println!("{key}: {} requests {:?}", counted.len(), breakdown(log));
+    let joins = counted.iter().filter(|l| is_join_record(l)).count();
+    assert_eq!(joins, 2, "{log:#?}");
+    assert!(counted.len() <= 4, "{log:#?}");
+    assert!(
+        !counted.iter().any(|l| kind(l) == "object write"),
+        "{log:#?}"
+    );
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let record = records.iter().find(|r| r["ingest_key"] == key).unwrap();
+    assert_eq!(record["action"], "skipped", "{record}");
+
+    let stack = Stack::new().await;
+    let proxy =
+        FaultProxy::start_with_latency(&stack.moto.endpoint, 0, 1, Default::default()).await;
+    let client = stack.moto.s3_via(&proxy.endpoint).await;
+    let off = [("SYMDEX_SOURCE_JOINS", "false")];
+    let ctx = Arc::new(Context::new(config(&off), client));
+    let fresh = index_each(&stack, &proxy, &ctx, [(key, fx.path("notes.txt"))]).await;
+    assert!(
+        !fresh[key].iter().any(|l| is_join_record(l)),
+        "{:#?}",
+        fresh[key]
+    );
+}
