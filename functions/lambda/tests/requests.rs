@@ -963,3 +963,38 @@ async fn a_file_no_format_claims_costs_its_join_record_and_publishes_nothing() {
         fresh[key]
     );
 }
+
+/// A source tarball indexed before its debug file (sourcemap.rs, "sources without flags"):
+/// each of its entries is noted, and the debug file naming them all has the tarball walked
+/// again once — about the reads of its first walk, not one walk per entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_debug_file_claiming_a_tarballs_entries_walks_it_again_once() {
+    let (stack, proxy, ctx) = counted().await;
+    let dir = debug_file_naming_headers(HEADERS);
+    run_in(dir.path(), &["sh", "-c", "tar -czf src.tar.gz many.c h*.h"]);
+    let inputs = [
+        ("ci/src.tar.gz", dir.path().join("src.tar.gz")),
+        ("ci/many.debug", dir.path().join("many.debug")),
+    ];
+    let fresh = index_each(&stack, &proxy, &ctx, inputs).await;
+    let tarball_reads = |log: &[String]| {
+        log.iter()
+            .filter(|l| kind(l) == "ingest read" && l.contains("/ci/src.tar.gz"))
+            .count()
+    };
+    let first_walk = tarball_reads(&fresh["ci/src.tar.gz"]);
+    let claimed = tarball_reads(&fresh["ci/many.debug"]);
+    println!("tarball reads: {first_walk} by its own walk, {claimed} by the debug file's claim");
+    assert!(first_walk >= 1);
+    assert!(
+        (1..=first_walk + 1).contains(&claimed),
+        "{claimed} reads of the tarball: {:#?}",
+        fresh["ci/many.debug"]
+    );
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let debug = records
+        .iter()
+        .find(|r| r["ingest_key"] == "ci/many.debug")
+        .unwrap();
+    assert_eq!(debug["sources"]["served"], HEADERS + 1, "{debug}");
+}

@@ -271,9 +271,7 @@ impl<'s> Indexer<'s> {
                     .await?;
                 continue;
             };
-            for noted in noted {
-                self.reindex_noted(noted).await?;
-            }
+            self.reindex_noted(noted).await?;
             for record in &mut indexed.records {
                 if let Some(report) = record.sources.as_mut() {
                     self.report_claimed(paths, report).await?;

@@ -131,40 +131,33 @@ impl<'s> Indexer<'s> {
         self.pend_source_map_change(upload, change);
     }
 
-    /// Indexes a noted file again through the front end, unless it was indexed (it finds the
-    /// want naming it now), and drops its note once it is: its upload then exists, and its
-    /// own removal and redeliveries take over. A note stays until then, so that a debug
-    /// file whose run died while the file was half indexed has it indexed again when retried
-    /// (the file's own message was answered long ago: nothing else would).
-    pub(super) async fn reindex_noted(&self, noted: &Unclaimed) -> io::Result<()> {
+    /// Indexes noted files again through the front end, unless they were indexed (they find
+    /// the wants naming them now), and drops each note once its upload is indexed: the upload
+    /// then exists, and its own removal and redeliveries take over. A note stays until then,
+    /// so that a debug file whose run died while a file was half indexed has it indexed again
+    /// when retried (the file's own message was answered long ago: nothing else would). The
+    /// entries of one archive are one re-read: the archive is walked again once, not once per
+    /// entry its debug file names.
+    pub(super) async fn reindex_noted(&self, noted: &[Unclaimed]) -> io::Result<()> {
         let Some(claim) = self.claim else {
             return Ok(());
         };
-        if !self.upload_indexed(&noted.upload).await? {
-            let waiter = UploadRecord {
-                upload: noted.upload.clone(),
-                source: noted.source.clone(),
-                meta: noted.meta.clone(),
-                ingest_version: noted.version.clone(),
-                ingest_etag: Some(noted.ingest_etag.clone()),
-                entry: noted.entry.clone(),
-                // Under a source root a loose file's path is where it sat in its tree, which
-                // a re-read from elsewhere would not find again.
-                source_path: (noted.root.is_some() && noted.entry.is_none())
-                    .then(|| noted.path.clone()),
-                ..UploadRecord::default()
-            };
-            claim.reindex(&waiter, &BTreeSet::new()).await?;
+        let mut reread = BTreeSet::new();
+        for noted in noted {
+            let input = (&noted.source, &noted.version, &noted.ingest_etag);
+            if !self.upload_indexed(&noted.upload).await? && reread.insert(input) {
+                claim.reindex(&waiter_of(noted), &BTreeSet::new()).await?;
+            }
             // Not a source after all (its content is not what the DWARF records), or gone.
             if !self.upload_indexed(&noted.upload).await? {
-                return Ok(());
+                continue;
             }
+            let scope = noted.meta.build.as_deref().unwrap_or("");
+            let file = sourcemap::record_file(scope, sourcemap::base_name(&noted.path));
+            self.refs
+                .update_source_map(&file, |r| r.claimed(&noted.upload))
+                .await?;
         }
-        let scope = noted.meta.build.as_deref().unwrap_or("");
-        let file = sourcemap::record_file(scope, sourcemap::base_name(&noted.path));
-        self.refs
-            .update_source_map(&file, |r| r.claimed(&noted.upload))
-            .await?;
         Ok(())
     }
 
@@ -193,6 +186,23 @@ impl<'s> Indexer<'s> {
             .retain(|u| !u.split_once(": ").is_some_and(|(p, _)| served.contains(p)));
         report.served += before - report.missing.len() - report.unserved.len();
         Ok(())
+    }
+}
+
+/// What a front end's re-read of a noted file takes (`HandOver::reindex`): where its bytes
+/// are, as an upload waiting for a key would be found.
+fn waiter_of(noted: &Unclaimed) -> UploadRecord {
+    UploadRecord {
+        upload: noted.upload.clone(),
+        source: noted.source.clone(),
+        meta: noted.meta.clone(),
+        ingest_version: noted.version.clone(),
+        ingest_etag: Some(noted.ingest_etag.clone()),
+        entry: noted.entry.clone(),
+        // Under a source root a loose file's path is where it sat in its tree, which a
+        // re-read from elsewhere would not find again.
+        source_path: (noted.root.is_some() && noted.entry.is_none()).then(|| noted.path.clone()),
+        ..UploadRecord::default()
     }
 }
 
