@@ -69,6 +69,22 @@ pub(crate) async fn identify_named(
     object: &symdex_shared::storage::s3::S3Object,
     identified: &Result<Vec<symdex_shared::Identity>, symdex_shared::formats::FormatError>,
 ) -> std::io::Result<Option<Vec<symdex_shared::Identity>>> {
+    if !matches!(
+        identified,
+        Err(symdex_shared::formats::FormatError::Unrecognized(_))
+    ) {
+        return Ok(None);
+    }
+    // Binary data is no source a debug file names: no join record asked for it (read from
+    // the blocks identification fetched).
+    match object
+        .identify(|reader| symdex_shared::formats::source::may_be_text(reader))
+        .await
+    {
+        Ok((true, _)) => {}
+        Ok((false, _)) | Err(symdex_shared::storage::StorageError::TooLarge(_)) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
     let Some(named) = indexer.named_by(upload, identified).await? else {
         return Ok(None);
     };

@@ -926,7 +926,7 @@ async fn a_debug_file_costs_keys_plus_four_without_source_joins() {
 
 /// A file no format claims (sourcemap.rs, "sources without flags"): its ingest read, one join
 /// record read and written (its note, for a debug file naming it later) and the manifest;
-/// nothing published. With source joins off, no join record is asked.
+/// nothing published. Binary data, or source joins off: no join record asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_no_format_claims_costs_its_join_record_and_publishes_nothing() {
     let (stack, proxy, ctx) = counted().await;
@@ -949,6 +949,12 @@ async fn a_file_no_format_claims_costs_its_join_record_and_publishes_nothing() {
     let records = checks::manifest_records(&stack, SERVING).await;
     let record = records.iter().find(|r| r["ingest_key"] == key).unwrap();
     assert_eq!(record["action"], "skipped", "{record}");
+    // Binary data (a NUL in its head) is no source text: no join record asked.
+    let blob = fx.path("blob.bin");
+    std::fs::write(&blob, (0u8..=255).cycle().take(5000).collect::<Vec<u8>>()).unwrap();
+    let fresh = index_each(&stack, &proxy, &ctx, [("ci/blob.bin", blob)]).await;
+    let log = &fresh["ci/blob.bin"];
+    assert!(!log.iter().any(|l| is_join_record(l)), "{log:#?}");
 
     let stack = Stack::new().await;
     let proxy =

@@ -9,6 +9,20 @@ use crate::reader::{read_vec, RangeReader};
 /// Sources are hashed in chunks of this size, so memory stays flat whatever their size.
 const CHUNK: u64 = 256 * 1024;
 
+/// Bytes read to tell text from binary ([`may_be_text`]).
+const TEXT_PROBE: u64 = 8 * 1024;
+
+/// Whether the file may be source text a debug file names: no NUL byte in its first 8 KiB
+/// (binaries, images, compressed data have them; UTF-8 and Latin-1 sources do not). A file
+/// no format claims is looked up as a debug file's source only then (sourcemap.rs), so that
+/// an archive of binary data costs no join-record requests. UTF-16 sources are given by
+/// their extension instead (`--source-ext`). A read error says no: identification reports
+/// it.
+pub fn may_be_text(reader: &dyn RangeReader) -> bool {
+    let len = reader.size().min(TEXT_PROBE) as usize;
+    read_vec(reader, 0, len).is_ok_and(|head| !head.contains(&0))
+}
+
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let mut hasher = crate::digest::Sha1::new();
     let mut md5 = crate::digest::Md5::default();
@@ -33,6 +47,18 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 mod tests {
     use super::*;
     use crate::reader::MemReader;
+
+    #[test]
+    fn text_has_no_nul_in_its_head() {
+        assert!(may_be_text(&MemReader(
+            b"int main(void) { return 0; }\n".to_vec()
+        )));
+        assert!(may_be_text(&MemReader(Vec::new())));
+        assert!(!may_be_text(&MemReader(b"\x1f\x8b\x08\x00\x00".to_vec())));
+        let mut late = vec![b'a'; 10_000];
+        late[9_000] = 0;
+        assert!(may_be_text(&MemReader(late)), "only the head is read");
+    }
 
     #[test]
     fn sha1_of_raw_bytes() {

@@ -27,8 +27,9 @@ impl<'s> Indexer<'s> {
         self
     }
 
-    /// For an upload `identified` as nothing known (and not asked to be a source): the wants
-    /// of its scope naming its path, where there are any. Its note is swapped into its join
+    /// For an upload `identified` as nothing known (and not asked to be a source), whose
+    /// bytes may be text (`formats::source::may_be_text`, the caller's to ask): the wants of
+    /// its scope naming its path, where there are any. Its note is swapped into its join
     /// record first, unless a want there names it already (`SourceMapRecord::note`). The
     /// caller identifies it as a source and indexes it so where [`NamedBy::admits`] it.
     pub async fn named_by(
@@ -80,6 +81,9 @@ impl<'s> Indexer<'s> {
         reader: &dyn RangeReader,
         identified: &Result<Vec<Identity>, FormatError>,
     ) -> io::Result<Option<Vec<Identity>>> {
+        if !crate::formats::source::may_be_text(reader) {
+            return Ok(None);
+        }
         let Some(named) = self.named_by(upload, identified).await? else {
             return Ok(None);
         };
