@@ -1004,3 +1004,42 @@ async fn a_debug_file_claiming_a_tarballs_entries_walks_it_again_once() {
         .unwrap();
     assert_eq!(debug["sources"]["served"], HEADERS + 1, "{debug}");
 }
+
+/// A source a debug file named, delivered again: answered from its upload record, as any
+/// upload indexed in full (a redelivery costs at most 3 requests), although its message does
+/// not say it is a source (no SYMDEX_SOURCE_EXTENSIONS).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_source_delivered_again_is_answered_from_its_record() {
+    let (stack, proxy, ctx) = counted().await;
+    let fx = Fixtures::build();
+    let inputs = [
+        ("ci/app.debug", fx.path("app.debug")),
+        ("ci/prog.c", fx.path("prog.c")),
+    ];
+    index_each(&stack, &proxy, &ctx, inputs).await;
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let source = records
+        .iter()
+        .find(|r| r["ingest_key"] == "ci/prog.c")
+        .unwrap();
+    assert_eq!(source["action"], "indexed", "a source: {source}");
+    stack.upload("ci/prog.c", &fx.path("prog.c")).await;
+    let messages = stack.receive(1).await;
+    proxy.faults.log.lock().unwrap().clear();
+    let event = redelivered(&sqs_event(&messages, &stack.queue_arn));
+    let response = handle_indexer(&ctx, event).await.unwrap();
+    assert_eq!(response["batchItemFailures"], serde_json::json!([]));
+    let again = std::mem::take(&mut *proxy.faults.log.lock().unwrap());
+    println!(
+        "a named source again: {} requests {:?}",
+        again.len(),
+        breakdown(&again)
+    );
+    assert!(again.len() <= 3, "{again:#?}");
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let last = records
+        .iter()
+        .rfind(|r| r["ingest_key"] == "ci/prog.c")
+        .unwrap();
+    assert_eq!(last["action"], "unchanged", "{last}");
+}

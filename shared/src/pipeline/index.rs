@@ -193,8 +193,14 @@ impl<'s> Indexer<'s> {
             return None;
         }
         let indexed_as = found.indexed_as.as_ref()?;
+        // Indexed as a source a debug file named (`unclaimed.rs`), delivered again unasked:
+        // its plan is a source's. A file once named stays a source upload until removed.
+        let plan = match found.as_source && !upload.options.as_source {
+            true => self.plan_digest(&upload.as_named_source()),
+            false => self.plan_digest(upload),
+        };
         let settled = found.state == UploadState::Indexed
-            && indexed_as.plan == self.plan_digest(upload)
+            && indexed_as.plan == plan
             && found
                 .planned
                 .iter()
