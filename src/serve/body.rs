@@ -113,21 +113,23 @@ impl http_body::Body for Body {
     }
 }
 
+/// The bytes of a body whose frames are all ready (a test's read of an answer).
+#[cfg(test)]
+pub fn drain(mut body: Body) -> io::Result<Vec<u8>> {
+    use http_body::Body as _;
+    let waker = std::task::Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    let mut all = Vec::new();
+    while let Poll::Ready(Some(frame)) = Pin::new(&mut body).poll_frame(&mut cx) {
+        all.extend_from_slice(frame?.data_ref().map(|b| &b[..]).unwrap_or_default());
+    }
+    Ok(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
-
-    fn drain(mut body: Body) -> io::Result<Vec<u8>> {
-        use http_body::Body as _;
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        let mut all = Vec::new();
-        while let Poll::Ready(Some(frame)) = Pin::new(&mut body).poll_frame(&mut cx) {
-            all.extend_from_slice(frame?.data_ref().map(|b| &b[..]).unwrap_or_default());
-        }
-        Ok(all)
-    }
 
     #[test]
     fn a_file_is_read_in_chunks_from_its_start() {

@@ -400,3 +400,148 @@ fn streamed(chunks: mpsc::Receiver<io::Result<Bytes>>, len: Option<u64>) -> Resp
     *response.body_mut() = Body::Channel { chunks, len };
     response
 }
+
+#[cfg(test)]
+mod tests {
+    //! The single flight driven through its interleaving: every request is polled until it
+    //! has taken its turn (the leader's download held at the upstream, the others waiting on
+    //! it), and only then is the upstream let answer. No sleeps: each step is a poll whose
+    //! outcome the code above decides.
+
+    use super::*;
+    use std::future::Future;
+    use std::io::BufRead;
+    use std::net::TcpListener;
+    use std::pin::Pin;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Poll;
+
+    const KEY: &str = "symbols/notes.txt/0123ABCD/notes.txt";
+    const TEXT: &[u8] = b"a text no format claims: served as it came\n";
+
+    /// An upstream that counts the requests it reads and answers each with `status` only
+    /// when `release` says so (dropping `release` closes what is held unanswered).
+    struct HeldUpstream {
+        url: String,
+        asked: Arc<AtomicUsize>,
+        release: std::sync::mpsc::Sender<()>,
+    }
+
+    fn held_upstream(status: &'static str) -> HeldUpstream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("address"));
+        let asked = Arc::new(AtomicUsize::new(0));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let counted = asked.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut request = io::BufReader::new(&stream);
+                let mut line = String::new();
+                while request.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                if released.recv().is_err() {
+                    return;
+                }
+                let body = if status.starts_with("200") { TEXT } else { b"" };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(body);
+            }
+        });
+        HeldUpstream {
+            url,
+            asked,
+            release,
+        }
+    }
+
+    fn upstreams_of(url: &str, cache: &std::path::Path) -> Arc<Upstreams> {
+        let settings = Settings {
+            upstreams: vec![format!("symbols/={url}").parse().expect("upstream")],
+            cache_dir: cache.to_path_buf(),
+            cache_max_bytes: 1 << 20,
+            timeout: Duration::from_secs(30),
+        };
+        Arc::new(Upstreams::new(settings).expect("upstreams"))
+    }
+
+    type Asking<'a> = Pin<Box<dyn Future<Output = Option<Response<Body>>> + 'a>>;
+
+    /// Eight requests for `KEY` that have each taken their turn while the upstream holds its
+    /// answer, then the upstream let answer once; their answers.
+    fn eight_requests_while_held(upstream: &HeldUpstream) -> Vec<Option<(StatusCode, Vec<u8>)>> {
+        let cache = tempfile::tempdir().expect("cache dir");
+        let upstreams = upstreams_of(&upstream.url, cache.path());
+        let memory = MemoryCache::new(1 << 20);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let mut asking: Vec<Asking<'_>> = (0..8)
+                .map(|_| Box::pin(upstreams.answer(&memory, KEY, false, None)) as Asking<'_>)
+                .collect();
+            // The first poll makes the first request the leader, its download held at the
+            // upstream; each other's first poll finds it in flight and waits.
+            std::future::poll_fn(|cx| {
+                for request in asking.iter_mut() {
+                    assert!(
+                        request.as_mut().poll(cx).is_pending(),
+                        "answered while held"
+                    );
+                }
+                Poll::Ready(())
+            })
+            .await;
+            assert_eq!(lock(&upstreams.inflight).len(), 1, "one download in flight");
+            upstream.release.send(()).expect("upstream listening");
+            let mut responses = Vec::new();
+            for request in asking {
+                responses.push(request.await);
+            }
+            // The waiters were answered once the download had ended: the leader's streamed
+            // body holds every chunk by now.
+            assert!(
+                lock(&upstreams.inflight).is_empty(),
+                "nothing left in flight"
+            );
+            let drain = super::super::body::drain;
+            responses
+                .into_iter()
+                .map(|r| r.map(|r| (r.status(), drain(r.into_body()).expect("body"))))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn requests_arriving_during_a_download_wait_for_it_and_are_answered_from_the_cache() {
+        let upstream = held_upstream("200 OK");
+        let answers = eight_requests_while_held(&upstream);
+        for answer in &answers {
+            assert_eq!(answer, &Some((StatusCode::OK, TEXT.to_vec())));
+        }
+        assert_eq!(
+            upstream.asked.load(Ordering::SeqCst),
+            1,
+            "one upstream request"
+        );
+    }
+
+    #[test]
+    fn requests_arriving_during_a_download_that_misses_get_the_miss_without_asking_again() {
+        let upstream = held_upstream("404 Not Found");
+        let answers = eight_requests_while_held(&upstream);
+        assert!(answers.iter().all(Option::is_none), "{answers:?}");
+        assert_eq!(
+            upstream.asked.load(Ordering::SeqCst),
+            1,
+            "the miss is remembered"
+        );
+    }
+}
