@@ -138,7 +138,7 @@ async fn index_object(
 
 /// [`index_object`], its first block read (with what the object is: size, ETag, metadata).
 /// Longer than most: the order of its requests (redelivery lookup, identification, markers,
-/// archive or plain index, bundle) is what `tests/requests.rs` counts.
+/// archive or plain index, bundle) is what `tests/requests/` counts.
 async fn index_first_block(
     ctx: Arc<Context>,
     event: ObjectEvent,
