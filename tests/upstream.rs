@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    build_split_elf, debuginfod_client, exchange, fetched_by, gdb_via_debuginfod, ok, symdex,
-    Server, Workdir,
+    build_split_elf, debuginfod_client, fetched_by, gdb_via_debuginfod, get, ok, symdex, url_path,
+    Server, StaticServer, Workdir,
 };
 
 fn free_port() -> u16 {
@@ -22,14 +22,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A GET on `addr` with `Connection: close`: (status, headers lowercased, body).
-fn get(addr: &str, path: &str) -> Option<(u16, String, Vec<u8>)> {
-    exchange(
-        addr,
-        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
-    )
 }
 
 /// A process stopped on drop.
@@ -72,38 +64,6 @@ fn debuginfod(w: &Workdir, dir: &Path, build_id: &str) -> (Running, String) {
         get(&addr, &key).is_some_and(|(status, _, _)| status == 200)
     });
     (running, addr)
-}
-
-/// `python3 -m http.server` over `dir`, its request log in `log`.
-fn static_server(dir: &Path, log: &Path) -> (Running, String) {
-    let port = free_port();
-    let child = Command::new("python3")
-        .args([
-            "-m",
-            "http.server",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-        ])
-        .arg("--directory")
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    let running = Running(child);
-    let addr = format!("127.0.0.1:{port}");
-    wait_for("python3 -m http.server", || get(&addr, "/").is_some());
-    (running, addr)
-}
-
-/// How many requests for paths containing `part` the static server logged.
-fn asked(log: &Path, part: &str) -> usize {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.contains("\"GET ") && l.contains(part))
-        .count()
 }
 
 fn serve_with_upstream(store: &Path, cache: &Path, upstreams: &[String], extra: &[&str]) -> Server {
@@ -198,7 +158,8 @@ fn symsrv_fetches_pass_a_prefix_through_and_the_stores_own_keys_never_go_upstrea
     let w = Workdir::new();
     let (root, keys) = symsrv_tree(&w);
     let log = w.path("upstream.log");
-    let (_upstream, addr) = static_server(&root, &log);
+    let upstream = StaticServer::start(&root, &log);
+    let addr = upstream.addr.clone();
     // The store has symbols of its own (an ELF pair) under every layout.
     build_split_elf(
         &w,
@@ -234,7 +195,7 @@ fn symsrv_fetches_pass_a_prefix_through_and_the_stores_own_keys_never_go_upstrea
             "{head}"
         );
     }
-    let upstream_asked = asked(&log, "/download/symbols/");
+    let upstream_asked = upstream.asked("/download/symbols/");
     assert_eq!(
         upstream_asked,
         keys.len(),
@@ -249,7 +210,7 @@ fn symsrv_fetches_pass_a_prefix_through_and_the_stores_own_keys_never_go_upstrea
         own.keys()
     );
     for (key, bytes) in &own {
-        let (status, head, body) = get(&server.addr, &format!("/{}", encoded(key))).unwrap();
+        let (status, head, body) = get(&server.addr, &format!("/{}", url_path(key))).unwrap();
         assert_eq!((status, &body), (200, bytes), "{key}");
         assert!(!head.contains("x-symdex-source"), "{head}");
     }
@@ -262,27 +223,8 @@ fn symsrv_fetches_pass_a_prefix_through_and_the_stores_own_keys_never_go_upstrea
     for _ in 0..3 {
         assert_eq!(get(&server.addr, missing).unwrap().0, 404);
     }
-    assert_eq!(asked(&log, "nothing.pdb"), 1, "misses are remembered");
-    assert_eq!(asked(&log, "/download/symbols/"), upstream_asked + 1);
-}
-
-/// A key as a URL path (keys hold characters a URL must encode).
-fn encoded(key: &str) -> String {
-    {
-        key.split('/')
-            .map(|p| {
-                p.bytes()
-                    .map(|b| match b {
-                        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                            (b as char).to_string()
-                        }
-                        _ => format!("%{b:02X}"),
-                    })
-                    .collect::<String>()
-            })
-            .collect::<Vec<_>>()
-            .join("/")
-    }
+    assert_eq!(upstream.asked("nothing.pdb"), 1, "misses are remembered");
+    assert_eq!(upstream.asked("/download/symbols/"), upstream_asked + 1);
 }
 
 #[test]
@@ -290,7 +232,8 @@ fn concurrent_requests_for_one_missing_key_make_one_upstream_request() {
     let w = Workdir::new();
     let (root, keys) = symsrv_tree(&w);
     let log = w.path("upstream.log");
-    let (_upstream, addr) = static_server(&root, &log);
+    let upstream = StaticServer::start(&root, &log);
+    let addr = upstream.addr.clone();
     let server = serve_with_upstream(
         &empty_store(&w),
         &w.path("cache"),
@@ -314,7 +257,11 @@ fn concurrent_requests_for_one_missing_key_make_one_upstream_request() {
     for (status, body) in bodies {
         assert_eq!((status, body == original), (200, true));
     }
-    assert_eq!(asked(&log, &key), 1, "eight requests, one upstream request");
+    assert_eq!(
+        upstream.asked(&key),
+        1,
+        "eight requests, one upstream request"
+    );
 }
 
 #[test]
@@ -333,7 +280,8 @@ fn an_upstream_answering_the_wrong_file_for_a_build_id_is_not_served_nor_cached(
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("debuginfo"), &wrong).unwrap();
     let log = w.path("upstream.log");
-    let (_upstream, addr) = static_server(&w.path("liar"), &log);
+    let upstream = StaticServer::start(&w.path("liar"), &log);
+    let addr = upstream.addr.clone();
     let cache = w.path("cache");
     let server = serve_with_upstream(&empty_store(&w), &cache, &[format!("http://{addr}")], &[]);
     let mut find = debuginfod_client("debuginfod-find", &w, &server);
@@ -354,7 +302,7 @@ fn an_upstream_answering_the_wrong_file_for_a_build_id_is_not_served_nor_cached(
         );
     }
     assert_eq!(
-        asked(&log, &path),
+        upstream.asked(&path),
         2,
         "asked again: a refused answer is not kept"
     );
@@ -422,7 +370,8 @@ fn an_unwritable_cache_passes_answers_through() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(w.path("tree/app.debug"), dir.join("debuginfo")).unwrap();
     let log = w.path("upstream.log");
-    let (_upstream, addr) = static_server(&w.path("upstream"), &log);
+    let upstream = StaticServer::start(&w.path("upstream"), &log);
+    let addr = upstream.addr.clone();
     let cache = w.path("cache");
     std::fs::create_dir_all(&cache).unwrap();
     let hash: String = sha2::Sha256::digest(key.as_bytes())
@@ -436,5 +385,5 @@ fn an_unwritable_cache_passes_answers_through() {
         let (status, _, body) = get(&server.addr, &format!("/{key}")).unwrap();
         assert_eq!((status, body == original), (200, true));
     }
-    assert_eq!(asked(&log, &key), 2, "nothing cached");
+    assert_eq!(upstream.asked(&key), 2, "nothing cached");
 }

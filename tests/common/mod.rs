@@ -244,6 +244,88 @@ pub fn exchange(addr: &str, request: &str) -> Option<(u16, String, Vec<u8>)> {
     Some((status, head, raw[split + 4..].to_vec()))
 }
 
+/// A GET of `path` on `addr` with `Connection: close` ([`exchange`]).
+pub fn get(addr: &str, path: &str) -> Option<(u16, String, Vec<u8>)> {
+    exchange(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+/// `python3 -m http.server` over a directory: a static file server that knows nothing of
+/// symdex, its request log in a file. Stopped on drop.
+pub struct StaticServer {
+    child: std::process::Child,
+    pub addr: String,
+    log: PathBuf,
+}
+
+impl StaticServer {
+    pub fn start(dir: &Path, log: &Path) -> StaticServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .arg("--directory")
+            .arg(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).expect("the server's log"))
+            .spawn()
+            .expect("python3 -m http.server");
+        let server = StaticServer {
+            child,
+            addr: format!("127.0.0.1:{port}"),
+            log: log.to_path_buf(),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while get(&server.addr, "/").is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "python3 -m http.server never came up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        server
+    }
+
+    /// How many GETs of paths containing `part` it logged.
+    pub fn asked(&self, part: &str) -> usize {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"GET ") && l.contains(part))
+            .count()
+    }
+}
+
+impl Drop for StaticServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A key as a URL path: every byte but unreserved characters and `/` percent-encoded (keys
+/// hold characters a URL must encode).
+pub fn url_path(key: &str) -> String {
+    key.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// gdb run by [`debuginfod_client`] with its debug files from the server alone, running `ex`
 /// on `program` in one batch.
 pub fn gdb_via_debuginfod(w: &Workdir, server: &Server, ex: &str, program: &str) -> Command {

@@ -7,7 +7,10 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use common::{build_pe_and_pdb, build_split_elf, ok, symdex, verify_clean, Server, Workdir};
+use common::{
+    build_pe_and_pdb, build_split_elf, get, ok, symdex, url_path, verify_clean, Server,
+    StaticServer, Workdir,
+};
 use serde_json::Value;
 
 mod handover;

@@ -193,7 +193,7 @@ fn each_artifact_is_stored_once_under_all_its_names() {
         assert!(layouts.contains(prefix), "no {prefix}/ key in {layouts:?}");
     }
     let serve = Server::start(&store);
-    let plain = StaticServer::start(&store);
+    let plain = StaticServer::start(&store, &w.path("static.log"));
     for (key, bytes) in &published {
         let path = format!("/{}", url_path(key));
         let (status, _, body) = serve.request("GET", &path, "");
@@ -203,7 +203,7 @@ fn each_artifact_is_stored_once_under_all_its_names() {
             "symdex serve {key}"
         );
         assert!(body == *bytes, "symdex serve {key}: other bytes");
-        let (status, body) = plain.get(&path);
+        let (status, _, body) = get(&plain.addr, &path).expect("an answer");
         assert_eq!(
             (status, body.len()),
             (200, bytes.len()),
@@ -226,76 +226,4 @@ fn each_artifact_is_stored_once_under_all_its_names() {
         std::fs::read(w.path("out/app.stripped")).unwrap()
     );
     verify_clean(&store);
-}
-
-/// `python3 -m http.server` over a directory: a static file server that knows nothing of
-/// symdex. Stopped on drop.
-struct StaticServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl StaticServer {
-    fn start(dir: &Path) -> StaticServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = std::process::Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                "--bind",
-                "127.0.0.1",
-                &port.to_string(),
-            ])
-            .arg("--directory")
-            .arg(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "http.server did not start"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        StaticServer { child, port }
-    }
-
-    /// GET `path`: (status, body).
-    fn get(&self, path: &str) -> (u16, Vec<u8>) {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).unwrap();
-        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-        let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-        (status, raw[split + 4..].to_vec())
-    }
-}
-
-impl Drop for StaticServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A key as a URL path: every byte but unreserved characters and `/` percent-encoded.
-fn url_path(key: &str) -> String {
-    key.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
