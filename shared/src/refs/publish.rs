@@ -369,7 +369,9 @@ impl<'s> RefStore<'s> {
         let mut read_before_listing = false;
         // Uploads this overwrite has marked as waiting for the key (`MarkWaiting`).
         let mut marked_waiting = BTreeSet::new();
-        let (plan, written) = loop {
+        // What decides is built anew on each pass: the loop's state (a HEAD asked, listings
+        // learned, uploads marked waiting) changes between swaps.
+        loop {
             let deciding = Deciding {
                 key,
                 publisher,
@@ -428,27 +430,13 @@ impl<'s> RefStore<'s> {
                 }
                 continue;
             }
-            break (plan, written);
-        };
-        // A check may still wait (to repair a missing object under a lease): it tells later.
-        if !matches!(plan, PublishPlan::Check { .. }) {
-            drop(turn.take());
+            // A check may still wait (to repair a missing object under a lease): it tells
+            // later.
+            if !matches!(plan, PublishPlan::Check { .. }) {
+                drop(turn.take());
+            }
+            break self.carry_out(&deciding, plan, written, seen, turn).await;
         }
-        let deciding = Deciding {
-            key,
-            publisher,
-            holder: &holder,
-            content,
-            different,
-            fresh,
-            creates,
-            guessing,
-            sharing: &sharing,
-            external: &external,
-            listed: &listed,
-            marked_waiting: &marked_waiting,
-        };
-        self.carry_out(&deciding, plan, written, seen, turn).await
     }
 
     /// Carries out what [`Self::decide`] planned for a key (`written`: the record as the swap
