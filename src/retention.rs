@@ -147,7 +147,7 @@ async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
         StoreArg::S3(url) => {
             if !args.dry_run {
                 anyhow::bail!(
-                    "{url}: a deployment's uploads are expired by its sweeper (it hands freed keys to the uploads waiting for them, from the ingest bucket); --dry-run shows what it will remove"
+                    "{url}: a deployment's uploads are expired by its sweeper (it hands freed keys to the uploads waiting for them, from the ingest bucket); --dry-run shows what it will remove. To expire now, run the sweeper: aws lambda invoke --cli-binary-format raw-in-base64-out --function-name <sweeper_function> --payload '{{}}' out.json"
                 );
             }
             let store = args.store.open().await?;

@@ -485,7 +485,10 @@ async fn the_cli_audits_and_promotes_a_deployment_as_it_does_a_directory() {
         "2126-01-01T00:00:00Z",
     ]);
     assert_eq!(code, Some(1), "a real expiry is the sweeper's: {err}");
-    assert!(err.contains("sweeper"), "{err}");
+    assert!(
+        err.contains("sweeper") && err.contains("aws lambda invoke"),
+        "says how to run the sweeper now: {err}"
+    );
 
     // promote: to release, in both; nothing would expire then.
     for store in [local, deployed.as_str()] {
