@@ -3,6 +3,8 @@
 //! conflict. Inputs are identified locally by `index`'s rules (`plan`), what the deployment
 //! already serves or an earlier push already sent is not sent again, the rest goes up
 //! `--jobs` at a time with the metadata the indexer reads, and `wait` follows the manifest.
+//! Sources no flag names (files no format claims that a debug file of the push names) are
+//! sent after the rest, and with `--wait` once the rest is decided.
 
 mod plan;
 mod report;
@@ -199,58 +201,78 @@ async fn push(
         metadata: send::metadata(args),
         present,
     });
-    let sent = send::send_all(target, planned, usize::from(args.jobs), !args.json).await;
-    let mut lines = sent.lines;
-    // Nothing to follow (all skipped, failed or served already): no manifest to read.
-    if args.wait && !sent.followed.is_empty() {
-        if let Some(serving) = &serving {
-            let live = match &args.server {
-                Some(url) => wait::Live::Server(url),
-                None => wait::Live::Bucket(serving),
-            };
-            let since_day = sent
-                .followed
-                .iter()
-                .map(|(_, f)| f.sent_at.get(..10).unwrap_or_default().to_string())
-                .min()
-                .unwrap_or_default();
-            let uploads: Vec<wait::Followed> =
-                sent.followed.iter().map(|(_, f)| f.clone()).collect();
-            let progress = report::progress(uploads.len() as u64, "waiting", !args.json);
-            let outcomes = wait::follow(
-                serving,
-                &live,
-                &args.manifest_prefix,
-                &since_day,
-                &uploads,
-                Duration::from_secs(args.timeout),
-                |_, _| progress.inc(1),
-            )
-            .await;
-            progress.finish_and_clear();
-            let outcomes = match outcomes {
-                Ok(outcomes) => outcomes,
-                Err(problem) => {
-                    eprintln!("symdex push: {problem}");
-                    return Ok(ExitCode::from(2));
-                }
-            };
-            for (i, (line_index, _)) in sent.followed.iter().enumerate() {
-                let Some(outcome) = outcomes.get(&i) else {
-                    continue;
-                };
-                let line = &mut lines[*line_index];
-                line.status = match (outcome.status, line.sent) {
-                    (Status::Published, false) => Status::AlreadyPublished,
-                    (status, _) => status,
-                };
-                line.keys.clone_from(&outcome.keys);
-                line.reason.clone_from(&outcome.reason);
-                line.held_by_products.clone_from(&outcome.held_by_products);
-                line.held_by.clone_from(&outcome.held_by);
+    // Files no format claims that a debug file of the push names go last, once the debug
+    // files are sent (and with --wait, decided): then each is indexed as a source on arrival,
+    // the debug file's wants there, instead of noted and claimed when the debug file comes (a
+    // note can be pushed out of a full join record by a source tree of thousands of files).
+    let (first, named_sources): (Vec<plan::Planned>, Vec<plan::Planned>) = planned
+        .into_iter()
+        .partition(|p| !matches!(p, plan::Planned::Send(s) if s.named_source));
+    let mut lines = Vec::new();
+    for wave in [first, named_sources] {
+        if wave.is_empty() {
+            continue;
+        }
+        let jobs = usize::from(args.jobs);
+        let sent = send::send_all(target.clone(), wave, jobs, !args.json).await;
+        let mut wave_lines = sent.lines;
+        // Nothing to follow (all skipped, failed or served already): no manifest to read.
+        if let (true, Some(serving), false) = (args.wait, &serving, sent.followed.is_empty()) {
+            if let Err(problem) = follow(args, serving, &sent.followed, &mut wave_lines).await {
+                eprintln!("symdex push: {problem}");
+                return Ok(ExitCode::from(2));
             }
         }
+        lines.extend(wave_lines);
     }
     report::print(&lines, args.json)?;
     Ok(report::exit_code(&lines))
+}
+
+/// Follows the uploads `followed` (line index, upload) until each has an outcome, and writes
+/// the outcomes into their `lines`.
+async fn follow(
+    args: &PushArgs,
+    serving: &S3Store,
+    followed: &[(usize, wait::Followed)],
+    lines: &mut [Line],
+) -> Result<(), String> {
+    let live = match &args.server {
+        Some(url) => wait::Live::Server(url),
+        None => wait::Live::Bucket(serving),
+    };
+    let since_day = followed
+        .iter()
+        .map(|(_, f)| f.sent_at.get(..10).unwrap_or_default().to_string())
+        .min()
+        .unwrap_or_default();
+    let uploads: Vec<wait::Followed> = followed.iter().map(|(_, f)| f.clone()).collect();
+    let progress = report::progress(uploads.len() as u64, "waiting", !args.json);
+    let outcomes = wait::follow(
+        serving,
+        &live,
+        &args.manifest_prefix,
+        &since_day,
+        &uploads,
+        Duration::from_secs(args.timeout),
+        |_, _| progress.inc(1),
+    )
+    .await;
+    progress.finish_and_clear();
+    let outcomes = outcomes?;
+    for (i, (line_index, _)) in followed.iter().enumerate() {
+        let Some(outcome) = outcomes.get(&i) else {
+            continue;
+        };
+        let line = &mut lines[*line_index];
+        line.status = match (outcome.status, line.sent) {
+            (Status::Published, false) => Status::AlreadyPublished,
+            (status, _) => status,
+        };
+        line.keys.clone_from(&outcome.keys);
+        line.reason.clone_from(&outcome.reason);
+        line.held_by_products.clone_from(&outcome.held_by_products);
+        line.held_by.clone_from(&outcome.held_by);
+    }
+    Ok(())
 }
