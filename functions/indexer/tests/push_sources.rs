@@ -28,29 +28,32 @@ fn debug_file_and_sources(fx: &Fixtures) -> (PathBuf, PathBuf) {
     (root, inputs)
 }
 
-/// push's arguments for `inputs`, build b1 of product app, `--wait` or not.
-fn push_args(inputs: &Path, wait: bool) -> Vec<String> {
-    let mut args: Vec<String> = [
+/// `symdex push` of `inputs` as build b1 of product app, `--wait` or not.
+async fn push_inputs(
+    stack: &Stack,
+    inputs: &Path,
+    wait: bool,
+) -> (std::process::Output, Vec<serde_json::Value>) {
+    let mut args = vec![
         inputs.to_str().unwrap(),
         "--build",
         "b1",
         "--product",
         "app",
-    ]
-    .map(String::from)
-    .to_vec();
+    ];
     if wait {
-        args.extend(["--wait", "--timeout", "120"].map(String::from));
+        args.extend(["--wait", "--timeout", "120"]);
     }
-    args
+    push(stack, &args).await
 }
 
-async fn push_with(
-    stack: &Stack,
-    args: &[String],
-) -> (std::process::Output, Vec<serde_json::Value>) {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    push(stack, &args).await
+/// Asserts that `source_key` serves `prog.c` under `root`, byte for byte.
+async fn assert_serves_prog_c(stack: &Stack, source_key: &str, root: &Path) {
+    let served: Vec<(String, Vec<u8>)> = stack.objects(SERVING, source_key).await;
+    assert_eq!(
+        served.first().map(|(_, bytes)| bytes.clone()),
+        Some(std::fs::read(root.join("prog.c")).unwrap())
+    );
 }
 
 /// The manifest's actions for the tarball's upload in the order they were recorded, as
@@ -88,7 +91,7 @@ async fn push_wait_sends_the_sources_once_their_debug_file_is_indexed() {
     let (root, inputs) = debug_file_and_sources(&fx);
     let (stop, indexer) = run_indexer(&stack);
 
-    let (out, lines) = push_with(&stack, &push_args(&inputs, true)).await;
+    let (out, lines) = push_inputs(&stack, &inputs, true).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{lines:?}\n{stderr}");
     for name in ["app.debug", "src.tar.gz"] {
@@ -113,11 +116,7 @@ async fn push_wait_sends_the_sources_once_their_debug_file_is_indexed() {
     let notes = status_of(&lines, "notes.txt");
     assert_eq!(notes["status"], "skipped", "{notes}");
     assert_eq!(notes["sent"], false, "{notes}");
-    let served: Vec<(String, Vec<u8>)> = stack.objects(SERVING, &source_key).await;
-    assert_eq!(
-        served.first().map(|(_, bytes)| bytes.clone()),
-        Some(std::fs::read(root.join("prog.c")).unwrap())
-    );
+    assert_serves_prog_c(&stack, &source_key, &root).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     indexer.await.unwrap();
 }
@@ -130,7 +129,7 @@ async fn sources_indexed_before_their_debug_file_are_claimed_and_a_rerun_reports
     // The deployment takes both notifications, the tarball's first.
     let (stop, indexer) = run_indexer_ordered(&stack, 2, Some("src.tar.gz"));
 
-    let (out, lines) = push_with(&stack, &push_args(&inputs, false)).await;
+    let (out, lines) = push_inputs(&stack, &inputs, false).await;
     assert_eq!(out.status.code(), Some(0), "{lines:?}");
     for name in ["app.debug", "src.tar.gz"] {
         assert_eq!(status_of(&lines, name)["status"], "uploaded", "{lines:?}");
@@ -157,18 +156,14 @@ async fn sources_indexed_before_their_debug_file_are_claimed_and_a_rerun_reports
     let source_key = format!("buildid/{}/source{}/prog.c", fx.build_id(), root.display());
 
     // Pushed again with --wait: nothing sent, both reported as the deployment has them.
-    let (out, lines) = push_with(&stack, &push_args(&inputs, true)).await;
+    let (out, lines) = push_inputs(&stack, &inputs, true).await;
     assert_eq!(out.status.code(), Some(0), "{lines:?}");
     for name in ["app.debug", "src.tar.gz"] {
         let line = status_of(&lines, name);
         assert_eq!(line["status"], "already-published", "{line}");
         assert_eq!(line["sent"], false, "{line}");
     }
-    let served: Vec<(String, Vec<u8>)> = stack.objects(SERVING, &source_key).await;
-    assert_eq!(
-        served.first().map(|(_, bytes)| bytes.clone()),
-        Some(std::fs::read(root.join("prog.c")).unwrap())
-    );
+    assert_serves_prog_c(&stack, &source_key, &root).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     indexer.await.unwrap();
 }
