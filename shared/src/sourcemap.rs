@@ -62,6 +62,12 @@ use crate::formats::dwarf::normalize;
 use crate::manifest::UploadMeta;
 use crate::storage::STATE_PREFIX;
 
+mod scope;
+mod secrets;
+
+pub use scope::Scope;
+pub use secrets::secret_shaped;
+
 /// A source file an upload offers.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Offer {
@@ -117,8 +123,8 @@ pub struct Unclaimed {
 }
 
 impl Unclaimed {
-    /// The offer it would make, its MD5 unknown (what a want's path is matched against).
-    fn as_offer(&self, md5: Option<String>) -> Offer {
+    /// The offer it would make, its content unknown (what a want's path is matched against).
+    fn as_offer(&self) -> Offer {
         Offer {
             path: self.path.clone(),
             root: self.root.clone(),
@@ -126,7 +132,7 @@ impl Unclaimed {
             key: String::new(),
             etag: String::new(),
             size: 0,
-            md5,
+            md5: None,
         }
     }
 }
@@ -181,29 +187,21 @@ impl SourceMapRecord {
         self.unclaimed.len() != before
     }
 
-    /// The wants whose paths `unclaimed` matches (its content aside: [`NamedBy::admits`]).
+    /// The wants whose paths may name `unclaimed` (its content aside: [`NamedBy::admits`]).
     pub fn naming(&self, unclaimed: &Unclaimed) -> Vec<Want> {
-        let offer = unclaimed.as_offer(None);
         self.wants
             .iter()
-            .filter(|w| base_name(&w.path) == base_name(&offer.path))
-            .filter(|w| matches!(best_offer(&w.path, None, [&offer]), Match::Found(_)))
+            .filter(|w| names_unflagged(&w.path, w.md5.as_deref(), &unclaimed.as_offer(), None))
             .cloned()
             .collect()
     }
 
-    /// The unclaimed files that may serve `wanted` (their content unknown until read).
-    pub fn unclaimed_for(&self, wanted: &str) -> Vec<&Unclaimed> {
-        let name = base_name(wanted);
+    /// The unclaimed files a want of `wanted` (recording `wanted_md5`) may name (their
+    /// content unknown until read).
+    pub fn unclaimed_for(&self, wanted: &str, wanted_md5: Option<&str>) -> Vec<&Unclaimed> {
         self.unclaimed
             .iter()
-            .filter(|u| base_name(&u.path) == name)
-            .filter(|u| {
-                matches!(
-                    best_offer(wanted, None, [&u.as_offer(None)]),
-                    Match::Found(_)
-                )
-            })
+            .filter(|u| names_unflagged(wanted, wanted_md5, &u.as_offer(), None))
             .collect()
     }
 }
@@ -217,16 +215,16 @@ pub struct NamedBy {
 }
 
 impl NamedBy {
-    /// Whether a want takes the file of MD5 `md5` (a source identity's) as its source: it
-    /// records no MD5, or this one.
+    /// Whether a want takes the file of MD5 `md5` (a source identity's) as its source, by
+    /// [`unflagged_may_serve`]'s rule.
     pub fn admits(&self, md5: Option<&str>) -> bool {
-        let offer = self.unclaimed.as_offer(md5.map(str::to_string));
-        self.wants.iter().any(|w| {
-            matches!(
-                best_offer(&w.path, w.md5.as_deref(), [&offer]),
-                Match::Found(_)
-            )
-        })
+        let Some(md5) = md5 else {
+            return false;
+        };
+        let offer = self.unclaimed.as_offer();
+        self.wants
+            .iter()
+            .any(|w| names_unflagged(&w.path, w.md5.as_deref(), &offer, Some(md5)))
     }
 }
 
@@ -257,16 +255,16 @@ pub fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// The join record of `base_name` in `scope` (a build, or "" for uploads that name none):
-/// one of 256 per scope, so a debug file naming thousands of headers touches at most 256.
-pub fn record_file(scope: &str, base_name: &str) -> String {
-    let bucket = crate::digest::sha1_hex(format!("{scope}\n{base_name}").as_bytes());
+/// The join record of `base_name` in `scope`: one of 256 per scope, so a debug file naming
+/// thousands of headers touches at most 256.
+pub fn record_file(scope: &Scope, base_name: &str) -> String {
+    let bucket = crate::digest::sha1_hex(format!("{}\n{base_name}", scope.id()).as_bytes());
     format!("{}{}.json", scope_prefix(scope), &bucket[..2])
 }
 
 /// Where the join records of `scope` are (every [`record_file`] of it starts so).
-pub fn scope_prefix(scope: &str) -> String {
-    let scope_hash = crate::digest::sha1_hex(scope.as_bytes());
+pub fn scope_prefix(scope: &Scope) -> String {
+    let scope_hash = crate::digest::sha1_hex(scope.id().as_bytes());
     format!("{STATE_PREFIX}/sourcemap/{}/", &scope_hash[..16])
 }
 
@@ -292,10 +290,24 @@ fn score(offer: &Offer, wanted: &str) -> usize {
         .count()
 }
 
-/// Whether a file offered under `path` (relative, no source root) matches the wanted path
-/// `wanted` by the suffix rule, its content aside: what a client deciding locally which files
-/// may be a debug file's sources asks (`symdex push`).
-pub fn path_may_serve(wanted: &str, path: &str) -> bool {
+/// Least path components a file no flag names shares with a want that records no MD5 (the
+/// base name and its directory at least): a debug file naming `/x/.env` or `/y/config.h`
+/// takes no unflagged file by its base name alone.
+pub const UNFLAGGED_SUFFIX: usize = 2;
+
+/// Whether a file no flag names, offered under `path` (relative, no source root), is the
+/// source of the wanted path `wanted` (whose DWARF records `wanted_md5`, if any): the want
+/// records its MD5 and the file has it, or the two share [`UNFLAGGED_SUFFIX`] trailing
+/// components at least. `md5`: the file's, `None` while its content is unknown (then only
+/// whether it may be, by its path). What the indexer decides and a client deciding locally
+/// which files to send asks (`symdex push`). A secret-shaped name ([`secret_shaped`]) is
+/// the caller's to refuse first.
+pub fn unflagged_may_serve(
+    wanted: &str,
+    wanted_md5: Option<&str>,
+    path: &str,
+    md5: Option<&str>,
+) -> bool {
     let offer = Offer {
         path: path.to_string(),
         root: None,
@@ -305,7 +317,27 @@ pub fn path_may_serve(wanted: &str, path: &str) -> bool {
         size: 0,
         md5: None,
     };
-    score(&offer, wanted) > 0
+    names_unflagged(wanted, wanted_md5, &offer, md5)
+}
+
+/// [`unflagged_may_serve`] for a file offered as `offer` (under a source root, its exact
+/// path only).
+fn names_unflagged(
+    wanted: &str,
+    wanted_md5: Option<&str>,
+    offer: &Offer,
+    md5: Option<&str>,
+) -> bool {
+    if base_name(wanted) != base_name(&offer.path) {
+        return false;
+    }
+    let shared = score(offer, wanted);
+    match (wanted_md5, md5) {
+        _ if shared == 0 => false,
+        (Some(wanted), Some(md5)) => wanted == md5,
+        (Some(_), None) => true,
+        (None, _) => shared >= UNFLAGGED_SUFFIX,
+    }
 }
 
 /// The offer serving `wanted` (whose file's MD5 is `md5`, where its DWARF records one): an
@@ -564,7 +596,10 @@ mod tests {
         record.want(&want);
         // The suffix rule, content aside: both share `hello.c` with the want; `src/hello.c`
         // is the longer match, but a note is matched on its own.
-        assert_eq!(record.unclaimed_for(&want.path), vec![&file]);
+        assert_eq!(
+            record.unclaimed_for(&want.path, want.md5.as_deref()),
+            vec![&file]
+        );
         assert_eq!(record.naming(&file), vec![want.clone()]);
         assert!(
             !record.note(&elsewhere),
@@ -596,22 +631,64 @@ mod tests {
     }
 
     #[test]
-    fn a_path_may_serve_a_want_sharing_its_base_name_at_least() {
-        assert!(path_may_serve(
+    fn an_unflagged_file_serves_a_want_by_its_md5_or_two_components() {
+        let may =
+            |wanted, wanted_md5, path, md5| unflagged_may_serve(wanted, wanted_md5, path, md5);
+        assert!(may(
             "/w/src/hello.c",
-            "out/src.tar.gz!/src/hello.c"
+            None,
+            "out/src.tar.gz!/src/hello.c",
+            None
         ));
-        assert!(path_may_serve("/w/src/hello.c", "hello.c"));
-        assert!(!path_may_serve("/w/src/hello.c", "src/hello.h"));
+        // The base name alone is no match without the want's MD5: `/x/.env` takes no `.env`.
+        assert!(!may("/w/src/hello.c", None, "hello.c", None));
+        assert!(!may("/x/.env", None, ".env", None));
+        assert!(!may("/y/secrets.env", None, "app/config/secrets.env", None));
+        assert!(!may("/w/src/hello.c", None, "src/hello.h", None));
+        // With the want's MD5 the content decides: unknown yet, then equal or not.
+        assert!(may("/w/src/hello.c", Some("m1"), "hello.c", None));
+        assert!(may("/w/src/hello.c", Some("m1"), "hello.c", Some("m1")));
+        assert!(!may(
+            "/w/src/hello.c",
+            Some("m1"),
+            "src/hello.c",
+            Some("m2")
+        ));
+        // Content without a want's MD5 takes the path rule.
+        assert!(!may("/w/src/hello.c", None, "hello.c", Some("m1")));
+        // A noted file under a source root: its exact path only.
+        let mut rooted = unclaimed("hello.c");
+        rooted.root = Some("/w/src".into());
+        let mut record = SourceMapRecord::default();
+        record.note(&rooted);
+        assert_eq!(record.unclaimed_for("/w/src/hello.c", None), vec![&rooted]);
+        assert!(record.unclaimed_for("/v/src/hello.c", None).is_empty());
     }
 
     #[test]
     fn record_files_spread_by_scope_and_name() {
-        let a = record_file("", "hello.c");
+        let scope = |product: Option<&str>, build: Option<&str>| {
+            Scope::of(&UploadMeta {
+                product: product.map(str::to_string),
+                build: build.map(str::to_string),
+                ..UploadMeta::default()
+            })
+        };
+        let a = record_file(&scope(None, None), "hello.c");
         assert!(a.starts_with("_symdex/sourcemap/") && a.ends_with(".json"));
-        assert_eq!(a, record_file("", "hello.c"));
+        assert_eq!(a, record_file(&scope(None, None), "hello.c"));
+        let dir = |file: String| file.rsplit_once('/').map(|x| x.0.to_string());
+        // Two products, one build string: two scopes.
         assert_ne!(
-            record_file("build-1", "hello.c")
+            dir(record_file(&scope(Some("a"), Some("1")), "hello.c")),
+            dir(record_file(&scope(Some("b"), Some("1")), "hello.c"))
+        );
+        assert_ne!(
+            dir(record_file(&scope(Some("a"), None), "hello.c")),
+            dir(a.clone())
+        );
+        assert_ne!(
+            record_file(&scope(None, Some("build-1")), "hello.c")
                 .rsplit_once('/')
                 .map(|x| x.0.to_string()),
             a.rsplit_once('/').map(|x| x.0.to_string())

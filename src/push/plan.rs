@@ -89,7 +89,7 @@ pub fn plan(
     let named = |offered: &String| {
         wanted
             .iter()
-            .any(|w| symdex_shared::sourcemap::path_may_serve(w, offered))
+            .any(|w| symdex_shared::sourcemap::unflagged_may_serve(w, None, offered, None))
     };
     let mut out = Vec::new();
     for file in &files {

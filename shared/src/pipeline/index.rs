@@ -410,7 +410,7 @@ impl<'s> Indexer<'s> {
                     _ => Action::Rejected,
                 };
                 let mut r = upload.record(action);
-                r.reason = Some(e.to_string());
+                r.reason = Some(unclaimed::skip_reason(upload, &e));
                 return Ok(Indexed::nothing_published(vec![r]));
             }
         };

@@ -207,11 +207,11 @@ impl Indexer<'_> {
             report.missing = paths.to_vec();
             return Ok((report, Vec::new()));
         }
-        let scope = upload.meta.build.as_deref().unwrap_or("");
+        let scope = sourcemap::Scope::of(&upload.meta);
         let mut by_file: BTreeMap<String, Vec<&String>> = BTreeMap::new();
         for path in paths {
             by_file
-                .entry(sourcemap::record_file(scope, sourcemap::base_name(path)))
+                .entry(sourcemap::record_file(&scope, sourcemap::base_name(path)))
                 .or_default()
                 .push(path);
         }
@@ -225,11 +225,11 @@ impl Indexer<'_> {
         // naming no build: their one scope's 256 records soon all exist, and the listing
         // would be a request more per debug file.
         let listed_scope = fresh
-            && !scope.is_empty()
+            && scope.names_build()
             && by_file.len() >= LIST_JOIN_RECORDS
             && !self.refs.defers_source_maps();
         let existing = if listed_scope {
-            let listed = self.store.list(&sourcemap::scope_prefix(scope)).await?;
+            let listed = self.store.list(&sourcemap::scope_prefix(&scope)).await?;
             Some(listed.into_iter().collect::<BTreeSet<String>>())
         } else {
             None
@@ -270,7 +270,7 @@ impl Indexer<'_> {
                 let served = self
                     .serve_path(&record.offers, path, md5, &key, &mut dead, None)
                     .await?;
-                let noted = self.noted_for(&record, path, &mut claims);
+                let noted = self.noted_for(&record, path, md5, &mut claims);
                 if noted && matches!(served, Served::Missing | Served::OtherContent(_)) {
                     claimed.push((path.clone(), key.clone()));
                 }
@@ -283,7 +283,7 @@ impl Indexer<'_> {
                         "{path}: {n} uploaded sources of different content match it{}",
                         // In the store-wide scope every build's version of a file meets the
                         // others: the usual cause, and its fix.
-                        if scope.is_empty() {
+                        if !scope.names_build() {
                             " (uploads naming no build share one scope: give each build its own, --build or x-amz-meta-build)"
                         } else {
                             ""
@@ -517,7 +517,7 @@ pub(super) fn offer_of(upload: &Upload<'_>) -> (String, String) {
         .or_else(|| upload.entry.as_ref().map(|e| e.path.clone()))
         .unwrap_or_else(|| upload.ingest_key.clone())
         .replace('\\', "/");
-    let scope = upload.meta.build.as_deref().unwrap_or("");
-    let file = sourcemap::record_file(scope, sourcemap::base_name(&path));
+    let scope = sourcemap::Scope::of(&upload.meta);
+    let file = sourcemap::record_file(&scope, sourcemap::base_name(&path));
     (path, file)
 }

@@ -45,6 +45,11 @@ impl<'s> Indexer<'s> {
             return Ok(None);
         }
         let (path, file) = offer_of(upload);
+        // Never a source without a flag, named or not (THREATS.md, invariant 2): not even
+        // noted, so no debug file claims it; its skipped record says why (`index.rs`).
+        if sourcemap::secret_shaped(&path).is_some() {
+            return Ok(None);
+        }
         let unclaimed = Unclaimed {
             path,
             root: upload.meta.source_root.clone(),
@@ -102,12 +107,13 @@ impl<'s> Indexer<'s> {
         &self,
         record: &sourcemap::SourceMapRecord,
         path: &str,
+        md5: Option<&str>,
         claims: &mut BTreeMap<String, Unclaimed>,
     ) -> bool {
         if self.claim.is_none() {
             return false;
         }
-        let noted = record.unclaimed_for(path);
+        let noted = record.unclaimed_for(path, md5);
         for noted in &noted {
             claims
                 .entry(noted.upload.clone())
@@ -156,8 +162,8 @@ impl<'s> Indexer<'s> {
             if !self.upload_indexed(&noted.upload).await? {
                 continue;
             }
-            let scope = noted.meta.build.as_deref().unwrap_or("");
-            let file = sourcemap::record_file(scope, sourcemap::base_name(&noted.path));
+            let scope = sourcemap::Scope::of(&noted.meta);
+            let file = sourcemap::record_file(&scope, sourcemap::base_name(&noted.path));
             self.refs
                 .update_source_map(&file, |r| r.claimed(&noted.upload))
                 .await?;
@@ -190,6 +196,20 @@ impl<'s> Indexer<'s> {
             .retain(|u| !u.split_once(": ").is_some_and(|(p, _)| served.contains(p)));
         report.served += before - report.missing.len() - report.unserved.len();
         Ok(())
+    }
+}
+
+/// The reason an upload identified as `error` is skipped or rejected: the error, and for a
+/// file no format claims whose name is secret-shaped, that it is never a source unless
+/// flagged (THREATS.md, invariant 2), so that a debug file naming it explains nothing away.
+pub(super) fn skip_reason(upload: &Upload<'_>, error: &FormatError) -> String {
+    let (path, _) = offer_of(upload);
+    match (error, sourcemap::secret_shaped(&path)) {
+        (FormatError::Unrecognized(_), Some(what)) if !upload.options.as_source => format!(
+            "{error}; its name is secret-shaped ({what}): never published as a source \
+             unless flagged as one (--source, --source-ext)"
+        ),
+        _ => error.to_string(),
     }
 }
 

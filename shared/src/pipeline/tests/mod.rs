@@ -56,9 +56,13 @@ fn the_scenarios_debug_file_lists_its_builds_join_records() {
     let artifacts = Artifacts::new();
     let scope = artifacts.debug_with_sources.build.unwrap_or_default();
     assert_eq!(Some(scope), artifacts.source.build);
+    let join_scope = sourcemap::Scope::of(&crate::manifest::UploadMeta {
+        build: Some(scope.to_string()),
+        ..Default::default()
+    });
     let files: BTreeSet<String> = crate::testing::scenarios::SOURCES_NAMED
         .iter()
-        .map(|path| sourcemap::record_file(scope, sourcemap::base_name(path)))
+        .map(|path| sourcemap::record_file(&join_scope, sourcemap::base_name(path)))
         .collect();
     assert!(
         !scope.is_empty() && files.len() >= sources::LIST_JOIN_RECORDS,
