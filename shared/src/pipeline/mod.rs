@@ -273,8 +273,10 @@ impl<'s> Indexer<'s> {
             };
             self.reindex_noted(noted).await?;
             for record in &mut indexed.records {
-                if let Some(report) = record.sources.as_mut() {
-                    self.report_claimed(paths, report).await?;
+                if self.report_claimed(noted, paths, record).await? {
+                    // Its upload record keeps no answer for a redelivery: the next runs in
+                    // full, and finds the key free or taken again.
+                    indexed.indexed_as = None;
                 }
             }
         }

@@ -191,11 +191,16 @@ impl<'s> Indexer<'s> {
             }
         }
         if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
-            let (mut report, held) = self.want_sources(upload, build_id, sources, fresh).await?;
+            let wanted = self.want_sources(upload, build_id, sources, fresh).await?;
+            let mut report = wanted.report;
             report.rejected.clone_from(&sources.rejected);
             record.source_paths.clone_from(&sources.paths);
             record.sources = Some(report);
-            others.extend(held);
+            others.extend(wanted.holders);
+            // Another product's source serves a path this debug file names (build ids are
+            // global: its debug file came first with this id): a conflict, its product named
+            // below (`flag_cross_product`; THREATS.md, tenancy), never a silent "served".
+            outcome.conflicts.extend(wanted.foreign);
         }
 
         record.action = Some(outcome.action());
@@ -223,7 +228,7 @@ impl<'s> Indexer<'s> {
         record.published = outcome.published;
         record.unchanged = outcome.unchanged;
         record.conflicts = outcome.conflicts;
-        self.flag_cross_product(upload, &mut record).await?;
+        self.flag_cross_product(&mut record).await?;
         Ok((record, referenced, others))
     }
 
@@ -232,19 +237,43 @@ impl<'s> Indexer<'s> {
     /// says so, loudly, and names that product for audits (`held_by_products`); the later
     /// upload's bytes are not published either way. Asked only for an upload that names its
     /// product and meets a conflict: a few reads of the holders' records, on a rare path.
-    async fn flag_cross_product(&self, upload: &Upload<'_>, record: &mut Record) -> io::Result<()> {
-        /// Conflicting keys looked at: an artifact's keys are all held by the same upload.
-        const LOOKED_AT: usize = 4;
-        let Some(product) = upload.meta.product.as_deref() else {
+    pub(super) async fn flag_cross_product(&self, record: &mut Record) -> io::Result<()> {
+        let Some(product) = record.meta.product.as_deref() else {
             return Ok(());
         };
-        if record.conflicts.is_empty() {
+        let names = self
+            .other_products(&record.upload, Some(product), &record.conflicts)
+            .await?;
+        if names.is_empty() {
             return Ok(());
         }
+        record.reason = Some(format!(
+            "cross-product conflict: keys already published by product {} hold other bytes; \
+             not published for {product} (ids are global: audit who uploaded them first)",
+            names.join(", ")
+        ));
+        record.held_by_products = names;
+        Ok(())
+    }
+
+    /// The products other than `product` whose uploads (but `upload`) hold `keys` (the
+    /// first few: an artifact's keys are all held by the same upload). Empty for an upload
+    /// naming no product: it is no tenant to be told apart from others.
+    pub(super) async fn other_products(
+        &self,
+        upload: &str,
+        product: Option<&str>,
+        keys: &[String],
+    ) -> io::Result<Vec<String>> {
+        /// Conflicting keys looked at.
+        const LOOKED_AT: usize = 4;
+        let Some(product) = product else {
+            return Ok(Vec::new());
+        };
         let mut holders = BTreeSet::new();
-        for key in record.conflicts.iter().take(LOOKED_AT) {
+        for key in keys.iter().take(LOOKED_AT) {
             if let Some(held) = self.refs.key(key).await? {
-                holders.extend(held.refs.into_iter().filter(|u| *u != upload.id));
+                holders.extend(held.refs.into_iter().filter(|u| *u != upload));
             }
         }
         let mut products = BTreeSet::new();
@@ -253,17 +282,7 @@ impl<'s> Indexer<'s> {
                 products.extend(other.meta.product.filter(|p| p != product));
             }
         }
-        if products.is_empty() {
-            return Ok(());
-        }
-        let names: Vec<String> = products.into_iter().collect();
-        record.reason = Some(format!(
-            "cross-product conflict: keys already published by product {} hold other bytes; \
-             not published for {product} (ids are global: audit who uploaded them first)",
-            names.join(", ")
-        ));
-        record.held_by_products = names;
-        Ok(())
+        Ok(products.into_iter().collect())
     }
 
     /// Whether sidecars of the same bytes are stored once, later ones linked to the first:

@@ -38,6 +38,16 @@ enum Served {
     Missing,
 }
 
+/// What asking for a debug file's sources came to ([`Indexer::want_sources`]).
+pub(super) struct Wanted {
+    /// For its manifest record.
+    pub(super) report: SourceReport,
+    /// The records of the source uploads that now hold `source/` keys for it.
+    pub(super) holders: Vec<Record>,
+    /// `source/` keys it names that another product's upload holds with other bytes.
+    pub(super) foreign: Vec<String>,
+}
+
 impl Indexer<'_> {
     /// Offers a source upload to the debug files of its scope (sourcemap.rs), and publishes it
     /// under the `source/` key of every path it is now the best match for. `holding`: a key
@@ -190,22 +200,28 @@ impl Indexer<'_> {
 
     /// Asks for the sources a debug file names: records each path in its join record, and
     /// publishes `source/` keys for those an uploaded source serves, on behalf of the source
-    /// uploads (refs/, invariant 5). Returns the report and the records of the holders.
+    /// uploads (refs/, invariant 5).
     pub(super) async fn want_sources(
         &self,
         upload: &Upload<'_>,
         build_id: &str,
         sources: &SourcePaths,
         fresh: bool,
-    ) -> io::Result<(SourceReport, Vec<Record>)> {
+    ) -> io::Result<Wanted> {
         let paths = &sources.paths;
         let mut report = SourceReport {
             referenced: paths.len(),
             ..SourceReport::default()
         };
+        let mut foreign = Vec::new();
         if !self.config.layouts.contains(&Layout::Debuginfod) || !self.config.source_joins {
             report.missing = paths.to_vec();
-            return Ok((report, Vec::new()));
+            let holders = Vec::new();
+            return Ok(Wanted {
+                report,
+                holders,
+                foreign,
+            });
         }
         let scope = sourcemap::Scope::of(&upload.meta);
         let mut by_file: BTreeMap<String, Vec<&String>> = BTreeMap::new();
@@ -289,9 +305,22 @@ impl Indexer<'_> {
                             ""
                         }
                     )),
-                    Served::Conflict => report
-                        .unserved
-                        .push(format!("{path}: {key} holds other content")),
+                    Served::Conflict => {
+                        let product = upload.meta.product.as_deref();
+                        let keys = [key.clone()];
+                        let products = self.other_products(&upload.id, product, &keys).await?;
+                        if products.is_empty() {
+                            report
+                                .unserved
+                                .push(format!("{path}: {key} holds other content"));
+                        } else {
+                            report.unserved.push(format!(
+                                "{path}: {key} holds another product's source ({})",
+                                products.join(", ")
+                            ));
+                            foreign.push(key.clone());
+                        }
+                    }
                     Served::By(holder, outcome) => {
                         report.served += 1;
                         if outcome == KeyOutcome::Published {
@@ -307,7 +336,12 @@ impl Indexer<'_> {
         }
         self.claim_noted(&upload.id, claims, claimed);
         let why = format!("sources named by {} (build id {build_id})", upload.id);
-        Ok((report, self.holder_records(held, &why).await?))
+        let holders = self.holder_records(held, &why).await?;
+        Ok(Wanted {
+            report,
+            holders,
+            foreign,
+        })
     }
 
     /// Serves a wanted `path` (its `key`) from the best of `offers`, on behalf of that offer's

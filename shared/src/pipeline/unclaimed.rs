@@ -176,17 +176,30 @@ impl<'s> Indexer<'s> {
         Ok(record.is_some_and(|r| r.state == UploadState::Indexed))
     }
 
-    /// Of the `paths` a debug file's `report` says no source serves, those served now (a
-    /// noted file indexed again published their keys) are moved to `served`.
+    /// Of the `paths` a debug file's `record` says no source serves, those served now by a
+    /// `noted` file indexed again (it holds their keys) are moved to `served`. A key held by
+    /// another product's upload instead is a conflict of the debug file, that product named
+    /// (THREATS.md, tenancy: never a silent "served"). `true` when it found one.
     pub(super) async fn report_claimed(
         &self,
+        noted: &[Unclaimed],
         paths: &[ClaimedPath],
-        report: &mut sourcemap::SourceReport,
-    ) -> io::Result<()> {
+        record: &mut Record,
+    ) -> io::Result<bool> {
+        let Some(report) = record.sources.as_mut() else {
+            return Ok(false);
+        };
+        let claimers: BTreeSet<&str> = noted.iter().map(|n| n.upload.as_str()).collect();
         let mut served = BTreeSet::new();
+        let mut taken = Vec::new();
         for (path, key) in paths {
-            if self.refs.is_live(key).await?.is_some() {
+            let Some(held) = self.refs.is_live(key).await? else {
+                continue;
+            };
+            if held.refs.iter().any(|u| claimers.contains(u.as_str())) {
                 served.insert(path.as_str());
+            } else {
+                taken.push((path.as_str(), key.clone()));
             }
         }
         let before = report.missing.len() + report.unserved.len();
@@ -195,7 +208,24 @@ impl<'s> Indexer<'s> {
             .unserved
             .retain(|u| !u.split_once(": ").is_some_and(|(p, _)| served.contains(p)));
         report.served += before - report.missing.len() - report.unserved.len();
-        Ok(())
+        let keys: Vec<String> = taken.iter().map(|(_, key)| key.clone()).collect();
+        let product = record.meta.product.as_deref();
+        let products = self.other_products(&record.upload, product, &keys).await?;
+        if products.is_empty() {
+            return Ok(false);
+        }
+        let taken_paths: BTreeSet<&str> = taken.iter().map(|(path, _)| *path).collect();
+        report.missing.retain(|p| !taken_paths.contains(p.as_str()));
+        for (path, key) in &taken {
+            report.unserved.push(format!(
+                "{path}: {key} holds another product's source ({})",
+                products.join(", ")
+            ));
+        }
+        record.conflicts.extend(keys);
+        record.action = Some(Action::Conflict);
+        self.flag_cross_product(record).await?;
+        Ok(true)
     }
 }
 

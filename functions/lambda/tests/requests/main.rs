@@ -63,12 +63,12 @@ fn debug_file_naming_headers(headers: usize) -> tempfile::TempDir {
 }
 
 /// Uploads and indexes each input in turn (each its own message): the requests each made.
-async fn index_each<const N: usize>(
+async fn index_each<'k, const N: usize>(
     stack: &Stack,
     proxy: &FaultProxy,
     ctx: &Arc<Context>,
-    inputs: [(&'static str, std::path::PathBuf); N],
-) -> BTreeMap<&'static str, Vec<String>> {
+    inputs: [(&'k str, std::path::PathBuf); N],
+) -> BTreeMap<&'k str, Vec<String>> {
     let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
     let mut fresh = BTreeMap::new();
     for (key, file) in inputs {

@@ -100,7 +100,11 @@ async fn a_file_no_format_claims_costs_its_join_record_and_publishes_nothing() {
 async fn a_debug_file_claiming_a_tarballs_entries_walks_it_again_once() {
     let (stack, proxy, ctx) = counted().await;
     let dir = debug_file_naming_headers(HEADERS);
-    run_in(dir.path(), &["sh", "-c", "tar -czf src.tar.gz many.c h*.h"]);
+    // Entries under the checkout's directory: two path components, as a file no flag names
+    // must share with a want (sourcemap.rs).
+    let tar =
+        "d=$(basename \"$PWD\") && cd .. && tar -czf \"$d/src.tar.gz\" \"$d/many.c\" \"$d\"/h*.h";
+    run_in(dir.path(), &["sh", "-c", tar]);
     let inputs = [
         ("ci/src.tar.gz", dir.path().join("src.tar.gz")),
         ("ci/many.debug", dir.path().join("many.debug")),
@@ -135,18 +139,22 @@ async fn a_debug_file_claiming_a_tarballs_entries_walks_it_again_once() {
 async fn a_named_source_delivered_again_is_answered_from_its_record() {
     let (stack, proxy, ctx) = counted().await;
     let fx = Fixtures::build();
+    // Under the checkout's directory: two path components, as a file no flag names must
+    // share with a want (sourcemap.rs).
+    let checkout = fx.dir.path().file_name().unwrap().to_string_lossy();
+    let source_key = format!("ci/{checkout}/prog.c");
     let inputs = [
         ("ci/app.debug", fx.path("app.debug")),
-        ("ci/prog.c", fx.path("prog.c")),
+        (source_key.as_str(), fx.path("prog.c")),
     ];
     index_each(&stack, &proxy, &ctx, inputs).await;
     let records = checks::manifest_records(&stack, SERVING).await;
     let source = records
         .iter()
-        .find(|r| r["ingest_key"] == "ci/prog.c")
+        .find(|r| r["ingest_key"] == source_key)
         .unwrap();
     assert_eq!(source["action"], "indexed", "a source: {source}");
-    stack.upload("ci/prog.c", &fx.path("prog.c")).await;
+    stack.upload(&source_key, &fx.path("prog.c")).await;
     let messages = stack.receive(1).await;
     proxy.faults.log.lock().unwrap().clear();
     let event = redelivered(&sqs_event(&messages, &stack.queue_arn));
@@ -162,7 +170,7 @@ async fn a_named_source_delivered_again_is_answered_from_its_record() {
     let records = checks::manifest_records(&stack, SERVING).await;
     let last = records
         .iter()
-        .rfind(|r| r["ingest_key"] == "ci/prog.c")
+        .rfind(|r| r["ingest_key"] == source_key)
         .unwrap();
     assert_eq!(last["action"], "unchanged", "{last}");
 }
