@@ -24,8 +24,12 @@
 //!   MD5s, what a path is served by no longer depends on the order uploads came in, nor on
 //!   a `build` scope: the next version of `main.c` serves the debug files built from it. A
 //!   path only other bytes match is not served, and the debug file's report says so.
-//! - Joins are scoped by the uploads' `build` metadata (no build: one store-wide scope), so a
-//!   `main.c` of one build never serves another build that said which one it is.
+//! - Joins are scoped by the uploads' product and `build` metadata ([`Scope`]; THREATS.md,
+//!   tenancy): a debug file of product A never meets an offer or a note of product B, whatever
+//!   build string or paths either chose, and a `main.c` of one build never serves another
+//!   build that said which one it is. Build ids are global, though: a `source/` key another
+//!   product's upload holds with other bytes is the debug file's conflict, naming that
+//!   product (`Indexer::want_sources`, `Indexer::report_claimed`).
 //! - The published key is held by the source upload (refs/, invariant 5: a key is held by
 //!   the uploads whose bytes it serves): removing the sources unpublishes it, removing the
 //!   debug file does not (its build's sources stay served until they are removed).
@@ -43,8 +47,9 @@
 //!   one meeting it must. Offers tying for a path are asked the same (a read of each one's
 //!   upload record, only where sources tie), so a dead one never keeps a path ambiguous.
 //! - **Sources without flags.** A file no format claims (not asked to be a source) is a
-//!   source when a debug file of its scope names it: its path matches a want by the suffix
-//!   rule, and its MD5 the want's where the DWARF records one ([`NamedBy`]). Whichever of
+//!   source when a debug file of its scope names it: the want records its MD5 and the file
+//!   has it, or their paths share [`UNFLAGGED_SUFFIX`] components ([`unflagged_may_serve`]); a
+//!   secret-shaped name ([`secret_shaped`]) never is, nor is it noted. Whichever of
 //!   the two comes first, the second sees the other in the same join record: the file swaps
 //!   in a note of itself ([`Unclaimed`]) unless a want there names it already (then it is
 //!   indexed as a source at once), and the debug file, after swapping in its wants, has the

@@ -237,7 +237,8 @@ pub(super) fn skip_reason(upload: &Upload<'_>, error: &FormatError) -> String {
     match (error, sourcemap::secret_shaped(&path)) {
         (FormatError::Unrecognized(_), Some(what)) if !upload.options.as_source => format!(
             "{error}; its name is secret-shaped ({what}): never published as a source \
-             unless flagged as one (--source, --source-ext)"
+             unless flagged as one (--source, --source-ext; the Lambda's \
+             SYMDEX_SOURCE_PREFIX, SYMDEX_SOURCE_EXTENSIONS)"
         ),
         _ => error.to_string(),
     }
