@@ -336,3 +336,32 @@ fn a_debug_file_whose_source_another_product_serves_is_a_conflict_naming_it() {
         common::verify_clean(&store);
     }
 }
+
+#[test]
+fn one_file_indexed_for_two_products_is_two_uploads() {
+    let w = Workdir::new();
+    let (debug, _, _) = build_b_program(&w);
+    let store = w.path("store");
+    let upload_of = |product: &str| {
+        let (out, records) = index_as(&store, product, Some("1"), &[os(&debug)]);
+        assert!(out.status.success(), "{out:?}");
+        let record = records.iter().find(|r| r["kind"] == "debug").unwrap();
+        (
+            record["upload"].as_str().unwrap().to_string(),
+            record["action"].clone(),
+        )
+    };
+    let (a, a_action) = upload_of("a");
+    let (b, b_action) = upload_of("b");
+    assert_eq!(a_action, "indexed");
+    // B's upload is its own (not answered from A's record): it references A's keys of the
+    // same bytes, and its id names its product.
+    assert_ne!(a, b);
+    assert!(
+        a.contains("product=a") && b.contains("product=b"),
+        "{a} {b}"
+    );
+    assert_eq!(b_action, "unchanged");
+    assert_eq!(upload_of("b"), (b, serde_json::json!("unchanged")));
+    common::verify_clean(&store);
+}

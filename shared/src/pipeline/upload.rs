@@ -490,11 +490,18 @@ impl Input {
     }
 }
 
-/// `file:<location>@<sha1>[#build=<build>]`.
+/// `file:<location>@<sha1>[#build=<build>]`, or with a product
+/// `file:<location>@<sha1>#product=<product>[&build=<build>]`: two products indexing the same
+/// file are two uploads (THREATS.md, tenancy: the second is not answered from the first's
+/// record, nor deleted with it). Ids without a product keep the form they had before.
 fn file_upload_id(location: &str, etag: &str, meta: &UploadMeta) -> String {
-    match &meta.build {
-        Some(build) => format!("file:{location}@{etag}#build={build}"),
-        None => format!("file:{location}@{etag}"),
+    match (&meta.product, &meta.build) {
+        (Some(product), Some(build)) => {
+            format!("file:{location}@{etag}#product={product}&build={build}")
+        }
+        (Some(product), None) => format!("file:{location}@{etag}#product={product}"),
+        (None, Some(build)) => format!("file:{location}@{etag}#build={build}"),
+        (None, None) => format!("file:{location}@{etag}"),
     }
 }
 
