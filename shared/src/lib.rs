@@ -29,6 +29,7 @@ pub mod sourcemap;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod upload_meta;
 
 /// The lib tests count what each thread allocates (`testing::allocations`).
 #[cfg(test)]

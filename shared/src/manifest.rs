@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::{Arch, Format, Kind};
 use crate::storage::Storage;
+use crate::upload_meta::UploadMeta;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -62,27 +63,6 @@ impl std::str::FromStr for Action {
     }
 }
 
-/// Upload metadata: which build published the artifact.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UploadMeta {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub build: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub product: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// Retention channel (`try`, `nightly`, `release`...): see retention.rs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub channel: Option<String>,
-    /// When the upload expires (RFC 3339, UTC); absent: never.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires: Option<String>,
-    /// The directory the build's sources were compiled in: a source upload then serves
-    /// exactly `<source_root>/<path>` (sourcemap.rs); absent: matched by path suffix.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source_root: Option<String>,
-}
-
 /// How an archive's own ending is recorded: an empty archive is `skipped`, a malformed one
 /// `rejected` (the archive layer, below the manifest, names the ending; this names the action).
 impl From<&crate::archive::Ending> for Action {
@@ -90,22 +70,6 @@ impl From<&crate::archive::Ending> for Action {
         match ending {
             crate::archive::Ending::Empty(_) => Action::Skipped,
             crate::archive::Ending::Malformed(_) => Action::Rejected,
-        }
-    }
-}
-
-#[cfg(test)]
-impl UploadMeta {
-    /// Metadata with every field set (records' round trips).
-    pub(crate) fn with_every_field() -> UploadMeta {
-        let s = |v: &str| Some(v.to_string());
-        UploadMeta {
-            build: s("b"),
-            product: s("p"),
-            version: s("1.0"),
-            channel: s("try"),
-            expires: s("2027-01-01T00:00:00Z"),
-            source_root: s("/src"),
         }
     }
 }

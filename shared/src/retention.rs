@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, SystemTime};
 
-use crate::manifest::UploadMeta;
+use crate::upload_meta::UploadMeta;
 
 /// The policy when none is configured.
 pub const DEFAULT_POLICY: &str = "try=28d,nightly=90d,release=forever";

@@ -64,8 +64,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::formats::dwarf::normalize;
-use crate::manifest::UploadMeta;
 use crate::storage::STATE_PREFIX;
+use crate::upload_meta::UploadMeta;
 
 mod scope;
 mod secrets;

@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use symdex_shared::archive;
 use symdex_shared::formats::{identify_with_details, FormatError};
 use symdex_shared::identity::Identity;
-use symdex_shared::manifest::{now_rfc3339, Action, Record, UploadMeta};
+use symdex_shared::manifest::{now_rfc3339, Action, Record};
 use symdex_shared::pipeline::{
     default_prefixes, route_of, ArchiveSite, Config, HandOver, Indexed, Indexer, Input, Lookup,
     StoredEntry, Summary, Upload,
@@ -22,6 +22,7 @@ use symdex_shared::refs::{DeferredWrites, FileStamp, RefStore, UnparsedUpload, U
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::storage::local::{file_sha1, read_file_up_to};
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
+use symdex_shared::upload_meta::UploadMeta;
 use symdex_shared::{IdentifyOptions, Layout};
 
 use crate::deployment::StoreArg;

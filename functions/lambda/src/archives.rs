@@ -14,11 +14,12 @@ use std::io;
 use std::sync::Arc;
 
 use symdex_shared::archive::{self, Container};
-use symdex_shared::manifest::{Action, UploadMeta};
+use symdex_shared::manifest::Action;
 use symdex_shared::pipeline::{
     self, ArchiveSite, HandOver, Indexed, Indexer, Input, StoredEntry, Upload,
 };
 use symdex_shared::storage::{CopySource, ObjectInfo, StorageError};
+use symdex_shared::upload_meta::UploadMeta;
 
 use crate::batch::{finalize, manifest_and_liveness, Ingest, Job};
 use crate::context::{identify_named, Context};

@@ -9,11 +9,12 @@ use std::sync::Arc;
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
 use symdex_shared::archive;
-use symdex_shared::manifest::{Action, Record, UploadMeta};
+use symdex_shared::manifest::{Action, Record};
 use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Input, Lookup, Upload};
 use symdex_shared::refs::{PriorRead, UploadRecord};
 use symdex_shared::storage::s3::FirstBlock;
 use symdex_shared::storage::{CopySource, SeenCurrent, StorageError};
+use symdex_shared::upload_meta::UploadMeta;
 use symdex_shared::{FormatError, IdentifyOptions};
 
 use crate::batch::{finalize, manifest_and_liveness, Ingest, Job};

@@ -12,7 +12,7 @@ use std::time::SystemTime;
 use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
 use crate::identity::{file_name_of, Identity, Kind, SectionRef};
 use crate::layouts::{self, symstore_index2, KeySet, Layout};
-use crate::manifest::{now_rfc3339, Action, Record, UploadMeta};
+use crate::manifest::{now_rfc3339, Action, Record};
 use crate::reader::RangeReader;
 use crate::refs::{
     busy, Content, DeferredWrites, IdRecord, InTurn, IndexedAs, KeyOutcome, KeyRecord, LeasePolicy,
@@ -22,6 +22,7 @@ use crate::refs::{
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::sourcemap::{self, Offer, Want};
 use crate::storage::{CopySource, Storage};
+use crate::upload_meta::UploadMeta;
 use futures_util::StreamExt;
 
 #[cfg(test)]

@@ -176,11 +176,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::manifest::UploadMeta;
 use crate::sourcemap::SourceMapRecord;
 use crate::storage::{
     CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StoreTraits, Versioned,
 };
+use crate::upload_meta::UploadMeta;
 
 mod decide;
 mod ids;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::manifest::UploadMeta;
+use crate::upload_meta::UploadMeta;
 
 /// Whose uploads meet in the source joins: those of one product and one build. A debug file
 /// of product A never sees an offer or a note of product B (the join records of two scopes
@@ -57,7 +57,7 @@ impl fmt::Display for Scope {
 #[cfg(test)]
 mod tests {
     use super::Scope;
-    use crate::manifest::UploadMeta;
+    use crate::upload_meta::UploadMeta;
 
     fn meta(product: Option<&str>, build: Option<&str>) -> UploadMeta {
         UploadMeta {

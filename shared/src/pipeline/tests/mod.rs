@@ -56,7 +56,7 @@ fn the_scenarios_debug_file_lists_its_builds_join_records() {
     let artifacts = Artifacts::new();
     let scope = artifacts.debug_with_sources.build.unwrap_or_default();
     assert_eq!(Some(scope), artifacts.source.build);
-    let join_scope = sourcemap::Scope::of(&crate::manifest::UploadMeta {
+    let join_scope = sourcemap::Scope::of(&crate::upload_meta::UploadMeta {
         build: Some(scope.to_string()),
         ..Default::default()
     });

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::audit::{audit, references};
 use crate::formats::identify_with_details;
-use crate::manifest::{Record, UploadMeta};
+use crate::manifest::Record;
 use crate::pipeline::{Config, HandOver, Indexer, Upload};
 use crate::reader::MemReader;
 use crate::refs::{LeasePolicy, UploadRecord, Wait};
@@ -21,6 +21,7 @@ use crate::testing::builders::{
     dwarf5_line_table_with_md5, info_stream, with_section,
 };
 use crate::testing::interleave::{Actor, Scheduled, Scheduler};
+use crate::upload_meta::UploadMeta;
 use crate::IdentifyOptions;
 
 mod artifacts;
