@@ -3,6 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { loadResponse } from './harness.mjs';
 
 const source = readFileSync(new URL('./response.js', import.meta.url), 'utf8');
 // The serving bucket's behaviours run the source as it is.
@@ -10,11 +11,7 @@ const handler = new Function(`${source}\nreturn handler;`)();
 
 // An upstream's behaviour runs it with its CONFIG line replaced, as cdn.tf does (the plan test
 // checks the module writes this line).
-function load(config) {
-    const body = source.replace(/^var CONFIG = .*;$/m, `var CONFIG = ${JSON.stringify(config)};`);
-    assert.notEqual(body, source, 'the CONFIG line is where Terraform expects it');
-    return new Function(`${body}\nreturn handler;`)();
-}
+const load = loadResponse;
 
 function event(uri, status, headers) {
     return {
