@@ -241,9 +241,9 @@ resource "aws_cloudfront_distribution" "symbols" {
   depends_on = [aws_s3_bucket_ownership_controls.logs]
 }
 
-# On the way out: alias objects (SYMDEX_ALIASES=redirect) become 301s to the key holding the
-# bytes, and X-Debuginfod-Size / X-Debuginfod-File (user metadata of every `buildid/` object)
-# get their debuginfod names.
+# On the way out, on the serving bucket's behaviours: alias objects (SYMDEX_ALIASES=redirect)
+# become 301s to the key holding the bytes (a path of this site only), and X-Debuginfod-Size /
+# X-Debuginfod-File (user metadata of every `buildid/` object) get their debuginfod names.
 resource "aws_cloudfront_function" "response" {
   count   = var.enable_cloudfront ? 1 : 0
   name    = "${var.name}-response"
