@@ -10,6 +10,7 @@ locals {
   # https://msdl.microsoft.com/download + /symbols/x/y/z.
   upstreams = [
     for i, u in var.upstreams : {
+      index     = i
       group_id  = "upstream-${i}"
       origin_id = "upstream-${i}-origin"
       prefix    = trim(u.path_prefix, "/")
@@ -20,11 +21,49 @@ locals {
         trimsuffix(try(regex("^https?://[^/]+(.*)$", u.url)[0], ""), "/"),
         trim(u.path_prefix, "/") == "" ? "" : "/${trim(u.path_prefix, "/")}"
       )
+      # Whether the serving bucket can answer on this upstream's behaviour (its path and a
+      # layout's key root overlap): then its aliases are honoured there (edge/response.js).
+      holds_own_keys = trim(u.path_prefix, "/") == "" || anytrue([
+        for root in local.layout_roots :
+        startswith("${trim(u.path_prefix, "/")}/", "${trim(root, "/")}/") || startswith("${trim(root, "/")}/", "${trim(u.path_prefix, "/")}/")
+      ])
     }
   ]
   # The default behaviour falls through when an upstream has the empty prefix.
   default_upstream   = [for u in local.upstreams : u if u.prefix == ""]
   prefixed_upstreams = [for u in local.upstreams : u if u.prefix != ""]
+
+  # An upstream's answer is kept at the edge for at most this long, whatever its Cache-Control
+  # says: a key the bucket misses now may be uploaded later, and until the cached answer
+  # expires the upload is shadowed by it (the managed CachingOptimized policy keeps answers up
+  # to a year).
+  upstream_cache_seconds   = var.upstream_cache_max_ttl_hours * 3600
+  upstream_cache_policy_id = var.upstream_cache_policy_id != null ? var.upstream_cache_policy_id : one(aws_cloudfront_cache_policy.upstream[*].id)
+}
+
+resource "aws_cloudfront_cache_policy" "upstream" {
+  count   = var.enable_cloudfront && length(var.upstreams) > 0 && var.upstream_cache_policy_id == null ? 1 : 0
+  name    = "${var.name}-upstream"
+  comment = "symdex: upstream answers kept at most ${var.upstream_cache_max_ttl_hours} h"
+  min_ttl = 0
+  # Without a Cache-Control of the upstream's: a day, as under CachingOptimized, or less.
+  default_ttl = min(86400, local.upstream_cache_seconds)
+  max_ttl     = local.upstream_cache_seconds
+  # As CachingOptimized, but not even Accept-Encoding: no viewer header, cookie or query
+  # string is in the cache key or reaches any origin (the behaviours do not compress).
+  parameters_in_cache_key_and_forwarded_to_origin {
+    enable_accept_encoding_brotli = false
+    enable_accept_encoding_gzip   = false
+    cookies_config {
+      cookie_behavior = "none"
+    }
+    headers_config {
+      header_behavior = "none"
+    }
+    query_strings_config {
+      query_string_behavior = "none"
+    }
+  }
 }
 
 resource "aws_cloudfront_origin_access_control" "serving" {
@@ -115,9 +154,11 @@ resource "aws_cloudfront_distribution" "symbols" {
     }
   }
 
-  # Each upstream's prefix: the same access function (before the cache, on hits too: an
-  # upstream's answers are as private as own symbols) and response function as own symbols,
-  # the same cache policy (no viewer header, cookie or query string reaches any origin).
+  # Each upstream's prefix: the same access function as own symbols (before the cache, on hits
+  # too: an upstream's answers are as private as own symbols); the upstream cache policy (at
+  # most upstream_cache_max_ttl_hours; no viewer header, cookie or query string reaches any
+  # origin); the upstream's own instance of the response function (redirects only where the
+  # bucket can answer, edge/response.js).
   dynamic "ordered_cache_behavior" {
     for_each = local.prefixed_upstreams
     content {
@@ -127,7 +168,7 @@ resource "aws_cloudfront_distribution" "symbols" {
       cached_methods         = ["GET", "HEAD"]
       viewer_protocol_policy = "redirect-to-https"
       compress               = false
-      cache_policy_id        = "658327ea-f89d-4fab-a63d-7e88639e58f6"
+      cache_policy_id        = local.upstream_cache_policy_id
       dynamic "function_association" {
         for_each = aws_cloudfront_function.access
         content {
@@ -137,7 +178,7 @@ resource "aws_cloudfront_distribution" "symbols" {
       }
       function_association {
         event_type   = "viewer-response"
-        function_arn = aws_cloudfront_function.response[0].arn
+        function_arn = aws_cloudfront_function.response_upstream[ordered_cache_behavior.value.index].arn
       }
     }
   }
@@ -148,8 +189,9 @@ resource "aws_cloudfront_distribution" "symbols" {
     cached_methods         = ["GET", "HEAD"]
     viewer_protocol_policy = "redirect-to-https"
     compress               = false
-    # Managed-CachingOptimized: symbols are immutable under their keys.
-    cache_policy_id = "658327ea-f89d-4fab-a63d-7e88639e58f6"
+    # Managed-CachingOptimized: symbols are immutable under their keys. In front of an
+    # upstream (the empty prefix), the upstream cache policy.
+    cache_policy_id = length(local.default_upstream) > 0 ? local.upstream_cache_policy_id : "658327ea-f89d-4fab-a63d-7e88639e58f6"
     # Access control (access.tf) runs before the cache, on hits too.
     dynamic "function_association" {
       for_each = aws_cloudfront_function.access
@@ -161,7 +203,7 @@ resource "aws_cloudfront_distribution" "symbols" {
     # Alias redirects and debuginfod's response headers (edge/response.js).
     function_association {
       event_type   = "viewer-response"
-      function_arn = aws_cloudfront_function.response[0].arn
+      function_arn = length(local.default_upstream) > 0 ? aws_cloudfront_function.response_upstream[local.default_upstream[0].index].arn : aws_cloudfront_function.response[0].arn
     }
   }
 
@@ -199,9 +241,9 @@ resource "aws_cloudfront_distribution" "symbols" {
   depends_on = [aws_s3_bucket_ownership_controls.logs]
 }
 
-# On the way out: alias objects (SYMDEX_ALIASES=redirect) become 301s to the key holding the
-# bytes, and X-Debuginfod-Size / X-Debuginfod-File (user metadata of every `buildid/` object)
-# get their debuginfod names.
+# On the way out, on the serving bucket's behaviours: alias objects (SYMDEX_ALIASES=redirect)
+# become 301s to the key holding the bytes (a path of this site only), and X-Debuginfod-Size /
+# X-Debuginfod-File (user metadata of every `buildid/` object) get their debuginfod names.
 resource "aws_cloudfront_function" "response" {
   count   = var.enable_cloudfront ? 1 : 0
   name    = "${var.name}-response"
@@ -209,4 +251,20 @@ resource "aws_cloudfront_function" "response" {
   comment = "symdex: alias redirects, debuginfod response headers"
   publish = var.publish_edge_function
   code    = file("${path.module}/edge/response.js")
+}
+
+# The same function for each upstream's behaviour, its CONFIG line replaced: redirects only
+# where the serving bucket can answer (edge/response.js says why), and viewers keep a 301 no
+# longer than the edge keeps an upstream's answer.
+resource "aws_cloudfront_function" "response_upstream" {
+  count   = var.enable_cloudfront ? length(local.upstreams) : 0
+  name    = "${var.name}-response-upstream-${count.index}"
+  runtime = "cloudfront-js-2.0"
+  comment = "symdex: the response function on upstream ${count.index}'s behaviour"
+  publish = var.publish_edge_function
+  code = replace(
+    file("${path.module}/edge/response.js"),
+    "/var CONFIG = .*;/",
+    "var CONFIG = ${jsonencode({ redirects = local.upstreams[count.index].holds_own_keys, maxAge = min(86400, local.upstream_cache_seconds) })};"
+  )
 }

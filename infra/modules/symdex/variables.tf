@@ -368,7 +368,7 @@ variable "minimum_protocol_version" {
 }
 
 variable "upstreams" {
-  description = "Other symbol servers CloudFront falls through to: a request under path_prefix that the serving bucket misses (403/404) is asked of url, whose path must end with the prefix (symbols/ -> https://msdl.microsoft.com/download/symbols/; buildid/ -> https://debuginfod.example.org/buildid/; \"\" for the default behaviour, the whole request path appended to url). One upstream per prefix. Upstream answers are cached at the edge, not copied into the bucket, and not identity-checked (symdex serve --upstream checks them); the edge's access control applies to them as to own symbols."
+  description = "Other symbol servers CloudFront falls through to: a request under path_prefix that the serving bucket misses (403/404) is asked of url, whose path must end with the prefix (symbols/ -> https://msdl.microsoft.com/download/symbols/; buildid/ -> https://debuginfod.example.org/buildid/; \"\" for the default behaviour, the whole request path appended to url). One upstream per prefix; https:// only, unless allow_plain_http_upstreams. Upstream answers are cached at the edge for at most upstream_cache_max_ttl_hours, not copied into the bucket, and not identity-checked (symdex serve --upstream checks them); the edge's access control applies to them as to own symbols, and a redirect in them is never followed off the deployment's site."
   type = list(object({
     path_prefix = string
     url         = string
@@ -407,5 +407,39 @@ variable "upstreams" {
   validation {
     condition     = length(var.upstreams) == 0 || var.enable_cloudfront
     error_message = "upstreams are CloudFront origin groups: they need enable_cloudfront = true."
+  }
+  # Plain HTTP between the edge and an upstream lets anyone on the path answer for it (and
+  # those answers are cached and served to readers as symbols): only by an explicit opt-in.
+  validation {
+    condition     = var.allow_plain_http_upstreams || alltrue([for u in var.upstreams : !startswith(u.url, "http://")])
+    error_message = "upstreams: ${join(", ", [for u in var.upstreams : "\"${u.path_prefix}\" -> ${u.url}" if startswith(u.url, "http://")])} would be fetched in plain HTTP (anyone on the path could answer for it); use https://, or set allow_plain_http_upstreams = true to accept that."
+  }
+}
+
+variable "allow_plain_http_upstreams" {
+  description = "Accept http:// urls in upstreams (edge-to-upstream in plain HTTP: anyone on the path can answer for the upstream, and the answer is cached and served). Off: such upstreams do not plan."
+  type        = bool
+  default     = false
+}
+
+variable "upstream_cache_max_ttl_hours" {
+  description = "Longest time (hours) CloudFront keeps an answer on an upstream's behaviour, whatever the upstream's Cache-Control says (also the default TTL when it says nothing, up to one day): how long an upstream's answer can shadow a later upload of the same key."
+  type        = number
+  default     = 24
+  validation {
+    condition     = var.upstream_cache_max_ttl_hours >= 1 && var.upstream_cache_max_ttl_hours <= 8760 && floor(var.upstream_cache_max_ttl_hours) == var.upstream_cache_max_ttl_hours
+    error_message = "upstream_cache_max_ttl_hours is a whole number of hours from 1 to 8760 (a year)."
+  }
+}
+
+variable "upstream_cache_policy_id" {
+  description = "A cache policy of your own for the upstreams' behaviours instead of the one the module makes from upstream_cache_max_ttl_hours (its max TTL is then yours to keep short). Also for test endpoints without the cache-policy API, such as moto_server."
+  type        = string
+  default     = null
+  validation {
+    # The managed policies that keep answers up to a year: what the module's own policy is
+    # there to prevent.
+    condition     = !contains(["658327ea-f89d-4fab-a63d-7e88639e58f6", "b2884449-e4de-46a7-ac36-70bc7f1ddd6d"], coalesce(var.upstream_cache_policy_id, "-"))
+    error_message = "upstream_cache_policy_id: the managed CachingOptimized policies cache for up to a year, so an upstream's answer could shadow a later upload that long; leave it null (upstream_cache_max_ttl_hours) or give a policy with a short max TTL."
   }
 }

@@ -2,7 +2,9 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::config::{init, plan_dir, prerequisites, root_config, terraform};
+use crate::config::{init, plan_dir, prerequisites, root_config, terraform, UPSTREAM_LINE};
+
+const CACHING_DISABLED: &str = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad";
 use crate::support::Moto;
 
 async fn receive_one(sqs: &aws_sdk_sqs::Client, queue: &str) -> Value {
@@ -45,11 +47,14 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         .status()
         .unwrap();
     assert!(zipped.success());
-    std::fs::write(
-        dir.path().join("main.tf"),
-        root_config(&module, &moto.endpoint),
-    )
-    .unwrap();
+    // moto_server has no cache-policy API: the upstream's behaviour gets a managed policy
+    // (CachingDisabled) instead of the module's own (whose plan the plan test checks).
+    let config = root_config(&module, &moto.endpoint).replace(
+        UPSTREAM_LINE,
+        &format!("{UPSTREAM_LINE}  upstream_cache_policy_id = \"{CACHING_DISABLED}\"\n"),
+    );
+    assert!(config.contains(CACHING_DISABLED), "root_config changed");
+    std::fs::write(dir.path().join("main.tf"), config).unwrap();
 
     let d = dir.path();
     init(d);
@@ -143,6 +148,37 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     let groups = distribution["origin_group"].as_array().unwrap();
     assert_eq!(groups.len(), 1, "{distribution}");
     assert_eq!(groups[0]["origin_id"], "upstream-0");
+    // Its behaviour runs the upstream's instance of the response function, the default
+    // behaviour (the bucket alone) the bucket's.
+    let viewer_response = |behaviour: &Value| -> String {
+        behaviour["function_association"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["event_type"] == "viewer-response")
+            .unwrap_or_else(|| panic!("no viewer-response function on {behaviour}"))["function_arn"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let symbols = distribution["ordered_cache_behavior"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["path_pattern"] == "symbols/*")
+        .unwrap();
+    let upstream_function = find("module.symdex.aws_cloudfront_function.response_upstream[0]");
+    let bucket_function = find("module.symdex.aws_cloudfront_function.response[0]");
+    assert_ne!(upstream_function["arn"], bucket_function["arn"]);
+    assert_eq!(
+        viewer_response(symbols),
+        upstream_function["arn"].as_str().unwrap()
+    );
+    assert_eq!(symbols["cache_policy_id"], CACHING_DISABLED);
+    assert_eq!(
+        viewer_response(&distribution["default_cache_behavior"][0]),
+        bucket_function["arn"].as_str().unwrap()
+    );
     // Keys folded to lowercase for the edge's case-insensitive lookups (the default).
     let indexer = find("module.symdex.aws_lambda_function.indexer");
     assert_eq!(

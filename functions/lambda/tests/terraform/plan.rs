@@ -259,8 +259,10 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
 /// `upstreams` become origin groups: the serving bucket first, the upstream (a custom origin
 /// whose path maps the prefix onto the url) when the bucket answers 403 or 404; each prefix's
 /// behaviour targets its group with the access function in front, after the private prefixes'
-/// behaviours; the empty prefix is the default behaviour's. Upstreams that cannot be mapped
-/// are refused at plan time, each naming its problem.
+/// behaviours; the empty prefix is the default behaviour's. Upstream behaviours keep answers
+/// at most `upstream_cache_max_ttl_hours`, and run the response function with redirects only
+/// where the bucket can answer. Upstreams that cannot be mapped, or are plain HTTP without
+/// `allow_plain_http_upstreams`, are refused at plan time, each naming its problem.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_plan() {
     if let Err(missing) = prerequisites() {
@@ -273,7 +275,7 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
     let config = root_config(&module, &moto.endpoint)
         .replace(
             UPSTREAM_LINE,
-            "  upstreams = var.upstreams\n  enable_cloudfront = var.enable_cloudfront\n",
+            "  upstreams = var.upstreams\n  enable_cloudfront = var.enable_cloudfront\n  allow_plain_http_upstreams = var.allow_plain_http\n  upstream_cache_max_ttl_hours = var.ttl_hours\n  upstream_cache_policy_id = var.policy_id\n",
         )
         .replace(
             "  require_auth             = true\n",
@@ -284,30 +286,50 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
             "",
         );
     assert!(config.contains("var.upstreams"), "root_config changed");
-    let variables = "variable \"upstreams\" {\n  type = list(object({ path_prefix = string, url = string }))\n}\nvariable \"enable_cloudfront\" { type = bool }\n\n";
+    let variables = "variable \"upstreams\" {\n  type = list(object({ path_prefix = string, url = string }))\n}\nvariable \"enable_cloudfront\" { type = bool }\nvariable \"allow_plain_http\" {\n  type    = bool\n  default = false\n}\nvariable \"ttl_hours\" {\n  type    = number\n  default = 24\n}\nvariable \"policy_id\" {\n  type    = string\n  default = null\n}\n\n";
     std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
     init(d);
-    let plan = |upstreams: &str, cloudfront: bool| {
-        terraform_output(
-            d,
-            &[
-                "plan",
-                "-input=false",
-                "-no-color",
-                "-refresh=false",
-                "-lock=false",
-                "-out=tfplan",
-                &format!("-var=upstreams={upstreams}"),
-                &format!("-var=enable_cloudfront={cloudfront}"),
-            ],
-        )
+    // `extra`: more -var=... arguments.
+    let plan = |upstreams: &str, cloudfront: bool, extra: &[&str]| {
+        let upstreams = format!("-var=upstreams={upstreams}");
+        let cloudfront = format!("-var=enable_cloudfront={cloudfront}");
+        let mut args = vec![
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-refresh=false",
+            "-lock=false",
+            "-out=tfplan",
+            &upstreams,
+            &cloudfront,
+        ];
+        args.extend_from_slice(extra);
+        terraform_output(d, &args)
     };
 
-    let out = plan(
-        r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/"},
+    let upstreams = r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/"},
             {path_prefix = "/debian/buildid", url = "http://debuginfod.internal:8002/debian/buildid"},
-            {path_prefix = "", url = "https://debuginfod.debian.net"}]"#,
+            {path_prefix = "", url = "https://debuginfod.debian.net"}]"#;
+    // Plain HTTP to an upstream: refused, naming the upstream and the opt-in.
+    let out = plan(upstreams, true, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!out.status.success(), "a plain-HTTP upstream planned");
+    assert!(
+        stderr.contains(
+            r#"upstreams: "/debian/buildid" -> http://debuginfod.internal:8002/debian/buildid would be fetched in plain HTTP"#
+        ) && stderr.contains("allow_plain_http_upstreams = true"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("msdl.microsoft.com"),
+        "only the plain-HTTP upstream is named: {stderr}"
+    );
+    // With the opt-in it plans, and so does the rest of this test.
+    let out = plan(
+        upstreams,
         true,
+        &["-var=allow_plain_http=true", "-var=ttl_hours=6"],
     );
     assert!(
         out.status.success(),
@@ -419,11 +441,85 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         "upstream-2"
     );
 
+    // The upstreams' cache policy: at most the hours asked for (6 here), whatever an upstream's
+    // Cache-Control says, and nothing of the viewer's in the key or forwarded.
+    let policy = change_of(
+        &shown,
+        "module.symdex.aws_cloudfront_cache_policy.upstream[0]",
+        "after",
+    );
+    assert_eq!(policy["max_ttl"], 6 * 3600, "{policy}");
+    assert_eq!(policy["default_ttl"], 6 * 3600, "{policy}");
+    assert_eq!(policy["min_ttl"], 0, "{policy}");
+    let parameters = &policy["parameters_in_cache_key_and_forwarded_to_origin"][0];
+    assert_eq!(
+        parameters["headers_config"][0]["header_behavior"], "none",
+        "{policy}"
+    );
+    assert_eq!(
+        parameters["cookies_config"][0]["cookie_behavior"], "none",
+        "{policy}"
+    );
+    assert_eq!(
+        parameters["query_strings_config"][0]["query_string_behavior"], "none",
+        "{policy}"
+    );
+    // Every upstream behaviour uses it (its id is known once created); the private prefixes
+    // keep the managed policy (they answer 404 from the bucket only).
+    let unknown = change_of(
+        &shown,
+        "module.symdex.aws_cloudfront_distribution.symbols[0]",
+        "after_unknown",
+    );
+    let managed = "658327ea-f89d-4fab-a63d-7e88639e58f6";
+    for (i, (pattern, _)) in ordered.iter().enumerate() {
+        let planned = &distribution["ordered_cache_behavior"][i]["cache_policy_id"];
+        let later = &unknown["ordered_cache_behavior"][i]["cache_policy_id"];
+        if pattern.starts_with('_') {
+            assert_eq!(planned, managed, "{pattern}");
+        } else {
+            assert_eq!(*later, true, "{pattern}: {planned}");
+        }
+    }
+    assert_eq!(
+        unknown["default_cache_behavior"][0]["cache_policy_id"], true,
+        "the default behaviour is upstream-2's"
+    );
+    // The response function on each upstream's behaviour: the tested source with its CONFIG
+    // line set. symbols/ and the default behaviour hold own keys (their aliases redirect);
+    // debian/buildid/ holds none (every answer there is the upstream's: no redirect).
+    let source = std::fs::read_to_string(module.join("edge/response.js")).unwrap();
+    let default_config = "var CONFIG = { redirects: true, maxAge: 86400 };";
+    assert!(
+        source.contains(default_config),
+        "response.js's CONFIG line moved"
+    );
+    for (i, redirects) in [(0, true), (1, false), (2, true)] {
+        let function = change_of(
+            &shown,
+            &format!("module.symdex.aws_cloudfront_function.response_upstream[{i}]"),
+            "after",
+        );
+        assert_eq!(
+            function["code"].as_str().unwrap(),
+            source.replace(
+                default_config,
+                &format!(r#"var CONFIG = {{"maxAge":21600,"redirects":{redirects}}};"#)
+            ),
+            "upstream-{i}"
+        );
+    }
+
     let refused = [
         (
             r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/"}]"#,
             true,
             "url's path must end with path_prefix",
+        ),
+        (
+            r#"[{path_prefix = "", url = "http://debuginfod.internal"}]"#,
+            true,
+            r#"upstreams: "" -> http://debuginfod.internal would be fetched in plain HTTP"#,
         ),
         (
             r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/"}, {path_prefix = "/symbols", url = "https://b.example/symbols"}]"#,
@@ -447,10 +543,55 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         ),
     ];
     for (upstreams, cloudfront, problem) in refused {
-        let out = plan(upstreams, cloudfront);
+        let out = plan(upstreams, cloudfront, &[]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(!out.status.success(), "{upstreams} planned");
         assert!(stderr.contains(problem), "{upstreams}: {stderr}");
     }
+
+    // A cache policy of the operator's own replaces the module's, but not a year-long managed
+    // one (what the module's policy is there to prevent).
+    let msdl =
+        r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/"}]"#;
+    let out = plan(
+        msdl,
+        true,
+        &["-var=policy_id=658327ea-f89d-4fab-a63d-7e88639e58f6"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        !out.status.success(),
+        "CachingOptimized planned for upstreams"
+    );
+    assert!(
+        stderr.contains("upstream_cache_policy_id: the managed CachingOptimized policies"),
+        "{stderr}"
+    );
+    let own = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad";
+    let out = plan(msdl, true, &[&format!("-var=policy_id={own}")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap();
+    assert!(shown["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["type"] != "aws_cloudfront_cache_policy"));
+    let distribution = change_of(
+        &shown,
+        "module.symdex.aws_cloudfront_distribution.symbols[0]",
+        "after",
+    );
+    let symbols = distribution["ordered_cache_behavior"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["path_pattern"] == "symbols/*")
+        .unwrap();
+    assert_eq!(symbols["cache_policy_id"], own);
 }

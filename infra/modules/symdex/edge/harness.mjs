@@ -7,6 +7,7 @@ import crypto from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 const source = readFileSync(new URL('./access.js', import.meta.url), 'utf8');
+const responseSource = readFileSync(new URL('./response.js', import.meta.url), 'utf8');
 
 export function load(config, secrets = []) {
     const kvs = new Map(secrets.map((s) => [
@@ -37,4 +38,12 @@ export function event(uri, ip, headers = {}) {
         viewer: { ip },
         request: { method: 'GET', uri, querystring: {}, headers, cookies: {} },
     };
+}
+
+// The viewer-response function as the module deploys it on an upstream's behaviour: its
+// CONFIG line replaced as cdn.tf replaces it (the bucket's behaviours run the source as it is).
+export function loadResponse(config) {
+    const body = responseSource.replace(/^var CONFIG = .*;$/m, `var CONFIG = ${JSON.stringify(config)};`);
+    assert.notEqual(body, responseSource, 'the CONFIG line is where Terraform expects it');
+    return new Function(`${body}\nreturn handler;`)();
 }

@@ -7,28 +7,46 @@
 // and keeps a cached upstream answer as private as the first fetch of it.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { event, load } from './harness.mjs';
+import { event, load, loadResponse } from './harness.mjs';
 
 // One edge location: the viewer-request function (on cache hits too), the cache (keyed by the
 // URI the function hands on: the managed CachingOptimized policy keys on nothing else), then
 // the origin group. Viewer headers are handed to the origins as the function left them, which
 // is more than CloudFront forwards under that policy (none): what the upstream cannot see
-// here, it cannot see behind CloudFront either.
-function edge(handler, { bucket, upstreamPath, upstream }) {
+// here, it cannot see behind CloudFront either. With `respond`, the behaviour's
+// viewer-response function runs on every answer, cached ones too, and is told nothing of which
+// origin answered (as in CloudFront).
+function edge(handler, { bucket, upstreamPath, upstream, respond }) {
     const cache = new Map();
     const asked = { bucket: [], upstream: [] };
+    function answered(uri, answer, from) {
+        if (!respond) return { ...answer, from };
+        const response = respond({
+            version: '1.0',
+            context: { eventType: 'viewer-response' },
+            viewer: { ip: '203.0.113.9' },
+            request: { method: 'GET', uri, querystring: {}, headers: {}, cookies: {} },
+            response: {
+                statusCode: answer.status,
+                statusDescription: '',
+                headers: structuredClone(answer.headers || {}),
+                cookies: {},
+            },
+        });
+        return { ...answer, status: response.statusCode, headers: response.headers, from };
+    }
     async function request(uri, ip, headers = {}) {
-        const out = await handler(event(uri, ip, { ...headers }));
-        if (out.statusCode) return { status: out.statusCode, headers: out.headers, from: 'edge' };
-        if (cache.has(out.uri)) return { ...cache.get(out.uri), from: 'cache' };
-        asked.bucket.push({ uri: out.uri, headers: { ...out.headers } });
-        let answer = bucket(out.uri);
+        const forwarded = await handler(event(uri, ip, { ...headers }));
+        if (forwarded.statusCode) return { status: forwarded.statusCode, headers: forwarded.headers, from: 'edge' };
+        if (cache.has(forwarded.uri)) return answered(forwarded.uri, cache.get(forwarded.uri), 'cache');
+        asked.bucket.push({ uri: forwarded.uri, headers: { ...forwarded.headers } });
+        let answer = bucket(forwarded.uri);
         if (answer.status === 403 || answer.status === 404) {
-            asked.upstream.push({ path: upstreamPath + out.uri, headers: { ...out.headers } });
-            answer = upstream(upstreamPath + out.uri);
+            asked.upstream.push({ path: upstreamPath + forwarded.uri, headers: { ...forwarded.headers } });
+            answer = upstream(upstreamPath + forwarded.uri);
         }
-        if (answer.status === 200) cache.set(out.uri, answer);
-        return { ...answer, from: 'origin' };
+        if (answer.status === 200) cache.set(forwarded.uri, answer);
+        return answered(forwarded.uri, answer, 'origin');
     }
     return { request, asked };
 }
@@ -92,4 +110,52 @@ test('a public deployment is a public proxy of its upstreams, as of its own symb
     // Without credential checks the header is not the function's to remove; CloudFront's
     // cache policy forwards no viewer header to any origin.
     assert.equal(cdn.asked.upstream.length, 1);
+});
+
+// A hostile (or intercepted) upstream answers with S3's alias header pointing off the site.
+// The function on an upstream's behaviour cannot know which origin answered: only the target
+// decides, and only a path of this site is followed.
+test('an upstream cannot send readers off the site through an alias header', async () => {
+    const access = load({ allowCidrs: [], auth: false, foldPrefixes: ['/symbols/'], kvsId: '' });
+    const ALIAS = '/symbols/app.pdb/0123456789abcdef0123456789abcdef1/app.pdb';
+    const TARGET = '/index2/ap/app.pdb/0123456789abcdef0123456789abcdef1/app.pdb';
+    const withAlias = (uri) =>
+        uri === ALIAS
+            ? { status: 200, body: '', headers: { 'x-amz-website-redirect-location': { value: TARGET } } }
+            : { status: 403 };
+    const hostile = (location) => () => ({
+        status: 200,
+        body: '',
+        headers: { 'x-amz-website-redirect-location': { value: location } },
+    });
+
+    // symbols/ in front of msdl holds own keys: own aliases redirect, the upstream's do not.
+    for (const location of ['//evil.example/a.pdb', '/\\evil.example']) {
+        const cdn = edge(access, {
+            bucket: withAlias,
+            upstreamPath: '/download',
+            upstream: hostile(location),
+            respond: loadResponse({ redirects: true, maxAge: 86400 }),
+        });
+        for (const from of ['origin', 'cache']) {
+            const answer = await cdn.request(SYSTEM, '198.51.100.7');
+            assert.deepEqual([answer.status, answer.from], [502, from], location);
+            assert.equal(answer.headers.location, undefined, location);
+        }
+        assert.equal(cdn.asked.upstream.length, 1);
+        const own = await cdn.request(ALIAS, '198.51.100.7');
+        assert.deepEqual([own.status, own.headers.location.value], [301, TARGET]);
+    }
+
+    // A prefix that holds no own keys: every answer is the upstream's, no redirect is followed,
+    // not even to a path of this site.
+    const cdn = edge(access, {
+        bucket: () => ({ status: 404 }),
+        upstreamPath: '',
+        upstream: hostile(ALIAS),
+        respond: loadResponse({ redirects: false, maxAge: 86400 }),
+    });
+    const answer = await cdn.request('/debian/buildid/ab12/debuginfo', '198.51.100.7');
+    assert.equal(answer.status, 502);
+    assert.equal(answer.headers.location, undefined);
 });
