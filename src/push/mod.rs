@@ -6,10 +6,12 @@
 //! Sources no flag names (files no format claims that a debug file of the push names) are
 //! sent after the rest, and with `--wait` once the rest is decided.
 
+mod named;
 mod plan;
 mod report;
 mod send;
 mod wait;
+mod wanted;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -117,6 +119,10 @@ pub struct Line {
     pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ingest_key: Option<String>,
+    /// Sent as the source of these paths debug files of the push name (a file no format
+    /// claims and no flag names, or an archive holding such files).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_for: Vec<String>,
     /// Whether this run sent it (false: skipped, or found in the ingest bucket already).
     pub sent: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -207,7 +213,7 @@ async fn push(
     // note can be pushed out of a full join record by a source tree of thousands of files).
     let (first, named_sources): (Vec<plan::Planned>, Vec<plan::Planned>) = planned
         .into_iter()
-        .partition(|p| !matches!(p, plan::Planned::Send(s) if s.named_source));
+        .partition(|p| !matches!(p, plan::Planned::Send(s) if s.named_source()));
     let mut lines = Vec::new();
     for wave in [first, named_sources] {
         if wave.is_empty() {

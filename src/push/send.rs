@@ -90,6 +90,7 @@ pub async fn send_all(
             path,
             status,
             ingest_key: None,
+            source_for: Vec::new(),
             sent: false,
             keys: Vec::new(),
             reason,
@@ -106,6 +107,7 @@ pub async fn send_all(
             Planned::Send(s) => {
                 let mut l = line(s.shown.clone(), Status::Uploaded, None);
                 l.ingest_key = Some(s.ingest_key.clone());
+                l.source_for.clone_from(&s.named_for);
                 sendables.push((lines.len(), s));
                 lines.push(l);
             }
@@ -202,7 +204,7 @@ fn followed(
         etag,
         version,
         sent_at,
-        named_source: s.named_source,
+        named_source: s.named_source(),
     }
 }
 
