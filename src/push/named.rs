@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use md5::Digest as _;
+use symdex_shared::digest::Md5;
 use symdex_shared::sourcemap::{base_name, secret_shaped, unflagged_may_serve};
 
 use super::wanted::Wanted;
@@ -91,7 +91,7 @@ pub fn secret_reason(offered: &str) -> Option<String> {
 /// The MD5 of the file at `path`, lowercase hex (what DWARF 5 records of a source).
 fn md5_hex(path: &Path) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
-    let mut md5 = md5::Md5::new();
+    let mut md5 = Md5::default();
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = file.read(&mut buf)?;
@@ -100,7 +100,7 @@ fn md5_hex(path: &Path) -> std::io::Result<String> {
         }
         md5.update(&buf[..n]);
     }
-    Ok(md5.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(md5.hex())
 }
 
 #[cfg(test)]
