@@ -72,7 +72,8 @@ pub struct PushArgs {
     #[arg(long, default_value_t = 120, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout: u64,
-    /// JSON Lines: one object per input (`path`, `status`, keys, reason), then a summary.
+    /// JSON Lines: one object per input (`path`, `status`, keys, reason, `source_for`: the
+    /// paths a debug file names that it was sent as the source of), then a summary.
     #[arg(long)]
     pub json: bool,
     /// Uploads at once.
