@@ -276,20 +276,22 @@ fn ingest_key_of(arg: &Path, path: &Path, key_prefix: &str, build: &str) -> Resu
 
 /// A path as push prints it: as it is where it is UTF-8, any other byte written `\xNN`, so
 /// that two names differing only in such bytes are told apart.
+#[cfg(unix)]
 pub fn shown_path(path: &Path) -> String {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let mut shown = String::new();
-        for chunk in path.as_os_str().as_bytes().utf8_chunks() {
-            shown.push_str(chunk.valid());
-            for byte in chunk.invalid() {
-                shown.push_str(&format!("\\x{byte:02x}"));
-            }
+    use std::os::unix::ffi::OsStrExt;
+    let mut shown = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        shown.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            shown.push_str(&format!("\\x{byte:02x}"));
         }
-        shown
     }
-    #[cfg(not(unix))]
+    shown
+}
+
+/// A path as push prints it (names there are UTF-16: what is not valid shows as U+FFFD).
+#[cfg(not(unix))]
+pub fn shown_path(path: &Path) -> String {
     path.display().to_string()
 }
 
@@ -602,6 +604,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     #[test]
     fn two_names_that_are_not_utf8_are_skipped_each_shown_apart() {
         use std::os::unix::ffi::OsStrExt;
