@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use symdex_shared::digest::Md5;
 use symdex_shared::sourcemap::{base_name, secret_shaped, unflagged_may_serve};
 
-use super::wanted::Wanted;
+use super::wanted::{ByBaseName, Wanted};
 
 /// A file no format claims, or an archive holding only such files (and no artifact): not sent
 /// unless a debug file of the push names what it holds.
@@ -29,11 +29,14 @@ pub struct Unclaimed {
 impl Unclaimed {
     /// The wanted paths of `wants` it is sent as the source of (none: nothing names it), or
     /// why it is not sent though a debug file names it (a secret-shaped name).
-    pub fn named_for(&self, wants: &[Wanted]) -> Result<Vec<String>, String> {
+    pub fn named_for(&self, wants: &ByBaseName) -> Result<Vec<String>, String> {
         let mut named_for = Vec::new();
         let mut refused = None;
         for offered in &self.offered {
-            let md5 = self.md5_if_asked(offered, wants);
+            let Some(wants) = wants.get(base_name(offered)) else {
+                continue;
+            };
+            let md5 = self.md5_if_asked(wants);
             let naming = wants.iter().filter(|w| {
                 unflagged_may_serve(&w.path, w.md5.as_deref(), offered, md5.as_deref())
             });
@@ -63,14 +66,11 @@ impl Unclaimed {
         }
     }
 
-    /// A loose file's MD5, where a want of its base name records one (else unneeded: the path
-    /// rule decides); `None` for an archive's entry or an unreadable file (whose read then
-    /// fails when it is sent).
-    fn md5_if_asked(&self, offered: &str, wants: &[Wanted]) -> Option<String> {
-        let asked = wants
-            .iter()
-            .any(|w| w.md5.is_some() && base_name(&w.path) == base_name(offered));
-        if self.archive || !asked {
+    /// A loose file's MD5, where a want of its base name (`wants`) records one (else unneeded:
+    /// the path rule decides); `None` for an archive's entry or an unreadable file (whose
+    /// read then fails when it is sent).
+    fn md5_if_asked(&self, wants: &[Wanted]) -> Option<String> {
+        if self.archive || !wants.iter().any(|w| w.md5.is_some()) {
             return None;
         }
         md5_hex(&self.path).ok()
@@ -108,13 +108,18 @@ mod tests {
     use std::path::Path;
 
     use super::{md5_hex, Unclaimed};
-    use crate::push::wanted::Wanted;
+    use crate::push::wanted::{ByBaseName, Wanted};
 
     fn want(path: &str, md5: Option<&str>) -> Wanted {
         Wanted {
             path: path.to_string(),
             md5: md5.map(str::to_string),
         }
+    }
+
+    /// `wants` as `named_for` takes them.
+    fn by_base(wants: &[Wanted]) -> ByBaseName {
+        Wanted::by_base_name(wants.iter().cloned())
     }
 
     fn loose(path: &Path, ingest_key: &str) -> Unclaimed {
@@ -134,19 +139,19 @@ mod tests {
         let md5 = md5_hex(&file).unwrap();
         let util = loose(&file, "app/b1/src/util.c");
         // Two trailing components, no MD5 recorded (gcc).
-        let named = util.named_for(&[want("/ci/w/src/util.c", None)]);
+        let named = util.named_for(&by_base(&[want("/ci/w/src/util.c", None)]));
         assert_eq!(named, Ok(vec!["/ci/w/src/util.c".to_string()]));
         // The base name alone, no MD5: not named.
         assert_eq!(
-            util.named_for(&[want("/ci/w/lib/util.c", None)]),
+            util.named_for(&by_base(&[want("/ci/w/lib/util.c", None)])),
             Ok(vec![])
         );
         // The base name and its MD5 (clang): named; another MD5: not.
-        let same = util.named_for(&[want("/ci/w/lib/util.c", Some(&md5))]);
+        let same = util.named_for(&by_base(&[want("/ci/w/lib/util.c", Some(&md5))]));
         assert_eq!(same, Ok(vec!["/ci/w/lib/util.c".to_string()]));
         let other = "00112233445566778899aabbccddeeff";
         assert_eq!(
-            util.named_for(&[want("/ci/w/src/util.c", Some(other))]),
+            util.named_for(&by_base(&[want("/ci/w/src/util.c", Some(other))])),
             Ok(vec![])
         );
     }
@@ -162,7 +167,7 @@ mod tests {
             vec![want("/ci/w/config/secrets.env", None)],
             vec![want("/x/secrets.env", Some(&md5))],
         ] {
-            let refused = secrets.named_for(&wants).unwrap_err();
+            let refused = secrets.named_for(&by_base(&wants)).unwrap_err();
             assert!(
                 refused.contains("secret-shaped (secrets file)"),
                 "{refused}"
@@ -177,12 +182,12 @@ mod tests {
             archive: true,
         };
         let refused = archive
-            .named_for(&[want("/ci/app/.env", None)])
+            .named_for(&by_base(&[want("/ci/app/.env", None)]))
             .unwrap_err();
         assert!(refused.contains("its entry app/.env"), "{refused}");
         let both = [want("/ci/app/.env", None), want("/ci/app/main.c", None)];
         assert_eq!(
-            archive.named_for(&both),
+            archive.named_for(&by_base(&both)),
             Ok(vec!["/ci/app/main.c".to_string()])
         );
     }

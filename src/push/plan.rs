@@ -95,7 +95,7 @@ pub fn plan(
             files.push(plan_file(arg, &path, key_prefix, build, sources, limits));
         }
     }
-    let wants: Vec<Wanted> = files.iter().flat_map(|f| f.wants.iter().cloned()).collect();
+    let wants = Wanted::by_base_name(files.iter().flat_map(|f| f.wants.iter().cloned()));
     let mut out = Vec::new();
     for file in files {
         let planned = match &file.unclaimed {
