@@ -117,6 +117,23 @@ pub async fn client() -> aws_sdk_s3::Client {
     symdex_shared::storage::s3::client_from_env(5).await
 }
 
+/// [`client`], each request (each attempt) given up after `timeout`: connecting, and until
+/// the answer's first byte (an upload's body included), so that an endpoint that accepts
+/// connections and never answers fails the command instead of hanging it.
+pub async fn client_timing_out(timeout: std::time::Duration) -> aws_sdk_s3::Client {
+    let client = client().await;
+    let timeouts = aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .build();
+    let config = client
+        .config()
+        .to_builder()
+        .timeout_config(timeouts)
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
 /// Says what a failed request to `bucket` means for the person running the CLI: a missing
 /// bucket, missing credentials or a missing permission by name, else the error itself.
 pub fn explain(bucket: &str, err: &StorageError) -> String {
@@ -186,6 +203,18 @@ fn listing_problem(
         .and_then(|s| s.meta().code())
         .map(str::to_string);
     let status = e.raw_response().map(|r| r.status().as_u16());
+    let timed_out = match e {
+        aws_sdk_s3::error::SdkError::TimeoutError(_) => true,
+        aws_sdk_s3::error::SdkError::DispatchFailure(failure) => failure.is_timeout(),
+        _ => false,
+    };
+    if timed_out {
+        // Said plainly: the SDK's own text is a nest of connector types.
+        return format!(
+            "{bucket}: the S3 endpoint did not answer in time (every attempt was given up \
+             after the request timeout)"
+        );
+    }
     let text = match (code, status) {
         (Some(code), Some(status)) => format!("{code} (HTTP {status})"),
         (None, Some(404)) => "NoSuchBucket".to_string(),

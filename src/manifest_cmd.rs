@@ -89,7 +89,8 @@ fn csv_field(value: &str) -> String {
 /// a terminal: control characters (ESC, BEL, CR... which could retitle or clear a terminal)
 /// and the invisible or bidirectional formatting characters that reorder what is shown are
 /// written as visible escapes (`\x1b`, `\u{202e}`), never raw. JSON output stays exact.
-fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+/// `push` prints its file names and reasons through it too.
+pub(crate) fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     let hidden = |c: char| {
         c.is_control()
             || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')

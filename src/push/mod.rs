@@ -6,10 +6,13 @@
 //! Sources no flag names (files no format claims that a debug file of the push names) are
 //! sent after the rest, and with `--wait` once the rest is decided.
 
+mod named;
 mod plan;
 mod report;
 mod send;
+mod server;
 mod wait;
+mod wanted;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -61,7 +64,16 @@ pub struct PushArgs {
     /// Seconds `--wait` waits for the last outcome.
     #[arg(long, default_value_t = 900, value_name = "SECONDS")]
     pub timeout: u64,
-    /// JSON Lines: one object per input (`path`, `status`, keys, reason), then a summary.
+    /// Seconds any one request (to the buckets, or to `--server`) may take before it is given
+    /// up (an S3 request is then retried, five attempts in all): a server or endpoint that
+    /// accepts connections and never answers fails the push instead of hanging it. An upload
+    /// counts as one request: raise it on a slow link (`--jobs` files, each four 16 MiB parts
+    /// at once, are in flight).
+    #[arg(long, default_value_t = 120, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout: u64,
+    /// JSON Lines: one object per input (`path`, `status`, keys, reason, `source_for`: the
+    /// paths a debug file names that it was sent as the source of), then a summary.
     #[arg(long)]
     pub json: bool,
     /// Uploads at once.
@@ -117,6 +129,10 @@ pub struct Line {
     pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ingest_key: Option<String>,
+    /// Sent as the source of these paths debug files of the push name (a file no format
+    /// claims and no flag names, or an archive holding such files).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_for: Vec<String>,
     /// Whether this run sent it (false: skipped, or found in the ingest bucket already).
     pub sent: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -128,18 +144,6 @@ pub struct Line {
     /// A conflict's keys are held by these uploads (`s3:<bucket>/<key>@<version or etag>`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_by: Vec<String>,
-}
-
-/// The ETag a server answers `url` with (unquoted), if it serves it: a one-byte ranged GET,
-/// not a HEAD, so S3, CloudFront and `symdex serve` answer alike, and S3-compatible endpoints
-/// that refuse anonymous HEADs (moto_server) too.
-fn served_etag(url: &str) -> Option<String> {
-    let response = ureq::get(url).header("Range", "bytes=0-0").call().ok()?;
-    if !response.status().is_success() {
-        return None;
-    }
-    let etag = response.headers().get("etag")?.to_str().ok()?;
-    Some(etag.trim_matches('"').to_string())
 }
 
 pub fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
@@ -171,7 +175,19 @@ async fn push(
     planned: Vec<plan::Planned>,
     key_prefix: &str,
 ) -> anyhow::Result<ExitCode> {
-    let client = crate::deployment::client().await;
+    let request_timeout = Duration::from_secs(args.request_timeout);
+    let client = crate::deployment::client_timing_out(request_timeout).await;
+    let server = args
+        .server
+        .as_deref()
+        .map(|url| server::Server::new(url, request_timeout));
+    if let Some(server) = server.clone() {
+        let checked = tokio::task::spawn_blocking(move || server.check()).await;
+        if let Err(problem) = checked.unwrap_or_else(|e| Err(e.to_string())) {
+            eprintln!("symdex push: {problem}");
+            return Ok(ExitCode::from(2));
+        }
+    }
     let manifest = format!("{}/", args.manifest_prefix.trim_matches('/'));
     let reachable = std::iter::once((&args.ingest.bucket, key_prefix))
         .chain(args.serving.iter().map(|s| (&s.bucket, manifest.as_str())));
@@ -197,7 +213,7 @@ async fn push(
         client: client.clone(),
         bucket: args.ingest.bucket.clone(),
         serving: serving.clone(),
-        server: args.server.clone(),
+        server: server.clone(),
         metadata: send::metadata(args),
         present,
     });
@@ -207,7 +223,7 @@ async fn push(
     // note can be pushed out of a full join record by a source tree of thousands of files).
     let (first, named_sources): (Vec<plan::Planned>, Vec<plan::Planned>) = planned
         .into_iter()
-        .partition(|p| !matches!(p, plan::Planned::Send(s) if s.named_source));
+        .partition(|p| !matches!(p, plan::Planned::Send(s) if s.named_source()));
     let mut lines = Vec::new();
     for wave in [first, named_sources] {
         if wave.is_empty() {
@@ -218,7 +234,13 @@ async fn push(
         let mut wave_lines = sent.lines;
         // Nothing to follow (all skipped, failed or served already): no manifest to read.
         if let (true, Some(serving), false) = (args.wait, &serving, sent.followed.is_empty()) {
-            if let Err(problem) = follow(args, serving, &sent.followed, &mut wave_lines).await {
+            let live = match &server {
+                Some(server) => wait::Live::Server(server),
+                None => wait::Live::Bucket(serving),
+            };
+            if let Err(problem) =
+                follow(args, serving, &live, &sent.followed, &mut wave_lines).await
+            {
                 eprintln!("symdex push: {problem}");
                 return Ok(ExitCode::from(2));
             }
@@ -234,13 +256,10 @@ async fn push(
 async fn follow(
     args: &PushArgs,
     serving: &S3Store,
+    live: &wait::Live<'_>,
     followed: &[(usize, wait::Followed)],
     lines: &mut [Line],
 ) -> Result<(), String> {
-    let live = match &args.server {
-        Some(url) => wait::Live::Server(url),
-        None => wait::Live::Bucket(serving),
-    };
     let since_day = followed
         .iter()
         .map(|(_, f)| f.sent_at.get(..10).unwrap_or_default().to_string())
@@ -250,7 +269,7 @@ async fn follow(
     let progress = report::progress(uploads.len() as u64, "waiting", !args.json);
     let outcomes = wait::follow(
         serving,
-        &live,
+        live,
         &args.manifest_prefix,
         &since_day,
         &uploads,

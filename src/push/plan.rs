@@ -11,6 +11,8 @@ use symdex_shared::layouts::{keys_for, Layout};
 use symdex_shared::storage::check_key;
 use symdex_shared::storage::s3::{part_size_for, UPLOAD_PART_SIZE};
 
+use super::named::{secret_reason, Unclaimed};
+use super::wanted::Wanted;
 use crate::inputs::{expand_paths, identify_each, Identified, Outcome, SourceArgs, Walked};
 
 /// Files above this size are uploaded in parts (`storage::s3::upload_file`).
@@ -44,17 +46,25 @@ pub struct Sendable {
     /// One serving key per identity (the first layout's, behind its default prefix): all
     /// present with this content means it is published already.
     pub probe_keys: Vec<String>,
-    /// Sent because a debug file of the push names a file in it no format claims: the
-    /// deployment may skip it first and index it as a source when the debug file comes.
-    pub named_source: bool,
+    /// The paths debug files of the push name that it is sent as the source of (a file no
+    /// format claims, or an archive holding such files; empty for the rest): the deployment
+    /// may skip it first and index it as a source when the debug file comes.
+    pub named_for: Vec<String>,
+}
+
+impl Sendable {
+    /// Sent because a debug file of the push names it (or files in it) as a source.
+    pub fn named_source(&self) -> bool {
+        !self.named_for.is_empty()
+    }
 }
 
 /// Plans every input under `paths`; `key_prefix` (empty or ending in `/`) and `build` name
 /// them in the ingest bucket: `<key_prefix><build>/<path below the argument>`. A file no
 /// format claims (loose, or an archive's entry) is sent when a debug file of this push names
-/// its path (sourcemap.rs, "sources without flags": the deployment then indexes it as that
-/// debug file's source); other such files are not sent, as `index` would publish nothing of
-/// them.
+/// it by the indexer's rule (`named::Unclaimed::named_for`: the deployment then indexes it as
+/// that debug file's source), unless its name is secret-shaped; other such files are not
+/// sent, as `index` would publish nothing of them.
 pub fn plan(
     paths: &[PathBuf],
     key_prefix: &str,
@@ -69,14 +79,14 @@ pub fn plan(
                 Walked::File(path) => path,
                 Walked::Skipped(path, reason) => {
                     files.push(FilePlan::done(Planned::Skipped {
-                        shown: path.display().to_string(),
+                        shown: shown_path(&path),
                         reason,
                     }));
                     continue;
                 }
                 Walked::Error(path, err) => {
                     files.push(FilePlan::done(Planned::Failed {
-                        shown: path.display().to_string(),
+                        shown: shown_path(&path),
                         error: err.to_string(),
                     }));
                     continue;
@@ -85,22 +95,24 @@ pub fn plan(
             files.push(plan_file(arg, &path, key_prefix, build, sources, limits));
         }
     }
-    let wanted: Vec<&String> = files.iter().flat_map(|f| &f.wants).collect();
-    let named = |offered: &String| {
-        wanted
-            .iter()
-            .any(|w| symdex_shared::sourcemap::unflagged_may_serve(w, None, offered, None))
-    };
+    let wants = Wanted::by_base_name(files.iter().flat_map(|f| f.wants.iter().cloned()));
     let mut out = Vec::new();
-    for file in &files {
+    for file in files {
         let planned = match &file.unclaimed {
-            Some(unclaimed) if unclaimed.offered.iter().any(named) => to_send(
-                &unclaimed.path,
-                unclaimed.ingest_key.clone(),
-                Vec::new(),
-                true,
-            ),
-            _ => file.planned.clone(),
+            Some(unclaimed) => match unclaimed.named_for(&wants) {
+                Ok(named_for) if !named_for.is_empty() => to_send(
+                    &unclaimed.path,
+                    unclaimed.ingest_key.clone(),
+                    Vec::new(),
+                    named_for,
+                ),
+                Ok(_) => file.planned,
+                Err(reason) => Planned::Skipped {
+                    shown: shown_path(&unclaimed.path),
+                    reason,
+                },
+            },
+            None => file.planned,
         };
         out.push(planned);
     }
@@ -111,7 +123,7 @@ pub fn plan(
 struct FilePlan {
     planned: Planned,
     /// The source paths its debug files name.
-    wants: Vec<String>,
+    wants: Vec<Wanted>,
     /// Files in it no format claims: sent if a debug file of the push names one.
     unclaimed: Option<Unclaimed>,
 }
@@ -126,15 +138,6 @@ impl FilePlan {
     }
 }
 
-/// A file not sent unless a debug file names what it holds.
-struct Unclaimed {
-    path: PathBuf,
-    ingest_key: String,
-    /// The paths its unclaimed files would be offered under (its ingest key; an archive's
-    /// entries as shown, `archive!/entry`, whose trailing components are the entry's).
-    offered: Vec<String>,
-}
-
 fn plan_file(
     arg: &Path,
     path: &Path,
@@ -143,18 +146,11 @@ fn plan_file(
     sources: &SourceArgs,
     limits: symdex_shared::archive::Limits,
 ) -> FilePlan {
-    let shown = path.display().to_string();
-    let below = match path.strip_prefix(arg) {
-        Ok(rel) if !rel.as_os_str().is_empty() => rel.to_string_lossy().into_owned(),
-        _ => crate::inputs::file_name(path),
+    let shown = shown_path(path);
+    let ingest_key = match ingest_key_of(arg, path, key_prefix, build) {
+        Ok(key) => key,
+        Err(reason) => return FilePlan::done(Planned::Skipped { shown, reason }),
     };
-    let ingest_key = format!("{key_prefix}{build}/{below}");
-    if let Err(e) = check_key(&ingest_key) {
-        return FilePlan::done(Planned::Skipped {
-            shown,
-            reason: format!("its ingest key would be invalid: {e}"),
-        });
-    }
     let mut items: Vec<Identified> = Vec::new();
     let walked = identify_each(path, |p| sources.wants_source(p), limits, &mut |item| {
         items.push(item);
@@ -175,12 +171,13 @@ fn plan_file(
     let mut reasons = Vec::new();
     let mut wants = Vec::new();
     let mut offered = Vec::new();
+    let entry_prefix = format!("{}!/", path.display());
     for item in &items {
         match &item.outcome {
             Outcome::Identified(ids, _) => {
                 sendable = true;
                 for id in ids {
-                    wants.extend(id.sources.iter().flat_map(|s| s.paths.iter().cloned()));
+                    wants.extend(Wanted::of(id));
                     let keys = keys_for(id, &item.name, &Layout::ALL);
                     probe_keys.extend(keys.prefixed(&prefixes).map(|(_, key)| key).take(1));
                 }
@@ -195,9 +192,12 @@ fn plan_file(
                 })
             }
             Outcome::Failed(FormatError::Unrecognized(reason)) => {
-                offered.push(match item.in_archive {
-                    true => item.shown.clone(),
-                    false => ingest_key.clone(),
+                // Offered as the indexer offers it: an entry by its path in the archive.
+                let entry = item.shown.strip_prefix(&entry_prefix);
+                offered.push(match (item.in_archive, entry) {
+                    (true, Some(entry)) => entry.to_string(),
+                    (true, None) => item.shown.clone(),
+                    (false, _) => ingest_key.clone(),
                 });
                 reasons.push(reason.clone())
             }
@@ -213,15 +213,19 @@ fn plan_file(
                 "an archive holding no artifact, nor a source a debug file of this push names"
                     .to_string()
             }
-            (false, Some(reason)) => {
-                format!("not an artifact, nor a source a debug file of this push names: {reason}")
-            }
+            (false, Some(reason)) => match secret_reason(&ingest_key) {
+                Some(secret) => format!("not an artifact: {reason}; {secret}"),
+                None => format!(
+                    "not an artifact, nor a source a debug file of this push names: {reason}"
+                ),
+            },
             (false, None) => "not an artifact".to_string(),
         };
         let unclaimed = (!offered.is_empty()).then(|| Unclaimed {
             path: path.to_path_buf(),
             ingest_key,
             offered,
+            archive,
         });
         return FilePlan {
             planned: Planned::Skipped { shown, reason },
@@ -234,10 +238,61 @@ fn plan_file(
         probe_keys.clear();
     }
     FilePlan {
-        planned: to_send(path, ingest_key, probe_keys, false),
+        planned: to_send(path, ingest_key, probe_keys, Vec::new()),
         wants,
         unclaimed: None,
     }
+}
+
+/// The ingest key of the file at `path` under the argument `arg`, or why it has none: a
+/// name that is not UTF-8 (a lossy conversion would map two such names to one key, and one
+/// upload would replace the other), or one no key may hold.
+fn ingest_key_of(arg: &Path, path: &Path, key_prefix: &str, build: &str) -> Result<String, String> {
+    let rel = path
+        .strip_prefix(arg)
+        .ok()
+        .filter(|r| !r.as_os_str().is_empty());
+    let name = match rel {
+        Some(rel) => rel.as_os_str(),
+        None => path.file_name().unwrap_or(path.as_os_str()),
+    };
+    let Some(name) = name.to_str() else {
+        return Err(
+            "its name is not UTF-8: an ingest key is UTF-8 text, and a converted name could \
+             be another file's (rename it to send it)"
+                .to_string(),
+        );
+    };
+    let below = match rel {
+        Some(_) => name,
+        None => symdex_shared::identity::file_name_of(name),
+    };
+    let ingest_key = format!("{key_prefix}{build}/{below}");
+    match check_key(&ingest_key) {
+        Ok(_) => Ok(ingest_key),
+        Err(e) => Err(format!("its ingest key would be invalid: {e}")),
+    }
+}
+
+/// A path as push prints it: as it is where it is UTF-8, any other byte written `\xNN`, so
+/// that two names differing only in such bytes are told apart.
+#[cfg(unix)]
+pub fn shown_path(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut shown = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        shown.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            shown.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    shown
+}
+
+/// A path as push prints it (names there are UTF-16: what is not valid shows as U+FFFD).
+#[cfg(not(unix))]
+pub fn shown_path(path: &Path) -> String {
+    path.display().to_string()
 }
 
 /// An input to send, fingerprinted.
@@ -245,9 +300,9 @@ fn to_send(
     path: &Path,
     ingest_key: String,
     probe_keys: Vec<String>,
-    named_source: bool,
+    named_for: Vec<String>,
 ) -> Planned {
-    let shown = path.display().to_string();
+    let shown = shown_path(path);
     match fingerprint(path) {
         Ok((size, sha256, s3_etag)) => Planned::Send(Sendable {
             path: path.to_path_buf(),
@@ -257,7 +312,7 @@ fn to_send(
             sha256,
             s3_etag,
             probe_keys,
-            named_source,
+            named_for,
         }),
         Err(e) => Planned::Failed {
             shown,
@@ -316,7 +371,16 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::{Path, PathBuf};
+
+    use md5::Digest as _;
+    use symdex_shared::storage::s3::part_size_for;
+    use symdex_shared::testing::builders::{
+        build_elf, dwarf5_line_table, dwarf5_line_table_with_md5, with_section,
+    };
+
+    use super::{fingerprint, hex, plan, Planned, Sendable, MULTIPART_THRESHOLD};
+    use crate::inputs::SourceArgs;
 
     fn no_sources() -> SourceArgs {
         SourceArgs {
@@ -325,13 +389,43 @@ mod tests {
         }
     }
 
+    fn plan_with(path: &Path, sources: &SourceArgs) -> Vec<Planned> {
+        plan(
+            &[path.to_path_buf()],
+            "app/",
+            "b7",
+            sources,
+            symdex_shared::archive::Limits::default(),
+        )
+    }
+
+    /// The input shown ending with `name`, planned to be sent.
+    fn sent<'a>(planned: &'a [Planned], name: &str) -> Option<&'a Sendable> {
+        planned.iter().find_map(|p| match p {
+            Planned::Send(s) if s.shown.ends_with(name) => Some(s),
+            _ => None,
+        })
+    }
+
+    /// The reason the input shown ending with `name` is skipped (panics if it is not).
+    fn skipped<'a>(planned: &'a [Planned], name: &str) -> &'a str {
+        planned
+            .iter()
+            .find_map(|p| match p {
+                Planned::Skipped { shown, reason } if shown.ends_with(name) => {
+                    Some(reason.as_str())
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{name} is not skipped: {planned:?}"))
+    }
+
     #[test]
     fn inputs_are_named_below_prefix_and_build_and_non_artifacts_are_not_sent() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         std::fs::create_dir_all(out.join("sub")).unwrap();
-        let elf =
-            symdex_shared::testing::builders::build_elf(true, false, 62, Some(&[7; 20]), false);
+        let elf = build_elf(true, false, 62, Some(&[7; 20]), false);
         std::fs::write(out.join("sub/lib.so"), &elf).unwrap();
         std::fs::write(out.join("notes.txt"), b"hello").unwrap();
         let planned = plan(
@@ -381,7 +475,6 @@ mod tests {
 
     #[test]
     fn a_file_no_format_claims_is_sent_when_a_debug_file_of_the_push_names_it() {
-        use symdex_shared::testing::builders::{build_elf, dwarf5_line_table, with_section};
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         std::fs::create_dir_all(out.join("src")).unwrap();
@@ -411,13 +504,11 @@ mod tests {
             })
         };
         let hello = sent("src/hello.c").expect("the named source is sent");
-        assert!(hello.named_source);
+        assert_eq!(hello.named_for, ["/ci/work/src/hello.c"]);
         assert_eq!(hello.ingest_key, "app/b7/src/hello.c");
-        assert!(
-            !sent("app.debug")
-                .expect("the debug file is sent")
-                .named_source
-        );
+        assert!(!sent("app.debug")
+            .expect("the debug file is sent")
+            .named_source());
         for name in ["src/other.c", "notes.txt"] {
             assert!(sent(name).is_none(), "{name} is named by no debug file");
             let skipped = planned.iter().any(|p| {
@@ -453,5 +544,87 @@ mod tests {
         whole.update(md5::Md5::digest(&bytes[..part]));
         whole.update(md5::Md5::digest(&bytes[part..]));
         assert_eq!(etag, format!("{}-2", hex(&whole.finalize())));
+    }
+
+    #[test]
+    fn secret_shaped_files_a_debug_file_names_are_sent_only_when_flagged() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join("config")).unwrap();
+        let env = b"TOKEN=hunter2\n";
+        let env_md5: [u8; 16] = md5::Md5::digest(env).into();
+        // clang records the MD5 of `.env` (by `#line`, or an `#include`), gcc names
+        // config/secrets.env by its two trailing components.
+        let mut debug = build_elf(true, false, 62, Some(&[0x5e; 20]), true);
+        debug = with_section(
+            debug,
+            ".debug_line",
+            &dwarf5_line_table_with_md5("/elsewhere", &[(".env", env_md5)]),
+        );
+        std::fs::write(out.join("app.debug"), &debug).unwrap();
+        let gcc = with_section(
+            build_elf(true, false, 62, Some(&[0x5f; 20]), true),
+            ".debug_line",
+            &dwarf5_line_table("/ci/w", &["config/secrets.env"]),
+        );
+        std::fs::write(out.join("lib.debug"), &gcc).unwrap();
+        std::fs::write(out.join(".env"), env).unwrap();
+        std::fs::write(out.join("config/secrets.env"), b"KEY=1\n").unwrap();
+
+        let planned = plan_with(&out, &no_sources());
+        for (name, wanted, what) in [
+            (".env", "/elsewhere/.env", "environment file"),
+            (
+                "config/secrets.env",
+                "/ci/w/config/secrets.env",
+                "secrets file",
+            ),
+        ] {
+            assert!(sent(&planned, name).is_none(), "{name}: {planned:?}");
+            let reason = skipped(&planned, name);
+            assert!(
+                reason.contains(&format!("secret-shaped ({what})")),
+                "{reason}"
+            );
+            assert!(reason.contains(wanted), "{reason}");
+        }
+        // Flagged: sent as the sources the flags make them (the deployment decides by its own
+        // source settings whether it publishes them).
+        let flagged = SourceArgs {
+            source: true,
+            source_ext: Vec::new(),
+        };
+        let planned = plan_with(&out, &flagged);
+        for name in [".env", "config/secrets.env"] {
+            let sent = sent(&planned, name).unwrap_or_else(|| panic!("{name}: {planned:?}"));
+            assert!(
+                !sent.named_source(),
+                "{name}: sent as flagged, not as named"
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn two_names_that_are_not_utf8_are_skipped_each_shown_apart() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let elf = build_elf(true, false, 62, Some(&[9; 20]), false);
+        let names: Vec<PathBuf> = [&b"lib\xff.so"[..], &b"lib\xfe.so"[..]]
+            .iter()
+            .map(|n| dir.path().join(std::ffi::OsStr::from_bytes(n)))
+            .collect();
+        for name in &names {
+            std::fs::write(name, &elf).unwrap();
+        }
+        let planned = plan_with(dir.path(), &no_sources());
+        assert_eq!(planned.len(), 2, "{planned:?}");
+        for shown in ["lib\\xff.so", "lib\\xfe.so"] {
+            let reason = skipped(&planned, shown);
+            assert!(reason.contains("not UTF-8"), "{reason}");
+        }
+        // Named on the command line, alike.
+        let planned = plan_with(&names[0], &no_sources());
+        assert!(skipped(&planned, "lib\\xff.so").contains("not UTF-8"));
     }
 }

@@ -5,6 +5,7 @@ use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 
 use super::{Line, Status};
+use crate::manifest_cmd::shown;
 
 /// A progress bar on a terminal (stderr), hidden otherwise.
 pub fn progress(len: u64, what: &'static str, show: bool) -> indicatif::ProgressBar {
@@ -29,12 +30,7 @@ pub fn print(lines: &[Line], json: bool) -> io::Result<()> {
             writeln!(out, "{}", serde_json::to_string(line)?)?;
             continue;
         }
-        let detail = match (&line.reason, line.keys.len()) {
-            (Some(reason), _) => reason.clone(),
-            (None, 0) => line.ingest_key.clone().unwrap_or_default(),
-            (None, n) => format!("{n} keys"),
-        };
-        writeln!(out, "{:<18} {}  {detail}", line.status.as_str(), line.path)?;
+        writeln!(out, "{}", table_row(line))?;
     }
     let code = exit_status(lines);
     if json {
@@ -50,6 +46,29 @@ pub fn print(lines: &[Line], json: bool) -> io::Result<()> {
         )?;
     }
     out.flush()
+}
+
+/// One input's row of the table: file names, keys and reasons are the uploader's (a name
+/// may hold terminal escapes), shown escaped as the manifest's table shows them.
+fn table_row(line: &Line) -> String {
+    let mut detail = match (&line.reason, line.keys.len()) {
+        (Some(reason), _) => reason.clone(),
+        (None, 0) => line.ingest_key.clone().unwrap_or_default(),
+        (None, n) => format!("{n} keys"),
+    };
+    if let Some(first) = line.source_for.first() {
+        let more = match line.source_for.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        detail.push_str(&format!("; sent as the source of {first}{more}"));
+    }
+    format!(
+        "{:<18} {}  {}",
+        line.status.as_str(),
+        shown(&line.path),
+        shown(&detail)
+    )
 }
 
 /// 2: something could not be read or sent; 1: rejected, in conflict or timed out; else 0.
@@ -70,4 +89,36 @@ fn exit_status(lines: &[Line]) -> u8 {
 
 pub fn exit_code(lines: &[Line]) -> ExitCode {
     ExitCode::from(exit_status(lines))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table_row;
+    use crate::push::{Line, Status};
+
+    #[test]
+    fn names_reach_the_terminal_escaped_and_named_sources_say_so() {
+        let line = Line {
+            path: "out/\u{1b}[31mred\u{202e}.c".into(),
+            status: Status::Uploaded,
+            ingest_key: Some("app/b1/\u{1b}[31mred\u{202e}.c".into()),
+            source_for: vec!["/ci/a.c".into(), "/ci/b.c".into()],
+            sent: true,
+            keys: Vec::new(),
+            reason: None,
+            held_by_products: Vec::new(),
+            held_by: Vec::new(),
+        };
+        let row = table_row(&line);
+        assert!(
+            !row.contains('\u{1b}') && !row.contains('\u{202e}'),
+            "{row}"
+        );
+        assert!(row.contains("out/\\x1b[31mred\\u{202e}.c"), "{row}");
+        assert!(row.contains("app/b1/\\x1b[31mred"), "{row}");
+        assert!(
+            row.ends_with("; sent as the source of /ci/a.c and 1 more"),
+            "{row}"
+        );
+    }
 }

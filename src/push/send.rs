@@ -10,6 +10,7 @@ use aws_sdk_s3::Client;
 use symdex_shared::storage::s3::{upload_file, S3Store};
 
 use super::plan::{Planned, Sendable, MULTIPART_THRESHOLD};
+use super::server::Server;
 use super::wait::Followed;
 use super::{report, Line, PushArgs, Status};
 
@@ -44,7 +45,7 @@ pub struct Target {
     /// The ingest bucket.
     pub bucket: String,
     pub serving: Option<S3Store>,
-    pub server: Option<String>,
+    pub server: Option<Server>,
     /// The metadata every upload carries (besides its own `symdex-sha256`).
     pub metadata: HashMap<String, String>,
     /// What the ingest bucket holds under the build's prefix, listed once (one request per
@@ -90,6 +91,7 @@ pub async fn send_all(
             path,
             status,
             ingest_key: None,
+            source_for: Vec::new(),
             sent: false,
             keys: Vec::new(),
             reason,
@@ -106,6 +108,7 @@ pub async fn send_all(
             Planned::Send(s) => {
                 let mut l = line(s.shown.clone(), Status::Uploaded, None);
                 l.ingest_key = Some(s.ingest_key.clone());
+                l.source_for.clone_from(&s.named_for);
                 sendables.push((lines.len(), s));
                 lines.push(l);
             }
@@ -148,7 +151,7 @@ pub async fn send_all(
 
 async fn send_one(target: &Target, s: &Sendable) -> Result1 {
     let bucket = target.bucket.as_str();
-    if served_already(target.serving.as_ref(), target.server.as_deref(), s).await {
+    if served_already(target.serving.as_ref(), target.server.as_ref(), s).await {
         return Result1::Done(Status::AlreadyPublished, s.probe_keys.clone(), None);
     }
     // Sent already, by an earlier push (a re-run after an interruption) or another upload of
@@ -202,13 +205,13 @@ fn followed(
         etag,
         version,
         sent_at,
-        named_source: s.named_source,
+        named_source: s.named_source(),
     }
 }
 
 /// Whether every identity of `s` is served already with these bytes: its probe key holds
 /// the content the deployment recorded for it (the ETag of the upload that published it).
-async fn served_already(serving: Option<&S3Store>, server: Option<&str>, s: &Sendable) -> bool {
+async fn served_already(serving: Option<&S3Store>, server: Option<&Server>, s: &Sendable) -> bool {
     if s.probe_keys.is_empty() {
         return false;
     }
@@ -218,14 +221,11 @@ async fn served_already(serving: Option<&S3Store>, server: Option<&str>, s: &Sen
                 store.head_object(store.bucket(), key, None).await,
                 Ok(Some((info, _))) if info.etag == s.s3_etag
             ),
-            (None, Some(url)) => {
-                let url = format!("{}/{key}", url.trim_end_matches('/'));
-                let want = s.s3_etag.clone();
-                tokio::task::spawn_blocking(move || {
-                    super::served_etag(&url).is_some_and(|etag| etag == want)
-                })
-                .await
-                .unwrap_or(false)
+            (None, Some(server)) => {
+                let (server, key, want) = (server.clone(), key.clone(), s.s3_etag.clone());
+                tokio::task::spawn_blocking(move || server.etag(&key).is_some_and(|e| e == want))
+                    .await
+                    .unwrap_or(false)
             }
             (None, None) => false,
         };

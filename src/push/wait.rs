@@ -13,6 +13,7 @@ use symdex_shared::manifest::{records_in, Action, Record};
 use symdex_shared::storage::s3::S3Store;
 use symdex_shared::storage::Storage;
 
+use super::server::Server;
 use super::Status;
 
 /// An upload being followed.
@@ -58,7 +59,7 @@ pub struct Outcome {
 /// Where a key is asked whether it is live.
 pub enum Live<'a> {
     Bucket(&'a S3Store),
-    Server(&'a str),
+    Server(&'a Server),
 }
 
 impl Live<'_> {
@@ -68,9 +69,9 @@ impl Live<'_> {
                 store.head_object(store.bucket(), key, None).await,
                 Ok(Some(_))
             ),
-            Live::Server(url) => {
-                let url = format!("{}/{key}", url.trim_end_matches('/'));
-                tokio::task::spawn_blocking(move || super::served_etag(&url).is_some())
+            Live::Server(server) => {
+                let (server, key) = ((*server).clone(), key.to_string());
+                tokio::task::spawn_blocking(move || server.etag(&key).is_some())
                     .await
                     .unwrap_or(false)
             }
@@ -134,7 +135,8 @@ pub async fn follow(
             if outcome.status == Status::Conflict {
                 outcome.held_by = holders(store, &outcome.keys, &uploads[i].upload).await;
             }
-            if outcome.status == Status::Published && !all_live(live, &outcome.keys).await {
+            if outcome.status == Status::Published && !all_live(live, &outcome.keys, deadline).await
+            {
                 continue;
             }
             records.remove(&i);
@@ -186,9 +188,11 @@ async fn holders(store: &S3Store, keys: &[String], upload: &str) -> Vec<String> 
     held.into_iter().collect()
 }
 
-async fn all_live(live: &Live<'_>, keys: &[String]) -> bool {
+/// Whether every key of `keys` answers; `false` once `deadline` passes (each request is
+/// bounded by the request timeout, so `--timeout` is overrun by one request at most).
+async fn all_live(live: &Live<'_>, keys: &[String], deadline: Instant) -> bool {
     for key in keys {
-        if !live.answers(key).await {
+        if Instant::now() >= deadline || !live.answers(key).await {
             return false;
         }
     }

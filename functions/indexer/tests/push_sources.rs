@@ -17,14 +17,27 @@ use pushing::{cli, json_lines, push, run_indexer, run_indexer_ordered, status_of
 use support::{Fixtures, Stack, SERVING};
 
 /// `out/` under the fixtures' directory (returned canonical, with it): the debug file, the
-/// tarball of the source it names (`prog.c`) and a text file nothing names.
+/// tarball of the source it names (`<dir>/prog.c`, the tree's own directory in it: gcc
+/// records no MD5, and a file no flag names serves a want sharing two path components, not
+/// the base name alone) and a text file nothing names.
 fn debug_file_and_sources(fx: &Fixtures) -> (PathBuf, PathBuf) {
     let root = fx.dir.path().canonicalize().unwrap();
     let inputs = root.join("out");
     std::fs::create_dir_all(&inputs).unwrap();
     std::fs::copy(fx.path("app.debug"), inputs.join("app.debug")).unwrap();
     std::fs::copy(fx.path("notes.txt"), inputs.join("notes.txt")).unwrap();
-    support::run_in(&root, &["tar", "-czf", "out/src.tar.gz", "prog.c"]);
+    let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
+        panic!("{} has no parent", root.display());
+    };
+    let tarball = inputs.join("src.tar.gz");
+    let entry = Path::new(name).join("prog.c");
+    let args = [
+        "tar",
+        "-czf",
+        tarball.to_str().unwrap(),
+        entry.to_str().unwrap(),
+    ];
+    support::run_in(parent, &args);
     (root, inputs)
 }
 
@@ -100,6 +113,12 @@ async fn push_wait_sends_the_sources_once_their_debug_file_is_indexed() {
     }
     let source_key = format!("buildid/{}/source{}/prog.c", fx.build_id(), root.display());
     let tarball = status_of(&lines, "src.tar.gz");
+    let wanted = format!("{}/prog.c", root.display());
+    assert_eq!(
+        tarball["source_for"],
+        serde_json::json!([wanted]),
+        "{tarball}"
+    );
     assert!(
         tarball["keys"]
             .as_array()
