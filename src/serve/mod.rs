@@ -79,8 +79,9 @@ pub struct ServeArgs {
     /// `symbols/=https://msdl.microsoft.com/download/symbols/`. Only answers identified as the
     /// file the key names are served; user information in the URL is sent as basic
     /// credentials and never printed.
+    // Parsed in `run`, not by clap: clap's error would quote the value, credentials and all.
     #[arg(long, value_name = "[PREFIX=]URL")]
-    pub upstream: Vec<upstream::Upstream>,
+    pub upstream: Vec<String>,
     /// Credentials for upstreams, one `URL CREDENTIALS` per line (`URL` as given to
     /// `--upstream`; `user:password` sent as basic credentials, a token as a bearer token),
     /// kept out of the command line and every printed line.
@@ -135,7 +136,12 @@ fn open_upstreams(
     if args.upstream.is_empty() {
         return Ok(None);
     }
-    let mut upstreams = args.upstream.clone();
+    let mut upstreams = args
+        .upstream
+        .iter()
+        .map(|text| text.parse::<upstream::Upstream>())
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| anyhow::anyhow!("--upstream {e}"))?;
     if let Some(path) = &args.upstream_credentials {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
@@ -243,7 +249,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "  credentials required (Authorization: Bearer <token>, or basic auth)"
         );
     }
-    for upstream in &args.upstream {
+    for upstream in upstreams.iter().flat_map(|u| u.list()) {
         let under = match upstream.prefix.as_str() {
             "" => "misses".to_string(),
             prefix => format!("misses under /{prefix}"),

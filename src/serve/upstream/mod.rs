@@ -144,6 +144,11 @@ impl Upstreams {
         })
     }
 
+    /// The upstreams, in the order they are asked.
+    pub fn list(&self) -> impl Iterator<Item = &Upstream> {
+        self.clients.iter().map(|c| &c.upstream)
+    }
+
     /// The path `client`'s upstream is asked for `key` at, when it is under its prefix and
     /// names no private folder there (in any spelling `paths::is_private` folds).
     fn rest_for<'k>(client: &Client, key: &'k str) -> Option<&'k str> {
