@@ -547,16 +547,30 @@ fn a_cache_pointed_at_a_folder_with_foreign_files_is_refused_and_left_untouched(
         .filter_map(Result::ok)
         .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).ok()))
         .collect();
-    let out = symdex()
+    let mut serve = symdex()
         .arg("serve")
         .arg(empty_store(&w))
         .args(["--addr", "127.0.0.1:0", "--upstream", "http://127.0.0.1:9/"])
         .arg("--upstream-cache")
         .arg(&shared)
-        .output()
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(w.path("stderr")).unwrap())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "serve started: {stderr}");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = serve.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            let _ = serve.kill();
+            let _ = serve.wait();
+            panic!("serve started with a foreign cache directory");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::fs::read_to_string(w.path("stderr")).unwrap();
+    assert!(!status.success(), "{stderr}");
     assert!(
         stderr.contains(shared.to_str().unwrap()) && stderr.contains(".symdex-upstream-cache"),
         "{stderr}"

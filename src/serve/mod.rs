@@ -107,9 +107,10 @@ pub struct ServeArgs {
     /// Upstream downloads at once (others wait, up to --upstream-timeout, then get 503).
     #[arg(long, default_value_t = 16, value_name = "N")]
     pub upstream_downloads: usize,
-    /// A host (`HOST` or `HOST:PORT`) upstream redirects may lead to besides the upstream's
-    /// own, e.g. the blob storage msdl redirects to. Hosts resolving to loopback, private or
-    /// link-local addresses are refused unless the upstream itself is on one.
+    /// A host (`HOST` or `HOST:PORT`, `*.DOMAIN` for any below it) upstream redirects may
+    /// lead to besides the upstream's own, e.g. `*.blob.core.windows.net`, where msdl sends
+    /// downloads. Hosts resolving to loopback, private or link-local addresses are refused
+    /// unless the upstream itself is on one.
     #[arg(long, value_name = "HOST[:PORT]")]
     pub upstream_redirect_host: Vec<String>,
     /// Seconds an upstream has for a whole answer (a trickle is cut there; a miss to the

@@ -58,9 +58,11 @@ impl Fetch<'_> {
         self.upstreams.max_size.min(held_at_most)
     }
 
-    /// Ends the download without serving it: said, remembered, the request told (`first`,
-    /// when it has not been yet) and any stream broken off.
-    fn refuse(&mut self, why: String, what: Remembered, first: First) -> Option<Bytes> {
+    /// Ends the download without serving it: what was written removed, said, remembered, the
+    /// request told (`first`, when it has not been yet) and any stream broken off (after the
+    /// removal: a client that sees its answer end sees no partial file left).
+    fn refuse(&mut self, sink: Sink, why: String, what: Remembered, first: First) -> Option<Bytes> {
+        drop(sink);
         let how = match what {
             Remembered::Refused => "not served",
             _ => "failed",
@@ -90,7 +92,7 @@ impl Fetch<'_> {
         };
         if let Some(len) = len.filter(|&len| len > self.limit(&sink)) {
             let why = format!("{len} bytes, more than the {} allowed", self.limit(&sink));
-            return self.refuse(why, Remembered::Refused, First::Refused);
+            return self.refuse(sink, why, Remembered::Refused, First::Refused);
         }
         let mut reader = response.into_body().into_reader();
         let mut held: Option<Bytes> = None;
@@ -100,13 +102,13 @@ impl Fetch<'_> {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return self.refuse(e.to_string(), Remembered::Failed, First::Miss),
+                Err(e) => return self.refuse(sink, e.to_string(), Remembered::Failed, First::Miss),
             };
             buf.truncate(n);
             let limit = self.limit(&sink);
             if sink.len() + n as u64 > limit {
                 let why = format!("more than the {limit} bytes allowed");
-                return self.refuse(why, Remembered::Refused, First::Refused);
+                return self.refuse(sink, why, Remembered::Refused, First::Refused);
             }
             match sink.write(&buf, self.upstreams.max_size.min(MEMORY_MAX)) {
                 Ok(None) => {}
@@ -114,7 +116,7 @@ impl Fetch<'_> {
                 Err(e) => {
                     self.upstreams.say_unwritable(&e);
                     let why = "larger than a download held in memory".to_string();
-                    return self.refuse(why, Remembered::Failed, First::Miss);
+                    return self.refuse(sink, why, Remembered::Failed, First::Miss);
                 }
             }
             self.tell(First::Streaming(len));
@@ -123,7 +125,7 @@ impl Fetch<'_> {
             }
         }
         if let Err(why) = sink.fits(self.rest) {
-            return self.refuse(why, Remembered::Refused, First::Done);
+            return self.refuse(sink, why, Remembered::Refused, First::Done);
         }
         self.upstreams.misses.forget(self.key);
         let verified = match sink {

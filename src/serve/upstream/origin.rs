@@ -33,7 +33,9 @@ impl Origin {
         })
     }
 
-    /// `HOST` or `HOST:PORT` (`--upstream-redirect-host`): without a port, the scheme's own.
+    /// `HOST` or `HOST:PORT` (`--upstream-redirect-host`): without a port, the scheme's own;
+    /// `*.example.net` any host below `example.net` (msdl redirects to numbered blob-storage
+    /// shards).
     pub fn matches_listed(&self, listed: &str) -> bool {
         let default = if self.https { 443 } else { 80 };
         let (host, port) = match listed.rsplit_once(':') {
@@ -45,7 +47,15 @@ impl Origin {
             }
             _ => (listed, Some(default)),
         };
-        port == Some(self.port) && host.eq_ignore_ascii_case(&self.host)
+        let host = host.to_ascii_lowercase();
+        let named = match host.strip_prefix("*.") {
+            Some(domain) => self
+                .host
+                .strip_suffix(domain)
+                .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+            None => host == self.host,
+        };
+        port == Some(self.port) && named
     }
 }
 
@@ -64,6 +74,8 @@ mod tests {
         assert!(o.matches_listed("blob.example.net:443"));
         assert!(!o.matches_listed("blob.example.net:8443"));
         assert!(!o.matches_listed("example.net"));
+        assert!(o.matches_listed("*.example.net") && o.matches_listed("*.EXAMPLE.net:443"));
+        assert!(!o.matches_listed("*.blob.example.net") && !o.matches_listed("*.ample.net"));
         let local = Origin::of("http://127.0.0.2:9000/x").expect("origin");
         assert!(local.matches_listed("127.0.0.2:9000") && !local.matches_listed("127.0.0.2"));
         assert_eq!(Origin::of("http://u:p@h/"), None);
