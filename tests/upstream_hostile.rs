@@ -365,7 +365,7 @@ fn a_redirect_to_another_loopback_address_is_not_followed_unless_listed() {
     let server = serve(
         &empty_store(&w),
         &w.path("cache"),
-        &[credentialed.clone()],
+        std::slice::from_ref(&credentialed),
         &[],
     );
     let (status, _, _) = get(&server.addr, &key).unwrap();
