@@ -16,11 +16,12 @@ use common::{build_pe_and_pdb, build_split_elf, get, ok, symdex, Server, Workdir
 
 /// A hostile upstream: `python3 - HOST PORT LOG MODE ARG`. Every request is logged as
 /// `METHOD PATH auth=<Authorization or ->`. Modes: `random` (ARG bytes of noise for any
-/// path), `file` (the file ARG for any path; 404 once it is gone), `redirect` (302 to ARG
+/// path), `file` (the file ARG for any path; 404 once it is gone), `slow` (404 after ARG
+/// seconds), `redirect` (302 to ARG
 /// followed by the path), `big` and `big-unsized` (a GiB of zeros, generated as it is sent,
 /// with and without `Content-Length`).
 const HOSTILE: &str = r#"
-import http.server, os, random, sys
+import http.server, os, random, sys, time
 host, port, log, mode, arg = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 GIB = 1 << 30
 class Hostile(http.server.BaseHTTPRequestHandler):
@@ -28,6 +29,12 @@ class Hostile(http.server.BaseHTTPRequestHandler):
     def answer(self, head):
         with open(log, "a") as f:
             f.write("%s %s auth=%s\n" % (self.command, self.path, self.headers.get("Authorization", "-")))
+        if mode == "slow":
+            time.sleep(float(arg))
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if mode == "redirect":
             self.send_response(302)
             self.send_header("Location", arg + self.path)
@@ -474,6 +481,47 @@ fn a_gib_body_is_cut_at_the_cache_cap_and_the_max_size_with_disk_and_memory_boun
         drop(server);
         std::fs::write(&unsized_.log, "").unwrap();
     }
+}
+
+#[test]
+fn upstream_downloads_at_once_are_capped() {
+    let w = Workdir::new();
+    let slow = Hostile::start(&w, "127.0.0.1", "slow", "6");
+    let server = serve(
+        &empty_store(&w),
+        &w.path("cache"),
+        &[slow.url()],
+        &["--upstream-downloads", "1", "--upstream-timeout", "2"],
+    );
+    let keys: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|c| format!("/buildid/{}/debuginfo", c.repeat(40)))
+        .collect();
+    let ask = |key: &str| get(&server.addr, key).map_or(0, |a| a.0);
+    let statuses: Vec<u16> = std::thread::scope(|scope| {
+        // The first holds the one place for the timeout (its upstream takes 6 s); the second
+        // and the third queue for it, each as long as the timeout: one of them gets it when
+        // the first is cut, the other gives up (which one is a matter of milliseconds: the
+        // second's wait ends about when the first's exchange does).
+        let first = scope.spawn(|| ask(&keys[0]));
+        let start = Instant::now();
+        while slow.asked("GET", &keys[0]) == 0 {
+            assert!(start.elapsed() < Duration::from_secs(10), "never asked");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let second = scope.spawn(|| ask(&keys[1]));
+        std::thread::sleep(Duration::from_millis(300));
+        let third = ask(&keys[2]);
+        let mut queued = [second.join().unwrap(), third];
+        queued.sort();
+        vec![first.join().unwrap(), queued[0], queued[1]]
+    });
+    assert_eq!(
+        statuses,
+        [404, 404, 503],
+        "one waited for a place, then gave up"
+    );
+    assert_eq!(slow.asked("GET", "/buildid/"), 2, "one exchange at a time");
 }
 
 #[test]
