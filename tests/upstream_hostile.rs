@@ -691,6 +691,10 @@ fn upstream_credentials_are_sent_but_never_printed() {
     );
     assert!(output.contains("not served"), "{output}");
     assert!(
+        output.contains("process list"),
+        "the operator is warned: {output}"
+    );
+    assert!(
         noise
             .lines()
             .iter()
@@ -722,6 +726,7 @@ fn upstream_credentials_are_sent_but_never_printed() {
     assert_eq!(get(&addr, compressed).unwrap().0, 200);
     let output = stop();
     assert!(!output.contains(token), "{output}");
+    assert!(!output.contains("process list"), "{output}");
     assert_eq!(
         noise.lines(),
         [format!(

@@ -143,6 +143,13 @@ fn open_upstreams(
         .map(|text| text.parse::<upstream::Upstream>())
         .collect::<Result<Vec<_>, String>>()
         .map_err(|e| anyhow::anyhow!("--upstream {e}"))?;
+    if upstreams.iter().any(|u| u.authorization.is_some()) {
+        eprintln!(
+            "symdex: credentials in an --upstream URL are never printed, but other users of \
+             this machine see them in its process list; --upstream-credentials FILE keeps \
+             them off it"
+        );
+    }
     if let Some(path) = &args.upstream_credentials {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
