@@ -95,7 +95,7 @@ fn open_beneath(root: &Root, relative: &Path) -> io::Result<File> {
         return Ok(unsafe { File::from_raw_fd(fd as i32) });
     }
     let error = io::Error::last_os_error();
-    if error.raw_os_error() != Some(libc::ENOSYS) {
+    if !openat2_unavailable(&error) {
         return Err(error);
     }
     let path = root.path.join(relative);
@@ -107,6 +107,14 @@ fn open_beneath(root: &Root, relative: &Path) -> io::Result<File> {
         return Err(io::Error::from(io::ErrorKind::NotFound));
     }
     Ok(file)
+}
+
+/// Whether `openat2` failing with `error` means the kernel will not run it at all: `ENOSYS`
+/// before Linux 5.6, and `EPERM` where a seccomp profile that predates it refuses unknown
+/// system calls (Docker's did until 20.10; some CI runners' still do). Either way the
+/// checked fallback opens the file instead; every key a 404 otherwise.
+fn openat2_unavailable(error: &io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::ENOSYS | libc::EPERM))
 }
 
 /// The regular file at `relative` and what it is; `None` for anything else.
@@ -142,16 +150,7 @@ pub fn answer(
     let (status, (start, end)) = match single_range(range, len) {
         Ok(Some(r)) => (StatusCode::PARTIAL_CONTENT, r),
         Ok(None) => (StatusCode::OK, (0, len.saturating_sub(1))),
-        Err(()) => {
-            let unsatisfiable = HeaderValue::try_from(format!("bytes */{len}")).ok()?;
-            return Some(bare(
-                StatusCode::RANGE_NOT_SATISFIABLE,
-                &[
-                    (header::CONTENT_RANGE, unsatisfiable),
-                    (header::CONTENT_TYPE, OCTET_STREAM),
-                ],
-            ));
-        }
+        Err(()) => return unsatisfiable(len),
     };
     let count = if len == 0 { 0 } else { end - start + 1 };
     let (body, last_modified) = if len <= CACHED_MAX {
@@ -183,6 +182,46 @@ pub fn answer(
         };
         (body, last_modified(&meta))
     };
+    framed(status, (start, end, len), last_modified, body)
+}
+
+/// The answer for a GET or HEAD of bytes held in memory (an upstream's answer identified
+/// there, the cache being unwritable), by the same range rules as a file's.
+pub fn answer_bytes(bytes: Bytes, head: bool, range: Option<&str>) -> Option<Response<Body>> {
+    let len = bytes.len() as u64;
+    let (status, (start, end)) = match single_range(range, len) {
+        Ok(Some(r)) => (StatusCode::PARTIAL_CONTENT, r),
+        Ok(None) => (StatusCode::OK, (0, len.saturating_sub(1))),
+        Err(()) => return unsatisfiable(len),
+    };
+    let body = match head || len == 0 {
+        true => Body::Empty,
+        false => Body::Bytes(Some(bytes.slice(start as usize..=end as usize))),
+    };
+    framed(status, (start, end, len), None, body)
+}
+
+/// 416 for a file of `len` bytes.
+fn unsatisfiable(len: u64) -> Option<Response<Body>> {
+    let unsatisfiable = HeaderValue::try_from(format!("bytes */{len}")).ok()?;
+    Some(bare(
+        StatusCode::RANGE_NOT_SATISFIABLE,
+        &[
+            (header::CONTENT_RANGE, unsatisfiable),
+            (header::CONTENT_TYPE, OCTET_STREAM),
+        ],
+    ))
+}
+
+/// A 200 or 206 of bytes `start..=end` of `len` with its headers, `body` holding them (or
+/// nothing, for a HEAD).
+fn framed(
+    status: StatusCode,
+    (start, end, len): (u64, u64, u64),
+    last_modified: Option<HeaderValue>,
+    body: Body,
+) -> Option<Response<Body>> {
+    let count = if len == 0 { 0 } else { end - start + 1 };
     let mut response = bare(
         status,
         &[

@@ -76,16 +76,43 @@ pub struct ServeArgs {
     pub memory_cache: usize,
     /// Ask this symbol server for what the store misses, in the order given: `URL` (the request
     /// path appended) or `PREFIX=URL` (only paths under PREFIX, PREFIX replaced by URL), e.g.
-    /// `symbols/=https://msdl.microsoft.com/download/symbols/`.
+    /// `symbols/=https://msdl.microsoft.com/download/symbols/`. Only answers identified as the
+    /// file the key names are served; user information in the URL is sent as basic
+    /// credentials and never printed.
+    // Parsed in `run`, not by clap: clap's error would quote the value, credentials and all.
     #[arg(long, value_name = "[PREFIX=]URL")]
-    pub upstream: Vec<upstream::Upstream>,
+    pub upstream: Vec<String>,
+    /// Credentials for upstreams, one `URL CREDENTIALS` per line (`URL` as given to
+    /// `--upstream`; `user:password` sent as basic credentials, a token as a bearer token),
+    /// kept out of the command line and every printed line.
+    #[arg(long, value_name = "FILE")]
+    pub upstream_credentials: Option<PathBuf>,
     /// Where upstream answers are kept (default: $XDG_CACHE_HOME/symdex/upstream, else
-    /// ~/.cache/symdex/upstream).
+    /// ~/.cache/symdex/upstream): a new or empty directory, or one symdex made (it holds a
+    /// `.symdex-upstream-cache` file); any other is refused.
     #[arg(long, value_name = "DIR")]
     pub upstream_cache: Option<PathBuf>,
-    /// MiB the upstream cache may hold (least recently used evicted first).
+    /// MiB the upstream cache may hold (least recently used evicted first); a larger answer is
+    /// refused.
     #[arg(long, default_value_t = 4096, value_name = "MIB")]
     pub upstream_cache_max: u64,
+    /// MiB an upstream answer may have: a larger `Content-Length` is refused before the body
+    /// is read, a larger body cut where it passes it.
+    #[arg(long, default_value_t = 4096, value_name = "MIB")]
+    pub upstream_max_size: u64,
+    /// Hours a cached upstream answer is served before it is asked for again (replaced when
+    /// the upstream answers, removed when it no longer has it, kept while it fails).
+    #[arg(long, default_value_t = 24.0, value_name = "HOURS")]
+    pub upstream_max_age: f64,
+    /// Upstream downloads at once (others wait, up to --upstream-timeout, then get 503).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub upstream_downloads: usize,
+    /// A host (`HOST` or `HOST:PORT`, `*.DOMAIN` for any below it) upstream redirects may
+    /// lead to besides the upstream's own, e.g. `*.blob.core.windows.net`, where msdl sends
+    /// downloads. Hosts resolving to loopback, private or link-local addresses are refused
+    /// unless the upstream itself is on one.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub upstream_redirect_host: Vec<String>,
     /// Seconds an upstream has for a whole answer (a trickle is cut there; a miss to the
     /// client).
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
@@ -110,6 +137,27 @@ fn open_upstreams(
     if args.upstream.is_empty() {
         return Ok(None);
     }
+    let mut upstreams = args
+        .upstream
+        .iter()
+        .map(|text| text.parse::<upstream::Upstream>())
+        .collect::<Result<Vec<_>, String>>()
+        .map_err(|e| anyhow::anyhow!("--upstream {e}"))?;
+    if upstreams.iter().any(|u| u.authorization.is_some()) {
+        eprintln!(
+            "symdex: credentials in an --upstream URL are never printed, but other users of \
+             this machine see them in its process list; --upstream-credentials FILE keeps \
+             them off it"
+        );
+    }
+    if let Some(path) = &args.upstream_credentials {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        upstream::add_credentials(&mut upstreams, &text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    let max_age = std::time::Duration::try_from_secs_f64(args.upstream_max_age * 3600.0)
+        .map_err(|_| anyhow::anyhow!("--upstream-max-age: hours, 0 or more"))?;
     let cache_dir = args
         .upstream_cache
         .clone()
@@ -123,28 +171,48 @@ fn open_upstreams(
         anyhow::bail!("the upstream cache must be outside the store (it would be served as keys)");
     }
     let upstreams = upstream::Upstreams::new(upstream::Settings {
-        upstreams: args.upstream.clone(),
+        upstreams,
+        redirect_hosts: args.upstream_redirect_host.clone(),
         cache_dir,
         cache_max_bytes: args.upstream_cache_max.saturating_mul(1 << 20),
+        max_size: args.upstream_max_size.saturating_mul(1 << 20),
+        max_age,
+        downloads: args.upstream_downloads.max(1),
         timeout: std::time::Duration::from_secs(args.upstream_timeout.max(1)),
     })?;
     Ok(Some(Arc::new(upstreams)))
 }
 
-/// Connections the open-files limit leaves room for (each one is a descriptor; files being
-/// served and the listener need some too).
-fn default_max_connections() -> usize {
-    let soft = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|limits| {
-            limits
-                .lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
-        })
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(1024);
-    (soft.saturating_sub(32) / 2).clamp(16, 4096)
+/// Raises the soft limit on open files to the hard one (the soft default, 1024, is a few
+/// hundred connections), and returns the limit in force.
+fn raise_open_files() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the one struct given, alive for the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 1024;
+    }
+    if limit.rlim_cur < limit.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: limit.rlim_max,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return raised.rlim_cur;
+        }
+    }
+    limit.rlim_cur
+}
+
+/// Connections `open_files` descriptors leave room for: three each (the connection, the
+/// file it is sent, or with `--upstream` the upstream's socket and the partial download
+/// beside it), a few kept for the listener, logs and the cache.
+fn default_max_connections(open_files: u64) -> usize {
+    let open_files = usize::try_from(open_files).unwrap_or(usize::MAX);
+    (open_files.saturating_sub(32) / 3).clamp(16, 4096)
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -167,6 +235,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
+    let open_files = raise_open_files();
     let root = file::Root::open(store.clone())
         .with_context(|| format!("cannot open the store {}", store.display()))?;
     let upstreams = open_upstreams(args, &store)?;
@@ -188,11 +257,12 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             "  credentials required (Authorization: Bearer <token>, or basic auth)"
         );
     }
-    for upstream in &args.upstream {
+    for upstream in upstreams.iter().flat_map(|u| u.list()) {
         let under = match upstream.prefix.as_str() {
             "" => "misses".to_string(),
             prefix => format!("misses under /{prefix}"),
         };
+        // The base holds no user information (taken out when parsed): safe to print.
         let _ = writeln!(out, "  upstream:   {under} -> {}", upstream.base);
     }
     let _ = out.flush();
@@ -209,7 +279,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         served,
         limit: Arc::new(tokio::sync::Semaphore::new(
             args.max_connections
-                .unwrap_or_else(default_max_connections)
+                .unwrap_or_else(|| default_max_connections(open_files))
                 .max(1),
         )),
         per_address: conn::PerAddress::default(),

@@ -29,14 +29,32 @@ pub(super) fn servable_path(raw: &str) -> Option<Vec<String>> {
             _ => parts.push(part.to_string()),
         }
     }
-    // In any case: on a case-insensitive file system `_SYMDEX` opens `_symdex`.
-    if parts
-        .first()
-        .is_some_and(|p| PRIVATE_DIRS.iter().any(|d| d.eq_ignore_ascii_case(p)))
-    {
+    if parts.first().is_some_and(|p| is_private(p)) {
         return None;
     }
     Some(parts)
+}
+
+/// Whether `name` is one of symdex's private folders in any spelling a file system may treat
+/// as the same name: on a case-insensitive one `_SYMDEX` opens `_symdex`, on a Unicode
+/// case-folding one (ext4 `casefold`, APFS, NTFS) `_ſymdex` (long s) folds to `_symdex` too,
+/// and HFS+ ignores zero-width characters. Folded here by uppercasing then lowercasing each
+/// character (a superset of simple case folding: refusing a few more names costs nothing),
+/// the invisible ones dropped. Names are components of at most 255 bytes: the fold is cheap.
+pub(super) fn is_private(name: &str) -> bool {
+    let folded: String = name
+        .chars()
+        .filter(|c| !is_ignorable(*c))
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect();
+    PRIVATE_DIRS.contains(&folded.as_str())
+}
+
+/// Characters some file systems ignore in names (zero-width, joiners, directional marks, the
+/// byte-order mark, the soft hyphen).
+fn is_ignorable(c: char) -> bool {
+    matches!(c, '\u{AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
 }
 
 /// Path components as a URL path (each percent-encoded; keys hold spaces, `+`, `#`...):
@@ -94,6 +112,9 @@ mod tests {
             "/a\\\\b",
             "/a%00b",
             "/%ff%fe",
+            "/_%C5%BFymdex/x",
+            "/_MANIFE%C5%BFT/x",
+            "/_symde%E2%80%8Bx/x",
         ] {
             assert_eq!(servable_path(path), None, "{path}");
         }
@@ -115,5 +136,7 @@ mod tests {
             servable_path("/_symdexx/a").is_some(),
             "only the exact directories"
         );
+        assert!(is_private("_\u{17F}YMDEX") && is_private("_manifest"));
+        assert!(!is_private("_symbols") && !is_private("symdex"));
     }
 }

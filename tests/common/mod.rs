@@ -157,10 +157,18 @@ impl Server {
         Self::start_with(store, &[], None)
     }
 
+    /// `serve` run by `wrapper` (a program and its arguments, which execs the rest).
+    pub fn start_wrapped(store: &Path, wrapper: &[&str]) -> Server {
+        let mut command = Command::new(wrapper[0]);
+        command
+            .args(&wrapper[1..])
+            .arg(env!("CARGO_BIN_EXE_symdex"));
+        Self::spawn(command, store, &[])
+    }
+
     /// `serve` with extra arguments, under `ulimit -n <open_files>` when given.
     pub fn start_with(store: &Path, args: &[&str], open_files: Option<u32>) -> Server {
-        use std::io::BufRead;
-        let mut command = match open_files {
+        let command = match open_files {
             Some(limit) => {
                 let mut c = Command::new("bash");
                 c.arg("-c")
@@ -170,6 +178,11 @@ impl Server {
             }
             None => symdex(),
         };
+        Self::spawn(command, store, args)
+    }
+
+    fn spawn(mut command: Command, store: &Path, args: &[&str]) -> Server {
+        use std::io::BufRead;
         let mut child = command
             .arg("serve")
             .arg(store)

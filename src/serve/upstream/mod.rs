@@ -2,105 +2,115 @@
 //! order, and the first one's 200 is streamed to the client while it is written to a cache on
 //! disk; the cache answers it from then on, upstreams down or not.
 //!
-//! The rules, each kept here:
+//! An upstream is trusted with nothing but answering (THREATS.md). The rules, each kept here:
 //! - Only misses go upstream: the store's own keys and its private folders never do (this is
-//!   asked only after `file::answer` found nothing, for a path `paths.rs` allowed).
+//!   asked only after `file::answer` found nothing, for a path `paths.rs` allowed), nor a path
+//!   that names a private folder below an upstream's `PREFIX=` (`teamb/_symdex/...`).
 //! - One download per key at a time: the first request leads, the others wait for it and are
-//!   answered from the cache (`inflight`).
-//! - A partial download is never served from the cache (`disk.rs` renames a file into place
-//!   only when it is whole), and a download whose identity is not the key's (`verify.rs`) is
-//!   neither cached nor served: the client being streamed to gets every byte but the last
-//!   chunk, then a broken response.
-//! - A miss everywhere is 404 and remembered for [`MISS_TTL`], so a storm of misses does not
-//!   reach the upstreams; an upstream's error or timeout is a miss with a line on stderr, never
-//!   a hang (`--upstream-timeout` bounds a whole download).
-//! - A cache that cannot be written (disk full) passes answers through, unverified and
-//!   uncached, and says so once.
+//!   answered from the cache (`inflight`); at most `--upstream-downloads` at once.
+//! - Only what is identified as the file the key names is served or cached (`verify.rs`),
+//!   judged on the path the upstream was asked for. The client being streamed to gets every
+//!   byte but the last chunk before that is known, then a broken response if it is refused. A
+//!   partial download is never served from the cache (`disk.rs` renames a file into place
+//!   only when it is whole and identified).
+//! - Fail closed: a cache that cannot be written (disk full, read-only, out of descriptors)
+//!   means identifying from memory, up to [`fetch::MEMORY_MAX`]; larger answers are refused
+//!   (502), never passed through unidentified.
+//! - Bounded: `--upstream-max-size` (and the cache's own size) cuts a larger answer, by its
+//!   `Content-Length` before a byte is read or as it arrives; `--upstream-timeout` bounds a
+//!   whole exchange; a HEAD of a miss is a HEAD upstream, not a download.
+//! - A miss everywhere is 404 and a refused answer 502, each remembered for
+//!   [`misses::MISS_TTL`] so a storm of them reaches the upstreams once; an upstream's error
+//!   or timeout is a miss with a line on stderr, never a hang.
+//! - A cached answer is asked for again once older than `--upstream-max-age`: replaced when
+//!   the upstream answers, removed when it no longer has it, served as it is while the
+//!   upstream fails or answers what is refused.
+//! - Redirects are followed to the upstream's own host or `--upstream-redirect-host`s only,
+//!   never to an internal address unless the upstream is on one (`client.rs`, `guard.rs`), and
+//!   no printed line carries an upstream's credentials.
 
+mod client;
 mod disk;
+mod fetch;
+mod first;
+mod guard;
+mod leading;
+mod misses;
+mod origin;
+mod partial;
+mod remembered;
+mod secret;
+mod settings;
+mod sink;
 mod spec;
+mod turn;
 mod verify;
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::path::PathBuf;
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderName, HeaderValue, Response, StatusCode};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
-pub use spec::Upstream;
+pub use settings::Settings;
+pub use spec::{add_credentials, Upstream};
 
 use super::body::Body;
 use super::cache::MemoryCache;
-use super::file::{bare, Root, OCTET_STREAM};
-use disk::{DiskCache, Partial};
+use super::file::{answer_bytes, bare, Root, OCTET_STREAM};
+use super::paths::is_private;
+use client::{Asked, Client};
+use disk::DiskCache;
+use fetch::Fetch;
+use first::First;
+use leading::Leading;
+use misses::Misses;
+use remembered::Remembered;
+use turn::Turn;
 
-/// How long a miss everywhere is answered 404 without asking again.
-pub const MISS_TTL: Duration = Duration::from_secs(30);
-/// Misses remembered at most (all forgotten at once past it: a bound, not a policy).
-const MISSES_MAX: usize = 100_000;
-/// How much of a download is read (and sent on) at a time.
-const CHUNK: usize = 64 << 10;
 /// The response header that says an answer came from upstream (`check --json` reports it).
 pub const SOURCE_HEADER: HeaderName = HeaderName::from_static("x-symdex-source");
 
-/// What `--upstream...` configured.
-pub struct Settings {
-    pub upstreams: Vec<Upstream>,
-    pub cache_dir: PathBuf,
-    pub cache_max_bytes: u64,
-    pub timeout: Duration,
-}
-
 pub struct Upstreams {
-    list: Vec<(Upstream, ureq::Agent)>,
+    clients: Vec<Client>,
     disk: DiskCache,
     /// The cache directory, opened for answering like the store (`file::answer`).
     cached: Root,
-    misses: Mutex<HashMap<String, Instant>>,
+    misses: Misses,
     /// Keys being downloaded; a waiter's receiver sees its sender dropped when it is done.
     inflight: Mutex<HashMap<String, watch::Receiver<()>>>,
+    /// Places for upstream exchanges at once (`--upstream-downloads`).
+    downloads: Arc<Semaphore>,
     said_unwritable: AtomicBool,
-}
-
-/// What the download told the request that leads it, once it knows.
-enum First {
-    /// Nobody had it (or every upstream failed).
-    Miss,
-    /// Being streamed: the body's length when the upstream said it.
-    Streaming(Option<u64>),
-    /// Already whole (an empty answer): answered from the cache, or a miss if it was refused.
-    Done,
-}
-
-/// A request's part in a key's download: it leads it, or waits for the one in flight.
-enum Turn {
-    Lead(Leading),
-    Wait(watch::Receiver<()>),
-}
-
-/// The download of one key: while it lives, others asking for the key wait for it.
-struct Leading {
-    upstreams: Arc<Upstreams>,
-    key: String,
-    _done: watch::Sender<()>,
-}
-
-impl Drop for Leading {
-    fn drop(&mut self) {
-        // Forgotten before the sender drops (after this body): a waiter woken by the drop
-        // finds the cache filled or the miss recorded, never this download still in flight.
-        lock(&self.upstreams.inflight).remove(&self.key);
-    }
+    max_size: u64,
+    max_age: Duration,
+    timeout: Duration,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Each map is whole after every statement that changes it.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
+    let mut response = Response::new(Body::text(text));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    response
+}
+
+/// An upstream answered what may not be served as the key.
+fn refused() -> Response<Body> {
+    plain(
+        StatusCode::BAD_GATEWAY,
+        "the upstream's answer was refused\n",
+    )
 }
 
 impl Upstreams {
@@ -109,35 +119,43 @@ impl Upstreams {
         let disk =
             DiskCache::open(&settings.cache_dir, settings.cache_max_bytes).with_context(|| {
                 format!(
-                    "cannot open the upstream cache {}",
+                    "cannot use the upstream cache {}",
                     settings.cache_dir.display()
                 )
             })?;
         let cached = Root::open(disk.root.canonicalize()?)?;
-        let list = settings
+        let redirect_hosts: Arc<[String]> = settings.redirect_hosts.into();
+        let clients = settings
             .upstreams
             .into_iter()
-            .map(|upstream| {
-                let agent = ureq::Agent::config_builder()
-                    .timeout_global(Some(settings.timeout))
-                    // Redirects within the same scheme (an https upstream never sends us to
-                    // plain http).
-                    .https_only(upstream.https())
-                    .max_redirects(5)
-                    .user_agent(concat!("symdex/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .new_agent();
-                (upstream, agent)
-            })
+            .map(|upstream| Client::new(upstream, redirect_hosts.clone(), settings.timeout))
             .collect();
         Ok(Upstreams {
-            list,
+            clients,
             disk,
             cached,
-            misses: Mutex::new(HashMap::new()),
+            misses: Misses::default(),
             inflight: Mutex::new(HashMap::new()),
+            downloads: Arc::new(Semaphore::new(settings.downloads.max(1))),
             said_unwritable: AtomicBool::new(false),
+            max_size: settings.max_size,
+            max_age: settings.max_age,
+            timeout: settings.timeout,
         })
+    }
+
+    /// The upstreams, in the order they are asked.
+    pub fn list(&self) -> impl Iterator<Item = &Upstream> {
+        self.clients.iter().map(|c| &c.upstream)
+    }
+
+    /// The path `client`'s upstream is asked for `key` at, when it is under its prefix and
+    /// names no private folder there (in any spelling `paths::is_private` folds).
+    fn rest_for<'k>(client: &Client, key: &'k str) -> Option<&'k str> {
+        client
+            .upstream
+            .rest(key)
+            .filter(|rest| !rest.split('/').any(is_private))
     }
 
     /// The answer for `key`, which the store does not have: from the cache, or from the first
@@ -149,16 +167,20 @@ impl Upstreams {
         head: bool,
         range: Option<&str>,
     ) -> Option<Response<Body>> {
-        if !self.list.iter().any(|(u, _)| u.url_for(key).is_some()) {
+        if !self
+            .clients
+            .iter()
+            .any(|c| Self::rest_for(c, key).is_some())
+        {
             return None;
         }
         // Twice at most: once more after waiting for another request's download.
         for _ in 0..2 {
-            if let Some(response) = self.cached_answer(memory, key, head, range) {
-                return Some(response);
+            if let Some(known) = self.known(memory, key, head, range, false) {
+                return known;
             }
-            if self.missed_lately(key) {
-                return None;
+            if head {
+                return self.head(key).await;
             }
             let turn = {
                 let mut inflight = lock(&self.inflight);
@@ -180,213 +202,224 @@ impl Upstreams {
                 Turn::Wait(mut waiting) => {
                     let _ = waiting.changed().await;
                 }
-                Turn::Lead(leading) => return self.lead(leading, memory, head, range).await,
+                Turn::Lead(leading) => return self.lead(leading, memory, range).await,
             }
         }
         None
     }
 
-    /// Downloads `leading.key`: a plain GET is streamed as it arrives; a HEAD or a range is
-    /// answered from the cache once the download is whole.
+    /// The answer the cache and the remembered misses give for `key`, if they decide it
+    /// (`after` a download: nothing left to ask, a miss then).
+    fn known(
+        &self,
+        memory: &MemoryCache,
+        key: &str,
+        head: bool,
+        range: Option<&str>,
+        after: bool,
+    ) -> Option<Option<Response<Body>>> {
+        let cached = self.disk.lookup(key);
+        let stale = cached.as_ref().map(|(_, age)| *age >= self.max_age);
+        let from_cache = |relative: &str| self.cached_answer(memory, relative, head, range);
+        match (cached.as_ref(), stale, self.misses.get(key)) {
+            (Some((relative, _)), Some(false), _) => Some(from_cache(relative)),
+            (_, _, Some(Remembered::Missing)) => Some(None),
+            // Asked again lately, and the upstream failed or answered what is refused: the
+            // copy that was identified when it came stays.
+            (Some((relative, _)), _, Some(_)) => Some(from_cache(relative)),
+            // A HEAD does not ask again for what is cached.
+            (Some((relative, _)), _, None) if head || after => Some(from_cache(relative)),
+            (None, _, Some(Remembered::Refused)) => Some(Some(refused())),
+            (None, _, Some(Remembered::Failed)) => Some(None),
+            (_, _, None) if after => Some(None),
+            (_, _, None) => None,
+        }
+    }
+
+    /// A place for an upstream exchange, waited for at most the upstream timeout; `None`
+    /// when all are taken that long.
+    async fn place(&self) -> Option<OwnedSemaphorePermit> {
+        let acquire = self.downloads.clone().acquire_owned();
+        match tokio::time::timeout(self.timeout, acquire).await {
+            Ok(Ok(permit)) => Some(permit),
+            _ => None,
+        }
+    }
+
+    /// Downloads `leading.key`: a plain GET is streamed as it arrives; a range is answered
+    /// once the download is whole (from the cache, or from memory).
     async fn lead(
         self: &Arc<Self>,
         leading: Leading,
         memory: &MemoryCache,
-        head: bool,
         range: Option<&str>,
     ) -> Option<Response<Body>> {
         let key = leading.key.clone();
-        let streaming = !head && range.is_none();
+        let Some(place) = self.place().await else {
+            return Some(plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many upstream downloads\n",
+            ));
+        };
+        let streaming = range.is_none();
         let (first_tx, first_rx) = oneshot::channel();
         let (chunks_tx, chunks_rx) = mpsc::channel(4);
         let this = self.clone();
         let download = tokio::task::spawn_blocking(move || {
             let chunks = streaming.then_some(chunks_tx);
-            this.download(&leading.key, first_tx, chunks);
-            drop(leading);
+            let verified = this.download(&leading.key, first_tx, chunks);
+            drop((leading, place));
+            verified
         });
         if streaming {
             match first_rx.await {
                 Ok(First::Streaming(len)) => return Some(streamed(chunks_rx, len)),
-                Ok(First::Done) => {}
-                Ok(First::Miss) | Err(_) => return None,
+                Ok(First::Refused) => return Some(refused()),
+                Ok(First::Done | First::Miss) | Err(_) => {}
             }
         }
-        let _ = download.await;
-        self.cached_answer(memory, &key, head, range)
+        if let Ok(Some(bytes)) = download.await {
+            return answer_bytes(bytes, false, range).map(from_upstream);
+        }
+        self.known(memory, &key, false, range, true).flatten()
     }
 
     fn cached_answer(
         &self,
         memory: &MemoryCache,
-        key: &str,
+        relative: &str,
         head: bool,
         range: Option<&str>,
     ) -> Option<Response<Body>> {
-        let relative = self.disk.lookup(key)?;
-        let mut response = super::file::answer(&self.cached, memory, &relative, head, range)?;
-        response
-            .headers_mut()
-            .insert(SOURCE_HEADER, HeaderValue::from_static("upstream"));
-        Some(response)
+        super::file::answer(&self.cached, memory, relative, head, range).map(from_upstream)
     }
 
-    fn missed_lately(&self, key: &str) -> bool {
-        let misses = lock(&self.misses);
-        misses.get(key).is_some_and(|at| at.elapsed() < MISS_TTL)
+    pub(super) fn forget_inflight(&self, key: &str) {
+        lock(&self.inflight).remove(key);
     }
 
-    fn record_miss(&self, key: &str) {
-        let mut misses = lock(&self.misses);
-        if misses.len() >= MISSES_MAX {
-            misses.clear();
-        }
-        misses.insert(key.to_string(), Instant::now());
+    /// One line on stderr about the upstreams, any user information in it taken out.
+    fn say(&self, line: &str) {
+        eprintln!("symdex: {}", crate::credentials::redacted(line));
     }
 
     fn say_unwritable(&self, error: &io::Error) {
         if !self.said_unwritable.swap(true, Ordering::Relaxed) {
-            eprintln!(
-                "symdex: upstream cache {}: {error}; passing answers through without caching",
-                self.disk.root.display()
-            );
+            self.say(&format!(
+                "upstream cache {}: {error}; answers are identified in memory (up to {} MiB \
+                 each, larger ones refused) and not cached",
+                self.disk.root.display(),
+                fetch::MEMORY_MAX >> 20
+            ));
         }
     }
 
-    /// Asks each upstream in order; the first 200 is read to the end, written to a partial
-    /// cache file and sent on `chunks` (all but its last chunk until it is verified).
+    /// A HEAD of a key nothing is known of: a HEAD of each upstream in order, answered with
+    /// what the first that has it says (its length); nothing is downloaded.
+    async fn head(self: &Arc<Self>, key: &str) -> Option<Response<Body>> {
+        let place = self.place().await?;
+        let this = self.clone();
+        let key = key.to_string();
+        let asked = tokio::task::spawn_blocking(move || {
+            let _place = place;
+            this.head_upstreams(&key)
+        });
+        asked.await.ok().flatten()
+    }
+
+    fn head_upstreams(&self, key: &str) -> Option<Response<Body>> {
+        let mut failed = false;
+        for client in &self.clients {
+            let Some(rest) = Self::rest_for(client, key) else {
+                continue;
+            };
+            match client.ask(true, rest) {
+                Asked::Found(response) => {
+                    let len = response
+                        .headers()
+                        .get(header::CONTENT_LENGTH)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok());
+                    if len.is_some_and(|len| len > self.max_size) {
+                        self.misses.remember(key, Remembered::Refused);
+                        return Some(refused());
+                    }
+                    let mut answer = bare(StatusCode::OK, &[(header::CONTENT_TYPE, OCTET_STREAM)]);
+                    if let Some(len) = len {
+                        answer
+                            .headers_mut()
+                            .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+                    }
+                    return Some(from_upstream(answer));
+                }
+                Asked::Missing => {}
+                Asked::Failed(why) => {
+                    self.say(&format!("upstream {}: {why}", client.upstream.url_of(rest)));
+                    failed = true;
+                }
+            }
+        }
+        let what = if failed {
+            Remembered::Failed
+        } else {
+            Remembered::Missing
+        };
+        self.misses.remember(key, what);
+        None
+    }
+
+    /// Asks each upstream in order; the first 200 is read to the end ([`Fetch`]). The bytes,
+    /// when they were identified in memory.
     fn download(
         &self,
         key: &str,
         first: oneshot::Sender<First>,
         chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
-    ) {
-        for (upstream, agent) in &self.list {
-            let Some(url) = upstream.url_for(key) else {
+    ) -> Option<Bytes> {
+        let mut failed = false;
+        for client in &self.clients {
+            let Some(rest) = Self::rest_for(client, key) else {
                 continue;
             };
-            let response = match agent.get(&url).call() {
-                Ok(response) => response,
-                Err(ureq::Error::StatusCode(404 | 403 | 410)) => continue,
-                Err(e) => {
-                    eprintln!("symdex: upstream {url}: {e}");
-                    continue;
+            let url = client.upstream.url_of(rest);
+            match client.ask(false, rest) {
+                Asked::Found(response) => {
+                    let fetch = Fetch {
+                        upstreams: self,
+                        key,
+                        rest,
+                        url,
+                        first: Some(first),
+                        chunks,
+                    };
+                    return fetch.run(response);
                 }
-            };
-            let len = response
-                .headers()
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            let reader = response.into_body().into_reader();
-            Fetch {
-                upstreams: self,
-                key,
-                rest: upstream.rest(key).unwrap_or(key),
-                url: &url,
-                first: Some(first),
-                chunks,
-                len,
+                Asked::Missing => {}
+                Asked::Failed(why) => {
+                    self.say(&format!("upstream {url}: {why}"));
+                    failed = true;
+                }
             }
-            .run(reader);
-            return;
         }
-        self.record_miss(key);
+        match failed {
+            true => self.misses.remember(key, Remembered::Failed),
+            false => {
+                // No upstream has it any more: neither does the cache.
+                self.disk.forget(key);
+                self.misses.remember(key, Remembered::Missing);
+            }
+        }
         let _ = first.send(First::Miss);
+        None
     }
 }
 
-/// One upstream answer being read.
-struct Fetch<'a> {
-    upstreams: &'a Upstreams,
-    key: &'a str,
-    /// The key below the upstream's URL.
-    rest: &'a str,
-    url: &'a str,
-    /// Taken when the leading request has been told.
-    first: Option<oneshot::Sender<First>>,
-    chunks: Option<mpsc::Sender<io::Result<Bytes>>>,
-    len: Option<u64>,
-}
-
-impl Fetch<'_> {
-    fn tell(&mut self, what: First) {
-        if let Some(first) = self.first.take() {
-            let _ = first.send(what);
-        }
-    }
-
-    /// Sends `chunk` to the client being streamed to, if it is still there (a client gone
-    /// does not stop the download: the cache still gets it).
-    fn send(&mut self, chunk: io::Result<Bytes>) {
-        if let Some(chunks) = &self.chunks {
-            if chunks.blocking_send(chunk).is_err() {
-                self.chunks = None;
-            }
-        }
-    }
-
-    fn run(mut self, mut reader: impl Read) {
-        let mut partial = match self.upstreams.disk.partial(self.key) {
-            Ok(partial) => Some(partial),
-            Err(e) => {
-                self.upstreams.say_unwritable(&e);
-                None
-            }
-        };
-        let mut held: Option<Bytes> = None;
-        loop {
-            let mut buf = vec![0u8; CHUNK];
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    eprintln!("symdex: upstream {}: {e}", self.url);
-                    self.tell(First::Miss);
-                    self.send(Err(e));
-                    return;
-                }
-            };
-            buf.truncate(n);
-            if let Some(file) = partial.as_mut().map(|p| &mut p.file) {
-                if let Err(e) = file.write_all(&buf) {
-                    self.upstreams.say_unwritable(&e);
-                    partial = None;
-                }
-            }
-            self.tell(First::Streaming(self.len));
-            if let Some(previous) = held.replace(Bytes::from(buf)) {
-                self.send(Ok(previous));
-            }
-        }
-        match self.finish(partial) {
-            Ok(()) => {
-                self.tell(First::Done);
-                if let Some(last) = held {
-                    self.send(Ok(last));
-                }
-            }
-            Err(why) => {
-                eprintln!("symdex: upstream {}: {why}: not served", self.url);
-                self.tell(First::Done);
-                self.send(Err(io::Error::new(io::ErrorKind::InvalidData, why)));
-            }
-        }
-    }
-
-    /// Verifies the whole download and puts it in the cache.
-    fn finish(&self, partial: Option<Partial>) -> Result<(), String> {
-        let Some(partial) = partial else {
-            // Nothing on disk to identify: passed through as it came (said once).
-            return Ok(());
-        };
-        verify::fits(self.key, self.rest, &partial.path)?;
-        if let Err(e) = self.upstreams.disk.keep(partial) {
-            self.upstreams.say_unwritable(&e);
-        }
-        Ok(())
-    }
+/// `response` marked as an upstream's answer.
+fn from_upstream(mut response: Response<Body>) -> Response<Body> {
+    response
+        .headers_mut()
+        .insert(SOURCE_HEADER, HeaderValue::from_static("upstream"));
+    response
 }
 
 /// The response that streams a download to the client as it arrives.
@@ -408,16 +441,21 @@ mod tests {
     //! it), and only then is the upstream let answer. No sleeps: each step is a poll whose
     //! outcome the code above decides.
 
-    use super::*;
+    use super::{lock, MemoryCache, Settings, Upstreams};
+    use crate::serve::body::Body;
+    use http::{Response, StatusCode};
     use std::future::Future;
-    use std::io::BufRead;
+    use std::io::{self, BufRead, Write};
     use std::net::TcpListener;
     use std::pin::Pin;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
     use std::task::Poll;
+    use std::time::Duration;
 
-    const KEY: &str = "symbols/notes.txt/0123ABCD/notes.txt";
-    const TEXT: &[u8] = b"a text no format claims: served as it came\n";
+    /// A cabinet-compressed name: a format symdex does not read, served as it comes.
+    const KEY: &str = "symbols/notes.pd_/0123ABCD/notes.pd_";
+    const TEXT: &[u8] = b"bytes of a format symdex does not read: served as they came\n";
 
     /// An upstream that counts the requests it reads and answers each with `status` only
     /// when `release` says so (dropping `release` closes what is held unanswered).
@@ -464,8 +502,12 @@ mod tests {
     fn upstreams_of(url: &str, cache: &std::path::Path) -> Arc<Upstreams> {
         let settings = Settings {
             upstreams: vec![format!("symbols/={url}").parse().expect("upstream")],
+            redirect_hosts: Vec::new(),
             cache_dir: cache.to_path_buf(),
             cache_max_bytes: 1 << 20,
+            max_size: 1 << 20,
+            max_age: Duration::from_secs(3600),
+            downloads: 4,
             timeout: Duration::from_secs(30),
         };
         Arc::new(Upstreams::new(settings).expect("upstreams"))

@@ -1,6 +1,12 @@
-//! `--upstream [PREFIX=]URL`: which request paths go to which server, and as what URL.
+//! `--upstream [PREFIX=]URL`: which request paths go to which server, and as what URL. User
+//! information in the URL (`https://user:token@host/`) is taken out of it at once and kept as
+//! the upstream's credentials: the URL printed, logged or quoted in an error never has it.
 
 use std::str::FromStr;
+
+use super::origin::Origin;
+use super::secret::Secret;
+use crate::credentials::{redacted, split_userinfo};
 
 /// One upstream symbol server: the request paths under `prefix` (all of them when it is
 /// empty) are asked of `base` with the prefix replaced by it.
@@ -8,8 +14,10 @@ use std::str::FromStr;
 pub struct Upstream {
     /// Empty, or store-relative and ending in `/` (`symbols/`).
     pub prefix: String,
-    /// `http://` or `https://`, ending in `/`.
+    /// `http://` or `https://`, ending in `/`, without user information: safe to print.
     pub base: String,
+    /// Sent to `base`'s origin only, never to a host it redirects to.
+    pub authorization: Option<Secret>,
 }
 
 impl FromStr for Upstream {
@@ -22,15 +30,26 @@ impl FromStr for Upstream {
             Some((prefix, url)) if !prefix.contains("://") => (prefix, url),
             _ => ("", text),
         };
+        let shown = redacted(text);
         let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
         if !scheme_ok || url.contains(['?', '#']) {
             return Err(format!(
-                "{text}: an upstream is [PREFIX=]http(s)://host/path, without query or fragment"
+                "{shown}: an upstream is [PREFIX=]http(s)://host/path, without query or fragment"
             ));
         }
+        let split = split_userinfo(url);
+        let url = split.base.as_str();
+        if Origin::of(url).is_none() {
+            return Err(format!("{shown}: no host in the upstream's URL"));
+        }
+        let authorization = split
+            .headers
+            .into_iter()
+            .next()
+            .map(|(_, value)| Secret::header(value));
         let prefix = prefix.trim_matches('/');
         if prefix.split('/').any(|p| p == ".." || p == ".") || prefix.starts_with('_') {
-            return Err(format!("{text}: the prefix must be a plain store path"));
+            return Err(format!("{shown}: the prefix must be a plain store path"));
         }
         let prefix = match prefix {
             "" => String::new(),
@@ -40,19 +59,23 @@ impl FromStr for Upstream {
             true => url.to_string(),
             false => format!("{url}/"),
         };
-        Ok(Upstream { prefix, base })
+        Ok(Upstream {
+            prefix,
+            base,
+            authorization,
+        })
     }
 }
 
 impl Upstream {
-    /// The URL `key` (store-relative, normalised) is asked at, when it is under the prefix.
-    pub fn url_for(&self, key: &str) -> Option<String> {
-        let rest = self.rest(key)?;
-        Some(format!(
-            "{}{}",
-            self.base,
-            super::super::url_path(rest.split('/'))
-        ))
+    /// The URL of `rest`, a path below the upstream's.
+    pub fn url_of(&self, rest: &str) -> String {
+        format!("{}{}", self.base, super::super::url_path(rest.split('/')))
+    }
+
+    /// Where `base` points (checked when parsed).
+    pub fn origin(&self) -> Option<Origin> {
+        Origin::of(&self.base)
     }
 
     /// `key` without the prefix: the path the upstream is asked for below its URL.
@@ -66,9 +89,47 @@ impl Upstream {
     }
 }
 
+/// Gives the upstreams the credentials of an `--upstream-credentials` file: one
+/// `URL CREDENTIALS` per line (blank lines and `#` comments aside), `URL` as an `--upstream`
+/// gives it (prefix aside), `CREDENTIALS` `user:password` (basic) or a token (bearer). Errors
+/// name the line, never its credentials.
+pub fn add_credentials(upstreams: &mut [Upstream], text: &str) -> Result<(), String> {
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let number = number + 1;
+        let Some((url, credentials)) = line.split_once(char::is_whitespace) else {
+            return Err(format!("line {number}: wants `URL CREDENTIALS`"));
+        };
+        let url = split_userinfo(url).base;
+        let url = url.trim_end_matches('/');
+        let mut named = upstreams
+            .iter_mut()
+            .filter(|u| u.base.trim_end_matches('/') == url)
+            .peekable();
+        if named.peek().is_none() {
+            return Err(format!("line {number}: {url} is no --upstream"));
+        }
+        let secret = Secret::from_credentials(credentials.trim());
+        for upstream in named {
+            upstream.authorization = Some(secret.clone());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{add_credentials, Upstream};
+
+    impl Upstream {
+        /// The URL `key` is asked at, when it is under the prefix.
+        fn url_for(&self, key: &str) -> Option<String> {
+            self.rest(key).map(|rest| self.url_of(rest))
+        }
+    }
 
     #[test]
     fn prefixes_are_replaced_and_paths_appended() {
@@ -106,8 +167,42 @@ mod tests {
             "../x=http://h/",
             "_symdex/=http://h/",
             "http://h/?q=1",
+            "http:///x",
         ] {
             assert!(bad.parse::<Upstream>().is_err(), "{bad}");
         }
+        let refused = "_x=https://u:t0ken@h/".parse::<Upstream>().unwrap_err();
+        assert!(!refused.contains("t0ken"), "{refused}");
+    }
+
+    #[test]
+    fn a_credentials_file_names_its_upstreams() {
+        let mut upstreams: Vec<Upstream> = ["http://a.example/x", "symbols/=http://b.example/"]
+            .iter()
+            .map(|u| u.parse().unwrap())
+            .collect();
+        let text = "# team stores\nhttp://a.example/x/ t0ken\n\nhttp://b.example u:p\n";
+        add_credentials(&mut upstreams, text).unwrap();
+        let headers: Vec<_> = upstreams
+            .iter()
+            .map(|u| u.authorization.as_ref().unwrap().expose().to_string())
+            .collect();
+        assert_eq!(headers[0], "Bearer t0ken");
+        assert!(headers[1].starts_with("Basic "));
+        let unknown = add_credentials(&mut upstreams, "http://c.example s3cret").unwrap_err();
+        assert!(
+            unknown.contains("line 1") && !unknown.contains("s3cret"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn user_information_becomes_credentials_never_shown() {
+        let upstream: Upstream = "symbols/=https://ci:t0ken@h.example/s".parse().unwrap();
+        assert_eq!(upstream.base, "https://h.example/s/");
+        let header = upstream.authorization.clone().unwrap();
+        assert!(header.expose().starts_with("Basic "));
+        assert!(!format!("{upstream:?}").contains("t0ken"));
+        assert!(!format!("{upstream:?}").contains(&header.expose()[6..]));
     }
 }
