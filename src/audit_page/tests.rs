@@ -1,0 +1,126 @@
+//! The page's packing and escaping: what reaches the browser reads back as the manifest
+//! wrote it, and no uploader-chosen text can end the data's element.
+
+use std::collections::BTreeMap;
+
+use symdex_shared::manifest::{Action, Record};
+use symdex_shared::pipeline::default_prefixes;
+use symdex_shared::upload_meta::UploadMeta;
+
+use crate::audit_page::columns::Columns;
+use crate::audit_page::data::PageData;
+use crate::audit_page::holdings::{layout_of, Holdings};
+use crate::audit_page::page::{embed_json, render};
+use crate::audit_page::strings::Strings;
+
+const HOSTILE: &str = "</script><script>alert(1)</script><!-- \u{2028}\u{2029} & \x1b]0;x\x07";
+
+fn record(name: &str, build: &str, keys: &[&str]) -> Record {
+    Record {
+        time: "2026-11-20T10:00:00Z".into(),
+        action: Some(Action::Indexed),
+        upload: format!("file:/in/{name}"),
+        ingest_key: format!("/in/{name}"),
+        name: Some(name.into()),
+        meta: UploadMeta {
+            build: Some(build.into()),
+            product: Some("app".into()),
+            ..UploadMeta::default()
+        },
+        published: keys.iter().map(|k| k.to_string()).collect(),
+        ..Record::default()
+    }
+}
+
+#[test]
+fn embedded_json_has_no_markup_and_reads_back_the_same() {
+    let value = serde_json::json!({ "name": HOSTILE, "n": [1, 2] });
+    let embedded = embed_json(&serde_json::to_string(&value).unwrap());
+    for bad in ['<', '>', '&', '\u{2028}', '\u{2029}'] {
+        assert!(!embedded.contains(bad), "{bad:?} left in {embedded}");
+    }
+    let back: serde_json::Value = serde_json::from_str(&embedded).unwrap();
+    assert_eq!(back, value);
+}
+
+#[test]
+fn records_pack_by_column_with_each_text_once() {
+    let mut strings = Strings::default();
+    let mut columns = Columns::default();
+    let a = record("a.pdb", "b1", &["symbols/a.pdb/ID1/a.pdb"]);
+    let b = record(HOSTILE, "b1", &["symbols/a.pdb/ID2/a.pdb"]);
+    columns.push(&a, &mut strings);
+    columns.push(&b, &mut strings);
+    assert_eq!(columns.len(), 2);
+    assert_eq!(
+        columns.build[0], columns.build[1],
+        "one build, written once"
+    );
+    assert_eq!(strings.get(columns.name[1]), HOSTILE);
+    assert_eq!(strings.get(columns.day[0]), "2026-11-20");
+    assert_eq!(strings.get(columns.clock[0]), "T10:00:00Z");
+    assert_eq!(
+        strings.get(columns.version[0]),
+        "",
+        "absent is the empty string"
+    );
+    let key: Vec<&str> = columns.published[1][0]
+        .iter()
+        .map(|&part| strings.get(part))
+        .collect();
+    assert_eq!(key.join("/"), "symbols/a.pdb/ID2/a.pdb");
+    // Shared parts ("symbols", "a.pdb") are written once for both keys.
+    assert_eq!(columns.published[0][0][0], columns.published[1][0][0]);
+}
+
+#[test]
+fn the_page_holds_its_data_once_and_no_markup_from_it() {
+    let mut strings = Strings::default();
+    let mut columns = Columns::default();
+    columns.push(&record(HOSTILE, HOSTILE, &[]), &mut strings);
+    let data = PageData {
+        store: HOSTILE.into(),
+        generated: "2026-11-20T10:00:00Z".into(),
+        records: 1,
+        strings,
+        columns,
+        missing: Vec::new(),
+        holdings: Holdings::default(),
+    };
+    let page = render(&data).unwrap();
+    assert!(
+        !page.contains("alert(1)</script>"),
+        "hostile text raw in the page"
+    );
+    assert!(!page.contains("{{DATA}}") && !page.contains("/*{{JS}}*/"));
+    let open = r#"<script type="application/json" id="audit-data">"#;
+    assert_eq!(page.matches(open).count(), 1);
+    let start = page.find(open).unwrap() + open.len();
+    let end = start + page[start..].find("</script>").unwrap();
+    let back: serde_json::Value = serde_json::from_str(&page[start..end]).unwrap();
+    assert_eq!(back["store"], HOSTILE);
+    assert_eq!(back["records"], 1);
+    assert_eq!(
+        back["strings"][back["columns"]["name"][0].as_u64().unwrap() as usize],
+        HOSTILE
+    );
+}
+
+#[test]
+fn keys_are_counted_under_the_layouts_whose_grammar_they_fit() {
+    let prefixes: BTreeMap<_, _> = default_prefixes();
+    let build_id = "031b290d8df581a60d1b3c9eaf486146dbfd25a9";
+    assert_eq!(
+        layout_of(&format!("buildid/{build_id}/debuginfo"), &prefixes),
+        "debuginfod"
+    );
+    assert_eq!(
+        layout_of(
+            "symbols/foo.pdb/497B72F6390A44FC878E5A2D63B6CC4B1/foo.sym",
+            &prefixes
+        ),
+        "breakpad"
+    );
+    assert_eq!(layout_of("sentry/x/y", &prefixes), "other: sentry/");
+    assert_eq!(layout_of("loose", &prefixes), "other");
+}
