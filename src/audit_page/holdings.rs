@@ -85,9 +85,11 @@ impl Holdings {
         let prefixes = default_prefixes();
         for (key, size) in &held {
             seen.insert(key.as_str());
-            let product = match (product_by_key.get(key.as_str()), live.get(key.as_str())) {
-                (Some(p), _) => p.to_string(),
-                (None, Some(row)) => product_of(*row),
+            // The manifest's attribution first, so that both columns count a key under one
+            // product; a key no record names goes by the upload records that list it.
+            let product = match (live.get(key.as_str()), product_by_key.get(key.as_str())) {
+                (Some(row), _) => product_of(*row),
+                (None, Some(p)) => p.to_string(),
                 (None, None) => NO_PRODUCT.to_string(),
             };
             let line = line_of(&mut lines, product, layout_of(key, &prefixes));

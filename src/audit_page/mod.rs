@@ -51,10 +51,11 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(&partial, &html).with_context(|| format!("writing {}", partial.display()))?;
     std::fs::rename(&partial, &args.html)
         .with_context(|| format!("writing {}", args.html.display()))?;
+    let held: u64 = data.holdings.lines.iter().map(|l| l.keys).sum();
+    let bytes: u64 = data.holdings.lines.iter().map(|l| l.bytes).sum();
     println!(
-        "symdex audit: {} records, {} kinds of key held; wrote {} ({} bytes)",
+        "symdex audit: {} records read, {held} keys ({bytes} bytes) held; wrote {} ({} bytes)",
         data.records,
-        data.holdings.lines.len(),
         args.html.display(),
         html.len()
     );

@@ -353,6 +353,18 @@
     }
   }
 
+  // One colour per product in every chart: by the number of its records, the last colour
+  // shared by the products past the palette.
+  let colours = null;
+  function productColours() {
+    if (colours) return colours;
+    const counts = new Map();
+    for (let i = 0; i < N; i++) counts.set(C.product[i], (counts.get(C.product[i]) || 0) + 1);
+    const order = [...counts.entries()].sort((a, b) => b[1] - a[1]).map(([p]) => p);
+    colours = new Map(order.map((p, k) => [p, COLOURS[Math.min(k, COLOURS.length - 1)]]));
+    return colours;
+  }
+
   // A stacked bar chart of `value(i)` per day and product, drawn as SVG.
   function chart(title, value, format) {
     const perDay = new Map();
@@ -370,14 +382,14 @@
       totals.set(p, (totals.get(p) || 0) + v);
     }
     const products = [...totals.entries()].sort((a, b) => b[1] - a[1]).map(([p]) => p);
-    const colour = new Map(products.map((p, k) => [p, COLOURS[Math.min(k, COLOURS.length - 1)]]));
+    const colour = productColours();
     const days = [...perDay.keys()].sort();
     const W = 880, H = 180, L = 60, B = 20;
     const box = svg('svg', { viewBox: `0 0 ${W} ${H + B + 6}`, width: W, height: H + B + 6, role: 'img' });
     let max = 0;
     for (const m of perDay.values()) max = Math.max(max, [...m.values()].reduce((a, b) => a + b, 0));
     // Bars are at most 40 px wide: a few days do not fill the chart with slabs.
-    const bw = days.length ? Math.min(40, (W - L - 10) / days.length) : 0;
+    const bw = days.length ? Math.min(80, (W - L - 10) / days.length) : 0;
     days.forEach((day, d) => {
       let y = H;
       for (const p of products) {
@@ -400,9 +412,12 @@
     box.append(svg('line', { x1: L, y1: H, x2: W - 10, y2: H, stroke: '#aab' }));
     label(L - 6, 14, format(max), 'end');
     label(L - 6, H, '0', 'end');
-    if (days.length) {
+    // Every day under its bar where they fit, else the first and the last.
+    if (bw >= 70) {
+      days.forEach((day, d) => label(L + d * bw + bw / 2, H + 16, day, 'middle'));
+    } else if (days.length) {
       label(L, H + 16, days[0]);
-      if (days.length > 1) label(L + bw * days.length, H + 16, days[days.length - 1], 'end');
+      if (bw * days.length > 160) label(L + bw * days.length, H + 16, days[days.length - 1], 'end');
     }
     const legend = el('div', { class: 'legend' }, ...products.map((p) => {
       const i = el('i');
