@@ -88,6 +88,9 @@
     }
   }
 
+  // A conflict's record, or any record that met keys holding other content.
+  const isConflict = (i) => C.conflicts[i].length > 0 || str(C.action[i]) === 'conflict';
+
   // ---- Rows: which records a state selects.
   function rowMatcher(state) {
     const want = (field, value) => {
@@ -102,7 +105,7 @@
     }
     if (state.from) tests.push((i) => str(C.day[i]) >= state.from);
     if (state.to) tests.push((i) => str(C.day[i]) <= state.to);
-    if (state.view === 'conflicts') tests.push((i) => C.conflicts[i].length > 0);
+    if (state.view === 'conflicts') tests.push(isConflict);
     if (state.q) {
       // The string table is searched once; a row matches when one of its searched fields
       // names a matching string.
@@ -437,7 +440,7 @@
       counts.set(a, (counts.get(a) || 0) + 1);
       if (C.build[i]) builds.add(C.build[i]);
       if (C.product[i]) products.add(C.product[i]);
-      if (C.conflicts[i].length) conflicts++;
+      if (isConflict(i)) conflicts++;
     }
     const card = (label, value, href) => el('div', { class: 'card' },
       href ? el('a', { href }, el('b', {}, String(value)), label) : el('span', {}, el('b', {}, String(value)), label));

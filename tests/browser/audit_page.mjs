@@ -60,7 +60,7 @@ for (const probe of spec.probes) {
   await ready();
   const ms = Date.now() - started;
   const result = Object.assign({ ms }, await collect());
-  if (probe.screenshot) await page.screenshot({ path: probe.screenshot, fullPage: true });
+  if (probe.screenshot) await page.screenshot({ path: probe.screenshot, fullPage: probe.fullPage !== false });
   seen.probes[probe.name] = result;
 }
 await context.close();
