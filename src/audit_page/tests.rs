@@ -9,6 +9,7 @@ use symdex_shared::upload_meta::UploadMeta;
 
 use crate::audit_page::columns::Columns;
 use crate::audit_page::data::PageData;
+use crate::audit_page::holders::Holders;
 use crate::audit_page::holdings::{layout_of, Holdings};
 use crate::audit_page::page::{embed_json, render};
 use crate::audit_page::strings::Strings;
@@ -93,6 +94,8 @@ fn the_page_holds_its_data_once_and_no_markup_from_it() {
         "hostile text raw in the page"
     );
     assert!(!page.contains("{{DATA}}") && !page.contains("/*{{JS}}*/"));
+    // The browser itself refuses any fetch, whatever a later change of the script tries.
+    assert!(page.contains("content=\"default-src 'none';"), "no CSP");
     let open = r#"<script type="application/json" id="audit-data">"#;
     assert_eq!(page.matches(open).count(), 1);
     let start = page.find(open).unwrap() + open.len();
@@ -123,4 +126,28 @@ fn keys_are_counted_under_the_layouts_whose_grammar_they_fit() {
     );
     assert_eq!(layout_of("sentry/x/y", &prefixes), "other: sentry/");
     assert_eq!(layout_of("loose", &prefixes), "other");
+}
+
+#[test]
+fn conflicts_name_their_holders_and_keys_stay_their_publishers() {
+    let mut holders = Holders::default();
+    let published = record("a.debug", "b1", &["k/1", "k/2"]);
+    let conflict = Record {
+        conflicts: vec!["k/1".into(), "k/unknown".into()],
+        ..record("b.debug", "b2", &[])
+    };
+    let found = Record {
+        unchanged: vec!["k/2".into()],
+        ..record("c.debug", "b3", &[])
+    };
+    let removal = Record {
+        removed: vec!["k/1".into()],
+        ..record("a.debug", "b1", &[])
+    };
+    assert_eq!(holders.see(0, &published), Vec::<u32>::new());
+    assert_eq!(holders.see(1, &conflict), vec![0], "k/1 is record 0's");
+    assert_eq!(holders.see(2, &found), Vec::<u32>::new());
+    assert_eq!(holders.see(3, &removal), Vec::<u32>::new());
+    let live: Vec<(&str, u32)> = holders.live().collect();
+    assert_eq!(live, [("k/2", 0)], "k/1 removed; k/2 stays its publisher's");
 }
