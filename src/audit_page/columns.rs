@@ -5,44 +5,73 @@
 use serde::Serialize;
 use symdex_shared::manifest::Record;
 
+use crate::audit_page::packing::{runs, sparse};
 use crate::audit_page::strings::Strings;
 
-/// One column per field the page shows; row `i` of every column is record `i`.
+/// One column per field the page shows; row `i` of every column is record `i` (written
+/// packed: [`crate::audit_page::packing`]).
 #[derive(Debug, Default, Serialize)]
 pub struct Columns {
     /// The record's time split into its day (`YYYY-MM-DD`, the chart's and the date filter's
     /// unit) and the rest, both kept as written.
+    #[serde(serialize_with = "runs")]
     pub day: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub clock: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub action: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub reason: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub upload: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub build: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub product: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub version: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub channel: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub expires: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub format: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub kind: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub arch: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub debug_id: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub code_id: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub name: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub code_file: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub debug_file: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub ingest_key: Vec<u32>,
+    #[serde(serialize_with = "runs")]
     pub entry: Vec<u32>,
     pub ingest_size: Vec<Option<u64>>,
     /// Keys, each as the positions of its parts ([`Strings::key`]).
+    #[serde(serialize_with = "sparse")]
     pub published: Vec<Vec<Vec<u32>>>,
+    #[serde(serialize_with = "sparse")]
     pub unchanged: Vec<Vec<Vec<u32>>>,
+    #[serde(serialize_with = "sparse")]
     pub conflicts: Vec<Vec<Vec<u32>>>,
+    #[serde(serialize_with = "sparse")]
     pub removed: Vec<Vec<Vec<u32>>>,
+    #[serde(serialize_with = "sparse")]
     pub held_by_products: Vec<Vec<u32>>,
     /// For a record with conflicts: the rows of the earlier records that held its
     /// conflicting keys ([`crate::audit_page::holders::Holders`]).
+    #[serde(serialize_with = "sparse")]
     pub holders: Vec<Vec<u32>>,
     /// A debug file's sources: paths named, served, missing then (0s otherwise).
+    #[serde(serialize_with = "sparse")]
     pub sources: Vec<[usize; 3]>,
 }
 

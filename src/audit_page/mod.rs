@@ -6,6 +6,7 @@ mod columns;
 mod data;
 mod holders;
 mod holdings;
+mod packing;
 mod page;
 mod strings;
 

@@ -6,8 +6,29 @@
 'use strict';
 const D = JSON.parse(document.getElementById('audit-data').textContent);
 const S = D.strings;
-const C = D.columns;
 const N = D.records;
+
+// Each column expanded once from how it was written (packing.rs): runs of one value, or
+// only the rows that are not empty.
+const EMPTY = Object.freeze([]);
+const NO_SOURCES = Object.freeze([0, 0, 0]);
+function unpack(name, col) {
+  if (Array.isArray(col)) return col;
+  if (col.runs) {
+    const out = new Array(N);
+    let at = 0;
+    for (let k = 0; k < col.runs.length; k += 2) {
+      out.fill(col.runs[k], at, at + col.runs[k + 1]);
+      at += col.runs[k + 1];
+    }
+    return out;
+  }
+  const out = new Array(col.len).fill(name === 'sources' ? NO_SOURCES : EMPTY);
+  col.rows.forEach((row, k) => { out[row] = col.values[k]; });
+  return out;
+}
+const C = {};
+for (const [name, col] of Object.entries(D.columns)) C[name] = unpack(name, col);
 const PAGE = 50;
 const DECISIONS = ['indexed', 'unchanged', 'skipped', 'rejected', 'conflict',
   'unpublished', 'expired', 'promoted'];

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::{json, Value};
 use symdex_shared::manifest::{Action, Record};
 use symdex_shared::pipeline::default_prefixes;
 use symdex_shared::upload_meta::UploadMeta;
@@ -150,4 +151,81 @@ fn conflicts_name_their_holders_and_keys_stay_their_publishers() {
     assert_eq!(holders.see(3, &removal), Vec::<u32>::new());
     let live: Vec<(&str, u32)> = holders.live().collect();
     assert_eq!(live, [("k/2", 0)], "k/1 removed; k/2 stays its publisher's");
+}
+
+/// A column as the page's script expands it (page.js `unpack`).
+fn unpacked(column: &Value, rows: usize, blank: Value) -> Value {
+    if column.is_array() {
+        return column.clone();
+    }
+    if let Some(runs) = column["runs"].as_array() {
+        let mut out = Vec::new();
+        for pair in runs.chunks(2) {
+            let count = pair[1].as_u64().unwrap() as usize;
+            out.extend(std::iter::repeat_n(pair[0].clone(), count));
+        }
+        return Value::Array(out);
+    }
+    assert_eq!(column["len"], rows);
+    let mut out = vec![blank; rows];
+    let values = column["values"].as_array().unwrap();
+    for (k, row) in column["rows"].as_array().unwrap().iter().enumerate() {
+        out[row.as_u64().unwrap() as usize] = values[k].clone();
+    }
+    Value::Array(out)
+}
+
+#[test]
+fn packed_columns_expand_to_the_columns() {
+    let mut strings = Strings::default();
+    let mut columns = Columns::default();
+    for i in 0..300 {
+        let mut r = record(&format!("f{i}.debug"), &format!("b{}", i / 100), &[]);
+        if i % 50 == 0 {
+            r.conflicts = vec![format!("k/{i}")];
+            r.held_by_products = vec!["other".into()];
+        }
+        columns.push(&r, &mut strings);
+    }
+    let packed = serde_json::to_value(&columns).unwrap();
+    assert!(packed["build"]["runs"].is_array(), "three builds in runs");
+    assert!(packed["name"].is_array(), "unique names plain");
+    assert!(
+        packed["conflicts"]["rows"].is_array(),
+        "few conflicts sparse"
+    );
+    for (name, expected, blank) in [
+        (
+            "build",
+            serde_json::to_value(&columns.build).unwrap(),
+            json!(null),
+        ),
+        (
+            "name",
+            serde_json::to_value(&columns.name).unwrap(),
+            json!(null),
+        ),
+        (
+            "version",
+            serde_json::to_value(&columns.version).unwrap(),
+            json!(null),
+        ),
+        (
+            "conflicts",
+            serde_json::to_value(&columns.conflicts).unwrap(),
+            json!([]),
+        ),
+        (
+            "held_by_products",
+            serde_json::to_value(&columns.held_by_products).unwrap(),
+            json!([]),
+        ),
+        (
+            "sources",
+            serde_json::to_value(&columns.sources).unwrap(),
+            json!([0, 0, 0]),
+        ),
+    ] {
+        assert_eq!(unpacked(&packed[name], 300, blank), expected, "{name}");
+    }
 }
