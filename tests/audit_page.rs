@@ -328,9 +328,44 @@ fn the_page_answers_the_audit_questions_in_a_real_browser() {
     let text = probe("missing")["main"].as_str().unwrap_or_default();
     assert!(text.contains("prog.c"), "{text}");
 
-    // The store's holdings: keys under the layouts, by product.
+    // The store's holdings: keys under the layouts, by product; every file of the store
+    // outside its bookkeeping counted once, with its size.
     let text = probe("store")["main"].as_str().unwrap_or_default();
     assert!(text.contains("prodA\tdebuginfod"), "{text}");
+    let (files, bytes) = published_files(&store);
+    let lines = embedded(&html)["holdings"]["lines"].clone();
+    let sum = |field: &str| -> u64 {
+        let lines = lines.as_array().expect("lines");
+        lines.iter().map(|l| l[field].as_u64().unwrap_or(0)).sum()
+    };
+    assert_eq!((sum("keys"), sum("bytes")), (files, bytes), "{lines}");
+}
+
+/// The store's files outside `_symdex/` and `_manifest/` (nor the two-tier layout's
+/// marker, which `verify` does not count either), and their bytes.
+fn published_files(store: &Path) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    for entry in walkdir::WalkDir::new(store) {
+        let entry = entry.expect("walk");
+        let rel = entry.path().strip_prefix(store).expect("under the store");
+        let bookkeeping = rel.starts_with("_symdex")
+            || rel.starts_with("_manifest")
+            || rel.ends_with(symdex_shared::layouts::symstore_index2::MARKER_KEY);
+        if entry.file_type().is_file() && !bookkeeping {
+            files += 1;
+            bytes += entry.metadata().expect("metadata").len();
+        }
+    }
+    (files, bytes)
+}
+
+/// The data the page embeds.
+fn embedded(html: &Path) -> Value {
+    let page = std::fs::read_to_string(html).expect("page");
+    let open = r#"<script type="application/json" id="audit-data">"#;
+    let start = page.find(open).expect("data element") + open.len();
+    let end = start + page[start..].find("</script>").expect("its end");
+    serde_json::from_str(&page[start..end]).expect("the data")
 }
 
 /// 100,000 records (written in the manifest's format, over 40 days, 5 products, 2,000

@@ -61,7 +61,7 @@ impl Holdings {
         store: &dyn Storage,
         manifest_prefix: &str,
         holders: &Holders,
-        product_of: impl Fn(u32) -> String,
+        product_of: impl Fn(u32) -> String + Sync,
     ) -> io::Result<Holdings> {
         let uploads: Vec<ListedUpload> = RefStore::new(store).uploads_as().await?;
         let mut product_by_key: HashMap<&str, &str> = HashMap::new();
@@ -71,35 +71,39 @@ impl Holdings {
                 product_by_key.entry(key.as_str()).or_insert(product);
             }
         }
-        let mut held: Vec<(String, u64)> = Vec::new();
-        let mut each = |key: String, size: u64| {
-            if !symdex_shared::audit::is_bookkeeping(&key, manifest_prefix) {
-                held.push((key, size));
-            }
-        };
-        store.list_sized_each("", &mut each).await?;
         let live: HashMap<&str, u32> = holders.live().collect();
+        let prefixes = default_prefixes();
         let mut lines: BTreeMap<(String, String), Line> = BTreeMap::new();
         let mut holdings = Holdings::default();
-        let mut seen: HashSet<&str> = HashSet::with_capacity(held.len());
-        let prefixes = default_prefixes();
-        for (key, size) in &held {
-            seen.insert(key.as_str());
+        // Each key is counted as it is listed, not held (a store has hundreds of thousands):
+        // only the recorded keys seen are kept, to find those the store lacks.
+        let mut seen: HashSet<&str> = HashSet::with_capacity(live.len());
+        let mut each = |key: String, size: u64| {
+            if symdex_shared::audit::is_bookkeeping(&key, manifest_prefix) {
+                return;
+            }
+            let recorded = live.get_key_value(key.as_str());
             // The manifest's attribution first, so that both columns count a key under one
             // product; a key no record names goes by the upload records that list it.
-            let product = match (live.get(key.as_str()), product_by_key.get(key.as_str())) {
-                (Some(row), _) => product_of(*row),
+            let product = match (recorded, product_by_key.get(key.as_str())) {
+                (Some((_, row)), _) => product_of(*row),
                 (None, Some(p)) => p.to_string(),
                 (None, None) => NO_PRODUCT.to_string(),
             };
-            let line = line_of(&mut lines, product, layout_of(key, &prefixes));
+            let line = line_of(&mut lines, product, layout_of(&key, &prefixes));
             line.keys += 1;
             line.bytes += size;
-            if !live.contains_key(key.as_str()) {
-                holdings.unrecorded += 1;
-                example(&mut holdings.unrecorded_examples, key);
+            match recorded {
+                Some((recorded, _)) => {
+                    seen.insert(recorded);
+                }
+                None => {
+                    holdings.unrecorded += 1;
+                    example(&mut holdings.unrecorded_examples, &key);
+                }
             }
-        }
+        };
+        store.list_sized_each("", &mut each).await?;
         for (key, row) in &live {
             line_of(&mut lines, product_of(*row), layout_of(key, &prefixes)).published += 1;
             if !seen.contains(key) {
