@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use symdex_shared::layouts::grammar::is_valid_key;
 use symdex_shared::layouts::Layout;
 use symdex_shared::pipeline::default_prefixes;
@@ -14,27 +14,8 @@ use symdex_shared::refs::RefStore;
 use symdex_shared::storage::Storage;
 
 use crate::audit_page::holders::Holders;
-
-/// What of an upload record the listing needs (the whole record holds much more).
-#[derive(Deserialize)]
-struct ListedUpload {
-    #[serde(default)]
-    product: Option<String>,
-    #[serde(default)]
-    keys: Vec<String>,
-}
-
-/// One (product, layout) line of the comparison.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
-pub struct Line {
-    pub product: String,
-    pub layout: String,
-    /// Keys and bytes the store holds now.
-    pub keys: u64,
-    pub bytes: u64,
-    /// Keys the manifest says are published now.
-    pub published: u64,
-}
+use crate::audit_page::line::Line;
+use crate::audit_page::listed_upload::ListedUpload;
 
 /// The comparison, with the keys each side has and the other does not.
 #[derive(Debug, Default, Serialize)]

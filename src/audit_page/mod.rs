@@ -6,6 +6,8 @@ mod columns;
 mod data;
 mod holders;
 mod holdings;
+mod line;
+mod listed_upload;
 mod packing;
 mod page;
 mod strings;
