@@ -169,25 +169,23 @@ fn ms(probe: &Value) -> Duration {
 /// cross-product conflict), a debug file whose source was never uploaded, a malformed
 /// archive (rejected), a hostile file name; plus one record carrying markup and terminal
 /// escapes in its name, written into the manifest as the manifest writes records.
-#[test]
-fn the_page_answers_the_audit_questions_in_a_real_browser() {
-    let w = Workdir::new();
+fn indexed_store(w: &Workdir) -> PathBuf {
     let store = w.path("store");
     let build_id = "0xa1b2c3d4e5f60718293a4b5c6d7e8f9012345678";
-    build_split_elf(&w, "a", build_id, "x * 2");
-    build_split_elf(&w, "b", build_id, "x * 3");
+    build_split_elf(w, "a", build_id, "x * 2");
+    build_split_elf(w, "b", build_id, "x * 3");
     std::fs::write(w.path("broken.zip"), b"PK\x03\x04\x14\x00\x00\x00garbage").expect("zip");
     let hostile_file = "<img src=x onerror=alert(2)>\x1b[31m.debug";
     std::fs::copy(w.path("a/app.debug"), w.path(hostile_file)).expect("copy");
     index(
-        &w,
+        w,
         &store,
         &["a/app.debug", "a/app.stripped"],
         "prodA",
         "Build-1",
     );
     index(
-        &w,
+        w,
         &store,
         &["b/app.debug", "broken.zip", hostile_file],
         "prodB",
@@ -210,6 +208,15 @@ fn the_page_answers_the_audit_questions_in_a_real_browser() {
         ..Record::default()
     };
     write_manifest(&store, "2026-11-20", "20261120100000000000000", &[hostile]);
+    store
+}
+
+/// The page answers the audit questions about [`indexed_store`]'s store, as `manifest query`
+/// does.
+#[test]
+fn the_page_answers_the_audit_questions_in_a_real_browser() {
+    let w = Workdir::new();
+    let store = indexed_store(&w);
 
     let html = w.path("audit.html");
     audit(&store, &html);
@@ -264,17 +271,7 @@ fn the_page_answers_the_audit_questions_in_a_real_browser() {
 
     // A build's rows are `manifest query --build B --json`'s lines, in the same order.
     for (name, lines) in [("build-1", &build_1), ("b2", &b2)] {
-        assert_eq!(probe(name)["count"], json!(lines.len()), "{name}");
-        let expected: Vec<(String, String)> = lines
-            .iter()
-            .map(|r| {
-                let s = |f: &str| r[f].as_str().unwrap_or_default().to_string();
-                let name = Some(s("name")).filter(|n| !n.is_empty());
-                let name = name.unwrap_or_else(|| s("ingest_key"));
-                (name.replace('\x1b', "\\x1b"), s("action"))
-            })
-            .collect();
-        assert_eq!(names_and_decisions(probe(name)), expected, "{name}");
+        assert_rows_are(probe(name), lines, name);
     }
     assert_eq!(probe("all")["count"], json!(all.len()));
 
@@ -332,8 +329,29 @@ fn the_page_answers_the_audit_questions_in_a_real_browser() {
     // outside its bookkeeping counted once, with its size.
     let text = probe("store")["main"].as_str().unwrap_or_default();
     assert!(text.contains("prodA\tdebuginfod"), "{text}");
-    let (files, bytes) = published_files(&store);
-    let lines = embedded(&html)["holdings"]["lines"].clone();
+    assert_holdings_are_the_files(&html, &store);
+}
+
+/// A view's rows are `lines` (`manifest query --json`'s records), in their order.
+fn assert_rows_are(probe: &Value, lines: &[Value], name: &str) {
+    assert_eq!(probe["count"], json!(lines.len()), "{name}");
+    let expected: Vec<(String, String)> = lines
+        .iter()
+        .map(|r| {
+            let s = |f: &str| r[f].as_str().unwrap_or_default().to_string();
+            let name = Some(s("name")).filter(|n| !n.is_empty());
+            let name = name.unwrap_or_else(|| s("ingest_key"));
+            (name.replace('\x1b', "\\x1b"), s("action"))
+        })
+        .collect();
+    assert_eq!(names_and_decisions(probe), expected, "{name}");
+}
+
+/// The page's holdings count every file of the store outside its bookkeeping once, with
+/// its size.
+fn assert_holdings_are_the_files(html: &Path, store: &Path) {
+    let (files, bytes) = published_files(store);
+    let lines = embedded(html)["holdings"]["lines"].clone();
     let sum = |field: &str| -> u64 {
         let lines = lines.as_array().expect("lines");
         lines.iter().map(|l| l[field].as_u64().unwrap_or(0)).sum()
@@ -341,8 +359,8 @@ fn the_page_answers_the_audit_questions_in_a_real_browser() {
     assert_eq!((sum("keys"), sum("bytes")), (files, bytes), "{lines}");
 }
 
-/// The store's files outside `_symdex/` and `_manifest/` (nor the two-tier layout's
-/// marker, which `verify` does not count either), and their bytes.
+/// The store's files outside `_symdex/` and `_manifest/`, less the two-tier layout's marker
+/// (`verify` does not count it either), and their bytes.
 fn published_files(store: &Path) -> (u64, u64) {
     let (mut files, mut bytes) = (0, 0);
     for entry in walkdir::WalkDir::new(store) {
