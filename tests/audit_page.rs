@@ -405,6 +405,7 @@ fn a_hundred_thousand_records_load_and_filter_within_bounds() {
     ];
     let channels = ["try", "nightly", "release"];
     let mut expected_conflict_nightly = 0;
+    let mut expected_early_november = 0;
     for day in 0..DAYS {
         let date = format!("2026-10-{:02}", day % 30 + 1);
         let date = if day < 30 {
@@ -422,6 +423,9 @@ fn a_hundred_thousand_records_load_and_filter_within_bounds() {
                 synthetic(i, &date, action, channel)
             })
             .collect();
+        if ("2026-11-01".."2026-11-06").contains(&date.as_str()) {
+            expected_early_november += records.len();
+        }
         let stamp = format!("{}000000000000000", date.replace('-', ""));
         write_manifest(&store, &date, &stamp, &records);
     }
@@ -441,14 +445,17 @@ fn a_hundred_thousand_records_load_and_filter_within_bounds() {
         json!([
             {"name": "load", "load": true},
             {"name": "filter", "hash": "view=uploads&decision=conflict&channel=nightly"},
-            {"name": "search", "hash": "view=uploads"},
+            {"name": "dates", "hash": "view=uploads&from=2026-11-01&to=2026-11-05"},
+            {"name": "uploads", "hash": "view=uploads"},
             {"name": "typed", "search": format!("{:08x}-", 77_777)},
             {"name": "build", "hash": format!("view=uploads&build={build}")},
             {"name": "page", "hash": "view=uploads&page=1500"},
         ]),
     );
     let probe = |name: &str| &seen["probes"][name];
-    for name in ["load", "filter", "search", "typed", "build", "page"] {
+    for name in [
+        "load", "filter", "dates", "uploads", "typed", "build", "page",
+    ] {
         println!("{name}: {:?}", ms(probe(name)));
     }
     let source = probe("load")["source"].as_str().unwrap_or_default();
@@ -458,7 +465,7 @@ fn a_hundred_thousand_records_load_and_filter_within_bounds() {
         "load {:?}",
         ms(probe("load"))
     );
-    for name in ["filter", "typed", "build", "page"] {
+    for name in ["filter", "dates", "typed", "build", "page"] {
         assert!(
             ms(probe(name)) < FILTER_BOUND,
             "{name}: {:?}",
@@ -466,6 +473,8 @@ fn a_hundred_thousand_records_load_and_filter_within_bounds() {
         );
     }
     assert_eq!(probe("filter")["count"], json!(expected_conflict_nightly));
+    assert_eq!(probe("dates")["count"], json!(expected_early_november));
+    assert!(expected_early_november > 0);
     assert_eq!(probe("typed")["count"], json!(1));
     assert_eq!(probe("build")["count"], json!(in_build));
     assert!(in_build > 0);
