@@ -311,8 +311,10 @@ function buildsView(state, main) {
   for (const i of rows) {
     const b = C.build[i];
     if (!b) continue;
-    let e = builds.get(b);
-    if (!e) builds.set(b, e = { build: b, products: new Set(), count: 0, first: '', last: '', bad: 0 });
+    // One build whatever the ASCII case, as its view (and `manifest query --build`) has it.
+    const folded = asciiLower(str(b));
+    let e = builds.get(folded);
+    if (!e) builds.set(folded, e = { build: b, products: new Set(), count: 0, first: '', last: '', bad: 0 });
     e.products.add(str(C.product[i]));
     e.count++;
     const t = time(i);
