@@ -258,6 +258,7 @@ fn the_page_answers_the_audit_questions_in_a_real_browser() {
             {"name": "hostile", "hash": "view=uploads&q=alert"},
             {"name": "missing", "hash": "view=missing"},
             {"name": "store", "hash": "view=store"},
+            {"name": "builds", "hash": "view=builds"},
         ]),
     );
     let probe = |name: &str| &seen["probes"][name];
@@ -274,6 +275,7 @@ fn the_page_answers_the_audit_questions_in_a_real_browser() {
         assert_rows_are(probe(name), lines, name);
     }
     assert_eq!(probe("all")["count"], json!(all.len()));
+    assert_eq!(probe("builds")["count"], json!(3), "Build-1, B2 and B3");
 
     // Searching a debug id (in another case) finds exactly the uploads that have it.
     assert_eq!(probe("search")["count"], json!(with_id.len()));
