@@ -229,3 +229,21 @@ fn packed_columns_expand_to_the_columns() {
         assert_eq!(unpacked(&packed[name], 300, blank), expected, "{name}");
     }
 }
+
+/// The script never hands text to an HTML parser, nor code to a compiler: data reaches the
+/// page as text nodes only (the browser test checks what that shows).
+#[test]
+fn the_script_writes_no_markup() {
+    let script = include_str!("page.js");
+    for sink in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "setTimeout('",
+    ] {
+        assert!(!script.contains(sink), "page.js uses {sink}");
+    }
+}
