@@ -34,6 +34,10 @@ have sha256sum || need_apt+=(coreutils)
 have debuginfod-find || need_apt+=(debuginfod elfutils)
 have gdb || need_apt+=(gdb)
 have lldb-19 || need_apt+=(lldb-19)
+# The audit page's browser test (tests/audit_page.rs): Debian's Chromium, driven by npm
+# playwright-core (which downloads no browser of its own here).
+have chromium || need_apt+=(chromium)
+have npm || need_apt+=(npm)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   mapfile -t pkgs < <(printf '%s\n' "${need_apt[@]}" | sort -u)
@@ -57,6 +61,15 @@ SENTRY_CLI_VERSION=2.58.2
 if ! sentry-cli --version 2>/dev/null | grep -qx "sentry-cli $SENTRY_CLI_VERSION"; then
   echo "setup: installing sentry-cli==$SENTRY_CLI_VERSION"
   python3 -m pip install --quiet "sentry-cli==$SENTRY_CLI_VERSION"
+fi
+
+# playwright-core, at the version tests/browser/package-lock.json pins.
+browser_dir="$(cd "$(dirname "$0")/../tests/browser" && pwd)"
+pinned=$(node -p "require('$browser_dir/package-lock.json').packages['node_modules/playwright-core'].version")
+installed=$(node -p "try { require('$browser_dir/node_modules/playwright-core/package.json').version } catch { '' }")
+if [ "$installed" != "$pinned" ]; then
+  echo "setup: installing playwright-core $pinned (npm ci in tests/browser)"
+  (cd "$browser_dir" && npm ci --no-audit --no-fund --silent)
 fi
 
 if ! have cargo; then

@@ -1,6 +1,7 @@
 //! `symdex`: the command-line face of the symdex engine. Argument parsing lives here; each
 //! subcommand is a module over the shared crate.
 
+mod audit_page;
 mod auth;
 mod check;
 mod core_file;
@@ -56,6 +57,9 @@ enum Command {
     Promote(retention::PromoteArgs),
     /// Remove the uploads whose retention has passed (keys still referenced stay).
     Expire(retention::ExpireArgs),
+    /// Write one self-contained HTML page of a store's manifest and holdings: uploads over
+    /// time, each decision and why, conflicts, missing sources, search and filters.
+    Audit(audit_page::AuditArgs),
     /// Query the manifest of a store.
     #[command(subcommand)]
     Manifest(manifest_cmd::ManifestCommand),
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
         Command::Promote(args) => retention::promote(&args),
         Command::Expire(args) => retention::expire(&args),
         Command::Manifest(cmd) => manifest_cmd::run(&cmd),
+        Command::Audit(args) => audit_page::run(&args),
         Command::Serve(args) => serve::run(&args),
         Command::Report(cmd) => report::run(&cmd),
         Command::Check(args) => check::run(&args),

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use symdex_shared::manifest::{for_each_record, Action, Query, Record};
+use symdex_shared::missing_sources::MissingSources;
 use symdex_shared::refs::RefStore;
 use symdex_shared::storage::Storage;
 
@@ -233,111 +234,56 @@ async fn query(args: &QueryArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// From `buildid/` on: source keys compared whatever the layout's prefix.
-fn from_buildid(key: &str) -> Option<&str> {
-    key.find("buildid/").map(|at| &key[at..])
-}
-
-/// One debug file's sources not served, as of the manifest's last record about it.
-struct Wanted {
-    record: Record,
-    /// Source key (from `buildid/`) -> the path it serves.
-    paths: std::collections::BTreeMap<String, String>,
-}
-
-/// `--missing-sources`: replays the manifest in order. A debug file's latest record says
-/// which of its paths were not served then; source keys published later (by a source upload
-/// arriving after it) and removed later are followed, so what is left is what is missing now.
+/// `--missing-sources`: the manifest replayed in order (`MissingSources`): what the debug
+/// files the filters select want and the store does not serve now.
 async fn missing_sources(
     store: &dyn Storage,
     args: &QueryArgs,
     query: &Query,
     format: Format,
 ) -> anyhow::Result<ExitCode> {
-    use std::collections::{BTreeMap, HashSet};
-    let mut live: HashSet<String> = HashSet::new();
-    let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
-    let replay = |r: Record| -> std::io::Result<()> {
-        let sources = |keys: &[String]| {
-            keys.iter()
-                .filter_map(|k| from_buildid(k))
-                .filter(|k| k.contains("/source/"))
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        };
-        live.extend(sources(&r.published));
-        live.extend(sources(&r.unchanged));
-        for key in sources(&r.removed) {
-            live.remove(&key);
-        }
-        if r.action == Some(Action::Unpublished) {
-            wanted.remove(&r.upload);
-        }
-        if let (Some(report), Some(build_id)) = (&r.sources, r.code_id.as_deref()) {
-            if query.matches(&r) {
-                let unserved = report
-                    .unserved
-                    .iter()
-                    .filter_map(|line| line.split_once(": ").map(|(path, _)| path));
-                let paths = report
-                    .missing
-                    .iter()
-                    .map(String::as_str)
-                    .chain(unserved)
-                    .map(|p| {
-                        (
-                            symdex_shared::sourcemap::source_key(build_id, p),
-                            p.to_string(),
-                        )
-                    })
-                    .collect();
-                wanted.insert(r.upload.clone(), Wanted { record: r, paths });
-            }
-        }
+    let mut replay: MissingSources<Record> = MissingSources::default();
+    let see = |r: Record| -> std::io::Result<()> {
+        replay.see(&r, |r| query.matches(r).then(|| r.clone()));
         Ok(())
     };
-    for_each_record(store, &args.prefix, args.since.as_deref(), replay).await?;
+    for_each_record(store, &args.prefix, args.since.as_deref(), see).await?;
     if format == Format::Csv {
         println!("build_id,name,upload,path");
     } else if format == Format::Table {
         println!("{:<42} {:<24} PATH", "BUILD_ID", "NAME");
     }
     let mut count = 0usize;
-    for want in wanted.values() {
-        let r = &want.record;
+    for (want, key, path) in replay.missing() {
+        let r = &want.about;
         let name = r.name.as_deref().unwrap_or(&r.ingest_key);
-        let build_id = r.code_id.as_deref().unwrap_or("-");
-        for (key, path) in &want.paths {
-            if live.contains(key) {
-                continue;
-            }
-            count += 1;
-            match format {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::json!({
-                        "build_id": build_id,
-                        "name": name,
-                        "upload": r.upload,
-                        "build": r.meta.build,
-                        "path": path,
-                        "key": key,
-                    })
-                ),
-                Format::Csv => println!(
-                    "{},{},{},{}",
-                    csv_field(build_id),
-                    csv_field(name),
-                    csv_field(&r.upload),
-                    csv_field(path)
-                ),
-                Format::Table => println!(
-                    "{:<42} {:<24} {}",
-                    shown(build_id),
-                    shown(name),
-                    shown(path)
-                ),
-            }
+        let build_id = want.build_id.as_str();
+        count += 1;
+        match format {
+            Format::Json => println!(
+                "{}",
+                serde_json::json!({
+                    "build_id": build_id,
+                    "name": name,
+                    "upload": r.upload,
+                    "build": r.meta.build,
+                    "path": path,
+                    "key": key,
+                })
+            ),
+            Format::Csv => println!(
+                "{},{},{},{}",
+                csv_field(build_id),
+                csv_field(name),
+                csv_field(&r.upload),
+                csv_field(path)
+            ),
+            Format::Table => println!(
+                "{:<42} {:<24} {}",
+                shown(build_id),
+                shown(name),
+                shown(path)
+            ),
         }
     }
     if format == Format::Table {

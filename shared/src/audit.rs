@@ -37,7 +37,7 @@ pub struct Audit {
 }
 
 /// Prefixes that hold bookkeeping, not published keys.
-fn is_bookkeeping(key: &str, manifest_prefix: &str) -> bool {
+pub fn is_bookkeeping(key: &str, manifest_prefix: &str) -> bool {
     key.starts_with(&format!("{STATE_PREFIX}/"))
         || key.starts_with(&format!("{}/", manifest_prefix.trim_end_matches('/')))
         || key.ends_with(crate::layouts::symstore_index2::MARKER_KEY)

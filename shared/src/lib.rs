@@ -20,6 +20,7 @@ pub mod formats;
 pub mod identity;
 pub mod layouts;
 pub mod manifest;
+pub mod missing_sources;
 pub mod pipeline;
 pub mod reader;
 pub mod refs;

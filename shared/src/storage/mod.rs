@@ -337,6 +337,24 @@ pub trait Storage: Send + Sync {
             Ok(())
         })
     }
+    /// Every key under `prefix` with its size, handed to `each` as found: what a store holds,
+    /// counted without reading any content (the audit page). By default a size lookup per
+    /// key (a local store's is a stat); S3 takes the sizes its listing pages carry.
+    fn list_sized_each<'a>(
+        &'a self,
+        prefix: &'a str,
+        each: &'a mut (dyn FnMut(String, u64) + Send),
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(async move {
+            for key in self.list(prefix).await? {
+                // Gone between the listing and the lookup: not held any more.
+                if let Some(size) = self.size(&key).await? {
+                    each(key, size);
+                }
+            }
+            Ok(())
+        })
+    }
     /// Whether any key is under `prefix` (S3: a listing of one key).
     fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
         Box::pin(async move { Ok(!self.list(prefix).await?.is_empty()) })

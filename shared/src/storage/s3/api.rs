@@ -72,6 +72,13 @@ impl Storage for S3Store {
     ) -> StorageFuture<'a, ()> {
         Box::pin(self.list_pages(prefix, each))
     }
+    fn list_sized_each<'a>(
+        &'a self,
+        prefix: &'a str,
+        each: &'a mut (dyn FnMut(String, u64) + Send),
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(self.list_sized_pages(prefix, each))
+    }
     fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
         Box::pin(async move {
             let page = self

@@ -390,6 +390,32 @@ impl S3Store {
         Ok(())
     }
 
+    /// [`Self::list_pages`] with each object's size, as the listing gives it (no request
+    /// per key).
+    pub(super) async fn list_sized_pages(
+        &self,
+        prefix: &str,
+        each: &mut (dyn FnMut(String, u64) + Send),
+    ) -> StorageResult<()> {
+        let mut pages = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| sdk_err("ListObjectsV2", e))?;
+            for object in page.contents() {
+                if let Some(key) = object.key() {
+                    let size = object.size().and_then(|s| u64::try_from(s).ok());
+                    each(key.to_string(), size.unwrap_or(0));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub(super) async fn delete_now(&self, key: &str) -> StorageResult<()> {
         check_key(key)?;
         self.client

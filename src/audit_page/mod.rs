@@ -1,0 +1,66 @@
+//! `symdex audit`: the manifest and the store as one self-contained HTML page: what was
+//! published, when, by which build, what went wrong, and what the store holds now. The audit
+//! questions of `manifest query`, for people who would rather look than write filters.
+
+mod columns;
+mod data;
+mod holders;
+mod holdings;
+mod line;
+mod listed_upload;
+mod packing;
+mod page;
+mod strings;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::audit_page::data::PageData;
+use crate::deployment::StoreArg;
+
+#[derive(Args)]
+pub struct AuditArgs {
+    /// The store directory, or a deployment's serving bucket (`s3://BUCKET`), as
+    /// `manifest query` reads it.
+    #[arg(long, default_value = crate::DEFAULT_STORE)]
+    pub store: StoreArg,
+    /// Where to write the page: one HTML file, its script, style and data inside (it opens
+    /// from disk and fetches nothing).
+    #[arg(long)]
+    pub html: PathBuf,
+    /// The manifest prefix inside the store.
+    #[arg(long, default_value = "_manifest")]
+    pub prefix: String,
+}
+
+pub fn run(args: &AuditArgs) -> anyhow::Result<ExitCode> {
+    let shown_as = match &args.store {
+        StoreArg::Dir(dir) => dir.display().to_string(),
+        StoreArg::S3(url) => url.to_string(),
+    };
+    let data = crate::block_on(async {
+        let store = args.store.open().await?;
+        anyhow::Ok(PageData::read(&*store, &shown_as, &args.prefix).await?)
+    })??;
+    let html = page::render(&data)?;
+    // Written beside its final name and renamed: a browser never opens half a page.
+    let partial = args.html.with_extension("html.partial");
+    std::fs::write(&partial, &html).with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &args.html)
+        .with_context(|| format!("writing {}", args.html.display()))?;
+    let held: u64 = data.holdings.lines.iter().map(|l| l.keys).sum();
+    let bytes: u64 = data.holdings.lines.iter().map(|l| l.bytes).sum();
+    println!(
+        "symdex audit: {} records read, {held} keys ({bytes} bytes) held; wrote {} ({} bytes)",
+        data.records,
+        args.html.display(),
+        html.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
