@@ -441,3 +441,26 @@ fn hostile_source_paths_in_dwarf_are_rejected_with_reasons() {
     assert_eq!(report["served"], 1, "{report}");
     verify_clean(&store);
 }
+
+#[test]
+fn names_with_terminal_escapes_reach_the_terminal_escaped() {
+    let w = Workdir::new();
+    // A truncated ELF (rejected, so its line is printed) named to recolour the terminal.
+    let name = "app\u{1b}[31m\u{202e}.debug";
+    let mut elf = b"\x7fELF\x02\x01\x01".to_vec();
+    elf.resize(40, 0);
+    std::fs::write(w.path(name), elf).unwrap();
+    let out = symdex()
+        .args(["index", "--store"])
+        .arg(w.path("store"))
+        .arg(w.path(name))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("rejected"), "{stderr}");
+    assert!(stderr.contains("app\\x1b[31m\\u{202e}.debug"), "{stderr}");
+    assert!(
+        !out.stderr.contains(&0x1b) && !stderr.contains('\u{202e}'),
+        "{stderr}"
+    );
+}

@@ -90,7 +90,8 @@ impl<'s> FromFiles<'s> {
             }
         }
         sink.flush().await?;
-        eprintln!("symdex: handed over to {}: {}", waiter.upload, sink.summary);
+        let upload = crate::manifest_cmd::shown(&waiter.upload);
+        eprintln!("symdex: handed over to {upload}: {}", sink.summary);
         Ok(())
     }
 }

@@ -105,7 +105,8 @@ impl Writer<'_, '_> {
                 match indexed {
                     Ok(indexed) => sink.push_held(indexed).await?,
                     Err(e) => {
-                        eprintln!("symdex: {}: {e}", path.display());
+                        let shown = path.to_string_lossy();
+                        eprintln!("symdex: {}: {e}", crate::manifest_cmd::shown(&shown));
                         *failed = true;
                     }
                 }
@@ -208,7 +209,9 @@ pub(super) async fn run_async(
             Ahead::Error(p, e) => (p, Err(e)),
         };
         if let Err(e) = result {
-            bar.suspend(|| eprintln!("symdex: {}: {e}", path.display()));
+            let shown = path.to_string_lossy();
+            let shown = crate::manifest_cmd::shown(&shown);
+            bar.suspend(|| eprintln!("symdex: {shown}: {e}"));
             failed = true;
         }
     }

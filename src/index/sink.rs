@@ -103,12 +103,14 @@ impl<'i, 's> Sink<'i, 's> {
     }
 }
 
-/// One decision in a line: `action input: reason`.
+/// One decision in a line: `action input: reason`, the uploader's names escaped for the
+/// terminal (`manifest_cmd::shown`).
 pub fn describe(record: &Record) -> String {
-    format!(
+    let line = format!(
         "{} {}: {}",
         record.action.map_or("", |a| a.as_str()),
         record.ingest_key,
         record.reason.as_deref().unwrap_or("")
-    )
+    );
+    crate::manifest_cmd::shown(&line).into_owned()
 }
