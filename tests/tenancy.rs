@@ -293,16 +293,15 @@ fn a_debug_file_whose_source_another_product_serves_is_a_conflict_naming_it() {
     // A got B's debug file (build ids are global) and indexes it first, with its plant.
     let stolen = w.path("stolen.debug");
     std::fs::copy(&debug, &stolen).unwrap();
-    // B's run finds the key taken whichever of its files comes first: the source its debug
-    // file named (then the entry's record is the conflict), or the debug file claiming its
-    // noted source or asking a flagged one (the debug file's).
+    // B's run finds its build id held by A whichever of its files comes first, its source
+    // noted, claimed or flagged: B's debug file is the conflict, naming A.
     let flag: &std::ffi::OsStr = "--source-ext=c".as_ref();
-    let runs: [(&str, Vec<&std::ffi::OsStr>); 3] = [
-        ("entry", vec![os(&debug), os(&tarball)]),
-        ("debug", vec![os(&tarball), os(&debug)]),
-        ("debug", vec![flag, os(&tarball), os(&debug)]),
+    let runs: [Vec<&std::ffi::OsStr>; 3] = [
+        vec![os(&debug), os(&tarball)],
+        vec![os(&tarball), os(&debug)],
+        vec![flag, os(&tarball), os(&debug)],
     ];
-    for (i, (conflicted, b_args)) in runs.into_iter().enumerate() {
+    for (i, b_args) in runs.into_iter().enumerate() {
         let store = w.path(&format!("store-{i}"));
         let (out, _) = index_as(&store, "a", Some("1"), &[os(&stolen), os(&plant)]);
         assert!(out.status.success(), "{out:?}");
@@ -310,14 +309,8 @@ fn a_debug_file_whose_source_another_product_serves_is_a_conflict_naming_it() {
         assert_eq!(out.status.code(), Some(1), "B's run fails: {out:?}");
         let conflict = records
             .iter()
-            .find(|r| r["action"] == "conflict")
+            .find(|r| r["action"] == "conflict" && r["kind"] == "debug")
             .unwrap_or_else(|| panic!("a conflict: {records:?}"));
-        let kind = if conflict["kind"] == "debug" {
-            "debug"
-        } else {
-            "entry"
-        };
-        assert_eq!(kind, conflicted, "{conflict}");
         assert_eq!(conflict["product"], "b", "{conflict}");
         assert_eq!(conflict["held_by_products"], serde_json::json!(["a"]));
         assert!(
@@ -325,7 +318,9 @@ fn a_debug_file_whose_source_another_product_serves_is_a_conflict_naming_it() {
             "{conflict}"
         );
         assert!(
-            conflict["conflicts"].to_string().contains(&key),
+            conflict["sources"]["unserved"]
+                .to_string()
+                .contains("product a"),
             "{conflict}"
         );
         // B's bytes are not served under a key A holds.
@@ -338,30 +333,94 @@ fn a_debug_file_whose_source_another_product_serves_is_a_conflict_naming_it() {
 }
 
 #[test]
-fn one_file_indexed_for_two_products_is_two_uploads() {
+fn one_file_indexed_for_two_products_is_two_uploads_and_a_conflict() {
     let w = Workdir::new();
     let (debug, _, _) = build_b_program(&w);
     let store = w.path("store");
     let upload_of = |product: &str| {
         let (out, records) = index_as(&store, product, Some("1"), &[os(&debug)]);
-        assert!(out.status.success(), "{out:?}");
         let record = records.iter().find(|r| r["kind"] == "debug").unwrap();
-        (
-            record["upload"].as_str().unwrap().to_string(),
-            record["action"].clone(),
-        )
+        let upload = record["upload"].as_str().unwrap().to_string();
+        (upload, record["action"].clone(), out.status.code())
     };
-    let (a, a_action) = upload_of("a");
-    let (b, b_action) = upload_of("b");
-    assert_eq!(a_action, "indexed");
-    // B's upload is its own (not answered from A's record): it references A's keys of the
-    // same bytes, and its id names its product.
+    let (a, a_action, a_exit) = upload_of("a");
+    let (b, b_action, b_exit) = upload_of("b");
+    assert_eq!((a_action, a_exit), (serde_json::json!("indexed"), Some(0)));
+    // B's upload is its own (not answered from A's record), and its id names its product.
+    // Its build id is held by A too: a conflict (ids are global), every time it runs.
     assert_ne!(a, b);
     assert!(
         a.contains("product=a") && b.contains("product=b"),
         "{a} {b}"
     );
-    assert_eq!(b_action, "unchanged");
-    assert_eq!(upload_of("b"), (b, serde_json::json!("unchanged")));
+    assert_eq!((b_action, b_exit), (serde_json::json!("conflict"), Some(1)));
+    let again = (b, serde_json::json!("conflict"), Some(1));
+    assert_eq!(upload_of("b"), again);
     common::verify_clean(&store);
+}
+
+/// A's plant for any path of B's build id, flagged, beside A's debug file for that id: a copy
+/// of B's debug file, or one A built with B's build id.
+#[test]
+fn another_products_build_id_serves_no_source_of_its_copier() {
+    let w = Workdir::new();
+    let (debug, _, _) = build_b_program(&w);
+    let build_id = readelf_build_id(&w, "b/prog.debug").unwrap();
+    let root = w.path("b").canonicalize().unwrap();
+    let key = format!("buildid/{build_id}/source{}/src/main.c", root.display());
+    // A's own ELF built with B's build id (other bytes), naming the same path.
+    std::fs::create_dir_all(w.path("forged/b/src")).unwrap();
+    std::fs::write(
+        w.path("forged/b/src/main.c"),
+        "int main(void) { return 7; }\n",
+    )
+    .unwrap();
+    let forged_dir = w.path("forged/b");
+    let build_id_flag = format!("-Wl,--build-id=0x{build_id}");
+    common::run_in(
+        &forged_dir,
+        "gcc",
+        &["-g", "-O0", &build_id_flag, "-o", "prog", "src/main.c"],
+    );
+    let stolen = w.path("stolen.debug");
+    std::fs::copy(&debug, &stolen).unwrap();
+    let plant = build_plant(&w);
+    let flag: &std::ffi::OsStr = "--source-ext=c".as_ref();
+    for (what, copy) in [
+        ("a copy", stolen.clone()),
+        ("a forgery", forged_dir.join("prog")),
+    ] {
+        // B first, with no source of its own: A's debug file is a conflict naming B, and
+        // none of A's plant is served under B's build id.
+        let store = w.path(&format!("store-{}", what.len()));
+        let (out, _) = index_as(&store, "b", Some("1"), &[os(&debug)]);
+        assert!(out.status.success(), "{what}: {out:?}");
+        let (out, records) = index_as(&store, "a", Some("1"), &[flag, os(&copy), os(&plant)]);
+        assert_eq!(out.status.code(), Some(1), "{what}: {out:?}");
+        let a_record = records
+            .iter()
+            .find(|r| r["source_paths"].is_array())
+            .unwrap_or_else(|| panic!("{what}: {records:?}"));
+        assert_eq!(a_record["action"], "conflict", "{what}: {a_record}");
+        assert_eq!(a_record["held_by_products"], serde_json::json!(["b"]));
+        assert!(
+            !published_files(&store).contains_key(&key),
+            "{what}: A's plant serves B's build id"
+        );
+        // Run again: still a conflict, never answered `unchanged` from its record.
+        let (out, _) = index_as(&store, "a", Some("1"), &[flag, os(&copy), os(&plant)]);
+        assert_eq!(out.status.code(), Some(1), "{what}, again: {out:?}");
+    }
+    // A first with a copy (B's debug file leaked): B's debug file is the conflict, naming A.
+    let store = w.path("store-a-first");
+    let (out, _) = index_as(&store, "a", Some("1"), &[flag, os(&stolen), os(&plant)]);
+    assert!(out.status.success(), "{out:?}");
+    let (out, records) = index_as(&store, "b", Some("1"), &[os(&debug)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let b_record = records.iter().find(|r| r["kind"] == "debug").unwrap();
+    assert_eq!(
+        b_record["held_by_products"],
+        serde_json::json!(["a"]),
+        "{b_record}"
+    );
 }

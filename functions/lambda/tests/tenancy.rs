@@ -153,7 +153,7 @@ fn program_and_plant(dir: &Path) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_planted_source_never_beats_the_own_and_a_taken_key_is_a_conflict() {
+async fn a_planted_source_never_beats_the_own_and_a_shared_build_id_is_a_conflict() {
     let dir = tempfile::tempdir().unwrap();
     program_and_plant(dir.path());
     let (debug, tarball, plant) = (
@@ -181,8 +181,8 @@ async fn a_planted_source_never_beats_the_own_and_a_taken_key_is_a_conflict() {
         .values()
         .all(|b| !String::from_utf8_lossy(b).contains("evil.example")));
 
-    // A's stolen copy of B's debug file and its plant first: B's debug file meets the key
-    // taken, and its record says by which product.
+    // A's stolen copy of B's debug file and its plant first: B's debug file finds its build
+    // id held by A, and its record says so (a conflict naming A).
     let (stack, ctx) = product_stack().await;
     let stolen: Vec<Upload> = vec![
         ("a/ci/prog.debug".into(), debug.as_path()),
@@ -200,8 +200,11 @@ async fn a_planted_source_never_beats_the_own_and_a_taken_key_is_a_conflict() {
         serde_json::json!(["a"]),
         "{conflict}"
     );
+    assert_eq!(conflict["kind"], "debug", "{conflict}");
     assert!(
-        conflict["conflicts"].to_string().contains(&key),
+        conflict["sources"]["unserved"]
+            .to_string()
+            .contains("product a"),
         "{conflict}"
     );
     let published = checks::published(&stack, SERVING).await;

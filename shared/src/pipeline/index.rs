@@ -261,12 +261,15 @@ impl<'s> Indexer<'s> {
         referenced: &BTreeSet<String>,
     ) -> Option<IndexedAs> {
         let own: Vec<&Record> = records.iter().filter(|r| r.upload == upload.id).collect();
+        // A conflict with no key of other bytes (a build id another product holds too) is
+        // decided again by each delivery: kept, it would be answered `unchanged`.
         let settled = !own.is_empty()
             && own.iter().all(|r| {
                 matches!(
                     r.action,
                     Some(Action::Indexed | Action::Unchanged | Action::Conflict)
                 ) && r.removed.is_empty()
+                    && (r.action != Some(Action::Conflict) || !r.conflicts.is_empty())
             });
         let conflicts: BTreeSet<String> = own
             .iter()

@@ -29,7 +29,7 @@ use futures_util::StreamExt;
 mod hostile;
 mod sources;
 
-use sources::offer_of;
+use sources::{offer_of, Wanted, NO_PRODUCT};
 
 mod archives;
 mod index;

@@ -190,8 +190,13 @@ impl<'s> Indexer<'s> {
                 );
             }
         }
+        let mut id_shared_with = Vec::new();
         if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
-            let wanted = self.want_sources(upload, build_id, sources, fresh).await?;
+            id_shared_with = self.build_id_held_by_others(upload, &outcome).await?;
+            let wanted = match id_shared_with.is_empty() {
+                true => self.want_sources(upload, build_id, sources, fresh).await?,
+                false => Wanted::refused(sources, &id_shared_with),
+            };
             let mut report = wanted.report;
             report.rejected.clone_from(&sources.rejected);
             record.source_paths.clone_from(&sources.paths);
@@ -229,6 +234,16 @@ impl<'s> Indexer<'s> {
         record.unchanged = outcome.unchanged;
         record.conflicts = outcome.conflicts;
         self.flag_cross_product(&mut record).await?;
+        if !id_shared_with.is_empty() {
+            let product = upload.meta.product.as_deref().unwrap_or_default();
+            record.action = Some(Action::Conflict);
+            record.reason = Some(format!(
+                "cross-product build id: its keys are held by product {} too (ids are global: \
+                 audit who uploaded them first); no source is served under it for {product}",
+                id_shared_with.join(", ")
+            ));
+            record.held_by_products = id_shared_with;
+        }
         Ok((record, referenced, others))
     }
 
@@ -257,8 +272,9 @@ impl<'s> Indexer<'s> {
     }
 
     /// The products other than `product` whose uploads (but `upload`) hold `keys` (the
-    /// first few: an artifact's keys are all held by the same upload). Empty for an upload
-    /// naming no product: it is no tenant to be told apart from others.
+    /// first few: an artifact's keys are all held by the same upload; an upload naming no
+    /// product is [`NO_PRODUCT`]'s). Empty for an upload naming no product: it is no tenant
+    /// to be told apart from others.
     pub(super) async fn other_products(
         &self,
         upload: &str,
@@ -279,7 +295,11 @@ impl<'s> Indexer<'s> {
         let mut products = BTreeSet::new();
         for holder in holders {
             if let Some(other) = self.refs.upload(&holder).await? {
-                products.extend(other.meta.product.filter(|p| p != product));
+                // An upload naming no product is no tenant's: another than this one's.
+                let other = other.meta.product.unwrap_or_else(|| NO_PRODUCT.to_string());
+                if other != product {
+                    products.insert(other);
+                }
             }
         }
         Ok(products.into_iter().collect())

@@ -38,6 +38,9 @@ enum Served {
     Missing,
 }
 
+/// How an upload naming no product is named where products are listed (`held_by_products`).
+pub(super) const NO_PRODUCT: &str = "(no product)";
+
 /// What asking for a debug file's sources came to ([`Indexer::want_sources`]).
 pub(super) struct Wanted {
     /// For its manifest record.
@@ -48,7 +51,57 @@ pub(super) struct Wanted {
     pub(super) foreign: Vec<String>,
 }
 
+impl Wanted {
+    /// A debug file whose build id another product's upload holds too
+    /// ([`Indexer::build_id_held_by_others`]): no path it names is asked for or served.
+    pub(super) fn refused(sources: &SourcePaths, products: &[String]) -> Wanted {
+        let why = format!(
+            "its build id is held by product {} too",
+            products.join(", ")
+        );
+        let report = SourceReport {
+            referenced: sources.paths.len(),
+            unserved: sources
+                .paths
+                .iter()
+                .map(|p| format!("{p}: {why}"))
+                .collect(),
+            ..SourceReport::default()
+        };
+        Wanted {
+            report,
+            holders: Vec::new(),
+            foreign: Vec::new(),
+        }
+    }
+}
+
 impl Indexer<'_> {
+    /// The products other than its own holding the keys of a debug file's identity (found
+    /// held by them already with the same bytes, or with other bytes: `outcome`). Build ids
+    /// are global, but the `source/` keys under one are served for one tenant: a debug file
+    /// whose id another product holds (a copy of its debug file, or one made with its build
+    /// id) asks for no source, so that it never publishes its own text under another
+    /// product's build id, nor takes that product's files (THREATS.md, tenancy); its record
+    /// is a conflict naming that product. Reads only where the keys were found held.
+    pub(super) async fn build_id_held_by_others(
+        &self,
+        upload: &Upload<'_>,
+        outcome: &Outcome,
+    ) -> io::Result<Vec<String>> {
+        let held: Vec<String> = outcome
+            .conflicts
+            .iter()
+            .chain(&outcome.unchanged)
+            .cloned()
+            .collect();
+        if held.is_empty() || !self.config.source_joins {
+            return Ok(Vec::new());
+        }
+        let product = upload.meta.product.as_deref();
+        self.other_products(&upload.id, product, &held).await
+    }
+
     /// Offers a source upload to the debug files of its scope (sourcemap.rs), and publishes it
     /// under the `source/` key of every path it is now the best match for. `holding`: a key
     /// holding its bytes (debug files arriving later copy from there). Returns the extra keys
