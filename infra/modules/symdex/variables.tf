@@ -61,9 +61,15 @@ variable "ci_products" {
 }
 
 variable "enforce_product_prefixes" {
-  description = "Reject uploads whose product metadata differs from their key's first segment (SYMDEX_PRODUCT_PREFIXES)."
+  description = "Reject uploads whose product metadata differs from their key's first segment (SYMDEX_PRODUCT_PREFIXES). Required with ci_products."
   type        = bool
   default     = false
+  # Without it a CI role limited to A/ still names its uploads' product in their metadata or a
+  # product= key segment, and so joins product B's scope (THREATS.md, tenancy).
+  validation {
+    condition     = var.enforce_product_prefixes || length(var.ci_products) == 0
+    error_message = "ci_products gives each product's CI a role that writes only under its prefix, but without enforce_product_prefixes = true an upload's product metadata (x-amz-meta-product, a product= key segment) may name another product and join its source scope: set enforce_product_prefixes = true."
+  }
 }
 
 variable "allowed_cidrs" {

@@ -126,9 +126,9 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
 }
 
 /// Unsafe combinations are refused at plan time, each naming its problem: the website (public
-/// read) with access control, access control without CloudFront (which enforces it), and a
-/// layout prefix that is empty (a write grant to the whole bucket) or private. The safe
-/// combinations still plan.
+/// read) with access control, access control without CloudFront (which enforces it), a
+/// layout prefix that is empty (a write grant to the whole bucket) or private, and CI roles
+/// per product without product prefixes enforced. The safe combinations still plan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
     if let Err(missing) = prerequisites() {
@@ -148,8 +148,12 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
         .replace(
             "  require_auth             = true\n",
             "  require_auth             = var.require_auth\n  enable_website = var.enable_website\n  enable_cloudfront = var.enable_cloudfront\n  layout_prefixes = var.layout_prefixes\n",
+        )
+        .replace(
+            "  enforce_product_prefixes = true\n",
+            "  enforce_product_prefixes = var.enforce\n",
         );
-    let variables = "variable \"require_auth\" { type = bool }\nvariable \"allowed_cidrs\" { type = list(string) }\nvariable \"enable_website\" { type = bool }\nvariable \"enable_cloudfront\" { type = bool }\nvariable \"layout_prefixes\" { type = map(string) }\n\n";
+    let variables = "variable \"require_auth\" { type = bool }\nvariable \"allowed_cidrs\" { type = list(string) }\nvariable \"enable_website\" { type = bool }\nvariable \"enable_cloudfront\" { type = bool }\nvariable \"layout_prefixes\" { type = map(string) }\nvariable \"enforce\" {\n  type    = bool\n  default = true\n}\n\n";
     std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
     init(d);
     // (require_auth, allowed_cidrs, enable_website, enable_cloudfront, layout_prefixes)
@@ -254,6 +258,30 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
             None => assert!(out.status.success(), "{vars:?} did not plan: {stderr}"),
         }
     }
+    // ci_products (the root config's `["demo"]`) without product prefixes enforced.
+    let out = terraform_output(
+        d,
+        &[
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-refresh=false",
+            "-lock=false",
+            "-var=require_auth=true",
+            &format!("-var=allowed_cidrs={cidrs}"),
+            "-var=enable_website=false",
+            "-var=enable_cloudfront=true",
+            "-var=layout_prefixes={}",
+            "-var=enforce=false",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(!out.status.success(), "planned without enforcement");
+    assert!(
+        stderr.contains("set enforce_product_prefixes = true"),
+        "{stderr}"
+    );
 }
 
 /// `upstreams` become origin groups: the serving bucket first, the upstream (a custom origin
