@@ -12,6 +12,9 @@ pub struct FromFiles<'s> {
     /// The deferred source-map writes of the run handing over, where it defers them: the
     /// re-indexes share them (see `refs::DeferredWrites`).
     deferred: Option<Arc<DeferredWrites>>,
+    /// Inputs the re-indexes found in conflict: the run's too (a claimed source of its own
+    /// meeting another product's key is its failure, not only a line on stderr).
+    conflicts: std::sync::atomic::AtomicUsize,
 }
 
 impl HandOver for FromFiles<'_> {
@@ -31,7 +34,13 @@ impl<'s> FromFiles<'s> {
             store,
             unpack: Unpack { limits, keys },
             deferred: None,
+            conflicts: Default::default(),
         }
+    }
+
+    /// How many re-indexed inputs were conflicts.
+    pub fn conflicts(&self) -> usize {
+        self.conflicts.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Re-indexes sharing `deferred`, the run's deferred source-map writes.
@@ -90,6 +99,9 @@ impl<'s> FromFiles<'s> {
             }
         }
         sink.flush().await?;
+        let conflicts = sink.summary.conflicts;
+        self.conflicts
+            .fetch_add(conflicts, std::sync::atomic::Ordering::Relaxed);
         let upload = crate::manifest_cmd::shown(&waiter.upload);
         eprintln!("symdex: handed over to {upload}: {}", sink.summary);
         Ok(())

@@ -52,6 +52,8 @@ pub(super) fn run_lane(
 /// the lanes' timing.
 pub(super) struct Writer<'i, 's> {
     pub(super) indexer: &'i Indexer<'s>,
+    /// The run's hand-overs and claims: their conflicts are the run's too.
+    pub(super) hand_over: &'i FromFiles<'s>,
     pub(super) lanes: Vec<std::sync::mpsc::SyncSender<LaneInput>>,
     pub(super) finished: std::sync::mpsc::Receiver<LaneDone>,
     /// Inputs handed to lanes and not taken by the sink yet, in input order.
@@ -222,7 +224,7 @@ pub(super) async fn run_async(
     for key in &sink.manifests {
         println!("manifest: {}", store.inner().root().join(key).display());
     }
-    let conflicts = sink.summary.conflicts;
+    let conflicts = sink.summary.conflicts + writer.hand_over.conflicts();
     let conflicted = conflicts > 0 && !args.allow_conflicts;
     if conflicted {
         eprintln!(

@@ -235,6 +235,7 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         drop(done);
         let writer = Writer {
             indexer: &indexer,
+            hand_over: &hand_over,
             lanes: senders,
             finished,
             dispatched: std::collections::VecDeque::new(),
