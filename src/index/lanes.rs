@@ -1,7 +1,24 @@
 //! The store's writer and its lanes: inputs of different routes indexed side by side, the
 //! rest in order (`--jobs`).
 
-use super::*;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use symdex_shared::archive;
+use symdex_shared::formats::{identify_with_details, FormatError};
+use symdex_shared::manifest::Action;
+use symdex_shared::pipeline::{Indexed, Indexer, Input, Lookup, Upload};
+use symdex_shared::reader::{FileReader, MemReader, RangeReader};
+use symdex_shared::upload_meta::UploadMeta;
+
+use super::archives::{bundle_files, index_archive, index_entries, Unpack};
+use super::read::{Ahead, LaneDone, LaneInput, ReadInput};
+use super::sink::{Sink, FLUSH_EVERY};
+use super::{absolute, progress, IndexArgs};
+use crate::stamps::NewStamps;
 
 /// A lane: indexes the inputs of its routes in the order it gets them.
 pub(super) fn run_lane(
