@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use symdex_shared::formats::{identify_with_details, FormatError};
 use symdex_shared::identity::Identity;
 use symdex_shared::manifest::now_rfc3339;
+#[cfg(doc)]
+use symdex_shared::pipeline::Indexer;
 use symdex_shared::pipeline::{route_of, Indexed, Input, Upload};
 use symdex_shared::reader::{FileReader, MemReader};
 use symdex_shared::refs::{FileStamp, RefStore, UnparsedUpload};

@@ -7,6 +7,8 @@ use std::sync::Mutex;
 use symdex_shared::manifest::{Action, Record};
 use symdex_shared::pipeline::{Indexed, Indexer, Summary};
 
+#[cfg(doc)]
+use super::Writer;
 use crate::stamps::NewStamps;
 
 /// Uploads recorded and finalized together: a huge input (100,000 archive entries) is held in

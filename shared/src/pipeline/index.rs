@@ -13,6 +13,8 @@ use crate::identity::{Identity, Kind};
 use crate::layouts::{self, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record};
 use crate::reader::RangeReader;
+#[cfg(doc)]
+use crate::refs::RefStore;
 use crate::refs::{
     busy, IndexedAs, PriorRead, RemoveOutcome, Run, UploadRecord, UploadState, Waiting,
 };

@@ -9,6 +9,8 @@ use super::upload::upload_record_of;
 use super::Indexer;
 use crate::layouts;
 use crate::manifest::{Action, Record};
+#[cfg(doc)]
+use crate::refs::RefStore;
 use crate::refs::{UploadRecord, UploadState, Waiting};
 use crate::retention::{check_channel, is_expired, RetentionPolicy};
 use crate::upload_meta::UploadMeta;

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeSet;
 
+#[cfg(doc)]
+use super::Indexer;
 use crate::formats::{Format, IdentifyOptions};
 use crate::identity::{file_name_of, Identity};
 use crate::layouts::KeySet;

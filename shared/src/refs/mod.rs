@@ -200,8 +200,8 @@ use source_maps::ParsedSourceMap;
 pub use lease::{released_by_finalize, InTurn, Lease, LeasePolicy, Listing, Wait};
 pub use publish::{Content, KeyOutcome, OnDifferent, Publication};
 pub use records::{
-    record_fits, FileStamp, IdRecord, IndexedAs, KeyRecord, PriorRead, Run, UnparsedUpload,
-    UploadLayout, UploadRecord, UploadState, LAYOUT_FILE,
+    location_of, record_fits, FileStamp, IdRecord, IndexedAs, KeyRecord, PriorRead, Run,
+    UnparsedUpload, UploadLayout, UploadRecord, UploadState, LAYOUT_FILE,
 };
 pub use remove::RemoveOutcome;
 pub use source_maps::DeferredWrites;

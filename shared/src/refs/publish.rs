@@ -6,6 +6,8 @@ use std::io;
 
 use super::lease::{index_holder, InTurn, Lease, Listed};
 use super::records::{key_file, KeyRecord};
+#[cfg(doc)]
+use super::CREATE;
 use super::{busy, Deciding, Patience, RefStore, RemoveOutcome};
 use crate::storage::{CopySource, ObjectInfo, Owned, StorageError, Versioned};
 

@@ -6,6 +6,8 @@ use std::io;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use super::RefStore;
 use super::{parse, Lease};
 use crate::storage::{Versioned, STATE_PREFIX};
 use crate::upload_meta::UploadMeta;

@@ -8,11 +8,15 @@ use serde::de::DeserializeOwned;
 
 use super::lease::Lease;
 use super::publish::Step;
+#[cfg(doc)]
+use super::records::location_of;
 use super::records::{
     location_dir, not_removing, source_file, FileStamp, KeyRecord, PriorRead, Run, SourceRecord,
     UnparsedUpload, UploadLayout, UploadRecord, UploadState,
 };
 use super::{parse, RefStore};
+#[cfg(doc)]
+use crate::storage::Storage;
 use crate::storage::{ObjectInfo, STATE_PREFIX, UPLOADS_DIR};
 use crate::upload_meta::UploadMeta;
 

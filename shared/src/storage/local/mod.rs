@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+#[cfg(doc)]
+use super::Storage;
 use super::{
     appended, check_key, content_sha1, CopySource, ObjectInfo, Precondition, StorageError,
     StorageResult, Versioned,

@@ -17,6 +17,8 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::MetadataDirective;
 use aws_sdk_s3::Client;
 
+#[cfg(doc)]
+use super::Storage;
 use super::{check_key, ObjectInfo, SeenCurrent, StorageError, StorageResult};
 
 mod api;
@@ -28,7 +30,7 @@ mod writes;
 
 use writes::{copy_source_header, if_absent, part, HeadAnswer, Multipart, Write};
 
-pub use ingest::{client_from_env, part_size_for, upload_file};
+pub use ingest::{client_from_env, part_size_for, upload_file, PARALLEL_PARTS};
 pub use object::{FirstBlock, S3Object};
 
 /// Objects at least this large are copied part by part (CopyObject's limit is 5 GiB).

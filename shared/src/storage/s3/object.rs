@@ -7,6 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_s3::Client;
 
+#[cfg(doc)]
+use super::S3Store;
 use super::{read_body, sdk_err, S3Stats, BLOCK_SIZE, FIRST_READ};
 use crate::reader::RangeReader;
 use crate::storage::{ObjectInfo, StorageError, StorageResult};

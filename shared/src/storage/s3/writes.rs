@@ -11,6 +11,8 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use super::{
     object_metadata, read_body, sdk_err, unquote, S3Store, CONTENT_ETAG_META, CONTENT_SIZE_META,
 };
+#[cfg(doc)]
+use crate::storage::Storage;
 use crate::storage::{
     check_key, CopySource, ObjectInfo, Precondition, StorageError, StorageResult, Versioned,
 };
