@@ -1,7 +1,22 @@
 //! Archives on the command line: walked by the pipeline's `index_archive`, with the local
 //! store's part (`LocalSite`).
 
-use super::*;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+
+use clap::Args;
+use symdex_shared::manifest::Action;
+use symdex_shared::pipeline::{ArchiveSite, Indexed, Indexer, Input, StoredEntry};
+use symdex_shared::reader::{FileReader, RangeReader};
+use symdex_shared::storage::local::file_sha1;
+use symdex_shared::storage::LocalStore;
+use symdex_shared::upload_meta::UploadMeta;
+use symdex_shared::{archive, IdentifyOptions};
+
+use super::sink::Sink;
+use super::{absolute, IndexArgs, KeyArgs};
+use crate::inputs::file_name;
 
 /// How an archive's entries become uploads, besides the archive: how far it may expand, and
 /// which entries are sources.

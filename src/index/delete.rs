@@ -2,7 +2,19 @@
 //! an index. In a deployment (`s3://`), a build's ingest objects are deleted and the
 //! deployment's remover takes the uploads back, as for any deletion there.
 
-use super::*;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use symdex_shared::manifest::Record;
+use symdex_shared::pipeline::Indexer;
+
+use super::archives::ArchiveLimits;
+use super::hand_over::FromFiles;
+use super::{absolute, KeyArgs};
+use crate::deployment::StoreArg;
+use crate::session::open_for_writing;
+use crate::DEFAULT_STORE;
 
 #[derive(Args)]
 pub struct DeleteArgs {

@@ -1,6 +1,20 @@
 //! Hand-overs re-indexed from files: what `index --recheck` of a waiting upload's input does.
 
-use super::*;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use symdex_shared::pipeline::{Config, HandOver, Indexer};
+use symdex_shared::refs::{DeferredWrites, UploadRecord};
+use symdex_shared::storage::local::file_sha1;
+use symdex_shared::IdentifyOptions;
+
+use super::archives::{index_archive, ArchiveLimits, Unpack};
+use super::lanes::index_read_file;
+use super::read::read_input;
+use super::sink::Sink;
+use super::KeyArgs;
+use crate::stamps::StampReader;
 
 /// Hands the keys a removal freed to the uploads waiting for them (refs/, invariant 8):
 /// each upload's input is indexed again as `index --recheck` would (an archive entry's whole
@@ -38,9 +52,9 @@ impl<'s> FromFiles<'s> {
         }
     }
 
-    /// How many re-indexed inputs were conflicts.
-    pub fn conflicts(&self) -> usize {
-        self.conflicts.load(std::sync::atomic::Ordering::Relaxed)
+    /// How many re-indexed inputs were conflicts (so far).
+    pub fn conflicts(&self) -> &std::sync::atomic::AtomicUsize {
+        &self.conflicts
     }
 
     /// Re-indexes sharing `deferred`, the run's deferred source-map writes.

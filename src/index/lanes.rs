@@ -1,7 +1,24 @@
 //! The store's writer and its lanes: inputs of different routes indexed side by side, the
 //! rest in order (`--jobs`).
 
-use super::*;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+
+use symdex_shared::archive;
+use symdex_shared::formats::{identify_with_details, FormatError};
+use symdex_shared::manifest::Action;
+use symdex_shared::pipeline::{Indexed, Indexer, Input, Lookup, Upload};
+use symdex_shared::reader::{FileReader, MemReader, RangeReader};
+use symdex_shared::upload_meta::UploadMeta;
+
+use super::archives::{bundle_files, index_archive, index_entries, Unpack};
+use super::read::{Ahead, LaneDone, LaneInput, ReadInput};
+use super::sink::{Sink, FLUSH_EVERY};
+use super::{absolute, progress, IndexArgs};
+use crate::stamps::NewStamps;
 
 /// A lane: indexes the inputs of its routes in the order it gets them.
 pub(super) fn run_lane(
@@ -52,8 +69,9 @@ pub(super) fn run_lane(
 /// the lanes' timing.
 pub(super) struct Writer<'i, 's> {
     pub(super) indexer: &'i Indexer<'s>,
-    /// The run's hand-overs and claims: their conflicts are the run's too.
-    pub(super) hand_over: &'i FromFiles<'s>,
+    /// Inputs the run's hand-overs and claims found in conflict (`FromFiles::conflicts`):
+    /// the run's too.
+    pub(super) handed_conflicts: &'i std::sync::atomic::AtomicUsize,
     pub(super) lanes: Vec<std::sync::mpsc::SyncSender<LaneInput>>,
     pub(super) finished: std::sync::mpsc::Receiver<LaneDone>,
     /// Inputs handed to lanes and not taken by the sink yet, in input order.
@@ -224,7 +242,10 @@ pub(super) async fn run_async(
     for key in &sink.manifests {
         println!("manifest: {}", store.inner().root().join(key).display());
     }
-    let conflicts = sink.summary.conflicts + writer.hand_over.conflicts();
+    let handed = writer
+        .handed_conflicts
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let conflicts = sink.summary.conflicts + handed;
     let conflicted = conflicts > 0 && !args.allow_conflicts;
     if conflicted {
         eprintln!(

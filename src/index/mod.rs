@@ -2,34 +2,19 @@
 //! run; reading ahead, the writer's lanes, the sink and archives in the modules below.
 
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use symdex_shared::archive;
-use symdex_shared::formats::{identify_with_details, FormatError};
-use symdex_shared::identity::Identity;
-use symdex_shared::manifest::{now_rfc3339, Action, Record};
-use symdex_shared::pipeline::{
-    default_prefixes, route_of, ArchiveSite, Config, HandOver, Indexed, Indexer, Input, Lookup,
-    StoredEntry, Summary, Upload,
-};
-use symdex_shared::reader::{FileReader, MemReader, RangeReader};
-use symdex_shared::refs::{DeferredWrites, FileStamp, RefStore, UnparsedUpload, UploadRecord};
+use symdex_shared::pipeline::{default_prefixes, Config, Indexer};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
-use symdex_shared::storage::local::{file_sha1, read_file_up_to};
-use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
 use symdex_shared::upload_meta::UploadMeta;
-use symdex_shared::{IdentifyOptions, Layout};
+use symdex_shared::Layout;
 
-use crate::deployment::StoreArg;
-use crate::inputs::{
-    container_of, expand_paths_excluding, file_name, LayoutArgs, SourceArgs, Walked,
-};
-use crate::stamps::{NewStamps, StampReader};
+use crate::inputs::{expand_paths_excluding, LayoutArgs, SourceArgs};
+use crate::stamps::NewStamps;
 use crate::DEFAULT_STORE;
 
 mod archives;
@@ -42,14 +27,13 @@ mod sink;
 mod tests;
 
 use crate::session::{exclusive_lease, open_for_writing};
+use lanes::{run_async, run_lane, Writer};
+use read::{read_ahead, LaneInput, LANE_QUEUE, READ_AHEAD};
+
 pub use archives::ArchiveLimits;
-use archives::*;
 pub use delete::{delete, DeleteArgs};
 pub use hand_over::FromFiles;
-use lanes::*;
-use read::*;
 pub use sink::describe;
-use sink::*;
 
 #[derive(Args)]
 pub struct IndexArgs {
@@ -235,7 +219,7 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
         drop(done);
         let writer = Writer {
             indexer: &indexer,
-            hand_over: &hand_over,
+            handed_conflicts: hand_over.conflicts(),
             lanes: senders,
             finished,
             dispatched: std::collections::VecDeque::new(),

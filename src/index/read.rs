@@ -1,7 +1,25 @@
 //! The reader thread: inputs hashed and identified ahead of the store's writer, answered
 //! from their stamps and upload records where nothing changed.
 
-use super::*;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use symdex_shared::formats::{identify_with_details, FormatError};
+use symdex_shared::identity::Identity;
+use symdex_shared::manifest::now_rfc3339;
+#[cfg(doc)]
+use symdex_shared::pipeline::Indexer;
+use symdex_shared::pipeline::{route_of, Indexed, Input, Upload};
+use symdex_shared::reader::{FileReader, MemReader};
+use symdex_shared::refs::{FileStamp, RefStore, UnparsedUpload};
+use symdex_shared::storage::local::{file_sha1, read_file_up_to};
+use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
+use symdex_shared::upload_meta::UploadMeta;
+use symdex_shared::{archive, IdentifyOptions};
+
+use super::{absolute, IndexArgs};
+use crate::inputs::{container_of, Walked};
+use crate::stamps::StampReader;
 
 /// Batches of inputs read ahead of the writers: a bound on the memory they hold that still
 /// keeps the reader busy while the writers work.

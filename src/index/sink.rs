@@ -1,7 +1,15 @@
 //! Where indexed uploads go: their source-map changes in input order, their records to the
 //! manifest every [`FLUSH_EVERY`] uploads, the run's summary.
 
-use super::*;
+use std::io;
+use std::sync::Mutex;
+
+use symdex_shared::manifest::{Action, Record};
+use symdex_shared::pipeline::{Indexed, Indexer, Summary};
+
+#[cfg(doc)]
+use super::Writer;
+use crate::stamps::NewStamps;
 
 /// Uploads recorded and finalized together: a huge input (100,000 archive entries) is held in
 /// memory this many at a time, and a killed run re-reports at most this many. 1,000, not the

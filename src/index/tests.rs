@@ -1,5 +1,5 @@
 //! Unit tests of `symdex index`'s reading.
-use super::*;
+use super::read::{read_small, READ_WHOLE_BELOW};
 
 /// A small input is read whole in one go, whatever its status said; one that has grown
 /// past the bound since is not held (read as a large one), and never more than the bound

@@ -6,8 +6,14 @@
 
 use std::future::Future;
 
-use super::*;
+use std::collections::BTreeMap;
+use std::io;
+
+use super::upload::{Indexed, Input, Upload};
+use super::Indexer;
 use crate::archive::{self, Container, Event, Walker};
+use crate::formats::IdentifyOptions;
+use crate::manifest::Action;
 
 /// A front end's part in an archive's walk.
 pub trait ArchiveSite {

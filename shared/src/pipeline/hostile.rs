@@ -9,10 +9,12 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::formats::robustness::{corrupted, edit, seed_at};
+use crate::formats::IdentifyOptions;
 use crate::layouts::grammar::is_valid_key;
 use crate::reader::MemReader;
-use crate::storage::LocalStore;
+use crate::storage::{CopySource, LocalStore};
 use crate::testing::scenarios::config;
+use crate::upload_meta::UploadMeta;
 
 /// Whether `key` is a key of one of `config`'s layouts, under its prefix.
 fn inside_a_layout(config: &Config, key: &str) -> bool {

@@ -1,7 +1,24 @@
 //! Indexing an upload: answered from its record when indexed before, else identified,
 //! planned (its keys listed in its upload record first, invariant 4), published and finalized.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use super::removal::TakenBack;
+use super::sources::offer_of;
+use super::upload::{fill_identity, is_pdb, Indexed, Lookup, Planned, Upload};
+use super::{unclaimed, Indexer, CASE_FOLDED};
+use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
+use crate::identity::{Identity, Kind};
+use crate::layouts::{self, KeySet, Layout};
+use crate::manifest::{now_rfc3339, Action, Record};
+use crate::reader::RangeReader;
+#[cfg(doc)]
+use crate::refs::RefStore;
+use crate::refs::{
+    busy, IndexedAs, PriorRead, RemoveOutcome, Run, UploadRecord, UploadState, Waiting,
+};
+use crate::retention::check_channel;
 
 /// How an upload record keeps what its run came to (`IndexedAs`), in the plan digest: an
 /// indexer of the same version that keeps it otherwise (its own keys by name, before

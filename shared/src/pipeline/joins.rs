@@ -1,7 +1,16 @@
 //! Keys two uploads join on: a PE's alias of its PDB under the name the PE asks for, the
 //! debug-id records behind it, and keys held on another upload's behalf (refs, invariant 5).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use super::upload::{fill_identity, upload_record_of, Outcome, Upload};
+use super::Indexer;
+use crate::identity::Identity;
+use crate::layouts;
+use crate::manifest::Record;
+use crate::refs::{Content, IdRecord, KeyOutcome, KeyRecord, PriorRead, Run, UploadRecord};
+use crate::storage::CopySource;
 
 impl<'s> Indexer<'s> {
     /// Records where this PDB's content lives (for PEs arriving later), and publishes it under

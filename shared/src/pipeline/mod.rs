@@ -7,29 +7,16 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
-use crate::identity::{file_name_of, Identity, Kind, SectionRef};
-use crate::layouts::{self, symstore_index2, KeySet, Layout};
-use crate::manifest::{now_rfc3339, Action, Record};
-use crate::reader::RangeReader;
-use crate::refs::{
-    busy, Content, DeferredWrites, IdRecord, InTurn, IndexedAs, KeyOutcome, KeyRecord, LeasePolicy,
-    OnDifferent, PriorRead, Publication, RefStore, RemoveOutcome, Run, UploadRecord, UploadState,
-    Waiting,
-};
-use crate::retention::{check_channel, is_expired, RetentionPolicy};
-use crate::sourcemap::{self, Offer, Want};
-use crate::storage::{CopySource, Storage};
-use crate::upload_meta::UploadMeta;
-use futures_util::StreamExt;
+use crate::layouts::{symstore_index2, Layout};
+use crate::manifest::Record;
+use crate::refs::{DeferredWrites, LeasePolicy, RefStore, UploadRecord};
+use crate::retention::RetentionPolicy;
+use crate::storage::Storage;
 
 #[cfg(test)]
 mod hostile;
 mod sources;
-
-use sources::{offer_of, Wanted, NO_PRODUCT};
 
 mod archives;
 mod index;
@@ -41,11 +28,14 @@ mod tests;
 mod unclaimed;
 mod upload;
 
-pub use archives::*;
-pub use index::*;
-pub use removal::*;
+use index::KEPT_RECORDS;
+use upload::{upload_record_of, Outcome, SourceMapChange};
+
+pub use archives::{index_archive, ArchiveSite, StoredEntry};
+pub use index::route_of;
+pub use removal::{is_due, ExpiryPlan};
 pub use unclaimed::admits;
-pub use upload::*;
+pub use upload::{EntryOf, Indexed, Input, Lookup, Summary, Upload};
 
 /// Re-indexes an upload from its ingest object, with every key checked again
 /// (`Config::recheck`): how a removal hands the keys it freed to the uploads waiting for them

@@ -1,6 +1,22 @@
 //! Publishing an identity's keys: its own bytes, its sidecars, generated files and sections.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+
+use futures_util::StreamExt;
+
+use super::index::read_range;
+use super::sources::{Wanted, NO_PRODUCT};
+use super::upload::{is_pdb, Outcome, Planned, Upload};
+use super::Indexer;
+use crate::formats::Format;
+use crate::identity::{Kind, SectionRef};
+use crate::layouts::{self, Layout};
+use crate::manifest::{Action, Record};
+use crate::refs::{busy, Content, InTurn, KeyOutcome, OnDifferent, Publication};
+use crate::storage::CopySource;
 
 /// Keys of one upload published at once once one of them holds its bytes
 /// ([`Indexer::publish_own`]).

@@ -1,7 +1,19 @@
 //! Taking uploads back: unindex (an ingest object deleted), expiry by retention policy, and
 //! promotion of a build to another channel.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::time::SystemTime;
+
+use super::upload::upload_record_of;
+use super::Indexer;
+use crate::layouts;
+use crate::manifest::{Action, Record};
+#[cfg(doc)]
+use crate::refs::RefStore;
+use crate::refs::{UploadRecord, UploadState, Waiting};
+use crate::retention::{check_channel, is_expired, RetentionPolicy};
+use crate::upload_meta::UploadMeta;
 
 /// An upload removed but not yet forgotten: its record stays (`removing`, listing the keys it
 /// unpublished) until [`Indexer::end_removal`], called once `record` is in the manifest, so a

@@ -11,8 +11,18 @@
 //! its source-map writes makes the same changes in input order, each input after the ones
 //! before it were taken (`register_source_map_changes`): the same argument, one at a time.
 
-use super::*;
-use crate::sourcemap::{NamedBy, Unclaimed};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use super::sources::offer_of;
+use super::{HandOver, Indexer, SourceMapChange, Upload};
+use crate::formats::{identify_with_details, FormatError, IdentifyOptions};
+use crate::identity::{Identity, Kind};
+use crate::layouts::Layout;
+use crate::manifest::{Action, Record};
+use crate::reader::RangeReader;
+use crate::refs::{UploadRecord, UploadState};
+use crate::sourcemap::{self, NamedBy, Unclaimed};
 
 /// A debug file's wanted path an unclaimed file may serve: the path and its `source/` key.
 pub(super) type ClaimedPath = (String, String);

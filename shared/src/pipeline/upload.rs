@@ -1,7 +1,18 @@
 //! The upload model both front ends share: one ingest object or archive entry to index
 //! ([`Upload`]), what indexing it came to ([`Indexed`]), and the run's [`Summary`].
 
-use super::*;
+use std::collections::BTreeSet;
+
+#[cfg(doc)]
+use super::Indexer;
+use crate::formats::{Format, IdentifyOptions};
+use crate::identity::{file_name_of, Identity};
+use crate::layouts::KeySet;
+use crate::manifest::{Action, Record};
+use crate::refs::{Content, IdRecord, IndexedAs, KeyOutcome, PriorRead, UploadRecord};
+use crate::sourcemap::{self, Offer, Want};
+use crate::storage::CopySource;
+use crate::upload_meta::UploadMeta;
 
 /// One ingest object to index.
 #[derive(Debug, Clone)]

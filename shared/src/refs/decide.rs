@@ -1,7 +1,14 @@
 //! Deciding a key's record for one publish: the step its compare-and-swap takes (write, keep,
 //! wait) and the plan that follows ([`RefStore::publish_as`] carries it out).
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+
+use super::lease::{Lease, Listed};
+use super::publish::{Content, KeyOutcome, OnDifferent, PublishPlan, Publisher, Sharing, Step};
+use super::records::KeyRecord;
+use super::{RefStore, CREATE};
+use crate::storage::ObjectInfo;
 
 /// What [`RefStore::decide`] goes by for one key: fixed for one publish, but for what its loop
 /// learns between two reads (a HEAD of the key, listings, uploads marked waiting).

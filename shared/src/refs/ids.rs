@@ -1,7 +1,12 @@
 //! Debug-id records: the PDB names PEs ask for and where a PDB with that id was published
 //! (invariant 5).
 
-use super::*;
+use std::io;
+
+use super::publish::Step;
+use super::records::{id_file, IdRecord, PriorRead};
+use super::{parse, RefStore};
+use crate::storage::{Precondition, Versioned};
 
 impl<'s> RefStore<'s> {
     /// A debug id's record (empty where there is none), with the read kept for an

@@ -1,7 +1,14 @@
 //! Leases: who may change the object at a key, until when (invariant 1), and the upload
 //! listings that end the `create` leases a finalize releases.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::records::{key_file, KeyRecord, UploadRecord};
+use super::{busy, now_secs, read_shared, Patience, Publisher, RefStore, Step, CREATE};
 
 /// A change of the object at one key in progress (invariant 1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

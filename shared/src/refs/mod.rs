@@ -174,13 +174,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::sourcemap::SourceMapRecord;
-use crate::storage::{
-    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StoreTraits, Versioned,
-};
-use crate::upload_meta::UploadMeta;
+use crate::storage::{Precondition, Storage, StoreTraits, Versioned, UPLOADS_DIR};
 
 mod decide;
 mod ids;
@@ -195,13 +191,21 @@ mod tests;
 mod uploads;
 mod waiting;
 
-use decide::*;
-pub use lease::*;
-pub use publish::*;
-pub use records::*;
-pub use remove::*;
-pub use source_maps::*;
-pub use waiting::*;
+use decide::Deciding;
+use lease::{new_run_id, Listed};
+use publish::{Publisher, Step};
+use records::{key_file, upload_file, upload_name, LayoutMarker, SOURCES_DIR};
+use source_maps::ParsedSourceMap;
+
+pub use lease::{released_by_finalize, InTurn, Lease, LeasePolicy, Listing, Wait};
+pub use publish::{Content, KeyOutcome, OnDifferent, Publication};
+pub use records::{
+    location_of, record_fits, FileStamp, IdRecord, IndexedAs, KeyRecord, PriorRead, Run,
+    UnparsedUpload, UploadLayout, UploadRecord, UploadState, LAYOUT_FILE,
+};
+pub use remove::RemoveOutcome;
+pub use source_maps::DeferredWrites;
+pub use waiting::Waiting;
 
 // The root of symdex's bookkeeping is the storage layer's to know (never served).
 pub use crate::storage::STATE_PREFIX;

@@ -1,7 +1,15 @@
 //! The object at a key: created where nothing is, shared with another upload's same bytes,
 //! copied under a lease, or taken back (invariants 1, 2 and 7).
 
-use super::*;
+use std::io;
+
+use super::lease::Lease;
+use super::publish::{
+    holds, Alone, Content, CopyHow, Creation, Found, KeyOutcome, Publication, SameBy, Sharing, Step,
+};
+use super::records::{is_upload_name, key_file, KeyRecord, UploadRecord};
+use super::{busy, read_shared, RefStore, CREATE};
+use crate::storage::{ObjectInfo, Owned, Precondition, UPLOADS_DIR};
 
 impl<'s> RefStore<'s> {
     /// Whether keys one upload alone references go without a record (invariant 7): where

@@ -1,7 +1,15 @@
 //! Publishing a key for an upload: the steps of [`RefStore::publish`] and the vocabulary of
 //! their outcomes.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+
+use super::lease::{index_holder, InTurn, Lease, Listed};
+use super::records::{key_file, KeyRecord};
+#[cfg(doc)]
+use super::CREATE;
+use super::{busy, Deciding, Patience, RefStore, RemoveOutcome};
+use crate::storage::{CopySource, ObjectInfo, Owned, StorageError, Versioned};
 
 /// What [`RefStore::publish`] does where a key's record names other content than the
 /// upload's.

@@ -1,7 +1,16 @@
 //! The records a store keeps under `_symdex/` (keys, uploads, sources, debug ids) and where
 //! each lives: record naming is here, the protocol that changes them in the sibling modules.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(doc)]
+use super::RefStore;
+use super::{parse, Lease};
+use crate::storage::{Versioned, STATE_PREFIX};
+use crate::upload_meta::UploadMeta;
 
 /// Who references one published key.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

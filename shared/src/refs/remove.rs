@@ -1,7 +1,12 @@
 //! Removing an upload's reference to a key, and the object with its last reference
 //! (invariant 3).
 
-use super::*;
+use std::io;
+
+use super::lease::{remove_holder, Lease, Listed};
+use super::publish::{Step, Taken};
+use super::records::{key_file, KeyRecord};
+use super::{Patience, RefStore};
 
 /// What taking one reference back came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

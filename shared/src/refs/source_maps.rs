@@ -1,7 +1,13 @@
 //! Join records of sources and debug files (`_symdex/sourcemap/`), read through a bounded
 //! cache and written at once or deferred to the end of a run.
 
-use super::*;
+use std::io;
+use std::sync::Arc;
+
+use super::publish::Step;
+use super::{parse, RefStore};
+use crate::sourcemap::SourceMapRecord;
+use crate::storage::{Precondition, Versioned};
 
 /// A source-map record read before it is changed ([`RefStore::read_source_map`]).
 pub struct SourceMapRead {

@@ -1,7 +1,24 @@
 //! Upload records: planned keys, the finalize that lists them, and the removal states
 //! (invariant 4); listings of keys and uploads for audits.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+
+use serde::de::DeserializeOwned;
+
+use super::lease::Lease;
+use super::publish::Step;
+#[cfg(doc)]
+use super::records::location_of;
+use super::records::{
+    location_dir, not_removing, source_file, FileStamp, KeyRecord, PriorRead, Run, SourceRecord,
+    UnparsedUpload, UploadLayout, UploadRecord, UploadState,
+};
+use super::{parse, RefStore};
+#[cfg(doc)]
+use crate::storage::Storage;
+use crate::storage::{ObjectInfo, STATE_PREFIX, UPLOADS_DIR};
+use crate::upload_meta::UploadMeta;
 
 impl<'s> RefStore<'s> {
     /// Every referenced key: the records, and the keys uploads list that have none, as their

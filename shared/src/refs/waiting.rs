@@ -1,6 +1,12 @@
 //! Uploads waiting for a key other bytes hold, and the hand-over when they go (invariant 8).
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+
+use serde::{Deserialize, Serialize};
+
+use super::RefStore;
+use crate::storage::ObjectInfo;
 
 /// Uploads waiting for keys other content holds (invariant 8).
 pub(super) const WAITING_DIR: &str = "_symdex/waiting/";

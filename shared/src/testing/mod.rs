@@ -27,7 +27,10 @@ pub fn assert_same_files(
 /// Seed inputs for the fuzz targets, made by the same builders the tests use: one well-formed
 /// artifact of each format the builders know.
 pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
-    use builders::*;
+    use builders::{
+        build_elf, build_msf, build_msfz, build_pe, codeview, dbi_stream, dwarf5_line_table,
+        dwarf5_line_table_with_md5, info_stream, with_section,
+    };
     let guid = [7u8; 16];
     let pdb_streams = vec![
         Some(vec![]),

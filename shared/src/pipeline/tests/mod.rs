@@ -1,8 +1,15 @@
 //! The pipeline's unit tests, over local stores.
 
+use super::index::own_keys_of;
 use super::*;
+use crate::formats::{identify_with_details, IdentifyOptions};
+use crate::identity::Kind;
+use crate::layouts;
+use crate::manifest::Action;
 use crate::reader::MemReader;
-use crate::storage::LocalStore;
+use crate::refs::{IndexedAs, KeyRecord, PriorRead, RemoveOutcome, UploadState};
+use crate::sourcemap;
+use crate::storage::{CopySource, LocalStore};
 use crate::testing::failing::{dying_at_nth, failing_nth};
 use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 

@@ -1,7 +1,11 @@
 //! The reference protocol's unit tests, over local stores.
 
+use super::lease::{index_holder, remove_holder};
+use super::records::is_upload_name;
 use super::*;
-use crate::storage::{content_sha1, LocalStore};
+use crate::sourcemap::SourceMapRecord;
+use crate::storage::{content_sha1, CopySource, LocalStore, ObjectInfo};
+use crate::upload_meta::UploadMeta;
 
 mod leases;
 mod owned;

@@ -1,7 +1,15 @@
 //! The `Storage` trait over a local store, and its reads of owners, listings and deletes.
 
-use super::*;
-use crate::storage::StoreTraits;
+use std::fs;
+use std::io;
+
+use super::owners::{owner_of, parse_owner_attribute};
+use super::{not_found_is_none, LocalStore, LOCK_DIR, TMP_DIR};
+use crate::digest::sha1_of;
+use crate::storage::{
+    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
+    StoreTraits, Versioned,
+};
 
 impl Storage for LocalStore {
     fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {

@@ -1,7 +1,17 @@
 //! Copies into the store: a new file created unnamed and linked into place, other keys
 //! hard links to it, staged under the compare-and-swap lock where a write is conditional.
 
-use super::*;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+#[cfg(target_os = "linux")]
+use std::sync::atomic::Ordering;
+
+use super::owners::{name_owner, owner_attribute, owner_of, parse_owner_attribute};
+use super::{not_found_is_none, LocalStore};
+#[cfg(target_os = "linux")]
+use super::{Recent, OWNER_ATTRIBUTE, RECENT_FILES, TMP_DIR};
+use crate::storage::{check_key, CopySource, ObjectInfo, StorageError, StorageResult};
 
 impl LocalStore {
     /// [`Self::copy_now`] of a source whose size the caller knows (saves a stat of the

@@ -19,9 +19,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+#[cfg(doc)]
+use super::Storage;
 use super::{
-    appended, check_key, content_sha1, CopySource, ObjectInfo, Owned, Precondition, Storage,
-    StorageError, StorageFuture, StorageResult, Versioned,
+    appended, check_key, content_sha1, CopySource, ObjectInfo, Precondition, StorageError,
+    StorageResult, Versioned,
 };
 
 mod api;
@@ -30,7 +32,7 @@ mod owners;
 #[cfg(test)]
 mod tests;
 
-use owners::*;
+use owners::{name_owner, owner_of};
 
 /// Where temporary files live (inside the store, so renames stay on one file system).
 const TMP_DIR: &str = "_symdex/tmp";
@@ -364,7 +366,6 @@ pub fn read_file_up_to(path: &Path, capacity: usize, limit: u64) -> io::Result<V
 }
 
 // Hashing lives in digest.rs (below storage and archives both); re-exported for callers.
-use crate::digest::sha1_of;
 pub use crate::digest::{file_sha1, Sha1Writer};
 
 fn not_found_is_none<T>(r: io::Result<T>) -> io::Result<Option<T>> {

@@ -1,7 +1,13 @@
 //! Who owns a file: the extended attribute (`user.symdex.owner`) a file names its upload
 //! in, packed small enough for ext4 to keep inside the inode.
 
-use super::*;
+use std::fs;
+use std::io;
+use std::path::Path;
+
+#[cfg(target_os = "linux")]
+use super::OWNER_ATTRIBUTE;
+use crate::storage::ObjectInfo;
 
 /// The attribute naming `owner` as the writer of `written` ([`OWNER_ATTRIBUTE`]). Packed
 /// where its parts are SHA-1s (always, for owners an upload's record names and a local

@@ -1,6 +1,8 @@
 //! Unit tests.
+use super::owners::{owner_attribute, parse_owner_attribute};
 use super::*;
 use crate::reader::RangeReader;
+use crate::storage::Storage;
 
 fn store() -> (tempfile::TempDir, LocalStore) {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,11 @@
 //! The `Storage` trait over S3.
 
-use super::*;
-use crate::storage::StoreTraits;
+use super::writes::Write;
+use super::{sdk_err, S3Store, OWNER_META};
+use crate::storage::{
+    check_key, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StorageFuture,
+    StoreTraits, Versioned,
+};
 
 impl Storage for S3Store {
     fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {

@@ -10,18 +10,16 @@
 use std::collections::HashMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, MetadataDirective};
+use aws_sdk_s3::types::MetadataDirective;
 use aws_sdk_s3::Client;
 
-use super::{
-    check_key, CopySource, ObjectInfo, Owned, Precondition, SeenCurrent, Storage, StorageError,
-    StorageFuture, StorageResult, Versioned,
-};
-use crate::reader::RangeReader;
+#[cfg(doc)]
+use super::Storage;
+use super::{check_key, ObjectInfo, SeenCurrent, StorageError, StorageResult};
 
 mod api;
 mod ingest;
@@ -30,9 +28,10 @@ mod object;
 mod tests;
 mod writes;
 
-pub use ingest::*;
-pub use object::*;
-pub use writes::*;
+use writes::{copy_source_header, if_absent, part, HeadAnswer, Multipart, Write};
+
+pub use ingest::{client_from_env, part_size_for, upload_file, PARALLEL_PARTS};
+pub use object::{FirstBlock, S3Object};
 
 /// Objects at least this large are copied part by part (CopyObject's limit is 5 GiB).
 pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 5 * 1024 * 1024 * 1024;

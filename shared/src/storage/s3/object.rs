@@ -1,7 +1,17 @@
 //! Reading an S3 object: its first block with what a HEAD says, then ranged GETs through a
 //! prefetching block cache that the synchronous parsers read through.
 
-use super::*;
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_s3::Client;
+
+#[cfg(doc)]
+use super::S3Store;
+use super::{read_body, sdk_err, S3Stats, BLOCK_SIZE, FIRST_READ};
+use crate::reader::RangeReader;
+use crate::storage::{ObjectInfo, StorageError, StorageResult};
 
 /// An ingest object's HEAD and first block ([`S3Store::head_with_first_block`]).
 pub struct FirstBlock {

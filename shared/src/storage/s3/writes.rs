@@ -1,7 +1,21 @@
 //! Writes to S3: conditional puts, server-side copies (CopyObject, or UploadPartCopy part by
 //! part above the threshold), multipart uploads of large local files.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+
+use super::{
+    object_metadata, read_body, sdk_err, unquote, S3Store, CONTENT_ETAG_META, CONTENT_SIZE_META,
+};
+#[cfg(doc)]
+use crate::storage::Storage;
+use crate::storage::{
+    check_key, CopySource, ObjectInfo, Precondition, StorageError, StorageResult, Versioned,
+};
 
 /// What a HEAD answers: size and content identity, user metadata, version id, redirect.
 pub type HeadAnswer = (

@@ -1,6 +1,13 @@
 //! The artifacts the scenarios upload, built byte by byte.
 
-use super::*;
+use crate::pipeline::Upload;
+use crate::storage::CopySource;
+use crate::testing::builders::{
+    build_elf, build_fat_macho, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table,
+    dwarf5_line_table_with_md5, info_stream, with_section,
+};
+use crate::upload_meta::UploadMeta;
+use crate::IdentifyOptions;
 
 /// One artifact as uploaded.
 #[derive(Clone)]

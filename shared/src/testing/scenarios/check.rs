@@ -1,7 +1,15 @@
 //! A scenario through seeded interleavings, its end compared with serial runs.
 
-use super::run::{in_ingest, removed_by};
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use super::artifacts::Artifact;
+use super::run::{in_ingest, removed_by, run_op, run_op_as};
+use super::{Op, Scenario, Survivors};
+use crate::audit::{audit, references};
+use crate::manifest::Record;
+use crate::storage::{LocalStore, Storage};
+use crate::testing::interleave::{Actor, Scheduled, Scheduler};
 
 /// Published objects (outside bookkeeping) with their content.
 pub(super) async fn published(store: &dyn Storage) -> io::Result<BTreeMap<String, String>> {

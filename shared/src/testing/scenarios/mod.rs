@@ -5,25 +5,6 @@
 //! Actors that give up on a busy key (a live lease) fail as an SQS message would; they are
 //! then redelivered one at a time, as SQS would, before the checks.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io;
-use std::time::Duration;
-
-use crate::audit::{audit, references};
-use crate::formats::identify_with_details;
-use crate::manifest::Record;
-use crate::pipeline::{Config, HandOver, Indexer, Upload};
-use crate::reader::MemReader;
-use crate::refs::{LeasePolicy, UploadRecord, Wait};
-use crate::storage::{CopySource, LocalStore, Storage};
-use crate::testing::builders::{
-    build_elf, build_fat_macho, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table,
-    dwarf5_line_table_with_md5, info_stream, with_section,
-};
-use crate::testing::interleave::{Actor, Scheduled, Scheduler};
-use crate::upload_meta::UploadMeta;
-use crate::IdentifyOptions;
-
 mod artifacts;
 mod catalog;
 mod check;

@@ -1,6 +1,17 @@
 //! Running one scenario operation as the functions run it.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+use std::time::Duration;
+
+use super::artifacts::Artifact;
+use super::Op;
+use crate::formats::identify_with_details;
+use crate::manifest::Record;
+use crate::pipeline::{Config, HandOver, Indexer};
+use crate::reader::MemReader;
+use crate::refs::{LeasePolicy, UploadRecord, Wait};
+use crate::storage::Storage;
 
 /// The configuration of every actor: leases never expire during a test, a busy key is given
 /// up at once (the message is retried later), no sleeping.

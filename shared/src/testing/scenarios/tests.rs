@@ -1,7 +1,14 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
 use super::check::{published, serial, serial_ops};
 use super::run::{in_ingest, run_op_configured};
 use super::*;
+use crate::audit::{audit, references};
+use crate::manifest::Record;
+use crate::storage::{LocalStore, Storage};
 use crate::testing::failing::dying_at_nth;
+use crate::testing::interleave::{Actor, Scheduled, Scheduler};
 
 /// A fresh local store whose objects name their owners, in a directory kept in `dirs`.
 fn local_store(dirs: &mut Vec<tempfile::TempDir>) -> std::future::Ready<LocalStore> {
