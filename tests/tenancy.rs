@@ -354,8 +354,13 @@ fn one_file_indexed_for_two_products_is_two_uploads_and_a_conflict() {
         "{a} {b}"
     );
     assert_eq!((b_action, b_exit), (serde_json::json!("conflict"), Some(1)));
-    let again = (b, serde_json::json!("conflict"), Some(1));
+    let again = (b.clone(), serde_json::json!("conflict"), Some(1));
     assert_eq!(upload_of("b"), again);
+    // A product spelled to look like another's id is its own upload (its id escapes it).
+    let (out, records) = index_as(&store, "a&build=1", None, &[os(&debug)]);
+    let record = records.iter().find(|r| r["kind"] == "debug").unwrap();
+    assert_ne!(record["upload"].as_str(), Some(a.as_str()), "{out:?}");
+    assert!(record["upload"].as_str().unwrap().contains("a%26build%3D1"));
     common::verify_clean(&store);
 }
 

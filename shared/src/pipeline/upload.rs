@@ -506,11 +506,24 @@ impl Input {
 /// file are two uploads (THREATS.md, tenancy: the second is not answered from the first's
 /// record, nor deleted with it). Ids without a product keep the form they had before.
 fn file_upload_id(location: &str, etag: &str, meta: &UploadMeta) -> String {
+    // `%`, `&`, `=` and `#` of a product or build are escaped there: `--product 'b&build=1'`
+    // names no other product's upload.
+    let part = |text: &str| {
+        let mut out = String::with_capacity(text.len());
+        for c in text.chars() {
+            match c {
+                '%' | '&' | '=' | '#' => out.push_str(&format!("%{:02X}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out
+    };
     match (&meta.product, &meta.build) {
         (Some(product), Some(build)) => {
+            let (product, build) = (part(product), part(build));
             format!("file:{location}@{etag}#product={product}&build={build}")
         }
-        (Some(product), None) => format!("file:{location}@{etag}#product={product}"),
+        (Some(product), None) => format!("file:{location}@{etag}#product={}", part(product)),
         (None, Some(build)) => format!("file:{location}@{etag}#build={build}"),
         (None, None) => format!("file:{location}@{etag}"),
     }

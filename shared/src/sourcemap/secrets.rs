@@ -13,7 +13,17 @@ pub fn secret_shaped(path: &str) -> Option<&'static str> {
     /// Exact names and name stems (`stem` or `stem.anything`).
     const STEMS: &[(&str, &str)] = &[
         (".env", "environment file"),
+        (".envrc", "environment file"),
         (".npmrc", "package registry credentials"),
+        (".yarnrc", "package registry credentials"),
+        (".pgpass", "database password file"),
+        (".my.cnf", "database credentials"),
+        (".vault-token", "Vault token"),
+        (".s3cfg", "cloud credentials"),
+        (".boto", "cloud credentials"),
+        ("kubeconfig", "cluster credentials"),
+        ("ssh_host_", "SSH host key"),
+        ("authkey_", "signing key"),
         (".pypirc", "package registry credentials"),
         (".netrc", "network credentials"),
         ("_netrc", "network credentials"),
@@ -39,17 +49,23 @@ pub fn secret_shaped(path: &str) -> Option<&'static str> {
         (".ppk", "SSH key"),
         (".env", "environment file"),
         (".tfvars", "Terraform variables"),
-        (".tfstate", "Terraform state"),
+        (".p8", "private key"),
+        (".asc", "key or signature"),
+        (".gpg", "encrypted or key file"),
     ];
     for (stem, what) in STEMS {
         let rest = name.strip_prefix(stem);
-        if rest.is_some_and(|r| r.is_empty() || r.starts_with(['.', '-', '_'])) {
+        // A stem ending in `_` is a prefix (`ssh_host_rsa_key`, `AuthKey_ABC.p8`).
+        let prefix = stem.ends_with('_');
+        if rest.is_some_and(|r| prefix || r.is_empty() || r.starts_with(['.', '-', '_'])) {
             return Some(what);
         }
     }
-    ENDINGS
-        .iter()
-        .find(|(ending, _)| name.ends_with(ending))
+    /// Kept in the name, not only at its end (`terraform.tfstate.backup`).
+    const INNER: &[(&str, &str)] = &[(".tfstate", "Terraform state")];
+    let inner = INNER.iter().find(|(part, _)| name.contains(part));
+    inner
+        .or_else(|| ENDINGS.iter().find(|(ending, _)| name.ends_with(ending)))
         .map(|(_, what)| *what)
 }
 
@@ -75,6 +91,14 @@ mod tests {
             "credentials.json",
             "prod.tfvars",
             "signing.pfx",
+            "cfg/.envrc",
+            "terraform.tfstate.backup",
+            ".pgpass",
+            ".vault-token",
+            ".s3cfg",
+            "etc/ssh/ssh_host_ed25519_key",
+            "AuthKey_ABC123.p8",
+            "kubeconfig",
         ] {
             assert!(secret_shaped(name).is_some(), "{name}");
         }
