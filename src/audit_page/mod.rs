@@ -39,16 +39,35 @@ pub struct AuditArgs {
     pub prefix: String,
 }
 
+/// The page of `store`'s manifest under `prefix` and of what it holds (`shown_as` names the
+/// store on it), and what it was made of: what `symdex audit` writes and `serve --audit`
+/// answers.
+async fn read_and_render(
+    store: &StoreArg,
+    shown_as: &str,
+    prefix: &str,
+) -> anyhow::Result<(PageData, String)> {
+    let opened = store.open().await?;
+    let data = PageData::read(&*opened, shown_as, prefix).await?;
+    let html = page::render(&data)?;
+    Ok((data, html))
+}
+
+/// The page alone ([`read_and_render`]).
+pub async fn render_store(
+    store: &StoreArg,
+    shown_as: &str,
+    prefix: &str,
+) -> anyhow::Result<String> {
+    Ok(read_and_render(store, shown_as, prefix).await?.1)
+}
+
 pub fn run(args: &AuditArgs) -> anyhow::Result<ExitCode> {
     let shown_as = match &args.store {
         StoreArg::Dir(dir) => dir.display().to_string(),
         StoreArg::S3(url) => url.to_string(),
     };
-    let data = crate::block_on(async {
-        let store = args.store.open().await?;
-        anyhow::Ok(PageData::read(&*store, &shown_as, &args.prefix).await?)
-    })??;
-    let html = page::render(&data)?;
+    let (data, html) = crate::block_on(read_and_render(&args.store, &shown_as, &args.prefix))??;
     // Written beside its final name and renamed: a browser never opens half a page.
     let partial = args.html.with_extension("html.partial");
     std::fs::write(&partial, &html).with_context(|| format!("writing {}", partial.display()))?;

@@ -6,12 +6,14 @@
 //! spelling), `request.rs` (one request's answer and log line), `file.rs` (the file opened
 //! beneath the store: regular files only, no symbolic link followed, ranges), `cache.rs`
 //! (small files kept in memory), `body.rs` (bytes or a file streamed a chunk at a time),
-//! `conn.rs` (a client must keep reading; per-address caps). Connections are served here over
+//! `conn.rs` (a client must keep reading; per-address caps), `audit.rs` (the audit page on
+//! `--audit`, to loopback or token holders only). Connections are served here over
 //! hyper directly: TCP_NODELAY (no 40 ms stall per kept-alive request), a header-read timeout
 //! (idle connections are closed), a progress timeout (a client that takes no bytes is
 //! dropped), a cap on open connections (accepting pauses at the cap) and optionally per
 //! client address.
 
+mod audit;
 mod body;
 mod cache;
 mod conn;
@@ -117,6 +119,11 @@ pub struct ServeArgs {
     /// client).
     #[arg(long, default_value_t = 60, value_name = "SECONDS")]
     pub upstream_timeout: u64,
+    /// Serve `symdex audit`'s page of this store at /_symdex/audit.html, rebuilt from the
+    /// manifest at each request: only where --addr is a loopback address or
+    /// --auth-token-file is given (403 elsewhere).
+    #[arg(long)]
+    pub audit: bool,
 }
 
 /// The upstream cache's default place, outside any store.
@@ -265,7 +272,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         // The base holds no user information (taken out when parsed): safe to print.
         let _ = writeln!(out, "  upstream:   {under} -> {}", upstream.base);
     }
+    if args.audit {
+        let _ = writeln!(out, "  audit page: http://{addr}{}", audit::AUDIT_PATH);
+    }
     let _ = out.flush();
+    let credentials_given = credentials.is_some();
     let served = Arc::new(request::Served {
         root,
         cache: cache::MemoryCache::new(args.memory_cache.saturating_mul(1 << 20)),
@@ -274,6 +285,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         fold_case: args.fold_case,
         quiet: args.quiet,
         upstreams,
+        audit: args.audit.then(|| {
+            // Loopback: the machine's own users; with credentials: those holding the token.
+            let shown = addr.ip().is_loopback() || credentials_given;
+            audit::AuditPage::new(store.clone(), shown)
+        }),
     });
     let accepting = Arc::new(Accepting {
         served,

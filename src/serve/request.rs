@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 
+use super::audit::AUDIT_PATH;
 use super::body::Body;
 use super::cache::MemoryCache;
 use super::file::Root;
@@ -26,6 +27,8 @@ pub struct Served {
     pub quiet: bool,
     /// Where store misses are asked (`--upstream`).
     pub upstreams: Option<Arc<super::upstream::Upstreams>>,
+    /// The audit page (`--audit`), answered at `audit::AUDIT_PATH`.
+    pub audit: Option<super::audit::AuditPage>,
 }
 
 fn text(status: StatusCode, text: &'static str) -> Response<Body> {
@@ -73,8 +76,11 @@ pub async fn handle<B>(
     if let Some(parts) = servable.as_mut().filter(|_| served.fold_case) {
         fold_case(parts);
     }
+    let audit = served.audit.as_ref().filter(|_| path == AUDIT_PATH);
     let mut response = if !allowed {
         unauthorized()
+    } else if let Some(audit) = audit.filter(|_| method == Method::GET || method == Method::HEAD) {
+        audit.answer(method == Method::HEAD).await
     } else if method != Method::GET && method != Method::HEAD {
         match servable {
             None => not_found(),

@@ -181,12 +181,24 @@ impl Server {
         Self::spawn(command, store, args)
     }
 
-    fn spawn(mut command: Command, store: &Path, args: &[&str]) -> Server {
+    /// `serve` listening on `addr` (e.g. every address, `0.0.0.0:0`), with extra arguments;
+    /// requests go to it through 127.0.0.1.
+    pub fn start_on(store: &Path, addr: &str, args: &[&str]) -> Server {
+        let mut server = Self::spawn_on(symdex(), store, addr, args);
+        server.addr = server.addr.replace("0.0.0.0", "127.0.0.1");
+        server
+    }
+
+    fn spawn(command: Command, store: &Path, args: &[&str]) -> Server {
+        Self::spawn_on(command, store, "127.0.0.1:0", args)
+    }
+
+    fn spawn_on(mut command: Command, store: &Path, addr: &str, args: &[&str]) -> Server {
         use std::io::BufRead;
         let mut child = command
             .arg("serve")
             .arg(store)
-            .args(["--addr", "127.0.0.1:0"])
+            .args(["--addr", addr])
             .args(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
