@@ -8,7 +8,7 @@ use std::pin::Pin;
 use futures_util::StreamExt;
 
 use super::index::read_range;
-use super::sources::{Wanted, NO_PRODUCT};
+use super::sources::{mark_shared_build_id, NO_PRODUCT};
 use super::upload::{is_pdb, Outcome, Planned, Upload};
 use super::Indexer;
 use crate::formats::Format;
@@ -206,23 +206,10 @@ impl<'s> Indexer<'s> {
                 );
             }
         }
-        let mut id_shared_with = Vec::new();
-        if let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) {
-            id_shared_with = self.build_id_held_by_others(upload, &outcome).await?;
-            let wanted = match id_shared_with.is_empty() {
-                true => self.want_sources(upload, build_id, sources, fresh).await?,
-                false => Wanted::refused(sources, &id_shared_with),
-            };
-            let mut report = wanted.report;
-            report.rejected.clone_from(&sources.rejected);
-            record.source_paths.clone_from(&sources.paths);
-            record.sources = Some(report);
-            others.extend(wanted.holders);
-            // Another product's source serves a path this debug file names (build ids are
-            // global: its debug file came first with this id): a conflict, its product named
-            // below (`flag_cross_product`; THREATS.md, tenancy), never a silent "served".
-            outcome.conflicts.extend(wanted.foreign);
-        }
+        let (holders, id_shared_with) = self
+            .ask_sources(upload, &id, fresh, &mut record, &mut outcome)
+            .await?;
+        others.extend(holders);
 
         record.action = Some(outcome.action());
         if record.action == Some(Action::Conflict) && record.reason.is_none() {
@@ -250,16 +237,7 @@ impl<'s> Indexer<'s> {
         record.unchanged = outcome.unchanged;
         record.conflicts = outcome.conflicts;
         self.flag_cross_product(&mut record).await?;
-        if !id_shared_with.is_empty() {
-            let product = upload.meta.product.as_deref().unwrap_or_default();
-            record.action = Some(Action::Conflict);
-            record.reason = Some(format!(
-                "cross-product build id: its keys are held by product {} too (ids are global: \
-                 audit who uploaded them first); no source is served under it for {product}",
-                id_shared_with.join(", ")
-            ));
-            record.held_by_products = id_shared_with;
-        }
+        mark_shared_build_id(&mut record, id_shared_with);
         Ok((record, referenced, others))
     }
 

@@ -102,6 +102,37 @@ impl Indexer<'_> {
         self.other_products(&upload.id, product, &held).await
     }
 
+    /// A debug file's sources, for its `record` (`sources`, `source_paths`): asked for
+    /// ([`Self::want_sources`]), unless its build id is held by another product too
+    /// ([`Self::build_id_held_by_others`]: then none is). Returns the records of the source
+    /// uploads now holding keys for it, and the products sharing its build id (its record is
+    /// marked so after it is decided: [`mark_shared_build_id`]). A `source/` key another
+    /// product's upload holds with other bytes is added to `outcome`'s conflicts, its product
+    /// named by `flag_cross_product` (THREATS.md, tenancy): never a silent "served".
+    pub(super) async fn ask_sources(
+        &self,
+        upload: &Upload<'_>,
+        id: &Identity,
+        fresh: bool,
+        record: &mut Record,
+        outcome: &mut Outcome,
+    ) -> io::Result<(Vec<Record>, Vec<String>)> {
+        let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let shared_with = self.build_id_held_by_others(upload, outcome).await?;
+        let wanted = match shared_with.is_empty() {
+            true => self.want_sources(upload, build_id, sources, fresh).await?,
+            false => Wanted::refused(sources, &shared_with),
+        };
+        let mut report = wanted.report;
+        report.rejected.clone_from(&sources.rejected);
+        record.source_paths.clone_from(&sources.paths);
+        record.sources = Some(report);
+        outcome.conflicts.extend(wanted.foreign);
+        Ok((wanted.holders, shared_with))
+    }
+
     /// Offers a source upload to the debug files of its scope (sourcemap.rs), and publishes it
     /// under the `source/` key of every path it is now the best match for. `holding`: a key
     /// holding its bytes (debug files arriving later copy from there). Returns the extra keys
@@ -594,6 +625,22 @@ impl Indexer<'_> {
         }
         Ok(())
     }
+}
+
+/// Marks the decided `record` of a debug file whose build id the products `shared_with` hold
+/// too ([`Indexer::ask_sources`]) as a conflict naming them.
+pub(super) fn mark_shared_build_id(record: &mut Record, shared_with: Vec<String>) {
+    if shared_with.is_empty() {
+        return;
+    }
+    let product = record.meta.product.as_deref().unwrap_or_default();
+    record.action = Some(Action::Conflict);
+    record.reason = Some(format!(
+        "cross-product build id: its keys are held by product {} too (ids are global: audit \
+         who uploaded them first); no source is served under it for {product}",
+        shared_with.join(", ")
+    ));
+    record.held_by_products = shared_with;
 }
 
 /// The path a source upload offers (sourcemap.rs) and the join record it offers it in.
