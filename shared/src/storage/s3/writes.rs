@@ -388,20 +388,7 @@ impl S3Store {
         prefix: &str,
         each: &mut (dyn FnMut(String) + Send),
     ) -> StorageResult<()> {
-        let mut pages = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(prefix)
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| sdk_err("ListObjectsV2", e))?;
-            for key in page.contents().iter().filter_map(|o| o.key()) {
-                each(key.to_string());
-            }
-        }
-        Ok(())
+        self.list_sized_pages(prefix, &mut |key, _| each(key)).await
     }
 
     /// [`Self::list_pages`] with each object's size, as the listing gives it (no request
