@@ -21,6 +21,7 @@ mod sources;
 mod archives;
 mod index;
 mod joins;
+mod kept;
 mod publish;
 mod removal;
 #[cfg(test)]
@@ -28,7 +29,7 @@ mod tests;
 mod unclaimed;
 mod upload;
 
-use index::KEPT_RECORDS;
+use kept::KEPT_RECORDS;
 use upload::{upload_record_of, Outcome, SourceMapChange};
 
 pub use archives::{index_archive, ArchiveSite, StoredEntry};

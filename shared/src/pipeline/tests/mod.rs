@@ -1,6 +1,6 @@
 //! The pipeline's unit tests, over local stores.
 
-use super::index::own_keys_of;
+use super::kept::own_keys_of;
 use super::*;
 use crate::formats::{identify_with_details, IdentifyOptions};
 use crate::identity::Kind;
