@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use support::{config, run_in, sqs_event, Stack, SERVING};
-use symdex_lambda::{handle_indexer, Context};
+use support::{config, run_in, Stack, SERVING};
+use symdex_lambda::Context;
 
 /// What product B keeps to itself.
 const B_SECRET: &str = "b-secret";
@@ -36,15 +36,7 @@ async fn index_batch(
             .put(key, std::fs::read(path).unwrap(), &metadata)
             .await;
     }
-    let created = stack.receive(uploads.len()).await;
-    let response = handle_indexer(ctx, sqs_event(&created, &stack.queue_arn))
-        .await
-        .unwrap();
-    assert_eq!(
-        response["batchItemFailures"],
-        serde_json::json!([]),
-        "{response}"
-    );
+    stack.index_received(ctx, uploads.len()).await;
 }
 
 /// Runs `sh -c script` in `dir`.

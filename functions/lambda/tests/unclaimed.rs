@@ -15,8 +15,8 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::Value;
-use support::{config, sqs_event, Fixtures, Stack, SERVING};
-use symdex_lambda::{handle_indexer, Context};
+use support::{config, Fixtures, Stack, SERVING};
+use symdex_lambda::Context;
 
 /// Ingest keys and the files uploaded there, delivered in one batch.
 type Batch<'a> = Vec<(&'a str, &'a Path)>;
@@ -26,15 +26,7 @@ async fn index_batch(stack: &Stack, ctx: &Arc<Context>, uploads: &[(&str, &Path)
     for (key, path) in uploads {
         stack.upload(key, path).await;
     }
-    let created = stack.receive(uploads.len()).await;
-    let response = handle_indexer(ctx, sqs_event(&created, &stack.queue_arn))
-        .await
-        .unwrap();
-    assert_eq!(
-        response["batchItemFailures"],
-        serde_json::json!([]),
-        "{response}"
-    );
+    stack.index_received(ctx, uploads.len()).await;
 }
 
 /// Published keys and bytes, SymStore's store-level marker left out.

@@ -256,12 +256,18 @@ impl Stack {
     /// Uploads `path` at `key` and runs the indexer on the notification that arrives.
     pub async fn upload_and_index(&self, key: &str, path: &Path) {
         self.upload(key, path).await;
-        let created = self.receive(1).await;
         let ctx = std::sync::Arc::new(symdex_lambda::Context::new(
             config(&[]),
             self.moto.s3().await,
         ));
-        let response = symdex_lambda::handle_indexer(&ctx, sqs_event(&created, &self.queue_arn))
+        self.index_received(&ctx, 1).await;
+    }
+
+    /// Runs the indexer `ctx` on the notifications of `count` uploads, in one batch, which
+    /// must succeed whole.
+    pub async fn index_received(&self, ctx: &std::sync::Arc<symdex_lambda::Context>, count: usize) {
+        let created = self.receive(count).await;
+        let response = symdex_lambda::handle_indexer(ctx, sqs_event(&created, &self.queue_arn))
             .await
             .unwrap();
         assert_eq!(response["batchItemFailures"], json!([]), "{response}");
