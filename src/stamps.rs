@@ -22,9 +22,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use symdex_shared::digest::sha1_hex;
+use symdex_shared::pipeline::Upload;
 use symdex_shared::refs::FileStamp;
 use symdex_shared::storage::Storage;
 
@@ -153,6 +155,18 @@ impl DueStamps {
             store.put(&key, &serde_json::to_vec(&record)?).await?;
         }
         Ok(())
+    }
+}
+
+/// Keeps the stamp of an input hashed this run (settled: see `settled_status`), for the
+/// sink's flushes to write (`NewStamps::due`): an input indexed now, or answered from its
+/// record though hashed this run — a file first indexed unsettled (built just before),
+/// touched, or rebuilt with the same bytes (a reproducible build), whose stamp is kept so that
+/// the next re-index does not hash it again. A stamped file is never hashed: an unchanged
+/// re-index still writes nothing but its manifest.
+pub(crate) fn keep_stamp(stamps: Option<&Mutex<NewStamps>>, upload: &Upload<'_>) {
+    if let (Some(stamps), Some(stamp)) = (stamps, &upload.file_stamp) {
+        (stamps.lock().unwrap_or_else(|e| e.into_inner())).add(&upload.ingest_key, stamp);
     }
 }
 

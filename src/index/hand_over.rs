@@ -6,10 +6,9 @@ use std::sync::Arc;
 
 use symdex_shared::pipeline::{Config, HandOver, Indexer};
 use symdex_shared::refs::{DeferredWrites, UploadRecord};
-use symdex_shared::storage::local::file_sha1;
 use symdex_shared::IdentifyOptions;
 
-use super::archives::{index_archive, ArchiveLimits, Unpack};
+use super::archives::{ArchiveLimits, LocalWalks, Unpack};
 use super::lanes::index_read_file;
 use super::read::read_input;
 use super::sink::Sink;
@@ -82,7 +81,8 @@ impl<'s> FromFiles<'s> {
         if let Some(deferred) = &self.deferred {
             indexer = indexer.defer_source_map_writes_to(Arc::clone(deferred));
         }
-        let mut sink = Sink::new(&indexer, false);
+        let walks = LocalWalks::new(self.store.inner(), unpack);
+        let mut sink = Sink::new(&indexer, false, walks);
         // Identified as the upload was: its record says whether it was a source.
         let options = IdentifyOptions {
             as_source: waiter.as_source || unpack.keys.sources.wants_source(path),
@@ -92,26 +92,16 @@ impl<'s> FromFiles<'s> {
         let archive_etag = waiter.ingest_etag.as_deref();
         // Read whatever stamps say (`recheck`): the bytes must still be the upload's.
         let mut stamps = StampReader::new(self.store);
-        match read_input(indexer.refs(), &mut stamps, path, options, true, None).await? {
-            Ok(mut read) => {
-                read.source_path.clone_from(&waiter.source_path);
-                let same = match &waiter.entry {
-                    None => read.upload(meta).id == waiter.upload,
-                    Some(_) => archive_etag == Some(read.etag.as_str()),
-                };
-                if !same {
-                    return Ok(());
-                }
-                index_read_file(&mut sink, self.store, path, read, meta, unpack).await?;
-            }
-            Err(container) => {
-                if archive_etag != Some(file_sha1(path)?.as_str()) {
-                    return Ok(());
-                }
-                let local = self.store.inner();
-                index_archive(&mut sink, local, path, container, meta, unpack).await?;
-            }
+        let mut read = read_input(indexer.refs(), &mut stamps, path, options, true, None).await?;
+        read.source_path.clone_from(&waiter.source_path);
+        let same = match &waiter.entry {
+            None => read.upload(meta).id == waiter.upload,
+            Some(_) => archive_etag == Some(read.etag.as_str()),
+        };
+        if !same {
+            return Ok(());
         }
+        index_read_file(&mut sink, self.store, *read, meta).await?;
         sink.flush().await?;
         let conflicts = sink.summary.conflicts;
         self.conflicts

@@ -3,22 +3,20 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use symdex_shared::archive;
-use symdex_shared::formats::{identify_with_details, FormatError};
+use symdex_shared::archive::{self, Walker};
 use symdex_shared::manifest::Action;
-use symdex_shared::pipeline::{Indexed, Indexer, Input, Lookup, Upload};
-use symdex_shared::reader::{FileReader, MemReader, RangeReader};
+use symdex_shared::pipeline::{self, Collected, Indexed, Indexer, Input, ReaderBytes, Upload};
 use symdex_shared::upload_meta::UploadMeta;
 
-use super::archives::{bundle_files, index_archive, index_entries, Unpack};
-use super::read::{Ahead, LaneDone, LaneInput, ReadInput};
+use super::archives::{LocalWalks, Unpack};
+use super::read::{Ahead, InputBytes, LaneDone, LaneInput, ReadInput};
 use super::sink::{Sink, FLUSH_EVERY};
 use super::{absolute, progress, IndexArgs};
-use crate::stamps::NewStamps;
+use crate::stamps::{keep_stamp, NewStamps};
 
 /// A lane: indexes the inputs of its routes in the order it gets them.
 pub(super) fn run_lane(
@@ -47,7 +45,7 @@ pub(super) fn run_lane(
         // Every input handed over is answered, a panic too (as an error): the writer waits
         // for each in order, and would wait for a lost one forever.
         let indexed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            runtime.block_on(index_file(indexer, *read, meta, Some(stamps)))
+            runtime.block_on(index_file(indexer, *read, meta, stamps))
         }))
         .unwrap_or_else(|panic| {
             let what = symdex_shared::panic_message(&*panic);
@@ -77,7 +75,7 @@ pub(super) struct Writer<'i, 's> {
     /// Inputs handed to lanes and not taken by the sink yet, in input order.
     pub(super) dispatched: std::collections::VecDeque<usize>,
     /// Lane results waiting for an earlier input's.
-    pub(super) results: BTreeMap<usize, (PathBuf, io::Result<Indexed>)>,
+    pub(super) results: BTreeMap<usize, (PathBuf, io::Result<Vec<Indexed>>)>,
 }
 
 impl Writer<'_, '_> {
@@ -123,7 +121,11 @@ impl Writer<'_, '_> {
                 };
                 self.dispatched.pop_front();
                 match indexed {
-                    Ok(indexed) => sink.push_held(indexed).await?,
+                    Ok(indexed) => {
+                        for indexed in indexed {
+                            sink.push_held(indexed).await?;
+                        }
+                    }
                     Err(e) => {
                         let shown = path.to_string_lossy();
                         eprintln!("symdex: {}: {e}", crate::manifest_cmd::shown(&shown));
@@ -161,9 +163,9 @@ pub(super) async fn run_async(
     count: usize,
 ) -> anyhow::Result<ExitCode> {
     let indexer = writer.indexer;
-    indexer.prepare().await?;
     let bar = progress(count);
-    let mut sink = Sink::new(indexer, args.json);
+    let walks = LocalWalks::new(store.inner(), Unpack::of(args));
+    let mut sink = Sink::new(indexer, args.json, walks);
     sink.stamps = Some(stamps);
     let mut failed = false;
     // Blocking receives on the runtime's only thread: nothing else runs on it.
@@ -195,19 +197,9 @@ pub(super) async fn run_async(
             Ahead::File(path, read) => {
                 bar.set_message(path.display().to_string());
                 let result = match read {
-                    Ok(read) => {
-                        let unpack = Unpack::of(args);
-                        index_read_file(&mut sink, store, &path, *read, meta, unpack).await
-                    }
+                    Ok(read) => index_read_file(&mut sink, store, *read, meta).await,
                     Err(e) => Err(e),
                 };
-                (path, result)
-            }
-            Ahead::Archive(path, container) => {
-                bar.set_message(path.display().to_string());
-                let local = store.inner();
-                let unpack = Unpack::of(args);
-                let result = index_archive(&mut sink, local, &path, container, meta, unpack).await;
                 (path, result)
             }
             Ahead::Skipped(p, reason) => {
@@ -260,95 +252,80 @@ pub(super) async fn run_async(
     })
 }
 
-/// Indexes an input file on the writer's own thread (everything before it taken), then the
-/// files of a Sentry source bundle, which are sources of their own (sourcemap.rs).
+/// Indexes an input file on the writer's own thread (everything before it taken): its
+/// outcome, then an archive's or a Sentry source bundle's files, to the sink.
 pub(super) async fn index_read_file(
     sink: &mut Sink<'_, '_>,
     store: &crate::crash::Store,
-    path: &Path,
     mut read: ReadInput,
     meta: &UploadMeta,
-    unpack: Unpack<'_>,
 ) -> io::Result<()> {
     // A record read ahead is used only if nothing changed the store since.
     if (read.prefetched.as_ref()).is_some_and(|p| p.changes != store.inner().changes()) {
         read.prefetched = None;
     }
-    let indexed = index_file(sink.indexer, read, meta, sink.stamps).await?;
-    let bundle = bundle_files(path, &indexed);
-    sink.push(indexed).await?;
-    match bundle {
-        Some(files) => {
-            let (zip, local) = (archive::Container::Zip, store.inner());
-            index_entries(sink, local, path, zip, meta, unpack, Some(&files)).await
-        }
-        None => Ok(()),
-    }
+    let indexer = sink.indexer;
+    index_input(indexer, read, meta, sink).await
 }
 
-/// Indexes an input the reader thread read (the store's writer, or a lane).
+/// Indexes an input the reader thread read, in a lane: what it came to (a routed input is
+/// one upload, never an archive or a bundle).
 pub(super) async fn index_file(
+    indexer: &Indexer<'_>,
+    read: ReadInput,
+    meta: &UploadMeta,
+    stamps: &Mutex<NewStamps>,
+) -> io::Result<Vec<Indexed>> {
+    let mut sink = LaneSink {
+        indexed: Collected::default(),
+        stamps,
+    };
+    index_input(indexer, read, meta, &mut sink).await?;
+    Ok(sink.indexed.0)
+}
+
+/// The CLI's one way into the pipeline's driver (`Indexer::index`): an input as the reader
+/// thread read it, its record looked up as read ahead (or in its turn), its bytes as read.
+async fn index_input<K: pipeline::Sink>(
     indexer: &Indexer<'_>,
     mut read: ReadInput,
     meta: &UploadMeta,
-    stamps: Option<&Mutex<NewStamps>>,
-) -> io::Result<Indexed> {
+    sink: &mut K,
+) -> io::Result<()> {
     let identified = read.identified.take();
-    let prefetched = read.prefetched.take();
+    let lookup = read.lookup(&read.upload(meta).id)?;
     let upload = read.upload(meta);
-    // A re-delivery is answered from the upload record: the input is not even opened. Looked
-    // up in its turn (an earlier input may change the record): read ahead by the reader
-    // thread when nothing changed the store since (`Prefetched`), else read now.
-    let lookup = match prefetched {
-        Some(p) if p.upload == upload.id => {
-            let (found, prior) = p.record.parse()?;
-            indexer.looked_up(&upload, found, prior, &p.time)
-        }
-        _ => indexer.already_indexed(&upload).await?,
-    };
-    let prior = match lookup {
-        Lookup::Indexed(unchanged) => {
-            // Hashed this run and settled now, yet answered from its record: a file first
-            // indexed unsettled (built just before), touched, or rebuilt with the same bytes
-            // (a reproducible build). Its stamp is kept, so the next re-index does not hash
-            // it again (before, it was hashed at every re-index, for ever). A stamped file
-            // never gets here: an unchanged re-index still writes nothing but its manifest.
-            keep_stamp(stamps, &read.shown, &upload);
-            return Ok(*unchanged);
-        }
-        Lookup::Unindexed(prior) => prior,
-    };
-    let identified = match identified {
-        Some(identified) => identified,
-        None => identify_with_details(&FileReader::open(&read.abs)?, &upload.options),
-    };
-    // A file no format claims, named by a debug file of its scope: its source (unclaimed.rs).
-    if let Err(FormatError::Unrecognized(_)) = &identified {
-        let reader: Box<dyn RangeReader> = match &read.whole {
-            Some(bytes) => Box::new(MemReader(bytes.clone())),
-            None => Box::new(FileReader::open(&read.abs)?),
-        };
-        if let Some(ids) = indexer
-            .identify_named(&upload, &*reader, &identified)
-            .await?
-        {
-            let upload = upload.as_named_source();
-            let indexed = indexer.index_looked_up(&upload, Ok(ids), prior).await?;
-            keep_stamp(stamps, &read.shown, &upload);
-            return Ok(indexed);
-        }
-    }
-    let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
-    if indexed.upload.is_some() {
-        keep_stamp(stamps, &read.shown, &upload);
-    }
-    Ok(indexed)
+    let bytes = InputBytes::new(&read, identified);
+    indexer.index(&upload, lookup, &bytes, sink).await
 }
 
-/// Keeps the stamp of an input hashed this run (settled: see `settled_status`), for the
-/// sink's flushes to write (`NewStamps::due`).
-pub(super) fn keep_stamp(stamps: Option<&Mutex<NewStamps>>, shown: &str, upload: &Upload<'_>) {
-    if let (Some(stamps), Some(stamp)) = (stamps, &upload.file_stamp) {
-        (stamps.lock().unwrap_or_else(|e| e.into_inner())).add(shown, stamp);
+/// A lane's sink: the outcomes for the writer to take, the stamps kept.
+struct LaneSink<'a> {
+    indexed: Collected,
+    stamps: &'a Mutex<NewStamps>,
+}
+
+impl pipeline::Sink for LaneSink<'_> {
+    type Range = ReaderBytes<'static>;
+
+    async fn push(&mut self, indexed: Indexed) -> io::Result<()> {
+        self.indexed.0.push(indexed);
+        Ok(())
+    }
+
+    fn known(&mut self, upload: &Upload<'_>) {
+        keep_stamp(Some(self.stamps), upload);
+    }
+
+    fn wants_source(&self, _path: &str) -> bool {
+        false
+    }
+
+    fn walk(
+        &mut self,
+        _upload: &Upload<'_>,
+        _container: archive::Container,
+    ) -> io::Result<Option<Walker>> {
+        Ok(None)
     }
 }

@@ -4,13 +4,16 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use symdex_shared::formats::source::may_be_text;
 use symdex_shared::formats::{identify_with_details, FormatError};
 use symdex_shared::identity::Identity;
 use symdex_shared::manifest::now_rfc3339;
 #[cfg(doc)]
 use symdex_shared::pipeline::Indexer;
-use symdex_shared::pipeline::{route_of, Indexed, Input, Upload};
-use symdex_shared::reader::{FileReader, MemReader};
+use symdex_shared::pipeline::{
+    route_of, ByteSource, Identified, Indexed, Input, ReadAhead, RecordLookup, Upload,
+};
+use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::{FileStamp, RefStore, UnparsedUpload};
 use symdex_shared::storage::local::{file_sha1, read_file_up_to};
 use symdex_shared::storage::{content_sha1, CopySource, LocalStore};
@@ -33,10 +36,8 @@ pub(super) const LANE_QUEUE: usize = 8;
 
 /// One walked input as the reader thread left it for the writer.
 pub(super) enum Ahead {
-    /// A file: its status and bytes as read, and what they are.
+    /// A file (an archive too): its status and bytes as read, and what they are.
     File(PathBuf, io::Result<Box<ReadInput>>),
-    /// An archive (its entries are read as they are indexed).
-    Archive(PathBuf, archive::Container),
     Skipped(PathBuf, String),
     Error(PathBuf, io::Error),
 }
@@ -65,13 +66,12 @@ pub(super) fn read_ahead(
                 let ahead = Some((store, meta));
                 let read = read_input(&refs, &mut stamps, &path, options, args.recheck, ahead);
                 match runtime.block_on(read) {
-                    Ok(Ok(mut read)) => {
+                    Ok(mut read) => {
                         if route {
                             read.route = route_input(&read);
                         }
-                        Ahead::File(path, Ok(Box::new(read)))
+                        Ahead::File(path, Ok(read))
                     }
-                    Ok(Err(container)) => Ahead::Archive(path, container),
                     Err(e) => Ahead::File(path, Err(e)),
                 }
             }
@@ -108,7 +108,7 @@ pub(super) fn route_input(read: &ReadInput) -> Option<String> {
 /// An input handed to a lane: its place in the run, its path, what was read.
 pub(super) type LaneInput = (usize, PathBuf, Box<ReadInput>);
 /// What a lane made of it.
-pub(super) type LaneDone = (usize, PathBuf, io::Result<Indexed>);
+pub(super) type LaneDone = (usize, PathBuf, io::Result<Vec<Indexed>>);
 
 /// A small file whose status said `size`, whole: one open and the reads, not `fs::read`'s
 /// status first (the caller has it). `None` where it has grown past [`READ_WHOLE_BELOW`]
@@ -140,6 +140,8 @@ pub(super) struct ReadInput {
     pub(super) source_path: Option<String>,
     /// Its upload record, read ahead (a known input: a re-index reads nothing else).
     pub(super) prefetched: Option<Prefetched>,
+    /// An archive of this container: its entries are uploads (it has no record of its own).
+    pub(super) container: Option<archive::Container>,
 }
 
 /// An upload record the reader thread read ahead of the writer, for
@@ -157,8 +159,8 @@ pub(super) struct Prefetched {
 
 /// Reads an input (reader thread): only its status when a stamp knows that status (a
 /// re-index opens no input), and then, `ahead`, its upload record; else its bytes, hashed and
-/// identified — or, an archive, which container it is (`Err`: its entries are read as they
-/// are indexed).
+/// identified — or, an archive, hashed and which container it is (its entries are read as
+/// they are indexed).
 pub(super) async fn read_input(
     refs: &RefStore<'_>,
     stamps: &mut StampReader<'_>,
@@ -166,7 +168,7 @@ pub(super) async fn read_input(
     options: IdentifyOptions,
     recheck: bool,
     ahead: Option<(&LocalStore, &UploadMeta)>,
-) -> io::Result<Result<ReadInput, archive::Container>> {
+) -> io::Result<Box<ReadInput>> {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -214,7 +216,7 @@ pub(super) async fn read_input(
             }
             None => None,
         };
-        return Ok(Ok(ReadInput {
+        return Ok(Box::new(ReadInput {
             abs,
             shown,
             size: status.len(),
@@ -226,6 +228,7 @@ pub(super) async fn read_input(
             route: None,
             source_path: None,
             prefetched,
+            container: None,
         }));
     }
     // A small input is read once, whole: told from an archive, hashed, identified and stored
@@ -237,24 +240,31 @@ pub(super) async fn read_input(
     } else {
         None
     };
-    let (etag, whole, identified) = if let Some(bytes) = small {
-        if let Some(container) = archive::detect(&bytes[..bytes.len().min(archive::DETECT_LEN)]) {
-            return Ok(Err(container));
+    let (etag, whole, identified, container) = if let Some(bytes) = small {
+        let head = &bytes[..bytes.len().min(archive::DETECT_LEN)];
+        match archive::detect(head) {
+            Some(container) => (content_sha1(&bytes), Some(bytes), None, Some(container)),
+            None => {
+                let identified = identify_with_details(&MemReader(bytes.as_slice()), &options);
+                (content_sha1(&bytes), Some(bytes), Some(identified), None)
+            }
         }
-        let identified = identify_with_details(&MemReader(bytes.as_slice()), &options);
-        (content_sha1(&bytes), Some(bytes), identified)
     } else {
-        if let Some(container) = container_of(&abs) {
-            return Ok(Err(container));
+        match container_of(&abs) {
+            Some(container) => (file_sha1(&abs)?, None, None, Some(container)),
+            None => {
+                let identified = identify_with_details(&FileReader::open(&abs)?, &options);
+                (file_sha1(&abs)?, None, Some(identified), None)
+            }
         }
-        let identified = identify_with_details(&FileReader::open(&abs)?, &options);
-        (file_sha1(&abs)?, None, identified)
     };
+    // An archive's entries have stamps, never the archive.
+    let settled = settled.filter(|_| container.is_none());
     let file_stamp = settled.map(|s| FileStamp {
         etag: etag.clone(),
         ..s
     });
-    Ok(Ok(ReadInput {
+    Ok(Box::new(ReadInput {
         abs,
         shown,
         size: whole.as_ref().map_or(status.len(), |b| b.len() as u64),
@@ -262,15 +272,35 @@ pub(super) async fn read_input(
         file_stamp,
         whole,
         options,
-        identified: Some(identified),
+        identified,
         route: None,
         source_path: None,
         prefetched: None,
+        container,
     }))
 }
 
-/// Indexes an input the reader thread read (the store's writer).
 impl ReadInput {
+    /// How the driver learns whether `upload` (this input) was indexed before: from the
+    /// record read ahead, if it was and it is this upload's, else by a read in its turn (an
+    /// earlier input may change the record). Taken: read once.
+    pub(super) fn lookup(&mut self, upload_id: &str) -> io::Result<RecordLookup> {
+        if self.container.is_some() {
+            return Ok(RecordLookup::AtPlan);
+        }
+        Ok(match self.prefetched.take() {
+            Some(p) if p.upload == upload_id => {
+                let (found, prior) = p.record.parse()?;
+                RecordLookup::ReadAhead(Box::new(ReadAhead {
+                    found,
+                    prior,
+                    time: p.time,
+                }))
+            }
+            _ => RecordLookup::Read,
+        })
+    }
+
     /// The upload it is.
     pub(super) fn upload(&self, meta: &UploadMeta) -> Upload<'_> {
         // Under a source root, a loose source file sits in its tree where it sits under the
@@ -326,4 +356,58 @@ pub(super) fn settled_status(status: &std::fs::Metadata) -> Option<FileStamp> {
 #[cfg(not(unix))]
 pub(super) fn settled_status(_status: &std::fs::Metadata) -> Option<FileStamp> {
     None
+}
+
+/// An input file's bytes as the reader thread left them: identified already (handed to the
+/// driver once, as it was asked), in memory when small, else read from the file.
+pub(super) struct InputBytes<'r> {
+    read: &'r ReadInput,
+    identified: std::sync::Mutex<Option<Result<Vec<Identity>, FormatError>>>,
+}
+
+impl<'r> InputBytes<'r> {
+    /// `identified`: what the reader thread found (`None`: answered unread from its stamp).
+    pub(super) fn new(
+        read: &'r ReadInput,
+        identified: Option<Result<Vec<Identity>, FormatError>>,
+    ) -> Self {
+        InputBytes {
+            read,
+            identified: std::sync::Mutex::new(identified),
+        }
+    }
+
+    /// A reader of its bytes.
+    fn reader(&self) -> io::Result<Box<dyn RangeReader + '_>> {
+        Ok(match &self.read.whole {
+            Some(bytes) => Box::new(MemReader(bytes.as_slice())),
+            None => Box::new(FileReader::open(&self.read.abs)?),
+        })
+    }
+}
+
+impl ByteSource for InputBytes<'_> {
+    async fn identify(&self, options: &IdentifyOptions) -> io::Result<Identified> {
+        if let Some(container) = self.read.container {
+            return Ok(Identified::Archive(container));
+        }
+        let ahead = match *options == self.read.options {
+            true => (self.identified.lock().unwrap_or_else(|e| e.into_inner())).take(),
+            false => None,
+        };
+        let identified = match ahead {
+            Some(identified) => identified,
+            None => identify_with_details(&*self.reader()?, options),
+        };
+        Ok(Identified::Formats(identified))
+    }
+
+    async fn debug_details(&self, ids: Vec<Identity>) -> io::Result<Vec<Identity>> {
+        // Identified with them.
+        Ok(ids)
+    }
+
+    async fn may_be_text(&self) -> io::Result<bool> {
+        Ok(may_be_text(&*self.reader()?))
+    }
 }

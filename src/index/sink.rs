@@ -4,12 +4,14 @@
 use std::io;
 use std::sync::Mutex;
 
+use symdex_shared::archive::{Container, Walker};
 use symdex_shared::manifest::{Action, Record};
-use symdex_shared::pipeline::{Indexed, Indexer, Summary};
+use symdex_shared::pipeline::{self, Indexed, Indexer, ReaderBytes, Summary, Upload};
 
+use super::archives::LocalWalks;
 #[cfg(doc)]
 use super::Writer;
-use crate::stamps::NewStamps;
+use crate::stamps::{keep_stamp, NewStamps};
 
 /// Uploads recorded and finalized together: a huge input (100,000 archive entries) is held in
 /// memory this many at a time, and a killed run re-reports at most this many. 1,000, not the
@@ -33,10 +35,12 @@ pub(super) struct Sink<'i, 's> {
     pub(super) summary: Summary,
     pub(super) manifests: Vec<String>,
     pub(super) json: bool,
+    /// How archives are walked (the run's limits and source rules).
+    pub(super) walks: LocalWalks<'i>,
 }
 
 impl<'i, 's> Sink<'i, 's> {
-    pub(super) fn new(indexer: &'i Indexer<'s>, json: bool) -> Self {
+    pub(super) fn new(indexer: &'i Indexer<'s>, json: bool, walks: LocalWalks<'i>) -> Self {
         Sink {
             indexer,
             pending: Vec::new(),
@@ -44,6 +48,7 @@ impl<'i, 's> Sink<'i, 's> {
             summary: Summary::default(),
             manifests: Vec::new(),
             json,
+            walks,
         }
     }
 
@@ -108,6 +113,29 @@ impl<'i, 's> Sink<'i, 's> {
             }
         }
         Ok(())
+    }
+}
+
+/// The writer's part in the driver's run of an input (`Indexer::index`): outcomes taken in
+/// input order, stamps kept, archives walked from the file.
+impl pipeline::Sink for Sink<'_, '_> {
+    /// Never asked: local walks expand every entry.
+    type Range = ReaderBytes<'static>;
+
+    async fn push(&mut self, indexed: Indexed) -> io::Result<()> {
+        Sink::push(self, indexed).await
+    }
+
+    fn known(&mut self, upload: &Upload<'_>) {
+        keep_stamp(self.stamps, upload);
+    }
+
+    fn wants_source(&self, path: &str) -> bool {
+        self.walks.wants_source(path)
+    }
+
+    fn walk(&mut self, upload: &Upload<'_>, container: Container) -> io::Result<Option<Walker>> {
+        self.walks.walk(upload, container).map(Some)
     }
 }
 

@@ -1,9 +1,15 @@
 //! What a function keeps between invocations (its configuration and the serving-bucket
 //! store), and the S3 reads every handler shares.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use symdex_shared::storage::s3::S3Store;
+use symdex_shared::archive;
+use symdex_shared::formats::source::may_be_text;
+use symdex_shared::pipeline::{ByteSource, Identified, Markers};
+use symdex_shared::reader::RangeReader;
+use symdex_shared::storage::s3::{S3Object, S3Store};
+use symdex_shared::storage::StorageError;
+use symdex_shared::{FormatError, IdentifyOptions, Identity};
 
 use crate::config::LambdaConfig;
 
@@ -14,7 +20,7 @@ pub struct Context {
     pub config: LambdaConfig,
     pub store: S3Store,
     /// The store-level marker objects were written (once per process, not per object).
-    pub(crate) prepared: AtomicBool,
+    pub(crate) markers: Markers,
 }
 
 impl Context {
@@ -34,7 +40,7 @@ impl Context {
         Context {
             config,
             store,
-            prepared: AtomicBool::new(false),
+            markers: Markers::default(),
         }
     }
 }
@@ -43,10 +49,10 @@ impl Context {
 /// compressed sections decompressed: `elf::read_debug_details`) on a blocking thread, through
 /// ranged GETs of 64 KiB blocks (the last 64 kept): a small debug file costs one GET, or
 /// none when the object's first block is already read and holds it.
-pub(crate) async fn read_debug_details(
-    object: symdex_shared::storage::s3::S3Object,
-    mut ids: Vec<symdex_shared::Identity>,
-) -> std::io::Result<Vec<symdex_shared::Identity>> {
+async fn read_debug_details(
+    object: S3Object,
+    mut ids: Vec<Identity>,
+) -> std::io::Result<Vec<Identity>> {
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let reader = symdex_shared::reader::BlockCache::new(object.blocking(handle), 64 << 10, 64);
@@ -59,44 +65,84 @@ pub(crate) async fn read_debug_details(
     .map_err(std::io::Error::other)
 }
 
-/// `Indexer::identify_named` for an object in S3: a file no format claims that a debug file of
-/// its scope names (sourcemap.rs, "sources without flags"), identified as the source it is
-/// there — `None`: indexed as identified (also where a source's read would be refused as
-/// too large: it stays what it was). The join record is read (or the file noted) first.
-pub(crate) async fn identify_named(
-    indexer: &symdex_shared::pipeline::Indexer<'_>,
-    upload: &symdex_shared::pipeline::Upload<'_>,
-    object: &symdex_shared::storage::s3::S3Object,
-    identified: &Result<Vec<symdex_shared::Identity>, symdex_shared::formats::FormatError>,
-) -> std::io::Result<Option<Vec<symdex_shared::Identity>>> {
-    if !matches!(
-        identified,
-        Err(symdex_shared::formats::FormatError::Unrecognized(_))
-    ) {
-        return Ok(None);
+/// An S3 object's bytes (or a range of one: an archive's stored entry), identified by ranged
+/// GETs over prefetched blocks (`S3Object::identify`); what identification needs past
+/// [`MAX_PREFETCH_BLOCKS`](symdex_shared::storage::s3) refuses it.
+pub(crate) struct ObjectBytes {
+    object: S3Object,
+    /// Whether what no format claims is looked at as an archive (an ingest object, not an
+    /// archive's entry).
+    archives: bool,
+    /// Bytes fetched by identification (for the decision's log line).
+    fetched: AtomicU64,
+}
+
+impl ObjectBytes {
+    /// An ingest object: an archive is walked.
+    pub(crate) fn object(object: S3Object) -> Self {
+        ObjectBytes {
+            object,
+            archives: true,
+            fetched: AtomicU64::new(0),
+        }
     }
-    // Binary data is no source a debug file names: no join record asked for it (read from
-    // the blocks identification fetched).
-    match object
-        .identify(|reader| symdex_shared::formats::source::may_be_text(reader))
-        .await
-    {
-        Ok((true, _)) => {}
-        Ok((false, _)) | Err(symdex_shared::storage::StorageError::TooLarge(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
+
+    /// An archive's stored entry, read in place.
+    pub(crate) fn entry(object: S3Object) -> Self {
+        ObjectBytes {
+            archives: false,
+            ..ObjectBytes::object(object)
+        }
     }
-    let Some(named) = indexer.named_by(upload, identified).await? else {
-        return Ok(None);
-    };
-    let options = symdex_shared::IdentifyOptions { as_source: true };
-    let as_source = match object
-        .identify(|reader| symdex_shared::identify(reader, &options))
-        .await
-    {
-        Ok((as_source, _)) => as_source,
-        Err(symdex_shared::storage::StorageError::TooLarge(_)) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    let admitted = symdex_shared::pipeline::admits(&named, &as_source);
-    Ok(admitted.then(|| as_source.ok()).flatten())
+
+    /// Bytes fetched so far by identification.
+    pub(crate) fn fetched(&self) -> u64 {
+        self.fetched.load(Ordering::Relaxed)
+    }
+}
+
+impl ByteSource for ObjectBytes {
+    async fn identify(&self, options: &IdentifyOptions) -> std::io::Result<Identified> {
+        let archives = self.archives;
+        let identify = |reader: &dyn RangeReader| {
+            let identified = symdex_shared::identify(reader, options);
+            // Only what no format claims is looked at as an archive.
+            let container = match &identified {
+                Err(FormatError::Unrecognized(_)) if archives => {
+                    archive::detect_reader(reader).ok().flatten()
+                }
+                _ => None,
+            };
+            (identified, container)
+        };
+        match self.object.identify(identify).await {
+            Ok(((identified, container), fetched)) => {
+                self.fetched.fetch_add(fetched, Ordering::Relaxed);
+                Ok(match container {
+                    Some(container) => Identified::Archive(container),
+                    None => Identified::Formats(identified),
+                })
+            }
+            // Not a storage failure: the artifact asks for more reads than identification
+            // allows.
+            Err(StorageError::TooLarge(reason)) => Ok(Identified::Refused(reason)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The object as opened, first block included: a debug file within it reads its details
+    /// from the bytes at hand.
+    async fn debug_details(&self, ids: Vec<Identity>) -> std::io::Result<Vec<Identity>> {
+        read_debug_details(self.object.clone(), ids).await
+    }
+
+    /// Binary data is no source a debug file names: read from the blocks identification
+    /// fetched (refused: too large to be one).
+    async fn may_be_text(&self) -> std::io::Result<bool> {
+        match self.object.identify(may_be_text).await {
+            Ok((text, _)) => Ok(text),
+            Err(StorageError::TooLarge(_)) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
 }

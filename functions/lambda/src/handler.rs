@@ -3,22 +3,21 @@
 //! and the messages of a batch run as concurrent tasks on the function's runtime.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use serde_json::{json, Value};
-use symdex_shared::archive;
 use symdex_shared::manifest::{Action, Record};
-use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Input, Lookup, Upload};
-use symdex_shared::refs::{PriorRead, UploadRecord};
+use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Input, RecordLookup, Upload};
+use symdex_shared::refs::UploadRecord;
 use symdex_shared::storage::s3::FirstBlock;
-use symdex_shared::storage::{CopySource, SeenCurrent, StorageError};
+use symdex_shared::storage::{CopySource, SeenCurrent};
 use symdex_shared::upload_meta::UploadMeta;
-use symdex_shared::{FormatError, IdentifyOptions};
+use symdex_shared::IdentifyOptions;
 
+use crate::archives::ObjectSink;
 use crate::batch::{finalize, manifest_and_liveness, Ingest, Job};
-use crate::context::{identify_named, read_debug_details};
+use crate::context::ObjectBytes;
 pub use crate::context::{Context, Error};
 use crate::events::{decode, is_sqs_batch, Change, ObjectEvent};
 
@@ -137,164 +136,88 @@ async fn index_object(
     index_first_block(ctx, event, first, delivery).await
 }
 
-/// [`index_object`], its first block read (with what the object is: size, ETag, metadata).
-/// Longer than most: the order of its requests (redelivery lookup, identification, markers,
-/// archive or plain index, bundle) is what `tests/requests/` counts.
+/// [`index_object`], its first block read (with what the object is: size, ETag, metadata):
+/// its upload run by the pipeline's driver (`Indexer::index`). The order of its requests
+/// (redelivery lookup, identification, markers, archive or plain index, bundle) is what
+/// `tests/requests/` counts.
 async fn index_first_block(
     ctx: Arc<Context>,
     event: ObjectEvent,
     mut first: FirstBlock,
     delivery: Delivery,
 ) -> std::io::Result<Job> {
-    let store = &ctx.store;
     let event = &event;
     let first_read = first.bytes.len() as u64;
-    let (info, metadata) = (&first.info, &first.metadata);
-    let rejected = |reason: String, meta: UploadMeta| Job {
-        indexed: vec![located(event, &meta)
-            .with_content(&info.etag, info.size)
-            .nothing_published(None, Action::Rejected, reason)],
-        ingest: None,
-    };
-    let mut meta = upload_meta(&event.key, metadata);
+    let info = &first.info;
+    let mut meta = upload_meta(&event.key, &first.metadata);
     if ctx.config.product_prefixes {
         if let Err(reason) = check_product_prefix(&event.key, &mut meta) {
-            return Ok(rejected(reason, meta));
+            let rejected = located(event, &meta)
+                .with_content(&info.etag, info.size)
+                .nothing_published(None, Action::Rejected, reason);
+            return Ok(Job {
+                indexed: vec![rejected],
+                ingest: None,
+            });
         }
     }
-    let object = store
-        .open_object(
-            &event.bucket,
-            &event.key,
-            event.version_id.as_deref(),
-            info.size,
-        )
-        .with_first_block(std::mem::take(&mut first.bytes));
-    let options = IdentifyOptions {
-        as_source: ctx.config.is_source(&event.key),
-    };
+    let version = event.version_id.as_deref();
+    let object = (ctx
+        .store
+        .open_object(&event.bucket, &event.key, version, info.size))
+    .with_first_block(std::mem::take(&mut first.bytes));
+    let bytes = ObjectBytes::object(object);
     // Set by the copy of the artifact from its current object, if it proves it live.
     let seen = SeenCurrent::default();
     let source = CopySource::Object {
         bucket: &event.bucket,
         key: &event.key,
-        version_id: event.version_id.as_deref(),
+        version_id: version,
         size: info.size,
         etag: &info.etag,
         seen: Some(&seen),
     };
-    let upload = Upload::from_s3_object(
-        &object_input(event, &info.etag, info.size, &meta),
-        source,
-        options,
-    );
+    let options = IdentifyOptions {
+        as_source: ctx.config.is_source(&event.key),
+    };
+    let input = object_input(event, &info.etag, info.size, &meta);
+    let upload = Upload::from_s3_object(&input, source, options);
     // A debug file has the unclaimed files it names indexed again from the ingest bucket
-    // (sourcemap.rs, "sources without flags").
+    // (sourcemap.rs, "sources without flags"), as a removal hands over what it freed.
     let claim = FromIngest(ctx.clone());
-    let indexer = Indexer::new(store, ctx.config.pipeline.clone()).claiming_sources_through(&claim);
-    // A re-delivery of an upload indexed in full: answered from its upload record (one
-    // read), nothing identified or published again (pipeline/, already_indexed). Nothing
-    // was referenced, so there is no liveness check to make either. A first delivery is most
-    // likely a new upload: its record is created by the plan without a read (an upload of
-    // the same bytes at the same location indexed before is found then, and answered from
-    // its record just the same).
-    let prior = if delivery.first {
-        Some(PriorRead::absent())
-    } else {
-        match indexer.already_indexed(&upload).await? {
-            Lookup::Indexed(unchanged) => {
-                log_decisions(event, &unchanged, 0);
-                return Ok(Job {
-                    indexed: vec![*unchanged],
-                    ingest: None,
-                });
-            }
-            Lookup::Unindexed(prior) => prior,
-        }
-    };
-    let identify = |reader: &dyn symdex_shared::RangeReader| {
-        let identified = symdex_shared::identify(reader, &upload.options);
-        // Only what no format claims is looked at as an archive.
-        let container = match &identified {
-            Err(FormatError::Unrecognized(_)) => archive::detect_reader(reader).ok().flatten(),
-            _ => None,
-        };
-        (identified, container)
-    };
-    let ((identified, container), bytes_read) = match object.identify(identify).await {
-        Ok(done) => done,
-        // Not a storage failure: the artifact asks for more reads than identification allows.
-        Err(StorageError::TooLarge(reason)) => return Ok(rejected(reason, upload.meta.clone())),
-        Err(e) => return Err(e.into()),
-    };
-    // The store-level marker objects (SymStore's `index2.txt`) before anything is published,
-    // archives included: their entries publish two-tier keys as loose files do.
-    if !ctx.prepared.load(Ordering::Relaxed) {
-        indexer.prepare().await?;
-        ctx.prepared.store(true, Ordering::Relaxed);
-    }
-    if let Some(container) = container {
-        let meta = upload.meta.clone();
-        return crate::archives::index_archive(
-            &ctx,
-            &FromIngest(ctx.clone()),
-            event,
-            info,
-            meta,
-            container,
-            None,
-        )
-        .await;
-    }
-    let identified = match identified {
-        // The object as opened, first block included: a debug file within it reads its
-        // details from the bytes at hand.
-        Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
-            Ok(read_debug_details(object.clone(), ids).await?)
-        }
-        other => other,
-    };
-    // A file no format claims, named by a debug file of its scope: its source.
-    let named = identify_named(&indexer, &upload, &object, &identified).await?;
-    let (upload, identified) = match named {
-        Some(ids) => (upload.as_named_source(), Ok(ids)),
-        None => (upload, identified),
-    };
-    // A Sentry source bundle's files are sources of their own (sourcemap.rs).
-    let bundle: std::collections::BTreeMap<String, String> = identified
-        .as_ref()
-        .map(|ids| ids.iter().flat_map(|id| id.bundle_files.clone()).collect())
-        .unwrap_or_default();
     // A plain object alone in its invocation: nothing of the invocation waits on its keys
-    // before its finalize. A bundle's files, indexed next in the same invocation, might (a
-    // hostile bundle can name a key of its own): its keys are listed at once.
-    let indexer = indexer.lists_keys_at_finalize(delivery.alone && bundle.is_empty());
-    let indexed = indexer.index_looked_up(&upload, identified, prior).await?;
-    log_decisions(event, &indexed, first_read + bytes_read);
-    if !bundle.is_empty() {
-        let container = archive::Container::Zip;
-        let mut files = crate::archives::index_archive(
-            &ctx,
-            &FromIngest(ctx.clone()),
-            event,
-            info,
-            upload.meta.clone(),
-            container,
-            Some(&bundle),
-        )
-        .await?;
-        files.indexed.insert(0, indexed);
-        return Ok(files);
+    // before its finalize (the driver lists a bundle's at once: its files come next).
+    let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone())
+        .claiming_sources_through(&claim)
+        .sharing_markers(&ctx.markers)
+        .lists_keys_at_finalize(delivery.alone);
+    // A first delivery is most likely a new upload: its record is created by the plan without
+    // a read (one of the same bytes at the same location indexed before is found then, and
+    // answered from its record just the same). A re-delivery of an upload indexed in full is
+    // answered from its upload record (one read): nothing identified or published again.
+    let lookup = match delivery.first {
+        true => RecordLookup::GuessAbsent,
+        false => RecordLookup::Read,
+    };
+    let mut sink = ObjectSink::new(&ctx, &claim, event, info);
+    indexer.index(&upload, lookup, &bytes, &mut sink).await?;
+    let (walked, indexed) = (sink.walked, sink.pending);
+    if walked {
+        return Ok(Job {
+            indexed,
+            ingest: Some(Ingest::asked(event, &info.etag)),
+        });
+    }
+    for one in &indexed {
+        log_decisions(event, one, first_read + bytes.fetched());
     }
     // Nothing referenced (answered from the record, skipped, rejected): no liveness check.
-    let ingest = indexed.upload.is_some().then(|| Ingest {
+    let referenced = indexed.iter().any(|i| i.upload.is_some());
+    let ingest = referenced.then(|| Ingest {
         seen_current: seen.seen(),
         ..Ingest::asked(event, &info.etag)
     });
-    Ok(Job {
-        indexed: vec![indexed],
-        ingest,
-    })
+    Ok(Job { indexed, ingest })
 }
 
 /// Hands the keys a removal freed to the uploads waiting for them (refs/, invariant 8):
@@ -361,7 +284,7 @@ async fn reindex(
     let rechecking = Arc::new(Context {
         config,
         store: ctx.store.clone(),
-        prepared: AtomicBool::new(ctx.prepared.load(Ordering::Relaxed)),
+        markers: ctx.markers.clone(),
     });
     let delivery = Delivery {
         alone: true,

@@ -72,7 +72,7 @@ impl FormatError {
 }
 
 /// Caller's choices that content alone cannot settle.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IdentifyOptions {
     /// Key this input as a source file (SHA-1) when no binary format matches.
     pub as_source: bool,

@@ -5,13 +5,13 @@
 //! publishes lies inside a layout's grammar under that layout's prefix; and `verify` finds
 //! the store as promised.
 
+use crate::testing::index_bytes::IndexBytes;
 use proptest::prelude::*;
 
 use super::*;
 use crate::formats::robustness::{corrupted, edit, seed_at};
 use crate::formats::IdentifyOptions;
 use crate::layouts::grammar::is_valid_key;
-use crate::reader::MemReader;
 use crate::storage::{CopySource, LocalStore};
 use crate::testing::scenarios::config;
 use crate::upload_meta::UploadMeta;
@@ -66,7 +66,7 @@ fn index_hostile(bytes: Vec<u8>, name: &str, as_source: bool, in_archive: bool) 
     runtime.block_on(async {
         let indexer = Indexer::new(&store, config.clone());
         let indexed = indexer
-            .index(&upload, &MemReader(&bytes))
+            .index_bytes(&upload, &bytes)
             .await
             .expect("a hostile input is a record, not an error");
         assert!(!indexed.records.is_empty(), "no record for {name:?}");

@@ -4,21 +4,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
-use super::kept::{own_keys_of, report_unlisted_as_published, with_decision_of};
+use super::kept::report_unlisted_as_published;
 use super::removal::TakenBack;
 use super::sources::offer_of;
 use super::upload::{fill_identity, is_pdb, Indexed, Lookup, Planned, Upload};
 use super::{unclaimed, Indexer, CASE_FOLDED};
-use crate::formats::{identify_with_details, Format, FormatError, IdentifyOptions};
+use crate::formats::{Format, FormatError, IdentifyOptions};
 use crate::identity::{Identity, Kind};
 use crate::layouts::{self, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record};
-use crate::reader::RangeReader;
 #[cfg(doc)]
 use crate::refs::RefStore;
-use crate::refs::{
-    busy, IndexedAs, PriorRead, RemoveOutcome, Run, UploadRecord, UploadState, Waiting,
-};
+use crate::refs::{busy, PriorRead, RemoveOutcome, Run, UploadRecord, UploadState, Waiting};
 use crate::retention::check_channel;
 
 /// Where an input may be indexed beside others (`symdex index --jobs`): inputs of different
@@ -44,6 +41,63 @@ pub fn route_of(ids: &[Identity], options: &IdentifyOptions) -> Option<String> {
         _ => false,
     };
     (routed && !options.as_source && id.kind != Kind::Source).then(|| id.debug_id.to_string())
+}
+
+/// What an upload's identification and channel admit: its identities, or its record.
+enum Admitted {
+    Identities(Vec<Identity>),
+    Refused(Box<Record>),
+}
+
+/// An upload's identities, unless its channel is malformed (rejected) or nothing identified
+/// it (skipped, or rejected where a format found it malformed). `Err`: a read failed.
+fn admitted(
+    upload: &Upload<'_>,
+    identified: Result<Vec<Identity>, FormatError>,
+) -> io::Result<Admitted> {
+    if let Some(Err(reason)) = upload.meta.channel.as_deref().map(check_channel) {
+        let mut r = upload.record(Action::Rejected);
+        r.reason = Some(reason);
+        return Ok(Admitted::Refused(Box::new(r)));
+    }
+    match identified {
+        Ok(ids) => Ok(Admitted::Identities(ids)),
+        Err(FormatError::Io(e)) => Err(e),
+        Err(e) => {
+            let action = match e {
+                FormatError::Unrecognized(_) => Action::Skipped,
+                _ => Action::Rejected,
+            };
+            let mut r = upload.record(action);
+            r.reason = Some(unclaimed::skip_reason(upload, &e));
+            Ok(Admitted::Refused(Box::new(r)))
+        }
+    }
+}
+
+/// One identity's plan: its keys, or the record of an identity that gets none. (Its
+/// variants differ in size: one value an identity, moved once.)
+#[allow(clippy::large_enum_variant)]
+pub(super) enum IdentityPlan {
+    Keys(Planned),
+    None(Record),
+}
+
+/// What a plan lists in an upload record, and whether the record was taken to be absent.
+struct PlanRun<'a> {
+    template: &'a UploadRecord,
+    planned: &'a BTreeSet<String>,
+    assumed_absent: bool,
+}
+
+/// What listing the plan in the upload record came to. (Its variants differ in size: one
+/// value a plan, moved once.)
+#[allow(clippy::large_enum_variant)]
+enum RecordPlanned {
+    /// Indexed before after all (its record was taken to be absent): its answer.
+    Answered(Indexed),
+    /// Listed: the record as found before (`None`: none) and as written.
+    Listed(Option<UploadRecord>, Option<PriorRead>),
 }
 
 /// `size` bytes at `offset` of a local file.
@@ -72,28 +126,6 @@ impl<'s> Indexer<'s> {
             .collect()
     }
 
-    /// Indexes one upload. `Err` only for storage failures and busy keys (worth a retry);
-    /// everything about the artifact itself ends in the returned manifest records. Call
-    /// [`Self::finalize`] once the records are written to the manifest.
-    pub async fn index(
-        &self,
-        upload: &Upload<'_>,
-        reader: &dyn RangeReader,
-    ) -> io::Result<Indexed> {
-        match self.already_indexed(upload).await? {
-            Lookup::Indexed(unchanged) => Ok(*unchanged),
-            Lookup::Unindexed(prior) => {
-                let identified = identify_with_details(reader, &upload.options);
-                // A file no format claims, named by a debug file of its scope: its source.
-                if let Some(ids) = self.identify_named(upload, reader, &identified).await? {
-                    let upload = upload.as_named_source();
-                    return self.index_looked_up(&upload, Ok(ids), prior).await;
-                }
-                self.index_looked_up(upload, identified, prior).await
-            }
-        }
-    }
-
     /// A re-delivery of an upload whose last run was complete, under the same plan: its
     /// `unchanged` records, from the upload record alone (one read: no identification, no
     /// key's record read, nothing written but the caller's manifest). `Unindexed`: index it.
@@ -106,7 +138,7 @@ impl<'s> Indexer<'s> {
     /// stamps its own `unpublished` record no earlier, so the manifest's last word on the
     /// upload stays true. An object changed behind symdex's back (deleted by hand) is found by
     /// `verify` and repaired by a full run (`Config::recheck`, `symdex index --recheck`).
-    pub async fn already_indexed(&self, upload: &Upload<'_>) -> io::Result<Lookup> {
+    pub(super) async fn already_indexed(&self, upload: &Upload<'_>) -> io::Result<Lookup> {
         // Stamped before the read (see above).
         let time = now_rfc3339();
         let (found, prior) = self.refs.upload_read(&upload.id).await?;
@@ -114,10 +146,9 @@ impl<'s> Indexer<'s> {
     }
 
     /// [`Self::already_indexed`] from a read of `upload`'s record made before: `found` and
-    /// `prior` as [`RefStore::upload_read`] returned them, `time` taken before that read. The
-    /// caller vouches that the read is as good as one made now (the CLI's reader thread reads
-    /// ahead, and the writer knows whether anything changed the store since).
-    pub fn looked_up(
+    /// `prior` as [`RefStore::upload_read`] returned them, `time` taken before that read
+    /// (`RecordLookup::ReadAhead`).
+    pub(super) fn looked_up(
         &self,
         upload: &Upload<'_>,
         found: Option<UploadRecord>,
@@ -128,57 +159,6 @@ impl<'s> Indexer<'s> {
             Some(indexed) => Lookup::Indexed(Box::new(indexed)),
             None => Lookup::Unindexed(prior),
         }
-    }
-
-    /// The records of a re-delivery of `upload`, answered from its upload record `found`
-    /// (read after `time`), when its last run was complete under the same plan
-    /// ([`Self::already_indexed`]).
-    pub(super) fn answered_by(
-        &self,
-        upload: &Upload<'_>,
-        found: &UploadRecord,
-        time: &str,
-    ) -> Option<Indexed> {
-        if self.config.overwrite || self.config.recheck {
-            return None;
-        }
-        let indexed_as = found.indexed_as.as_ref()?;
-        // Indexed as a source a debug file named (`unclaimed.rs`), delivered again unasked:
-        // its plan is a source's. A file once named stays a source upload until removed.
-        let plan = match found.as_source && !upload.options.as_source {
-            true => self.plan_digest(&upload.as_named_source()),
-            false => self.plan_digest(upload),
-        };
-        let settled = found.state == UploadState::Indexed
-            && indexed_as.plan == plan
-            && found
-                .planned
-                .iter()
-                .all(|k| found.keys.contains(k) || indexed_as.conflicts.contains(k))
-            && found.keys.len() == indexed_as.referenced;
-        if !settled {
-            return None;
-        }
-        let own_keys = own_keys_of(indexed_as, &found.keys)?;
-        let records = indexed_as
-            .records
-            .iter()
-            .zip(own_keys)
-            .map(|(kept, keys)| {
-                let action = if kept.conflicts.is_empty() {
-                    Action::Unchanged
-                } else {
-                    Action::Conflict
-                };
-                let mut record = upload.record(action);
-                record.time = time.to_string();
-                // As a full run reports it: the channel and expiry of the upload's record.
-                record.meta.channel.clone_from(&found.meta.channel);
-                record.meta.expires.clone_from(&found.meta.expires);
-                with_decision_of(record, kept, keys)
-            })
-            .collect();
-        Some(Indexed::nothing_published(records))
     }
 
     /// Digest of what besides the bytes decides an upload's keys: the indexer's version, the
@@ -198,93 +178,19 @@ impl<'s> Indexer<'s> {
         digest
     }
 
-    /// What a run came to, kept in the upload record when a re-delivery may be answered from
-    /// it: every record of the upload published or found unchanged, its keys exactly those
-    /// planned and referenced (after a conflict the next delivery runs in full, and may find
-    /// the key free). Records about other uploads (a PDB's aliases under this PE's name) are
-    /// not kept: that work was done before this run finished, and is theirs to report.
-    pub(super) fn indexed_as(
-        &self,
-        upload: &Upload<'_>,
-        records: &[Record],
-        planned: &BTreeSet<String>,
-        referenced: &BTreeSet<String>,
-    ) -> Option<IndexedAs> {
-        let own: Vec<&Record> = records.iter().filter(|r| r.upload == upload.id).collect();
-        // A conflict with no key of other bytes (a build id another product holds too) is
-        // decided again by each delivery: kept, it would be answered `unchanged`.
-        let settled = !own.is_empty()
-            && own.iter().all(|r| {
-                matches!(
-                    r.action,
-                    Some(Action::Indexed | Action::Unchanged | Action::Conflict)
-                ) && r.removed.is_empty()
-                    && (r.action != Some(Action::Conflict) || !r.conflicts.is_empty())
-            });
-        let conflicts: BTreeSet<String> = own
-            .iter()
-            .flat_map(|r| r.conflicts.iter().cloned())
-            .collect();
-        // Every planned key is referenced or a conflict (sidecar keys, `.meta`, are referenced
-        // without a record listing them).
-        let decided = planned.len() == referenced.len() + conflicts.len()
-            && planned
-                .iter()
-                .all(|k| referenced.contains(k) || conflicts.contains(k));
-        if !settled || !decided {
-            return None;
-        }
-        // Positions in `referenced`, which the upload record lists as `keys` when these are
-        // read back (`own_keys_of`). A record's key that is not referenced has none: nothing
-        // is kept, and the next delivery runs in full.
-        let sorted: Vec<&String> = referenced.iter().collect();
-        let position = |key: &String| sorted.binary_search(&key).ok().map(|at| at as u32);
-        let mut unchanged_at = Vec::new();
-        let mut trimmed = Vec::new();
-        for r in own {
-            let at: Option<Vec<u32>> = r
-                .published
-                .iter()
-                .chain(&r.unchanged)
-                .map(position)
-                .collect();
-            unchanged_at.push(at?);
-            let kept = Record {
-                schema: r.schema,
-                ..Record::default()
-            };
-            trimmed.push(with_decision_of(kept, r, Vec::new()));
-        }
-        Some(IndexedAs {
-            plan: self.plan_digest(upload),
-            referenced: referenced.len(),
-            records: trimmed,
-            conflicts,
-            unchanged_at,
-        })
-    }
-
-    /// [`Self::index`] for an upload already identified (the Lambda identifies with ranged
-    /// GETs first: `S3Object::identify`).
-    pub async fn index_identified(
-        &self,
-        upload: &Upload<'_>,
-        identified: Result<Vec<Identity>, FormatError>,
-    ) -> io::Result<Indexed> {
-        self.index_looked_up(upload, identified, None).await
-    }
-
-    /// [`Self::index_identified`] after [`Self::already_indexed`] said it is not (its read of
-    /// the upload record is reused).
-    pub async fn index_looked_up(
+    /// An upload identified, after [`Self::already_indexed`] said it is not indexed (its read
+    /// of the upload record is reused): planned, published, its leases ended by listing its
+    /// keys now — or, `at_finalize`, by the finalize (`Indexer::lists_keys_at_finalize`).
+    pub(super) async fn index_looked_up(
         &self,
         upload: &Upload<'_>,
         identified: Result<Vec<Identity>, FormatError>,
         prior: Option<PriorRead>,
+        at_finalize: bool,
     ) -> io::Result<Indexed> {
         let mut indexed = self.index_planned(upload, identified, prior).await;
         let mut held = self.refs.take_held(&upload.id);
-        let list_now = !held.is_empty() && !self.list_at_finalize;
+        let list_now = !held.is_empty() && !at_finalize;
         if let (Ok(done), true) = (&mut indexed, list_now) {
             // The `create` leases the run left end when its upload record lists their keys
             // (refs/, invariant 1): listed now, by one swap for the whole upload, not at the
@@ -334,8 +240,7 @@ impl<'s> Indexer<'s> {
 
     /// Plans an identified upload (every key listed in its upload record before any
     /// reference, invariant 4), answers it from its record where it was indexed before, else
-    /// publishes each identity. One sequence, longer than most: the record read by the plan
-    /// decides every later step, and splitting it would pass that read through each.
+    /// publishes each identity.
     pub(super) async fn index_planned(
         &self,
         upload: &Upload<'_>,
@@ -349,46 +254,58 @@ impl<'s> Indexer<'s> {
             ..upload.clone()
         };
         let upload = &stamped;
-        if let Some(Err(reason)) = upload.meta.channel.as_deref().map(check_channel) {
-            let mut r = upload.record(Action::Rejected);
-            r.reason = Some(reason);
-            return Ok(Indexed::nothing_published(vec![r]));
-        }
-        let identities = match identified {
-            Ok(ids) => ids,
-            Err(FormatError::Io(e)) => return Err(e),
-            Err(e) => {
-                let action = match e {
-                    FormatError::Unrecognized(_) => Action::Skipped,
-                    _ => Action::Rejected,
-                };
-                let mut r = upload.record(action);
-                r.reason = Some(unclaimed::skip_reason(upload, &e));
-                return Ok(Indexed::nothing_published(vec![r]));
-            }
+        let identities = match admitted(upload, identified)? {
+            Admitted::Identities(ids) => ids,
+            Admitted::Refused(record) => return Ok(Indexed::nothing_published(vec![*record])),
         };
-        // Plan: every key of every identity, listed in the upload record before any reference
-        // is added (refs/, invariant 4).
-        let mut plans = Vec::new();
-        let mut records = Vec::new();
         // A first delivery (its upload record absent: read so, or guessed) also guesses that
         // a PDB's debug id has no record yet (`remember_pdb`).
         let assumed_absent = prior.as_ref().is_some_and(PriorRead::is_absent);
-        for mut id in identities {
-            id.fill_file_names(upload.name());
-            match self.plan_identity(upload, id, assumed_absent).await? {
-                Ok(plan) => plans.push(plan),
-                Err(record) => records.push(record),
-            }
-        }
+        let (plans, records) = self.plan_all(upload, identities, assumed_absent).await?;
         let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
-        // A Sentry source bundle's files are uploads of their own, indexed after it by the
-        // caller: its re-delivery runs in full so that they are too.
-        let bundle = plans.iter().any(|p| !p.id.bundle_files.is_empty());
         if planned.is_empty() {
             return Ok(Indexed::nothing_published(records));
         }
-        let template = UploadRecord {
+        let template = self.template(upload, &plans);
+        let run = PlanRun {
+            template: &template,
+            planned: &planned,
+            assumed_absent,
+        };
+        let (found, upload_read) = match self.plan_record(upload, &run, prior).await? {
+            RecordPlanned::Answered(answer) => return Ok(answer),
+            RecordPlanned::Listed(found, upload_read) => (found, upload_read),
+        };
+        let mut indexed = self
+            .publish_plans(upload, plans, found.as_ref(), &planned, records)
+            .await?;
+        indexed.upload_read = upload_read;
+        indexed.offered_in = template.offered_in;
+        Ok(indexed)
+    }
+
+    /// Every identity's plan (its keys), and the records of those that get none.
+    async fn plan_all(
+        &self,
+        upload: &Upload<'_>,
+        identities: Vec<Identity>,
+        assumed_absent: bool,
+    ) -> io::Result<(Vec<Planned>, Vec<Record>)> {
+        let mut plans = Vec::new();
+        let mut records = Vec::new();
+        for mut id in identities {
+            id.fill_file_names(upload.name());
+            match self.plan_identity(upload, id, assumed_absent).await? {
+                IdentityPlan::Keys(plan) => plans.push(plan),
+                IdentityPlan::None(record) => records.push(record),
+            }
+        }
+        Ok((plans, records))
+    }
+
+    /// The upload record a plan lists its keys in (refs/, invariant 4).
+    fn template(&self, upload: &Upload<'_>, plans: &[Planned]) -> UploadRecord {
+        UploadRecord {
             upload: upload.id.clone(),
             source: upload.source_name(),
             meta: upload.meta.clone(),
@@ -411,71 +328,97 @@ impl<'s> Indexer<'s> {
             .then(|| offer_of(upload).1),
             as_source: upload.options.as_source,
             ..UploadRecord::default()
-        };
+        }
+    }
+
+    /// Lists the planned keys in the upload record (invariant 4) and returns the record as
+    /// found before, or the answer of an upload found indexed after all.
+    async fn plan_record(
+        &self,
+        upload: &Upload<'_>,
+        run: &PlanRun<'_>,
+        prior: Option<PriorRead>,
+    ) -> io::Result<RecordPlanned> {
         let stamp = upload.file_stamp.as_ref();
         // Stamped before the plan's read, for an answer from the record (as `already_indexed`).
         let time = now_rfc3339();
-        let (mut found, mut upload_read) =
-            self.refs.plan(&template, &planned, prior, stamp).await?;
+        let (found, upload_read) = (self.refs)
+            .plan(run.template, run.planned, prior, stamp)
+            .await?;
         // The upload record was taken to be absent (read so, or guessed on a first delivery:
         // `PriorRead::absent`) and is there after all: an upload of the same bytes at the same
         // location indexed before is answered from it, as its re-delivery would be (a bundle's
         // record keeps no answer: it runs in full, for its files).
-        if assumed_absent {
+        if run.assumed_absent {
             if let Some(answer) = found
                 .as_ref()
                 .and_then(|found| self.answered_by(upload, found, &time))
             {
-                return Ok(answer);
+                return Ok(RecordPlanned::Answered(answer));
             }
         }
-        if found.as_ref().map(|r| r.state) == Some(UploadState::Removing) {
-            // A removal of this upload is in progress, or died half-way: finished first, as it
-            // would have finished — its record to the manifest (again, if it got there: the
-            // manifest is at-least-once), then the keys it freed handed over (invariant 8).
-            // Boxed: a removal's hand-over indexes other uploads, whose futures would
-            // otherwise sit inside this one's.
-            let exclusive = self.config.lease.exclusive;
-            let note =
-                exclusive.then_some("a removal in progress was finished before indexing it again");
-            Box::pin(self.removal_to_its_end(&upload.id, note)).await?;
-            if !exclusive {
-                // Concurrent writers: the removal is a deletion's, which its message's
-                // redelivery finishes, or this upload's own take-back (`finalize` found its
-                // ingest object gone), which nothing but this message's redelivery runs
-                // again — left to itself, the upload stayed `removing` for good, half its
-                // keys unpublished (S3 interleavings, seed 4002). Finished here as a second
-                // delivery of it would finish it (runs of one removal at once are
-                // at-least-once delivery's normal case), and this message is retried:
-                // indexing the upload again now could race another run of its removal still
-                // taking its references back, key by key. (A sole writer holds the writer
-                // lock: no other run is, and it indexes on.)
-                return Err(busy(&format!(
-                    "{}: a removal was in progress; finished, index again",
-                    upload.id
-                )));
-            }
-            (found, upload_read) = self.refs.plan(&template, &planned, None, stamp).await?;
+        if found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
+            return Ok(RecordPlanned::Listed(found, upload_read));
         }
-        let fresh = found.as_ref().map(|r| r.state) != Some(UploadState::Indexed);
+        // A removal of this upload is in progress, or died half-way: finished first, as it
+        // would have finished — its record to the manifest (again, if it got there: the
+        // manifest is at-least-once), then the keys it freed handed over (invariant 8).
+        // Boxed: a removal's hand-over indexes other uploads, whose futures would otherwise
+        // sit inside this one's.
+        let exclusive = self.config.lease.exclusive;
+        let note =
+            exclusive.then_some("a removal in progress was finished before indexing it again");
+        Box::pin(self.removal_to_its_end(&upload.id, note)).await?;
+        if !exclusive {
+            // Concurrent writers: the removal is a deletion's, which its message's
+            // redelivery finishes, or this upload's own take-back (`finalize` found its
+            // ingest object gone), which nothing but this message's redelivery runs again —
+            // left to itself, the upload stayed `removing` for good, half its keys
+            // unpublished (S3 interleavings, seed 4002). Finished here as a second delivery of
+            // it would finish it (runs of one removal at once are at-least-once delivery's
+            // normal case), and this message is retried: indexing the upload again now could
+            // race another run of its removal still taking its references back, key by key.
+            // (A sole writer holds the writer lock: no other run is, and it indexes on.)
+            return Err(busy(&format!(
+                "{}: a removal was in progress; finished, index again",
+                upload.id
+            )));
+        }
+        let (found, upload_read) = (self.refs)
+            .plan(run.template, run.planned, None, stamp)
+            .await?;
+        Ok(RecordPlanned::Listed(found, upload_read))
+    }
+
+    /// Publishes each plan of an upload whose record `found` was before the plan (`None`: a
+    /// fresh upload), after `records` of identities that got no keys: what the run came to.
+    async fn publish_plans(
+        &self,
+        upload: &Upload<'_>,
+        plans: Vec<Planned>,
+        found: Option<&UploadRecord>,
+        planned: &BTreeSet<String>,
+        mut records: Vec<Record>,
+    ) -> io::Result<Indexed> {
+        // A Sentry source bundle's files are uploads of their own, indexed after it by the
+        // caller: its re-delivery runs in full so that they are too.
+        let bundle = plans.iter().any(|p| !p.id.bundle_files.is_empty());
+        let fresh = found.map(|r| r.state) != Some(UploadState::Indexed);
         // The keys the upload's finished runs referenced (none for a fresh upload), and those
         // they planned without referencing them (where they may have waited: conflicts).
-        let indexed_before = found.as_ref().filter(|r| r.state == UploadState::Indexed);
+        let indexed_before = found.filter(|r| r.state == UploadState::Indexed);
         let listed = indexed_before.map(|r| r.keys.clone());
         let unreferenced = indexed_before
             .map(UploadRecord::unreferenced)
             .unwrap_or_default();
         // An earlier attempt of this upload began and did not finish.
-        let earlier = found.as_ref().filter(|r| r.state == UploadState::Indexing);
+        let earlier = found.filter(|r| r.state == UploadState::Indexing);
         let retry = earlier.is_some();
         // The keys it may have referenced beyond this plan: a PDB's other copies' names,
         // found live then (`remember_pdb`).
         let earlier_extras: BTreeSet<String> = earlier
-            .map(|r| r.all_keys().difference(&planned).cloned().collect())
+            .map(|r| r.all_keys().difference(planned).cloned().collect())
             .unwrap_or_default();
-        // An upload indexed before keeps its channel and expiry (a promotion may have changed
-        // them since): its records say so, not what this delivery would have stamped.
-        let retained = found.map(|r| (r.meta.channel, r.meta.expires));
         let mut referenced = BTreeSet::new();
         // A key holding the upload's bytes, shared by its identities (one stored copy).
         let mut holding = None;
@@ -487,9 +430,16 @@ impl<'s> Indexer<'s> {
             records.push(record);
             records.extend(others);
         }
-        if let Some(listed) = &listed {
-            for record in records.iter_mut().filter(|r| r.upload == upload.id) {
+        for record in records.iter_mut().filter(|r| r.upload == upload.id) {
+            if let Some(listed) = &listed {
                 report_unlisted_as_published(record, listed);
+            }
+            // An upload indexed before keeps its channel and expiry (a promotion may have
+            // changed them since): its records say so, not what this delivery would have
+            // stamped.
+            if let Some(found) = found {
+                record.meta.channel.clone_from(&found.meta.channel);
+                record.meta.expires.clone_from(&found.meta.expires);
             }
         }
         let waits_ended = unreferenced
@@ -497,12 +447,6 @@ impl<'s> Indexer<'s> {
             .filter(|key| referenced.contains(*key))
             .cloned()
             .collect();
-        if let Some((channel, expires)) = retained {
-            for record in records.iter_mut().filter(|r| r.upload == upload.id) {
-                record.meta.channel.clone_from(&channel);
-                record.meta.expires.clone_from(&expires);
-            }
-        }
         let planned = planned.union(&referenced).cloned().collect();
         let indexed_as = (!bundle)
             .then(|| self.indexed_as(upload, &records, &planned, &referenced))
@@ -513,11 +457,11 @@ impl<'s> Indexer<'s> {
             referenced,
             planned,
             indexed_as,
-            upload_read,
+            upload_read: None,
             source_map_changes: Vec::new(),
             held: Vec::new(),
             waits_ended,
-            offered_in: template.offered_in,
+            offered_in: None,
         })
     }
 
@@ -682,13 +626,13 @@ impl<'s> Indexer<'s> {
         })
     }
 
-    /// The keys of one identity; `Err(record)` when it gets none (skipped or rejected).
+    /// The keys of one identity, or its record when it gets none (skipped or rejected).
     pub(super) async fn plan_identity(
         &self,
         upload: &Upload<'_>,
         id: Identity,
         guess_id_absent: bool,
-    ) -> io::Result<Result<Planned, Record>> {
+    ) -> io::Result<IdentityPlan> {
         let mut record = upload.record(Action::Indexed);
         fill_identity(&mut record, &id);
         let layouts = &self.config.layouts;
@@ -726,7 +670,7 @@ impl<'s> Indexer<'s> {
             };
             record.action = Some(action);
             record.reason = Some(reason);
-            return Ok(Err(record));
+            return Ok(IdentityPlan::None(record));
         }
         if !set.rejected.is_empty() {
             record.reason = Some(set.rejected.join("; "));
@@ -738,7 +682,7 @@ impl<'s> Indexer<'s> {
                 sidecar.key
             ));
         }
-        Ok(Ok(Planned {
+        Ok(IdentityPlan::Keys(Planned {
             id,
             record,
             keys,

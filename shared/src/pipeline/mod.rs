@@ -18,12 +18,14 @@ use crate::storage::Storage;
 mod hostile;
 mod sources;
 
-mod archives;
+mod bytes;
+mod drive;
 mod index;
 mod joins;
 mod kept;
 mod publish;
 mod removal;
+mod sink;
 #[cfg(test)]
 mod tests;
 mod unclaimed;
@@ -32,11 +34,12 @@ mod upload;
 use kept::KEPT_RECORDS;
 use upload::{upload_record_of, Outcome, SourceMapChange};
 
-pub use archives::{index_archive, ArchiveSite, StoredEntry};
+pub use bytes::{ByteSource, Identified, ReaderBytes};
+pub use drive::{Markers, ReadAhead, RecordLookup};
 pub use index::route_of;
 pub use removal::{is_due, ExpiryPlan};
-pub use unclaimed::admits;
-pub use upload::{EntryOf, Indexed, Input, Lookup, Summary, Upload};
+pub use sink::{Collected, Sink};
+pub use upload::{EntryOf, Indexed, Input, Summary, Upload};
 
 /// Re-indexes an upload from its ingest object, with every key checked again
 /// (`Config::recheck`): how a removal hands the keys it freed to the uploads waiting for them
@@ -168,6 +171,8 @@ pub struct Indexer<'s> {
     last_plan: std::sync::Mutex<Option<(String, String)>>,
     /// Keys are listed by the finalize alone ([`Self::lists_keys_at_finalize`]).
     list_at_finalize: bool,
+    /// Whether the store's marker objects were written ([`Self::sharing_markers`]).
+    markers: Markers,
     /// Where a removal hands the keys it freed ([`Self::handing_over_to`]).
     hand_over: Option<&'s dyn HandOver>,
     /// Where a debug file has the unclaimed files it names indexed again
@@ -198,6 +203,7 @@ impl<'s> Indexer<'s> {
             key_plan,
             last_plan: Default::default(),
             list_at_finalize: false,
+            markers: Markers::default(),
             hand_over: None,
             claim: None,
         }
@@ -305,16 +311,6 @@ impl<'s> Indexer<'s> {
     /// The store it publishes to.
     pub fn store(&self) -> &'s dyn Storage {
         self.store
-    }
-
-    /// Writes the store-level marker objects once.
-    pub async fn prepare(&self) -> io::Result<()> {
-        for (key, body) in self.config.marker_objects() {
-            if self.store.size(&key).await?.is_none() {
-                self.store.put(&key, body).await?;
-            }
-        }
-        Ok(())
     }
 
     /// Writes `records` as one manifest object (records or references to them: a re-index's

@@ -16,11 +16,10 @@ use std::io;
 
 use super::sources::offer_of;
 use super::{HandOver, Indexer, SourceMapChange, Upload};
-use crate::formats::{identify_with_details, FormatError, IdentifyOptions};
+use crate::formats::FormatError;
 use crate::identity::{Identity, Kind};
 use crate::layouts::Layout;
 use crate::manifest::{Action, Record};
-use crate::reader::RangeReader;
 use crate::refs::{UploadRecord, UploadState};
 use crate::sourcemap::{self, NamedBy, Unclaimed};
 
@@ -42,7 +41,7 @@ impl<'s> Indexer<'s> {
     /// its scope naming its path, where there are any. Its note is swapped into its join
     /// record first, unless a want there names it already (`SourceMapRecord::note`). The
     /// caller identifies it as a source and indexes it so where [`NamedBy::admits`] it.
-    pub async fn named_by(
+    pub(super) async fn named_by(
         &self,
         upload: &Upload<'_>,
         identified: &Result<Vec<Identity>, FormatError>,
@@ -85,28 +84,6 @@ impl<'s> Indexer<'s> {
         };
         let wants = record.naming(&unclaimed);
         Ok((!wants.is_empty()).then_some(NamedBy { unclaimed, wants }))
-    }
-
-    /// [`Self::named_by`] for an upload whose bytes `reader` holds: where a debug file names
-    /// it, what it is as a source, for indexing `upload` as one (`Upload::as_named_source`).
-    /// `None`: index it as identified.
-    pub async fn identify_named(
-        &self,
-        upload: &Upload<'_>,
-        reader: &dyn RangeReader,
-        identified: &Result<Vec<Identity>, FormatError>,
-    ) -> io::Result<Option<Vec<Identity>>> {
-        if !crate::formats::source::may_be_text(reader) {
-            return Ok(None);
-        }
-        let Some(named) = self.named_by(upload, identified).await? else {
-            return Ok(None);
-        };
-        let as_source = identify_with_details(reader, &IdentifyOptions { as_source: true });
-        if let Err(FormatError::Io(e)) = as_source {
-            return Err(e);
-        }
-        Ok(admits(&named, &as_source).then(|| as_source.ok()).flatten())
     }
 
     /// Adds to `claims` the noted files of a debug file's join `record` that may serve the
@@ -272,7 +249,7 @@ fn waiter_of(noted: &Unclaimed) -> UploadRecord {
 }
 
 /// Whether a want of `named` takes the upload `identified` as a source (by its MD5).
-pub fn admits(named: &NamedBy, identified: &Result<Vec<Identity>, FormatError>) -> bool {
+pub(super) fn admits(named: &NamedBy, identified: &Result<Vec<Identity>, FormatError>) -> bool {
     match identified {
         Ok(ids) => ids
             .iter()

@@ -87,6 +87,49 @@ impl<'a> Upload<'a> {
         self.entry.as_ref().map_or(&self.etag, |e| &e.archive_etag)
     }
 
+    /// The input this upload came from: its ingest object or file, an entry's archive (with
+    /// its content), whose records name what of it published nothing.
+    pub fn input(&self) -> Input {
+        let (etag, size) = match &self.entry {
+            Some(entry) => (entry.archive_etag.as_str(), entry.archive_size),
+            None => (self.etag.as_str(), self.size),
+        };
+        match &self.ingest_bucket {
+            Some(bucket) => Input::s3_object(
+                bucket,
+                &self.ingest_key,
+                self.ingest_version.as_deref(),
+                etag,
+                size,
+                &self.meta,
+            ),
+            None => Input::file(&self.ingest_key, &self.meta).with_content(etag, size),
+        }
+    }
+
+    /// The record of this upload refused before it was identified, with the reason (an S3
+    /// object's names its location and content, as a record of an object refused before it
+    /// was read does).
+    pub(super) fn refused(&self, reason: String) -> Indexed {
+        match (&self.entry, &self.ingest_bucket) {
+            (Some(entry), _) => {
+                self.input()
+                    .nothing_published(Some(&entry.path), Action::Rejected, reason)
+            }
+            (None, Some(bucket)) => {
+                let version = self.ingest_version.as_deref();
+                Input::s3_location(bucket, &self.ingest_key, version, &self.meta)
+                    .with_content(&self.etag, self.size)
+                    .nothing_published(None, Action::Rejected, reason)
+            }
+            (None, None) => Input::file(&self.ingest_key, &self.meta).nothing_published(
+                None,
+                Action::Rejected,
+                reason,
+            ),
+        }
+    }
+
     pub(super) fn record(&self, action: Action) -> Record {
         Record {
             name: Some(self.name().to_string()),
@@ -225,10 +268,10 @@ impl Indexed {
 
 /// What [`Indexer::already_indexed`] found.
 #[derive(Debug)]
-pub enum Lookup {
+pub(super) enum Lookup {
     /// Indexed before under the same plan: the records of this re-delivery.
     Indexed(Box<Indexed>),
-    /// Index it ([`Indexer::index_looked_up`], with the read made, when kept).
+    /// Index it (with the read made, when kept).
     Unindexed(Option<PriorRead>),
 }
 

@@ -4,6 +4,7 @@
 pub mod allocations;
 pub mod builders;
 pub mod failing;
+pub mod index_bytes;
 pub mod interleave;
 pub mod scenarios;
 

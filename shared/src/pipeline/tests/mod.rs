@@ -7,10 +7,11 @@ use crate::identity::Kind;
 use crate::layouts;
 use crate::manifest::Action;
 use crate::reader::MemReader;
-use crate::refs::{IndexedAs, KeyRecord, PriorRead, RemoveOutcome, UploadState};
+use crate::refs::{IndexedAs, KeyRecord, RemoveOutcome, UploadState};
 use crate::sourcemap;
 use crate::storage::{CopySource, LocalStore};
 use crate::testing::failing::{dying_at_nth, failing_nth};
+use crate::testing::index_bytes::IndexBytes;
 use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
 mod faults;
@@ -34,7 +35,7 @@ async fn assert_audit_clean(store: &LocalStore) {
 async fn index_and_finalize(store: &LocalStore, config: Config, artifact: &Artifact) -> Indexed {
     let indexer = Indexer::new(store, config);
     let indexed = indexer
-        .index(&artifact.upload(), &MemReader(&artifact.bytes))
+        .index_bytes(&artifact.upload(), &artifact.bytes)
         .await
         .unwrap();
     indexer.finalize(&indexed, true).await.unwrap();
@@ -95,7 +96,7 @@ async fn an_indexer_listing_keys_at_the_finalize_holds_its_leases_until_then() {
         let store = LocalStore::open(dir.path()).unwrap();
         let indexer = Indexer::new(&store, config()).lists_keys_at_finalize(at_finalize);
         let indexed = indexer
-            .index(&first.upload(), &MemReader(&first.bytes))
+            .index_bytes(&first.upload(), &first.bytes)
             .await
             .unwrap();
         // Every key referenced (sidecars, `.meta`, too: no record lists them).
@@ -112,7 +113,7 @@ async fn an_indexer_listing_keys_at_the_finalize_holds_its_leases_until_then() {
         // The same bytes under another name share the build-id keys: they wait for the
         // first upload's leases while those are in force (and give up, to be retried).
         let other = Indexer::new(&store, config())
-            .index(&second.upload(), &MemReader(&second.bytes))
+            .index_bytes(&second.upload(), &second.bytes)
             .await;
         if at_finalize {
             assert!(listed.is_empty(), "listed before the finalize: {listed:?}");
@@ -152,7 +153,7 @@ async fn where_objects_name_their_owners_a_fresh_upload_writes_no_key_record() {
     let key_records = || async { store.list("_symdex/refs/").await.unwrap() };
     let indexer = Indexer::new(&store, config()).lists_keys_at_finalize(true);
     let indexed = indexer
-        .index(&first.upload(), &MemReader(&first.bytes))
+        .index_bytes(&first.upload(), &first.bytes)
         .await
         .unwrap();
     let published = indexed.referenced.clone();
@@ -373,7 +374,7 @@ async fn delete_reported(store: &dyn Storage, upload: &str) -> io::Result<()> {
 async fn index_reported(store: &dyn Storage, artifact: &Artifact) -> io::Result<()> {
     let indexer = Indexer::new(store, config());
     let indexed = indexer
-        .index(&artifact.upload(), &MemReader(&artifact.bytes))
+        .index_bytes(&artifact.upload(), &artifact.bytes)
         .await?;
     indexer.write_manifest(&indexed.records).await?;
     indexer.finalize(&indexed, true).await?;

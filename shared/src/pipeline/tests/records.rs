@@ -2,6 +2,7 @@
 //! it (its markers, sidecars, waits, the keys it hands over).
 
 use super::*;
+use crate::testing::index_bytes::IndexBytes;
 
 #[tokio::test]
 async fn an_upload_taken_for_new_yet_indexed_before_is_answered_from_its_record() {
@@ -15,10 +16,9 @@ async fn an_upload_taken_for_new_yet_indexed_before_is_answered_from_its_record(
     assert!(before.is_some());
     let indexer = Indexer::new(&store, config());
     let upload = artifact.upload();
-    let identified = identify_with_details(&MemReader(&artifact.bytes), &upload.options);
     // A first delivery's guess (no read): the plan's creation finds the record.
     let guessed = indexer
-        .index_looked_up(&upload, identified, Some(PriorRead::absent()))
+        .index_bytes_as(&upload, RecordLookup::GuessAbsent, &artifact.bytes)
         .await
         .unwrap();
     assert_eq!(guessed.upload, None, "indexed in full again");
@@ -207,7 +207,7 @@ async fn a_take_back_records_the_keys_it_freed_before_handing_them_over() {
     let (first, other) = (&artifacts.elf_a, &artifacts.elf_other);
     let indexer = Indexer::new(&store, config());
     let indexed = indexer
-        .index(&first.upload(), &MemReader(&first.bytes))
+        .index_bytes(&first.upload(), &first.bytes)
         .await
         .unwrap();
     let waiting = index_and_finalize(&store, config(), other).await;

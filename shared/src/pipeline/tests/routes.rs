@@ -1,6 +1,7 @@
 //! Routed identities and inputs of different routes at once; what an upload lists.
 
 use super::*;
+use crate::testing::index_bytes::IndexBytes;
 
 #[test]
 fn every_key_of_a_routed_identity_names_its_id() {
@@ -128,7 +129,7 @@ async fn inputs_of_different_routes<'a>(a: &'a Artifacts, inputs: [&'a Artifact;
             let scheduled = Scheduled::new(&store, scheduler.clone());
             let indexer = Indexer::new(&scheduled, sole.clone()).defer_source_map_writes();
             let mut source = indexer
-                .index(&a.source.upload(), &MemReader(&a.source.bytes))
+                .index_bytes(&a.source.upload(), &a.source.bytes)
                 .await
                 .unwrap();
             indexer
@@ -139,7 +140,7 @@ async fn inputs_of_different_routes<'a>(a: &'a Artifacts, inputs: [&'a Artifact;
                 let indexer = &indexer;
                 async move {
                     let upload = input.upload();
-                    let indexed = indexer.index(&upload, &MemReader(&input.bytes)).await;
+                    let indexed = indexer.index_bytes(&upload, &input.bytes).await;
                     indexed.map(Some)
                 }
             };

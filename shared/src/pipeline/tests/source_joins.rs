@@ -1,6 +1,7 @@
 //! Debug files and their sources: offers, ties, recorded MD5s, joins turned off.
 
 use super::*;
+use crate::testing::index_bytes::IndexBytes;
 
 /// An offer whose upload was removed without withdrawing it (by a version before upload
 /// records named their join record) ties with a live one: a debug file arriving later
@@ -262,7 +263,7 @@ async fn a_wanted_path_a_source_matches_left_unserved_is_reported_until_served()
     };
     let indexer = Indexer::new(&store, recheck);
     let upload = debug.upload();
-    let indexed = indexer.index(&upload, &MemReader(&debug.bytes)).await;
+    let indexed = indexer.index_bytes(&upload, &debug.bytes).await;
     indexer.finalize(&indexed.unwrap(), true).await.unwrap();
     assert_eq!(store.read(key).await.unwrap(), Some(source.bytes.clone()));
     assert_audit_clean(&store).await;

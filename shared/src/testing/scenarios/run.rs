@@ -1,15 +1,15 @@
 //! Running one scenario operation as the functions run it.
 
+use crate::testing::index_bytes::IndexBytes;
 use std::collections::BTreeSet;
 use std::io;
 use std::time::Duration;
 
 use super::artifacts::Artifact;
 use super::Op;
-use crate::formats::identify_with_details;
 use crate::manifest::Record;
+use crate::pipeline::RecordLookup;
 use crate::pipeline::{Config, HandOver, Indexer};
-use crate::reader::MemReader;
 use crate::refs::{LeasePolicy, UploadRecord, Wait};
 use crate::storage::Storage;
 
@@ -72,7 +72,7 @@ impl HandOver for FromArtifacts<'_> {
             };
             let indexer = Indexer::new(self.store, recheck);
             let upload = artifact.upload();
-            let indexed = indexer.index(&upload, &MemReader(&artifact.bytes)).await?;
+            let indexed = indexer.index_bytes(&upload, &artifact.bytes).await?;
             indexer.write_manifest(&indexed.records).await?;
             indexer.finalize(&indexed, true).await?;
             Ok(())
@@ -148,25 +148,15 @@ pub(super) async fn run_op_configured(
         Op::Index(artifact, _) | Op::Overwrite(artifact) => {
             let alive = !matches!(op, Op::Index(_, false));
             let upload = artifact.upload();
-            let indexed = if first_delivery {
-                // The upload record taken to be absent, unread (also on the redeliveries
-                // here, as a wrong receive count would have it).
-                let reader = MemReader(&artifact.bytes);
-                let identified = identify_with_details(&reader, &upload.options);
-                let guess = Some(crate::refs::PriorRead::absent());
-                match indexer
-                    .identify_named(&upload, &reader, &identified)
-                    .await?
-                {
-                    Some(ids) => {
-                        let upload = upload.as_named_source();
-                        indexer.index_looked_up(&upload, Ok(ids), guess).await?
-                    }
-                    None => indexer.index_looked_up(&upload, identified, guess).await?,
-                }
-            } else {
-                indexer.index(&upload, &MemReader(&artifact.bytes)).await?
+            // A first delivery takes the upload record to be absent, unread (also on the
+            // redeliveries here, as a wrong receive count would have it).
+            let lookup = match first_delivery {
+                true => RecordLookup::GuessAbsent,
+                false => RecordLookup::Read,
             };
+            let indexed = indexer
+                .index_bytes_as(&upload, lookup, &artifact.bytes)
+                .await?;
             let mut records = indexed.records.clone();
             records.extend(indexer.finalize(&indexed, alive).await?);
             Ok(records)
@@ -176,7 +166,7 @@ pub(super) async fn run_op_configured(
             let mut records = Vec::new();
             for artifact in entries {
                 let indexed = indexer
-                    .index(&artifact.upload(), &MemReader(&artifact.bytes))
+                    .index_bytes(&artifact.upload(), &artifact.bytes)
                     .await?;
                 records.extend(indexed.records.iter().cloned());
                 runs.push(indexed);
