@@ -117,9 +117,9 @@ impl<'s> Indexer<'s> {
                 return Ok(extra_keys);
             }
             let published = self
-                .publish_own(upload, &more, fresh, outcome, &mut Some(first.clone()))
+                .publish_own(upload, &more, fresh, outcome, Some(&first))
                 .await?;
-            extra_keys.extend(published);
+            extra_keys.extend(published.referenced);
             more.clear();
             names = refs.id_read(&debug_id).await?.0.names;
         }

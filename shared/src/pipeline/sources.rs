@@ -208,9 +208,10 @@ impl Indexer<'_> {
         if keys.is_empty() || !self.refs.plan_more(&upload.id, &keys).await? {
             return Ok(BTreeSet::new());
         }
-        let mut holding = Some(holding.to_string());
-        self.publish_own(upload, &keys, fresh, outcome, &mut holding)
-            .await
+        let own = self
+            .publish_own(upload, &keys, fresh, outcome, Some(holding))
+            .await?;
+        Ok(own.referenced)
     }
 
     /// What a source `offer` tying with others of different content for the paths of
