@@ -6,7 +6,9 @@ use std::io;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::refs::{released_by_finalize, KeyRecord, Listing, RefStore, UploadState, STATE_PREFIX};
+use crate::refs::{
+    released_by_finalize, KeyRecord, Listing, RefStore, UploadState, Waiting, STATE_PREFIX,
+};
 use crate::storage::{ObjectInfo, Storage};
 
 /// One broken promise, as `verify` prints it.
@@ -59,187 +61,296 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
 }
 
 /// Checks every invariant over a whole store, each key's content as `depth` says. One pass
-/// over the store's listings, longer than most: each check reads the maps the listings built
-/// (records, owners, uploads), which are held once rather than passed around.
+/// over the store's listings ([`Listings`]): the keys first ([`Listings::check_keys`]), then
+/// what the uploads list, the sidecars, the waits, the sources, and the orphans, each
+/// reading what the keys' check accounted for.
 pub async fn audit_with(
     store: &dyn Storage,
     manifest_prefix: &str,
     depth: Depth,
 ) -> io::Result<Audit> {
     let refs = RefStore::new(store);
-    let mut problems = Vec::new();
-    let mut problem = |kind, key: &str, detail: String| {
-        problems.push(Problem {
-            kind,
-            key: key.to_string(),
-            detail,
-        })
-    };
     // Only what is checked of each upload record is held (`ListedUpload`).
     let uploads: Vec<ListedUpload> = refs.uploads_as().await?;
-    let by_upload: BTreeMap<&str, &ListedUpload> =
-        uploads.iter().map(|u| (u.upload.as_str(), u)).collect();
     // Memory stays with the uploads and the keys' names: the keys with a record are held
     // whole (few, where objects name their owners), a key its object stands for is checked
     // as it is read, and only its owner kept (`owned_by`: the listed upload's name borrowed,
     // `None` for an owner not listed, which no listed upload is). Held whole, 260,000 keys
     // took 450 MB.
     let recorded = refs.recorded_keys().await?;
-    let by_key: BTreeMap<&str, &KeyRecord> = recorded.iter().map(|r| (r.key.as_str(), r)).collect();
     let owners = if store.traits().names_owners {
         refs.owners_of(uploads.iter().map(|u| u.upload.as_str()))
             .await?
     } else {
         HashMap::new()
     };
-    // Sized once for every key an upload lists: growing, it held two tables at once.
-    let listed_keys = if store.traits().names_owners {
-        uploads.iter().map(|u| u.keys.len() + u.planned.len()).sum()
-    } else {
-        0
+    let listings = Listings {
+        store,
+        refs: &refs,
+        uploads: &uploads,
+        by_upload: uploads.iter().map(|u| (u.upload.as_str(), u)).collect(),
+        by_key: recorded.iter().map(|r| (r.key.as_str(), r)).collect(),
+        recorded: &recorded,
+        owners,
     };
-    let mut owned_by: HashMap<&str, Option<&str>> = HashMap::with_capacity(listed_keys);
-    let mut accounted: BTreeSet<&str> = by_key.keys().copied().collect();
-    let mut checked = 0;
-    // The keys with a record, then (in the uploads' order, each once) those without.
-    let mut key_problems = Vec::new();
-    let mut targets = AliasTargets::default();
-    for record in &recorded {
-        checked += 1;
-        let target = targets.of(store, &refs, record, &owners, &by_key).await?;
-        let checking = Checking {
-            record,
-            now: None,
-            target: target.as_ref(),
-        };
-        checking
-            .check(store, depth, &by_upload, &mut key_problems)
-            .await?;
-    }
-    if store.traits().names_owners {
-        for upload in &uploads {
-            // The aliases of one upload name its one stored copy: read once.
-            targets = AliasTargets::default();
-            for key in upload.keys.iter().chain(upload.planned.iter()) {
-                if accounted.contains(key) {
-                    continue;
-                }
-                let Some((record, now)) = refs.owned_key_unread(key, &owners).await? else {
-                    continue;
-                };
-                checked += 1;
-                accounted.insert(key);
-                let target = targets.of(store, &refs, &record, &owners, &by_key).await?;
-                let checking = Checking {
-                    record: &record,
-                    now: Some(now),
-                    target: target.as_ref(),
-                };
-                checking
-                    .check(store, depth, &by_upload, &mut key_problems)
-                    .await?;
-                let owner = by_upload
-                    .get_key_value(record.by.as_str())
-                    .map(|(listed, _)| *listed);
-                owned_by.insert(key, owner);
-            }
-        }
-    }
-    key_problems.sort_by(|a, b| a.key.cmp(&b.key));
-    for p in key_problems {
-        problem(p.kind, &p.key, p.detail);
-    }
-    // Whether `upload` references `key`, and whether the key has a record or object at all.
-    let references = |key: &str, upload: &str| match by_key.get(key) {
-        Some(record) => record.refs.contains(upload),
-        None => owned_by
-            .get(key)
-            .is_some_and(|owner| *owner == Some(upload)),
-    };
-    let known = |key: &str| by_key.contains_key(key) || owned_by.contains_key(key);
+    let mut keys = listings.check_keys(depth).await?;
+    let mut problems = std::mem::take(&mut keys.problems);
     let all_waiting = refs.all_waiting().await?;
-    // An upload whose bytes an overwrite replaced waits for the key it still lists (refs/,
-    // invariant 8): not a lost reference (a free key it waits for is reported below).
-    let waits: BTreeSet<(&str, &str)> = all_waiting
-        .iter()
-        .map(|w| (w.key.as_str(), w.upload.as_str()))
-        .collect();
-    for upload in &uploads {
-        if upload.state != UploadState::Indexed {
-            problem(
-                "incomplete",
-                &upload.upload,
-                format!(
-                    "{:?}: a run was interrupted; re-run index or delete",
-                    upload.state
-                ),
-            );
-            continue;
+    problems.extend(keys.upload_problems(&listings, &all_waiting).await?);
+    problems.extend(sidecar_problems(&keys.accounted));
+    problems.extend(waiting_problems(&listings, &all_waiting, &keys.accounted).await?);
+    let of_sources = source_problems(store, &refs, &listings.by_upload, &keys.accounted).await?;
+    problems.extend(orphans(store, manifest_prefix, &keys.accounted).await?);
+    problems.extend(of_sources);
+    Ok(Audit {
+        keys: keys.checked,
+        problems,
+    })
+}
+
+/// One problem found.
+fn problem(kind: &'static str, key: &str, detail: String) -> Problem {
+    Problem {
+        kind,
+        key: key.to_string(),
+        detail,
+    }
+}
+
+/// What an audit reads of the store's listings once, and every check looks at: the uploads
+/// (by name), the keys with a record (by key), and the owner each upload names its objects
+/// by (where objects name their owners).
+struct Listings<'a> {
+    store: &'a dyn Storage,
+    refs: &'a RefStore<'a>,
+    uploads: &'a [ListedUpload],
+    by_upload: BTreeMap<&'a str, &'a ListedUpload>,
+    recorded: &'a [KeyRecord],
+    by_key: BTreeMap<&'a str, &'a KeyRecord>,
+    owners: HashMap<String, &'a str>,
+}
+
+/// The keys an audit checked: how many, their problems (in key order), the keys accounted
+/// for (a record or an owned object names them), and the owner of each key its object
+/// stands for (`None`: an owner no listed upload is).
+struct CheckedKeys<'a> {
+    checked: usize,
+    problems: Vec<Problem>,
+    accounted: BTreeSet<&'a str>,
+    owned_by: HashMap<&'a str, Option<&'a str>>,
+}
+
+impl<'a> Listings<'a> {
+    /// Checks every key: those with a record, then (in the uploads' order, each once) those
+    /// whose object stands for its record.
+    async fn check_keys(&self, depth: Depth) -> io::Result<CheckedKeys<'a>> {
+        let (store, refs) = (self.store, self.refs);
+        let names_owners = store.traits().names_owners;
+        // Sized once for every key an upload lists: growing, it held two tables at once.
+        let listed_keys = if names_owners {
+            let lists = self.uploads.iter();
+            lists.map(|u| u.keys.len() + u.planned.len()).sum()
+        } else {
+            0
+        };
+        let mut keys = CheckedKeys {
+            checked: 0,
+            problems: Vec::new(),
+            accounted: self.by_key.keys().copied().collect(),
+            owned_by: HashMap::with_capacity(listed_keys),
+        };
+        let mut targets = AliasTargets::default();
+        for record in self.recorded {
+            keys.checked += 1;
+            let target = targets
+                .of(store, refs, record, &self.owners, &self.by_key)
+                .await?;
+            let checking = Checking {
+                record,
+                now: None,
+                target: target.as_ref(),
+            };
+            checking
+                .check(store, depth, &self.by_upload, &mut keys.problems)
+                .await?;
         }
-        for key in upload.keys.iter() {
-            if references(key, &upload.upload) || waits.contains(&(key, &upload.upload)) {
-                continue;
-            }
-            let lists = format!("upload {} lists it", upload.upload);
-            // Where objects name their owners, a key without a record is its object: gone, or
-            // replaced by one naming nobody (or another upload), it is missing or changed.
-            if store.traits().names_owners && !known(key) {
-                match store.owned(key).await? {
-                    None => problem("missing", key, lists),
-                    Some(found) => {
-                        let whose = found.owner.unwrap_or_else(|| "no upload".into());
-                        accounted.insert(key);
-                        problem(
-                            "changed",
-                            key,
-                            format!(
-                                "{lists}; what is there names {whose} (replaced outside symdex?)"
-                            ),
-                        );
+        if names_owners {
+            for upload in self.uploads {
+                // The aliases of one upload name its one stored copy: read once.
+                targets = AliasTargets::default();
+                for key in upload.keys.iter().chain(upload.planned.iter()) {
+                    if keys.accounted.contains(key) {
+                        continue;
                     }
+                    let Some((record, now)) = refs.owned_key_unread(key, &self.owners).await?
+                    else {
+                        continue;
+                    };
+                    keys.checked += 1;
+                    keys.accounted.insert(key);
+                    let target = targets
+                        .of(store, refs, &record, &self.owners, &self.by_key)
+                        .await?;
+                    let checking = Checking {
+                        record: &record,
+                        now: Some(now),
+                        target: target.as_ref(),
+                    };
+                    checking
+                        .check(store, depth, &self.by_upload, &mut keys.problems)
+                        .await?;
+                    let owner = self
+                        .by_upload
+                        .get_key_value(record.by.as_str())
+                        .map(|(listed, _)| *listed);
+                    keys.owned_by.insert(key, owner);
                 }
-                continue;
             }
-            problem("unref", key, format!("{lists}, its record does not"));
+        }
+        keys.problems.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(keys)
+    }
+}
+
+impl<'a> CheckedKeys<'a> {
+    /// Whether `upload` references `key`, by the key's record or the owner its object names.
+    fn references(&self, listings: &Listings<'_>, key: &str, upload: &str) -> bool {
+        match listings.by_key.get(key) {
+            Some(record) => record.refs.contains(upload),
+            None => self
+                .owned_by
+                .get(key)
+                .is_some_and(|owner| *owner == Some(upload)),
         }
     }
-    // A unified `.meta` sidecar describes the file beside it, and goes with it (a sidecar
-    // of a conflicting key is the file's upload's, pipeline/): one without its file is
-    // what an earlier version left where an upload conflicting on the file shared it.
-    for key in &accounted {
+
+    /// Whether the key has a record or an object at all.
+    fn known(&self, listings: &Listings<'_>, key: &str) -> bool {
+        listings.by_key.contains_key(key) || self.owned_by.contains_key(key)
+    }
+
+    /// The uploads' problems: a run interrupted, or a key an upload lists that does not name
+    /// it (missing, changed, or its record not referencing the upload). A changed key is
+    /// accounted for (what is there is no orphan).
+    async fn upload_problems(
+        &mut self,
+        listings: &Listings<'a>,
+        all_waiting: &[Waiting],
+    ) -> io::Result<Vec<Problem>> {
+        let store = listings.store;
+        let mut problems = Vec::new();
+        // An upload whose bytes an overwrite replaced waits for the key it still lists (refs/,
+        // invariant 8): not a lost reference (a free key it waits for is reported below).
+        let waits: BTreeSet<(&str, &str)> = all_waiting
+            .iter()
+            .map(|w| (w.key.as_str(), w.upload.as_str()))
+            .collect();
+        for upload in listings.uploads {
+            if upload.state != UploadState::Indexed {
+                problems.push(problem(
+                    "incomplete",
+                    &upload.upload,
+                    format!(
+                        "{:?}: a run was interrupted; re-run index or delete",
+                        upload.state
+                    ),
+                ));
+                continue;
+            }
+            for key in upload.keys.iter() {
+                if self.references(listings, key, &upload.upload)
+                    || waits.contains(&(key, &upload.upload))
+                {
+                    continue;
+                }
+                let lists = format!("upload {} lists it", upload.upload);
+                // Where objects name their owners, a key without a record is its object: gone,
+                // or replaced by one naming nobody (or another upload), it is missing or
+                // changed.
+                if store.traits().names_owners && !self.known(listings, key) {
+                    match store.owned(key).await? {
+                        None => problems.push(problem("missing", key, lists)),
+                        Some(found) => {
+                            let whose = found.owner.unwrap_or_else(|| "no upload".into());
+                            self.accounted.insert(key);
+                            problems.push(problem(
+                                "changed",
+                                key,
+                                format!(
+                                    "{lists}; what is there names {whose} (replaced outside symdex?)"
+                                ),
+                            ));
+                        }
+                    }
+                    continue;
+                }
+                problems.push(problem(
+                    "unref",
+                    key,
+                    format!("{lists}, its record does not"),
+                ));
+            }
+        }
+        Ok(problems)
+    }
+}
+
+/// A unified `.meta` sidecar describes the file beside it, and goes with it (a sidecar of a
+/// conflicting key is the file's upload's, pipeline/): one without its file is what an
+/// earlier version left where an upload conflicting on the file shared it.
+fn sidecar_problems(accounted: &BTreeSet<&str>) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for key in accounted {
         let described = crate::layouts::unified::described_by_sidecar(key);
         if let Some(file) = described.filter(|file| !accounted.contains(file)) {
-            problem(
+            problems.push(problem(
                 "sidecar",
                 key,
                 format!("its file {file} is not published; re-index the upload referencing it with --recheck"),
-            );
+            ));
         }
     }
-    // Invariant 8: a live upload waits only for a key that holds something (another upload's
-    // bytes); a free one was freed by a removal that did not hand it over.
-    for waiting in &all_waiting {
-        let live = by_upload
+    problems
+}
+
+/// Invariant 8: a live upload waits only for a key that holds something (another upload's
+/// bytes); a free one was freed by a removal that did not hand it over.
+async fn waiting_problems(
+    listings: &Listings<'_>,
+    all_waiting: &[Waiting],
+    accounted: &BTreeSet<&str>,
+) -> io::Result<Vec<Problem>> {
+    let mut problems = Vec::new();
+    for waiting in all_waiting {
+        let live = listings
+            .by_upload
             .get(waiting.upload.as_str())
             .is_some_and(|u| u.state != UploadState::Removing);
         if live
             && !accounted.contains(waiting.key.as_str())
-            && store.head(&waiting.key).await?.is_none()
+            && listings.store.head(&waiting.key).await?.is_none()
         {
-            problem(
+            problems.push(problem(
                 "waiting",
                 &waiting.key,
                 format!(
                     "free, while upload {} waits for it; re-index that upload with --recheck",
                     waiting.upload
                 ),
-            );
+            ));
         }
     }
-    let of_sources = source_problems(store, &refs, &by_upload, &accounted).await?;
-    // Published objects no record accounts for (what a removal that lost a race would leave):
-    // the store's keys looked at as they are listed, not held (most of them are accounted
-    // for), the orphans reported in key order.
+    Ok(problems)
+}
+
+/// Published objects no record accounts for (what a removal that lost a race would leave):
+/// the store's keys looked at as they are listed, not held (most of them are accounted for),
+/// the orphans reported in key order.
+async fn orphans(
+    store: &dyn Storage,
+    manifest_prefix: &str,
+    accounted: &BTreeSet<&str>,
+) -> io::Result<Vec<Problem>> {
     let mut orphans = Vec::new();
     store
         .list_each("", &mut |key| {
@@ -249,18 +360,16 @@ pub async fn audit_with(
         })
         .await?;
     orphans.sort();
-    for key in orphans {
-        problem(
-            "orphan",
-            &key,
-            "published, but no record references it".into(),
-        );
-    }
-    problems.extend(of_sources);
-    Ok(Audit {
-        keys: checked,
-        problems,
-    })
+    Ok(orphans
+        .into_iter()
+        .map(|key| {
+            problem(
+                "orphan",
+                &key,
+                "published, but no record references it".into(),
+            )
+        })
+        .collect())
 }
 
 /// One key to check: its record (or the record its object stands for, with what is there

@@ -66,8 +66,7 @@ fn created_message(id: &str, key: &str) -> aws_sdk_sqs::types::Message {
         .build()
 }
 
-/// The benchmark's runs one after another, each printing its figures: long, and read top to
-/// bottom.
+/// The benchmark's runs one after another, each printing its figures.
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let mut args = std::env::args().skip(1);
@@ -76,6 +75,37 @@ async fn main() {
     let sources = files(&dir);
     assert!(!sources.is_empty(), "no files in {}", dir.display());
     let stack = Stack::new().await;
+    let (keys, total_size) = upload_corpus(&stack, &dir, &sources, count).await;
+    println!(
+        "indexer bench: {count} objects ({} MiB) in a local S3 endpoint (moto_server)",
+        total_size >> 20
+    );
+    let max_read = bench_handler(&stack, &keys).await;
+    bench_requests(&stack, &keys[..sources.len().min(keys.len())]).await;
+    bench_batches(&stack, &keys).await;
+    bench_archives(&stack, &dir, &sources).await;
+    bench_naive(&stack, &keys).await;
+    let max_binary = 256 * 1024;
+    println!(
+        "target: bytes read per artifact < {max_binary}: {} (largest: {} bytes for {})",
+        if max_read.0 < max_binary {
+            "met"
+        } else {
+            "NOT met"
+        },
+        max_read.0,
+        max_read.1
+    );
+}
+
+/// Uploads `count` objects to the ingest bucket, the files of `dir` over and over: their keys
+/// and their total size.
+async fn upload_corpus(
+    stack: &Stack,
+    dir: &Path,
+    sources: &[PathBuf],
+    count: usize,
+) -> (Vec<String>, u64) {
     let mut keys = Vec::new();
     let mut total_size = 0u64;
     for i in 0..count {
@@ -83,26 +113,26 @@ async fn main() {
         let key = format!(
             "bench/{}/{}",
             i / sources.len(),
-            src.strip_prefix(&dir).unwrap().display()
+            src.strip_prefix(dir).unwrap().display()
         );
         stack.upload(&key, src).await;
         total_size += std::fs::metadata(src).unwrap().len();
         keys.push(key);
     }
     stack.drain().await;
-    println!(
-        "indexer bench: {count} objects ({} MiB) in a local S3 endpoint (moto_server)",
-        total_size >> 20
-    );
+    (keys, total_size)
+}
 
-    // symdex: the Lambda handler, one direct S3 event per object.
+/// symdex: the Lambda handler, one direct S3 event per object. Returns the most bytes read
+/// for one artifact, and its key.
+async fn bench_handler(stack: &Stack, keys: &[String]) -> (u64, String) {
     let ctx = Arc::new(symdex_lambda::Context::new(
         config(&[]),
         stack.moto.s3().await,
     ));
     let started = Instant::now();
     let mut max_read = (0u64, String::new());
-    for key in &keys {
+    for key in keys {
         let before = ctx.store.stats().range_bytes();
         symdex_lambda::handle_indexer(&ctx, created_event(key))
             .await
@@ -114,7 +144,7 @@ async fn main() {
     }
     let secs = started.elapsed().as_secs_f64();
     let stats = ctx.store.stats();
-    let n = count as f64;
+    let n = keys.len() as f64;
     println!(
         "symdex (ranged reads)  : {:8.1} artifacts/s  {:6.1} GETs/artifact  {:9.0} bytes read/artifact  copies {} (+{} part copies), artifact bytes through the function for publishing: 0",
         n / secs,
@@ -128,11 +158,12 @@ async fn main() {
         stats.get_requests() as f64 / n,
         stats.get_bytes() as f64 / n
     );
+    max_read
+}
 
-    bench_requests(&stack, &keys[..sources.len().min(keys.len())]).await;
-
-    // The same objects as SQS batches: one message per invocation, then batches of 10 with the
-    // messages of a batch processed concurrently (SYMDEX_CONCURRENCY), each into a fresh bucket.
+/// The same objects as SQS batches: one message per invocation, then batches of 10 with the
+/// messages of a batch processed concurrently (SYMDEX_CONCURRENCY), each into a fresh bucket.
+async fn bench_batches(stack: &Stack, keys: &[String]) {
     let batch_objects = keys.len().min(120);
     // Through a proxy adding S3-like latency too: concurrency hides latency; against moto
     // alone the single Python process is the bottleneck, whatever the concurrency.
@@ -194,13 +225,13 @@ async fn main() {
             batch_objects as f64 / secs
         );
     }
+}
 
-    bench_archives(&stack, &dir, &sources).await;
-
-    // Naive: download every object whole, then identify it from memory.
+/// Naive: download every object whole, then identify it from memory.
+async fn bench_naive(stack: &Stack, keys: &[String]) {
     let started = Instant::now();
     let mut naive_bytes = 0u64;
-    for key in &keys {
+    for key in keys {
         let body = stack
             .s3
             .get_object()
@@ -218,22 +249,12 @@ async fn main() {
         let _ = symdex_shared::identify(&MemReader(body.to_vec()), &Default::default());
     }
     let secs = started.elapsed().as_secs_f64();
+    let n = keys.len() as f64;
     println!(
         "naive (whole download) : {:8.1} artifacts/s  {:6.1} GETs/artifact  {:9.0} bytes read/artifact  (identification only, no publishing)",
         n / secs,
         1.0,
         naive_bytes as f64 / n
-    );
-    let max_binary = 256 * 1024;
-    println!(
-        "target: bytes read per artifact < {max_binary}: {} (largest: {} bytes for {})",
-        if max_read.0 < max_binary {
-            "met"
-        } else {
-            "NOT met"
-        },
-        max_read.0,
-        max_read.1
     );
 }
 
@@ -241,7 +262,6 @@ async fn main() {
 /// stored / input bytes, in the default deployment (redirect aliases): each distinct artifact
 /// indexed into a fresh bucket, then every one delivered again. The goals (issue "one stored
 /// copy per artifact"): keys + 4 requests per fresh artifact, 3 per redelivery, 1.05x bytes.
-/// A benchmark's script, step after step, printing as it goes: long, and read top to bottom.
 async fn bench_requests(stack: &Stack, keys: &[String]) {
     let bucket = "bench-requests";
     stack
@@ -262,99 +282,211 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         ]),
         stack.moto.s3_via(&proxy.endpoint).await,
     ));
+    let fresh = index_fresh(&ctx, &proxy, keys).await;
+    let (again, over) = index_again(&ctx, &proxy, keys).await;
+    let input = input_bytes(stack, keys).await;
+    let stored = stored_bytes(stack, bucket).await;
+    let n = keys.len() as f64;
+    let per_artifact = stored.objects as f64 / n;
+    println!(
+        "S3 requests per artifact ({} artifacts, {per_artifact:.1} published keys each, redirect aliases): fresh {:.1}: {:.1} for the artifact (goal keys + 4 = {:.1}) and {:.1} for debug files' source-join records; redelivered {:.1} (goal 3)",
+        keys.len(),
+        fresh.requests as f64 / n,
+        (fresh.requests - fresh.joins) as f64 / n,
+        per_artifact + 4.0,
+        fresh.joins as f64 / n,
+        again as f64 / n,
+    );
+    fresh.print(n);
+    if !over.is_empty() {
+        println!(
+            "  redelivered in more than 3 requests (a skipped or rejected input identified \
+             again, keys added since checked): {}",
+            over.join(", ")
+        );
+    }
+    let share = |bytes: u64| bytes as f64 / input.max(1) as f64;
+    let kinds: Vec<String> = stored
+        .by_kind
+        .iter()
+        .map(|(kind, bytes)| format!("{kind} {:.2}", share(*bytes)))
+        .collect();
+    println!(
+        "S3 stored / input bytes: {:.2} published (goal 1.05: {}), {:.2} with _symdex/ and _manifest/",
+        share(stored.published),
+        kinds.join(", "),
+        share(stored.published + stored.bookkeeping),
+    );
+}
+
+/// A debug file's source-join records (sourcemap.rs), counted apart: proportional to the
+/// source paths it names, not to the artifact.
+fn is_join(line: &str) -> bool {
+    line.contains("/_symdex/sourcemap/") || line.contains("prefix=_symdex%2Fsourcemap%2F")
+}
+
+/// As the module wires it: S3 -> SQS -> the function, one message per invocation; SQS
+/// counts the deliveries (a first one is taken to be a new upload).
+fn sqs_created(key: &str) -> serde_json::Value {
+    support::sqs_event(&[created_message(key, key)], "arn:bench")
+}
+
+/// What the requests of fresh artifacts came to ([`index_fresh`]).
+#[derive(Default)]
+struct FreshRequests {
+    /// Requests in all, those for source-join records, and round trips one after another.
+    requests: usize,
+    joins: usize,
+    rounds: usize,
+    /// Per artifact, apart: those whose keys were all new, and those meeting keys another
+    /// upload holds (an unstripped binary and its debug file, two Breakpad files of one
+    /// module: a conflict is decided and waited for, a shared key takes a record). Each as
+    /// (artifacts, requests of its own, keys written): its join records and the store's
+    /// one-time markers apart.
+    new_keys: (usize, usize, usize),
+    met_keys: (usize, usize, usize),
+    /// Requests by what they were for ([`request_kind`]).
+    kinds: std::collections::BTreeMap<&'static str, usize>,
+    /// Requests per artifact, and its key.
+    most: Vec<(usize, String)>,
+}
+
+impl FreshRequests {
+    /// Counts the logged requests `lines` of one fresh artifact.
+    fn count(&mut self, lines: &[String]) {
+        self.joins += lines.iter().filter(|l| is_join(l)).count();
+        let mut first_read = true;
+        for line in lines {
+            *self
+                .kinds
+                .entry(request_kind(line, &mut first_read))
+                .or_default() += 1;
+        }
+        let own: Vec<&String> = lines
+            .iter()
+            .filter(|l| !is_join(l) && request_kind(l, &mut false) != "one-time markers")
+            .collect();
+        let written = own
+            .iter()
+            .filter(|l| {
+                (l.starts_with("PUT") || l.starts_with("POST"))
+                    && !l.contains("/_symdex/")
+                    && !l.contains("/_manifest/")
+                    && !l.contains("partNumber")
+                    && !l.contains("uploadId=")
+            })
+            .count();
+        let met = own
+            .iter()
+            .any(|l| l.contains("/_symdex/waiting/") || l.contains("/_symdex/refs/"));
+        let split = if met {
+            &mut self.met_keys
+        } else {
+            &mut self.new_keys
+        };
+        split.0 += 1;
+        split.1 += own.len();
+        split.2 += written;
+    }
+
+    /// Prints the split, the round trips, where the requests go, and the artifacts taking the
+    /// most (`n` artifacts in all).
+    fn print(mut self, n: f64) {
+        for (what, (artifacts, requests, written)) in [
+            ("whose keys were all new", self.new_keys),
+            ("meeting keys another upload holds", self.met_keys),
+        ] {
+            if artifacts > 0 {
+                let per = |n: usize| n as f64 / artifacts as f64;
+                println!(
+                    "  {artifacts} artifacts {what}: {:.1} requests for {:.1} keys each (goal keys + 4 = {:.1})",
+                    per(requests),
+                    per(written),
+                    per(written) + 4.0
+                );
+            }
+        }
+        println!(
+            "  round trips one after another per fresh artifact: {:.1} (requests that need no \
+             answer of each other are made at once)",
+            self.rounds as f64 / n
+        );
+        let kinds: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|(kind, count)| format!("{kind} {:.2}", *count as f64 / n))
+            .collect();
+        println!("  where they go, per fresh artifact: {}", kinds.join(", "));
+        self.most.sort();
+        let most: Vec<String> = self
+            .most
+            .iter()
+            .rev()
+            .take(3)
+            .map(|(n, key)| format!("{key} ({n})"))
+            .collect();
+        println!("  most requests for a fresh artifact: {}", most.join(", "));
+    }
+}
+
+/// Indexes each artifact as a first delivery, counting its requests at `proxy`.
+async fn index_fresh(
+    ctx: &Arc<symdex_lambda::Context>,
+    proxy: &fault_proxy::FaultProxy,
+    keys: &[String],
+) -> FreshRequests {
     let log = || std::mem::take(&mut *proxy.faults.log.lock().unwrap());
-    let take = || log().len();
-    // A debug file's source-join records (sourcemap.rs), counted apart: proportional to the
-    // source paths it names, not to the artifact.
-    let is_join = |line: &String| {
-        line.contains("/_symdex/sourcemap/") || line.contains("prefix=_symdex%2Fsourcemap%2F")
-    };
     // Round trips waited for one after another (requests made at once count once).
     let rounds = || proxy.faults.take_rounds() as usize;
-    // As the module wires it: S3 -> SQS -> the function, one message per invocation; SQS
-    // counts the deliveries (a first one is taken to be a new upload).
-    let event = |key: &str| support::sqs_event(&[created_message(key, key)], "arn:bench");
-    let (mut fresh, mut fresh_rounds, mut joins) = (0, 0, 0);
-    // Per artifact, apart: those whose keys were all new, and those meeting keys another
-    // upload holds (an unstripped binary and its debug file, two Breakpad files of one
-    // module: a conflict is decided and waited for, a shared key takes a record). Each as
-    // (artifacts, requests of its own, keys written): its join records and the store's
-    // one-time markers apart.
-    let mut new_keys = (0usize, 0usize, 0usize);
-    let mut met_keys = (0usize, 0usize, 0usize);
-    let mut kinds = std::collections::BTreeMap::<&'static str, usize>::new();
-    let mut most = Vec::new();
+    let mut fresh = FreshRequests::default();
     rounds();
     for key in keys {
-        let response = symdex_lambda::handle_indexer(&ctx, event(key))
+        let response = symdex_lambda::handle_indexer(ctx, sqs_created(key))
             .await
             .unwrap();
         assert_eq!(response["batchItemFailures"], json!([]));
         let lines = log();
-        let n = lines.len();
-        joins += lines.iter().filter(|l| is_join(l)).count();
-        let mut first_read = true;
-        for line in &lines {
-            *kinds
-                .entry(request_kind(line, &mut first_read))
-                .or_default() += 1;
-        }
-        {
-            let own: Vec<&String> = lines
-                .iter()
-                .filter(|l| !is_join(l) && request_kind(l, &mut false) != "one-time markers")
-                .collect();
-            let written = own
-                .iter()
-                .filter(|l| {
-                    (l.starts_with("PUT") || l.starts_with("POST"))
-                        && !l.contains("/_symdex/")
-                        && !l.contains("/_manifest/")
-                        && !l.contains("partNumber")
-                        && !l.contains("uploadId=")
-                })
-                .count();
-            let met = own
-                .iter()
-                .any(|l| l.contains("/_symdex/waiting/") || l.contains("/_symdex/refs/"));
-            let split = if met { &mut met_keys } else { &mut new_keys };
-            split.0 += 1;
-            split.1 += own.len();
-            split.2 += written;
-        }
+        fresh.count(&lines);
         if std::env::var_os("SYMDEX_BENCH_DETAIL").is_some() {
-            let own: Vec<&String> = lines.iter().filter(|l| !is_join(l)).collect();
-            let writes = own
-                .iter()
-                .filter(|l| {
-                    l.starts_with("PUT") && !l.contains("/_symdex/") && !l.contains("/_manifest/")
-                })
-                .count();
-            if own.len() > writes + 4 {
-                println!(
-                    "DETAIL {key}: {} own requests, {writes} object writes",
-                    own.len()
-                );
-                for l in own {
-                    println!("   {l}");
-                }
-            }
+            print_detail(key, &lines);
         }
-        fresh += n;
-        fresh_rounds += rounds();
-        most.push((n, key.clone()));
+        fresh.requests += lines.len();
+        fresh.rounds += rounds();
+        fresh.most.push((lines.len(), key.clone()));
     }
-    most.sort();
-    let most: Vec<String> = most
+    fresh
+}
+
+/// SYMDEX_BENCH_DETAIL: the requests of an artifact taking more than its object writes and 4.
+fn print_detail(key: &str, lines: &[String]) {
+    let own: Vec<&String> = lines.iter().filter(|l| !is_join(l)).collect();
+    let writes = own
         .iter()
-        .rev()
-        .take(3)
-        .map(|(n, key)| format!("{key} ({n})"))
-        .collect();
+        .filter(|l| l.starts_with("PUT") && !l.contains("/_symdex/") && !l.contains("/_manifest/"))
+        .count();
+    if own.len() > writes + 4 {
+        println!(
+            "DETAIL {key}: {} own requests, {writes} object writes",
+            own.len()
+        );
+        for l in own {
+            println!("   {l}");
+        }
+    }
+}
+
+/// Delivers every artifact again: the requests in all, and the artifacts taking more than 3
+/// (with their counts).
+async fn index_again(
+    ctx: &Arc<symdex_lambda::Context>,
+    proxy: &fault_proxy::FaultProxy,
+    keys: &[String],
+) -> (usize, Vec<String>) {
+    let take = || std::mem::take(&mut *proxy.faults.log.lock().unwrap()).len();
     let mut again = 0;
     let mut over = Vec::new();
     for key in keys {
-        let response = symdex_lambda::handle_indexer(&ctx, support::redelivered(&event(key)))
+        let response = symdex_lambda::handle_indexer(ctx, support::redelivered(&sqs_created(key)))
             .await
             .unwrap();
         assert_eq!(response["batchItemFailures"], json!([]));
@@ -364,6 +496,11 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
         }
         again += n;
     }
+    (again, over)
+}
+
+/// The bytes of the artifacts uploaded.
+async fn input_bytes(stack: &Stack, keys: &[String]) -> u64 {
     let mut input = 0u64;
     for key in keys {
         let head = stack
@@ -376,8 +513,23 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
             .unwrap();
         input += head.content_length().unwrap_or(0) as u64;
     }
-    let (mut published, mut bookkeeping, mut objects) = (0u64, 0u64, 0usize);
-    let mut by_kind = std::collections::BTreeMap::<&str, u64>::new();
+    input
+}
+
+/// What a serving bucket stores ([`stored_bytes`]).
+#[derive(Default)]
+struct Stored {
+    /// Bytes of the published keys, of `_symdex/` and `_manifest/`, and published keys.
+    published: u64,
+    bookkeeping: u64,
+    objects: usize,
+    /// Bytes of the published keys by kind.
+    by_kind: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// What `bucket` stores, listed.
+async fn stored_bytes(stack: &Stack, bucket: &str) -> Stored {
+    let mut stored = Stored::default();
     let mut pages = stack
         .s3
         .list_objects_v2()
@@ -389,10 +541,10 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
             let size = o.size().unwrap_or(0) as u64;
             let key = o.key().unwrap_or("");
             if key.starts_with("_symdex/") || key.starts_with("_manifest/") {
-                bookkeeping += size;
+                stored.bookkeeping += size;
             } else if !key.ends_with("/index2.txt") && key != "index2.txt" {
-                published += size;
-                objects += 1;
+                stored.published += size;
+                stored.objects += 1;
                 let kind = if key.contains("/section/") {
                     "debuginfod sections"
                 } else if key.ends_with(".meta") {
@@ -402,64 +554,11 @@ async fn bench_requests(stack: &Stack, keys: &[String]) {
                 } else {
                     "artifacts"
                 };
-                *by_kind.entry(kind).or_default() += size;
+                *stored.by_kind.entry(kind).or_default() += size;
             }
         }
     }
-    let n = keys.len() as f64;
-    let per_artifact = objects as f64 / n;
-    println!(
-        "S3 requests per artifact ({} artifacts, {per_artifact:.1} published keys each, redirect aliases): fresh {:.1}: {:.1} for the artifact (goal keys + 4 = {:.1}) and {:.1} for debug files' source-join records; redelivered {:.1} (goal 3)",
-        keys.len(),
-        fresh as f64 / n,
-        (fresh - joins) as f64 / n,
-        per_artifact + 4.0,
-        joins as f64 / n,
-        again as f64 / n,
-    );
-    for (what, (artifacts, requests, written)) in [
-        ("whose keys were all new", new_keys),
-        ("meeting keys another upload holds", met_keys),
-    ] {
-        if artifacts > 0 {
-            let per = |n: usize| n as f64 / artifacts as f64;
-            println!(
-                "  {artifacts} artifacts {what}: {:.1} requests for {:.1} keys each (goal keys + 4 = {:.1})",
-                per(requests),
-                per(written),
-                per(written) + 4.0
-            );
-        }
-    }
-    println!(
-        "  round trips one after another per fresh artifact: {:.1} (requests that need no \
-         answer of each other are made at once)",
-        fresh_rounds as f64 / n
-    );
-    let kinds: Vec<String> = kinds
-        .iter()
-        .map(|(kind, count)| format!("{kind} {:.2}", *count as f64 / n))
-        .collect();
-    println!("  where they go, per fresh artifact: {}", kinds.join(", "));
-    println!("  most requests for a fresh artifact: {}", most.join(", "));
-    if !over.is_empty() {
-        println!(
-            "  redelivered in more than 3 requests (a skipped or rejected input identified \
-             again, keys added since checked): {}",
-            over.join(", ")
-        );
-    }
-    let share = |bytes: u64| bytes as f64 / input.max(1) as f64;
-    let kinds: Vec<String> = by_kind
-        .iter()
-        .map(|(kind, bytes)| format!("{kind} {:.2}", share(*bytes)))
-        .collect();
-    println!(
-        "S3 stored / input bytes: {:.2} published (goal 1.05: {}), {:.2} with _symdex/ and _manifest/",
-        share(published),
-        kinds.join(", "),
-        share(published + bookkeeping),
-    );
+    stored
 }
 
 /// What one logged request of a fresh artifact was for (`first_read`: no ingest read of the

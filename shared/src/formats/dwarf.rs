@@ -82,155 +82,223 @@ impl Bytes<'_> {
     }
 }
 
-/// Reads the sections of `layout` and returns the source paths their line tables name.
-/// Longer than most: the unit walk keeps the sections it read (and their rejections) across
-/// every compilation unit, DWARF 4 and 5 alike.
+/// Reads the sections of `layout` and returns the source paths their line tables name:
+/// every line table walked in turn ([`Found::read_unit`]), each of its files' paths kept.
 pub fn source_paths(reader: &dyn RangeReader, layout: &DwarfLayout) -> SourcePaths {
-    let mut rejected = Rejections::default();
-    let mut section = |name: &str| -> Option<Bytes<'_>> {
+    let mut found = Found::default();
+    let Some(line) = found.open_section(reader, layout, ".debug_line") else {
+        return found.into_source_paths();
+    };
+    let strings = Strings {
+        line_str: found.open_section(reader, layout, ".debug_line_str"),
+        str: found.open_section(reader, layout, ".debug_str"),
+    };
+    let mut tables = Tables {
+        info: found.open_section(reader, layout, ".debug_info"),
+        abbrev: found.open_section(reader, layout, ".debug_abbrev"),
+        line,
+        strings,
+        endian: if layout.little_endian {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        },
+        comp_dirs: None,
+    };
+    let mut offset = 0u64;
+    let mut units = 0;
+    while offset < tables.line.len() && units < MAX_UNITS {
+        units += 1;
+        let Some(next) = found.read_unit(&mut tables, offset) else {
+            break;
+        };
+        offset = next;
+    }
+    found.into_source_paths()
+}
+
+/// The sections a line-table walk reads, and the compilation directories of DWARF 4 units
+/// (read from `.debug_info` once, when a unit first needs them).
+struct Tables<'a> {
+    line: Bytes<'a>,
+    strings: Strings<'a>,
+    info: Option<Bytes<'a>>,
+    abbrev: Option<Bytes<'a>>,
+    endian: RunTimeEndian,
+    comp_dirs: Option<HashMap<u64, Vec<u8>>>,
+}
+
+/// What the walk over the line tables found so far: the paths (at most
+/// [`MAX_SOURCE_PATHS`], the rest counted as `dropped`), their MD5s where the tables give
+/// them (`None`: tables that disagree on the path's MD5), and the rejections.
+#[derive(Default)]
+struct Found {
+    paths: BTreeSet<String>,
+    md5: BTreeMap<String, Option<String>>,
+    dropped: usize,
+    rejected: Rejections,
+}
+
+impl Found {
+    /// The section called `name`, if `layout` has it and it opens (else the reason is a
+    /// rejection).
+    fn open_section<'a>(
+        &mut self,
+        reader: &'a dyn RangeReader,
+        layout: &DwarfLayout,
+        name: &str,
+    ) -> Option<Bytes<'a>> {
         let s = layout.sections.iter().find(|s| s.name == name)?;
         match open(reader, s, layout) {
             Ok(bytes) => Some(bytes),
             Err(e) => {
-                rejected.add(format!("{name}: {e}"));
+                self.rejected.add(format!("{name}: {e}"));
                 None
             }
         }
-    };
-    let Some(line) = section(".debug_line") else {
-        return SourcePaths {
-            rejected: rejected.into_lines(),
-            ..SourcePaths::default()
-        };
-    };
-    let strings = Strings {
-        line_str: section(".debug_line_str"),
-        str: section(".debug_str"),
-    };
-    let info = section(".debug_info");
-    let abbrev = section(".debug_abbrev");
-    let endian = if layout.little_endian {
-        RunTimeEndian::Little
-    } else {
-        RunTimeEndian::Big
-    };
-    let mut comp_dirs: Option<HashMap<u64, Vec<u8>>> = None;
-    let mut paths = BTreeSet::new();
-    // `None`: tables that disagree on the path's MD5.
-    let mut md5: BTreeMap<String, Option<String>> = BTreeMap::new();
-    let mut dropped = 0usize;
-    let mut offset = 0u64;
-    let mut units = 0;
-    while offset < line.len() && units < MAX_UNITS {
-        units += 1;
-        let head = match UnitHead::read(&line, offset, endian, true) {
+    }
+
+    /// Reads the line table at `offset`, keeping the paths of its files. Returns where the
+    /// next one starts; `None` where this one's extent is unreadable (the walk ends there).
+    fn read_unit(&mut self, tables: &mut Tables<'_>, offset: u64) -> Option<u64> {
+        let endian = tables.endian;
+        let head = match UnitHead::read(&tables.line, offset, endian, true) {
             Ok(head) => head,
             Err(e) => {
-                rejected.add(format!("line table at {offset}: {e}"));
-                break;
+                self.rejected.add(format!("line table at {offset}: {e}"));
+                return None;
             }
         };
         let next = head.end;
         let header = head.header_end.and_then(|end| {
             (end - offset <= MAX_HEADER)
-                .then(|| head.patched(&line, end, endian))
+                .then(|| head.patched(&tables.line, end, endian))
                 .and_then(Result::ok)
         });
         let Some(buffer) = header else {
-            rejected.add(format!(
+            self.rejected.add(format!(
                 "line table at {offset}: header unreadable or too large"
             ));
-            offset = next;
-            continue;
+            return Some(next);
         };
         let debug_line = gimli::DebugLine::new(&buffer, endian);
         let program = match debug_line.program(DebugLineOffset(0), 8, None, None) {
             Ok(program) => program,
             Err(e) => {
-                rejected.add(format!("line table at {offset}: {e}"));
-                offset = next;
-                continue;
+                self.rejected.add(format!("line table at {offset}: {e}"));
+                return Some(next);
             }
         };
         let header = program.header();
         // DWARF 4 and older: directory 0 is the unit's DW_AT_comp_dir, in .debug_info.
         let comp_dir = if header.version() <= 4 {
-            let dirs = comp_dirs.get_or_insert_with(|| match (&info, &abbrev) {
-                (Some(info), Some(abbrev)) => {
-                    unit_comp_dirs(info, abbrev, &strings, endian, &mut rejected)
-                }
-                _ => HashMap::new(),
-            });
+            let dirs =
+                tables
+                    .comp_dirs
+                    .get_or_insert_with(|| match (&tables.info, &tables.abbrev) {
+                        (Some(info), Some(abbrev)) => unit_comp_dirs(
+                            info,
+                            abbrev,
+                            &tables.strings,
+                            endian,
+                            &mut self.rejected,
+                        ),
+                        _ => HashMap::new(),
+                    });
             dirs.get(&offset).cloned()
         } else {
             // DWARF 5 names it as directory 0 itself.
-            header.directory(0).and_then(|d| strings.resolve(d))
+            header.directory(0).and_then(|d| tables.strings.resolve(d))
         };
         for file in header.file_names() {
-            let Some(name) = strings.resolve(file.path_name()) else {
-                rejected.add("a file name in a form symdex does not read".to_string());
-                continue;
-            };
-            let dir = if header.version() <= 4 && file.directory_index() == 0 {
-                comp_dir.clone()
-            } else {
-                file.directory(header).and_then(|d| strings.resolve(d))
-            };
-            // A relative directory (DWARF 4 include directories) is under the comp dir.
-            let dir = match (dir, &comp_dir) {
-                (Some(d), Some(c)) if !d.starts_with(b"/") => Some(join(c, &d)),
-                (Some(d), _) => Some(d),
-                (None, _) => None,
-            };
-            let joined = if name.starts_with(b"/") {
-                name
-            } else {
-                match dir {
-                    Some(dir) => join(&dir, &name),
-                    None => name,
-                }
-            };
-            match normalize(&joined) {
+            match file_path(header, file, comp_dir.as_deref(), &tables.strings) {
                 Ok(path) => {
-                    if !paths.contains(&path) {
-                        if paths.len() >= MAX_SOURCE_PATHS {
-                            dropped += 1;
-                            continue;
-                        }
-                        paths.insert(path.clone());
-                    }
                     // Kept for recorded paths only: as bounded as they are.
                     let recorded = header.file_has_md5().then(|| *file.md5());
-                    if let Some(digest) = recorded.filter(|d| *d != [0; 16]) {
-                        let digest = super::hex(&digest);
-                        md5.entry(path)
-                            .and_modify(|known| {
-                                if known.as_deref() != Some(digest.as_str()) {
-                                    *known = None;
-                                }
-                            })
-                            .or_insert(Some(digest));
-                    }
+                    self.add(path, recorded);
                 }
-                Err(reason) => rejected.add(reason),
+                Err(reason) => self.rejected.add(reason),
             }
         }
-        offset = next;
+        Some(next)
     }
-    if dropped > 0 {
-        rejected.add(format!(
-            "more than {MAX_SOURCE_PATHS} source paths: {dropped} not recorded"
-        ));
+
+    /// Keeps `path` (unless there are [`MAX_SOURCE_PATHS`] already: then it is counted), and
+    /// the MD5 its table `recorded` for it (all zeros: none).
+    fn add(&mut self, path: String, recorded: Option<[u8; 16]>) {
+        if !self.paths.contains(&path) {
+            if self.paths.len() >= MAX_SOURCE_PATHS {
+                self.dropped += 1;
+                return;
+            }
+            self.paths.insert(path.clone());
+        }
+        if let Some(digest) = recorded.filter(|d| *d != [0; 16]) {
+            let digest = super::hex(&digest);
+            self.md5
+                .entry(path)
+                .and_modify(|known| {
+                    if known.as_deref() != Some(digest.as_str()) {
+                        *known = None;
+                    }
+                })
+                .or_insert(Some(digest));
+        }
     }
-    let md5 = md5
-        .into_iter()
-        .filter_map(|(path, digest)| Some((path, digest?)))
-        .collect();
-    SourcePaths {
-        paths: paths.into_iter().collect(),
-        md5,
-        rejected: rejected.into_lines(),
+
+    /// The paths found, the MD5s the tables agree on, and why anything was left out.
+    fn into_source_paths(mut self) -> SourcePaths {
+        if self.dropped > 0 {
+            self.rejected.add(format!(
+                "more than {MAX_SOURCE_PATHS} source paths: {} not recorded",
+                self.dropped
+            ));
+        }
+        let md5 = self
+            .md5
+            .into_iter()
+            .filter_map(|(path, digest)| Some((path, digest?)))
+            .collect();
+        SourcePaths {
+            paths: self.paths.into_iter().collect(),
+            md5,
+            rejected: self.rejected.into_lines(),
+        }
     }
+}
+
+/// The absolute path of one `file` of a line table's `header`: its name under its directory
+/// (a relative directory under the unit's `comp_dir`), normalized. `Err`: why it is not
+/// recorded.
+fn file_path(
+    header: &gimli::LineProgramHeader<EndianSlice<'_, RunTimeEndian>>,
+    file: &gimli::FileEntry<EndianSlice<'_, RunTimeEndian>>,
+    comp_dir: Option<&[u8]>,
+    strings: &Strings<'_>,
+) -> Result<String, String> {
+    let Some(name) = strings.resolve(file.path_name()) else {
+        return Err("a file name in a form symdex does not read".to_string());
+    };
+    let dir = if header.version() <= 4 && file.directory_index() == 0 {
+        comp_dir.map(<[u8]>::to_vec)
+    } else {
+        file.directory(header).and_then(|d| strings.resolve(d))
+    };
+    // A relative directory (DWARF 4 include directories) is under the comp dir.
+    let dir = match (dir, comp_dir) {
+        (Some(d), Some(c)) if !d.starts_with(b"/") => Some(join(c, &d)),
+        (Some(d), _) => Some(d),
+        (None, _) => None,
+    };
+    let joined = if name.starts_with(b"/") {
+        name
+    } else {
+        match dir {
+            Some(dir) => join(&dir, &name),
+            None => name,
+        }
+    };
+    normalize(&joined)
 }
 
 /// Rejection reasons, counted by kind so a file with thousands of the same problem says so in
@@ -583,162 +651,4 @@ pub fn decompress(raw: &[u8], is_64: bool, little_endian: bool) -> Result<Vec<u8
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_normalized_like_debuginfod_clients_do() {
-        assert_eq!(normalize(b"/a/./b//c/../d.c").unwrap(), "/a/b/d.c");
-        assert_eq!(
-            normalize(b"/home/ci/src/hello.c").unwrap(),
-            "/home/ci/src/hello.c"
-        );
-        for bad in [
-            &b"src/hello.c"[..],
-            b"/../etc/passwd",
-            b"/a/\x01b.c",
-            b"/",
-            b"/\xff.c",
-        ] {
-            assert!(normalize(bad).is_err(), "{bad:?}");
-        }
-        let long = format!("/{}", "a".repeat(MAX_PATH_LEN));
-        assert!(normalize(long.as_bytes()).is_err());
-    }
-
-    #[test]
-    fn compressed_sections_decompress_within_their_header_size() {
-        use std::io::Write;
-        let payload = b"line table bytes".repeat(100);
-        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-        z.write_all(&payload).unwrap();
-        let stream = z.finish().unwrap();
-        let mut raw = Vec::new();
-        raw.extend_from_slice(&1u32.to_le_bytes());
-        raw.extend_from_slice(&0u32.to_le_bytes());
-        raw.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        raw.extend_from_slice(&1u64.to_le_bytes());
-        raw.extend_from_slice(&stream);
-        assert_eq!(decompress(&raw, true, true).unwrap(), payload);
-        // A header that lies about the size, a huge size, an unknown type, a cut stream.
-        let mut lying = raw.clone();
-        lying[8..16].copy_from_slice(&10u64.to_le_bytes());
-        assert!(decompress(&lying, true, true).is_err());
-        let mut huge = raw.clone();
-        huge[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(decompress(&huge, true, true).is_err());
-        let mut unknown = raw.clone();
-        unknown[0] = 9;
-        assert!(decompress(&unknown, true, true).is_err());
-        assert!(decompress(&raw[..40], true, true).is_err());
-        assert!(decompress(&raw[..10], true, true).is_err());
-        // A small stream claiming the most allowed reserves only what it could decode to.
-        let mut claiming = raw.clone();
-        claiming[8..16].copy_from_slice(&MAX_DECOMPRESSED.to_le_bytes());
-        let (result, held) =
-            crate::testing::allocations::measure(|| decompress(&claiming, true, true));
-        assert!(result.is_err());
-        assert!(
-            held <= stream.len() * 1032 + (256 << 10),
-            "{held} bytes held"
-        );
-    }
-
-    #[test]
-    fn a_built_line_table_names_its_files_under_its_directory() {
-        use crate::testing::builders::{build_elf, dwarf5_line_table, with_section};
-        let table = dwarf5_line_table("/ci/work", &["src/a.c", "/usr/include/b.h", "../x/./c.c"]);
-        let elf = with_section(
-            build_elf(true, false, 62, Some(&[9; 20]), true),
-            ".debug_line",
-            &table,
-        );
-        let ids = crate::identify_with_details(&crate::reader::MemReader(elf), &Default::default())
-            .unwrap();
-        let sources = ids[0].sources.clone().expect("sources read");
-        assert_eq!(
-            sources.paths,
-            ["/ci/work/src/a.c", "/ci/x/c.c", "/usr/include/b.h"]
-        );
-        // Every cut of the table is an error or fewer paths, never a panic.
-        for cut in 0..table.len() {
-            let elf = with_section(
-                build_elf(true, false, 62, Some(&[9; 20]), true),
-                ".debug_line",
-                &table[..cut],
-            );
-            let ids =
-                crate::identify_with_details(&crate::reader::MemReader(elf), &Default::default())
-                    .unwrap();
-            assert!(ids[0].sources.as_ref().is_none_or(|s| s.paths.len() < 3));
-        }
-    }
-
-    #[test]
-    fn md5s_a_line_table_records_are_kept_where_the_tables_agree() {
-        use crate::testing::builders::{build_elf, dwarf5_line_table_with_md5, with_section};
-        let first = dwarf5_line_table_with_md5(
-            "/ci/work",
-            &[("a.c", [0xa1; 16]), ("b.h", [0xb1; 16]), ("z.h", [0; 16])],
-        );
-        // A second unit naming b.h with other bytes (two builds of one header disagree).
-        let second =
-            dwarf5_line_table_with_md5("/ci/work", &[("b.h", [0xb2; 16]), ("c.c", [0xc1; 16])]);
-        let elf = with_section(
-            build_elf(true, false, 62, Some(&[9; 20]), true),
-            ".debug_line",
-            &[first, second].concat(),
-        );
-        let ids = crate::identify_with_details(&crate::reader::MemReader(elf), &Default::default())
-            .unwrap();
-        let sources = ids[0].sources.clone().expect("sources read");
-        assert_eq!(
-            sources.paths,
-            [
-                "/ci/work/a.c",
-                "/ci/work/b.h",
-                "/ci/work/c.c",
-                "/ci/work/z.h"
-            ]
-        );
-        let md5: Vec<(&str, &str)> = sources
-            .md5
-            .iter()
-            .map(|(p, d)| (p.as_str(), d.as_str()))
-            .collect();
-        let a1 = "a1".repeat(16);
-        let c1 = "c1".repeat(16);
-        // b.h disagrees, z.h records zeros: neither has one.
-        assert_eq!(
-            md5,
-            [("/ci/work/a.c", a1.as_str()), ("/ci/work/c.c", c1.as_str())]
-        );
-    }
-
-    #[test]
-    fn garbage_line_tables_are_rejected_not_panics() {
-        let reader = crate::reader::MemReader(
-            [0xffu8, 0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 0, 0, 0]
-                .iter()
-                .chain([0u8; 4].iter())
-                .chain([7u8, 0, 0, 0, 4, 0].iter())
-                .copied()
-                .collect::<Vec<u8>>(),
-        );
-        for size in [4, 12, 16, 22] {
-            let layout = DwarfLayout {
-                little_endian: true,
-                is_64: true,
-                sections: vec![SectionRef {
-                    name: ".debug_line".into(),
-                    offset: 0,
-                    size,
-                    compressed: false,
-                }],
-            };
-            let found = source_paths(&reader, &layout);
-            assert!(found.paths.is_empty());
-            assert!(!found.rejected.is_empty(), "{size}");
-        }
-    }
-}
+mod tests;

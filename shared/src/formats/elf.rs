@@ -56,8 +56,9 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     }
 }
 
-/// One ELF class's identity: header, build id, debug link, sections, DWARF layout. One pass
-/// over the section table (longer than most), each section told apart where it is met.
+/// One ELF class's identity: header, build id, kind, DWARF layout and served sections,
+/// debug link, and the `.text` hash where there is no build id. Each step reads only headers
+/// (and notes, and a page of `.text`) through the lazy reader, in the order they lie in.
 fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
     data: Data<'a>,
 ) -> Result<Identity, FormatError> {
@@ -69,6 +70,55 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
     let program_headers = header
         .program_headers(endian, data)
         .map_err(|e| FormatError::malformed(FORMAT, format!("program headers: {e}")))?;
+    let sections = section_table(header, endian, data)?;
+    let build_id = build_id_of(program_headers, &sections, endian, data);
+
+    let name_of = |s: &Elf::SectionHeader| sections.section_name(endian, s).unwrap_or(&[]);
+    let has_debug_info = sections
+        .iter()
+        .any(|s| matches!(name_of(s), b".debug_info" | b".zdebug_info"));
+    let text = sections.iter().find(|s| name_of(s) == b".text");
+    let text_in_file = text.is_some_and(|s| s.sh_type(endian) != elf::SHT_NOBITS);
+    let kind = kind_of(
+        header,
+        endian,
+        program_headers,
+        has_debug_info,
+        text_in_file,
+    );
+
+    let mut id = Identity::new(Format::Elf, kind);
+    id.arch = arch_name(header.e_machine(endian).0, header.is_class_64());
+    if has_debug_info {
+        let found = debug_sections(header, &sections, endian, data);
+        id.sections = found.served;
+        id.dwarf = Some(found.dwarf);
+    }
+    id.has_debug_info = has_debug_info;
+    id.debuglink = debuglink(&sections, endian, data);
+    let little_endian = endian == Endianness::Little;
+    match build_id {
+        Some(bytes) => {
+            id.debug_id = debug_id_from_bytes(&bytes, little_endian);
+            id.code_id = Some(CodeId::new(hex(&bytes)));
+            id.build_id = Some(hex(&bytes));
+        }
+        None => {
+            // No build id: XOR-fold the first page of .text (what Breakpad and Sentry do).
+            if let Some(text) = text.filter(|_| text_in_file) {
+                id.debug_id = folded_text_id::<Elf>(text, endian, data, little_endian)?;
+            }
+        }
+    }
+    Ok(id)
+}
+
+/// The section table, refused past [`MAX_SECTIONS`] entries.
+fn section_table<'a, Elf: FileHeader<Endian = Endianness>>(
+    header: &'a Elf,
+    endian: Endianness,
+    data: Data<'a>,
+) -> Result<SectionTable<'a, Elf, Data<'a>>, FormatError> {
     let section_count = header
         .shnum(endian, data)
         .map_err(|e| FormatError::malformed(FORMAT, format!("section count: {e}")))?;
@@ -78,12 +128,20 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
             format!("{section_count} sections"),
         ));
     }
-    let sections = header
+    header
         .sections(endian, data)
-        .map_err(|e| FormatError::malformed(FORMAT, format!("section headers: {e}")))?;
+        .map_err(|e| FormatError::malformed(FORMAT, format!("section headers: {e}")))
+}
 
+/// The GNU build id: KEYS.md §2, PT_NOTE segments first, then SHT_NOTE sections (notes
+/// larger than [`MAX_NOTES_LEN`] are not read).
+fn build_id_of<'a, Elf: FileHeader<Endian = Endianness>>(
+    program_headers: &'a [Elf::ProgramHeader],
+    sections: &SectionTable<'a, Elf, Data<'a>>,
+    endian: Endianness,
+    data: Data<'a>,
+) -> Option<Vec<u8>> {
     let mut build_id = None;
-    // KEYS.md §2: PT_NOTE segments first, then SHT_NOTE sections.
     for segment in program_headers {
         if build_id.is_some() {
             break;
@@ -109,101 +167,115 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
             build_id = find_build_id(notes, endian);
         }
     }
+    build_id
+}
 
-    let name_of = |s: &Elf::SectionHeader| sections.section_name(endian, s).unwrap_or(&[]);
-    let has_debug_info = sections
-        .iter()
-        .any(|s| matches!(name_of(s), b".debug_info" | b".zdebug_info"));
-    let text = sections.iter().find(|s| name_of(s) == b".text");
-    let text_in_file = text.is_some_and(|s| s.sh_type(endian) != elf::SHT_NOBITS);
+/// What the file is: debug information without code, an executable, or a library.
+fn kind_of<Elf: FileHeader<Endian = Endianness>>(
+    header: &Elf,
+    endian: Endianness,
+    program_headers: &[Elf::ProgramHeader],
+    has_debug_info: bool,
+    text_in_file: bool,
+) -> Kind {
     let has_interp = program_headers
         .iter()
         .any(|p| p.p_type(endian) == elf::PT_INTERP);
-
-    let kind = if has_debug_info && !text_in_file {
+    if has_debug_info && !text_in_file {
         // objcopy --only-keep-debug: code sections became NOBITS.
         Kind::Debug
     } else if header.e_type(endian) == elf::ET_EXEC || has_interp {
         Kind::Executable
     } else {
         Kind::Library
-    };
+    }
+}
 
-    let mut id = Identity::new(Format::Elf, kind);
-    id.arch = arch_name(header.e_machine(endian).0, header.is_class_64());
-    if has_debug_info {
-        let mut dwarf = DwarfLayout {
-            little_endian: endian == Endianness::Little,
-            is_64: header.is_class_64(),
-            sections: Vec::new(),
+/// A debug file's sections ([`debug_sections`]): those its DWARF is read from, and those
+/// served on their own.
+struct DebugSections {
+    dwarf: DwarfLayout,
+    served: Vec<SectionRef>,
+}
+
+/// The sections of a file with debug information that are read ([`SOURCE_SECTIONS`]) or
+/// served ([`SERVED_SECTIONS`], bounded), each once: the first of its name with a range in
+/// the file.
+fn debug_sections<'a, Elf: FileHeader<Endian = Endianness>>(
+    header: &Elf,
+    sections: &SectionTable<'a, Elf, Data<'a>>,
+    endian: Endianness,
+    data: Data<'a>,
+) -> DebugSections {
+    let mut dwarf = DwarfLayout {
+        little_endian: endian == Endianness::Little,
+        is_64: header.is_class_64(),
+        sections: Vec::new(),
+    };
+    let mut served_sections = Vec::new();
+    for section in sections.iter() {
+        let name = sections.section_name(endian, section).unwrap_or(&[]);
+        let served = SERVED_SECTIONS.iter().find(|n| n.as_bytes() == name);
+        let read = SOURCE_SECTIONS.iter().find(|n| n.as_bytes() == name);
+        if served.is_none() && read.is_none() {
+            continue;
+        }
+        // NOBITS sections have no file range; a range past the file is the file's lie.
+        let Some((offset, size)) = section.file_range(endian) else {
+            continue;
         };
-        for section in sections.iter() {
-            let name = name_of(section);
-            let served = SERVED_SECTIONS.iter().find(|n| n.as_bytes() == name);
-            let read = SOURCE_SECTIONS.iter().find(|n| n.as_bytes() == name);
-            if served.is_none() && read.is_none() {
-                continue;
-            }
-            // NOBITS sections have no file range; a range past the file is the file's lie.
-            let Some((offset, size)) = section.file_range(endian) else {
-                continue;
-            };
-            let in_file = offset
-                .checked_add(size)
-                .is_some_and(|end| end <= data.len().unwrap_or(0));
-            if size == 0 || !in_file {
-                continue;
-            }
-            let compressed = section.sh_flags(endian).contains(elf::SHF_COMPRESSED);
-            let found = |list: &[SectionRef], name: &str| list.iter().any(|s| s.name == name);
-            if let Some(name) = read.filter(|n| !found(&dwarf.sections, n)) {
-                dwarf.sections.push(SectionRef {
-                    name: name.to_string(),
-                    offset,
-                    size,
-                    compressed,
-                });
-            }
-            // A compressed section is served decompressed: its size is known once read.
-            let bounded = size <= MAX_SERVED_SECTION && (!compressed || size <= MAX_DECOMPRESSED);
-            if let Some(name) = served.filter(|n| bounded && !found(&id.sections, n)) {
-                id.sections.push(SectionRef {
-                    name: name.to_string(),
-                    offset,
-                    size,
-                    compressed,
-                });
-            }
+        let in_file = offset
+            .checked_add(size)
+            .is_some_and(|end| end <= data.len().unwrap_or(0));
+        if size == 0 || !in_file {
+            continue;
         }
-        id.dwarf = Some(dwarf);
-    }
-    id.has_debug_info = has_debug_info;
-    id.debuglink = debuglink(&sections, endian, data);
-    let little_endian = endian == Endianness::Little;
-    match build_id {
-        Some(bytes) => {
-            id.debug_id = debug_id_from_bytes(&bytes, little_endian);
-            id.code_id = Some(CodeId::new(hex(&bytes)));
-            id.build_id = Some(hex(&bytes));
+        let compressed = section.sh_flags(endian).contains(elf::SHF_COMPRESSED);
+        let found = |list: &[SectionRef], name: &str| list.iter().any(|s| s.name == name);
+        if let Some(name) = read.filter(|n| !found(&dwarf.sections, n)) {
+            dwarf.sections.push(SectionRef {
+                name: name.to_string(),
+                offset,
+                size,
+                compressed,
+            });
         }
-        None => {
-            // No build id: XOR-fold the first page of .text (what Breakpad and Sentry do).
-            if let Some(text) = text.filter(|_| text_in_file) {
-                let (offset, size) = text
-                    .file_range(endian)
-                    .ok_or_else(|| FormatError::malformed(FORMAT, ".text has no file range"))?;
-                let bytes = data
-                    .read_bytes_at(offset, size.min(TEXT_HASH_LEN))
-                    .map_err(|()| FormatError::malformed(FORMAT, ".text is truncated"))?;
-                let mut folded = [0u8; 16];
-                for (i, b) in bytes.iter().enumerate() {
-                    folded[i % 16] ^= b;
-                }
-                id.debug_id = debug_id_from_bytes(&folded, little_endian);
-            }
+        // A compressed section is served decompressed: its size is known once read.
+        let bounded = size <= MAX_SERVED_SECTION && (!compressed || size <= MAX_DECOMPRESSED);
+        if let Some(name) = served.filter(|n| bounded && !found(&served_sections, n)) {
+            served_sections.push(SectionRef {
+                name: name.to_string(),
+                offset,
+                size,
+                compressed,
+            });
         }
     }
-    Ok(id)
+    DebugSections {
+        dwarf,
+        served: served_sections,
+    }
+}
+
+/// The identifier of a file without a build id: the first page of its `.text`, XOR-folded
+/// into 16 bytes.
+fn folded_text_id<'a, Elf: FileHeader<Endian = Endianness>>(
+    text: &Elf::SectionHeader,
+    endian: Endianness,
+    data: Data<'a>,
+    little_endian: bool,
+) -> Result<DebugId, FormatError> {
+    let (offset, size) = text
+        .file_range(endian)
+        .ok_or_else(|| FormatError::malformed(FORMAT, ".text has no file range"))?;
+    let bytes = data
+        .read_bytes_at(offset, size.min(TEXT_HASH_LEN))
+        .map_err(|()| FormatError::malformed(FORMAT, ".text is truncated"))?;
+    let mut folded = [0u8; 16];
+    for (i, b) in bytes.iter().enumerate() {
+        folded[i % 16] ^= b;
+    }
+    Ok(debug_id_from_bytes(&folded, little_endian))
 }
 
 /// What identification leaves out because it costs more than headers: the source files a

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use super::kept::report_unlisted_as_published;
+use super::publish::UploadRun;
 use super::removal::TakenBack;
 use super::sources::offer_of;
 use super::upload::{fill_identity, is_pdb, Indexed, Lookup, Planned, Upload};
@@ -420,15 +421,17 @@ impl<'s> Indexer<'s> {
             .map(|r| r.all_keys().difference(planned).cloned().collect())
             .unwrap_or_default();
         let mut referenced = BTreeSet::new();
-        // A key holding the upload's bytes, shared by its identities (one stored copy).
-        let mut holding = None;
+        let mut run = UploadRun {
+            fresh,
+            retry,
+            earlier_extras: &earlier_extras,
+            holding: None,
+        };
         for plan in plans {
-            let (record, keys, others) = self
-                .publish_identity(upload, plan, fresh, retry, &earlier_extras, &mut holding)
-                .await?;
-            referenced.extend(keys);
-            records.push(record);
-            records.extend(others);
+            let published = self.publish_identity(upload, plan, &mut run).await?;
+            referenced.extend(published.referenced);
+            records.push(published.record);
+            records.extend(published.others);
         }
         for record in records.iter_mut().filter(|r| r.upload == upload.id) {
             if let Some(listed) = &listed {

@@ -28,9 +28,8 @@ impl<'s> Indexer<'s> {
         fresh: bool,
         id_read: Option<(IdRecord, PriorRead)>,
     ) -> io::Result<BTreeSet<String>> {
-        let mut extra_keys = BTreeSet::new();
         if id.debug_id.is_nil() {
-            return Ok(extra_keys);
+            return Ok(BTreeSet::new());
         }
         let Some(first) = outcome
             .published
@@ -38,10 +37,40 @@ impl<'s> Indexer<'s> {
             .or(outcome.unchanged.first())
             .cloned()
         else {
-            return Ok(extra_keys);
+            return Ok(BTreeSet::new());
         };
-        let refs = &self.refs;
-        let debug_id = id.debug_id.to_string();
+        let copy = PdbCopy {
+            id,
+            debug_id: id.debug_id.to_string(),
+            first,
+            planned,
+        };
+        let Some(names) = self.record_pdb_copy(upload, &copy, id_read).await? else {
+            return Ok(BTreeSet::new());
+        };
+        // A retry publishes the names its earlier attempt found live, as that attempt
+        // planned them: it may have referenced some of their keys and not others (busy, or
+        // dead) before that copy went, and that copy's name is no longer read. Without them,
+        // half of that name stayed (the scenario "a PDB's renamed copy is taken back while
+        // the PDB and its PE arrive", replayed by `schedules_that_once_broke_an_invariant`):
+        // as the attempt found the copy, all of it stays, as a serial run in which the copy
+        // went after this one arrived leaves it. (`earlier_extras` holds no planned key.)
+        let more = earlier_extras.clone();
+        self.publish_under_names(upload, &copy, names, more, outcome, fresh)
+            .await
+    }
+
+    /// Records this PDB copy in its debug id's record, where no live copy is recorded yet.
+    /// Returns the names its keys are published under too (the names PEs gave it, and that of
+    /// another live copy kept); `None` where the record was created with this copy (there was
+    /// none: no name a PE gave, no copy kept).
+    async fn record_pdb_copy(
+        &self,
+        upload: &Upload<'_>,
+        copy: &PdbCopy<'_>,
+        id_read: Option<(IdRecord, PriorRead)>,
+    ) -> io::Result<Option<BTreeSet<String>>> {
+        let (debug_id, first) = (&copy.debug_id, &copy.first);
         // Guessed absent: created here, there was no record — no name a PE gave, no copy
         // kept; a PE arriving later finds this copy (as after the swap below).
         if id_read.is_none() {
@@ -50,8 +79,8 @@ impl<'s> Indexer<'s> {
                 pdb_name: Some(upload.name().to_string()),
                 names: BTreeSet::new(),
             };
-            if refs.create_id(&debug_id, &created).await? {
-                return Ok(extra_keys);
+            if self.refs.create_id(debug_id, &created).await? {
+                return Ok(None);
             }
         }
         // Keep a live copy; replace one that was unpublished. The same swap tells us every
@@ -59,7 +88,7 @@ impl<'s> Indexer<'s> {
         // publishes the alias itself, one that added it before is seen here (no name lost).
         // (A guess that failed: `id_read` is still `None`, the record is read as it is now.)
         let (record, _) = self
-            .update_id_knowing_liveness(&debug_id, id_read, |r, live| {
+            .update_id_knowing_liveness(debug_id, id_read, |r, live| {
                 if live {
                     false
                 } else {
@@ -75,37 +104,46 @@ impl<'s> Indexer<'s> {
         // they do not where the PE arrived first (its name is then among `names`). So the
         // order of arrival decides nothing (invariant 5). Only a copy found live: a name whose
         // upload was deleted is not brought back.
-        //
-        // Publishing under that copy's name joins the holders of its key, after the record
-        // was read. A PE recording its name reads the key's holders after its swap
-        // (`alias_pdbs`); so this copy reads the record again after joining: of a PE's
-        // write and this join, whichever came second is seen by the other's later read —
-        // the PE aliases its name for this copy, or this copy publishes under it. Read once
-        // before joining only, a name recorded in between was lost when the kept copy was
-        // removed (found by the scenario "a PDB arrives under another name while the first
-        // is deleted and their PE arrives" over more schedules). Read again, only the names
-        // PEs gave count: a copy recorded since was not found live by this one's swap.
-        let mut names: BTreeSet<String> = record
-            .names
-            .iter()
-            .chain(&record.pdb_name)
-            .cloned()
-            .collect();
+        Ok(Some(
+            record
+                .names
+                .iter()
+                .chain(&record.pdb_name)
+                .cloned()
+                .collect(),
+        ))
+    }
+
+    /// Publishes this PDB copy's bytes under the keys of `names` (and `more` keys) it did not
+    /// plan, until the debug id's record names no other. Returns the keys it now references.
+    ///
+    /// Publishing under another copy's name joins the holders of its key, after the record
+    /// was read. A PE recording its name reads the key's holders after its swap
+    /// (`alias_pdbs`); so this copy reads the record again after joining: of a PE's
+    /// write and this join, whichever came second is seen by the other's later read —
+    /// the PE aliases its name for this copy, or this copy publishes under it. Read once
+    /// before joining only, a name recorded in between was lost when the kept copy was
+    /// removed (found by the scenario "a PDB arrives under another name while the first
+    /// is deleted and their PE arrives" over more schedules). Read again, only the names
+    /// PEs gave count: a copy recorded since was not found live by this one's swap.
+    async fn publish_under_names(
+        &self,
+        upload: &Upload<'_>,
+        copy: &PdbCopy<'_>,
+        mut names: BTreeSet<String>,
+        mut more: BTreeSet<String>,
+        outcome: &mut Outcome,
+        fresh: bool,
+    ) -> io::Result<BTreeSet<String>> {
+        let mut extra_keys = BTreeSet::new();
         let mut seen: BTreeSet<String> = BTreeSet::new();
-        // A retry publishes the names its earlier attempt found live, as that attempt
-        // planned them: it may have referenced some of their keys and not others (busy, or
-        // dead) before that copy went, and that copy's name is no longer read. Without them,
-        // half of that name stayed (the scenario "a PDB's renamed copy is taken back while
-        // the PDB and its PE arrive", replayed by `schedules_that_once_broke_an_invariant`):
-        // as the attempt found the copy, all of it stays, as a serial run in which the copy
-        // went after this one arrived leaves it. (`earlier_extras` holds no planned key.)
-        let mut more = earlier_extras.clone();
         loop {
             for name in &names {
                 if seen.insert(name.clone()) {
-                    let keys = self.prefixed(&layouts::keys_for(id, name, &self.config.layouts));
+                    let layouts = &self.config.layouts;
+                    let keys = self.prefixed(&layouts::keys_for(copy.id, name, layouts));
                     let new = keys
-                        .difference(planned)
+                        .difference(copy.planned)
                         .filter(|k| !extra_keys.contains(*k));
                     more.extend(new.cloned());
                 }
@@ -113,15 +151,15 @@ impl<'s> Indexer<'s> {
             if more.is_empty() {
                 return Ok(extra_keys);
             }
-            if !refs.plan_more(&upload.id, &more).await? {
+            if !self.refs.plan_more(&upload.id, &more).await? {
                 return Ok(extra_keys);
             }
             let published = self
-                .publish_own(upload, &more, fresh, outcome, &mut Some(first.clone()))
+                .publish_own(upload, &more, fresh, outcome, Some(&copy.first))
                 .await?;
-            extra_keys.extend(published);
+            extra_keys.extend(published.referenced);
             more.clear();
-            names = refs.id_read(&debug_id).await?.0.names;
+            names = self.refs.id_read(&copy.debug_id).await?.0.names;
         }
     }
 
@@ -130,9 +168,6 @@ impl<'s> Indexer<'s> {
     /// held by the PDB's uploads, whose bytes they serve (refs/, invariant 5). `retry`: an
     /// earlier attempt of this PE began and did not finish. `guess`: the debug id's record
     /// is guessed absent (a first attempt: the PE first of its PE and PDB, or alone).
-    ///
-    /// Longer than most: the debug-id record's swap and the alias copies it decides are one
-    /// exchange with the PDB's own (invariant 5), which a reader must see whole.
     pub(super) async fn alias_pdbs(
         &self,
         upload: &Upload<'_>,
@@ -145,131 +180,162 @@ impl<'s> Indexer<'s> {
             if name.is_empty() || layouts::Name::new(&name).is_err() {
                 continue;
             }
-            let debug_id = pdb.debug_id.to_string();
-            // Created with the name: there was no record, so no PDB copy to alias; a PDB
-            // arriving later publishes under the name. Else the record is read as usual.
-            if guess {
-                let created = IdRecord {
-                    names: BTreeSet::from([name.clone()]),
-                    ..IdRecord::default()
-                };
-                if self.refs.create_id(&debug_id, &created).await? {
-                    continue;
-                }
-            }
-            let (read, prior) = self.refs.id_read(&debug_id).await?;
-            // The name the recorded copy was uploaded under: its keys are the ones this PE
-            // would alias, published by the PDB itself. The name is recorded, on condition
-            // that the record still says so when swapped (else the whole way below, from a
-            // read of its own: a copy under another name recorded meanwhile may not have
-            // seen this name).
-            let own_name = |r: &IdRecord| r.pdb_key.is_some() && r.pdb_name.as_ref() == Some(&name);
-            let earlier = if own_name(&read) {
-                let mut other = false;
-                self.refs
-                    .update_id_on(&debug_id, prior, |r| {
-                        other = !own_name(r);
-                        !other && r.names.insert(name.clone())
-                    })
-                    .await?;
-                if !other {
-                    continue;
-                }
-                None
-            } else {
-                Some((read, prior))
-            };
-            // Record the name; forget a PDB copy that was unpublished since (it is replaced
-            // when the PDB is indexed again).
-            let (record, live) = self
-                .update_id_knowing_liveness(&debug_id, earlier, |r, live| {
-                    let mut changed = r.names.insert(name.clone());
-                    if r.pdb_key.is_some() && !live {
-                        r.pdb_key = None;
-                        r.pdb_name = None;
-                        changed = true;
-                    }
-                    changed
-                })
-                .await?;
-            // Live as the swap was decided: `pdb_key` is the key that was asked. Its holders
-            // are read again now, after the name was recorded: a copy under another name
-            // that joined them since read the record before this swap (`remember_pdb`).
-            let (Some(pdb_key), Some(_)) = (record.pdb_key, live) else {
+            // The debug-id record's swap and the alias copies it decides are one exchange
+            // with the PDB's own (invariant 5): the copies only for the copy it found live.
+            let Some(live) = self.record_pe_name(&pdb, &name, guess).await? else {
                 continue;
             };
-            let Some(pdb_record) = self.refs.is_live(&pdb_key).await? else {
-                continue;
-            };
-            let content = Content {
-                etag: &pdb_record.etag,
-                size: pdb_record.size,
-                source: CopySource::Key(&pdb_key),
-            };
-            // The copies are the PDB uploads' keys (invariant 5), so they are recorded as
-            // theirs, whichever of PE and PDB came first. An alias holding other content is
-            // not this PE's conflict: the PE itself published fine.
-            // Per holder: the keys published now, and those it held already.
-            let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
-            // What each holder already references (finalized): an alias it holds is done, and
-            // a re-index of the PE finds nothing to do. It is reported again: unchanged, or, by
-            // a retried PE, published when its bytes were first written for that holder (the
-            // earlier attempt may have written it and failed before its records were: the
-            // manifest is at-least-once, as for an upload's own keys).
-            // Their upload records, read once: for the keys, and for the records reported.
-            let mut holders: BTreeMap<&str, Option<UploadRecord>> = BTreeMap::new();
-            for holder in &pdb_record.refs {
-                holders.insert(holder, self.refs.upload(holder).await?);
-            }
-            let held: BTreeMap<&str, &BTreeSet<String>> = holders
-                .iter()
-                .filter_map(|(holder, record)| Some((*holder, &record.as_ref()?.keys)))
-                .collect();
-            for key in self.prefixed(&layouts::keys_for(&pdb, &name, &self.config.layouts)) {
-                if key == pdb_key {
-                    continue;
-                }
-                for holder in &pdb_record.refs {
-                    let outcome = if held
-                        .get(holder.as_str())
-                        .is_some_and(|keys| keys.contains(&key))
-                    {
-                        let first_written_for_holder =
-                            retry && self.refs.key(&key).await?.is_some_and(|r| &r.by == holder);
-                        Some(if first_written_for_holder {
-                            KeyOutcome::Published
-                        } else {
-                            KeyOutcome::Unchanged
-                        })
-                    } else {
-                        self.hold_for(holder, &key, &content, None).await?
-                    };
-                    if let Some(outcome @ (KeyOutcome::Published | KeyOutcome::Unchanged)) = outcome
-                    {
-                        outcomes
-                            .entry(holder.clone())
-                            .or_default()
-                            .add(&key, outcome);
-                    }
-                }
-            }
-            for (holder, outcome) in outcomes {
-                if let Some(Some(holder_upload)) = holders.get(holder.as_str()) {
-                    let mut record = upload_record_of(holder_upload, outcome.action());
-                    fill_identity(&mut record, &pdb);
-                    record.published = outcome.published;
-                    record.unchanged = outcome.unchanged;
-                    record.reason = Some(format!(
-                        "published under {name:?}, the name {} gives this PDB",
-                        upload.id
-                    ));
-                    records.push(record);
-                }
-            }
+            let held = self.alias_for_holders(&pdb, &name, &live, retry).await?;
+            records.extend(holder_records(upload, &pdb, &name, held));
         }
         Ok(records)
     }
 
+    /// Records the name a PE gives a PDB in its debug id's record (forgetting a PDB copy that
+    /// was unpublished since: it is replaced when the PDB is indexed again). Returns the copy
+    /// recorded, where it is live and this PE is to alias it under `name`.
+    async fn record_pe_name(
+        &self,
+        pdb: &Identity,
+        name: &str,
+        guess: bool,
+    ) -> io::Result<Option<LivePdb>> {
+        let debug_id = pdb.debug_id.to_string();
+        // Created with the name: there was no record, so no PDB copy to alias; a PDB
+        // arriving later publishes under the name. Else the record is read as usual.
+        if guess {
+            let created = IdRecord {
+                names: BTreeSet::from([name.to_string()]),
+                ..IdRecord::default()
+            };
+            if self.refs.create_id(&debug_id, &created).await? {
+                return Ok(None);
+            }
+        }
+        let (read, prior) = self.refs.id_read(&debug_id).await?;
+        // The name the recorded copy was uploaded under: its keys are the ones this PE
+        // would alias, published by the PDB itself. The name is recorded, on condition
+        // that the record still says so when swapped (else the whole way below, from a
+        // read of its own: a copy under another name recorded meanwhile may not have
+        // seen this name).
+        let own_name = |r: &IdRecord| r.pdb_key.is_some() && r.pdb_name.as_deref() == Some(name);
+        let earlier = if own_name(&read) {
+            let mut other = false;
+            self.refs
+                .update_id_on(&debug_id, prior, |r| {
+                    other = !own_name(r);
+                    !other && r.names.insert(name.to_string())
+                })
+                .await?;
+            if !other {
+                return Ok(None);
+            }
+            None
+        } else {
+            Some((read, prior))
+        };
+        // Record the name; forget a PDB copy that was unpublished since (it is replaced
+        // when the PDB is indexed again).
+        let (record, live) = self
+            .update_id_knowing_liveness(&debug_id, earlier, |r, live| {
+                let mut changed = r.names.insert(name.to_string());
+                if r.pdb_key.is_some() && !live {
+                    r.pdb_key = None;
+                    r.pdb_name = None;
+                    changed = true;
+                }
+                changed
+            })
+            .await?;
+        // Live as the swap was decided: `pdb_key` is the key that was asked. Its holders
+        // are read again now, after the name was recorded: a copy under another name
+        // that joined them since read the record before this swap (`remember_pdb`).
+        let (Some(key), Some(_)) = (record.pdb_key, live) else {
+            return Ok(None);
+        };
+        let Some(record) = self.refs.is_live(&key).await? else {
+            return Ok(None);
+        };
+        Ok(Some(LivePdb { key, record }))
+    }
+
+    /// Publishes the keys `name` gives `live`'s PDB as copies of its key, held by the PDB's
+    /// uploads. Returns each holder's upload record with what its keys came to (the keys
+    /// published now, and those it held already), in the holders' order.
+    async fn alias_for_holders(
+        &self,
+        pdb: &Identity,
+        name: &str,
+        live: &LivePdb,
+        retry: bool,
+    ) -> io::Result<Vec<(UploadRecord, Outcome)>> {
+        let content = Content {
+            etag: &live.record.etag,
+            size: live.record.size,
+            source: CopySource::Key(&live.key),
+        };
+        // The copies are the PDB uploads' keys (invariant 5), so they are recorded as
+        // theirs, whichever of PE and PDB came first. An alias holding other content is
+        // not this PE's conflict: the PE itself published fine.
+        // Per holder: the keys published now, and those it held already.
+        let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
+        // Their upload records, read once: for the keys, and for the records reported.
+        let mut holders: BTreeMap<&str, Option<UploadRecord>> = BTreeMap::new();
+        for holder in &live.record.refs {
+            holders.insert(holder, self.refs.upload(holder).await?);
+        }
+        let held: BTreeMap<&str, &BTreeSet<String>> = holders
+            .iter()
+            .filter_map(|(holder, record)| Some((*holder, &record.as_ref()?.keys)))
+            .collect();
+        for key in self.prefixed(&layouts::keys_for(pdb, name, &self.config.layouts)) {
+            if key == live.key {
+                continue;
+            }
+            for holder in &live.record.refs {
+                let held = held.get(holder.as_str()).copied();
+                let outcome = self
+                    .alias_outcome(holder, &key, held, &content, retry)
+                    .await?;
+                if let Some(outcome @ (KeyOutcome::Published | KeyOutcome::Unchanged)) = outcome {
+                    outcomes
+                        .entry(holder.clone())
+                        .or_default()
+                        .add(&key, outcome);
+                }
+            }
+        }
+        Ok(outcomes
+            .into_iter()
+            .filter_map(|(holder, outcome)| Some((holders.remove(holder.as_str())??, outcome)))
+            .collect())
+    }
+
+    /// What holding the alias `key` for `holder` comes to. A key the holder already
+    /// references (finalized, among its `held` keys) is done, and a re-index of the PE finds
+    /// nothing to do. It is reported again: unchanged, or, by a retried PE, published when its
+    /// bytes were first written for that holder (the earlier attempt may have written it and
+    /// failed before its records were: the manifest is at-least-once, as for an upload's own
+    /// keys). Any other key is held for it now.
+    async fn alias_outcome(
+        &self,
+        holder: &str,
+        key: &str,
+        held: Option<&BTreeSet<String>>,
+        content: &Content<'_>,
+        retry: bool,
+    ) -> io::Result<Option<KeyOutcome>> {
+        if !held.is_some_and(|keys| keys.contains(key)) {
+            return self.hold_for(holder, key, content, None).await;
+        }
+        let first_written_for_holder =
+            retry && self.refs.key(key).await?.is_some_and(|r| r.by == holder);
+        Ok(Some(if first_written_for_holder {
+            KeyOutcome::Published
+        } else {
+            KeyOutcome::Unchanged
+        }))
+    }
     /// Updates a debug id's record with `f`, told whether its current `pdb_key` is live. The
     /// liveness is asked outside the swap (a swap does no I/O), and asked again when the key
     /// changed in between. Returns the record and, where its `pdb_key` is live, that key's
@@ -392,4 +458,42 @@ impl<'s> Indexer<'s> {
         }
         Ok(Some(result))
     }
+}
+
+/// A PDB copy being published: its identity, debug id, the first key holding its bytes (the
+/// others are copied from it), and the keys its plan named.
+struct PdbCopy<'a> {
+    id: &'a Identity,
+    debug_id: String,
+    first: String,
+    planned: &'a BTreeSet<String>,
+}
+
+/// The live PDB copy a debug id's record names: its key, and that key's record.
+struct LivePdb {
+    key: String,
+    record: KeyRecord,
+}
+
+/// The records of the PDB's uploads that hold keys under the `name` a PE gives the PDB,
+/// each with what its keys came to.
+fn holder_records(
+    upload: &Upload<'_>,
+    pdb: &Identity,
+    name: &str,
+    held: Vec<(UploadRecord, Outcome)>,
+) -> Vec<Record> {
+    held.into_iter()
+        .map(|(holder_upload, outcome)| {
+            let mut record = upload_record_of(&holder_upload, outcome.action());
+            fill_identity(&mut record, pdb);
+            record.published = outcome.published;
+            record.unchanged = outcome.unchanged;
+            record.reason = Some(format!(
+                "published under {name:?}, the name {} gives this PDB",
+                upload.id
+            ));
+            record
+        })
+        .collect()
 }

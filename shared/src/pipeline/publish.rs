@@ -12,8 +12,8 @@ use super::sources::{mark_shared_build_id, NO_PRODUCT};
 use super::upload::{is_pdb, Outcome, Planned, Upload};
 use super::Indexer;
 use crate::formats::Format;
-use crate::identity::{Kind, SectionRef};
-use crate::layouts::{self, Layout};
+use crate::identity::{Identity, Kind, SectionRef};
+use crate::layouts::{self, KeySet, Layout};
 use crate::manifest::{Action, Record};
 use crate::refs::{busy, Content, InTurn, KeyOutcome, OnDifferent, Publication};
 use crate::storage::CopySource;
@@ -25,149 +25,108 @@ pub(super) const KEY_PUBLISHES: usize = 8;
 /// ([`Indexer::publish_key`]): each time somebody else took it meanwhile.
 pub(super) const CONFLICT_RETRIES: usize = 8;
 
+/// What the identities of one upload share while they are published one after another
+/// ([`Indexer::publish_identity`]): owned by the caller for the upload's run.
+pub(super) struct UploadRun<'r> {
+    /// The upload was not indexed before (nothing of it to find in place).
+    pub(super) fresh: bool,
+    /// An earlier attempt of this upload began and did not finish.
+    pub(super) retry: bool,
+    /// The keys that attempt may have referenced beyond this plan (`remember_pdb`).
+    pub(super) earlier_extras: &'r BTreeSet<String>,
+    /// A key holding the upload's bytes, shared by its identities (one stored copy): the
+    /// first one an identity's own keys came to hold.
+    pub(super) holding: Option<String>,
+}
+
+/// What publishing one identity came to ([`Indexer::publish_identity`]).
+pub(super) struct PublishedIdentity {
+    /// Its manifest record.
+    pub(super) record: Record,
+    /// The keys this upload now references.
+    pub(super) referenced: BTreeSet<String>,
+    /// Records of other uploads the joins touched (a PE's PDBs, a source's holders).
+    pub(super) others: Vec<Record>,
+}
+
+/// What publishing an upload's own bytes came to ([`Indexer::publish_own`]).
+pub(super) struct OwnPublished {
+    /// The keys the upload now references (all but the conflicts).
+    pub(super) referenced: BTreeSet<String>,
+    /// A key holding its bytes: the one it was given, else the first that came to hold them.
+    pub(super) holding: Option<String>,
+}
+
+/// An identity's keys told apart: its own bytes', its sidecars' and its sections'.
+struct SplitKeys<'p> {
+    own: BTreeSet<String>,
+    derived: DerivedKeys<'p>,
+}
+
+/// Keys generated from an upload: sidecars (key, content, the key of the file each
+/// describes) and sections (ranges of the upload).
+struct DerivedKeys<'p> {
+    sidecars: BTreeSet<(String, &'p [u8], String)>,
+    sections: Vec<(String, &'p SectionRef)>,
+}
+
+/// One derived key's outcome; `recorded`: noted in the record like the upload's own keys.
+struct DerivedOutcome {
+    key: String,
+    outcome: KeyOutcome,
+    recorded: bool,
+}
+
+/// Publishing some derived keys: their outcomes (`None`: not published).
+type DerivedPublish<'a> =
+    Pin<Box<dyn Future<Output = io::Result<Vec<(String, Option<KeyOutcome>, bool)>>> + Send + 'a>>;
+
 impl<'s> Indexer<'s> {
     /// Publishes one planned identity: its own keys, then its sidecars and sections, its
-    /// joins (PDB names, debug-id records), its source offers or wants, and its overwrites.
-    /// Kept as one sequence (longer than most): each step reads what the steps before it
-    /// referenced, in the order every upload of these bytes takes the keys' leases.
+    /// joins (PDB names, debug-id records), its source offers or wants, and its overwrites —
+    /// each step reads what the steps before it referenced, in the order every upload of
+    /// these bytes takes the keys' leases.
     pub(super) async fn publish_identity(
         &self,
         upload: &Upload<'_>,
         plan: Planned,
-        fresh: bool,
-        retry: bool,
-        earlier_extras: &BTreeSet<String>,
-        holding: &mut Option<String>,
-    ) -> io::Result<(Record, BTreeSet<String>, Vec<Record>)> {
+        run: &mut UploadRun<'_>,
+    ) -> io::Result<PublishedIdentity> {
         let Planned {
             id,
             mut record,
-            mut keys,
+            keys,
             set,
             id_read,
         } = plan;
-        let mut sidecar_keys = BTreeSet::new();
-        for sidecar in &set.sidecars {
-            let prefix = self.config.prefix(sidecar.layout);
-            let key = format!("{prefix}{}", sidecar.key);
-            keys.remove(&key);
-            let describes = format!("{prefix}{}", sidecar.describes);
-            sidecar_keys.insert((key, sidecar.content.as_bytes(), describes));
-        }
-        // Sections are ranges of the upload, published like sidecars.
-        let mut section_keys = Vec::new();
-        if let Some(build_id) = id.build_id.as_deref() {
-            let prefix = self.config.prefix(Layout::Debuginfod);
-            for section in &id.sections {
-                let key = format!(
-                    "{prefix}{}",
-                    layouts::debuginfod::section_key(build_id, &section.name)
-                );
-                if keys.remove(&key) {
-                    section_keys.push((key, section));
-                }
-            }
-        }
+        let SplitKeys { own: keys, derived } = self.split_keys(&id, &set, keys);
         let mut outcome = Outcome::default();
         // What this upload references: keys it published or found holding its content.
-        let mut referenced = self
-            .publish_own(upload, &keys, fresh, &mut outcome, holding)
+        let own = self
+            .publish_own(
+                upload,
+                &keys,
+                run.fresh,
+                &mut outcome,
+                run.holding.as_deref(),
+            )
             .await?;
-        // A sidecar goes with the file it describes: where that file's key holds another
-        // upload's other bytes (a conflict), so does the sidecar's — it is that upload's, and
-        // describes its file. Sharing it would take a reference (a record, 6 requests) that
-        // keeps it when that upload is removed: a `.meta` without its file.
-        sidecar_keys.retain(|(key, _, describes)| {
-            let described_conflict = outcome.conflicts.contains(describes);
-            if described_conflict {
-                outcome.add(key, KeyOutcome::Conflict);
-            }
-            !described_conflict
-        });
-        // Sidecars and sections: generated from the upload (bytes in memory, or ranges of
-        // it), each needing no other key — published at once, taking their leases in turn
-        // after the upload's own keys (the order every upload of these bytes takes them in).
-        let mut turns = InTurn::chain(sidecar_keys.len() + section_keys.len()).into_iter();
-        let mut derived = Vec::new();
-        if self.links_sidecars() {
-            // A sole local writer stores sidecars of the same bytes once (an ELF's
-            // `debuginfo.meta` and `executable.meta`): one after another, in turn, each later
-            // one linked to the first this upload published now (a file on a disk is an inode
-            // and a block, more for the journal to write than the name).
-            let turns: Vec<InTurn> = turns.by_ref().take(sidecar_keys.len()).collect();
-            let sidecar_keys = &sidecar_keys;
-            derived.push(Box::pin(async move {
-                let mut stored: Vec<(&[u8], &str)> = Vec::new();
-                let mut results = Vec::new();
-                for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns) {
-                    let same = stored.iter().find(|(held, _)| held == bytes);
-                    let linked_to = same.map(|(_, key)| *key);
-                    let result = self
-                        .publish_sidecar(upload, key, bytes, linked_to, fresh, Some(turn))
-                        .await?;
-                    if result == KeyOutcome::Published && linked_to.is_none() {
-                        stored.push((bytes, key));
-                    }
-                    results.push((key.clone(), Some(result), false));
-                }
-                Ok(results)
-            })
-                as Pin<Box<dyn Future<Output = io::Result<_>> + Send + '_>>);
-        } else {
-            for ((key, bytes, _), turn) in sidecar_keys.iter().zip(turns.by_ref()) {
-                derived.push(Box::pin(async move {
-                    let result = self
-                        .publish_sidecar(upload, key, bytes, None, fresh, Some(turn))
-                        .await?;
-                    Ok(vec![(key.clone(), Some(result), false)])
-                }));
-            }
+        let mut referenced = own.referenced;
+        if run.holding.is_none() {
+            run.holding = own.holding;
         }
-        for ((key, section), turn) in section_keys.iter().zip(turns) {
-            let decompressed = id
-                .decompressed
-                .iter()
-                .find(|(name, _)| *name == section.name)
-                .map(|(_, bytes)| bytes.as_slice());
-            derived.push(Box::pin(async move {
-                let result = match (section.compressed, decompressed) {
-                    // Held in memory: decompressed, or small and read with the identification.
-                    (_, Some(bytes)) => {
-                        let etag = crate::storage::content_sha1(bytes);
-                        let source = CopySource::Bytes(bytes);
-                        let size = bytes.len() as u64;
-                        let turn = Some(turn);
-                        Some(
-                            self.publish_generated(upload, key, source, etag, size, fresh, turn)
-                                .await?,
-                        )
-                    }
-                    (false, None) => {
-                        self.publish_section(upload, key, section, fresh, turn)
-                            .await?
-                    }
-                    // Not decompressed (identification alone): not served.
-                    (true, None) => None,
-                };
-                Ok(vec![(key.clone(), result, true)])
-            }));
-        }
-        let derived: Vec<io::Result<_>> = futures_util::stream::iter(derived)
-            .buffered(KEY_PUBLISHES)
-            .collect()
-            .await;
+        let derived = self
+            .publish_derived(upload, &id, derived, &outcome.conflicts, run.fresh)
+            .await?;
         // A key is referenced where the upload's reference was added (not a conflict): the
         // upload record lists no more than the key records name it in. Sections are recorded
         // like the upload's own keys (they are keys clients request); sidecars are not.
-        for (key, result, recorded) in derived
-            .into_iter()
-            .collect::<io::Result<Vec<_>>>()?
-            .into_iter()
-            .flatten()
+        for DerivedOutcome {
+            key,
+            outcome: result,
+            recorded,
+        } in derived
         {
-            let Some(result) = result else {
-                continue;
-            };
             if recorded {
                 outcome.add(&key, result);
             }
@@ -175,16 +134,15 @@ impl<'s> Indexer<'s> {
                 referenced.insert(key);
             }
         }
-
         if is_pdb(&id) {
             referenced.extend(
                 self.remember_pdb(
                     upload,
                     &id,
                     &keys,
-                    earlier_extras,
+                    run.earlier_extras,
                     &mut outcome,
-                    fresh,
+                    run.fresh,
                     id_read,
                 )
                 .await?,
@@ -193,7 +151,9 @@ impl<'s> Indexer<'s> {
         let mut others = Vec::new();
         if id.format == Format::Pe {
             // A first attempt guesses the PE is the first of its PE and PDB to arrive.
-            others = self.alias_pdbs(upload, &id, retry, fresh && !retry).await?;
+            others = self
+                .alias_pdbs(upload, &id, run.retry, run.fresh && !run.retry)
+                .await?;
         }
         // Sources for debuggers (sourcemap.rs): a source file offers itself, a debug file
         // asks for the paths its DWARF names.
@@ -201,16 +161,212 @@ impl<'s> Indexer<'s> {
             let holding = keys.iter().find(|k| referenced.contains(*k)).cloned();
             if let Some(holding) = holding {
                 referenced.extend(
-                    self.offer_source(upload, &id, &holding, fresh, &mut outcome)
+                    self.offer_source(upload, &id, &holding, run.fresh, &mut outcome)
                         .await?,
                 );
             }
         }
         let (holders, id_shared_with) = self
-            .ask_sources(upload, &id, fresh, &mut record, &mut outcome)
+            .ask_sources(upload, &id, run.fresh, &mut record, &mut outcome)
             .await?;
         others.extend(holders);
+        let record = self
+            .conclude_record(upload, record, outcome, id_shared_with)
+            .await?;
+        Ok(PublishedIdentity {
+            record,
+            referenced,
+            others,
+        })
+    }
 
+    /// Tells an identity's keys apart: its sidecars' and sections' are generated from the
+    /// upload (each of its own content), the rest hold the upload's own bytes.
+    fn split_keys<'p>(
+        &self,
+        id: &'p Identity,
+        set: &'p KeySet,
+        mut own: BTreeSet<String>,
+    ) -> SplitKeys<'p> {
+        let mut sidecars = BTreeSet::new();
+        for sidecar in &set.sidecars {
+            let prefix = self.config.prefix(sidecar.layout);
+            let key = format!("{prefix}{}", sidecar.key);
+            own.remove(&key);
+            let describes = format!("{prefix}{}", sidecar.describes);
+            sidecars.insert((key, sidecar.content.as_bytes(), describes));
+        }
+        // Sections are ranges of the upload, published like sidecars.
+        let mut sections = Vec::new();
+        if let Some(build_id) = id.build_id.as_deref() {
+            let prefix = self.config.prefix(Layout::Debuginfod);
+            for section in &id.sections {
+                let key = format!(
+                    "{prefix}{}",
+                    layouts::debuginfod::section_key(build_id, &section.name)
+                );
+                if own.remove(&key) {
+                    sections.push((key, section));
+                }
+            }
+        }
+        SplitKeys {
+            own,
+            derived: DerivedKeys { sidecars, sections },
+        }
+    }
+
+    /// Publishes an identity's sidecars and sections, given the conflicts among its own keys.
+    /// Generated from the upload (bytes in memory, or ranges of it), each needing no other
+    /// key: published at once, taking their leases in turn after the upload's own keys (the
+    /// order every upload of these bytes takes them in). Returns their outcomes: first the
+    /// sidecars left out as conflicts, then those published, in turn (a section not
+    /// published is left out).
+    async fn publish_derived(
+        &self,
+        upload: &Upload<'_>,
+        id: &Identity,
+        derived: DerivedKeys<'_>,
+        conflicts: &[String],
+        fresh: bool,
+    ) -> io::Result<Vec<DerivedOutcome>> {
+        let DerivedKeys {
+            mut sidecars,
+            sections,
+        } = derived;
+        // A sidecar goes with the file it describes: where that file's key holds another
+        // upload's other bytes (a conflict), so does the sidecar's — it is that upload's, and
+        // describes its file. Sharing it would take a reference (a record, 6 requests) that
+        // keeps it when that upload is removed: a `.meta` without its file.
+        let mut outcomes = Vec::new();
+        sidecars.retain(|(key, _, describes)| {
+            let described_conflict = conflicts.contains(describes);
+            if described_conflict {
+                outcomes.push(DerivedOutcome {
+                    key: key.clone(),
+                    outcome: KeyOutcome::Conflict,
+                    recorded: true,
+                });
+            }
+            !described_conflict
+        });
+        let mut turns = InTurn::chain(sidecars.len() + sections.len()).into_iter();
+        let sidecar_turns = turns.by_ref().take(sidecars.len()).collect();
+        let mut publishes = self.sidecar_publishes(upload, &sidecars, sidecar_turns, fresh);
+        for ((key, section), turn) in sections.iter().zip(turns) {
+            publishes.push(self.section_publish(upload, id, key, section, fresh, turn));
+        }
+        let published: Vec<io::Result<_>> = futures_util::stream::iter(publishes)
+            .buffered(KEY_PUBLISHES)
+            .collect()
+            .await;
+        for (key, result, recorded) in published
+            .into_iter()
+            .collect::<io::Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+        {
+            if let Some(outcome) = result {
+                outcomes.push(DerivedOutcome {
+                    key,
+                    outcome,
+                    recorded,
+                });
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// Publishing the sidecars, each taking its lease in its turn (one of `turns` each).
+    fn sidecar_publishes<'a>(
+        &'a self,
+        upload: &'a Upload<'_>,
+        sidecars: &'a BTreeSet<(String, &'a [u8], String)>,
+        turns: Vec<InTurn>,
+        fresh: bool,
+    ) -> Vec<DerivedPublish<'a>> {
+        if !self.links_sidecars() {
+            let publish = |((key, bytes, _), turn): (&'a (String, &'a [u8], String), InTurn)| {
+                Box::pin(async move {
+                    let result = self
+                        .publish_sidecar(upload, key, bytes, None, fresh, Some(turn))
+                        .await?;
+                    Ok(vec![(key.clone(), Some(result), false)])
+                }) as DerivedPublish<'a>
+            };
+            return sidecars.iter().zip(turns).map(publish).collect();
+        }
+        // A sole local writer stores sidecars of the same bytes once (an ELF's
+        // `debuginfo.meta` and `executable.meta`): one after another, in turn, each later
+        // one linked to the first this upload published now (a file on a disk is an inode
+        // and a block, more for the journal to write than the name).
+        vec![Box::pin(async move {
+            let mut stored: Vec<(&[u8], &str)> = Vec::new();
+            let mut results = Vec::new();
+            for ((key, bytes, _), turn) in sidecars.iter().zip(turns) {
+                let same = stored.iter().find(|(held, _)| held == bytes);
+                let linked_to = same.map(|(_, key)| *key);
+                let result = self
+                    .publish_sidecar(upload, key, bytes, linked_to, fresh, Some(turn))
+                    .await?;
+                if result == KeyOutcome::Published && linked_to.is_none() {
+                    stored.push((bytes, key));
+                }
+                results.push((key.clone(), Some(result), false));
+            }
+            Ok(results)
+        })]
+    }
+
+    /// Publishing one section under `key`, in its `turn`.
+    fn section_publish<'a>(
+        &'a self,
+        upload: &'a Upload<'_>,
+        id: &'a Identity,
+        key: &'a str,
+        section: &'a SectionRef,
+        fresh: bool,
+        turn: InTurn,
+    ) -> DerivedPublish<'a> {
+        let decompressed = id
+            .decompressed
+            .iter()
+            .find(|(name, _)| *name == section.name)
+            .map(|(_, bytes)| bytes.as_slice());
+        Box::pin(async move {
+            let result = match (section.compressed, decompressed) {
+                // Held in memory: decompressed, or small and read with the identification.
+                (_, Some(bytes)) => {
+                    let etag = crate::storage::content_sha1(bytes);
+                    let source = CopySource::Bytes(bytes);
+                    let size = bytes.len() as u64;
+                    let turn = Some(turn);
+                    Some(
+                        self.publish_generated(upload, key, source, etag, size, fresh, turn)
+                            .await?,
+                    )
+                }
+                (false, None) => {
+                    self.publish_section(upload, key, section, fresh, turn)
+                        .await?
+                }
+                // Not decompressed (identification alone): not served.
+                (true, None) => None,
+            };
+            Ok(vec![(key.to_string(), result, true)])
+        })
+    }
+
+    /// An identity's record as its outcome decides it: its action and reason, the keys
+    /// published, unchanged and conflicting, and whose bytes it overwrote (their next
+    /// delivery runs in full). `id_shared_with`: the products sharing its build id.
+    async fn conclude_record(
+        &self,
+        upload: &Upload<'_>,
+        mut record: Record,
+        mut outcome: Outcome,
+        id_shared_with: Vec<String>,
+    ) -> io::Result<Record> {
         record.action = Some(outcome.action());
         if record.action == Some(Action::Conflict) && record.reason.is_none() {
             record.reason = Some(
@@ -238,7 +394,7 @@ impl<'s> Indexer<'s> {
         record.conflicts = outcome.conflicts;
         self.flag_cross_product(&mut record).await?;
         mark_shared_build_id(&mut record, id_shared_with);
-        Ok((record, referenced, others))
+        Ok(record)
     }
 
     /// Ids are global, so one product's CI can publish another's first (ids of reproducible
@@ -408,18 +564,19 @@ impl<'s> Indexer<'s> {
     }
 
     /// Publishes the upload's own bytes under `keys`, noting each outcome; returns the keys it
-    /// now references (all but the conflicts). `holding`: a key this upload references that
-    /// already holds its bytes (later keys may be linked or aliased to it); set to the first
-    /// such key when there was none, so the next identity of the same upload (a fat Mach-O's
-    /// next slice) links or aliases to it instead of storing the bytes again.
+    /// now references (all but the conflicts), and the key holding its bytes. `holding`: a key
+    /// this upload references that already holds its bytes (later keys may be linked or
+    /// aliased to it); when there was none, the first key that came to hold them is returned,
+    /// so the next identity of the same upload (a fat Mach-O's next slice) links or aliases to
+    /// it instead of storing the bytes again.
     pub(super) async fn publish_own(
         &self,
         upload: &Upload<'_>,
         keys: &BTreeSet<String>,
         fresh: bool,
         outcome: &mut Outcome,
-        holding: &mut Option<String>,
-    ) -> io::Result<BTreeSet<String>> {
+        holding: Option<&str>,
+    ) -> io::Result<OwnPublished> {
         let mut referenced = BTreeSet::new();
         // Once one key holds this content, later keys are copied from that key: a hard link
         // in a local store, an alias on S3 in redirect mode (one stored copy, many names).
@@ -433,7 +590,7 @@ impl<'s> Indexer<'s> {
             || (matches!(upload.source, CopySource::File(_) | CopySource::Bytes(_))
                 && !self.config.overwrite
                 && self.config.lease.exclusive);
-        let mut first: Option<String> = holding.clone();
+        let mut first: Option<String> = holding.map(str::to_string);
         // Until one key holds the bytes, keys go one at a time (the next is copied from the
         // first that does). After that each key's publishing depends on no other's (its own
         // record, its own object), so a few go at once: on S3 a fresh key is two requests, and
@@ -485,10 +642,10 @@ impl<'s> Indexer<'s> {
             )
             .await?;
         }
-        if holding.is_none() {
-            *holding = first;
-        }
-        Ok(referenced)
+        Ok(OwnPublished {
+            referenced,
+            holding: first,
+        })
     }
 
     /// Publishes the upload's bytes under one key: copied from `first` (a key already holding

@@ -208,9 +208,10 @@ impl Indexer<'_> {
         if keys.is_empty() || !self.refs.plan_more(&upload.id, &keys).await? {
             return Ok(BTreeSet::new());
         }
-        let mut holding = Some(holding.to_string());
-        self.publish_own(upload, &keys, fresh, outcome, &mut holding)
-            .await
+        let own = self
+            .publish_own(upload, &keys, fresh, outcome, Some(holding))
+            .await?;
+        Ok(own.referenced)
     }
 
     /// What a source `offer` tying with others of different content for the paths of
@@ -293,25 +294,73 @@ impl Indexer<'_> {
         fresh: bool,
     ) -> io::Result<Wanted> {
         let paths = &sources.paths;
-        let mut report = SourceReport {
-            referenced: paths.len(),
-            ..SourceReport::default()
-        };
-        let mut foreign = Vec::new();
+        let mut asked = Asked::new(paths.len());
         if !self.config.layouts.contains(&Layout::Debuginfod) || !self.config.source_joins {
-            report.missing = paths.to_vec();
-            let holders = Vec::new();
+            asked.report.missing = paths.to_vec();
             return Ok(Wanted {
-                report,
-                holders,
-                foreign,
+                report: asked.report,
+                holders: Vec::new(),
+                foreign: asked.foreign,
             });
         }
         let scope = sourcemap::Scope::of(&upload.meta);
+        let swapped = self
+            .swap_wants(upload, build_id, sources, &scope, fresh)
+            .await?;
+        // Noted files that may serve paths no offer serves (`unclaimed.rs`), and those paths.
+        let mut claims = BTreeMap::new();
+        let mut claimed = Vec::new();
+        for swapped in swapped {
+            let (file, group, record) = swapped?;
+            let mut dead = BTreeSet::new();
+            for path in group {
+                let Some(key) = self.source_key(build_id, path) else {
+                    asked
+                        .report
+                        .unserved
+                        .push(format!("{path}: not a valid key"));
+                    continue;
+                };
+                let md5 = sources.md5.get(path).map(String::as_str);
+                let served = self
+                    .serve_path(&record.offers, path, md5, &key, &mut dead, None)
+                    .await?;
+                let noted = self.noted_for(&record, path, md5, &mut claims);
+                if noted && matches!(served, Served::Missing | Served::OtherContent(_)) {
+                    claimed.push((path.clone(), key.clone()));
+                }
+                asked.note(self, upload, &scope, path, key, served).await?;
+            }
+            if !dead.is_empty() {
+                let change = SourceMapChange::DropOffers(file, dead);
+                self.change_source_map(&upload.id, change).await?;
+            }
+        }
+        self.claim_noted(&upload.id, claims, claimed);
+        let why = format!("sources named by {} (build id {build_id})", upload.id);
+        let holders = self.holder_records(asked.held, &why).await?;
+        Ok(Wanted {
+            report: asked.report,
+            holders,
+            foreign: asked.foreign,
+        })
+    }
+
+    /// Records a debug file's wants in the join records of `scope`, one per record file
+    /// (its paths grouped by their base names). Returns each record as swapped (or read),
+    /// with the paths grouped in it, in the records' order: each swap's error in its place.
+    async fn swap_wants<'p>(
+        &self,
+        upload: &Upload<'_>,
+        build_id: &str,
+        sources: &'p SourcePaths,
+        scope: &sourcemap::Scope,
+        fresh: bool,
+    ) -> io::Result<Vec<io::Result<WantsSwapped<'p>>>> {
         let mut by_file: BTreeMap<String, Vec<&String>> = BTreeMap::new();
-        for path in paths {
+        for path in &sources.paths {
             by_file
-                .entry(sourcemap::record_file(&scope, sourcemap::base_name(path)))
+                .entry(sourcemap::record_file(scope, sourcemap::base_name(path)))
                 .or_default()
                 .push(path);
         }
@@ -329,7 +378,7 @@ impl Indexer<'_> {
             && by_file.len() >= LIST_JOIN_RECORDS
             && !self.refs.defers_source_maps();
         let existing = if listed_scope {
-            let listed = self.store.list(&sourcemap::scope_prefix(&scope)).await?;
+            let listed = self.store.list(&sourcemap::scope_prefix(scope)).await?;
             Some(listed.into_iter().collect::<BTreeSet<String>>())
         } else {
             None
@@ -350,82 +399,10 @@ impl Indexer<'_> {
                 self.want_in(upload, file, group, wants, fresh, absent)
             })
             .collect();
-        let swapped: Vec<io::Result<_>> = futures_util::stream::iter(swaps)
+        Ok(futures_util::stream::iter(swaps)
             .buffered(SOURCE_MAP_SWAPS)
             .collect()
-            .await;
-        let mut held: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        // Noted files that may serve paths no offer serves (`unclaimed.rs`), and those paths.
-        let mut claims = BTreeMap::new();
-        let mut claimed = Vec::new();
-        for swapped in swapped {
-            let (file, group, record) = swapped?;
-            let mut dead = BTreeSet::new();
-            for path in group {
-                let Some(key) = self.source_key(build_id, path) else {
-                    report.unserved.push(format!("{path}: not a valid key"));
-                    continue;
-                };
-                let md5 = sources.md5.get(path).map(String::as_str);
-                let served = self
-                    .serve_path(&record.offers, path, md5, &key, &mut dead, None)
-                    .await?;
-                let noted = self.noted_for(&record, path, md5, &mut claims);
-                if noted && matches!(served, Served::Missing | Served::OtherContent(_)) {
-                    claimed.push((path.clone(), key.clone()));
-                }
-                match served {
-                    Served::Missing => report.missing.push(path.clone()),
-                    Served::OtherContent(n) => report.unserved.push(format!(
-                        "{path}: {n} uploaded sources match its path, none with the MD5 its line table records"
-                    )),
-                    Served::Ambiguous(n) => report.unserved.push(format!(
-                        "{path}: {n} uploaded sources of different content match it{}",
-                        // In the store-wide scope every build's version of a file meets the
-                        // others: the usual cause, and its fix.
-                        if !scope.names_build() {
-                            " (uploads naming no build share one scope: give each build its own, --build or x-amz-meta-build)"
-                        } else {
-                            ""
-                        }
-                    )),
-                    Served::Conflict => {
-                        let product = upload.meta.product.as_deref();
-                        let keys = [key.clone()];
-                        let products = self.other_products(&upload.id, product, &keys).await?;
-                        if products.is_empty() {
-                            report
-                                .unserved
-                                .push(format!("{path}: {key} holds other content"));
-                        } else {
-                            report.unserved.push(format!(
-                                "{path}: {key} holds another product's source ({})",
-                                products.join(", ")
-                            ));
-                            foreign.push(key.clone());
-                        }
-                    }
-                    Served::By(holder, outcome) => {
-                        report.served += 1;
-                        if outcome == KeyOutcome::Published {
-                            held.entry(holder).or_default().push(key);
-                        }
-                    }
-                }
-            }
-            if !dead.is_empty() {
-                let change = SourceMapChange::DropOffers(file, dead);
-                self.change_source_map(&upload.id, change).await?;
-            }
-        }
-        self.claim_noted(&upload.id, claims, claimed);
-        let why = format!("sources named by {} (build id {build_id})", upload.id);
-        let holders = self.holder_records(held, &why).await?;
-        Ok(Wanted {
-            report,
-            holders,
-            foreign,
-        })
+            .await)
     }
 
     /// Serves a wanted `path` (its `key`) from the best of `offers`, on behalf of that offer's
@@ -654,4 +631,85 @@ pub(super) fn offer_of(upload: &Upload<'_>) -> (String, String) {
     let scope = sourcemap::Scope::of(&upload.meta);
     let file = sourcemap::record_file(&scope, sourcemap::base_name(&path));
     (path, file)
+}
+
+/// One join record a debug file's wants were recorded in: its file, the paths of the debug
+/// file in it, and the record as swapped ([`Indexer::swap_wants`]).
+type WantsSwapped<'p> = (String, Vec<&'p String>, Arc<sourcemap::SourceMapRecord>);
+
+/// What asking for a debug file's sources came to so far ([`Indexer::want_sources`]): the
+/// report, the `source/` keys another product holds (conflicts), and the keys published for
+/// each source upload.
+struct Asked {
+    report: SourceReport,
+    foreign: Vec<String>,
+    held: BTreeMap<String, Vec<String>>,
+}
+
+impl Asked {
+    /// Nothing asked yet, of `referenced` paths.
+    fn new(referenced: usize) -> Self {
+        Asked {
+            report: SourceReport {
+                referenced,
+                ..SourceReport::default()
+            },
+            foreign: Vec::new(),
+            held: BTreeMap::new(),
+        }
+    }
+
+    /// Notes how `path` (its `key`) was `served` for `upload`.
+    async fn note(
+        &mut self,
+        indexer: &Indexer<'_>,
+        upload: &Upload<'_>,
+        scope: &sourcemap::Scope,
+        path: &str,
+        key: String,
+        served: Served,
+    ) -> io::Result<()> {
+        let report = &mut self.report;
+        match served {
+            Served::Missing => report.missing.push(path.to_string()),
+            Served::OtherContent(n) => report.unserved.push(format!(
+                "{path}: {n} uploaded sources match its path, none with the MD5 its line table records"
+            )),
+            Served::Ambiguous(n) => report.unserved.push(format!(
+                "{path}: {n} uploaded sources of different content match it{}",
+                // In the store-wide scope every build's version of a file meets the
+                // others: the usual cause, and its fix.
+                if !scope.names_build() {
+                    " (uploads naming no build share one scope: give each build its own, --build or x-amz-meta-build)"
+                } else {
+                    ""
+                }
+            )),
+            Served::Conflict => {
+                let product = upload.meta.product.as_deref();
+                let keys = [key.clone()];
+                let products = indexer
+                    .other_products(&upload.id, product, &keys)
+                    .await?;
+                if products.is_empty() {
+                    report
+                        .unserved
+                        .push(format!("{path}: {key} holds other content"));
+                } else {
+                    report.unserved.push(format!(
+                        "{path}: {key} holds another product's source ({})",
+                        products.join(", ")
+                    ));
+                    self.foreign.push(key);
+                }
+            }
+            Served::By(holder, outcome) => {
+                report.served += 1;
+                if outcome == KeyOutcome::Published {
+                    self.held.entry(holder).or_default().push(key);
+                }
+            }
+        }
+        Ok(())
+    }
 }

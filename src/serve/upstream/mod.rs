@@ -176,8 +176,10 @@ impl Upstreams {
         }
         // Twice at most: once more after waiting for another request's download.
         for _ in 0..2 {
-            if let Some(known) = self.known(memory, key, head, range, false) {
-                return known;
+            match self.known(memory, key, head, range, false) {
+                Known::Serve(answer) => return Some(answer),
+                Known::Miss => return None,
+                Known::Ask => {}
             }
             if head {
                 return self.head(key).await;
@@ -217,22 +219,25 @@ impl Upstreams {
         head: bool,
         range: Option<&str>,
         after: bool,
-    ) -> Option<Option<Response<Body>>> {
+    ) -> Known {
         let cached = self.disk.lookup(key);
         let stale = cached.as_ref().map(|(_, age)| *age >= self.max_age);
-        let from_cache = |relative: &str| self.cached_answer(memory, relative, head, range);
+        let from_cache = |relative: &str| match self.cached_answer(memory, relative, head, range) {
+            Some(answer) => Known::Serve(answer),
+            None => Known::Miss,
+        };
         match (cached.as_ref(), stale, self.misses.get(key)) {
-            (Some((relative, _)), Some(false), _) => Some(from_cache(relative)),
-            (_, _, Some(Remembered::Missing)) => Some(None),
+            (Some((relative, _)), Some(false), _) => from_cache(relative),
+            (_, _, Some(Remembered::Missing)) => Known::Miss,
             // Asked again lately, and the upstream failed or answered what is refused: the
             // copy that was identified when it came stays.
-            (Some((relative, _)), _, Some(_)) => Some(from_cache(relative)),
+            (Some((relative, _)), _, Some(_)) => from_cache(relative),
             // A HEAD does not ask again for what is cached.
-            (Some((relative, _)), _, None) if head || after => Some(from_cache(relative)),
-            (None, _, Some(Remembered::Refused)) => Some(Some(refused())),
-            (None, _, Some(Remembered::Failed)) => Some(None),
-            (_, _, None) if after => Some(None),
-            (_, _, None) => None,
+            (Some((relative, _)), _, None) if head || after => from_cache(relative),
+            (None, _, Some(Remembered::Refused)) => Known::Serve(refused()),
+            (None, _, Some(Remembered::Failed)) => Known::Miss,
+            (_, _, None) if after => Known::Miss,
+            (_, _, None) => Known::Ask,
         }
     }
 
@@ -281,7 +286,10 @@ impl Upstreams {
         if let Ok(Some(bytes)) = download.await {
             return answer_bytes(bytes, false, range).map(from_upstream);
         }
-        self.known(memory, &key, false, range, true).flatten()
+        match self.known(memory, &key, false, range, true) {
+            Known::Serve(answer) => Some(answer),
+            Known::Miss | Known::Ask => None,
+        }
     }
 
     fn cached_answer(
@@ -432,6 +440,16 @@ fn streamed(chunks: mpsc::Receiver<io::Result<Bytes>>, len: Option<u64>) -> Resp
     let mut response = bare(StatusCode::OK, &headers);
     *response.body_mut() = Body::Channel { chunks, len };
     response
+}
+
+/// What the cache and the remembered misses say of a key ([`Upstreams::known`]).
+enum Known {
+    /// They decide it: this answer.
+    Serve(Response<Body>),
+    /// They decide it: nothing to serve (a miss).
+    Miss,
+    /// They do not decide it: the upstream is asked.
+    Ask,
 }
 
 #[cfg(test)]

@@ -13,6 +13,17 @@ use super::{not_found_is_none, LocalStore};
 use super::{Recent, OWNER_ATTRIBUTE, RECENT_FILES, TMP_DIR};
 use crate::storage::{check_key, CopySource, ObjectInfo, StorageError, StorageResult};
 
+/// What naming a key after a file this handle created came to ([`LocalStore::link_recent`]).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(super) enum RecentLink {
+    /// No such file is kept, or it no longer has a name (then copied the usual way).
+    NotKept,
+    /// The key was created, naming that file (of this size).
+    Created(u64),
+    /// The key exists already (not replaced).
+    Exists,
+}
+
 impl LocalStore {
     /// [`Self::copy_now`] of a source whose size the caller knows (saves a stat of the
     /// source per linked key).
@@ -144,17 +155,16 @@ impl LocalStore {
     }
 
     /// [`Self::copy_new_owned_now`] from a file this handle created naming `attribute`
-    /// ([`Recent`]): whether the key was created, and the size; `None` where no such file is
-    /// kept, or it no longer has a name (then copied the usual way).
+    /// ([`Recent`]): the key created (and the size) or there already, or no such file.
     #[cfg(target_os = "linux")]
     pub(super) fn link_recent(
         &self,
         source: &CopySource<'_>,
         attribute: &[u8],
         key: &str,
-    ) -> StorageResult<Option<Option<u64>>> {
+    ) -> StorageResult<RecentLink> {
         let CopySource::Key(src) = source else {
-            return Ok(None);
+            return Ok(RecentLink::NotKept);
         };
         let found = (self.recent.lock().unwrap_or_else(|e| e.into_inner()))
             .iter()
@@ -162,11 +172,14 @@ impl LocalStore {
             .find(|r| r.key == *src && r.attribute == attribute)
             .map(|r| (std::sync::Arc::clone(&r.file), r.size));
         let Some((file, size)) = found else {
-            return Ok(None);
+            return Ok(RecentLink::NotKept);
         };
         match self.link_open_file(&file, key) {
-            Ok(created) => Ok(Some(created.then_some(size))),
-            Err(StorageError::Io(e)) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Ok(true) => Ok(RecentLink::Created(size)),
+            Ok(false) => Ok(RecentLink::Exists),
+            Err(StorageError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                Ok(RecentLink::NotKept)
+            }
             Err(e) => Err(e),
         }
     }
@@ -189,8 +202,8 @@ impl LocalStore {
         _source: &CopySource<'_>,
         _attribute: &[u8],
         _key: &str,
-    ) -> StorageResult<Option<Option<u64>>> {
-        Ok(None)
+    ) -> StorageResult<RecentLink> {
+        Ok(RecentLink::NotKept)
     }
 
     #[cfg(not(target_os = "linux"))]
@@ -314,8 +327,10 @@ impl LocalStore {
         check_key(key)?;
         let attribute = owner.map(|owner| owner_attribute(owner, known));
         if let Some(attribute) = &attribute {
-            if let Some(created) = self.link_recent(source, attribute, key)? {
-                return Ok(created);
+            match self.link_recent(source, attribute, key)? {
+                RecentLink::Created(size) => return Ok(Some(size)),
+                RecentLink::Exists => return Ok(None),
+                RecentLink::NotKept => {}
             }
         }
         if let Some((file, size)) = self.linkable(source, owner)? {

@@ -442,10 +442,12 @@ impl LocalStore {
         check_key(key)?;
         if let Precondition::Version(version) = condition {
             if appended::holds_versions(key) {
-                if let Some(swapped) = self.swap_appending(key, bytes, version)? {
-                    return Ok(swapped);
+                match self.swap_appending(key, bytes, version)? {
+                    Appended::Swapped(version) => return Ok(Some(version)),
+                    Appended::Failed => return Ok(None),
+                    // The file may not grow: replaced below (its compare made again).
+                    Appended::MayNotGrow => {}
                 }
-                // The file may not grow: replaced below (its compare made again).
             }
         }
         // The temporary file is written outside the lock; only compare + rename are inside.
@@ -472,25 +474,19 @@ impl LocalStore {
 
     /// [`Self::put_if_now`] of a record that takes its versions by appending
     /// ([`appended`]): the read, the compare and the append all under the lock. The new
-    /// version is the whole file's SHA-1. `None`: the file may not grow (an append cut short,
-    /// or past its bound), for the caller to replace.
-    fn swap_appending(
-        &self,
-        key: &str,
-        bytes: &[u8],
-        version: &str,
-    ) -> StorageResult<Option<Option<String>>> {
+    /// version is the whole file's SHA-1.
+    fn swap_appending(&self, key: &str, bytes: &[u8], version: &str) -> StorageResult<Appended> {
         use std::io::Write;
         let path = self.path_of(key)?;
         self.with_cas_lock(|| {
             let Some(mut file) = not_found_is_none(read_record(&path))? else {
-                return Ok(Some(None));
+                return Ok(Appended::Failed);
             };
             if content_sha1(&file) != version {
-                return Ok(Some(None));
+                return Ok(Appended::Failed);
             }
             let Some(chunk) = appended::append(&file, bytes) else {
-                return Ok(None);
+                return Ok(Appended::MayNotGrow);
             };
             // One write of the whole chunk: a reader meanwhile sees the version before, as
             // does everyone if it is cut short (a crash, a full disk: then the next swap
@@ -500,7 +496,7 @@ impl LocalStore {
                 .open(&path)?
                 .write_all(&chunk)?;
             file.extend_from_slice(&chunk);
-            Ok(Some(Some(content_sha1(&file))))
+            Ok(Appended::Swapped(content_sha1(&file)))
         })
     }
 
@@ -517,4 +513,15 @@ impl LocalStore {
     pub fn copy_now(&self, source: &CopySource<'_>, key: &str) -> StorageResult<u64> {
         self.copy_known_now(source, key, None)
     }
+}
+
+/// What a swap of a record taking its versions by appending came to
+/// ([`LocalStore::swap_appending`]).
+enum Appended {
+    /// Appended: the record's new version.
+    Swapped(String),
+    /// The condition failed: the record is absent, or at another version.
+    Failed,
+    /// The file may not grow (an append cut short, or past its bound): the caller replaces it.
+    MayNotGrow,
 }
