@@ -30,6 +30,7 @@ pub mod sourcemap;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod upload_id;
 pub mod upload_meta;
 
 /// The lib tests count what each thread allocates (`testing::allocations`).

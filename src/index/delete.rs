@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use symdex_shared::upload_id::Location;
 
 use clap::Args;
 use symdex_shared::manifest::Record;
@@ -102,11 +103,8 @@ async fn delete_build_deployed(
         if upload.meta.build.as_deref() != Some(build) {
             continue;
         }
-        let Some((bucket, key)) = upload
-            .source
-            .strip_prefix("s3://")
-            .and_then(|rest| rest.split_once('/'))
-        else {
+        let location = Location::of_source(&upload.source);
+        let Some((bucket, key)) = location.s3() else {
             continue;
         };
         let key = key.split("!/").next().unwrap_or(key);

@@ -203,17 +203,7 @@ pub(super) async fn read_input(
         // Its upload record too, read ahead: the writer then only checks that nothing
         // changed the store since, instead of reading it in its turn.
         let prefetched = match ahead {
-            Some((store, meta)) => {
-                let upload = Input::file(&shown, meta).upload_id(&known.etag);
-                let changes = store.changes();
-                let time = now_rfc3339();
-                (refs.upload_unparsed(&upload).await?).map(|record| Prefetched {
-                    upload,
-                    changes,
-                    time,
-                    record,
-                })
-            }
+            Some((store, meta)) => read_record_ahead(refs, store, &shown, &known, meta).await?,
             None => None,
         };
         return Ok(Box::new(ReadInput {
@@ -231,33 +221,12 @@ pub(super) async fn read_input(
             container: None,
         }));
     }
-    // A small input is read once, whole: told from an archive, hashed, identified and stored
-    // from the same bytes (identifying it through the file took ~50 small reads, one per
-    // section name, and hashing read it again; a build directory is mostly such files). An
-    // archive is read again as it is expanded.
-    let small = if status.len() <= READ_WHOLE_BELOW {
-        read_small(&abs, status.len())?
-    } else {
-        None
-    };
-    let (etag, whole, identified, container) = if let Some(bytes) = small {
-        let head = &bytes[..bytes.len().min(archive::DETECT_LEN)];
-        match archive::detect(head) {
-            Some(container) => (content_sha1(&bytes), Some(bytes), None, Some(container)),
-            None => {
-                let identified = identify_with_details(&MemReader(bytes.as_slice()), &options);
-                (content_sha1(&bytes), Some(bytes), Some(identified), None)
-            }
-        }
-    } else {
-        match container_of(&abs) {
-            Some(container) => (file_sha1(&abs)?, None, None, Some(container)),
-            None => {
-                let identified = identify_with_details(&FileReader::open(&abs)?, &options);
-                (file_sha1(&abs)?, None, Some(identified), None)
-            }
-        }
-    };
+    let Content {
+        etag,
+        whole,
+        identified,
+        container,
+    } = read_content(&abs, status.len(), &options)?;
     // An archive's entries have stamps, never the archive.
     let settled = settled.filter(|_| container.is_none());
     let file_stamp = settled.map(|s| FileStamp {
@@ -278,6 +247,77 @@ pub(super) async fn read_input(
         prefetched: None,
         container,
     }))
+}
+
+/// The upload record of a known input (its stamp's content), read ahead of the writer.
+async fn read_record_ahead(
+    refs: &RefStore<'_>,
+    store: &LocalStore,
+    shown: &str,
+    known: &FileStamp,
+    meta: &UploadMeta,
+) -> io::Result<Option<Prefetched>> {
+    let upload = Input::file(shown, meta).upload_id(&known.etag);
+    let changes = store.changes();
+    let time = now_rfc3339();
+    Ok(
+        (refs.upload_unparsed(&upload).await?).map(|record| Prefetched {
+            upload,
+            changes,
+            time,
+            record,
+        }),
+    )
+}
+
+/// An input's content as read: its etag, its bytes when small, and what they are.
+struct Content {
+    etag: String,
+    whole: Option<Vec<u8>>,
+    /// `None` for an archive.
+    identified: Option<Result<Vec<Identity>, FormatError>>,
+    container: Option<archive::Container>,
+}
+
+/// Reads an input of `size` bytes (as its status said): hashed, and identified or told an
+/// archive. A small input is read once, whole: told from an archive, hashed, identified and
+/// stored from the same bytes (identifying it through the file took ~50 small reads, one per
+/// section name, and hashing read it again; a build directory is mostly such files); a small
+/// archive is expanded from them too.
+fn read_content(abs: &Path, size: u64, options: &IdentifyOptions) -> io::Result<Content> {
+    let small = match size <= READ_WHOLE_BELOW {
+        true => read_small(abs, size)?,
+        false => None,
+    };
+    let content = match small {
+        Some(bytes) => {
+            let head = &bytes[..bytes.len().min(archive::DETECT_LEN)];
+            let container = archive::detect(head);
+            let identified = container
+                .is_none()
+                .then(|| identify_with_details(&MemReader(bytes.as_slice()), options));
+            Content {
+                etag: content_sha1(&bytes),
+                whole: Some(bytes),
+                identified,
+                container,
+            }
+        }
+        None => {
+            let container = container_of(abs);
+            let identified = match container {
+                Some(_) => None,
+                None => Some(identify_with_details(&FileReader::open(abs)?, options)),
+            };
+            Content {
+                etag: file_sha1(abs)?,
+                whole: None,
+                identified,
+                container,
+            }
+        }
+    };
+    Ok(content)
 }
 
 impl ReadInput {

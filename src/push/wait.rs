@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::{Duration, Instant};
+use symdex_shared::upload_id::UploadId;
 
 use symdex_shared::manifest::{records_in, Action, Record};
 use symdex_shared::storage::s3::S3Store;
@@ -37,8 +38,9 @@ impl Followed {
         if r.ingest_bucket.as_deref() != Some(self.bucket.as_str()) || r.ingest_key != self.key {
             return false;
         }
+        let holds = |id: &UploadId| id.holds(&r.upload);
         r.upload == self.upload
-            || r.upload.starts_with(&format!("{}!/", self.upload))
+            || self.upload.parse::<UploadId>().is_ok_and(|id| holds(&id))
             || (self.version.is_some() && r.ingest_version == self.version)
             || r.ingest_etag.as_deref() == Some(&self.etag)
             || (r.ingest_version.is_none() && r.ingest_etag.is_none() && r.time >= self.sent_at)

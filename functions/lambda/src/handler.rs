@@ -12,6 +12,7 @@ use symdex_shared::pipeline::{HandOver, Indexed, Indexer, Input, RecordLookup, U
 use symdex_shared::refs::UploadRecord;
 use symdex_shared::storage::s3::FirstBlock;
 use symdex_shared::storage::{CopySource, SeenCurrent};
+use symdex_shared::upload_id::{Location, UploadId};
 use symdex_shared::upload_meta::UploadMeta;
 use symdex_shared::IdentifyOptions;
 
@@ -249,11 +250,8 @@ async fn reindex(
     waiter: &UploadRecord,
     handed: &std::collections::BTreeSet<String>,
 ) -> std::io::Result<()> {
-    let Some((bucket, key)) = waiter
-        .source
-        .strip_prefix("s3://")
-        .and_then(|path| path.split_once('/'))
-    else {
+    let location = Location::of_source(&waiter.source);
+    let Some((bucket, key)) = location.s3() else {
         return Ok(());
     };
     let event = ObjectEvent {
@@ -274,8 +272,10 @@ async fn reindex(
         return Ok(());
     };
     // The same bytes still (an archive's entry: the archive's upload).
-    let id = upload_id(&event, &first.info.etag);
-    if waiter.upload != id && !waiter.upload.starts_with(&format!("{id}!/")) {
+    let same = upload_id(&event, &first.info.etag)
+        .parse::<UploadId>()
+        .is_ok_and(|id| id.holds(&waiter.upload));
+    if !same {
         return Ok(());
     }
     let mut config = ctx.config.clone();
@@ -310,26 +310,25 @@ async fn remove_object(ctx: Arc<Context>, event: ObjectEvent) -> std::io::Result
     let event = &event;
     let hand_over = FromIngest(ctx.clone());
     let indexer = Indexer::new(&ctx.store, ctx.config.pipeline.clone()).handing_over_to(&hand_over);
-    let source = format!("s3://{}/{}", event.bucket, event.key);
+    let location = Location::S3 {
+        bucket: event.bucket.clone(),
+        key: event.key.clone(),
+    };
     let uploads = indexer
         .refs()
-        .uploads_of_source(&source, &located(event, &UploadMeta::default()).location())
+        .uploads_of_source(&location.source(), &location.to_string())
         .await?;
     // A specific version deleted: only that upload; a delete marker or an unversioned delete:
     // every upload of the key.
     let only = match (event.change, &event.version_id) {
-        (Change::Removed, Some(_)) => Some(upload_id(event, "")),
+        (Change::Removed, Some(version)) => {
+            Some(UploadId::s3(&event.bucket, &event.key, Some(version), None))
+        }
         _ => None,
     };
     let mut removals = Vec::new();
     // An archive's entries are uploads of the same object (`<upload>!/<entry>`).
-    let of_only = |u: &str| {
-        only.as_ref().is_none_or(|o| {
-            u == o
-                || u.strip_prefix(o.as_str())
-                    .is_some_and(|r| r.starts_with("!/"))
-        })
-    };
+    let of_only = |u: &str| only.as_ref().is_none_or(|o| o.holds(u));
     for upload in uploads.iter().filter(|u| of_only(u)) {
         if let Some(removal) = indexer.begin_unindex(upload).await? {
             let record = &removal.record;

@@ -101,13 +101,6 @@ enum RecordPlanned {
     Listed(Option<UploadRecord>, Option<PriorRead>),
 }
 
-/// `size` bytes at `offset` of a local file.
-pub(super) fn read_range(path: &std::path::Path, offset: u64, size: u64) -> io::Result<Vec<u8>> {
-    let reader = crate::reader::FileReader::open(path)?;
-    let len = usize::try_from(size).map_err(|_| io::Error::other("section too large"))?;
-    crate::reader::read_vec(&reader, offset, len)
-}
-
 impl<'s> Indexer<'s> {
     /// The prefixed keys of a key set.
     pub(super) fn prefixed(&self, set: &KeySet) -> BTreeSet<String> {

@@ -7,7 +7,6 @@ use std::pin::Pin;
 
 use futures_util::StreamExt;
 
-use super::index::read_range;
 use super::sources::{mark_shared_build_id, NO_PRODUCT};
 use super::upload::{is_pdb, Outcome, Planned, Upload};
 use super::Indexer;
@@ -754,4 +753,11 @@ impl<'s> Indexer<'s> {
         outcome.add(target, result);
         Ok(result != KeyOutcome::Conflict)
     }
+}
+
+/// `size` bytes at `offset` of a local file.
+fn read_range(path: &std::path::Path, offset: u64, size: u64) -> io::Result<Vec<u8>> {
+    let reader = crate::reader::FileReader::open(path)?;
+    let len = usize::try_from(size).map_err(|_| io::Error::other("section too large"))?;
+    crate::reader::read_vec(&reader, offset, len)
 }

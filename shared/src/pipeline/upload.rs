@@ -12,6 +12,7 @@ use crate::manifest::{Action, Record};
 use crate::refs::{Content, IdRecord, IndexedAs, KeyOutcome, PriorRead, UploadRecord};
 use crate::sourcemap::{self, Offer, Want};
 use crate::storage::CopySource;
+use crate::upload_id::{Location, UploadId};
 use crate::upload_meta::UploadMeta;
 
 /// One ingest object to index.
@@ -290,13 +291,10 @@ pub(super) struct Planned {
 
 /// A manifest record about an upload known only from its upload record.
 pub(super) fn upload_record_of(upload: &UploadRecord, action: Action) -> Record {
-    let (bucket, key) = match upload
-        .source
-        .strip_prefix("s3://")
-        .and_then(|s| s.split_once('/'))
-    {
-        Some((bucket, key)) => (Some(bucket.to_string()), key.to_string()),
-        None => (None, upload.source.clone()),
+    let location = Location::of_source(&upload.source);
+    let (bucket, key) = match &location {
+        Location::S3 { bucket, key } => (Some(bucket.clone()), key.clone()),
+        Location::File { path } => (None, path.clone()),
     };
     let ingest_etag = upload
         .ingest_etag
@@ -305,10 +303,10 @@ pub(super) fn upload_record_of(upload: &UploadRecord, action: Action) -> Record 
     // Records written before the version was kept: the upload id says it
     // (`s3:<bucket>/<key>@<version id, or the ETag unversioned>[!/<entry>]`).
     let ingest_version = upload.ingest_version.clone().or_else(|| {
-        let bucket = bucket.as_deref()?;
-        let rest = upload.upload.strip_prefix(&format!("s3:{bucket}/{key}@"))?;
-        let version = rest.split("!/").next()?;
-        (version != ingest_etag && version != upload.etag).then(|| version.to_string())
+        bucket.as_ref()?;
+        let id = upload.upload.parse::<UploadId>().ok()?;
+        let version = id.version.filter(|_| id.location == location)?;
+        (version != ingest_etag && version != upload.etag).then_some(version)
     });
     let mut record = Record {
         ingest_etag: Some(ingest_etag),
@@ -401,8 +399,9 @@ impl std::fmt::Display for Summary {
 #[derive(Debug, Clone)]
 pub struct Input {
     scheme: Scheme,
-    /// What a record of the input itself calls it when nothing was published.
-    record_id: String,
+    /// What a record of the input itself calls it when nothing was published (an S3
+    /// object read: its upload's id).
+    record_id: UploadId,
     pub bucket: Option<String>,
     /// The path (local) or the ingest key (S3).
     pub key: String,
@@ -425,7 +424,14 @@ impl Input {
     pub fn file(path: &str, meta: &UploadMeta) -> Input {
         Input {
             scheme: Scheme::File,
-            record_id: format!("file:{path}"),
+            record_id: UploadId {
+                location: Location::File {
+                    path: path.to_string(),
+                },
+                version: None,
+                entry: None,
+                scope: None,
+            },
             bucket: None,
             key: path.to_string(),
             version: None,
@@ -441,7 +447,7 @@ impl Input {
     pub fn s3_location(bucket: &str, key: &str, version: Option<&str>, meta: &UploadMeta) -> Input {
         Input {
             scheme: Scheme::S3,
-            record_id: format!("s3:{bucket}/{key}"),
+            record_id: UploadId::s3(bucket, key, None, None),
             bucket: Some(bucket.to_string()),
             key: key.to_string(),
             version: version.map(str::to_string),
@@ -462,17 +468,14 @@ impl Input {
         meta: &UploadMeta,
     ) -> Input {
         let mut input = Input::s3_location(bucket, key, version, meta).with_content(etag, size);
-        input.record_id = format!("{}@{}", input.record_id, version.unwrap_or(etag));
+        input.record_id.version = Some(version.unwrap_or(etag).to_string());
         input
     }
 
     /// How the ids of this input's uploads begin (`s3:<bucket>/<key>`, `file:<path>`), by which
     /// a removal finds them (refs, `location_of`).
     pub fn location(&self) -> String {
-        match (&self.scheme, &self.bucket) {
-            (Scheme::S3, Some(bucket)) => format!("s3:{bucket}/{}", self.key),
-            _ => format!("file:{}", self.key),
-        }
+        self.record_id.location.to_string()
     }
 
     /// The same input, its content known (its records name the upload as before).
@@ -488,8 +491,8 @@ impl Input {
     /// is the object's version ([`Input::s3_object`]).
     pub fn upload_id(&self, etag: &str) -> String {
         match self.scheme {
-            Scheme::File => file_upload_id(&self.key, etag, &self.meta),
-            Scheme::S3 => self.record_id.clone(),
+            Scheme::File => UploadId::file(&self.key, None, etag, &self.meta).to_string(),
+            Scheme::S3 => self.record_id.to_string(),
         }
     }
 
@@ -497,8 +500,8 @@ impl Input {
     /// upload and the entry's path, so a retried archive finds its entries' uploads.
     pub fn entry_upload_id(&self, entry: &str, etag: &str) -> String {
         match self.scheme {
-            Scheme::File => file_upload_id(&format!("{}!/{entry}", self.key), etag, &self.meta),
-            Scheme::S3 => format!("{}!/{entry}", self.record_id),
+            Scheme::S3 => self.record_id_of(Some(entry)).to_string(),
+            Scheme::File => UploadId::file(&self.key, Some(entry), etag, &self.meta).to_string(),
         }
     }
 
@@ -520,9 +523,7 @@ impl Input {
             meta: self.meta.clone(),
             ..Record::about(
                 action,
-                entry.map_or(self.record_id.clone(), |e| {
-                    format!("{}!/{e}", self.record_id)
-                }),
+                self.record_id_of(entry).to_string(),
                 self.bucket.clone(),
                 self.key.clone(),
             )
@@ -534,6 +535,14 @@ impl Input {
         Indexed::nothing_published(vec![record])
     }
 
+    /// The id of a record of this input, or of one of its entries.
+    fn record_id_of(&self, entry: Option<&str>) -> UploadId {
+        UploadId {
+            entry: entry.map(str::to_string),
+            ..self.record_id.clone()
+        }
+    }
+
     /// Where an entry of this archive came from, for its upload.
     fn entry_of(&self, path: &str) -> EntryOf {
         EntryOf {
@@ -541,34 +550,6 @@ impl Input {
             archive_etag: self.etag.clone().unwrap_or_default(),
             archive_size: self.size.unwrap_or_default(),
         }
-    }
-}
-
-/// `file:<location>@<sha1>[#build=<build>]`, or with a product
-/// `file:<location>@<sha1>#product=<product>[&build=<build>]`: two products indexing the same
-/// file are two uploads (THREATS.md, tenancy: the second is not answered from the first's
-/// record, nor deleted with it). Ids without a product keep the form they had before.
-fn file_upload_id(location: &str, etag: &str, meta: &UploadMeta) -> String {
-    // `%`, `&`, `=` and `#` of a product or build are escaped there: `--product 'b&build=1'`
-    // names no other product's upload.
-    let part = |text: &str| {
-        let mut out = String::with_capacity(text.len());
-        for c in text.chars() {
-            match c {
-                '%' | '&' | '=' | '#' => out.push_str(&format!("%{:02X}", c as u32)),
-                c => out.push(c),
-            }
-        }
-        out
-    };
-    match (&meta.product, &meta.build) {
-        (Some(product), Some(build)) => {
-            let (product, build) = (part(product), part(build));
-            format!("file:{location}@{etag}#product={product}&build={build}")
-        }
-        (Some(product), None) => format!("file:{location}@{etag}#product={}", part(product)),
-        (None, Some(build)) => format!("file:{location}@{etag}#build={build}"),
-        (None, None) => format!("file:{location}@{etag}"),
     }
 }
 
