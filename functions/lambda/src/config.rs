@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use symdex_shared::audit_page::DEPLOYED_PREFIX;
 use symdex_shared::pipeline::{default_prefixes, Config};
 use symdex_shared::storage::s3::DEFAULT_MULTIPART_THRESHOLD;
+use symdex_shared::storage::STATE_PREFIX;
 use symdex_shared::Layout;
 
 #[derive(Debug, Clone)]
@@ -55,6 +57,10 @@ pub struct LambdaConfig {
     /// by default half the function's memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, which Lambda
     /// sets); unbounded where neither is set (each decoder then only within its own limit).
     pub decoder_memory: Option<&'static symdex_shared::archive::DecoderMemory>,
+    /// SYMDEX_AUDIT_PAGE (default false): after each sweep, the sweeper writes the audit page
+    /// (`symdex audit`'s) to the serving bucket at `_symdex/audit/index.html`, for the edge to
+    /// show to the module's audit grant alone (audit_page.rs).
+    pub audit_page: bool,
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -141,6 +147,7 @@ fn pipeline(lookup: Lookup<'_>) -> Result<Config, String> {
             .map_err(|e| format!("SYMDEX_RETENTION: {e}"))?,
         None => Default::default(),
     };
+    refuse_private_prefixes(&prefixes, &manifest_prefix)?;
     Ok(Config {
         layouts,
         prefixes,
@@ -157,6 +164,31 @@ fn pipeline(lookup: Lookup<'_>) -> Result<Config, String> {
         source_joins: flag(lookup, "SYMDEX_SOURCE_JOINS", true)?,
         handed: Default::default(),
     })
+}
+
+/// A layout's prefix under symdex's own records (`_symdex/`: references, the sweeper's state,
+/// the audit page) or the manifest is refused, as the Terraform module refuses it: keys
+/// published there would never be served, and could land on a record or on the audit page
+/// (shown to the audit grant alone). Likewise a manifest under the audit page's folder.
+fn refuse_private_prefixes(
+    prefixes: &BTreeMap<Layout, String>,
+    manifest_prefix: &str,
+) -> Result<(), String> {
+    let private = [format!("{STATE_PREFIX}/"), format!("{manifest_prefix}/")];
+    for (layout, prefix) in prefixes {
+        if let Some(under) = private.iter().find(|p| prefix.starts_with(p.as_str())) {
+            let var = format!("SYMDEX_PREFIX_{}", layout.as_str().to_ascii_uppercase());
+            return Err(format!(
+                "{var}={prefix:?}: a layout's prefix may not lie under the private {under}"
+            ));
+        }
+    }
+    if format!("{manifest_prefix}/").starts_with(DEPLOYED_PREFIX) {
+        return Err(format!(
+            "SYMDEX_MANIFEST_PREFIX={manifest_prefix:?}: under the audit page's {DEPLOYED_PREFIX}"
+        ));
+    }
+    Ok(())
 }
 
 /// SYMDEX_ARCHIVE_MAX_ENTRY_SIZE, _MAX_EXPANDED, _MAX_RATIO, _MAX_ENTRIES.
@@ -244,6 +276,7 @@ impl LambdaConfig {
                 .unwrap_or_default(),
             source_prefix: lookup("SYMDEX_SOURCE_PREFIX").filter(|p| !p.is_empty()),
             conditional_copies: flag(lookup, "SYMDEX_CONDITIONAL_COPY", true)?,
+            audit_page: flag(lookup, "SYMDEX_AUDIT_PAGE", false)?,
             redirect_aliases: match lookup("SYMDEX_ALIASES").as_deref().map(str::trim) {
                 None | Some("" | "copy") => false,
                 Some("redirect") => true,
@@ -359,10 +392,34 @@ mod tests {
         .unwrap();
         assert_eq!(c.pipeline.retention.to_string(), "pr=3d");
         assert!(c.product_prefixes && c.sweep_delete_ingest);
+        assert!(!c.audit_page);
         assert!(
             !config(&[("SYMDEX_SERVING_BUCKET", "s")])
                 .unwrap()
                 .product_prefixes
         );
+    }
+
+    #[test]
+    fn the_audit_page_and_private_prefixes() {
+        let on = config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_AUDIT_PAGE", "1")]);
+        assert!(on.unwrap().audit_page);
+        // A layout can never publish among symdex's records or on the audit page.
+        for (var, value) in [
+            ("SYMDEX_PREFIX_SSQP", "_symdex/"),
+            ("SYMDEX_PREFIX_UNIFIED", "/_symdex/audit"),
+            ("SYMDEX_PREFIX_BREAKPAD", "_manifest/x"),
+            ("SYMDEX_MANIFEST_PREFIX", "_symdex/audit/m"),
+        ] {
+            let refused = config(&[("SYMDEX_SERVING_BUCKET", "s"), (var, value)]).unwrap_err();
+            assert!(refused.contains(var), "{refused}");
+        }
+        for (var, value) in [
+            ("SYMDEX_PREFIX_SSQP", ""),
+            ("SYMDEX_PREFIX_SSQP", "_symdex2/"),
+            ("SYMDEX_PREFIX_UNIFIED", "_manifests/"),
+        ] {
+            assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), (var, value)]).is_ok());
+        }
     }
 }
