@@ -11,10 +11,12 @@
 //! - [`retention`]: channels, retention policies and expiry.
 //! - [`sourcemap`]: which uploaded source serves which path a debug file names.
 //! - [`audit`]: the store's invariants, checked from the outside (`symdex verify`).
+//! - [`audit_page`]: the manifest and the store as one HTML page (`symdex audit`, the sweeper).
 
 pub mod arch;
 pub mod archive;
 pub mod audit;
+pub mod audit_page;
 pub mod digest;
 pub mod formats;
 pub mod identity;

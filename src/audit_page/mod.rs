@@ -1,27 +1,14 @@
-//! `symdex audit`: the manifest and the store as one self-contained HTML page: what was
-//! published, when, by which build, what went wrong, and what the store holds now. The audit
-//! questions of `manifest query`, for people who would rather look than write filters.
-
-mod columns;
-mod data;
-mod holders;
-mod holdings;
-mod line;
-mod listed_upload;
-mod packing;
-mod page;
-mod strings;
-
-#[cfg(test)]
-mod tests;
+//! `symdex audit`: the manifest and the store as one self-contained HTML page (the shared
+//! crate's [`symdex_shared::audit_page`] makes it; the sweeper Lambda writes the same page in
+//! a deployment).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+use symdex_shared::audit_page::PageData;
 
-use crate::audit_page::data::PageData;
 use crate::deployment::StoreArg;
 
 #[derive(Args)]
@@ -48,9 +35,7 @@ async fn read_and_render(
     prefix: &str,
 ) -> anyhow::Result<(PageData, String)> {
     let opened = store.open().await?;
-    let data = PageData::read(&*opened, shown_as, prefix).await?;
-    let html = page::render(&data)?;
-    Ok((data, html))
+    Ok(symdex_shared::audit_page::read_and_render(&*opened, shown_as, prefix).await?)
 }
 
 /// The page alone ([`read_and_render`]).

@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use symdex_shared::audit_page::DEPLOYED_PREFIX;
 use symdex_shared::pipeline::{default_prefixes, Config};
 use symdex_shared::storage::s3::DEFAULT_MULTIPART_THRESHOLD;
+use symdex_shared::storage::STATE_PREFIX;
 use symdex_shared::Layout;
 
 #[derive(Debug, Clone)]
@@ -55,6 +57,10 @@ pub struct LambdaConfig {
     /// by default half the function's memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE, which Lambda
     /// sets); unbounded where neither is set (each decoder then only within its own limit).
     pub decoder_memory: Option<&'static symdex_shared::archive::DecoderMemory>,
+    /// SYMDEX_AUDIT_PAGE (default false): after each sweep, the sweeper writes the audit page
+    /// (`symdex audit`'s) to the serving bucket at `_symdex/audit/index.html`, for the edge to
+    /// show to the module's audit grant alone (audit_page.rs).
+    pub audit_page: bool,
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -63,6 +69,158 @@ fn list(value: &str) -> Vec<String> {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .collect()
+}
+
+/// Where the configuration is read from: a variable's value by its name.
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// A number, `default` when unset.
+fn number(lookup: Lookup<'_>, name: &str, default: u64) -> Result<u64, String> {
+    match lookup(name) {
+        Some(v) => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={v:?} is not a number")),
+        None => Ok(default),
+    }
+}
+
+/// A flag, `default` when unset or empty. A value that says neither is refused (the function
+/// fails to start, saying why): read as false, `True` turned off what defaults on
+/// (conditional copies, source joins).
+fn flag(lookup: Lookup<'_>, name: &str, default: bool) -> Result<bool, String> {
+    let Some(value) = lookup(name) else {
+        return Ok(default);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" => Ok(default),
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(format!(
+            "{name}={value:?}: expected true or false (or 1/0, yes/no, on/off)"
+        )),
+    }
+}
+
+/// SYMDEX_LAYOUTS and SYMDEX_PREFIX_<LAYOUT>.
+fn layouts_and_prefixes(
+    lookup: Lookup<'_>,
+) -> Result<(Vec<Layout>, BTreeMap<Layout, String>), String> {
+    let layouts =
+        match lookup("SYMDEX_LAYOUTS").filter(|s| !s.trim().is_empty() && s.trim() != "all") {
+            Some(value) => list(&value)
+                .iter()
+                .map(|l| l.parse())
+                .collect::<Result<Vec<Layout>, _>>()?,
+            None => Layout::ALL.to_vec(),
+        };
+    let mut prefixes: BTreeMap<Layout, String> = default_prefixes();
+    for layout in Layout::ALL {
+        let var = format!("SYMDEX_PREFIX_{}", layout.as_str().to_ascii_uppercase());
+        if let Some(mut prefix) = lookup(&var) {
+            prefix = prefix.trim_start_matches('/').to_string();
+            if !prefix.is_empty() && !prefix.ends_with('/') {
+                prefix.push('/');
+            }
+            prefixes.insert(layout, prefix);
+        }
+    }
+    Ok((layouts, prefixes))
+}
+
+/// The pipeline's settings (see [`LambdaConfig::pipeline`]).
+fn pipeline(lookup: Lookup<'_>) -> Result<Config, String> {
+    let (layouts, prefixes) = layouts_and_prefixes(lookup)?;
+    let manifest_prefix = lookup("SYMDEX_MANIFEST_PREFIX")
+        .map(|p| p.trim_matches('/').to_string())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "_manifest".to_string());
+    // A lease must outlast the function's timeout (15 minutes at most) plus clock skew.
+    let lease = symdex_shared::refs::LeasePolicy {
+        duration: std::time::Duration::from_secs(number(lookup, "SYMDEX_LEASE_SECONDS", 960)?),
+        ..Default::default()
+    };
+    // SYMDEX_RETENTION: channel -> retention (retention.rs), stamped on new uploads.
+    let retention = match lookup("SYMDEX_RETENTION") {
+        Some(policy) => policy
+            .parse()
+            .map_err(|e| format!("SYMDEX_RETENTION: {e}"))?,
+        None => Default::default(),
+    };
+    refuse_private_prefixes(&prefixes, &manifest_prefix)?;
+    Ok(Config {
+        layouts,
+        prefixes,
+        overwrite: flag(lookup, "SYMDEX_OVERWRITE", false)?,
+        // SYMDEX_RECHECK: a redelivery checks every key again (see Config::recheck).
+        recheck: flag(lookup, "SYMDEX_RECHECK", false)?,
+        manifest_prefix,
+        gzip_manifest: true,
+        lease,
+        retention,
+        // SYMDEX_FOLD_CASE: the CDN lowercases requests for the SymSrv family.
+        fold_case: flag(lookup, "SYMDEX_FOLD_CASE", false)?,
+        // SYMDEX_SOURCE_JOINS=false: nobody uploads sources (Config::source_joins).
+        source_joins: flag(lookup, "SYMDEX_SOURCE_JOINS", true)?,
+        handed: Default::default(),
+    })
+}
+
+/// A layout's prefix under symdex's own records (`_symdex/`: references, the sweeper's state,
+/// the audit page) or the manifest is refused, as the Terraform module refuses it: keys
+/// published there would never be served, and could land on a record or on the audit page
+/// (shown to the audit grant alone). Likewise a manifest under the audit page's folder.
+fn refuse_private_prefixes(
+    prefixes: &BTreeMap<Layout, String>,
+    manifest_prefix: &str,
+) -> Result<(), String> {
+    let private = [format!("{STATE_PREFIX}/"), format!("{manifest_prefix}/")];
+    for (layout, prefix) in prefixes {
+        if let Some(under) = private.iter().find(|p| prefix.starts_with(p.as_str())) {
+            let var = format!("SYMDEX_PREFIX_{}", layout.as_str().to_ascii_uppercase());
+            return Err(format!(
+                "{var}={prefix:?}: a layout's prefix may not lie under the private {under}"
+            ));
+        }
+    }
+    if format!("{manifest_prefix}/").starts_with(DEPLOYED_PREFIX) {
+        return Err(format!(
+            "SYMDEX_MANIFEST_PREFIX={manifest_prefix:?}: under the audit page's {DEPLOYED_PREFIX}"
+        ));
+    }
+    Ok(())
+}
+
+/// SYMDEX_ARCHIVE_MAX_ENTRY_SIZE, _MAX_EXPANDED, _MAX_RATIO, _MAX_ENTRIES.
+fn archive_limits(lookup: Lookup<'_>) -> Result<symdex_shared::archive::Limits, String> {
+    let defaults = symdex_shared::archive::Limits::default();
+    Ok(symdex_shared::archive::Limits {
+        max_entry_size: number(
+            lookup,
+            "SYMDEX_ARCHIVE_MAX_ENTRY_SIZE",
+            defaults.max_entry_size,
+        )?,
+        max_expanded: number(lookup, "SYMDEX_ARCHIVE_MAX_EXPANDED", defaults.max_expanded)?,
+        max_ratio: number(lookup, "SYMDEX_ARCHIVE_MAX_RATIO", defaults.max_ratio)?,
+        max_entries: number(lookup, "SYMDEX_ARCHIVE_MAX_ENTRIES", defaults.max_entries)?,
+    })
+}
+
+/// SYMDEX_DECODER_MEMORY_MB, or half of AWS_LAMBDA_FUNCTION_MEMORY_SIZE: one budget for the
+/// process's walks, for as long as it lives.
+fn decoder_memory(
+    lookup: Lookup<'_>,
+) -> Result<Option<&'static symdex_shared::archive::DecoderMemory>, String> {
+    let decoder_memory_mb = match lookup("SYMDEX_DECODER_MEMORY_MB") {
+        Some(_) => Some(number(lookup, "SYMDEX_DECODER_MEMORY_MB", 0)?),
+        None => lookup("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+            .and_then(|mb| mb.trim().parse::<u64>().ok())
+            .map(|mb| mb / 2),
+    };
+    Ok(decoder_memory_mb.map(|mb| {
+        let memory = symdex_shared::archive::DecoderMemory::new(mb.max(1) << 20);
+        &*Box::leak(Box::new(memory))
+    }))
 }
 
 impl LambdaConfig {
@@ -87,36 +245,13 @@ impl LambdaConfig {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// Reads the configuration through `lookup` (the environment, or a map in tests). One
-    /// variable after another, as docs/lambda.md's table lists them: long, and flat.
+    /// Reads the configuration through `lookup` (the environment, or a map in tests), in
+    /// steps of a few variables each, as docs/lambda.md's table lists them.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let lookup: Lookup<'_> = &lookup;
         let serving_bucket = lookup("SYMDEX_SERVING_BUCKET")
             .filter(|b| !b.is_empty())
             .ok_or("SYMDEX_SERVING_BUCKET is not set")?;
-        let ingest_bucket = lookup("SYMDEX_INGEST_BUCKET").filter(|b| !b.is_empty());
-        let layouts =
-            match lookup("SYMDEX_LAYOUTS").filter(|s| !s.trim().is_empty() && s.trim() != "all") {
-                Some(value) => list(&value)
-                    .iter()
-                    .map(|l| l.parse())
-                    .collect::<Result<Vec<Layout>, _>>()?,
-                None => Layout::ALL.to_vec(),
-            };
-        let mut prefixes: BTreeMap<Layout, String> = default_prefixes();
-        for layout in Layout::ALL {
-            let var = format!("SYMDEX_PREFIX_{}", layout.as_str().to_ascii_uppercase());
-            if let Some(mut prefix) = lookup(&var) {
-                prefix = prefix.trim_start_matches('/').to_string();
-                if !prefix.is_empty() && !prefix.ends_with('/') {
-                    prefix.push('/');
-                }
-                prefixes.insert(layout, prefix);
-            }
-        }
-        let manifest_prefix = lookup("SYMDEX_MANIFEST_PREFIX")
-            .map(|p| p.trim_matches('/').to_string())
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "_manifest".to_string());
         let multipart_threshold = match lookup("SYMDEX_MULTIPART_THRESHOLD") {
             Some(v) => v
                 .trim()
@@ -124,92 +259,24 @@ impl LambdaConfig {
                 .map_err(|_| format!("SYMDEX_MULTIPART_THRESHOLD={v:?} is not a number"))?,
             None => DEFAULT_MULTIPART_THRESHOLD,
         };
-        let number = |name: &str, default: u64| -> Result<u64, String> {
-            match lookup(name) {
-                Some(v) => v
-                    .trim()
-                    .parse()
-                    .map_err(|_| format!("{name}={v:?} is not a number")),
-                None => Ok(default),
-            }
-        };
-        // A lease must outlast the function's timeout (15 minutes at most) plus clock skew.
-        let lease = symdex_shared::refs::LeasePolicy {
-            duration: std::time::Duration::from_secs(number("SYMDEX_LEASE_SECONDS", 960)?),
-            ..Default::default()
-        };
-        let concurrency = number("SYMDEX_CONCURRENCY", 4)?.clamp(1, 64) as usize;
-        // SYMDEX_RETENTION: channel -> retention (retention.rs), stamped on new uploads.
-        let retention = match lookup("SYMDEX_RETENTION") {
-            Some(policy) => policy
-                .parse()
-                .map_err(|e| format!("SYMDEX_RETENTION: {e}"))?,
-            None => Default::default(),
-        };
-        // A value that says neither is refused (the function fails to start, saying why):
-        // read as false, `True` turned off what defaults on (conditional copies, source joins).
-        let flag = |name: &str, default: bool| -> Result<bool, String> {
-            let Some(value) = lookup(name) else {
-                return Ok(default);
-            };
-            match value.trim().to_ascii_lowercase().as_str() {
-                "" => Ok(default),
-                "true" | "1" | "yes" | "on" => Ok(true),
-                "false" | "0" | "no" | "off" => Ok(false),
-                _ => Err(format!(
-                    "{name}={value:?}: expected true or false (or 1/0, yes/no, on/off)"
-                )),
-            }
-        };
-        let defaults = symdex_shared::archive::Limits::default();
-        let archive_limits = symdex_shared::archive::Limits {
-            max_entry_size: number("SYMDEX_ARCHIVE_MAX_ENTRY_SIZE", defaults.max_entry_size)?,
-            max_expanded: number("SYMDEX_ARCHIVE_MAX_EXPANDED", defaults.max_expanded)?,
-            max_ratio: number("SYMDEX_ARCHIVE_MAX_RATIO", defaults.max_ratio)?,
-            max_entries: number("SYMDEX_ARCHIVE_MAX_ENTRIES", defaults.max_entries)?,
-        };
-        let decoder_memory_mb = match lookup("SYMDEX_DECODER_MEMORY_MB") {
-            Some(_) => Some(number("SYMDEX_DECODER_MEMORY_MB", 0)?),
-            None => lookup("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
-                .and_then(|mb| mb.trim().parse::<u64>().ok())
-                .map(|mb| mb / 2),
-        };
-        // One budget for the process's walks, for as long as it lives.
-        let decoder_memory = decoder_memory_mb.map(|mb| {
-            let memory = symdex_shared::archive::DecoderMemory::new(mb.max(1) << 20);
-            &*Box::leak(Box::new(memory))
-        });
         Ok(LambdaConfig {
-            archive_limits,
-            decoder_memory,
+            archive_limits: archive_limits(lookup)?,
+            decoder_memory: decoder_memory(lookup)?,
             serving_bucket,
-            ingest_bucket,
-            concurrency,
-            pipeline: Config {
-                layouts,
-                prefixes,
-                overwrite: flag("SYMDEX_OVERWRITE", false)?,
-                // SYMDEX_RECHECK: a redelivery checks every key again (see Config::recheck).
-                recheck: flag("SYMDEX_RECHECK", false)?,
-                manifest_prefix,
-                gzip_manifest: true,
-                lease,
-                retention,
-                // SYMDEX_FOLD_CASE: the CDN lowercases requests for the SymSrv family.
-                fold_case: flag("SYMDEX_FOLD_CASE", false)?,
-                // SYMDEX_SOURCE_JOINS=false: nobody uploads sources (Config::source_joins).
-                source_joins: flag("SYMDEX_SOURCE_JOINS", true)?,
-                handed: Default::default(),
-            },
-            product_prefixes: flag("SYMDEX_PRODUCT_PREFIXES", false)?,
-            sweep_max_uploads: number("SYMDEX_SWEEP_MAX_UPLOADS", 2000)?.clamp(1, 100_000) as usize,
-            sweep_delete_ingest: flag("SYMDEX_SWEEP_DELETE_INGEST", true)?,
+            ingest_bucket: lookup("SYMDEX_INGEST_BUCKET").filter(|b| !b.is_empty()),
+            concurrency: number(lookup, "SYMDEX_CONCURRENCY", 4)?.clamp(1, 64) as usize,
+            pipeline: pipeline(lookup)?,
+            product_prefixes: flag(lookup, "SYMDEX_PRODUCT_PREFIXES", false)?,
+            sweep_max_uploads: number(lookup, "SYMDEX_SWEEP_MAX_UPLOADS", 2000)?.clamp(1, 100_000)
+                as usize,
+            sweep_delete_ingest: flag(lookup, "SYMDEX_SWEEP_DELETE_INGEST", true)?,
             multipart_threshold,
             source_extensions: lookup("SYMDEX_SOURCE_EXTENSIONS")
                 .map(|v| list(&v))
                 .unwrap_or_default(),
             source_prefix: lookup("SYMDEX_SOURCE_PREFIX").filter(|p| !p.is_empty()),
-            conditional_copies: flag("SYMDEX_CONDITIONAL_COPY", true)?,
+            conditional_copies: flag(lookup, "SYMDEX_CONDITIONAL_COPY", true)?,
+            audit_page: flag(lookup, "SYMDEX_AUDIT_PAGE", false)?,
             redirect_aliases: match lookup("SYMDEX_ALIASES").as_deref().map(str::trim) {
                 None | Some("" | "copy") => false,
                 Some("redirect") => true,
@@ -325,10 +392,34 @@ mod tests {
         .unwrap();
         assert_eq!(c.pipeline.retention.to_string(), "pr=3d");
         assert!(c.product_prefixes && c.sweep_delete_ingest);
+        assert!(!c.audit_page);
         assert!(
             !config(&[("SYMDEX_SERVING_BUCKET", "s")])
                 .unwrap()
                 .product_prefixes
         );
+    }
+
+    #[test]
+    fn the_audit_page_and_private_prefixes() {
+        let on = config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_AUDIT_PAGE", "1")]);
+        assert!(on.unwrap().audit_page);
+        // A layout can never publish among symdex's records or on the audit page.
+        for (var, value) in [
+            ("SYMDEX_PREFIX_SSQP", "_symdex/"),
+            ("SYMDEX_PREFIX_UNIFIED", "/_symdex/audit"),
+            ("SYMDEX_PREFIX_BREAKPAD", "_manifest/x"),
+            ("SYMDEX_MANIFEST_PREFIX", "_symdex/audit/m"),
+        ] {
+            let refused = config(&[("SYMDEX_SERVING_BUCKET", "s"), (var, value)]).unwrap_err();
+            assert!(refused.contains(var), "{refused}");
+        }
+        for (var, value) in [
+            ("SYMDEX_PREFIX_SSQP", ""),
+            ("SYMDEX_PREFIX_SSQP", "_symdex2/"),
+            ("SYMDEX_PREFIX_UNIFIED", "_manifests/"),
+        ] {
+            assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), (var, value)]).is_ok());
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! into `lambda_runtime`.
 
 pub mod archives;
+pub mod audit_page;
 mod batch;
 pub mod config;
 pub mod context;

@@ -18,6 +18,8 @@
 //! after 3, the pending deletions are done first. The ingest object goes only after the upload
 //! is forgotten, so the remover's event for it finds nothing left to do. One sweeper runs at
 //! a time (the module reserves a concurrency of 1), so the state needs no compare-and-swap.
+//!
+//! With SYMDEX_AUDIT_PAGE on, each run then writes the audit page (audit_page.rs).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -137,10 +139,19 @@ async fn promote(ctx: &Context, request: Promote) -> Result<Value, Error> {
 
 /// One sweeper run. The payload is EventBridge's scheduled event: its `time` is the time to
 /// expire at (so a replayed event decides as the original would); `detail.dry_run: true`
-/// reports without changing anything. A `promote` payload promotes instead ([`Promote`]).
+/// reports without changing anything. A `promote` payload promotes instead ([`Promote`]);
+/// `{"audit_page": true}` writes the audit page now, sweeping nothing (SYMDEX_AUDIT_PAGE on).
+/// After a sweep, the audit page is written when SYMDEX_AUDIT_PAGE is on (audit_page.rs).
 pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value, Error> {
     if let Some(request) = payload.get("promote") {
         return promote(ctx, serde_json::from_value(request.clone())?).await;
+    }
+    if payload.get("audit_page").and_then(Value::as_bool) == Some(true) {
+        if !ctx.config.audit_page {
+            return Err("the audit page is off (SYMDEX_AUDIT_PAGE)".into());
+        }
+        let written = crate::audit_page::write_audit_page(ctx).await?;
+        return Ok(json!({ "audit_page": written }));
     }
     let now = match payload.get("time").and_then(Value::as_str) {
         Some(time) => parse_time(time)?,
@@ -221,14 +232,16 @@ pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value,
             "decision"
         );
     }
-    Ok(json!({
+    let mut answer = json!({
         "now": format_time(now),
         "examined": examined,
         "expired": records.len(),
         "keys_removed": keys_removed,
         "ingest_deleted": ingest_deleted,
         "next": next,
-    }))
+    });
+    crate::audit_page::refresh_after_sweep(ctx, &mut answer).await;
+    Ok(answer)
 }
 
 #[cfg(test)]

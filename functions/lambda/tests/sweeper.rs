@@ -273,3 +273,75 @@ async fn a_sweeper_dying_part_way_is_resumed_by_the_next_run() {
     let state: Value = serde_json::from_slice(&state[0].1).unwrap();
     assert_eq!(state["pending"], json!([]));
 }
+
+/// With SYMDEX_AUDIT_PAGE, a sweep writes `symdex audit`'s page of the serving bucket to the
+/// bucket itself (at the private key the edge shows to the audit grant alone): the uploads'
+/// records are on it, and an uploader's hostile file name is data, never markup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_writes_the_audit_page_to_the_serving_bucket() {
+    const PAGE: &str = symdex_shared::audit_page::DEPLOYED_KEY;
+    let stack = Stack::new().await;
+    let fx = Fixtures::build();
+    let hostile = "channel=release/build=3/<script>alert(1)</script>.debug";
+    let off = Arc::new(Context::new(config(&[]), stack.moto.s3().await));
+    stack
+        .put(hostile, std::fs::read(fx.path("app.debug")).unwrap(), &[])
+        .await;
+    stack.index_received(&off, 1).await;
+    // Off by default: no page after a sweep, and none on request.
+    let runs = sweep_all(&off, SystemTime::now()).await;
+    assert!(
+        runs.iter().all(|r| r.get("audit_page").is_none()),
+        "{runs:?}"
+    );
+    let asked = handle_sweeper(&off, json!({ "audit_page": true })).await;
+    assert!(asked.is_err(), "written while off");
+    assert!(stack.objects(SERVING, PAGE).await.is_empty());
+
+    let on = Arc::new(Context::new(
+        config(&[("SYMDEX_AUDIT_PAGE", "true")]),
+        stack.moto.s3().await,
+    ));
+    let runs = sweep_all(&on, SystemTime::now()).await;
+    let written = &runs.last().unwrap()["audit_page"];
+    assert_eq!(written["key"], PAGE, "{runs:?}");
+    assert_eq!(written["records"], 1, "{runs:?}");
+    let head = stack
+        .s3
+        .head_object()
+        .bucket(SERVING)
+        .key(PAGE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.content_type(), Some("text/html; charset=utf-8"));
+    assert_eq!(head.cache_control(), Some("no-store"));
+    let (_, body) = stack.objects(SERVING, PAGE).await.remove(0);
+    let page = String::from_utf8(body).unwrap();
+
+    let records = checks::manifest_records(&stack, SERVING).await;
+    let record = records.iter().find(|r| r["ingest_key"] == hostile).unwrap();
+    let (name, debug_id) = (record["name"].as_str().unwrap(), &record["debug_id"]);
+    assert!(page.contains(debug_id.as_str().unwrap()), "the debug id");
+    // The key's last part is the name (`script>.debug`); the whole key is on the page too.
+    for text in [name, hostile] {
+        assert!(text.contains('>'), "{record}");
+        let escaped = text.replace('<', "\\u003c").replace('>', "\\u003e");
+        assert!(page.contains(&escaped), "{text}, escaped");
+    }
+    assert!(
+        !page.contains("<script>alert(1)"),
+        "hostile markup in the page"
+    );
+    // The page is symdex's own: no published key, and the store's audit is clean.
+    assert!(!checks::published(&stack, SERVING).await.contains_key(PAGE));
+    let (problems, _) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+
+    // On request, the page alone (a refresh between sweeps).
+    let answer = handle_sweeper(&on, json!({ "audit_page": true }))
+        .await
+        .unwrap();
+    assert_eq!(answer["audit_page"]["records"], 1, "{answer}");
+    assert!(answer.get("examined").is_none(), "no sweep: {answer}");
+}

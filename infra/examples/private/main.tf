@@ -1,5 +1,6 @@
 # A private symbol server: readers need a token (or basic credentials) and an allowed network,
-# try builds expire, CI roles upload only under their product. `terraform validate` checks it
+# try builds expire, CI roles upload only under their product, and the audit page is shown to
+# the office network with its own token. `terraform validate` checks it
 # offline (make tf-check); apply it like examples/complete.
 
 terraform {
@@ -16,6 +17,12 @@ provider "aws" {
   region = "us-east-1"
 }
 
+variable "audit_token_sha256" {
+  description = "SHA-256 of the audit page's token: printf %s \"$TOKEN\" | sha256sum"
+  type        = string
+  sensitive   = true
+}
+
 module "symdex" {
   source           = "../../modules/symdex"
   name             = "symdex-private"
@@ -29,6 +36,12 @@ module "symdex" {
   ci_products      = ["app", "engine"]
 
   enforce_product_prefixes = true
+
+  # The audit page, refreshed by the sweeper: from the office network, with the audit token
+  # (a reader's token does not open it).
+  audit_page         = true
+  audit_token_sha256 = var.audit_token_sha256
+  audit_cidrs        = ["203.0.113.0/24"]
 
   # Readers (only they: the access function is in front) also get Microsoft's symbols here.
   upstreams = [{ path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/" }]
@@ -80,4 +93,8 @@ output "access_tokens_kvs_arn" {
 
 output "debuginfod_urls" {
   value = module.symdex.debuginfod_urls
+}
+
+output "audit_page_url" {
+  value = module.symdex.audit_page_url
 }

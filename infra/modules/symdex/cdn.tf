@@ -133,6 +133,27 @@ resource "aws_cloudfront_distribution" "symbols" {
     }
   }
 
+  # The audit page's folder (audit.tf), before the private prefix it lies under: the serving
+  # bucket (whose policy lets CloudFront read the page's key alone), never cached, behind the
+  # access function, which admits the audit grant only.
+  dynamic "ordered_cache_behavior" {
+    for_each = local.enable_audit ? [local.audit_prefix] : []
+    content {
+      path_pattern               = "${ordered_cache_behavior.value}*"
+      target_origin_id           = "serving"
+      allowed_methods            = ["GET", "HEAD"]
+      cached_methods             = ["GET", "HEAD"]
+      viewer_protocol_policy     = "redirect-to-https"
+      compress                   = true
+      cache_policy_id            = local.caching_disabled_policy_id
+      response_headers_policy_id = local.security_headers_policy_id
+      function_association {
+        event_type   = "viewer-request"
+        function_arn = aws_cloudfront_function.access[0].arn
+      }
+    }
+  }
+
   # Behaviours match in order: symdex's private prefixes come first, so no upstream (not even
   # the default behaviour's) is ever asked for them.
   dynamic "ordered_cache_behavior" {

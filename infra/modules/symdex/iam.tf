@@ -49,6 +49,13 @@ resource "aws_iam_role" "remover" {
 }
 
 data "aws_iam_policy_document" "indexer" {
+  # The audit page's folder is the sweeper's alone (audit.tf): no other function writes there.
+  statement {
+    sid       = "NeverTheAuditPage"
+    effect    = "Deny"
+    actions   = ["s3:PutObject", "s3:DeleteObject"]
+    resources = ["${aws_s3_bucket.serving.arn}/${local.audit_prefix}*"]
+  }
   statement {
     sid       = "ReadIngest"
     actions   = ["s3:GetObject", "s3:GetObjectVersion"]
@@ -104,6 +111,13 @@ data "aws_iam_policy_document" "unpublish" {
 
 data "aws_iam_policy_document" "remover" {
   source_policy_documents = [data.aws_iam_policy_document.unpublish.json]
+  # The audit page's folder is the sweeper's alone (audit.tf): no other function writes there.
+  statement {
+    sid       = "NeverTheAuditPage"
+    effect    = "Deny"
+    actions   = ["s3:PutObject", "s3:DeleteObject"]
+    resources = ["${aws_s3_bucket.serving.arn}/${local.audit_prefix}*"]
+  }
   statement {
     sid       = "ConsumeRemovals"
     actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility"]

@@ -246,6 +246,26 @@ data "aws_iam_policy_document" "serving" {
     }
   }
 
+  # The audit page (audit.tf): its one key, under the private state prefix, for the edge to
+  # show to the audit grant alone.
+  dynamic "statement" {
+    for_each = local.enable_audit ? [1] : []
+    content {
+      sid       = "CloudFrontReadsTheAuditPage"
+      actions   = ["s3:GetObject"]
+      resources = ["${aws_s3_bucket.serving.arn}/${local.audit_key}"]
+      principals {
+        type        = "Service"
+        identifiers = ["cloudfront.amazonaws.com"]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "AWS:SourceArn"
+        values   = [aws_cloudfront_distribution.symbols[0].arn]
+      }
+    }
+  }
+
   # ListBucket lets S3 answer 404 (not 403) for a missing key; CloudFront's OAC needs it.
   dynamic "statement" {
     for_each = var.enable_cloudfront ? [1] : []

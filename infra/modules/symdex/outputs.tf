@@ -87,3 +87,8 @@ output "access_logs_bucket" {
   description = "CloudFront access logs (cloudfront/ prefix): symdex report misses reads them."
   value       = join("", aws_s3_bucket.logs[*].id)
 }
+
+output "audit_page_url" {
+  description = "The audit page (audit_page): open it in a browser and give the audit token as the password (any user name), or send it as Authorization: Bearer; null when off."
+  value       = local.enable_audit ? "${local.base_url}/${local.audit_key}" : null
+}

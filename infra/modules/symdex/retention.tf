@@ -59,6 +59,8 @@ resource "aws_lambda_function" "sweeper" {
   environment {
     variables = merge(local.function_env, {
       SYMDEX_SWEEP_MAX_UPLOADS = tostring(var.sweep_max_uploads)
+      # After each run, the audit page to _symdex/audit/index.html (audit.tf).
+      SYMDEX_AUDIT_PAGE = tostring(local.enable_audit)
     })
   }
   logging_config {

@@ -449,3 +449,50 @@ variable "upstream_cache_policy_id" {
     error_message = "upstream_cache_policy_id: the managed CachingOptimized policies cache for up to a year, so an upstream's answer could shadow a later upload that long; leave it null (upstream_cache_max_ttl_hours) or give a policy with a short max TTL."
   }
 }
+
+variable "audit_page" {
+  description = "The sweeper writes the audit page (symdex audit's) to the serving bucket after each run (sweep_schedule), and CloudFront shows it at the audit_page_url output to the audit grant alone (audit_token_sha256 and/or audit_cidrs), never to symbol readers. Needs enable_cloudfront and sweeper_zip."
+  type        = bool
+  default     = false
+  validation {
+    condition     = !var.audit_page || var.audit_token_sha256 != null || length(var.audit_cidrs) > 0
+    error_message = "audit_page needs a grant of its own: audit_token_sha256 (printf %s \"$TOKEN\" | sha256sum) and/or audit_cidrs. Without one the page would be shown to nobody, or (were the grant a reader's) to every symbol reader."
+  }
+  validation {
+    condition     = !var.audit_page || (var.enable_cloudfront && var.sweeper_zip != null)
+    error_message = "audit_page: the sweeper writes the page (sweeper_zip) and CloudFront's access function guards it (enable_cloudfront = true)."
+  }
+  validation {
+    condition     = !var.audit_page || trim(var.state_prefix, "/") == "_symdex"
+    error_message = "audit_page: the functions write the page under _symdex/audit/: state_prefix must stay _symdex."
+  }
+}
+
+variable "audit_token_sha256" {
+  description = "SHA-256 (64 hex digits) of the audit page's token: printf %s \"$TOKEN\" | sha256sum. Only the hash is kept (in the access function's code); the token is the page's password."
+  type        = string
+  default     = null
+  sensitive   = true
+  validation {
+    condition     = var.audit_token_sha256 == null || can(regex("^[0-9a-fA-F]{64}$", var.audit_token_sha256))
+    error_message = "audit_token_sha256 must be a SHA-256 in hex (64 digits), not the token itself: printf %s \"$TOKEN\" | sha256sum."
+  }
+}
+
+variable "audit_cidrs" {
+  description = "Viewer networks (IPv4/IPv6 CIDRs) the audit page is shown to; with audit_token_sha256 too, both must hold."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for c in var.audit_cidrs : can(cidrhost(c, 0)) && strcontains(c, "/")])
+    error_message = "audit_cidrs must be CIDR blocks with their length, e.g. 203.0.113.0/24 or 2001:db8::/48."
+  }
+  validation {
+    condition = alltrue([
+      for c in var.audit_cidrs : try(
+        tonumber(split("/", c)[1]) >= (strcontains(c, ":") ? 32 : 8), false
+      )
+    ])
+    error_message = "audit_cidrs: a network wider than /8 (IPv4) or /32 (IPv6), such as 0.0.0.0/0 or ::/0, would show the audit page to much of the Internet."
+  }
+}

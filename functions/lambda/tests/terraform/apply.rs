@@ -138,10 +138,16 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     let code = function["code"].as_str().unwrap();
     assert!(
         code.contains(&format!(
-            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":true,"foldPrefixes":["/symbols/","/index2/"],"kvsId":"{}"}};"#,
+            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"audit":null,"auth":true,"foldPrefixes":["/symbols/","/index2/"],"kvsId":"{}"}};"#,
             kvs["id"].as_str().unwrap()
         )),
         "{code}"
+    );
+    // The audit page is off unless asked for (audit_page): the sweeper is told so.
+    let sweeper = find("module.symdex.aws_lambda_function.sweeper[0]");
+    assert_eq!(
+        sweeper["environment"][0]["variables"]["SYMDEX_AUDIT_PAGE"], "false",
+        "{sweeper}"
     );
     // The upstream's origin group, as the endpoint holds it after the apply (read back).
     let distribution = find("module.symdex.aws_cloudfront_distribution.symbols[0]");

@@ -5,10 +5,12 @@
 //!   Glue/Athena and alarms are created; an upload to the ingest bucket arrives on the events
 //!   queue and a delete on the removals queue; then everything is destroyed again.
 //! - `plan`: what the edge runs, the refused combinations, the upstreams' origin groups.
+//! - `audit`: the audit page's folder behind its own grant, and its unsafe configurations.
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod apply;
+mod audit;
 mod config;
 mod plan;

@@ -59,8 +59,8 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
     let function = planned(&ips, "module.symdex.aws_cloudfront_function.access[0]");
     let source = std::fs::read_to_string(module.join("edge/access.js")).unwrap();
     let expected = source.replace(
-        "var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '' };",
-        r#"var CONFIG = {"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"auth":false,"foldPrefixes":["/symbols/","/index2/"],"kvsId":""};"#,
+        "var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null };",
+        r#"var CONFIG = {"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"audit":null,"auth":false,"foldPrefixes":["/symbols/","/index2/"],"kvsId":""};"#,
     );
     assert_ne!(expected, source, "the CONFIG line of access.js moved");
     assert_eq!(function["code"].as_str().unwrap(), expected);

@@ -14,13 +14,24 @@
 //   lowercase (SYMDEX_FOLD_CASE), so `FOO.PDB/<GUID>/FOO.PDB` finds `foo.pdb/<guid>/foo.pdb`,
 //   as SymSrv over IIS would. Other paths (debuginfod's source paths) keep their case.
 //
+// - The audit page (CONFIG.audit, the module's audit_page): the folder the sweeper writes it to
+//   (CONFIG.audit.prefix, `/_symdex/audit/`) is shown to the audit grant alone, never on a
+//   reader's credentials: the viewer's IP in CONFIG.audit.cidrs, and a token whose SHA-256 is
+//   CONFIG.audit.tokenSha256 (hex), as `Authorization: Bearer <token>`, basic credentials
+//   whose password is the token (what a browser asks for), or a `symdex_audit` cookie; each
+//   part that is configured must hold. Refused: 403 (an IP outside the list, a wrong bearer
+//   token or cookie, a reader's credentials), or 401 and a basic challenge when the token is
+//   missing or wrong in basic credentials, so a browser asks (again). The path is matched as
+//   the bucket reads it (percent escapes decoded, dot segments resolved). The reader
+//   allow-list (CONFIG.allowCidrs) still applies first.
+//
 // The request is otherwise passed on unchanged, except that the credentials are not forwarded
 // to the origin.
 import cf from 'cloudfront';
 import crypto from 'crypto';
 
 // Replaced by the Terraform module (access.tf); the tests load the file with their own.
-var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '' };
+var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null };
 
 function parseIPv4(text) {
     var parts = text.split('.');
@@ -85,9 +96,9 @@ function inCidr(ip, cidr) {
     return true;
 }
 
-function ipAllowed(viewerIp) {
+function ipIn(viewerIp, cidrs) {
     var ip = parseIP(viewerIp || '');
-    return CONFIG.allowCidrs.some(function (cidr) { return inCidr(ip, cidr); });
+    return cidrs.some(function (cidr) { return inCidr(ip, cidr); });
 }
 
 function sha256(text) {
@@ -119,14 +130,90 @@ async function authorized(header) {
     return (await known(kvs, decoded)) || known(kvs, decoded.slice(colon + 1));
 }
 
+// The path as the bucket reads it: percent escapes decoded (a malformed one left as it is),
+// `.` and `..` segments resolved.
+function bucketPath(uri) {
+    var decoded = uri;
+    try {
+        decoded = decodeURIComponent(uri);
+    } catch (malformed) {
+        decoded = uri;
+    }
+    var out = [];
+    decoded.split('/').forEach(function (segment, i) {
+        if (segment === '.' && i > 0) return;
+        if (segment === '..' && i > 0) {
+            if (out.length > 1) out.pop();
+            return;
+        }
+        out.push(segment);
+    });
+    return out.join('/');
+}
+
+function underAudit(uri) {
+    var prefix = CONFIG.audit.prefix;
+    return uri.indexOf(prefix) === 0 || bucketPath(uri).indexOf(prefix) === 0;
+}
+
+// The token a request offers for the audit page, and how: [token, 'basic' | 'bearer' |
+// 'cookie'], or null.
+function auditToken(request) {
+    var header = request.headers.authorization;
+    var value = header && header.value ? header.value.trim() : '';
+    var space = value.indexOf(' ');
+    if (space > 0) {
+        var scheme = value.slice(0, space).toLowerCase();
+        var credentials = value.slice(space + 1).trim();
+        if (scheme === 'bearer') return [credentials, 'bearer'];
+        if (scheme === 'basic') {
+            var decoded = Buffer.from(credentials, 'base64').toString('utf8');
+            var colon = decoded.indexOf(':');
+            return [colon < 0 ? '' : decoded.slice(colon + 1), 'basic'];
+        }
+    }
+    var cookie = request.cookies && request.cookies.symdex_audit;
+    if (cookie && cookie.value) return [cookie.value, 'cookie'];
+    return null;
+}
+
+function auditChallenge() {
+    return refuse(401, 'Unauthorized', {
+        'www-authenticate': { value: 'Basic realm="symdex audit", charset="UTF-8"' },
+        'cache-control': { value: 'no-store' },
+    });
+}
+
+// The answer to a request under the audit page's folder: the request (credentials removed),
+// or its refusal. Without a grant configured (the module refuses that plan), nobody.
+function auditAnswer(request, viewerIp) {
+    var audit = CONFIG.audit;
+    var cidrs = audit.cidrs || [];
+    if (!audit.tokenSha256 && cidrs.length === 0) return refuse(403, 'Forbidden');
+    if (cidrs.length > 0 && !ipIn(viewerIp, cidrs)) return refuse(403, 'Forbidden');
+    if (audit.tokenSha256) {
+        var offered = auditToken(request);
+        if (!offered) return auditChallenge();
+        if (offered[0] === '' || sha256(offered[0]) !== audit.tokenSha256) {
+            return offered[1] === 'basic' ? auditChallenge() : refuse(403, 'Forbidden');
+        }
+    }
+    delete request.headers.authorization;
+    if (request.cookies) delete request.cookies.symdex_audit;
+    return request;
+}
+
 function refuse(statusCode, statusDescription, headers) {
     return { statusCode: statusCode, statusDescription: statusDescription, headers: headers || {} };
 }
 
 async function handler(event) {
     var request = event.request;
-    if (CONFIG.allowCidrs.length > 0 && !ipAllowed(event.viewer && event.viewer.ip)) {
+    if (CONFIG.allowCidrs.length > 0 && !ipIn(event.viewer && event.viewer.ip, CONFIG.allowCidrs)) {
         return refuse(403, 'Forbidden');
+    }
+    if (CONFIG.audit && underAudit(request.uri)) {
+        return auditAnswer(request, event.viewer && event.viewer.ip);
     }
     if (CONFIG.auth) {
         if (!(await authorized(request.headers.authorization))) {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use symdex_shared::manifest::Record;
+use crate::manifest::Record;
 
 /// Key -> the row of the latest record that published it or found it holding its content,
 /// and the row of the record that published it (what a key is attributed to: a key another

@@ -3,10 +3,10 @@
 
 use std::io;
 
+use crate::manifest::for_each_record;
+use crate::missing_sources::MissingSources;
+use crate::storage::Storage;
 use serde::Serialize;
-use symdex_shared::manifest::for_each_record;
-use symdex_shared::missing_sources::MissingSources;
-use symdex_shared::storage::Storage;
 
 use crate::audit_page::columns::Columns;
 use crate::audit_page::holders::Holders;
@@ -37,7 +37,7 @@ impl PageData {
         let mut columns = Columns::default();
         let mut holders = Holders::default();
         let mut wanted: MissingSources<u32> = MissingSources::default();
-        let see = |r: symdex_shared::manifest::Record| -> io::Result<()> {
+        let see = |r: crate::manifest::Record| -> io::Result<()> {
             let row = u32::try_from(columns.len())
                 .map_err(|_| io::Error::other("more records than a page can show"))?;
             columns.push(&r, &mut strings);
@@ -68,7 +68,7 @@ impl PageData {
         let holdings = Holdings::read(store, prefix, &holders, product_of).await?;
         Ok(PageData {
             store: shown_as.to_string(),
-            generated: symdex_shared::manifest::now_rfc3339(),
+            generated: crate::manifest::now_rfc3339(),
             records: columns.len(),
             strings,
             columns,

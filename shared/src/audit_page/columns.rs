@@ -2,8 +2,8 @@
 //! position in the string table ([`Strings`]), in the order the records were read (the
 //! order `symdex manifest query` prints them in).
 
+use crate::manifest::Record;
 use serde::Serialize;
-use symdex_shared::manifest::Record;
 
 use crate::audit_page::packing::{runs, sparse};
 use crate::audit_page::strings::Strings;

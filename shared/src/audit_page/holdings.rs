@@ -6,12 +6,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 
+use crate::layouts::grammar::is_valid_key;
+use crate::layouts::Layout;
+use crate::pipeline::default_prefixes;
+use crate::refs::RefStore;
+use crate::storage::Storage;
 use serde::Serialize;
-use symdex_shared::layouts::grammar::is_valid_key;
-use symdex_shared::layouts::Layout;
-use symdex_shared::pipeline::default_prefixes;
-use symdex_shared::refs::RefStore;
-use symdex_shared::storage::Storage;
 
 use crate::audit_page::holders::Holders;
 use crate::audit_page::line::Line;
@@ -60,7 +60,7 @@ impl Holdings {
         // only the recorded keys seen are kept, to find those the store lacks.
         let mut seen: HashSet<&str> = HashSet::with_capacity(live.len());
         let mut each = |key: String, size: u64| {
-            if symdex_shared::audit::is_bookkeeping(&key, manifest_prefix) {
+            if crate::audit::is_bookkeeping(&key, manifest_prefix) {
                 return;
             }
             let recorded = live.get_key_value(key.as_str());

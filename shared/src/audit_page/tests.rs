@@ -3,10 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use crate::layouts::grammar::is_valid_key;
+use crate::layouts::Layout;
+use crate::manifest::{Action, Record};
+use crate::pipeline::default_prefixes;
+use crate::storage::STATE_PREFIX;
+use crate::upload_meta::UploadMeta;
 use serde_json::{json, Value};
-use symdex_shared::manifest::{Action, Record};
-use symdex_shared::pipeline::default_prefixes;
-use symdex_shared::upload_meta::UploadMeta;
 
 use crate::audit_page::columns::Columns;
 use crate::audit_page::data::PageData;
@@ -14,6 +17,7 @@ use crate::audit_page::holders::Holders;
 use crate::audit_page::holdings::{layout_of, Holdings};
 use crate::audit_page::page::{embed_json, render};
 use crate::audit_page::strings::Strings;
+use crate::audit_page::{DEPLOYED_KEY, DEPLOYED_PREFIX};
 
 const HOSTILE: &str = "</script><script>alert(1)</script><!-- \u{2028}\u{2029} & \x1b]0;x\x07";
 
@@ -245,5 +249,28 @@ fn the_script_writes_no_markup() {
         "setTimeout('",
     ] {
         assert!(!script.contains(sink), "page.js uses {sink}");
+    }
+}
+
+/// The page a deployment writes lives among symdex's own records, where no symbol key can
+/// be: no layout's default prefix is there, and with a layout at the root a key's first two
+/// parts are a file name and an id (hex), which `audit` is not.
+#[test]
+fn the_deployed_page_is_private_and_no_layout_key() {
+    assert!(DEPLOYED_KEY.starts_with(DEPLOYED_PREFIX));
+    assert!(DEPLOYED_PREFIX.starts_with(&format!("{STATE_PREFIX}/")));
+    assert!(crate::audit::is_bookkeeping(DEPLOYED_KEY, "_manifest"));
+    let under_the_page = [
+        DEPLOYED_KEY,
+        "_symdex/audit/_symdex",
+        "_symdex/audit/audit",
+        "_symdex/audit/index.html.sym",
+        "_symdex/audit/debuginfo",
+    ];
+    for layout in Layout::ALL {
+        assert!(!default_prefixes()[&layout].starts_with(&format!("{STATE_PREFIX}/")));
+        for key in under_the_page {
+            assert!(!is_valid_key(layout, key), "{key} is a {layout} key");
+        }
     }
 }
