@@ -72,7 +72,7 @@ hunt: setup
 run:
 	bash scripts/run.sh
 
-# Deployable bootstrap zips for the Lambda functions (x86_64 here; see README for arm64).
+# Deployable bootstrap zips for the Lambda functions (x86_64 here; see docs/lambda.md for arm64).
 lambda:
 	bash scripts/lambda.sh
 

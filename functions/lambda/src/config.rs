@@ -1,4 +1,4 @@
-//! Configuration by environment variables (documented in the README).
+//! Configuration by environment variables (documented in docs/lambda.md).
 
 use std::collections::BTreeMap;
 

@@ -2,7 +2,7 @@
 # `make lambda` (for arm64 build them with cargo-lambda, or set architecture = "x86_64").
 
 terraform {
-  required_version = ">= 1.5"
+  required_version = ">= 1.9"
   required_providers {
     aws = {
       source  = "hashicorp/aws"

@@ -4,7 +4,7 @@
 # offline (make tf-check); apply it like examples/complete.
 
 terraform {
-  required_version = ">= 1.5"
+  required_version = ">= 1.9"
   required_providers {
     aws = {
       source  = "hashicorp/aws"
