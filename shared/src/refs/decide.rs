@@ -4,10 +4,13 @@
 use std::collections::BTreeSet;
 use std::io;
 
-use super::lease::{Lease, Listed};
-use super::publish::{Content, KeyOutcome, OnDifferent, PublishPlan, Publisher, Sharing, Step};
+use super::lease::{Lease, Publisher, CREATE};
+use super::listing::Listed;
+use super::objects::Sharing;
+use super::publication::{Content, KeyOutcome, OnDifferent};
 use super::records::KeyRecord;
-use super::{RefStore, CREATE};
+use super::swap::Step;
+use super::RefStore;
 use crate::storage::ObjectInfo;
 
 /// What [`RefStore::decide`] goes by for one key: fixed for one publish, but for what its loop
@@ -34,6 +37,40 @@ pub(super) struct Deciding<'a, 'c> {
     pub(super) listed: &'a Listed,
     /// Uploads this overwrite marked as waiting for the key.
     pub(super) marked_waiting: &'a BTreeSet<String>,
+}
+
+/// What [`RefStore::publish`] does after its compare-and-swap.
+pub(super) enum PublishPlan {
+    /// We hold the lease now: copy, then release. With the record as written (to release it
+    /// by one conditional write on the version the swap returned). A `create` lease copies
+    /// only where nothing is at the key (see [`CREATE`]).
+    /// `true`: the lease was taken over from an earlier attempt of the same upload, so the
+    /// same content found at the key is its own copy (published), not adopted.
+    Copy(Lease, Box<KeyRecord>, bool),
+    /// A sole writer's new key, its record written in its final state: copy.
+    CopySole,
+    /// Referenced, no lease needed: check the object is there, of the recorded size.
+    Check {
+        by_us: bool,
+        size: u64,
+        /// The target the record names.
+        alias_of: Option<String>,
+    },
+    Done(KeyOutcome),
+    /// No record: first ask what is at the key (an object written outside symdex).
+    NeedHead,
+    /// We hold a `create` lease on a record written as sharing another upload's object, seen
+    /// just before: confirm the object is still that upload's ([`RefStore::share_created`]).
+    Share(Lease, Box<KeyRecord>, Sharing),
+    /// Decided on a guess that the key has no record (a fresh upload's first swap, not a
+    /// read): read it, and decide again.
+    Reread,
+    /// The record holds a `create` lease of this upload's run: read which keys its upload
+    /// record lists (a listed key's lease is released, invariant 1), and decide again.
+    Learn(String),
+    /// An overwrite replaces these uploads' bytes: mark them waiting for the key first
+    /// (invariant 8), and decide again.
+    MarkWaiting(BTreeSet<String>),
 }
 
 impl Deciding<'_, '_> {

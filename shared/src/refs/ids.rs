@@ -3,9 +3,10 @@
 
 use std::io;
 
-use super::publish::Step;
-use super::records::{id_file, IdRecord, PriorRead};
-use super::{parse, RefStore};
+use super::layout::id_file;
+use super::records::{IdRecord, PriorRead};
+use super::swap::{parse, Step};
+use super::RefStore;
 use crate::storage::{Precondition, Versioned};
 
 impl<'s> RefStore<'s> {

@@ -3,13 +3,95 @@
 
 use std::io;
 
-use super::lease::Lease;
-use super::publish::{
-    holds, Alone, Content, CopyHow, Creation, Found, KeyOutcome, Publication, SameBy, Sharing, Step,
-};
-use super::records::{is_upload_name, key_file, KeyRecord, UploadRecord};
-use super::{busy, read_shared, RefStore, CREATE};
-use crate::storage::{ObjectInfo, Owned, Precondition, UPLOADS_DIR};
+use super::layout::{is_upload_name, key_file};
+use super::lease::{Lease, CREATE};
+use super::patience::busy;
+use super::publication::{Content, KeyOutcome, Publication};
+use super::records::{KeyRecord, UploadRecord};
+use super::swap::Step;
+use super::RefStore;
+use crate::storage::{ObjectInfo, Owned, Precondition, StorageError, Versioned, UPLOADS_DIR};
+
+/// How [`RefStore::copy_under_lease`] treats an object it finds at the key.
+#[derive(Clone)]
+pub(super) struct CopyHow {
+    /// Other content is replaced (else: a conflict).
+    pub(super) overwrite: bool,
+    /// The lease was our own earlier attempt's (the same content there is our copy).
+    pub(super) own: bool,
+    /// The upload the record names as the object's writer (`by`): the owner a write names
+    /// (invariant 7).
+    pub(super) by: String,
+    /// Any content found at the key is taken as this content (`OnDifferent::Adopt`).
+    pub(super) adopt: bool,
+    /// An object was found at the key just before: a [`CREATE`] lease looks before it
+    /// creates (one request where it is still there, as it most likely is).
+    pub(super) seen: bool,
+}
+
+/// What a [`CREATE`] lease's holder found at the key.
+pub(super) enum Found {
+    Created,
+    /// An object with the same content (or any, adopting), whose it is, and what it holds.
+    Same(SameBy, ObjectInfo),
+    /// Other content: written outside symdex, or (where objects name their owners) the
+    /// owner's, named.
+    Other(Option<String>),
+}
+
+/// Whether the object `found` holds `content`, as its writer said it would: one whose bytes
+/// are not what its owner wrote with it (a local file changed in place; a copy from a key
+/// an overwrite replaced meanwhile, `Indexer::hold_for`) is not its owner's to share, even
+/// where the bytes are ours.
+pub(super) fn holds(found: &Owned, content: &Content<'_>) -> bool {
+    let as_written = found
+        .written
+        .as_ref()
+        .is_none_or(|w| w.etag == found.info.etag && w.size == found.info.size);
+    found.info.etag == content.etag && found.info.size == content.size && as_written
+}
+
+/// What creating an object only where nothing is came to ([`RefStore::create_or_find`]).
+pub(super) enum Creation {
+    Created,
+    /// Something is there: what, and whose.
+    Found(Owned),
+    /// The copy failed; nothing was created.
+    Failed(StorageError),
+}
+
+/// What publishing a key as its object alone came to ([`RefStore::publish_owned`]).
+pub(super) enum Alone {
+    /// No record needed: the key's outcome.
+    Done(Publication),
+    /// For the record protocol to decide, on the key's record where it was just read; with
+    /// the other upload whose object of this content was found there, to be shared.
+    Decide(Option<Versioned>, Option<Sharing>),
+}
+
+/// Another upload's object found at a key without a record, which this upload shares
+/// (invariant 7): whose it is, and what it holds.
+#[derive(Debug, Clone)]
+pub(super) struct Sharing {
+    /// The upload its owner names, and the owner as the object names it.
+    pub(super) other: String,
+    pub(super) owner: String,
+    pub(super) alias_of: Option<String>,
+    pub(super) info: ObjectInfo,
+}
+
+/// Who else wrote the same content found at a key (invariant 7).
+pub(super) enum SameBy {
+    /// Nobody named (written outside symdex): adopted, unless our own earlier attempt's.
+    Nobody,
+    /// This upload (an earlier or concurrent run of it).
+    Us,
+    /// Another upload, still there: both reference the key now.
+    Upload(String, Option<String>),
+    /// Ours to write again: an upload whose record is gone named it (an orphan), or this
+    /// upload did and it holds other bytes now (changed behind symdex's back: repaired).
+    Replace,
+}
 
 impl<'s> RefStore<'s> {
     /// Whether keys one upload alone references go without a record (invariant 7): where
@@ -234,9 +316,7 @@ impl<'s> RefStore<'s> {
                 && found.alias_of == record.alias_of
         });
         if still {
-            if let Ok(mut held) = self.held.lock() {
-                held.insert(key.to_string(), lease.clone());
-            }
+            self.held.keep(key, lease);
             return Ok(Publication {
                 outcome: KeyOutcome::Unchanged,
                 alias_of: record.alias_of,
@@ -392,9 +472,7 @@ impl<'s> RefStore<'s> {
             // Created (or our own earlier attempt's copy found): the record, written with the
             // lease, already says what is there; the upload's finalize releases the lease by
             // listing the key (invariant 1), saving a write per key.
-            if let Ok(mut held) = self.held.lock() {
-                held.insert(key.to_string(), lease.clone());
-            }
+            self.held.keep(key, lease);
             return Ok(KeyOutcome::Published.into());
         }
         let alias_of = if adopted {
@@ -516,7 +594,7 @@ impl<'s> RefStore<'s> {
     /// after this key's object was seen may call it gone (see `same_by`).
     pub(super) async fn upload_named_by(&self, owner: &str) -> io::Result<Option<String>> {
         let read = || self.upload_by_owner(owner);
-        let (found, ours) = read_shared(&self.known_owners, owner, read, Option::is_some).await?;
+        let (found, ours) = self.known_owners.read(owner, read, Option::is_some).await?;
         match found {
             // Gone by a read another key began (perhaps before our object was seen): ask anew.
             None if !ours => self.upload_by_owner(owner).await,

@@ -3,10 +3,13 @@
 
 use std::io;
 
-use super::lease::{remove_holder, Lease, Listed};
-use super::publish::{Step, Taken};
-use super::records::{key_file, KeyRecord};
-use super::{Patience, RefStore};
+use super::layout::key_file;
+use super::lease::{remove_holder, Lease};
+use super::listing::Listed;
+use super::patience::Patience;
+use super::records::KeyRecord;
+use super::swap::Step;
+use super::RefStore;
 
 /// What taking one reference back came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +20,18 @@ pub enum RemoveOutcome {
     Kept,
     /// The upload did not reference the key.
     NotReferenced,
+}
+
+/// What a removal's compare-and-swap on a key's record came to.
+pub(super) struct Taken {
+    pub(super) outcome: RemoveOutcome,
+    /// The tombstone's lease, when the object is to go.
+    pub(super) lease: Option<Lease>,
+    /// Whom the record names as the object's writer.
+    pub(super) by: String,
+    /// A tombstone made where no record was (invariant 7): only an object naming `by` as its
+    /// owner is the one it is for.
+    pub(super) owned_only: bool,
 }
 
 impl<'s> RefStore<'s> {

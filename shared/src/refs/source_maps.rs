@@ -4,8 +4,8 @@
 use std::io;
 use std::sync::Arc;
 
-use super::publish::Step;
-use super::{parse, RefStore};
+use super::swap::{parse, Step};
+use super::RefStore;
 use crate::sourcemap::SourceMapRecord;
 use crate::storage::{Precondition, Versioned};
 

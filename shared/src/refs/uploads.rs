@@ -6,15 +6,16 @@ use std::io;
 
 use serde::de::DeserializeOwned;
 
-use super::lease::Lease;
-use super::publish::Step;
 #[cfg(doc)]
-use super::records::location_of;
+use super::layout::location_of;
+use super::layout::{location_dir, source_file, UploadLayout};
+use super::lease::Lease;
 use super::records::{
-    location_dir, not_removing, source_file, FileStamp, KeyRecord, PriorRead, Run, SourceRecord,
-    UnparsedUpload, UploadLayout, UploadRecord, UploadState,
+    not_removing, FileStamp, KeyRecord, PriorRead, Run, SourceRecord, UnparsedUpload, UploadRecord,
+    UploadState,
 };
-use super::{parse, RefStore};
+use super::swap::{parse, Step};
+use super::RefStore;
 #[cfg(doc)]
 use crate::storage::Storage;
 use crate::storage::{ObjectInfo, STATE_PREFIX, UPLOADS_DIR};
