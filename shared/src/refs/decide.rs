@@ -7,6 +7,7 @@ use std::io;
 use super::lease::{Lease, Publisher, CREATE};
 use super::listing::Listed;
 use super::objects::Sharing;
+use super::prior::Prior;
 use super::publication::{Content, KeyOutcome, OnDifferent};
 use super::records::KeyRecord;
 use super::swap::Step;
@@ -33,7 +34,7 @@ pub(super) struct Deciding<'a, 'c> {
     /// Another upload's object of this content, seen just before (invariant 7).
     pub(super) sharing: &'a Option<Sharing>,
     /// What a HEAD found at the key, once asked (a sole writer's key without a record).
-    pub(super) external: &'a Option<Option<ObjectInfo>>,
+    pub(super) external: &'a Prior<ObjectInfo>,
     pub(super) listed: &'a Listed,
     /// Uploads this overwrite marked as waiting for the key.
     pub(super) marked_waiting: &'a BTreeSet<String>,
@@ -249,14 +250,10 @@ impl<'s> RefStore<'s> {
             let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
             return Ok(Step::Write(record, plan));
         }
-        if external.is_none() && !had_record {
+        if matches!(external, Prior::Unread) && !had_record {
             return Ok(Step::Keep(PublishPlan::NeedHead));
         }
-        let outside = if had_record {
-            None
-        } else {
-            external.as_ref().and_then(Option::as_ref)
-        };
+        let outside = if had_record { None } else { external.found() };
         let adopted = match outside {
             Some(info) if info.etag == content.etag => true,
             // A record may be there after all, holding this content or

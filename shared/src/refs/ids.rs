@@ -4,6 +4,7 @@
 use std::io;
 
 use super::layout::id_file;
+use super::prior::Prior;
 use super::records::{IdRecord, PriorRead};
 use super::swap::{parse, Step};
 use super::RefStore;
@@ -41,7 +42,7 @@ impl<'s> RefStore<'s> {
         prior: PriorRead,
         f: impl FnMut(&mut IdRecord) -> bool,
     ) -> io::Result<IdRecord> {
-        self.update_id_from(debug_id, Some(prior.0), f).await
+        self.update_id_from(debug_id, Prior::of(prior.0), f).await
     }
 
     /// Updates a debug id's record; `f` returns whether it changed anything.
@@ -50,14 +51,14 @@ impl<'s> RefStore<'s> {
         debug_id: &str,
         f: impl FnMut(&mut IdRecord) -> bool,
     ) -> io::Result<IdRecord> {
-        self.update_id_from(debug_id, None, f).await
+        self.update_id_from(debug_id, Prior::Unread, f).await
     }
 
     /// [`Self::update_id`] from what was `prefetched` of the record, if anything.
     pub(super) async fn update_id_from(
         &self,
         debug_id: &str,
-        prefetched: Option<Option<Versioned>>,
+        prefetched: Prior<Versioned>,
         mut f: impl FnMut(&mut IdRecord) -> bool,
     ) -> io::Result<IdRecord> {
         let file = id_file(debug_id);

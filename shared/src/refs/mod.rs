@@ -197,6 +197,7 @@ mod lease;
 mod listing;
 mod objects;
 mod patience;
+mod prior;
 mod publication;
 mod publish;
 mod records;

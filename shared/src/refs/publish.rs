@@ -10,6 +10,7 @@ use super::lease::{index_holder, Publisher};
 use super::listing::Listed;
 use super::objects::{Alone, CopyHow, Sharing};
 use super::patience::{busy, Patience};
+use super::prior::Prior;
 use super::publication::{Content, KeyOutcome, OnDifferent, Publication};
 use super::records::KeyRecord;
 use super::swap::Step;
@@ -103,9 +104,9 @@ impl<'s> RefStore<'s> {
         // under a `create` lease as concurrent writers do (invariant 7).
         let creates = !self.policy.exclusive || self.owners_named();
         let mut prefetched = if fresh {
-            Some(None)
+            Prior::Absent
         } else {
-            Some(self.store.get(&file).await?)
+            Prior::of(self.store.get(&file).await?)
         };
         // Only a write checks a guess (it fails where a record is): anything else decided on
         // one is decided again on a read.
@@ -115,7 +116,7 @@ impl<'s> RefStore<'s> {
             self.owners_named() && self.store.creates_only_new(&content.source, content.size);
         let mut seen = false;
         let mut sharing: Option<Sharing> = None;
-        if alone && !overwrite && matches!(prefetched, Some(None)) {
+        if alone && !overwrite && matches!(prefetched, Prior::Absent) {
             // No lease taken: the keys after this one need not wait for it. Should the record
             // protocol decide after all, its lease is taken out of turn — two uploads then
             // at worst wait for each other's lease until one gives up and is retried.
@@ -135,9 +136,9 @@ impl<'s> RefStore<'s> {
                     sharing = found;
                     on_guess = record.is_none() && creates;
                     prefetched = match record {
-                        Some(record) => Some(Some(record)),
-                        None if creates => Some(None),
-                        None => None,
+                        Some(record) => Prior::Read(record),
+                        None if creates => Prior::Absent,
+                        None => Prior::Unread,
                     };
                 }
             }
@@ -145,9 +146,9 @@ impl<'s> RefStore<'s> {
         if let Some(turn) = turn.as_mut() {
             turn.wait().await;
         }
-        let mut external: Option<Option<ObjectInfo>> = None;
-        if let (false, Some(None)) = (creates, &prefetched) {
-            external = Some(self.store.head(key).await?);
+        let mut external: Prior<ObjectInfo> = Prior::Unread;
+        if !creates && matches!(prefetched, Prior::Absent) {
+            external = Prior::of(self.store.head(key).await?);
         }
         let mut listed = Listed::new();
         let mut patience = Patience::new(self.policy.wait);
@@ -191,7 +192,7 @@ impl<'s> RefStore<'s> {
                 })
                 .await?;
             if let PublishPlan::NeedHead = plan {
-                external = Some(self.store.head(key).await?);
+                external = Prior::of(self.store.head(key).await?);
                 continue;
             }
             if let PublishPlan::Reread = plan {
@@ -211,7 +212,7 @@ impl<'s> RefStore<'s> {
                 self.learn_listing(creator, &mut listed, &mut patience, key)
                     .await?;
                 if first {
-                    prefetched = Some(written);
+                    prefetched = Prior::of(written);
                     read_before_listing = true;
                 }
                 continue;

@@ -7,6 +7,7 @@ use super::layout::key_file;
 use super::lease::{remove_holder, Lease};
 use super::listing::Listed;
 use super::patience::Patience;
+use super::prior::Prior;
 use super::records::KeyRecord;
 use super::swap::Step;
 use super::RefStore;
@@ -63,7 +64,7 @@ impl<'s> RefStore<'s> {
         let mut patience = Patience::new(self.policy.wait);
         let (taken, version) = loop {
             let (taken, version) = self
-                .update_versioned(&file, None, |current: Option<KeyRecord>| {
+                .update_versioned(&file, Prior::Unread, |current: Option<KeyRecord>| {
                     if let Some(ours) = leased {
                         // Ours still: nobody else acts on the key meanwhile, and the lease is
                         // replaced below (by a tombstone's, or cleared). Else not ours to take.

@@ -4,6 +4,7 @@
 use std::io;
 use std::sync::Arc;
 
+use super::prior::Prior;
 use super::swap::{parse, Step};
 use super::RefStore;
 use crate::sourcemap::SourceMapRecord;
@@ -11,9 +12,9 @@ use crate::storage::{Precondition, Versioned};
 
 /// A source-map record read before it is changed ([`RefStore::read_source_map`]).
 pub struct SourceMapRead {
-    /// What the store held (`None` inside: no record), for the swap; `None`: kept by a sole
-    /// writer deferring its writes, no version to swap on.
-    pub(super) read: Option<Option<Versioned>>,
+    /// What the store held, for the swap; [`Prior::Unread`]: kept by a sole writer deferring
+    /// its writes, no version to swap on.
+    pub(super) read: Prior<Versioned>,
     pub record: Arc<SourceMapRecord>,
 }
 
@@ -208,7 +209,7 @@ impl<'s> RefStore<'s> {
         absent: bool,
         f: impl FnMut(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
-        self.update_source_map_from(file, absent.then_some(None), f)
+        self.update_source_map_from(file, Prior::absent_if(absent), f)
             .await
     }
 
@@ -218,7 +219,10 @@ impl<'s> RefStore<'s> {
     pub async fn read_source_map(&self, file: &str) -> io::Result<SourceMapRead> {
         if self.deferred_source_maps.is_some() {
             let record = self.source_map(file).await?;
-            return Ok(SourceMapRead { read: None, record });
+            return Ok(SourceMapRead {
+                read: Prior::Unread,
+                record,
+            });
         }
         let read = self.store.get(file).await?;
         let record = match &read {
@@ -232,7 +236,7 @@ impl<'s> RefStore<'s> {
             None => Arc::default(),
         };
         Ok(SourceMapRead {
-            read: Some(read),
+            read: Prior::of(read),
             record,
         })
     }
@@ -248,12 +252,12 @@ impl<'s> RefStore<'s> {
         self.update_source_map_from(file, read.read, f).await
     }
 
-    /// [`Self::update_source_map`] from a read made before (`prefetched`: `Some(None)` taken
-    /// to be absent; `None`: read here).
+    /// [`Self::update_source_map`] from a read made before (`prefetched`: [`Prior::Absent`]
+    /// taken to be absent; [`Prior::Unread`]: read here).
     pub(super) async fn update_source_map_from(
         &self,
         file: &str,
-        prefetched: Option<Option<Versioned>>,
+        prefetched: Prior<Versioned>,
         mut f: impl FnMut(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
         if let Some(deferred) = &self.deferred_source_maps {

@@ -8,6 +8,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::patience::{busy, Patience};
+use super::prior::Prior;
 use super::RefStore;
 use crate::storage::{Precondition, Versioned};
 
@@ -60,7 +61,7 @@ impl<'s> RefStore<'s> {
         T: Serialize + DeserializeOwned,
         F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
     {
-        Ok(self.update_versioned(file, None, f).await?.0)
+        Ok(self.update_versioned(file, Prior::Unread, f).await?.0)
     }
 
     /// [`Self::update`], also returning the record as it now stands when the update wrote it
@@ -70,7 +71,7 @@ impl<'s> RefStore<'s> {
     pub(super) async fn update_versioned<T, R, F>(
         &self,
         file: &str,
-        prefetched: Option<Option<Versioned>>,
+        prefetched: Prior<Versioned>,
         f: F,
     ) -> io::Result<(R, Option<Versioned>)>
     where
@@ -85,7 +86,7 @@ impl<'s> RefStore<'s> {
     pub(super) async fn update_decoded<T, R, F, D>(
         &self,
         file: &str,
-        mut prefetched: Option<Option<Versioned>>,
+        mut prefetched: Prior<Versioned>,
         decode: D,
         mut f: F,
     ) -> io::Result<(R, Option<Versioned>)>
@@ -97,8 +98,9 @@ impl<'s> RefStore<'s> {
         let mut patience = Patience::new(self.policy.wait);
         for _ in 0..MAX_ATTEMPTS {
             let current = match prefetched.take() {
-                Some(read) => read,
-                None => self.store.get(file).await?,
+                Prior::Read(read) => Some(read),
+                Prior::Absent => None,
+                Prior::Unread => self.store.get(file).await?,
             };
             let version = current.as_ref().map(|v| v.version.clone());
             let value = current.as_ref().map(&decode).transpose()?;

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use super::layout::location_of;
 use super::layout::{location_dir, source_file, UploadLayout};
 use super::lease::Lease;
+use super::prior::Prior;
 use super::records::{
     not_removing, FileStamp, KeyRecord, PriorRead, Run, SourceRecord, UnparsedUpload, UploadRecord,
     UploadState,
@@ -188,7 +189,7 @@ impl<'s> RefStore<'s> {
         let (found, written) = self
             .update_versioned(
                 &self.upload_file(&template.upload).await?,
-                prior.map(|p| p.0),
+                prior.map_or(Prior::Unread, |p| Prior::of(p.0)),
                 |current: Option<UploadRecord>| {
                     let Some(mut record) = current else {
                         let mut record = template.clone();
@@ -216,7 +217,7 @@ impl<'s> RefStore<'s> {
         if flat && found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
             // A new upload usually comes from a new location: its record is created without
             // reading it first (a wrong guess fails and reads).
-            let guess = found.is_none().then_some(None);
+            let guess = Prior::absent_if(found.is_none());
             self.update_versioned(
                 &source_file(&template.source),
                 guess,
@@ -315,10 +316,13 @@ impl<'s> RefStore<'s> {
             .map(|(_, lease)| lease.run.clone())
             .filter(|run| !run.is_empty())
             .collect();
-        let mut prefetched = planned.and_then(|p| p.0).map(Some);
+        let mut prefetched = match planned.and_then(|p| p.0) {
+            Some(written) => Prior::Read(written),
+            None => Prior::Unread,
+        };
         let file = self.upload_file(upload).await?;
         loop {
-            let mut on_prefetch = prefetched.is_some();
+            let mut on_prefetch = matches!(prefetched, Prior::Read(_));
             let (decided, written) = self
                 .update_versioned(&file, prefetched.take(), |current: Option<UploadRecord>| {
                     let stale = std::mem::take(&mut on_prefetch);

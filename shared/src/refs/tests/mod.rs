@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::layout::*;
 use super::lease::*;
+use super::prior::*;
 use super::records::*;
 use super::swap::*;
 use super::*;
