@@ -166,25 +166,8 @@ impl<'s> RefStore<'s> {
             return Ok(Step::Write(record, plan));
         }
         let by_us = record.by == upload && fresh;
-        if let Some(dead) = &record.lease {
-            // A dead holder's change to this same content: finish it ourselves (a
-            // creation stays one: what is at the key may not be symdex's).
-            let own = dead.holder == holder;
-            let creation = dead.op == CREATE;
-            let lease = if creation {
-                self.publisher_lease(CREATE, holder, publisher)
-            } else {
-                lease.clone()
-            };
-            record.refs.insert(upload.to_string());
-            let by = record.by.clone();
-            let record = KeyRecord {
-                lease: Some(lease.clone()),
-                alias_of: self.alias_target(content).filter(|_| creation),
-                ..mine(record.refs, by)
-            };
-            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
-            return Ok(Step::Write(record, plan));
+        if record.lease.is_some() {
+            return Ok(self.take_over_dead(d, record, lease));
         }
         let check = PublishPlan::Check {
             by_us,
@@ -196,6 +179,36 @@ impl<'s> RefStore<'s> {
         } else {
             Ok(Step::Keep(check))
         }
+    }
+
+    /// [`Self::decide`] on a record holding a dead holder's lease (`decide` waits for a live
+    /// one), for a change to this same content: finished by us (a creation stays one: what is
+    /// at the key may not be symdex's), under `lease` unless a `create` one is taken.
+    fn take_over_dead(
+        &self,
+        d: &Deciding<'_, '_>,
+        mut record: KeyRecord,
+        lease: Lease,
+    ) -> Step<KeyRecord, PublishPlan> {
+        let (holder, publisher) = (d.holder, d.publisher);
+        let (own, creation) = match &record.lease {
+            Some(dead) => (dead.holder == holder, dead.op == CREATE),
+            None => (false, false),
+        };
+        let lease = if creation {
+            self.publisher_lease(CREATE, holder, publisher)
+        } else {
+            lease
+        };
+        record.refs.insert(publisher.upload.to_string());
+        let by = record.by.clone();
+        let record = KeyRecord {
+            lease: Some(lease.clone()),
+            alias_of: self.alias_target(d.content).filter(|_| creation),
+            ..d.record(record.refs, by, &lease)
+        };
+        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
+        Step::Write(record, plan)
     }
 
     /// [`Self::decide`] for a key without a record (or with only a dead remover's tombstone).

@@ -122,44 +122,59 @@ impl<'s> RefStore<'s> {
         };
         match (taken, version) {
             (None, _) => Ok(RemoveOutcome::NotReferenced),
-            (
-                Some(Taken {
-                    mut outcome,
-                    lease: Some(lease),
-                    by,
-                    owned_only,
-                }),
-                Some(tombstone),
-            ) => {
-                self.check_own_lease(&lease)?;
-                let delete = if self.owners_named() {
-                    // Only the object the tombstone is for (invariant 7): one created since the
-                    // object was deleted (by a writer finding the key free, which needs no
-                    // record) names another owner, and stays.
-                    let found = self.store.owned(key).await?;
-                    let owner = found.as_ref().and_then(|f| f.owner.clone());
-                    let named = owner.is_some() && owner == self.owner_for(&by).await?;
-                    let delete = found.is_some() && (named || (owner.is_none() && !owned_only));
-                    if owned_only && by == upload && !delete {
-                        outcome = RemoveOutcome::NotReferenced;
-                    }
-                    delete
-                } else {
-                    true
-                };
-                // Noted before the object goes: a retry that finds it gone still reports it.
-                if note && outcome == RemoveOutcome::Removed {
-                    self.note_removed(upload, key).await?;
-                }
-                if delete {
-                    self.store.delete(key).await?;
-                }
-                // Only our tombstone goes: one taken over meanwhile stays its new holder's.
-                self.store.delete_if(&file, &tombstone.version).await?;
-                Ok(outcome)
+            (Some(taken), Some(tombstone)) if taken.lease.is_some() => {
+                self.delete_under(key, upload, note, taken, &tombstone.version)
+                    .await
             }
             (Some(taken), _) => Ok(taken.outcome),
         }
+    }
+
+    /// The last reference taken back ([`Self::remove_reporting`]), under the tombstone its
+    /// swap wrote (at `tombstone`): the object deleted, the key noted (`note`) before it goes,
+    /// then the tombstone. Returns what the removal came to.
+    async fn delete_under(
+        &self,
+        key: &str,
+        upload: &str,
+        note: bool,
+        taken: Taken,
+        tombstone: &str,
+    ) -> io::Result<RemoveOutcome> {
+        let Taken {
+            mut outcome,
+            lease,
+            by,
+            owned_only,
+        } = taken;
+        if let Some(lease) = &lease {
+            self.check_own_lease(lease)?;
+        }
+        let delete = if self.owners_named() {
+            // Only the object the tombstone is for (invariant 7): one created since the
+            // object was deleted (by a writer finding the key free, which needs no
+            // record) names another owner, and stays.
+            let found = self.store.owned(key).await?;
+            let owner = found.as_ref().and_then(|f| f.owner.clone());
+            let named = owner.is_some() && owner == self.owner_for(&by).await?;
+            let delete = found.is_some() && (named || (owner.is_none() && !owned_only));
+            if owned_only && by == upload && !delete {
+                outcome = RemoveOutcome::NotReferenced;
+            }
+            delete
+        } else {
+            true
+        };
+        // Noted before the object goes: a retry that finds it gone still reports it.
+        if note && outcome == RemoveOutcome::Removed {
+            self.note_removed(upload, key).await?;
+        }
+        if delete {
+            self.store.delete(key).await?;
+        }
+        // Only our tombstone goes: one taken over meanwhile stays its new holder's.
+        self.store.delete_if(&key_file(key), tombstone).await?;
+        Ok(outcome)
     }
 
     /// [`Self::remove_reporting`]'s swap, on a record nobody else's live lease holds:
