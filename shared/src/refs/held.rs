@@ -46,7 +46,7 @@ impl<'s> RefStore<'s> {
     /// The `create` leases `upload`'s runs on this store left to its finalize (invariant 1),
     /// forgotten here: whoever takes the upload's references back instead of finalizing it
     /// releases them first ([`Self::release_created`]).
-    pub fn take_held(&self, upload: &str) -> Vec<(String, Lease)> {
+    pub(crate) fn take_held(&self, upload: &str) -> Vec<(String, Lease)> {
         self.held.take(&index_holder(upload))
     }
 

@@ -13,7 +13,7 @@ use crate::storage::{Precondition, Versioned};
 impl<'s> RefStore<'s> {
     /// A debug id's record (empty where there is none), with the read kept for an
     /// [`Self::update_id_on`] that follows.
-    pub async fn id_read(&self, debug_id: &str) -> io::Result<(IdRecord, PriorRead)> {
+    pub(crate) async fn id_read(&self, debug_id: &str) -> io::Result<(IdRecord, PriorRead)> {
         let file = id_file(debug_id);
         let read = self.store.get(&file).await?;
         let record = read.as_ref().map(|v| parse(&file, &v.bytes)).transpose()?;
@@ -36,7 +36,7 @@ impl<'s> RefStore<'s> {
     /// [`Self::update_id`], swapping first on the record as `prior` read it (no read again
     /// while it is current). Leaving it as it is, decided on that read, is as good as
     /// decided on a later one: the read came after everything the caller did before.
-    pub async fn update_id_on(
+    pub(crate) async fn update_id_on(
         &self,
         debug_id: &str,
         prior: PriorRead,

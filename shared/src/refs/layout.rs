@@ -26,7 +26,7 @@ pub enum UploadLayout {
     /// upload records were named by location, and local stores (the CLI keeps an input's
     /// file stamp in its source record).
     Flat,
-    /// `_symdex/uploads/<sha1 of location>/<sha1 of upload>.json` ([`location_of`]): the
+    /// `_symdex/uploads/<sha1 of location>/<sha1 of upload>.json` (`location_of`): the
     /// upload record is the upload's registration with its location, found by a removal
     /// listing the location's directory — no source record, one request less per artifact.
     /// New S3 stores ([`crate::storage::StoreTraits::uploads_by_location`]).
@@ -44,7 +44,7 @@ pub(super) struct LayoutMarker {
 /// first. A location holding either is cut short the same way for each of its uploads and
 /// for its removal: it shares a directory with the locations that begin alike, told apart
 /// by their records' `source`.
-pub fn location_of(upload: &str) -> &str {
+pub(super) fn location_of(upload: &str) -> &str {
     let cut = [upload.find('@'), upload.find("!/")]
         .into_iter()
         .flatten()
@@ -88,7 +88,7 @@ pub(super) fn key_file(key: &str) -> String {
 
 /// Whether `key`'s reference record (`_symdex/refs/<key>.json`) stays within S3's 1,024-byte
 /// keys: with a long layout prefix it could outgrow them, and such a key is never published.
-pub fn record_fits(key: &str) -> bool {
+pub(crate) fn record_fits(key: &str) -> bool {
     key_file(key).len() <= 1024
 }
 

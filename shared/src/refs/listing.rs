@@ -12,7 +12,7 @@ use super::RefStore;
 /// Whether a `create` lease is released without a write: its holder's upload lists `key`
 /// for the lease's run (`listing`: an upload's listing, if it has a record). Other leases
 /// are released by a write.
-pub fn released_by_finalize(
+pub(crate) fn released_by_finalize(
     lease: &Lease,
     key: &str,
     listing: impl Fn(&str) -> Option<Listing>,
@@ -25,7 +25,7 @@ pub fn released_by_finalize(
 /// An upload record's listing: the keys it lists, and the runs whose `create` leases on them
 /// it ends (invariant 1).
 #[derive(Debug, Default, Clone)]
-pub struct Listing {
+pub(crate) struct Listing {
     pub(super) keys: BTreeSet<String>,
     pub(super) runs: BTreeSet<String>,
 }

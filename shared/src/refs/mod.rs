@@ -26,28 +26,31 @@
 //! Each file owns a type and what is done with it; a sibling names another's items by
 //! explicit imports, and no two name each other (`tests/house.rs`). From the bottom up:
 //!
-//! - `patience.rs`: [`Wait`], `Patience` (one decision's waits) and [`busy`];
+//! - `patience.rs`: [`Wait`], `Patience` (one decision's waits) and `busy`;
 //! - `swap.rs`: `Step` and the compare-and-swap every record changes by (`RefStore::update`);
+//!   `prior.rs`: `Prior`, what was known of a record before it (read, guessed absent, unread);
 //! - `shared_reads.rs`: `SharedReads`, one read for everyone asking at once;
 //! - `lease.rs`: [`Lease`], [`LeasePolicy`], the holders and `Publisher` (invariant 1);
-//!   `turn.rs`: [`InTurn`], keys published at once taken in turn;
+//!   `turn.rs`: `InTurn`, keys published at once taken in turn;
 //! - `records.rs`: the records ([`KeyRecord`], [`UploadRecord`], `SourceRecord`,
 //!   [`IdRecord`], [`FileStamp`], [`IndexedAs`], [`PriorRead`]); `layout.rs`: where each
 //!   lives ([`UploadLayout`], the names of record files);
-//! - `listing.rs`: [`Listing`], the upload listings that end `create` leases, and a key
+//! - `listing.rs`: `Listing`, the upload listings that end `create` leases, and a key
 //!   record's lease judged by them; `held.rs`: `Held`, the `create` leases a run leaves to
 //!   its finalize (invariant 1);
-//! - `publication.rs`: [`Content`], [`OnDifferent`], [`KeyOutcome`], [`Publication`];
+//! - `publication.rs`: [`Content`], `OnDifferent`, [`KeyOutcome`], `Publication`;
 //!   `objects.rs`: the object at a key created, shared, copied or taken back (`Creation`,
 //!   `Found`, `SameBy`, `Sharing`; invariants 2 and 7); `decide.rs`: `Deciding` and the
 //!   `PublishPlan` each swap of a publish makes; `publish.rs`: publishing a key for an
-//!   upload, the loop that carries those plans out;
+//!   upload (`Publishing`, what it goes by; `Learned`, what it learns between swaps), the
+//!   loop that swaps until a plan stands and carries it out;
 //! - `remove.rs`: [`RemoveOutcome`], references removed, and objects with their last one
 //!   (invariant 3);
 //! - `uploads.rs`: upload records planned, finalized and removed (invariant 4); `ids.rs`:
-//!   debug-id records (invariant 5); `waiting.rs`: [`Waiting`], hand-overs (invariant 8);
+//!   debug-id records (invariant 5); `waiting.rs`: `Waiting`, hand-overs (invariant 8);
 //!   `source_maps.rs`: the join records of sources and debug files ([`DeferredWrites`]);
-//! - `mod.rs`: [`RefStore`] itself, what it keeps, and these invariants.
+//! - `mod.rs`: [`RefStore`] itself, what it keeps, and these invariants. It re-exports what
+//!   the front ends and the crate's other modules name (the rest stays inside `refs/`).
 //!
 //! # Invariants
 //!
@@ -218,19 +221,24 @@ use listing::Listed;
 use shared_reads::SharedReads;
 use source_maps::ParsedSourceMap;
 
-pub use layout::{location_of, record_fits, UploadLayout, LAYOUT_FILE};
+pub use layout::{UploadLayout, LAYOUT_FILE};
 pub use lease::{Lease, LeasePolicy};
-pub use listing::{released_by_finalize, Listing};
-pub use patience::{busy, Wait};
-pub use publication::{Content, KeyOutcome, OnDifferent, Publication};
+pub use patience::Wait;
+pub use publication::{Content, KeyOutcome};
 pub use records::{
     FileStamp, IdRecord, IndexedAs, KeyRecord, PriorRead, Run, UnparsedUpload, UploadRecord,
     UploadState,
 };
 pub use remove::RemoveOutcome;
 pub use source_maps::DeferredWrites;
-pub use turn::InTurn;
-pub use waiting::Waiting;
+
+// Only the crate's own (pipeline/, audit.rs, testing/) reach these.
+pub(crate) use layout::record_fits;
+pub(crate) use listing::{released_by_finalize, Listing};
+pub(crate) use patience::busy;
+pub(crate) use publication::{OnDifferent, Publication};
+pub(crate) use turn::InTurn;
+pub(crate) use waiting::Waiting;
 
 // The root of symdex's bookkeeping is the storage layer's to know (never served).
 pub use crate::storage::STATE_PREFIX;
@@ -287,7 +295,7 @@ impl<'s> RefStore<'s> {
         Self::with_policy(store, LeasePolicy::default())
     }
 
-    pub fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
+    pub(crate) fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
         RefStore {
             store,
             traits: store.traits(),
@@ -306,7 +314,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// What the store is like, as read when this was made.
-    pub fn traits(&self) -> StoreTraits {
+    pub(crate) fn traits(&self) -> StoreTraits {
         self.traits
     }
 
@@ -321,7 +329,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// A key is live when its record has references and no removal in progress.
-    pub async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
+    pub(crate) async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
         Ok(self
             .key(key)
             .await?

@@ -24,7 +24,7 @@ impl Default for Wait {
 }
 
 /// The error of a lease that stayed busy: retryable, never a verdict on the artifact.
-pub fn busy(what: &str) -> io::Error {
+pub(crate) fn busy(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::WouldBlock, format!("busy: {what}"))
 }
 

@@ -7,7 +7,7 @@ use crate::storage::CopySource;
 /// What [`RefStore::publish`] does where a key's record names other content than the
 /// upload's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnDifferent {
+pub(crate) enum OnDifferent {
     /// Leave it, report a conflict.
     Conflict,
     /// Replace it (`--overwrite`).
@@ -21,7 +21,7 @@ pub enum OnDifferent {
 
 impl OnDifferent {
     /// `--overwrite` or not.
-    pub fn overwrite(overwrite: bool) -> Self {
+    pub(crate) fn overwrite(overwrite: bool) -> Self {
         if overwrite {
             OnDifferent::Overwrite
         } else {
@@ -45,7 +45,7 @@ pub enum KeyOutcome {
 /// (invariant 6: an upload finding an alias in place holds its target too), so that the
 /// upload need not read the key's record again to find out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Publication {
+pub(crate) struct Publication {
     pub outcome: KeyOutcome,
     /// Found in place ([`KeyOutcome::Unchanged`]): the target the key's record names, as the
     /// publication left the record (every way to that outcome learns it). Else none.

@@ -23,7 +23,7 @@ impl<'s> RefStore<'s> {
     /// `different`: what to do where the key's record names other content. `fresh`: the
     /// upload was not indexed before (a key this upload first wrote in an earlier, unfinished
     /// attempt counts as published again).
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         key: &str,
         upload: &str,
@@ -44,7 +44,7 @@ impl<'s> RefStore<'s> {
     /// its record step when the one before has decided, so the leases of an upload's keys are
     /// taken in the same order as one after another — two uploads sharing keys never hold
     /// one each of two keys the other waits for — while the objects are written at once.
-    pub async fn publish_in_turn(
+    pub(crate) async fn publish_in_turn(
         &self,
         key: &str,
         upload: &str,
@@ -62,7 +62,7 @@ impl<'s> RefStore<'s> {
     /// written for `holder` is reported as published again by a retry (at-least-once, as for
     /// its own keys). Where `removed`'s removal hands the key on, its leases say so, and it
     /// waits for a live lease of another run of `holder`'s (`blocked_for`).
-    pub async fn publish_for(
+    pub(crate) async fn publish_for(
         &self,
         key: &str,
         holder: &str,

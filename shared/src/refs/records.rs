@@ -136,7 +136,7 @@ impl PriorRead {
     }
 
     /// Whether the record was read (or taken to be) absent.
-    pub fn is_absent(&self) -> bool {
+    pub(crate) fn is_absent(&self) -> bool {
         self.0.is_none()
     }
 }
@@ -213,7 +213,7 @@ impl UploadRecord {
 
     /// Keys it planned and does not reference: where it may wait for another upload's bytes
     /// (invariant 8).
-    pub fn unreferenced(&self) -> BTreeSet<String> {
+    pub(crate) fn unreferenced(&self) -> BTreeSet<String> {
         self.planned.difference(&self.keys).cloned().collect()
     }
 }

@@ -46,7 +46,7 @@ impl<'s> RefStore<'s> {
     /// upload record (`removed`) before the tombstone goes. Noted after, a failure in between
     /// lost the key from the removal's report: its retry found neither record nor reference.
     /// Noted before, the retry finds its own tombstone and reports the key again.
-    pub async fn remove_noted(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
+    pub(crate) async fn remove_noted(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
         self.remove_reporting(key, upload, true, None).await
     }
 

@@ -6,7 +6,7 @@ use super::RefStore;
 /// One key's turn among keys published at once ([`RefStore::publish_in_turn`]): it waits
 /// for the key before it to decide, and tells the key after it when it has (or when it is
 /// dropped: a key that failed keeps nobody waiting).
-pub struct InTurn {
+pub(crate) struct InTurn {
     pub(super) after: Option<tokio::sync::oneshot::Receiver<()>>,
     // Dropping the sender is the signal.
     pub(super) _tells: tokio::sync::oneshot::Sender<()>,
@@ -14,7 +14,7 @@ pub struct InTurn {
 
 impl InTurn {
     /// Turns for `n` keys, in order.
-    pub fn chain(n: usize) -> Vec<InTurn> {
+    pub(crate) fn chain(n: usize) -> Vec<InTurn> {
         let mut turns = Vec::with_capacity(n);
         let mut after = None;
         for _ in 0..n {

@@ -33,7 +33,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// [`Self::all_keys`], given every upload record.
-    pub async fn all_keys_of(&self, uploads: &[UploadRecord]) -> io::Result<Vec<KeyRecord>> {
+    pub(super) async fn all_keys_of(&self, uploads: &[UploadRecord]) -> io::Result<Vec<KeyRecord>> {
         let mut records = self.recorded_keys().await?;
         if !self.traits.names_owners {
             return Ok(records);
@@ -57,13 +57,13 @@ impl<'s> RefStore<'s> {
 
     /// The keys that have a record (`_symdex/refs/`): every key, where objects name no owner;
     /// else those two uploads share or a removal holds (invariant 7).
-    pub async fn recorded_keys(&self) -> io::Result<Vec<KeyRecord>> {
+    pub(crate) async fn recorded_keys(&self) -> io::Result<Vec<KeyRecord>> {
         self.list_records(&format!("{STATE_PREFIX}/refs/")).await
     }
 
     /// The owner each of `uploads` names its objects by ([`Self::owner_token`]), to its id:
     /// an object's owner is found here, not by reading its upload's record once per key.
-    pub async fn owners_of<'u>(
+    pub(crate) async fn owners_of<'u>(
         &self,
         uploads: impl ExactSizeIterator<Item = &'u str>,
     ) -> io::Result<std::collections::HashMap<String, &'u str>> {
@@ -78,7 +78,7 @@ impl<'s> RefStore<'s> {
     /// bytes where the store can ([`Storage::owned_unread`]), and what is there now (its size
     /// then, and the content named with the owner). The owner is looked up in `owners`
     /// ([`Self::owners_of`]), else by its upload record. `None` as [`Self::owned_key`].
-    pub async fn owned_key_unread(
+    pub(crate) async fn owned_key_unread(
         &self,
         key: &str,
         owners: &std::collections::HashMap<String, &str>,
@@ -245,7 +245,11 @@ impl<'s> RefStore<'s> {
 
     /// Adds `keys` to the planned keys of an upload that is not being removed (another
     /// upload's indexer holding a key for it, invariant 5). `false`: removed or gone.
-    pub async fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
+    pub(crate) async fn plan_more(
+        &self,
+        upload: &str,
+        keys: &BTreeSet<String>,
+    ) -> io::Result<bool> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| {
             let Some(mut record) = current.filter(not_removing) else {
@@ -266,7 +270,7 @@ impl<'s> RefStore<'s> {
     /// report depends on it — a run in full finds the other content and says the upload
     /// waits, where an answer from the record would say `unchanged` — so a run of the upload
     /// that writes its answer back meanwhile (the swap orders the two) costs nothing but that.
-    pub async fn forget_answer(&self, upload: &str) -> io::Result<()> {
+    pub(crate) async fn forget_answer(&self, upload: &str) -> io::Result<()> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| {
             match current.filter(|r| r.indexed_as.is_some()) {
@@ -303,7 +307,7 @@ impl<'s> RefStore<'s> {
 
     /// [`Self::finalize`], also returning the record as it now stands when the swap wrote
     /// it (for a later finalize's swap).
-    pub async fn finalize_read(
+    pub(crate) async fn finalize_read(
         &self,
         upload: &str,
         keys: &BTreeSet<String>,
@@ -403,7 +407,7 @@ impl<'s> RefStore<'s> {
     /// Changes the metadata of an upload that is not being removed (a promotion). Returns the
     /// record as written, or `None` when the upload is gone or being removed (an expiry that
     /// won the race: the promotion comes too late for it).
-    pub async fn update_meta(
+    pub(crate) async fn update_meta(
         &self,
         upload: &str,
         mut change: impl FnMut(&UploadRecord) -> UploadMeta,
@@ -425,7 +429,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// Notes a key a removal unpublished, so a retry of an interrupted removal reports it.
-    pub async fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
+    pub(super) async fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| match current {
             Some(mut r) if r.state == UploadState::Removing => {
@@ -485,7 +489,7 @@ impl<'s> RefStore<'s> {
 
     /// The uploads indexed from one ingest location: `source` as upload records name it
     /// (`s3://bucket/key` or a path), `location` as its upload ids begin (`s3:bucket/key`,
-    /// [`location_of`]). A `ByLocation` store lists the location's directory: an upload
+    /// `location_of`). A `ByLocation` store lists the location's directory: an upload
     /// whose record was created before the listing is in it (S3 lists what was written).
     pub async fn uploads_of_source(
         &self,
