@@ -4,12 +4,12 @@
 use std::collections::BTreeSet;
 use std::io;
 
+use super::keys::KeyRecord;
 use super::lease::{Lease, Publisher, CREATE};
 use super::listing::Listed;
 use super::objects::Sharing;
 use super::prior::Prior;
 use super::publication::{Content, KeyOutcome, OnDifferent};
-use super::records::KeyRecord;
 use super::swap::Step;
 use super::RefStore;
 use crate::storage::ObjectInfo;

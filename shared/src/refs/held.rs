@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::Mutex;
 
+use super::keys::KeyRecord;
 use super::layout::key_file;
 use super::lease::{index_holder, Lease};
-use super::records::KeyRecord;
 use super::swap::Step;
 use super::RefStore;
 

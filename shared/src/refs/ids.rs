@@ -1,14 +1,31 @@
 //! Debug-id records: the PDB names PEs ask for and where a PDB with that id was published
 //! (invariant 5).
 
+use std::collections::BTreeSet;
 use std::io;
+
+use serde::{Deserialize, Serialize};
 
 use super::layout::id_file;
 use super::prior::Prior;
-use super::records::{IdRecord, PriorRead};
 use super::swap::{parse, Step};
+use super::uploads::PriorRead;
 use super::RefStore;
 use crate::storage::{Precondition, Versioned};
+
+/// PE <-> PDB name aliasing for one debug id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRecord {
+    /// A key holding the PDB's content, once one was published.
+    pub pdb_key: Option<String>,
+    /// The file name that copy was uploaded under (set with `pdb_key`; absent in records
+    /// written before it was kept): a PE naming the PDB so has nothing to alias — its keys
+    /// are the PDB's own — and records its name without asking whether the copy is live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdb_name: Option<String>,
+    /// PDB file names as PEs' CodeView records spell them.
+    pub names: BTreeSet<String>,
+}
 
 impl<'s> RefStore<'s> {
     /// A debug id's record (empty where there is none), with the read kept for an

@@ -4,9 +4,10 @@
 use std::collections::BTreeSet;
 use std::io;
 
+use super::keys::KeyRecord;
 use super::lease::{created_by, Lease, Publisher};
 use super::patience::Patience;
-use super::records::{KeyRecord, UploadRecord};
+use super::uploads::UploadRecord;
 use super::RefStore;
 
 /// Whether a `create` lease is released without a write: its holder's upload lists `key`

@@ -32,9 +32,9 @@
 //! - `shared_reads.rs`: `SharedReads`, one read for everyone asking at once;
 //! - `lease.rs`: [`Lease`], [`LeasePolicy`], the holders and `Publisher` (invariant 1);
 //!   `turn.rs`: `InTurn`, keys published at once taken in turn;
-//! - `records.rs`: the records ([`KeyRecord`], [`UploadRecord`], `SourceRecord`,
-//!   [`IdRecord`], [`FileStamp`], [`IndexedAs`], [`PriorRead`]); `layout.rs`: where each
-//!   lives ([`UploadLayout`], the names of record files);
+//! - `layout.rs`: where each record lives ([`UploadLayout`], the names of record files);
+//!   `keys.rs`: [`KeyRecord`], a key's record as read, or as its object's owner stands for
+//!   it (invariant 7);
 //! - `listing.rs`: `Listing`, the upload listings that end `create` leases, and a key
 //!   record's lease judged by them; `held.rs`: `Held`, the `create` leases a run leaves to
 //!   its finalize (invariant 1);
@@ -46,9 +46,12 @@
 //!   loop that swaps until a plan stands and carries it out;
 //! - `remove.rs`: [`RemoveOutcome`], references removed, and objects with their last one
 //!   (invariant 3);
-//! - `uploads.rs`: upload records planned, finalized and removed (invariant 4); `ids.rs`:
-//!   debug-id records (invariant 5); `waiting.rs`: `Waiting`, hand-overs (invariant 8);
-//!   `source_maps.rs`: the join records of sources and debug files ([`DeferredWrites`]);
+//! - `sources.rs`: `SourceRecord` and [`FileStamp`], a flat store's uploads by location;
+//!   `uploads.rs`: [`UploadRecord`] (with [`IndexedAs`], [`PriorRead`], [`Run`]), planned,
+//!   finalized and removed (invariant 4); `inventory.rs`: store-wide reads of every key and
+//!   upload; `ids.rs`: [`IdRecord`], debug-id records (invariant 5); `waiting.rs`:
+//!   `Waiting`, hand-overs (invariant 8); `source_maps.rs`: the join records of sources and
+//!   debug files ([`DeferredWrites`]);
 //! - `mod.rs`: [`RefStore`] itself, what it keeps, and these invariants. It re-exports what
 //!   the front ends and the crate's other modules name (the rest stays inside `refs/`).
 //!
@@ -186,7 +189,6 @@
 //!    the separate debug file that lives on, whose bytes were nowhere in the store.
 
 use std::collections::{BTreeSet, HashMap};
-use std::io;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
@@ -195,6 +197,8 @@ use crate::storage::{Storage, StoreTraits};
 mod decide;
 mod held;
 mod ids;
+mod inventory;
+mod keys;
 mod layout;
 mod lease;
 mod listing;
@@ -203,10 +207,10 @@ mod patience;
 mod prior;
 mod publication;
 mod publish;
-mod records;
 mod remove;
 mod shared_reads;
 mod source_maps;
+mod sources;
 mod swap;
 #[cfg(test)]
 mod tests;
@@ -215,22 +219,21 @@ mod uploads;
 mod waiting;
 
 use held::Held;
-use layout::key_file;
 use lease::new_run_id;
 use listing::Listed;
 use shared_reads::SharedReads;
 use source_maps::ParsedSourceMap;
 
+pub use ids::IdRecord;
+pub use keys::KeyRecord;
 pub use layout::{UploadLayout, LAYOUT_FILE};
 pub use lease::{Lease, LeasePolicy};
 pub use patience::Wait;
 pub use publication::{Content, KeyOutcome};
-pub use records::{
-    FileStamp, IdRecord, IndexedAs, KeyRecord, PriorRead, Run, UnparsedUpload, UploadRecord,
-    UploadState,
-};
 pub use remove::RemoveOutcome;
 pub use source_maps::DeferredWrites;
+pub use sources::FileStamp;
+pub use uploads::{IndexedAs, PriorRead, Run, UnparsedUpload, UploadRecord, UploadState};
 
 // Only the crate's own (pipeline/, audit.rs, testing/) reach these.
 pub(crate) use layout::record_fits;
@@ -316,23 +319,5 @@ impl<'s> RefStore<'s> {
     /// What the store is like, as read when this was made.
     pub(crate) fn traits(&self) -> StoreTraits {
         self.traits
-    }
-
-    /// Who references `key`: its record, or for a key without one, the upload its object
-    /// names as owner (invariant 7).
-    pub async fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
-        let record = self.read(&key_file(key)).await?;
-        if record.is_some() || !self.owners_named() {
-            return Ok(record);
-        }
-        self.owned_key(key).await
-    }
-
-    /// A key is live when its record has references and no removal in progress.
-    pub(crate) async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
-        Ok(self
-            .key(key)
-            .await?
-            .filter(|r| !r.refs.is_empty() && r.lease.as_ref().is_none_or(|l| l.op != "remove")))
     }
 }

@@ -3,12 +3,13 @@
 
 use std::io;
 
+use super::keys::KeyRecord;
 use super::layout::{is_upload_name, key_file};
 use super::lease::{Lease, CREATE};
 use super::patience::busy;
 use super::publication::{Content, KeyOutcome, Publication};
-use super::records::{KeyRecord, UploadRecord};
 use super::swap::Step;
+use super::uploads::UploadRecord;
 use super::RefStore;
 use crate::storage::{ObjectInfo, Owned, Precondition, StorageError, Versioned, UPLOADS_DIR};
 

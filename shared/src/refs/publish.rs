@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::io;
 
 use super::decide::{Deciding, PublishPlan};
+use super::keys::KeyRecord;
 use super::layout::key_file;
 use super::lease::{index_holder, Lease, Publisher};
 use super::listing::Listed;
@@ -12,7 +13,6 @@ use super::objects::{Alone, CopyHow, Sharing};
 use super::patience::{busy, Patience, Wait};
 use super::prior::Prior;
 use super::publication::{Content, KeyOutcome, OnDifferent, Publication};
-use super::records::KeyRecord;
 use super::swap::Step;
 use super::turn::InTurn;
 use super::RefStore;

@@ -3,12 +3,12 @@
 
 use std::io;
 
+use super::keys::KeyRecord;
 use super::layout::key_file;
 use super::lease::{remove_holder, Lease};
 use super::listing::Listed;
 use super::patience::Patience;
 use super::prior::Prior;
-use super::records::KeyRecord;
 use super::swap::Step;
 use super::RefStore;
 

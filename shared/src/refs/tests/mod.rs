@@ -1,13 +1,15 @@
 //! The reference protocol's unit tests, over local stores.
 
 use crate::storage::UPLOADS_DIR;
+use std::io;
 use std::time::Duration;
 
+use super::keys::*;
 use super::layout::*;
 use super::lease::*;
 use super::prior::*;
-use super::records::*;
 use super::swap::*;
+use super::uploads::*;
 use super::*;
 use crate::sourcemap::SourceMapRecord;
 use crate::storage::{content_sha1, CopySource, LocalStore, ObjectInfo};
