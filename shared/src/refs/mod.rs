@@ -39,11 +39,12 @@
 //!   record's lease judged by them; `held.rs`: `Held`, the `create` leases a run leaves to
 //!   its finalize (invariant 1);
 //! - `publication.rs`: [`Content`], `OnDifferent`, [`KeyOutcome`], `Publication`;
-//!   `objects.rs`: the object at a key created, shared, copied or taken back (`Creation`,
-//!   `Found`, `SameBy`, `Sharing`; invariants 2 and 7); `decide.rs`: `Deciding` and the
-//!   `PublishPlan` each swap of a publish makes; `publish.rs`: publishing a key for an
-//!   upload (`Publishing`, what it goes by; `Learned`, what it learns between swaps), the
-//!   loop that swaps until a plan stands and carries it out;
+//!   `owners.rs`: whose an object is (`SameBy`, invariant 7); `objects.rs`: the object at a
+//!   key created, shared, copied or taken back (`Creation`, `Found`, `Sharing`; invariants 2
+//!   and 7); `decide.rs`: `Deciding` and the `PublishPlan` each swap of a publish makes;
+//!   `publish.rs`: publishing a key for an upload (`Publishing`, what it goes by; `Learned`,
+//!   what it learns between swaps), the loop that swaps until a plan stands and carries it
+//!   out;
 //! - `remove.rs`: [`RemoveOutcome`], references removed, and objects with their last one
 //!   (invariant 3);
 //! - `sources.rs`: `SourceRecord` and [`FileStamp`], a flat store's uploads by location;
@@ -203,6 +204,7 @@ mod layout;
 mod lease;
 mod listing;
 mod objects;
+mod owners;
 mod patience;
 mod prior;
 mod publication;
