@@ -51,13 +51,37 @@ impl Crate {
             .find(|m| self.files.contains_key(m))
     }
 
+    /// The module a path names, as [`Self::resolve`] finds it, followed through imports: a
+    /// name a module only brings in with a `use` (`pub use lease::Lease;`, or a private
+    /// `use decide::Deciding;` a child reaches through `super::`) is named from the module
+    /// it comes from. Else two siblings tie each other through their parent's re-exports
+    /// (`super::Lease` in one, `super::KeyRecord` in the other) and no circle is seen.
+    fn origin(&self, path: &[String]) -> Option<Vec<String>> {
+        let mut path = path.to_vec();
+        // A few hops at most (a re-export of a re-export); a `use` naming itself ends it.
+        for _ in 0..8 {
+            let target = self.resolve(&path)?;
+            let Some(name) = path.get(target.len()) else {
+                return Some(target);
+            };
+            let from = imported_paths(&target, &self.files[&target])
+                .into_iter()
+                .find(|p| p.last() == Some(name) && self.resolve(p).is_some_and(|m| m != target));
+            match from {
+                Some(from) => path = from,
+                None => return Some(target),
+            }
+        }
+        self.resolve(&path)
+    }
+
     /// Arrows from each module to the modules it names (its own rooms left out), with the
     /// names that tie them.
     fn arrows(&self) -> BTreeMap<(Vec<String>, Vec<String>), BTreeSet<String>> {
         let mut arrows: BTreeMap<_, BTreeSet<String>> = BTreeMap::new();
         for (module, text) in &self.files {
             for named in named_paths(module, text) {
-                let Some(target) = self.resolve(&named) else {
+                let Some(target) = self.origin(&named) else {
                     continue;
                 };
                 if target.starts_with(module) || module.starts_with(&target) {
@@ -127,9 +151,13 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 
 /// The absolute module paths `text` (the file of `module`) names through `crate::` and
 /// `super::`, each followed to its last identifier (`use crate::a::{b, c::D}` names
-/// `a::b` and `a::c::D`). Text after `#[cfg(test)]` is the file's unit tests: left out.
+/// `a::b` and `a::c::D`). Text after `#[cfg(test)] mod tests {` is the file's unit tests:
+/// left out (a `mod tests;` declared among the children is not: what follows it is product).
 fn named_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
-    let product = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    let product = text
+        .split("#[cfg(test)]\nmod tests {")
+        .next()
+        .unwrap_or(text);
     // Comments name paths without importing them (doc links): each line up to its `//`.
     let product: String = product
         .lines()
@@ -162,6 +190,43 @@ fn named_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
         expand(&mut base, rest, &mut named);
     }
     named
+}
+
+/// The absolute paths the `use` declarations of `text` (the file of `module`) bring in,
+/// product code only: `crate::` and `super::` paths as [`named_paths`] reads them, and paths
+/// relative to the module (`use lease::{InTurn, Lease};` names its child `lease`). Paths into
+/// other crates (`std::`, `serde::`) come out under the module too, and resolve to it: left
+/// for the caller to tell apart.
+fn imported_paths(module: &[String], text: &str) -> Vec<Vec<String>> {
+    let product = text
+        .split("#[cfg(test)]\nmod tests {")
+        .next()
+        .unwrap_or(text);
+    let mut paths = Vec::new();
+    for line in product.lines().map(str::trim_start) {
+        let Some(at) = line.find("use ") else {
+            continue;
+        };
+        // `use`, `pub use`, `pub(crate) use`, `pub(super) use`: nothing else before it.
+        let before = &line[..at];
+        if !(before.is_empty() || (before.starts_with("pub") && before.ends_with(' '))) {
+            continue;
+        }
+        let rest = &line[at + "use ".len()..];
+        // The declaration runs on to its `;` (a brace group may span lines).
+        let offset = rest.as_ptr() as usize - product.as_ptr() as usize;
+        let decl = &product[offset..];
+        let decl = &decl[..decl.find(';').unwrap_or(decl.len())];
+        let decl: String = decl.split_whitespace().collect::<Vec<_>>().join(" ");
+        if decl.starts_with("crate::") || decl.starts_with("super::") {
+            paths.extend(named_paths(module, &format!("use {decl};")));
+            continue;
+        }
+        let decl = decl.strip_prefix("self::").unwrap_or(&decl);
+        let mut base = module.to_vec();
+        expand(&mut base, decl, &mut paths);
+    }
+    paths
 }
 
 /// Appends to `out` every path `rest` (after `base::`) spells, braces expanded one level.
@@ -208,6 +273,19 @@ fn crates() -> Vec<PathBuf> {
     roots
 }
 
+/// Circles found when names reached through a parent's imports began to count
+/// ([`Crate::origin`]), in modules being cut by others at the time: each is reported and
+/// tolerated as it stands until it is cut. Any other circle fails the test, and so does one of
+/// these that takes in a module more.
+const KNOWN_CIRCLES: &[&[&str]] = &[
+    &["index::archives", "index::lanes", "index::sink"],
+    &[
+        "pipeline::sources",
+        "pipeline::unclaimed",
+        "pipeline::upload",
+    ],
+];
+
 #[test]
 fn no_import_circle_between_product_modules() {
     let mut found = Vec::new();
@@ -216,6 +294,17 @@ fn no_import_circle_between_product_modules() {
         assert!(krate.files.len() > 1 || !src.ends_with("shared/src"));
         let arrows = krate.arrows();
         for circle in krate.circles() {
+            let names: Vec<String> = circle.iter().map(|m| m.join("::")).collect();
+            if KNOWN_CIRCLES.contains(
+                &names
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .as_slice(),
+            ) {
+                eprintln!("known import circle, still to cut: {}", names.join(", "));
+                continue;
+            }
             let ties: Vec<String> = arrows
                 .iter()
                 .filter(|((from, to), _)| circle.contains(from) && circle.contains(to))
@@ -270,4 +359,31 @@ fn a_circle_between_siblings_is_found_and_own_rooms_are_not_one() {
         vec!["pipeline".to_string(), "sources".to_string()],
         vec!["pipeline".to_string(), "index".to_string()]
     )));
+    // A name the parent only imports from a child (re-exported or not) is that child's: two
+    // siblings naming each other's types through their parent make a circle. What follows a
+    // `mod tests;` among the children is product code.
+    let through_parent = krate(&[
+        ("", "mod refs;"),
+        (
+            "refs",
+            "mod lease;\n#[cfg(test)]\nmod tests;\nmod records;\n\n\
+             pub use lease::{Lease, Wait};\nuse records::{key_file, KeyRecord};\n\
+             pub use crate::storage::STATE_PREFIX;\npub struct RefStore;",
+        ),
+        ("refs::records", "use super::{Lease, RefStore};"),
+        ("refs::lease", "use super::KeyRecord;"),
+        ("refs::decide", "use super::{RefStore, STATE_PREFIX};"),
+        ("storage", "pub const STATE_PREFIX: &str = \"_symdex\";"),
+    ]);
+    let refs = |m: &str| vec!["refs".to_string(), m.to_string()];
+    assert_eq!(
+        through_parent.circles(),
+        vec![vec![refs("lease"), refs("records")]]
+    );
+    // Followed to where it is defined, a name the parent defines stays the parent's.
+    let arrows = through_parent.arrows();
+    assert!(arrows.contains_key(&(refs("decide"), vec!["storage".to_string()])));
+    assert!(!arrows
+        .keys()
+        .any(|(from, to)| from == &refs("decide") && to != &vec!["storage".to_string()]));
 }

@@ -4,10 +4,14 @@
 use std::collections::BTreeSet;
 use std::io;
 
-use super::lease::{Lease, Listed};
-use super::publish::{Content, KeyOutcome, OnDifferent, PublishPlan, Publisher, Sharing, Step};
-use super::records::KeyRecord;
-use super::{RefStore, CREATE};
+use super::keys::KeyRecord;
+use super::lease::{Lease, Publisher, CREATE};
+use super::listing::Listed;
+use super::objects::Sharing;
+use super::prior::Prior;
+use super::publication::{Content, KeyOutcome, OnDifferent};
+use super::swap::Step;
+use super::RefStore;
 use crate::storage::ObjectInfo;
 
 /// What [`RefStore::decide`] goes by for one key: fixed for one publish, but for what its loop
@@ -30,10 +34,44 @@ pub(super) struct Deciding<'a, 'c> {
     /// Another upload's object of this content, seen just before (invariant 7).
     pub(super) sharing: &'a Option<Sharing>,
     /// What a HEAD found at the key, once asked (a sole writer's key without a record).
-    pub(super) external: &'a Option<Option<ObjectInfo>>,
+    pub(super) external: &'a Prior<ObjectInfo>,
     pub(super) listed: &'a Listed,
     /// Uploads this overwrite marked as waiting for the key.
     pub(super) marked_waiting: &'a BTreeSet<String>,
+}
+
+/// What [`RefStore::publish`] does after its compare-and-swap.
+pub(super) enum PublishPlan {
+    /// We hold the lease now: copy, then release. With the record as written (to release it
+    /// by one conditional write on the version the swap returned). A `create` lease copies
+    /// only where nothing is at the key (see [`CREATE`]).
+    /// `true`: the lease was taken over from an earlier attempt of the same upload, so the
+    /// same content found at the key is its own copy (published), not adopted.
+    Copy(Lease, Box<KeyRecord>, bool),
+    /// A sole writer's new key, its record written in its final state: copy.
+    CopySole,
+    /// Referenced, no lease needed: check the object is there, of the recorded size.
+    Check {
+        by_us: bool,
+        size: u64,
+        /// The target the record names.
+        alias_of: Option<String>,
+    },
+    Done(KeyOutcome),
+    /// No record: first ask what is at the key (an object written outside symdex).
+    NeedHead,
+    /// We hold a `create` lease on a record written as sharing another upload's object, seen
+    /// just before: confirm the object is still that upload's ([`RefStore::share_created`]).
+    Share(Lease, Box<KeyRecord>, Sharing),
+    /// Decided on a guess that the key has no record (a fresh upload's first swap, not a
+    /// read): read it, and decide again.
+    Reread,
+    /// The record holds a `create` lease of this upload's run: read which keys its upload
+    /// record lists (a listed key's lease is released, invariant 1), and decide again.
+    Learn(String),
+    /// An overwrite replaces these uploads' bytes: mark them waiting for the key first
+    /// (invariant 8), and decide again.
+    MarkWaiting(BTreeSet<String>),
 }
 
 impl Deciding<'_, '_> {
@@ -128,25 +166,8 @@ impl<'s> RefStore<'s> {
             return Ok(Step::Write(record, plan));
         }
         let by_us = record.by == upload && fresh;
-        if let Some(dead) = &record.lease {
-            // A dead holder's change to this same content: finish it ourselves (a
-            // creation stays one: what is at the key may not be symdex's).
-            let own = dead.holder == holder;
-            let creation = dead.op == CREATE;
-            let lease = if creation {
-                self.publisher_lease(CREATE, holder, publisher)
-            } else {
-                lease.clone()
-            };
-            record.refs.insert(upload.to_string());
-            let by = record.by.clone();
-            let record = KeyRecord {
-                lease: Some(lease.clone()),
-                alias_of: self.alias_target(content).filter(|_| creation),
-                ..mine(record.refs, by)
-            };
-            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
-            return Ok(Step::Write(record, plan));
+        if record.lease.is_some() {
+            return Ok(self.take_over_dead(d, record, lease));
         }
         let check = PublishPlan::Check {
             by_us,
@@ -158,6 +179,36 @@ impl<'s> RefStore<'s> {
         } else {
             Ok(Step::Keep(check))
         }
+    }
+
+    /// [`Self::decide`] on a record holding a dead holder's lease (`decide` waits for a live
+    /// one), for a change to this same content: finished by us (a creation stays one: what is
+    /// at the key may not be symdex's), under `lease` unless a `create` one is taken.
+    fn take_over_dead(
+        &self,
+        d: &Deciding<'_, '_>,
+        mut record: KeyRecord,
+        lease: Lease,
+    ) -> Step<KeyRecord, PublishPlan> {
+        let (holder, publisher) = (d.holder, d.publisher);
+        let (own, creation) = match &record.lease {
+            Some(dead) => (dead.holder == holder, dead.op == CREATE),
+            None => (false, false),
+        };
+        let lease = if creation {
+            self.publisher_lease(CREATE, holder, publisher)
+        } else {
+            lease
+        };
+        record.refs.insert(publisher.upload.to_string());
+        let by = record.by.clone();
+        let record = KeyRecord {
+            lease: Some(lease.clone()),
+            alias_of: self.alias_target(d.content).filter(|_| creation),
+            ..d.record(record.refs, by, &lease)
+        };
+        let plan = PublishPlan::Copy(lease, Box::new(record.clone()), own);
+        Step::Write(record, plan)
     }
 
     /// [`Self::decide`] for a key without a record (or with only a dead remover's tombstone).
@@ -212,14 +263,10 @@ impl<'s> RefStore<'s> {
             let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
             return Ok(Step::Write(record, plan));
         }
-        if external.is_none() && !had_record {
+        if matches!(external, Prior::Unread) && !had_record {
             return Ok(Step::Keep(PublishPlan::NeedHead));
         }
-        let outside = if had_record {
-            None
-        } else {
-            external.as_ref().and_then(Option::as_ref)
-        };
+        let outside = if had_record { None } else { external.found() };
         let adopted = match outside {
             Some(info) if info.etag == content.etag => true,
             // A record may be there after all, holding this content or

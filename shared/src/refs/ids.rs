@@ -1,17 +1,36 @@
 //! Debug-id records: the PDB names PEs ask for and where a PDB with that id was published
 //! (invariant 5).
 
+use std::collections::BTreeSet;
 use std::io;
 
-use super::publish::Step;
-use super::records::{id_file, IdRecord, PriorRead};
-use super::{parse, RefStore};
+use serde::{Deserialize, Serialize};
+
+use super::layout::id_file;
+use super::prior::Prior;
+use super::swap::{parse, Step};
+use super::uploads::PriorRead;
+use super::RefStore;
 use crate::storage::{Precondition, Versioned};
+
+/// PE <-> PDB name aliasing for one debug id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRecord {
+    /// A key holding the PDB's content, once one was published.
+    pub pdb_key: Option<String>,
+    /// The file name that copy was uploaded under (set with `pdb_key`; absent in records
+    /// written before it was kept): a PE naming the PDB so has nothing to alias — its keys
+    /// are the PDB's own — and records its name without asking whether the copy is live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdb_name: Option<String>,
+    /// PDB file names as PEs' CodeView records spell them.
+    pub names: BTreeSet<String>,
+}
 
 impl<'s> RefStore<'s> {
     /// A debug id's record (empty where there is none), with the read kept for an
     /// [`Self::update_id_on`] that follows.
-    pub async fn id_read(&self, debug_id: &str) -> io::Result<(IdRecord, PriorRead)> {
+    pub(crate) async fn id_read(&self, debug_id: &str) -> io::Result<(IdRecord, PriorRead)> {
         let file = id_file(debug_id);
         let read = self.store.get(&file).await?;
         let record = read.as_ref().map(|v| parse(&file, &v.bytes)).transpose()?;
@@ -34,13 +53,13 @@ impl<'s> RefStore<'s> {
     /// [`Self::update_id`], swapping first on the record as `prior` read it (no read again
     /// while it is current). Leaving it as it is, decided on that read, is as good as
     /// decided on a later one: the read came after everything the caller did before.
-    pub async fn update_id_on(
+    pub(crate) async fn update_id_on(
         &self,
         debug_id: &str,
         prior: PriorRead,
         f: impl FnMut(&mut IdRecord) -> bool,
     ) -> io::Result<IdRecord> {
-        self.update_id_from(debug_id, Some(prior.0), f).await
+        self.update_id_from(debug_id, Prior::of(prior.0), f).await
     }
 
     /// Updates a debug id's record; `f` returns whether it changed anything.
@@ -49,14 +68,14 @@ impl<'s> RefStore<'s> {
         debug_id: &str,
         f: impl FnMut(&mut IdRecord) -> bool,
     ) -> io::Result<IdRecord> {
-        self.update_id_from(debug_id, None, f).await
+        self.update_id_from(debug_id, Prior::Unread, f).await
     }
 
     /// [`Self::update_id`] from what was `prefetched` of the record, if anything.
     pub(super) async fn update_id_from(
         &self,
         debug_id: &str,
-        prefetched: Option<Option<Versioned>>,
+        prefetched: Prior<Versioned>,
         mut f: impl FnMut(&mut IdRecord) -> bool,
     ) -> io::Result<IdRecord> {
         let file = id_file(debug_id);

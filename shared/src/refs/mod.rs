@@ -21,19 +21,40 @@
 //! - `_symdex/sourcemap/<scope>/<bucket>.json`: source files offered and source paths wanted,
 //!   joined by path (sourcemap.rs).
 //!
-//! # Where each part lives
+//! # Rooms
 //!
-//! - `mod.rs`: [`RefStore`], its reads and compare-and-swap updates, and these invariants;
-//! - `records.rs`: the records (`KeyRecord`, `UploadRecord`, `SourceRecord`, `IdRecord`,
-//!   `FileStamp`) and the names of their files;
-//! - `lease.rs`: leases and the listings that end them (invariant 1);
-//! - `publish.rs`: publishing a key for an upload, step by step (`decide.rs`: the decision on
-//!   its record each swap makes); `objects.rs`: the object at a key created, shared, copied or
-//!   taken back (invariants 2 and 7);
-//! - `remove.rs`: references removed, and objects with their last one (invariant 3);
-//! - `uploads.rs`: upload records planned, finalized and removed (invariant 4); `ids.rs`:
-//!   debug-id records (invariant 5); `waiting.rs`: hand-overs (invariant 8);
-//!   `source_maps.rs`: the join records of sources and debug files.
+//! Each file owns a type and what is done with it; a sibling names another's items by
+//! explicit imports, and no two name each other (`tests/house.rs`). From the bottom up:
+//!
+//! - `patience.rs`: [`Wait`], `Patience` (one decision's waits) and `busy`;
+//! - `swap.rs`: `Step` and the compare-and-swap every record changes by (`RefStore::update`);
+//!   `prior.rs`: `Prior`, what was known of a record before it (read, guessed absent, unread);
+//! - `shared_reads.rs`: `SharedReads`, one read for everyone asking at once;
+//! - `lease.rs`: [`Lease`], [`LeasePolicy`], the holders and `Publisher` (invariant 1);
+//!   `turn.rs`: `InTurn`, keys published at once taken in turn;
+//! - `layout.rs`: where each record lives ([`UploadLayout`], the names of record files);
+//!   `keys.rs`: [`KeyRecord`], a key's record as read, or as its object's owner stands for
+//!   it (invariant 7);
+//! - `listing.rs`: `Listing`, the upload listings that end `create` leases, and a key
+//!   record's lease judged by them; `held.rs`: `Held`, the `create` leases a run leaves to
+//!   its finalize (invariant 1);
+//! - `publication.rs`: [`Content`], `OnDifferent`, [`KeyOutcome`], `Publication`;
+//!   `owners.rs`: whose an object is (`SameBy`, invariant 7); `objects.rs`: the object at a
+//!   key created, shared, copied or taken back (`Creation`, `Found`, `Sharing`; invariants 2
+//!   and 7); `decide.rs`: `Deciding` and the `PublishPlan` each swap of a publish makes;
+//!   `publish.rs`: publishing a key for an upload (`Publishing`, what it goes by; `Learned`,
+//!   what it learns between swaps), the loop that swaps until a plan stands and carries it
+//!   out;
+//! - `remove.rs`: [`RemoveOutcome`], references removed, and objects with their last one
+//!   (invariant 3);
+//! - `sources.rs`: `SourceRecord` and [`FileStamp`], a flat store's uploads by location;
+//!   `uploads.rs`: [`UploadRecord`] (with [`IndexedAs`], [`PriorRead`], [`Run`]), planned,
+//!   finalized and removed (invariant 4); `inventory.rs`: store-wide reads of every key and
+//!   upload; `ids.rs`: [`IdRecord`], debug-id records (invariant 5); `waiting.rs`:
+//!   `Waiting`, hand-overs (invariant 8); `source_maps.rs`: the join records of sources and
+//!   debug files ([`DeferredWrites`]);
+//! - `mod.rs`: [`RefStore`] itself, what it keeps, and these invariants. It re-exports what
+//!   the front ends and the crate's other modules name (the rest stays inside `refs/`).
 //!
 //! # Invariants
 //!
@@ -168,87 +189,64 @@
 //!    left costs a re-index that changes nothing). Without this, deleting an unstripped binary unpublished the `debuginfo` of
 //!    the separate debug file that lives on, whose bytes were nowhere in the store.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::io;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-
-use crate::storage::{Precondition, Storage, StoreTraits, Versioned, UPLOADS_DIR};
+use crate::storage::{Storage, StoreTraits};
 
 mod decide;
+mod held;
 mod ids;
+mod inventory;
+mod keys;
+mod layout;
 mod lease;
+mod listing;
 mod objects;
+mod owners;
+mod patience;
+mod prior;
+mod publication;
 mod publish;
-mod records;
 mod remove;
+mod shared_reads;
 mod source_maps;
+mod sources;
+mod swap;
 #[cfg(test)]
 mod tests;
+mod turn;
 mod uploads;
 mod waiting;
 
-use decide::Deciding;
-use lease::{new_run_id, Listed};
-use publish::{Publisher, Step};
-use records::{key_file, upload_file, upload_name, LayoutMarker, SOURCES_DIR};
+use held::Held;
+use lease::new_run_id;
+use listing::Listed;
+use shared_reads::SharedReads;
 use source_maps::ParsedSourceMap;
 
-pub use lease::{released_by_finalize, InTurn, Lease, LeasePolicy, Listing, Wait};
-pub use publish::{Content, KeyOutcome, OnDifferent, Publication};
-pub use records::{
-    location_of, record_fits, FileStamp, IdRecord, IndexedAs, KeyRecord, PriorRead, Run,
-    UnparsedUpload, UploadLayout, UploadRecord, UploadState, LAYOUT_FILE,
-};
+pub use ids::IdRecord;
+pub use keys::KeyRecord;
+pub use layout::{UploadLayout, LAYOUT_FILE};
+pub use lease::{Lease, LeasePolicy};
+pub use patience::Wait;
+pub use publication::{Content, KeyOutcome};
 pub use remove::RemoveOutcome;
 pub use source_maps::DeferredWrites;
-pub use waiting::Waiting;
+pub use sources::FileStamp;
+pub use uploads::{IndexedAs, PriorRead, Run, UnparsedUpload, UploadRecord, UploadState};
+
+// Only the crate's own (pipeline/, audit.rs, testing/) reach these.
+pub(crate) use layout::record_fits;
+pub(crate) use listing::{released_by_finalize, Listing};
+pub(crate) use patience::busy;
+pub(crate) use publication::{OnDifferent, Publication};
+pub(crate) use turn::InTurn;
+pub(crate) use waiting::Waiting;
 
 // The root of symdex's bookkeeping is the storage layer's to know (never served).
 pub use crate::storage::STATE_PREFIX;
-/// Compare-and-swap attempts of one update before giving up (each attempt lost a race, so
-/// this many means heavy contention; the caller retries the whole message later).
-const MAX_ATTEMPTS: usize = 64;
-/// The lease of a key that had no record: nothing symdex wrote is there, but something written
-/// outside symdex may be. Its holder (or whoever takes it over) creates the object only where
-/// nothing is (`Storage::copy_new`), and decides on what it finds there only then: the same
-/// content is adopted, other content is a conflict. No HEAD is asked first, and the lease is
-/// released by the upload record listing the key (invariant 1). Where objects name their
-/// owners, a fresh key takes no lease at all (invariant 7): this is then how a key whose
-/// record is a dead remover's tombstone is taken back.
-const CREATE: &str = "create";
-
-/// Whether `current` (a record as read) already holds `value`, serialised as `bytes`.
-/// Records are written compact; stores written before that hold them pretty-printed, and an
-/// unchanged one is left as it is (a re-index writes no record).
-fn same_record<T: Serialize>(current: &[u8], bytes: &[u8], value: &T) -> io::Result<bool> {
-    Ok(current == bytes
-        || (current.starts_with(b"{\n") && current == serde_json::to_vec_pretty(value)?))
-}
-
-/// A record read. Checked as UTF-8 whole, then parsed as text: `from_slice` checks each
-/// string it reads on its own, a sixth of parsing the upload records a re-index reads.
-fn parse<T: DeserializeOwned>(key: &str, bytes: &[u8]) -> io::Result<T> {
-    let invalid = |e: &dyn std::fmt::Display| {
-        io::Error::new(io::ErrorKind::InvalidData, format!("{key}: {e}"))
-    };
-    let text = std::str::from_utf8(bytes).map_err(|e| invalid(&e))?;
-    serde_json::from_str(text).map_err(|e| invalid(&e))
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// The error of a lease that stayed busy: retryable, never a verdict on the artifact.
-pub fn busy(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::WouldBlock, format!("busy: {what}"))
-}
 
 /// Bookkeeping over a store.
 pub struct RefStore<'s> {
@@ -260,19 +258,17 @@ pub struct RefStore<'s> {
     /// build all read the same few records (up to 512 entries each), and parsing them again
     /// for every file dominated a re-index. Only a read of the same version is answered from
     /// here, so the cache never changes what an update sees.
-    parsed_source_maps: std::sync::Mutex<std::collections::HashMap<String, ParsedSourceMap>>,
+    parsed_source_maps: std::sync::Mutex<HashMap<String, ParsedSourceMap>>,
     /// Source-map records changed by this process and not yet written (a sole writer's
     /// deferred writes, [`Self::defer_source_map_writes`]): file -> version read (`None`:
     /// absent), the record as it is now.
     deferred_source_maps: Option<Arc<DeferredWrites>>,
     /// `create` leases this process took and left to be released by their upload's finalize
-    /// (invariant 1), by key, until the run hands them on ([`Self::take_held`]).
-    /// (Ordered: the leases of a run are released in key order, so that a schedule of the
-    /// interleaving tests replays from its seed.)
-    held: std::sync::Mutex<BTreeMap<String, Lease>>,
+    /// (invariant 1), until the run hands them on ([`Self::take_held`]).
+    held: Held,
     /// The uploads whose bytes an overwrite replaced, by the overwriting upload, until its
     /// record reports them ([`Self::take_overwritten`]).
-    overwrote: std::sync::Mutex<std::collections::HashMap<String, BTreeSet<String>>>,
+    overwrote: std::sync::Mutex<HashMap<String, BTreeSet<String>>>,
     /// Listings upload records were seen with, by upload: a `create` lease of an upload
     /// listing its key for the lease's run is released (invariant 1). Only ever grows: a
     /// listing seen stays true of the lease it released (a later lease of the same run is
@@ -292,89 +288,11 @@ pub struct RefStore<'s> {
     /// keys most likely have one too: where another upload's object is found, the record is
     /// read rather than guessed absent, and the owner's upload is not looked up
     /// (`publish_owned`). Found absent, guessed again.
-    shared_before: std::sync::atomic::AtomicBool,
+    shared_before: AtomicBool,
     /// This run's id, in every lease it takes ([`Lease::run`]).
     run: String,
     /// The store's upload layout, once read ([`Self::layout`]).
-    layout: std::sync::OnceLock<UploadLayout>,
-}
-
-/// Waits of one decision (as [`RefStore::update`] waits for a lease): attempts and pauses.
-struct Patience {
-    wait: Wait,
-    waited: u32,
-    pause: Duration,
-}
-
-impl Patience {
-    fn new(wait: Wait) -> Self {
-        Patience {
-            wait,
-            waited: 0,
-            pause: wait.first_pause,
-        }
-    }
-
-    /// One more wait (a pause), or a retryable error when there were enough.
-    async fn wait(&mut self, why: &str) -> io::Result<()> {
-        self.waited += 1;
-        if self.waited > self.wait.attempts {
-            return Err(busy(why));
-        }
-        if !self.pause.is_zero() {
-            tokio::time::sleep(self.pause).await;
-        }
-        self.pause = (self.pause * 2).min(self.wait.max_pause);
-        Ok(())
-    }
-}
-
-/// Reads shared by everyone asking for the same name while one is in flight (and after,
-/// where the answer is kept): one cell per name ([`read_shared`]).
-type SharedReads<T> =
-    std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::OnceCell<T>>>>;
-
-/// Names a [`SharedReads`] keeps at most: a few per upload a run meets.
-const SHARED_READS: usize = 1024;
-
-/// `read` of `name`, made once for everyone asking while it is in flight; its answer stays
-/// for later askers only where `keep` says so (else, like a failed read, the next asker
-/// reads afresh). Also says whether this caller's `read` made the answer.
-async fn read_shared<T, Fut>(
-    reads: &SharedReads<T>,
-    name: &str,
-    read: impl FnOnce() -> Fut,
-    keep: impl Fn(&T) -> bool,
-) -> io::Result<(T, bool)>
-where
-    T: Clone,
-    Fut: std::future::Future<Output = io::Result<T>>,
-{
-    let cell = match reads.lock() {
-        Ok(mut cells) => {
-            if cells.len() >= SHARED_READS && !cells.contains_key(name) {
-                cells.clear();
-            }
-            Arc::clone(cells.entry(name.to_string()).or_default())
-        }
-        Err(_) => Arc::default(),
-    };
-    let mut ours = false;
-    let answer = cell
-        .get_or_try_init(|| {
-            ours = true;
-            read()
-        })
-        .await
-        .cloned();
-    if !answer.as_ref().is_ok_and(&keep) {
-        if let Ok(mut cells) = reads.lock() {
-            if cells.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                cells.remove(name);
-            }
-        }
-    }
-    Ok((answer?, ours))
+    layout: OnceLock<UploadLayout>,
 }
 
 impl<'s> RefStore<'s> {
@@ -382,7 +300,7 @@ impl<'s> RefStore<'s> {
         Self::with_policy(store, LeasePolicy::default())
     }
 
-    pub fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
+    pub(crate) fn with_policy(store: &'s dyn Storage, policy: LeasePolicy) -> Self {
         RefStore {
             store,
             traits: store.traits(),
@@ -401,166 +319,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// What the store is like, as read when this was made.
-    pub fn traits(&self) -> StoreTraits {
+    pub(crate) fn traits(&self) -> StoreTraits {
         self.traits
-    }
-
-    /// How the store names its upload records: its marker says, read once. A store without
-    /// one is [`UploadLayout::Flat`], unless it lays new stores out by location
-    /// ([`StoreTraits::uploads_by_location`]): then it is decided now — `ByLocation` where no
-    /// upload or source record is yet, else `Flat` (records written before layouts were
-    /// named) — and the marker is created only where none is: a writer deciding at the same
-    /// time reads the other's decision instead, so every writer follows the same.
-    pub async fn layout(&self) -> io::Result<UploadLayout> {
-        if let Some(layout) = self.layout.get() {
-            return Ok(*layout);
-        }
-        let layout = self.decide_layout().await?;
-        Ok(*self.layout.get_or_init(|| layout))
-    }
-
-    async fn decide_layout(&self) -> io::Result<UploadLayout> {
-        for _ in 0..MAX_ATTEMPTS {
-            if let Some(bytes) = self.store.read_settled(LAYOUT_FILE).await? {
-                return Ok(parse::<LayoutMarker>(LAYOUT_FILE, &bytes)?.uploads);
-            }
-            if !self.traits.uploads_by_location {
-                return Ok(UploadLayout::Flat);
-            }
-            let existing = self.store.any_under(UPLOADS_DIR).await?
-                || self.store.any_under(SOURCES_DIR).await?;
-            let uploads = if existing {
-                UploadLayout::Flat
-            } else {
-                UploadLayout::ByLocation
-            };
-            let marker = serde_json::to_vec(&LayoutMarker { uploads })?;
-            if self.store.create_settled(LAYOUT_FILE, &marker).await? {
-                return Ok(uploads);
-            }
-        }
-        Err(io::Error::other(format!("{LAYOUT_FILE}: unreadable")))
-    }
-
-    /// The owner an object names for `upload` (invariant 7): its record's name.
-    pub async fn owner_token(&self, upload: &str) -> io::Result<String> {
-        Ok(upload_name(self.layout().await?, upload))
-    }
-
-    /// Where `upload`'s record is.
-    pub(crate) async fn upload_file(&self, upload: &str) -> io::Result<String> {
-        Ok(upload_file(self.layout().await?, upload))
-    }
-
-    async fn read<T: DeserializeOwned>(&self, file: &str) -> io::Result<Option<T>> {
-        match self.store.read(file).await? {
-            Some(bytes) => parse(file, &bytes).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    /// Read-modify-write of one JSON object by compare-and-swap on the version read; retried
-    /// when another writer got there first, paused while somebody else's lease is live.
-    async fn update<T, R, F>(&self, file: &str, f: F) -> io::Result<R>
-    where
-        T: Serialize + DeserializeOwned,
-        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
-    {
-        Ok(self.update_versioned(file, None, f).await?.0)
-    }
-
-    /// [`Self::update`], also returning the record as it now stands when the update wrote it
-    /// (or found it already so): its bytes and version (`None` when it wrote nothing).
-    /// `prefetched`: what the caller just read of `file`, used instead of a first read (a
-    /// compare-and-swap on its version is as safe as on a fresh one).
-    async fn update_versioned<T, R, F>(
-        &self,
-        file: &str,
-        prefetched: Option<Option<Versioned>>,
-        f: F,
-    ) -> io::Result<(R, Option<Versioned>)>
-    where
-        T: Serialize + DeserializeOwned,
-        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
-    {
-        self.update_decoded(file, prefetched, |v| parse(file, &v.bytes), f)
-            .await
-    }
-
-    /// [`Self::update_versioned`] with the decoding of what was read given (a cache).
-    async fn update_decoded<T, R, F, D>(
-        &self,
-        file: &str,
-        mut prefetched: Option<Option<Versioned>>,
-        decode: D,
-        mut f: F,
-    ) -> io::Result<(R, Option<Versioned>)>
-    where
-        T: Serialize,
-        F: FnMut(Option<T>) -> io::Result<Step<T, R>>,
-        D: Fn(&Versioned) -> io::Result<T>,
-    {
-        let mut patience = Patience::new(self.policy.wait);
-        for _ in 0..MAX_ATTEMPTS {
-            let current = match prefetched.take() {
-                Some(read) => read,
-                None => self.store.get(file).await?,
-            };
-            let version = current.as_ref().map(|v| v.version.clone());
-            let value = current.as_ref().map(&decode).transpose()?;
-            let done = match (f(value)?, version) {
-                (Step::Keep(r), _) => return Ok((r, None)),
-                (Step::KeepRead(r), _) => return Ok((r, current)),
-                (Step::Wait(why), _) => {
-                    patience.wait(&why).await?;
-                    continue;
-                }
-                (Step::Write(new, r), version) => {
-                    let bytes = serde_json::to_vec(&new)?;
-                    // Writing what is already there changes nothing: the update takes effect
-                    // at the read (its result depends on nothing else), and a re-index of an
-                    // unchanged store writes no record.
-                    if let Some(current) = current {
-                        if same_record(&current.bytes, &bytes, &new)? {
-                            return Ok((r, Some(current)));
-                        }
-                    }
-                    let condition = match &version {
-                        Some(v) => Precondition::Version(v),
-                        None => Precondition::Absent,
-                    };
-                    let written = self.store.put_if(file, &bytes, condition).await?;
-                    written.map(|version| (r, Some(Versioned { bytes, version })))
-                }
-                (Step::Delete(r), Some(version)) => self
-                    .store
-                    .delete_if(file, &version)
-                    .await?
-                    .then_some((r, None)),
-                (Step::Delete(r), None) => Some((r, None)),
-            };
-            if let Some(done) = done {
-                return Ok(done);
-            }
-        }
-        Err(busy(&format!("{file}: too many concurrent updates")))
-    }
-
-    /// Who references `key`: its record, or for a key without one, the upload its object
-    /// names as owner (invariant 7).
-    pub async fn key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
-        let record = self.read(&key_file(key)).await?;
-        if record.is_some() || !self.owners_named() {
-            return Ok(record);
-        }
-        self.owned_key(key).await
-    }
-
-    /// A key is live when its record has references and no removal in progress.
-    pub async fn is_live(&self, key: &str) -> io::Result<Option<KeyRecord>> {
-        Ok(self
-            .key(key)
-            .await?
-            .filter(|r| !r.refs.is_empty() && r.lease.as_ref().is_none_or(|l| l.op != "remove")))
     }
 }

@@ -1,82 +1,88 @@
 //! The object at a key: created where nothing is, shared with another upload's same bytes,
-//! copied under a lease, or taken back (invariants 1, 2 and 7).
+//! copied under a lease, or taken back (invariants 1, 2 and 7). Whose an object is, is
+//! owners.rs's.
 
 use std::io;
 
-use super::lease::Lease;
-use super::publish::{
-    holds, Alone, Content, CopyHow, Creation, Found, KeyOutcome, Publication, SameBy, Sharing, Step,
-};
-use super::records::{is_upload_name, key_file, KeyRecord, UploadRecord};
-use super::{busy, read_shared, RefStore, CREATE};
-use crate::storage::{ObjectInfo, Owned, Precondition, UPLOADS_DIR};
+use super::keys::KeyRecord;
+use super::layout::key_file;
+use super::lease::{Lease, CREATE};
+use super::owners::SameBy;
+use super::patience::busy;
+use super::publication::{Content, KeyOutcome, Publication};
+use super::swap::Step;
+use super::RefStore;
+use crate::storage::{ObjectInfo, Owned, Precondition, StorageError, Versioned};
+
+/// How [`RefStore::copy_under_lease`] treats an object it finds at the key.
+#[derive(Clone)]
+pub(super) struct CopyHow {
+    /// Other content is replaced (else: a conflict).
+    pub(super) overwrite: bool,
+    /// The lease was our own earlier attempt's (the same content there is our copy).
+    pub(super) own: bool,
+    /// The upload the record names as the object's writer (`by`): the owner a write names
+    /// (invariant 7).
+    pub(super) by: String,
+    /// Any content found at the key is taken as this content (`OnDifferent::Adopt`).
+    pub(super) adopt: bool,
+    /// An object was found at the key just before: a [`CREATE`] lease looks before it
+    /// creates (one request where it is still there, as it most likely is).
+    pub(super) seen: bool,
+}
+
+/// What a [`CREATE`] lease's holder found at the key.
+pub(super) enum Found {
+    Created,
+    /// An object with the same content (or any, adopting), whose it is, and what it holds.
+    Same(SameBy, ObjectInfo),
+    /// Other content: written outside symdex, or (where objects name their owners) the
+    /// owner's, named.
+    Other(Option<String>),
+}
+
+/// Whether the object `found` holds `content`, as its writer said it would: one whose bytes
+/// are not what its owner wrote with it (a local file changed in place; a copy from a key
+/// an overwrite replaced meanwhile, `Indexer::hold_for`) is not its owner's to share, even
+/// where the bytes are ours.
+pub(super) fn holds(found: &Owned, content: &Content<'_>) -> bool {
+    let as_written = found
+        .written
+        .as_ref()
+        .is_none_or(|w| w.etag == found.info.etag && w.size == found.info.size);
+    found.info.etag == content.etag && found.info.size == content.size && as_written
+}
+
+/// What creating an object only where nothing is came to ([`RefStore::create_or_find`]).
+pub(super) enum Creation {
+    Created,
+    /// Something is there: what, and whose.
+    Found(Owned),
+    /// The copy failed; nothing was created.
+    Failed(StorageError),
+}
+
+/// What publishing a key as its object alone came to ([`RefStore::publish_owned`]).
+pub(super) enum Alone {
+    /// No record needed: the key's outcome.
+    Done(Publication),
+    /// For the record protocol to decide, on the key's record where it was just read; with
+    /// the other upload whose object of this content was found there, to be shared.
+    Decide(Option<Versioned>, Option<Sharing>),
+}
+
+/// Another upload's object found at a key without a record, which this upload shares
+/// (invariant 7): whose it is, and what it holds.
+#[derive(Debug, Clone)]
+pub(super) struct Sharing {
+    /// The upload its owner names, and the owner as the object names it.
+    pub(super) other: String,
+    pub(super) owner: String,
+    pub(super) alias_of: Option<String>,
+    pub(super) info: ObjectInfo,
+}
 
 impl<'s> RefStore<'s> {
-    /// Whether keys one upload alone references go without a record (invariant 7): where
-    /// objects name their owners, whether writers run at once or one holds the writer lock.
-    pub(super) fn owners_named(&self) -> bool {
-        self.traits.names_owners
-    }
-
-    /// The owner to name in an object whose record says `by` wrote it.
-    pub(super) async fn owner_for(&self, by: &str) -> io::Result<Option<String>> {
-        if !self.owners_named() || by.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(self.owner_token(by).await?))
-    }
-
-    /// The record a key without one stands for (invariant 7): its object's owner alone
-    /// references it. `None`: nothing there, written outside symdex, or its owner's upload
-    /// record is gone (an orphan, which `verify` reports).
-    pub(super) async fn owned_key(&self, key: &str) -> io::Result<Option<KeyRecord>> {
-        let Some(found) = self.store.owned(key).await? else {
-            return Ok(None);
-        };
-        self.owned_key_of(key, found, |_| None).await
-    }
-
-    /// [`Self::owned_key`] of what was `found` at `key`; `listed`: the upload an owner names,
-    /// where the caller knows it (else its record is read).
-    pub(super) async fn owned_key_of(
-        &self,
-        key: &str,
-        found: Owned,
-        listed: impl Fn(&str) -> Option<String>,
-    ) -> io::Result<Option<KeyRecord>> {
-        let Some(owner) = found.owner else {
-            return Ok(None);
-        };
-        let upload = match listed(&owner) {
-            Some(upload) => upload,
-            None => match self.upload_by_owner(&owner).await? {
-                Some(upload) => upload,
-                None => return Ok(None),
-            },
-        };
-        // The content named with the owner stands for the record's (what is there now may
-        // have been changed in place since, which `verify` reports as for a record).
-        let written = found.written.unwrap_or(found.info);
-        Ok(Some(KeyRecord {
-            key: key.to_string(),
-            etag: written.etag,
-            size: written.size,
-            refs: [upload.clone()].into(),
-            by: upload,
-            lease: None,
-            alias_of: found.alias_of,
-        }))
-    }
-
-    /// The id of the upload an object names as its owner ([`owner_token`]).
-    pub(super) async fn upload_by_owner(&self, owner: &str) -> io::Result<Option<String>> {
-        if !is_upload_name(owner) {
-            return Ok(None);
-        }
-        let file = format!("{UPLOADS_DIR}{owner}.json");
-        Ok(self.read::<UploadRecord>(&file).await?.map(|u| u.upload))
-    }
-
     /// Publishes `content` at a key without a record by creating its object, which names
     /// this upload as its owner (invariant 7): one request where the key is new. Else what
     /// is there may be for the record protocol to decide (other content, an object written
@@ -234,9 +240,7 @@ impl<'s> RefStore<'s> {
                 && found.alias_of == record.alias_of
         });
         if still {
-            if let Ok(mut held) = self.held.lock() {
-                held.insert(key.to_string(), lease.clone());
-            }
+            self.held.keep(key, lease);
             return Ok(Publication {
                 outcome: KeyOutcome::Unchanged,
                 alias_of: record.alias_of,
@@ -392,9 +396,7 @@ impl<'s> RefStore<'s> {
             // Created (or our own earlier attempt's copy found): the record, written with the
             // lease, already says what is there; the upload's finalize releases the lease by
             // listing the key (invariant 1), saving a write per key.
-            if let Ok(mut held) = self.held.lock() {
-                held.insert(key.to_string(), lease.clone());
-            }
+            self.held.keep(key, lease);
             return Ok(KeyOutcome::Published.into());
         }
         let alias_of = if adopted {
@@ -482,46 +484,6 @@ impl<'s> RefStore<'s> {
         } else {
             Found::Other(found.owner)
         })
-    }
-
-    /// Whose the object of the same content found at a key is (invariant 7). The owner's
-    /// record is read after the object was seen, never taken from a read already in flight
-    /// (as [`Self::read_listing`] does): one begun earlier may predate the owner's
-    /// registration, and would call a live upload's object an orphan's (`SameBy::Replace`).
-    pub(super) async fn same_by(&self, upload: &str, found: Owned) -> io::Result<SameBy> {
-        let Some(owner) = found.owner else {
-            return Ok(SameBy::Nobody);
-        };
-        if owner == self.owner_token(upload).await? {
-            return Ok(SameBy::Us);
-        }
-        // A kept answer may be older than this key's object was seen, yet it is as good: the
-        // record naming the owner's upload is there (created, or found) before the object is
-        // seen (the `create` lease's look, or `share_created`'s), and the owner's removal
-        // deletes every object naming it before it forgets the upload — the object seen
-        // after our record was there, the removal had not passed the key yet, and meets our
-        // record when it does. (Only an object the owner's run wrote after its removal had
-        // passed the key, left by a crash before that run's finalize took it back, names a
-        // gone upload: a fresh read replaces it, a kept answer names the gone upload in the
-        // record — a key kept, which `verify` reports, never one lost. A fresh read during
-        // that removal names it too.)
-        Ok(match self.upload_named_by(&owner).await? {
-            Some(other) => SameBy::Upload(other, found.alias_of),
-            None => SameBy::Replace,
-        })
-    }
-
-    /// The upload `owner` names, from [`Self::known_owners`] where it was found (or is being
-    /// read), else read. Found gone, it is asked again by the next key: only a read begun
-    /// after this key's object was seen may call it gone (see `same_by`).
-    pub(super) async fn upload_named_by(&self, owner: &str) -> io::Result<Option<String>> {
-        let read = || self.upload_by_owner(owner);
-        let (found, ours) = read_shared(&self.known_owners, owner, read, Option::is_some).await?;
-        match found {
-            // Gone by a read another key began (perhaps before our object was seen): ask anew.
-            None if !ours => self.upload_by_owner(owner).await,
-            found => Ok(found),
-        }
     }
 
     /// Takes `upload`'s reference back from the record its [`CREATE`] lease made, its creation

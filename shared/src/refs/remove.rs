@@ -3,10 +3,14 @@
 
 use std::io;
 
-use super::lease::{remove_holder, Lease, Listed};
-use super::publish::{Step, Taken};
-use super::records::{key_file, KeyRecord};
-use super::{Patience, RefStore};
+use super::keys::KeyRecord;
+use super::layout::key_file;
+use super::lease::{remove_holder, Lease};
+use super::listing::Listed;
+use super::patience::Patience;
+use super::prior::Prior;
+use super::swap::Step;
+use super::RefStore;
 
 /// What taking one reference back came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +21,18 @@ pub enum RemoveOutcome {
     Kept,
     /// The upload did not reference the key.
     NotReferenced,
+}
+
+/// What a removal's compare-and-swap on a key's record came to.
+pub(super) struct Taken {
+    pub(super) outcome: RemoveOutcome,
+    /// The tombstone's lease, when the object is to go.
+    pub(super) lease: Option<Lease>,
+    /// Whom the record names as the object's writer.
+    pub(super) by: String,
+    /// A tombstone made where no record was (invariant 7): only an object naming `by` as its
+    /// owner is the one it is for.
+    pub(super) owned_only: bool,
 }
 
 impl<'s> RefStore<'s> {
@@ -30,7 +46,7 @@ impl<'s> RefStore<'s> {
     /// upload record (`removed`) before the tombstone goes. Noted after, a failure in between
     /// lost the key from the removal's report: its retry found neither record nor reference.
     /// Noted before, the retry finds its own tombstone and reports the key again.
-    pub async fn remove_noted(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
+    pub(crate) async fn remove_noted(&self, key: &str, upload: &str) -> io::Result<RemoveOutcome> {
         self.remove_reporting(key, upload, true, None).await
     }
 
@@ -48,7 +64,7 @@ impl<'s> RefStore<'s> {
         let mut patience = Patience::new(self.policy.wait);
         let (taken, version) = loop {
             let (taken, version) = self
-                .update_versioned(&file, None, |current: Option<KeyRecord>| {
+                .update_versioned(&file, Prior::Unread, |current: Option<KeyRecord>| {
                     if let Some(ours) = leased {
                         // Ours still: nobody else acts on the key meanwhile, and the lease is
                         // replaced below (by a tombstone's, or cleared). Else not ours to take.
@@ -106,44 +122,59 @@ impl<'s> RefStore<'s> {
         };
         match (taken, version) {
             (None, _) => Ok(RemoveOutcome::NotReferenced),
-            (
-                Some(Taken {
-                    mut outcome,
-                    lease: Some(lease),
-                    by,
-                    owned_only,
-                }),
-                Some(tombstone),
-            ) => {
-                self.check_own_lease(&lease)?;
-                let delete = if self.owners_named() {
-                    // Only the object the tombstone is for (invariant 7): one created since the
-                    // object was deleted (by a writer finding the key free, which needs no
-                    // record) names another owner, and stays.
-                    let found = self.store.owned(key).await?;
-                    let owner = found.as_ref().and_then(|f| f.owner.clone());
-                    let named = owner.is_some() && owner == self.owner_for(&by).await?;
-                    let delete = found.is_some() && (named || (owner.is_none() && !owned_only));
-                    if owned_only && by == upload && !delete {
-                        outcome = RemoveOutcome::NotReferenced;
-                    }
-                    delete
-                } else {
-                    true
-                };
-                // Noted before the object goes: a retry that finds it gone still reports it.
-                if note && outcome == RemoveOutcome::Removed {
-                    self.note_removed(upload, key).await?;
-                }
-                if delete {
-                    self.store.delete(key).await?;
-                }
-                // Only our tombstone goes: one taken over meanwhile stays its new holder's.
-                self.store.delete_if(&file, &tombstone.version).await?;
-                Ok(outcome)
+            (Some(taken), Some(tombstone)) if taken.lease.is_some() => {
+                self.delete_under(key, upload, note, taken, &tombstone.version)
+                    .await
             }
             (Some(taken), _) => Ok(taken.outcome),
         }
+    }
+
+    /// The last reference taken back ([`Self::remove_reporting`]), under the tombstone its
+    /// swap wrote (at `tombstone`): the object deleted, the key noted (`note`) before it goes,
+    /// then the tombstone. Returns what the removal came to.
+    async fn delete_under(
+        &self,
+        key: &str,
+        upload: &str,
+        note: bool,
+        taken: Taken,
+        tombstone: &str,
+    ) -> io::Result<RemoveOutcome> {
+        let Taken {
+            mut outcome,
+            lease,
+            by,
+            owned_only,
+        } = taken;
+        if let Some(lease) = &lease {
+            self.check_own_lease(lease)?;
+        }
+        let delete = if self.owners_named() {
+            // Only the object the tombstone is for (invariant 7): one created since the
+            // object was deleted (by a writer finding the key free, which needs no
+            // record) names another owner, and stays.
+            let found = self.store.owned(key).await?;
+            let owner = found.as_ref().and_then(|f| f.owner.clone());
+            let named = owner.is_some() && owner == self.owner_for(&by).await?;
+            let delete = found.is_some() && (named || (owner.is_none() && !owned_only));
+            if owned_only && by == upload && !delete {
+                outcome = RemoveOutcome::NotReferenced;
+            }
+            delete
+        } else {
+            true
+        };
+        // Noted before the object goes: a retry that finds it gone still reports it.
+        if note && outcome == RemoveOutcome::Removed {
+            self.note_removed(upload, key).await?;
+        }
+        if delete {
+            self.store.delete(key).await?;
+        }
+        // Only our tombstone goes: one taken over meanwhile stays its new holder's.
+        self.store.delete_if(&key_file(key), tombstone).await?;
+        Ok(outcome)
     }
 
     /// [`Self::remove_reporting`]'s swap, on a record nobody else's live lease holds:

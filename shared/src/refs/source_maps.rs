@@ -4,16 +4,17 @@
 use std::io;
 use std::sync::Arc;
 
-use super::publish::Step;
-use super::{parse, RefStore};
+use super::prior::Prior;
+use super::swap::{parse, Step};
+use super::RefStore;
 use crate::sourcemap::SourceMapRecord;
 use crate::storage::{Precondition, Versioned};
 
 /// A source-map record read before it is changed ([`RefStore::read_source_map`]).
-pub struct SourceMapRead {
-    /// What the store held (`None` inside: no record), for the swap; `None`: kept by a sole
-    /// writer deferring its writes, no version to swap on.
-    pub(super) read: Option<Option<Versioned>>,
+pub(crate) struct SourceMapRead {
+    /// What the store held, for the swap; [`Prior::Unread`]: kept by a sole writer deferring
+    /// its writes, no version to swap on.
+    pub(super) read: Prior<Versioned>,
     pub record: Arc<SourceMapRecord>,
 }
 
@@ -62,7 +63,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// Whether source-map writes are deferred ([`Self::defer_source_map_writes`]).
-    pub fn defers_source_maps(&self) -> bool {
+    pub(crate) fn defers_source_maps(&self) -> bool {
         self.deferred_source_maps.is_some()
     }
 
@@ -191,7 +192,7 @@ impl<'s> RefStore<'s> {
     /// The record a run last read or wrote is kept parsed, and shared rather than copied: in
     /// a store-wide scope every debug file naming `stdio.h` changes the same record of up to
     /// 2 x 256 entries, and copying it three times per change was a tenth of a fresh index.
-    pub async fn update_source_map(
+    pub(crate) async fn update_source_map(
         &self,
         file: &str,
         f: impl FnMut(&mut SourceMapRecord) -> bool,
@@ -202,23 +203,26 @@ impl<'s> RefStore<'s> {
     /// [`Self::update_source_map`]; `absent`: the record is taken to be absent and created
     /// without a read (a wrong guess fails and reads). Only for a change `f` makes to any
     /// record: a decision to keep one is never taken on the guess.
-    pub async fn update_source_map_guessing(
+    pub(crate) async fn update_source_map_guessing(
         &self,
         file: &str,
         absent: bool,
         f: impl FnMut(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
-        self.update_source_map_from(file, absent.then_some(None), f)
+        self.update_source_map_from(file, Prior::absent_if(absent), f)
             .await
     }
 
     /// A source-map record as it stands for this process, read for a later
     /// [`Self::update_source_map_read`]: a caller acting on what it holds before changing it
     /// swaps on this read (no second read where nothing changed in between).
-    pub async fn read_source_map(&self, file: &str) -> io::Result<SourceMapRead> {
+    pub(crate) async fn read_source_map(&self, file: &str) -> io::Result<SourceMapRead> {
         if self.deferred_source_maps.is_some() {
             let record = self.source_map(file).await?;
-            return Ok(SourceMapRead { read: None, record });
+            return Ok(SourceMapRead {
+                read: Prior::Unread,
+                record,
+            });
         }
         let read = self.store.get(file).await?;
         let record = match &read {
@@ -232,14 +236,14 @@ impl<'s> RefStore<'s> {
             None => Arc::default(),
         };
         Ok(SourceMapRead {
-            read: Some(read),
+            read: Prior::of(read),
             record,
         })
     }
 
     /// [`Self::update_source_map`], starting from `read`: its version is swapped on (where
     /// the record changed since, it is read again and `f` runs on that).
-    pub async fn update_source_map_read(
+    pub(crate) async fn update_source_map_read(
         &self,
         file: &str,
         read: SourceMapRead,
@@ -248,12 +252,12 @@ impl<'s> RefStore<'s> {
         self.update_source_map_from(file, read.read, f).await
     }
 
-    /// [`Self::update_source_map`] from a read made before (`prefetched`: `Some(None)` taken
-    /// to be absent; `None`: read here).
+    /// [`Self::update_source_map`] from a read made before (`prefetched`: [`Prior::Absent`]
+    /// taken to be absent; [`Prior::Unread`]: read here).
     pub(super) async fn update_source_map_from(
         &self,
         file: &str,
-        prefetched: Option<Option<Versioned>>,
+        prefetched: Prior<Versioned>,
         mut f: impl FnMut(&mut SourceMapRecord) -> bool,
     ) -> io::Result<Arc<SourceMapRecord>> {
         if let Some(deferred) = &self.deferred_source_maps {

@@ -1,108 +1,213 @@
-//! Upload records: planned keys, the finalize that lists them, and the removal states
-//! (invariant 4); listings of keys and uploads for audits.
+//! Upload records ([`UploadRecord`]): one upload and everything it published, its planned
+//! keys, the finalize that lists them, and the removal states (invariant 4).
 
 use std::collections::BTreeSet;
 use std::io;
 
-use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
+#[cfg(doc)]
+use super::layout::location_of;
+use super::layout::{location_dir, source_file, UploadLayout};
 use super::lease::Lease;
-use super::publish::Step;
-#[cfg(doc)]
-use super::records::location_of;
-use super::records::{
-    location_dir, not_removing, source_file, FileStamp, KeyRecord, PriorRead, Run, SourceRecord,
-    UnparsedUpload, UploadLayout, UploadRecord, UploadState,
-};
-use super::{parse, RefStore};
-#[cfg(doc)]
-use crate::storage::Storage;
-use crate::storage::{ObjectInfo, STATE_PREFIX, UPLOADS_DIR};
+use super::prior::Prior;
+use super::sources::{FileStamp, SourceRecord};
+use super::swap::{parse, Step};
+use super::RefStore;
+use crate::storage::{Versioned, UPLOADS_DIR};
 use crate::upload_meta::UploadMeta;
 
+/// Where an upload is in its life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UploadState {
+    /// Keys are being published (or a run died doing it: a re-run resumes).
+    Indexing,
+    /// Done and recorded in the manifest.
+    #[default]
+    Indexed,
+    /// Its references are being removed (the record disappears when that is done).
+    Removing,
+}
+
+/// One upload and everything it published.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadRecord {
+    pub upload: String,
+    /// Where it came from: a local path or `s3://bucket/key`.
+    pub source: String,
+    #[serde(flatten)]
+    pub meta: UploadMeta,
+    pub etag: String,
+    pub size: u64,
+    pub time: String,
+    /// The ingest object's version id (S3, versioned bucket) and content identity (for an
+    /// archive entry, the archive's), and the path inside it for an archive entry: what a
+    /// sweeper deletes and what records name. Absent in records written before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest_etag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    #[serde(default)]
+    pub state: UploadState,
+    /// Keys it references.
+    pub keys: BTreeSet<String>,
+    /// The runs whose `create` leases on `keys` this listing ends (invariant 1): a lease
+    /// another run of the upload took meanwhile stays in force until that run lists or
+    /// releases it.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub runs: BTreeSet<String>,
+    /// Keys it may reference that `keys` does not list yet (invariant 4: a key is listed in
+    /// one of the two before a reference to it is added); a removal takes the references of
+    /// all (`all_keys`). Records written before this kept every key in both.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub planned: BTreeSet<String>,
+    /// An ELF debug file: the source paths its DWARF names (formats::dwarf).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_paths: Vec<String>,
+    /// A loose source file keyed under a source root: where it sat in its source tree
+    /// (`Upload::source_path`). A hand-over re-indexes it from anywhere with the same path,
+    /// so it takes the keys it waits for (the path from the indexer's directory would be
+    /// another). Absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_path: Option<String>,
+    /// A source upload: the join record it offers itself in (sourcemap.rs), from which its
+    /// removal withdraws the offer. Absent in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offered_in: Option<String>,
+    /// Identified as a source file when no binary format matched (`IdentifyOptions`): a
+    /// hand-over identifies it so again, whatever its own run was told.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub as_source: bool,
+    /// While `removing`: keys already unpublished (a retried removal reports them too).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub removed: BTreeSet<String>,
+    /// What its last complete run came to, when every planned key was published or found
+    /// unchanged (`Indexer::already_indexed` answers a re-delivery from it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub indexed_as: Option<IndexedAs>,
+}
+
+impl UploadRecord {
+    /// Takes how `latest` was indexed (a run of the same bytes at the same location, with
+    /// other options or from another directory): what a hand-over repeats, and where its
+    /// offer is. `true` if anything changed.
+    pub(super) fn take_plan_of(&mut self, latest: &UploadRecord) -> bool {
+        let plan = |r: &UploadRecord| (r.source_path.clone(), r.offered_in.clone(), r.as_source);
+        let changed = plan(self) != plan(latest);
+        self.source_path.clone_from(&latest.source_path);
+        self.offered_in.clone_from(&latest.offered_in);
+        self.as_source = latest.as_source;
+        changed
+    }
+
+    /// Lists `keys` as planned where neither list has them; `true` if any was new.
+    pub(super) fn plan_keys(&mut self, keys: &BTreeSet<String>) -> bool {
+        let new: Vec<String> = keys
+            .iter()
+            .filter(|k| !self.keys.contains(*k) && !self.planned.contains(*k))
+            .cloned()
+            .collect();
+        let changed = !new.is_empty();
+        self.planned.extend(new);
+        changed
+    }
+
+    /// Every key the upload may hold a reference to.
+    pub fn all_keys(&self) -> BTreeSet<String> {
+        self.keys.union(&self.planned).cloned().collect()
+    }
+
+    /// Keys it planned and does not reference: where it may wait for another upload's bytes
+    /// (invariant 8).
+    pub(crate) fn unreferenced(&self) -> BTreeSet<String> {
+        self.planned.difference(&self.keys).cloned().collect()
+    }
+}
+
+/// An upload record read and not parsed yet ([`RefStore::upload_unparsed`]).
+#[derive(Debug)]
+pub struct UnparsedUpload {
+    pub(super) file: String,
+    pub(super) bytes: Option<Vec<u8>>,
+}
+
+impl UnparsedUpload {
+    /// What [`RefStore::upload_read`] returns, from these bytes.
+    pub fn parse(self) -> io::Result<(Option<UploadRecord>, Option<PriorRead>)> {
+        Ok(match self.bytes {
+            Some(bytes) => (Some(parse(&self.file, &bytes)?), None),
+            None => (None, Some(PriorRead(None))),
+        })
+    }
+}
+
+/// An upload record as it was read, for the compare-and-swap of a [`RefStore::plan`] that
+/// follows (saves reading it again; a swap on an older version fails and reads anew).
+#[derive(Debug, Clone)]
+pub struct PriorRead(pub(super) Option<Versioned>);
+
+impl PriorRead {
+    /// The record taken to be absent without a read (a first delivery of a new upload): the
+    /// plan creates it, and reads it if it is there after all.
+    pub fn absent() -> Self {
+        PriorRead(None)
+    }
+
+    /// Whether the record was read (or taken to be) absent.
+    pub(crate) fn is_absent(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// Which run of an upload [`RefStore::finalize`] ends.
+#[derive(Debug, Clone, Copy)]
+pub enum Run<'a> {
+    /// Another upload's indexer holding keys for it (invariant 5): its state stays.
+    Partial,
+    /// Its own run, done: what it came to, when a re-delivery may be answered from it.
+    Complete(Option<&'a IndexedAs>),
+}
+
+/// An upload as its last complete run indexed it: enough to answer a re-delivery of the same
+/// bytes without identifying them again or reading a key's record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexedAs {
+    /// Digest of everything besides the bytes that decides the keys (the indexer's version,
+    /// its key configuration, the upload's identify options): a run under another plan
+    /// goes the whole way.
+    pub plan: String,
+    /// How many keys it referenced: more now means another upload's indexer added some for
+    /// it since (invariant 5), and the next delivery runs in full to report them.
+    pub referenced: usize,
+    /// One manifest record per identity, trimmed to what the upload does not say itself
+    /// (identity, name, reason; keys holding other content under `conflicts`; its own keys
+    /// are in `unchanged_at`).
+    pub records: Vec<crate::manifest::Record>,
+    /// Each record's own keys, as positions in the upload record's `keys` (sorted), in the
+    /// order its run reported them: the names are not written twice (a re-index reads every
+    /// upload record, and the second copy of an ELF's key list was a third of one). Valid
+    /// while `keys` has `referenced` entries: keys are only added to an indexed upload, so
+    /// the same count is the same set. Records written before it existed listed the names
+    /// under `unchanged`, under another plan digest (`KEPT_RECORDS` in pipeline/): never
+    /// answered from, rewritten by the next full run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unchanged_at: Vec<Vec<u32>>,
+    /// Planned keys the run found holding other content: never referenced, so never listed
+    /// under `keys`. A redelivery reports them as conflicts again (a conflict is the upload's
+    /// decision, as a publication is: a key freed later is not taken by a redelivery).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub conflicts: BTreeSet<String>,
+}
+
+/// An upload record that may still gain keys or metadata: not being removed.
+pub(super) fn not_removing(record: &UploadRecord) -> bool {
+    record.state != UploadState::Removing
+}
+
 impl<'s> RefStore<'s> {
-    /// Every referenced key: the records, and the keys uploads list that have none, as their
-    /// objects' owners stand for them (invariant 7).
-    pub async fn all_keys(&self) -> io::Result<Vec<KeyRecord>> {
-        if !self.traits.names_owners {
-            return self.list_records(&format!("{STATE_PREFIX}/refs/")).await;
-        }
-        self.all_keys_of(&self.uploads().await?).await
-    }
-
-    /// [`Self::all_keys`], given every upload record.
-    pub async fn all_keys_of(&self, uploads: &[UploadRecord]) -> io::Result<Vec<KeyRecord>> {
-        let mut records = self.recorded_keys().await?;
-        if !self.traits.names_owners {
-            return Ok(records);
-        }
-        let mut seen: BTreeSet<String> = records.iter().map(|r| r.key.clone()).collect();
-        let owners = self
-            .owners_of(uploads.iter().map(|u| u.upload.as_str()))
-            .await?;
-        for upload in uploads {
-            for key in upload.all_keys() {
-                if seen.insert(key.clone()) {
-                    if let Some((record, _)) = self.owned_key_unread(&key, &owners).await? {
-                        records.push(record);
-                    }
-                }
-            }
-        }
-        records.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(records)
-    }
-
-    /// The keys that have a record (`_symdex/refs/`): every key, where objects name no owner;
-    /// else those two uploads share or a removal holds (invariant 7).
-    pub async fn recorded_keys(&self) -> io::Result<Vec<KeyRecord>> {
-        self.list_records(&format!("{STATE_PREFIX}/refs/")).await
-    }
-
-    /// The owner each of `uploads` names its objects by ([`Self::owner_token`]), to its id:
-    /// an object's owner is found here, not by reading its upload's record once per key.
-    pub async fn owners_of<'u>(
-        &self,
-        uploads: impl ExactSizeIterator<Item = &'u str>,
-    ) -> io::Result<std::collections::HashMap<String, &'u str>> {
-        let mut owners = std::collections::HashMap::with_capacity(uploads.len());
-        for upload in uploads {
-            owners.insert(self.owner_token(upload).await?, upload);
-        }
-        Ok(owners)
-    }
-
-    /// The record a key without one stands for (invariant 7), read without the object's
-    /// bytes where the store can ([`Storage::owned_unread`]), and what is there now (its size
-    /// then, and the content named with the owner). The owner is looked up in `owners`
-    /// ([`Self::owners_of`]), else by its upload record. `None` as [`Self::owned_key`].
-    pub async fn owned_key_unread(
-        &self,
-        key: &str,
-        owners: &std::collections::HashMap<String, &str>,
-    ) -> io::Result<Option<(KeyRecord, ObjectInfo)>> {
-        let Some(found) = self.store.owned_unread(key).await? else {
-            return Ok(None);
-        };
-        let now = found.info.clone();
-        let listed = |owner: &str| owners.get(owner).map(|u| u.to_string());
-        let record = self.owned_key_of(key, found, listed).await?;
-        Ok(record.map(|record| (record, now)))
-    }
-
-    pub(super) async fn list_records<T: DeserializeOwned>(
-        &self,
-        prefix: &str,
-    ) -> io::Result<Vec<T>> {
-        let mut out = Vec::new();
-        for file in self.store.list(prefix).await? {
-            if let Some(record) = self.read(&file).await? {
-                out.push(record);
-            }
-        }
-        Ok(out)
-    }
-
     pub async fn upload(&self, upload: &str) -> io::Result<Option<UploadRecord>> {
         self.read(&self.upload_file(upload).await?).await
     }
@@ -137,41 +242,6 @@ impl<'s> RefStore<'s> {
         Ok(Some(UnparsedUpload { file, bytes }))
     }
 
-    /// One page of upload records in the order of their record files: those after the file
-    /// `after` (a cursor; empty: from the start), at most `limit`. Returns them and the cursor
-    /// of the next page (`None` when this page reached the end).
-    pub async fn uploads_after(
-        &self,
-        after: &str,
-        limit: usize,
-    ) -> io::Result<(Vec<UploadRecord>, Option<String>)> {
-        let mut files = self.store.list(UPLOADS_DIR).await?;
-        files.sort();
-        let rest: Vec<String> = files.into_iter().filter(|f| f.as_str() > after).collect();
-        let page = &rest[..rest.len().min(limit)];
-        let mut records = Vec::new();
-        for file in page {
-            // Gone since the listing: removed meanwhile.
-            if let Some(record) = self.read(file).await? {
-                records.push(record);
-            }
-        }
-        let next = (rest.len() > page.len())
-            .then(|| page.last().cloned())
-            .flatten();
-        Ok((records, next))
-    }
-
-    pub async fn uploads(&self) -> io::Result<Vec<UploadRecord>> {
-        self.list_records(UPLOADS_DIR).await
-    }
-
-    /// [`Self::uploads`], each read as `T`: a view of [`UploadRecord`] naming only the fields
-    /// a reader needs of every record (an audit holds them all at once).
-    pub async fn uploads_as<T: DeserializeOwned>(&self) -> io::Result<Vec<T>> {
-        self.list_records(UPLOADS_DIR).await
-    }
-
     /// Lists `keys` as the upload's planned keys before any reference to them is added
     /// (invariant 4), creating the upload record in `indexing` state, and registers the upload
     /// with its source: in a [`UploadLayout::ByLocation`] store the record, named under its
@@ -187,7 +257,7 @@ impl<'s> RefStore<'s> {
         let (found, written) = self
             .update_versioned(
                 &self.upload_file(&template.upload).await?,
-                prior.map(|p| p.0),
+                prior.map_or(Prior::Unread, |p| Prior::of(p.0)),
                 |current: Option<UploadRecord>| {
                     let Some(mut record) = current else {
                         let mut record = template.clone();
@@ -215,7 +285,7 @@ impl<'s> RefStore<'s> {
         if flat && found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
             // A new upload usually comes from a new location: its record is created without
             // reading it first (a wrong guess fails and reads).
-            let guess = found.is_none().then_some(None);
+            let guess = Prior::absent_if(found.is_none());
             self.update_versioned(
                 &source_file(&template.source),
                 guess,
@@ -243,7 +313,11 @@ impl<'s> RefStore<'s> {
 
     /// Adds `keys` to the planned keys of an upload that is not being removed (another
     /// upload's indexer holding a key for it, invariant 5). `false`: removed or gone.
-    pub async fn plan_more(&self, upload: &str, keys: &BTreeSet<String>) -> io::Result<bool> {
+    pub(crate) async fn plan_more(
+        &self,
+        upload: &str,
+        keys: &BTreeSet<String>,
+    ) -> io::Result<bool> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| {
             let Some(mut record) = current.filter(not_removing) else {
@@ -264,7 +338,7 @@ impl<'s> RefStore<'s> {
     /// report depends on it — a run in full finds the other content and says the upload
     /// waits, where an answer from the record would say `unchanged` — so a run of the upload
     /// that writes its answer back meanwhile (the swap orders the two) costs nothing but that.
-    pub async fn forget_answer(&self, upload: &str) -> io::Result<()> {
+    pub(crate) async fn forget_answer(&self, upload: &str) -> io::Result<()> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| {
             match current.filter(|r| r.indexed_as.is_some()) {
@@ -301,7 +375,7 @@ impl<'s> RefStore<'s> {
 
     /// [`Self::finalize`], also returning the record as it now stands when the swap wrote
     /// it (for a later finalize's swap).
-    pub async fn finalize_read(
+    pub(crate) async fn finalize_read(
         &self,
         upload: &str,
         keys: &BTreeSet<String>,
@@ -314,10 +388,13 @@ impl<'s> RefStore<'s> {
             .map(|(_, lease)| lease.run.clone())
             .filter(|run| !run.is_empty())
             .collect();
-        let mut prefetched = planned.and_then(|p| p.0).map(Some);
+        let mut prefetched = match planned.and_then(|p| p.0) {
+            Some(written) => Prior::Read(written),
+            None => Prior::Unread,
+        };
         let file = self.upload_file(upload).await?;
         loop {
-            let mut on_prefetch = prefetched.is_some();
+            let mut on_prefetch = matches!(prefetched, Prior::Read(_));
             let (decided, written) = self
                 .update_versioned(&file, prefetched.take(), |current: Option<UploadRecord>| {
                     let stale = std::mem::take(&mut on_prefetch);
@@ -398,7 +475,7 @@ impl<'s> RefStore<'s> {
     /// Changes the metadata of an upload that is not being removed (a promotion). Returns the
     /// record as written, or `None` when the upload is gone or being removed (an expiry that
     /// won the race: the promotion comes too late for it).
-    pub async fn update_meta(
+    pub(crate) async fn update_meta(
         &self,
         upload: &str,
         mut change: impl FnMut(&UploadRecord) -> UploadMeta,
@@ -420,7 +497,7 @@ impl<'s> RefStore<'s> {
     }
 
     /// Notes a key a removal unpublished, so a retry of an interrupted removal reports it.
-    pub async fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
+    pub(super) async fn note_removed(&self, upload: &str, key: &str) -> io::Result<()> {
         let file = self.upload_file(upload).await?;
         self.update(&file, |current: Option<UploadRecord>| match current {
             Some(mut r) if r.state == UploadState::Removing => {
@@ -469,18 +546,9 @@ impl<'s> RefStore<'s> {
         .await
     }
 
-    /// The source record of one ingest location (`None` in a [`UploadLayout::ByLocation`]
-    /// store, which keeps none).
-    pub async fn source(&self, source: &str) -> io::Result<Option<SourceRecord>> {
-        if self.layout().await? != UploadLayout::Flat {
-            return Ok(None);
-        }
-        self.read(&source_file(source)).await
-    }
-
     /// The uploads indexed from one ingest location: `source` as upload records name it
     /// (`s3://bucket/key` or a path), `location` as its upload ids begin (`s3:bucket/key`,
-    /// [`location_of`]). A `ByLocation` store lists the location's directory: an upload
+    /// `location_of`). A `ByLocation` store lists the location's directory: an upload
     /// whose record was created before the listing is in it (S3 lists what was written).
     pub async fn uploads_of_source(
         &self,

@@ -25,7 +25,7 @@ pub(super) fn waiting_file(key: &str, upload: &str) -> String {
 
 /// An upload waiting for a key that holds other content (invariant 8).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Waiting {
+pub(crate) struct Waiting {
     pub key: String,
     pub upload: String,
 }
@@ -73,7 +73,7 @@ impl<'s> RefStore<'s> {
 
     /// The uploads whose bytes `upload` has replaced at some key since the last call (an
     /// overwrite): they wait for those keys.
-    pub fn take_overwritten(&self, upload: &str) -> BTreeSet<String> {
+    pub(crate) fn take_overwritten(&self, upload: &str) -> BTreeSet<String> {
         self.overwrote
             .lock()
             .ok()
@@ -82,17 +82,17 @@ impl<'s> RefStore<'s> {
     }
 
     /// The uploads waiting for `key` (invariant 8): asked after its object was deleted.
-    pub async fn waiting(&self, key: &str) -> io::Result<Vec<Waiting>> {
+    pub(crate) async fn waiting(&self, key: &str) -> io::Result<Vec<Waiting>> {
         self.list_records(&waiting_dir(key)).await
     }
 
     /// Every upload waiting for a key (`verify`).
-    pub async fn all_waiting(&self) -> io::Result<Vec<Waiting>> {
+    pub(crate) async fn all_waiting(&self) -> io::Result<Vec<Waiting>> {
         self.list_records(WAITING_DIR).await
     }
 
     /// Forgets a wait (its upload is gone, or going).
-    pub async fn stop_waiting(&self, waiting: &Waiting) -> io::Result<()> {
+    pub(crate) async fn stop_waiting(&self, waiting: &Waiting) -> io::Result<()> {
         let file = waiting_file(&waiting.key, &waiting.upload);
         Ok(self.store.delete(&file).await?)
     }

@@ -1,7 +1,15 @@
 //! The reference protocol's unit tests, over local stores.
 
-use super::lease::{index_holder, remove_holder};
-use super::records::is_upload_name;
+use crate::storage::UPLOADS_DIR;
+use std::io;
+use std::time::Duration;
+
+use super::keys::*;
+use super::layout::*;
+use super::lease::*;
+use super::prior::*;
+use super::swap::*;
+use super::uploads::*;
 use super::*;
 use crate::sourcemap::SourceMapRecord;
 use crate::storage::{content_sha1, CopySource, LocalStore, ObjectInfo};

@@ -415,15 +415,9 @@ fn a_runs_create_leases_are_handed_on_in_key_order() {
     };
     let keys: Vec<String> = (0..64).map(|i| format!("k/{:02}", (i * 37) % 64)).collect();
     for key in &keys {
-        refs.held
-            .lock()
-            .unwrap()
-            .insert(key.clone(), lease(&index_holder("u")));
+        refs.held.keep(key, &lease(&index_holder("u")));
     }
-    refs.held
-        .lock()
-        .unwrap()
-        .insert("k/other".into(), lease(&index_holder("v")));
+    refs.held.keep("k/other", &lease(&index_holder("v")));
     let handed: Vec<String> = refs.take_held("u").into_iter().map(|(k, _)| k).collect();
     let mut sorted = keys.clone();
     sorted.sort();

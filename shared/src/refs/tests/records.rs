@@ -264,10 +264,16 @@ async fn an_update_to_the_same_content_writes_nothing() {
         move |_: Option<serde_json::Value>| Ok(Step::Write(serde_json::json!({ "v": value }), ()))
     };
     let inode = || std::fs::metadata(dir.path().join(file)).unwrap().ino();
-    let ((), first) = refs.update_versioned(file, None, write(1)).await.unwrap();
+    let ((), first) = refs
+        .update_versioned(file, Prior::Unread, write(1))
+        .await
+        .unwrap();
     let before = inode();
     // The same content again: nothing written, the version it holds returned.
-    let ((), again) = refs.update_versioned(file, None, write(1)).await.unwrap();
+    let ((), again) = refs
+        .update_versioned(file, Prior::Unread, write(1))
+        .await
+        .unwrap();
     assert_eq!(inode(), before, "an identical record was rewritten");
     assert_eq!(again, first);
     // Other content is written.
