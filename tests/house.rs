@@ -273,19 +273,6 @@ fn crates() -> Vec<PathBuf> {
     roots
 }
 
-/// Circles found when names reached through a parent's imports began to count
-/// ([`Crate::origin`]), in modules being cut by others at the time: each is reported and
-/// tolerated as it stands until it is cut. Any other circle fails the test, and so does one of
-/// these that takes in a module more.
-const KNOWN_CIRCLES: &[&[&str]] = &[
-    &["index::archives", "index::lanes", "index::sink"],
-    &[
-        "pipeline::sources",
-        "pipeline::unclaimed",
-        "pipeline::upload",
-    ],
-];
-
 #[test]
 fn no_import_circle_between_product_modules() {
     let mut found = Vec::new();
@@ -294,17 +281,6 @@ fn no_import_circle_between_product_modules() {
         assert!(krate.files.len() > 1 || !src.ends_with("shared/src"));
         let arrows = krate.arrows();
         for circle in krate.circles() {
-            let names: Vec<String> = circle.iter().map(|m| m.join("::")).collect();
-            if KNOWN_CIRCLES.contains(
-                &names
-                    .iter()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .as_slice(),
-            ) {
-                eprintln!("known import circle, still to cut: {}", names.join(", "));
-                continue;
-            }
             let ties: Vec<String> = arrows
                 .iter()
                 .filter(|((from, to), _)| circle.contains(from) && circle.contains(to))

@@ -9,8 +9,6 @@ use symdex_shared::manifest::{Action, Record};
 use symdex_shared::pipeline::{self, Indexed, Indexer, ReaderBytes, Summary, Upload};
 
 use super::archives::LocalWalks;
-#[cfg(doc)]
-use super::Writer;
 use crate::stamps::{keep_stamp, NewStamps};
 
 /// Uploads recorded and finalized together: a huge input (100,000 archive entries) is held in
@@ -59,7 +57,7 @@ impl<'i, 's> Sink<'i, 's> {
     }
 
     /// Takes the next upload in input order, flushing when it holds enough (only call it
-    /// with no lane busy: see [`Writer`]).
+    /// with no lane busy: see the writer's invariant, `lanes.rs`).
     pub(super) async fn push(&mut self, indexed: Indexed) -> io::Result<()> {
         self.push_held(indexed).await?;
         if self.pending.len() >= FLUSH_EVERY {

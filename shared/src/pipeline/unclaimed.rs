@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use super::sources::offer_of;
+use super::upload::ClaimedPath;
 use super::{HandOver, Indexer, SourceMapChange, Upload};
 use crate::formats::FormatError;
 use crate::identity::{Identity, Kind};
@@ -22,9 +23,6 @@ use crate::layouts::Layout;
 use crate::manifest::{Action, Record};
 use crate::refs::{UploadRecord, UploadState};
 use crate::sourcemap::{self, NamedBy, Unclaimed};
-
-/// A debug file's wanted path an unclaimed file may serve: the path and its `source/` key.
-pub(super) type ClaimedPath = (String, String);
 
 impl<'s> Indexer<'s> {
     /// Noted files a debug file names are indexed again through `claim` (the front end's way

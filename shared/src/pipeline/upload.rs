@@ -211,6 +211,9 @@ pub struct Indexed {
     pub(super) offered_in: Option<String>,
 }
 
+/// A debug file's wanted path an unclaimed file may serve: the path and its `source/` key.
+pub(super) type ClaimedPath = (String, String);
+
 /// A change to one source-map record an upload's indexing decided (made at once, or by a
 /// sole writer when it takes the upload: [`Indexer::register_source_map_changes`]).
 #[derive(Debug, Clone)]
@@ -223,10 +226,7 @@ pub(super) enum SourceMapChange {
     Note(String, Box<sourcemap::Unclaimed>),
     /// Noted files a debug file names, to be indexed again once its wants are made, and the
     /// wanted paths they may serve (`unclaimed.rs`).
-    Claim(
-        Vec<sourcemap::Unclaimed>,
-        Vec<super::unclaimed::ClaimedPath>,
-    ),
+    Claim(Vec<sourcemap::Unclaimed>, Vec<ClaimedPath>),
 }
 
 impl SourceMapChange {
