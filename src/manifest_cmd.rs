@@ -131,8 +131,8 @@ fn csv_row(r: &Record) -> String {
         o(&r.meta.expires),
         r.format.map_or("", |f| f.as_str()).to_string(),
         r.arch.map_or("", |a| a.as_str()).to_string(),
-        o(&r.debug_id),
-        o(&r.code_id),
+        r.debug_id.map(|id| id.to_string()).unwrap_or_default(),
+        r.code_id.as_ref().map_or("", |id| id.as_str()).to_string(),
         r.name.clone().unwrap_or_else(|| r.ingest_key.clone()),
         keys,
         o(&r.reason),
@@ -152,7 +152,8 @@ fn table_row(r: &Record) -> String {
         shown(r.meta.build.as_deref().unwrap_or("-")),
         r.format.map_or("-", |f| f.as_str()),
         r.arch.map_or("-", |a| a.as_str()),
-        shown(r.debug_id.as_deref().unwrap_or("-")),
+        r.debug_id
+            .map_or_else(|| "-".to_string(), |id| id.to_string()),
         keys,
         shown(r.name.as_deref().unwrap_or(&r.ingest_key)),
         r.reason

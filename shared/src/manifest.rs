@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::identity::{Arch, Format, Kind};
+use crate::identity::{Arch, CodeId, DebugId, Format, Kind};
 use crate::storage::Storage;
 use crate::upload_meta::UploadMeta;
 
@@ -108,9 +108,9 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<Arch>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub debug_id: Option<String>,
+    pub debug_id: Option<DebugId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code_id: Option<String>,
+    pub code_id: Option<CodeId>,
     /// The artifact's file name as uploaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -327,6 +327,8 @@ impl Query {
             want.as_ref()
                 .is_none_or(|w| got.as_ref().is_some_and(|g| g.eq_ignore_ascii_case(w)))
         };
+        let debug_id = r.debug_id.map(|id| id.to_string());
+        let code_id = r.code_id.as_ref().map(|id| id.as_str().to_string());
         let name_matches = self.name.as_ref().is_none_or(|want| {
             [&r.name, &r.code_file, &r.debug_file].iter().any(|n| {
                 n.as_ref().is_some_and(|n| {
@@ -336,8 +338,8 @@ impl Query {
             })
         });
         let key = self.key.as_ref().map(|k| k.trim_start_matches('/'));
-        eq(&self.debug_id, &r.debug_id)
-            && eq(&self.code_id, &r.code_id)
+        eq(&self.debug_id, &debug_id)
+            && eq(&self.code_id, &code_id)
             && eq(&self.channel, &r.meta.channel)
             && key.is_none_or(|k| r.all_keys().any(|have| have == k))
             && (!self.conflicts || !r.conflicts.is_empty())
@@ -367,7 +369,7 @@ mod tests {
                 build: Some(build.into()),
                 ..Default::default()
             },
-            debug_id: Some("497b72f6-390a-44fc-878e-5a2d63b6cc4b-1".into()),
+            debug_id: "497b72f6-390a-44fc-878e-5a2d63b6cc4b-1".parse().ok(),
             name: Some("Foo.pdb".into()),
             indexer: indexer_version(),
             ..Default::default()
@@ -427,7 +429,7 @@ mod tests {
             format: Some(Format::Elf),
             kind: Some(Kind::Debug),
             arch: Some(Arch::X86_64),
-            code_id: s("abcd"),
+            code_id: Some(CodeId::new("abcd".into())),
             code_file: s("app"),
             debug_file: s("app.debug"),
             published: v("k/1"),

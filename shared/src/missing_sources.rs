@@ -60,7 +60,8 @@ impl<T> MissingSources<T> {
         if r.action == Some(Action::Unpublished) {
             self.wanted.remove(&r.upload);
         }
-        let (Some(report), Some(build_id)) = (&r.sources, r.code_id.as_deref()) else {
+        let (Some(report), Some(build_id)) = (&r.sources, r.code_id.as_ref().map(|id| id.as_str()))
+        else {
             return;
         };
         let Some(about) = keep(r) else {

@@ -96,8 +96,10 @@ impl Columns {
         self.format.push(s.opt(r.format.map(|f| f.as_str())));
         self.kind.push(s.opt(r.kind.map(|k| k.as_str())));
         self.arch.push(s.opt(r.arch.map(|a| a.as_str())));
-        self.debug_id.push(s.opt(r.debug_id.as_deref()));
-        self.code_id.push(s.opt(r.code_id.as_deref()));
+        let debug_id = r.debug_id.map(|id| id.to_string());
+        self.debug_id.push(s.opt(debug_id.as_deref()));
+        self.code_id
+            .push(s.opt(r.code_id.as_ref().map(|id| id.as_str())));
         self.name.push(s.opt(r.name.as_deref()));
         self.code_file.push(s.opt(r.code_file.as_deref()));
         self.debug_file.push(s.opt(r.debug_file.as_deref()));

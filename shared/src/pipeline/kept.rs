@@ -65,7 +65,7 @@ pub(super) fn with_decision_of(record: Record, kept: &Record, keys: Vec<String>)
         format: kept.format,
         kind: kept.kind,
         arch: kept.arch,
-        debug_id: kept.debug_id.clone(),
+        debug_id: kept.debug_id,
         code_id: kept.code_id.clone(),
         name: kept.name.clone().or(record.name.clone()),
         code_file: kept.code_file.clone(),

@@ -330,8 +330,8 @@ pub(super) fn fill_identity(record: &mut Record, id: &Identity) {
     record.format = Some(id.format);
     record.kind = Some(id.kind);
     record.arch = Some(id.arch);
-    record.debug_id = Some(id.debug_id.to_string());
-    record.code_id = id.code_id.as_ref().map(|c| c.as_str().to_string());
+    record.debug_id = Some(id.debug_id);
+    record.code_id.clone_from(&id.code_id);
     record.code_file = id.code_file.clone();
     record.debug_file = id.debug_file.clone();
 }

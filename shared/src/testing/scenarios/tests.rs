@@ -291,7 +291,7 @@ async fn the_fat_mach_o_of_the_scenarios_is_two_identities() {
     let identities: BTreeSet<_> = records
         .iter()
         .filter(|r| !r.published.is_empty())
-        .map(|r| r.debug_id.clone())
+        .map(|r| r.debug_id)
         .collect();
     assert_eq!(identities.len(), 2, "one identity per slice: {records:#?}");
     let objects = published(&store).await.unwrap();
