@@ -98,6 +98,17 @@ impl UploadId {
         }
     }
 
+    /// [`UploadId::file`]'s spelling, made without building the id (every input of a
+    /// re-index spells its id once).
+    pub fn file_spelling(path: &str, entry: Option<&str>, sha1: &str, meta: &UploadMeta) -> String {
+        let scope = scope_of(meta);
+        let mut out =
+            String::with_capacity(path.len() + 48 + scope.as_ref().map_or(0, String::len));
+        // Writing to a String cannot fail.
+        let _ = write_file_id(&mut out, path, entry, Some(sha1), scope.as_deref());
+        out
+    }
+
     /// An S3 object's upload at `version` (its version id, or its ETag unversioned).
     pub fn s3(bucket: &str, key: &str, version: Option<&str>, entry: Option<&str>) -> UploadId {
         UploadId {
@@ -164,23 +175,42 @@ impl fmt::Display for UploadId {
             Some(version) => write!(f, "@{version}"),
             None => Ok(()),
         };
-        write!(f, "{}", self.location)?;
-        match self.location {
-            // The entry belongs to the path: its content's hash follows.
-            Location::File { .. } => {
-                entry(f)?;
-                version(f)?;
-                match &self.scope {
-                    Some(scope) => write!(f, "#{scope}"),
-                    None => Ok(()),
-                }
-            }
+        match &self.location {
+            Location::File { path } => write_file_id(
+                f,
+                path,
+                self.entry.as_deref(),
+                self.version.as_deref(),
+                self.scope.as_deref(),
+            ),
             Location::S3 { .. } => {
+                write!(f, "{}", self.location)?;
                 version(f)?;
                 entry(f)
             }
         }
     }
+}
+
+/// A local upload's id: the entry belongs to the path, its content's hash follows.
+fn write_file_id(
+    out: &mut impl fmt::Write,
+    path: &str,
+    entry: Option<&str>,
+    version: Option<&str>,
+    scope: Option<&str>,
+) -> fmt::Result {
+    write!(out, "file:{path}")?;
+    if let Some(entry) = entry {
+        write!(out, "!/{entry}")?;
+    }
+    if let Some(version) = version {
+        write!(out, "@{version}")?;
+    }
+    if let Some(scope) = scope {
+        write!(out, "#{scope}")?;
+    }
+    Ok(())
 }
 
 /// An id that is none of the spellings above.
@@ -289,6 +319,11 @@ mod tests {
             UploadId::s3("ingest", "app/a.zip", Some("etag-3"), Some("d/x@y.pdb")),
             UploadId::s3("ingest", "app/a@b/c.zip", Some("3Lg.z_1"), Some("x.so")),
         ];
+        let m = meta(Some("p&q"), Some("1"));
+        assert_eq!(
+            UploadId::file_spelling("/b/a.zip", Some("x"), SHA, &m),
+            UploadId::file("/b/a.zip", Some("x"), SHA, &m).to_string()
+        );
         for id in ids {
             let spelled = id.to_string();
             assert_eq!(spelled.parse::<UploadId>(), Ok(id), "{spelled}");

@@ -13,7 +13,7 @@ use symdex_shared::pipeline::{self, Collected, Indexed, Indexer, Input, ReaderBy
 use symdex_shared::upload_meta::UploadMeta;
 
 use super::archives::{LocalWalks, Unpack};
-use super::read::{Ahead, InputBytes, LaneDone, LaneInput, ReadInput};
+use super::read::{Ahead, LaneDone, LaneInput, ReadInput};
 use super::sink::{Sink, FLUSH_EVERY};
 use super::{absolute, progress, IndexArgs};
 use crate::stamps::{keep_stamp, NewStamps};
@@ -292,10 +292,7 @@ async fn index_input<K: pipeline::Sink>(
     meta: &UploadMeta,
     sink: &mut K,
 ) -> io::Result<()> {
-    let identified = read.identified.take();
-    let lookup = read.lookup(&read.upload(meta).id)?;
-    let upload = read.upload(meta);
-    let bytes = InputBytes::new(&read, identified);
+    let (upload, lookup, bytes) = read.take_for_driver(meta)?;
     indexer.index(&upload, lookup, &bytes, sink).await
 }
 

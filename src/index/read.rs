@@ -321,15 +321,21 @@ fn read_content(abs: &Path, size: u64, options: &IdentifyOptions) -> io::Result<
 }
 
 impl ReadInput {
-    /// How the driver learns whether `upload` (this input) was indexed before: from the
-    /// record read ahead, if it was and it is this upload's, else by a read in its turn (an
-    /// earlier input may change the record). Taken: read once.
-    pub(super) fn lookup(&mut self, upload_id: &str) -> io::Result<RecordLookup> {
-        if self.container.is_some() {
-            return Ok(RecordLookup::AtPlan);
-        }
-        Ok(match self.prefetched.take() {
-            Some(p) if p.upload == upload_id => {
+    /// What the driver is given of this input (`Indexer::index`): the upload it is, how its
+    /// record is found — from the record read ahead, if it was and it is this upload's, else
+    /// by a read in its turn (an earlier input may change the record; an archive has none) —
+    /// and its bytes.
+    pub(super) fn take_for_driver(
+        &mut self,
+        meta: &UploadMeta,
+    ) -> io::Result<(Upload<'_>, RecordLookup, InputBytes<'_>)> {
+        let prefetched = self.prefetched.take();
+        let identified = self.identified.take();
+        let read: &ReadInput = self;
+        let upload = read.upload(meta);
+        let lookup = match prefetched {
+            _ if read.container.is_some() => RecordLookup::AtPlan,
+            Some(p) if p.upload == upload.id => {
                 let (found, prior) = p.record.parse()?;
                 RecordLookup::ReadAhead(Box::new(ReadAhead {
                     found,
@@ -338,7 +344,8 @@ impl ReadInput {
                 }))
             }
             _ => RecordLookup::Read,
-        })
+        };
+        Ok((upload, lookup, InputBytes::new(read, identified)))
     }
 
     /// The upload it is.

@@ -491,7 +491,7 @@ impl Input {
     /// is the object's version ([`Input::s3_object`]).
     pub fn upload_id(&self, etag: &str) -> String {
         match self.scheme {
-            Scheme::File => UploadId::file(&self.key, None, etag, &self.meta).to_string(),
+            Scheme::File => UploadId::file_spelling(&self.key, None, etag, &self.meta),
             Scheme::S3 => self.record_id.to_string(),
         }
     }
@@ -501,7 +501,7 @@ impl Input {
     pub fn entry_upload_id(&self, entry: &str, etag: &str) -> String {
         match self.scheme {
             Scheme::S3 => self.record_id_of(Some(entry)).to_string(),
-            Scheme::File => UploadId::file(&self.key, Some(entry), etag, &self.meta).to_string(),
+            Scheme::File => UploadId::file_spelling(&self.key, Some(entry), etag, &self.meta),
         }
     }
 
