@@ -105,7 +105,9 @@ impl<'s> Indexer<'s> {
                 sink.push(indexed).await
             }
             Came::Refused(indexed) => sink.push(indexed).await,
-            Came::Archive(container) => self.walk(upload, container, sink, None).await,
+            // Boxed, as the bundle's below: a walk's future is large, and most uploads are
+            // no archive (every input's future would carry it, moved at each call).
+            Came::Archive(container) => Box::pin(self.walk(upload, container, sink, None)).await,
             Came::Indexed {
                 upload: indexed_as,
                 named,
@@ -119,7 +121,7 @@ impl<'s> Indexer<'s> {
                 if bundle.is_empty() {
                     return Ok(());
                 }
-                self.walk(upload, Container::Zip, sink, Some(&bundle)).await
+                Box::pin(self.walk(upload, Container::Zip, sink, Some(&bundle))).await
             }
         }
     }
@@ -140,19 +142,27 @@ impl<'s> Indexer<'s> {
         let identified = match bytes.identify(&upload.options).await? {
             Identified::Formats(identified) => identified,
             Identified::Archive(container) => {
-                self.write_markers().await?;
+                Box::pin(self.write_markers()).await?;
                 return Ok(Came::Archive(container));
             }
             Identified::Refused(reason) => return Ok(Came::Refused(upload.refused(reason))),
         };
-        self.write_markers().await?;
+        if !self.markers.0.load(Ordering::Acquire) {
+            Box::pin(self.write_markers()).await?;
+        }
         let identified = match identified {
             Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
                 Ok(bytes.debug_details(ids).await?)
             }
             other => other,
         };
-        let named = self.named_source(upload, bytes, &identified).await?;
+        // Boxed, as the rare steps here: their futures would enlarge every upload's.
+        let named = match &identified {
+            Err(FormatError::Unrecognized(_)) => {
+                Box::pin(self.named_source(upload, bytes, &identified)).await?
+            }
+            _ => None,
+        };
         let (upload, identified, named) = match named {
             Some(ids) => (upload.as_named_source(), Ok(ids), true),
             None => (upload.clone(), identified, false),
@@ -164,9 +174,11 @@ impl<'s> Indexer<'s> {
         // Only a lone upload's keys may wait for its finalize: a bundle's files, indexed
         // next, might wait on them (a hostile bundle can name a key of its own).
         let at_finalize = top && bundle.is_empty() && self.list_at_finalize;
-        let indexed = self
-            .index_looked_up(&upload, identified, prior, at_finalize)
-            .await?;
+        // Boxed: planning and publishing is the largest future of all, and every caller's
+        // future (the CLI's writer, each lane, the Lambda's task) would carry it, moved at each
+        // call of an upload answered from its record too.
+        let indexed =
+            Box::pin(self.index_looked_up(&upload, identified, prior, at_finalize)).await?;
         Ok(Came::Indexed {
             upload,
             named,
