@@ -61,7 +61,8 @@ impl<'i, 's> Sink<'i, 's> {
     pub(super) async fn push(&mut self, indexed: Indexed) -> io::Result<()> {
         self.push_held(indexed).await?;
         if self.pending.len() >= FLUSH_EVERY {
-            self.flush().await?;
+            // Boxed: once in a thousand pushes, and its future is large.
+            Box::pin(self.flush()).await?;
         }
         Ok(())
     }

@@ -262,6 +262,15 @@ impl<'s> Indexer<'s> {
     /// A debug file's claims of noted files (`unclaimed.rs`) come after its wants: the files
     /// indexed again find them, and its report says the paths they serve now.
     pub async fn register_source_map_changes(&self, indexed: &mut Indexed) -> io::Result<()> {
+        if indexed.source_map_changes.is_empty() {
+            return Ok(());
+        }
+        // Boxed: a claim re-indexes files, and every upload taken would carry its future.
+        Box::pin(self.make_source_map_changes(indexed)).await
+    }
+
+    /// [`Self::register_source_map_changes`] of an upload with changes.
+    async fn make_source_map_changes(&self, indexed: &mut Indexed) -> io::Result<()> {
         for change in std::mem::take(&mut indexed.source_map_changes) {
             let SourceMapChange::Claim(noted, paths) = &change else {
                 self.refs
