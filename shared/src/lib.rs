@@ -5,6 +5,7 @@
 //! - [`formats`]: detection by content and one parser per artifact format.
 //! - [`identity`]: the identity model (Sentry-compatible debug and code ids).
 //! - [`layouts`]: pure functions from an identity to the keys each client requests.
+//! - [`encoded`]: compressed copies of published keys (what `serve` and the CDN negotiate).
 //! - [`storage`]: the store trait (local directory; S3 in the Lambdas).
 //! - [`pipeline`]: index/unindex an upload: identify, publish, reference, record.
 //! - [`refs`], [`manifest`]: who needs each key; the append-only audit trail.
@@ -18,6 +19,7 @@ pub mod archive;
 pub mod audit;
 pub mod audit_page;
 pub mod digest;
+pub mod encoded;
 pub mod formats;
 pub mod identity;
 pub mod layouts;

@@ -5,6 +5,7 @@ use super::{
     CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
     StoreTraits, Versioned,
 };
+use crate::encoded::{EncodedMeta, Staged};
 
 /// Asked before each change (write, copy, delete) of a [`Hooked`] store.
 pub trait BeforeChange: Send + Sync {
@@ -157,5 +158,25 @@ impl<S: Storage, H: BeforeChange> Storage for Hooked<S, H> {
     }
     fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
         self.inner.creates_only_new(source, size)
+    }
+    fn read_source<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        out: &'a mut (dyn std::io::Write + Send),
+    ) -> StorageFuture<'a, u64> {
+        self.inner.read_source(source, out)
+    }
+    fn put_encoded<'a>(
+        &'a self,
+        key: &'a str,
+        staged: &'a Staged,
+        meta: &'a EncodedMeta,
+    ) -> StorageFuture<'a, ()> {
+        self.change("put_encoded", key, move || {
+            self.inner.put_encoded(key, staged, meta)
+        })
+    }
+    fn encoded<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<(u64, EncodedMeta)>> {
+        self.inner.encoded(key)
     }
 }

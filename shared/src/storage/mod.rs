@@ -17,6 +17,8 @@ pub mod s3;
 use std::future::Future;
 use std::io;
 use std::path::Path;
+
+use crate::encoded::{EncodedMeta, Staged};
 use std::pin::Pin;
 
 pub use local::LocalStore;
@@ -373,6 +375,24 @@ pub trait Storage: Send + Sync {
     }
     /// Deletes `key`; deleting a missing key is not an error.
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()>;
+    /// Streams the bytes of `source` into `out` (what a compressed copy is made from,
+    /// crate::encoded); returns how many.
+    fn read_source<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        out: &'a mut (dyn io::Write + Send),
+    ) -> StorageFuture<'a, u64>;
+    /// Stores a staged compressed copy at `key` (a [`crate::encoded::copy_key`]), naming the
+    /// raw content it encodes; replaces one that is there.
+    fn put_encoded<'a>(
+        &'a self,
+        key: &'a str,
+        staged: &'a Staged,
+        meta: &'a EncodedMeta,
+    ) -> StorageFuture<'a, ()>;
+    /// The size of the copy at `key` and what it says it encodes; `None` when there is none
+    /// (or the object names no raw content).
+    fn encoded<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<(u64, EncodedMeta)>>;
 }
 
 /// Rejects keys that could escape a store or mean something else than they say.

@@ -310,6 +310,30 @@ impl Storage for Scheduled<'_> {
     fn creates_only_new(&self, source: &CopySource<'_>, size: u64) -> bool {
         self.inner.creates_only_new(source, size)
     }
+    fn read_source<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        out: &'a mut (dyn std::io::Write + Send),
+    ) -> StorageFuture<'a, u64> {
+        self.inner.read_source(source, out)
+    }
+    fn put_encoded<'a>(
+        &'a self,
+        key: &'a str,
+        staged: &'a crate::encoded::Staged,
+        meta: &'a crate::encoded::EncodedMeta,
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(async move {
+            self.scheduler.barrier(&format!("put_encoded {key}")).await;
+            self.inner.put_encoded(key, staged, meta).await
+        })
+    }
+    fn encoded<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> StorageFuture<'a, Option<(u64, crate::encoded::EncodedMeta)>> {
+        self.inner.encoded(key)
+    }
 }
 
 #[cfg(test)]

@@ -6,12 +6,47 @@ use std::io;
 use super::owners::{owner_of, parse_owner_attribute};
 use super::{not_found_is_none, LocalStore, LOCK_DIR, TMP_DIR};
 use crate::digest::sha1_of;
+use crate::encoded::{EncodedMeta, Staged};
 use crate::storage::{
     CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
     StoreTraits, Versioned,
 };
 
 impl Storage for LocalStore {
+    fn read_source<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        out: &'a mut (dyn io::Write + Send),
+    ) -> StorageFuture<'a, u64> {
+        Box::pin(async move {
+            let path = match source {
+                CopySource::File(path) => path.to_path_buf(),
+                CopySource::Key(key) => self.path_of(key)?,
+                CopySource::Bytes(bytes) => {
+                    out.write_all(bytes)?;
+                    return Ok(bytes.len() as u64);
+                }
+                CopySource::Object { .. } | CopySource::Range { .. } => {
+                    return Err(io::Error::from(io::ErrorKind::Unsupported).into())
+                }
+            };
+            Ok(io::copy(&mut fs::File::open(path)?, out)?)
+        })
+    }
+    fn put_encoded<'a>(
+        &'a self,
+        key: &'a str,
+        staged: &'a Staged,
+        meta: &'a EncodedMeta,
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(async move {
+            let _ends = self.ending();
+            self.put_encoded_now(key, staged, meta)
+        })
+    }
+    fn encoded<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<(u64, EncodedMeta)>> {
+        Box::pin(async move { self.encoded_now(key) })
+    }
     fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
         Box::pin(async move { self.head_now(key) })
     }

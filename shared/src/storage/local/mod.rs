@@ -28,6 +28,8 @@ use super::{
 
 mod api;
 mod copies;
+mod encoded;
+pub use encoded::EncodedFile;
 mod owners;
 #[cfg(test)]
 mod tests;

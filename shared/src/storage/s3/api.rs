@@ -1,6 +1,7 @@
 //! The `Storage` trait over S3.
 
 use super::writes::Write;
+use crate::encoded::{EncodedMeta, Staged};
 use super::{sdk_err, S3Store, OWNER_META};
 use crate::storage::{
     check_key, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StorageFuture,
@@ -8,6 +9,24 @@ use crate::storage::{
 };
 
 impl Storage for S3Store {
+    fn read_source<'a>(
+        &'a self,
+        source: &'a CopySource<'a>,
+        out: &'a mut (dyn std::io::Write + Send),
+    ) -> StorageFuture<'a, u64> {
+        Box::pin(self.read_source_now(source, out))
+    }
+    fn put_encoded<'a>(
+        &'a self,
+        key: &'a str,
+        staged: &'a Staged,
+        meta: &'a EncodedMeta,
+    ) -> StorageFuture<'a, ()> {
+        Box::pin(self.put_encoded_now(key, staged, meta))
+    }
+    fn encoded<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<(u64, EncodedMeta)>> {
+        Box::pin(self.encoded_now(key))
+    }
     fn head<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<ObjectInfo>> {
         Box::pin(async move {
             check_key(key)?;

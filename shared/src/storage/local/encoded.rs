@@ -1,0 +1,146 @@
+//! Compressed copies in a local store (crate::encoded): a file at the copy's key, naming the
+//! content it encodes in its attribute `user.symdex.encodes`, which `symdex serve` compares
+//! with the raw file's owner attribute before it answers with the copy.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::owners::{owner_of, parse_owner_attribute, sha1_bytes};
+use super::LocalStore;
+use crate::encoded::{EncodedMeta, Encoding, Staged};
+use crate::storage::{ObjectInfo, StorageError, StorageResult};
+
+/// The attribute a copy names its raw content in: the raw size (8 bytes, little-endian) and
+/// the content's SHA-1 (20 bytes).
+const ENCODES_ATTRIBUTE: &str = "user.symdex.encodes";
+
+/// A copy a local store can answer with: the copy's file and the raw size it decodes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedFile {
+    pub path: PathBuf,
+    pub size: u64,
+    pub raw_size: u64,
+}
+
+impl LocalStore {
+    /// Stores `staged` at `key` (a copy key), naming `meta`'s raw content. Replaces an older
+    /// copy (made from content the key no longer holds) in one rename.
+    pub fn put_encoded_now(
+        &self,
+        key: &str,
+        staged: &Staged,
+        meta: &EncodedMeta,
+    ) -> StorageResult<()> {
+        let attribute = encodes_attribute(&meta.raw)
+            .ok_or_else(|| StorageError::Io(io::Error::other("raw content is not a SHA-1")))?;
+        let temp = self.temp_path();
+        let written = (|| {
+            let mut file = fs::File::create(&temp)?;
+            io::copy(&mut staged.reader()?, &mut file)?;
+            set_attribute(&temp, &attribute)
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&temp);
+            return Err(e.into());
+        }
+        self.commit(&temp, key, false)?;
+        Ok(())
+    }
+
+    /// What the copy at `key` says it encodes, and its own size.
+    pub fn encoded_now(&self, key: &str) -> StorageResult<Option<(u64, EncodedMeta)>> {
+        let Some((encoding, _)) = crate::encoded::raw_key_of(key) else {
+            return Ok(None);
+        };
+        let path = self.path_of(key)?;
+        let file = match fs::File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let size = file.metadata()?.len();
+        Ok(attribute_of(&path)?
+            .and_then(|value| parse_encodes_attribute(&value))
+            .map(|raw| (size, EncodedMeta { encoding, raw })))
+    }
+
+    /// The copy of `key` in `encoding` to answer with, if there is one that encodes what the
+    /// file at `key` holds now (its owner attribute names the same content): fail closed, a
+    /// copy whose raw file changed or names nothing is not answered with.
+    pub fn current_copy(&self, key: &str, encoding: Encoding) -> io::Result<Option<EncodedFile>> {
+        let copy = crate::encoded::copy_key(encoding, key);
+        let Some((size, meta)) = self.encoded_now(&copy)? else {
+            return Ok(None);
+        };
+        let raw = match fs::File::open(self.path_of(key)?) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let raw_size = raw.metadata()?.len();
+        let named = owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value));
+        let current = named.is_some_and(|(_, written)| written == meta.raw)
+            && raw_size == meta.raw.size;
+        Ok(current.then(|| EncodedFile {
+            path: self.path_of(&copy).unwrap_or_default(),
+            size,
+            raw_size,
+        }))
+    }
+}
+
+/// The attribute naming `raw`; `None` where its identity is not a SHA-1 (every local
+/// store's content is named by one).
+fn encodes_attribute(raw: &ObjectInfo) -> Option<Vec<u8>> {
+    let sha1 = sha1_bytes(&raw.etag)?;
+    let mut value = raw.size.to_le_bytes().to_vec();
+    value.extend_from_slice(&sha1);
+    Some(value)
+}
+
+fn parse_encodes_attribute(value: &[u8]) -> Option<ObjectInfo> {
+    if value.len() != 28 {
+        return None;
+    }
+    let (size, sha1) = value.split_at(8);
+    Some(ObjectInfo {
+        size: u64::from_le_bytes(size.try_into().ok()?),
+        etag: crate::digest::hex(sha1),
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn set_attribute(path: &Path, value: &[u8]) -> io::Result<()> {
+    use rustix::fs::{setxattr, XattrFlags};
+    setxattr(path, ENCODES_ATTRIBUTE, value, XattrFlags::empty()).map_err(|e| match e {
+        rustix::io::Errno::OPNOTSUPP => io::Error::from(io::ErrorKind::Unsupported),
+        e => io::Error::from(e),
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn attribute_of(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let mut value = [0u8; 64];
+    match rustix::fs::getxattr(path, ENCODES_ATTRIBUTE, &mut value[..]) {
+        Ok(n) => Ok(Some(value[..n].to_vec())),
+        Err(
+            rustix::io::Errno::NODATA
+            | rustix::io::Errno::OPNOTSUPP
+            | rustix::io::Errno::RANGE
+            | rustix::io::Errno::NOENT,
+        ) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Without extended attributes a copy can name no raw content: none is made.
+#[cfg(not(target_os = "linux"))]
+fn set_attribute(_path: &Path, _value: &[u8]) -> io::Result<()> {
+    Err(io::Error::from(io::ErrorKind::Unsupported))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn attribute_of(_path: &Path) -> io::Result<Option<Vec<u8>>> {
+    Ok(None)
+}
