@@ -97,7 +97,12 @@ impl Indexer<'_> {
 
     /// Writes one copy, then looks at its key: a copy of content the key no longer holds
     /// is deleted again (the invariant above).
-    async fn store_copy(&self, key: &str, staged: &Staged, meta: &EncodedMeta) -> io::Result<()> {
+    pub(super) async fn store_copy(
+        &self,
+        key: &str,
+        staged: &Staged,
+        meta: &EncodedMeta,
+    ) -> io::Result<()> {
         let copy = copy_key(meta.encoding, key);
         self.store.put_encoded(&copy, staged, meta).await?;
         let now = self.store.owned(key).await?;

@@ -93,10 +93,18 @@ impl LocalStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let raw_size = raw.metadata()?.len();
-        let named = owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value));
-        let current =
-            named.is_some_and(|(_, written)| written == meta.raw) && raw_size == meta.raw.size;
+        let raw_meta = raw.metadata()?;
+        let raw_size = raw_meta.len();
+        let current = raw_size == meta.raw.size
+            && match owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value)) {
+                Some((_, written)) => written == meta.raw,
+                // A store whose files name no owner: the raw file must be no newer than
+                // the copy (a key written again since was replaced by a newer file).
+                None => {
+                    let copy_time = fs::metadata(self.path_of(&copy)?)?.modified()?;
+                    raw_meta.modified()? <= copy_time
+                }
+            };
         Ok(current.then(|| EncodedFile {
             path: self.path_of(&copy).unwrap_or_default(),
             size,

@@ -29,6 +29,8 @@ use std::str::FromStr;
 
 use crate::storage::ObjectInfo;
 
+pub mod audit;
+
 /// Where every copy lives: `_symdex/encoded/<encoding>/<key>`.
 pub const ENCODED_PREFIX: &str = "_symdex/encoded/";
 
