@@ -88,6 +88,20 @@ impl LocalStore {
             raw_size,
         }))
     }
+
+    /// Whether `copy`, an open copy file, encodes what `raw`, the open file of its key
+    /// (`raw_size` bytes now), holds: [`LocalStore::current_copy`]'s check, on files the
+    /// caller opened itself. `symdex serve` opens both beneath the store without following a
+    /// link and answers with the very copy it checked: no path is looked up between the
+    /// check and the answer. Fail closed: a copy or raw file naming nothing is not current.
+    pub fn copy_encodes(raw: &fs::File, raw_size: u64, copy: &fs::File) -> io::Result<bool> {
+        let Some(encodes) = file_attribute_of(copy)?.and_then(|v| parse_encodes_attribute(&v))
+        else {
+            return Ok(false);
+        };
+        let named = owner_of(raw)?.and_then(|value| parse_owner_attribute(&value));
+        Ok(named.is_some_and(|(_, written)| written == encodes) && raw_size == encodes.size)
+    }
 }
 
 /// The attribute naming `raw`; `None` where its identity is not a SHA-1 (every local
@@ -134,6 +148,19 @@ fn attribute_of(path: &Path) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// The attribute of an open copy file, if any.
+#[cfg(target_os = "linux")]
+fn file_attribute_of(file: &fs::File) -> io::Result<Option<Vec<u8>>> {
+    let mut value = [0u8; 64];
+    match rustix::fs::fgetxattr(file, ENCODES_ATTRIBUTE, &mut value[..]) {
+        Ok(n) => Ok(Some(value[..n].to_vec())),
+        Err(
+            rustix::io::Errno::NODATA | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::RANGE,
+        ) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Without extended attributes a copy can name no raw content: none is made.
 #[cfg(not(target_os = "linux"))]
 fn set_attribute(_path: &Path, _value: &[u8]) -> io::Result<()> {
@@ -142,5 +169,10 @@ fn set_attribute(_path: &Path, _value: &[u8]) -> io::Result<()> {
 
 #[cfg(not(target_os = "linux"))]
 fn attribute_of(_path: &Path) -> io::Result<Option<Vec<u8>>> {
+    Ok(None)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn file_attribute_of(_file: &fs::File) -> io::Result<Option<Vec<u8>>> {
     Ok(None)
 }
