@@ -32,7 +32,15 @@ mod tests {
         assert_eq!(max_size(&HeaderMap::new()), None);
         assert_eq!(limit("100"), Some(100));
         assert_eq!(limit(" 4096 "), Some(4096));
-        for ignored in ["", "0", "-5", "abc", "1e6", "12 MB", "99999999999999999999999"] {
+        for ignored in [
+            "",
+            "0",
+            "-5",
+            "abc",
+            "1e6",
+            "12 MB",
+            "99999999999999999999999",
+        ] {
             assert_eq!(limit(ignored), None, "{ignored:?}");
         }
     }

@@ -46,8 +46,7 @@ pub fn answer(
     let may_have_copy = meta.len() >= MIN_RAW_SIZE;
     if may_have_copy && range.is_none() {
         for encoding in accepted.ranked() {
-            if let Some(response) = copy_answer(root, cache, key, encoding, (&file, &meta), head)
-            {
+            if let Some(response) = copy_answer(root, cache, key, encoding, (&file, &meta), head) {
                 return Some(varied(response));
             }
         }
@@ -93,9 +92,8 @@ fn copy_answer(
 }
 
 fn varied(mut response: Response<Body>) -> Response<Body> {
-    response.headers_mut().insert(
-        header::VARY,
-        HeaderValue::from_static("Accept-Encoding"),
-    );
+    response
+        .headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     response
 }
