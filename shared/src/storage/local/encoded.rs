@@ -80,8 +80,8 @@ impl LocalStore {
         };
         let raw_size = raw.metadata()?.len();
         let named = owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value));
-        let current =
-            named.is_some_and(|(_, written)| written == meta.raw) && raw_size == meta.raw.size;
+        let current = named.is_some_and(|(_, written)| written == meta.raw)
+            && raw_size == meta.raw.size;
         Ok(current.then(|| EncodedFile {
             path: self.path_of(&copy).unwrap_or_default(),
             size,
