@@ -15,7 +15,7 @@ use crate::storage::{ObjectInfo, Storage};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// `missing`, `changed`, `lease`, `tombstone`, `incomplete`, `unref`, `dangling`, `orphan`,
-    /// `alias`, `sidecar`, `waiting`, `offer`, `source`.
+    /// `alias`, `sidecar`, `waiting`, `offer`, `source`, `copy` (a compressed copy).
     pub kind: &'static str,
     pub key: String,
     pub detail: String,
@@ -102,6 +102,13 @@ pub async fn audit_with(
     let of_sources = source_problems(store, &refs, &listings.by_upload, &keys.accounted).await?;
     problems.extend(orphans(store, manifest_prefix, &keys.accounted).await?);
     problems.extend(of_sources);
+    // Compressed copies (crate::encoded): each encodes what its key holds now.
+    let (_, copies) = crate::encoded::audit::check_copies(store, depth).await?;
+    problems.extend(
+        copies
+            .into_iter()
+            .map(|(kind, key, d)| problem(kind, &key, d)),
+    );
     Ok(Audit {
         keys: keys.checked,
         problems,

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use symdex_shared::encoded::Encodings;
 use symdex_shared::pipeline::{default_prefixes, Config, Indexer};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
 use symdex_shared::upload_meta::UploadMeta;
@@ -110,6 +111,11 @@ pub struct KeyArgs {
     /// files record no wanted paths, sources serve none (`--source` files are still keyed).
     #[arg(long)]
     pub no_source_joins: bool,
+    /// Compressed copies stored beside each newly published key, for clients that accept
+    /// them (`symdex serve`, the CDN): `zstd`, `gzip`, `zstd,gzip` or `none`. A copy is kept
+    /// for objects of at least 1 KiB that shrink by a quarter or more.
+    #[arg(long, value_name = "ENCODINGS", default_value = "zstd")]
+    pub compress: Encodings,
     #[command(flatten)]
     pub sources: SourceArgs,
 }
@@ -125,6 +131,7 @@ impl KeyArgs {
             lease: exclusive_lease(),
             fold_case: self.fold_case,
             source_joins: !self.no_source_joins,
+            compress: self.compress.clone(),
             ..Config::default()
         }
     }

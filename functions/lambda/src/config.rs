@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use symdex_shared::audit_page::DEPLOYED_PREFIX;
+use symdex_shared::encoded::Encodings;
 use symdex_shared::pipeline::{default_prefixes, Config};
 use symdex_shared::storage::s3::DEFAULT_MULTIPART_THRESHOLD;
 use symdex_shared::storage::STATE_PREFIX;
@@ -22,7 +23,8 @@ pub struct LambdaConfig {
     /// The pipeline: SYMDEX_LAYOUTS (comma list, default all), SYMDEX_MANIFEST_PREFIX
     /// (default `_manifest`), SYMDEX_PREFIX_<LAYOUT> (e.g. SYMDEX_PREFIX_UNIFIED=sentry/),
     /// SYMDEX_OVERWRITE (`true` replaces differing content instead of recording a conflict),
-    /// SYMDEX_SOURCE_JOINS (`false`: debug files and sources are not joined).
+    /// SYMDEX_SOURCE_JOINS (`false`: debug files and sources are not joined),
+    /// SYMDEX_COMPRESS (compressed copies' encodings: `zstd`, `gzip`, both, or `none`).
     pub pipeline: Config,
     /// SYMDEX_MULTIPART_THRESHOLD: bytes from which copies use UploadPartCopy (default 5 GiB).
     pub multipart_threshold: u64,
@@ -162,6 +164,12 @@ fn pipeline(lookup: Lookup<'_>) -> Result<Config, String> {
         fold_case: flag(lookup, "SYMDEX_FOLD_CASE", false)?,
         // SYMDEX_SOURCE_JOINS=false: nobody uploads sources (Config::source_joins).
         source_joins: flag(lookup, "SYMDEX_SOURCE_JOINS", true)?,
+        // SYMDEX_COMPRESS: the encodings of compressed copies (`zstd`, `gzip`, `zstd,gzip`);
+        // unset or `none`, no copies (the module sets `zstd` by default).
+        compress: match lookup("SYMDEX_COMPRESS") {
+            Some(value) => value.parse().map_err(|e| format!("SYMDEX_COMPRESS: {e}"))?,
+            None => Encodings::none(),
+        },
         handed: Default::default(),
     })
 }

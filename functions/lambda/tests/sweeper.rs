@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::{json, Value};
 use support::{config, scheduled_event, sqs_event, Fixtures, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, handle_sweeper, Context};
+use symdex_shared::encoded::Encoding;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -72,9 +73,28 @@ async fn ingest_keys(stack: &Stack) -> Vec<String> {
 /// indexed again from its ingest object, serves the key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiry_hands_the_keys_it_frees_to_the_uploads_waiting_for_them() {
+    expiry_hands_keys_over(&[]).await;
+}
+
+/// The same with compressed copies: the expiry deletes the binary's copy with the key, and
+/// the debug file's re-index makes its own (a copy always encodes what its key holds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_takes_a_key_s_copy_and_the_next_holder_makes_its_own() {
+    let (stack, fx) = expiry_hands_keys_over(&[("SYMDEX_COMPRESS", "zstd")]).await;
+    let copy = format!("_symdex/encoded/zstd/buildid/{}/debuginfo", fx.build_id());
+    let stored = stack.objects(SERVING, &copy).await.remove(0).1;
+    let mut decoded = Vec::new();
+    symdex_shared::encoded::decode(Encoding::Zstd, &stored[..], &mut decoded).unwrap();
+    assert!(
+        decoded == std::fs::read(fx.path("app.debug")).unwrap(),
+        "the debug file's bytes"
+    );
+}
+
+async fn expiry_hands_keys_over(extra: &[(&str, &str)]) -> (Stack, Fixtures) {
     let stack = Stack::new().await;
     let fx = Fixtures::build();
-    let ctx = Arc::new(Context::new(config(&[]), stack.moto.s3().await));
+    let ctx = Arc::new(Context::new(config(extra), stack.moto.s3().await));
     for (key, file) in [(TRY_BIN, "app"), (RELEASE_DEBUG, "app.debug")] {
         stack
             .put(key, std::fs::read(fx.path(file)).unwrap(), &[])
@@ -99,6 +119,7 @@ async fn an_expiry_hands_the_keys_it_frees_to_the_uploads_waiting_for_them() {
     let (problems, refs) = checks::audited(&stack, SERVING).await;
     assert!(problems.is_empty(), "{problems:?}");
     assert!(refs.values().flatten().all(|u| u.contains(RELEASE_DEBUG)));
+    (stack, fx)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

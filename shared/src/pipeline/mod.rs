@@ -20,6 +20,7 @@ mod sources;
 
 mod bytes;
 mod drive;
+mod encode;
 mod index;
 mod joins;
 mod kept;
@@ -89,6 +90,10 @@ pub struct Config {
     /// under their own keys and offered to no debug file. What is recorded while it is on
     /// stays, and removals still withdraw what was offered.
     pub source_joins: bool,
+    /// The encodings of the compressed copies stored beside each newly published key
+    /// (crate::encoded; `--compress`, `SYMDEX_COMPRESS`). None by default here: the front
+    /// ends choose.
+    pub compress: crate::encoded::Encodings,
 }
 
 /// The layouts whose clients (WinDbg, Visual Studio, dotnet-symbol, Breakpad's symbol
@@ -114,6 +119,7 @@ impl Default for Config {
             retention: RetentionPolicy::default(),
             fold_case: false,
             source_joins: true,
+            compress: crate::encoded::Encodings::none(),
         }
     }
 }

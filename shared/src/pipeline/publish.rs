@@ -110,6 +110,10 @@ impl<'s> Indexer<'s> {
                 run.holding.as_deref(),
             )
             .await?;
+        let encoded = self.fresh_holding(&keys, &outcome, own.holding.as_deref());
+        outcome
+            .notes
+            .extend(self.encode_published(upload, &encoded).await);
         let mut referenced = own.referenced;
         if run.holding.is_none() {
             run.holding = own.holding;
@@ -177,6 +181,23 @@ impl<'s> Indexer<'s> {
             referenced,
             others,
         })
+    }
+
+    /// The keys among `keys` this upload has just published that hold its bytes themselves:
+    /// all of them, but only `holding` where later keys are aliases of it (S3 redirects hold
+    /// no bytes: a client following one meets the copy of the key it redirects to).
+    fn fresh_holding(
+        &self,
+        keys: &BTreeSet<String>,
+        outcome: &Outcome,
+        holding: Option<&str>,
+    ) -> Vec<String> {
+        let aliases = self.refs.traits().key_copies_are_aliases && !self.config.overwrite;
+        keys.iter()
+            .filter(|key| outcome.published.contains(*key))
+            .filter(|key| !aliases || holding == Some(key.as_str()))
+            .cloned()
+            .collect()
     }
 
     /// Tells an identity's keys apart: its sidecars' and sections' are generated from the

@@ -11,6 +11,7 @@ use super::patience::Patience;
 use super::prior::Prior;
 use super::swap::Step;
 use super::RefStore;
+use crate::encoded::{copy_key, Encoding};
 
 /// What taking one reference back came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +171,10 @@ impl<'s> RefStore<'s> {
             self.note_removed(upload, key).await?;
         }
         if delete {
+            // Its compressed copies first (crate::encoded): a copy never outlives its key.
+            for encoding in Encoding::ALL {
+                self.store.delete(&copy_key(encoding, key)).await?;
+            }
             self.store.delete(key).await?;
         }
         // Only our tombstone goes: one taken over meanwhile stays its new holder's.

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, Context};
 
+mod encoded;
 mod events;
 mod removals;
 mod versions;

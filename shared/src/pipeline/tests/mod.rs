@@ -14,6 +14,7 @@ use crate::testing::failing::{dying_at_nth, failing_nth};
 use crate::testing::index_bytes::IndexBytes;
 use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
+mod encoded;
 mod faults;
 mod records;
 mod routes;

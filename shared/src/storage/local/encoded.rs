@@ -34,6 +34,20 @@ impl LocalStore {
     ) -> StorageResult<()> {
         let attribute = encodes_attribute(&meta.raw)
             .ok_or_else(|| StorageError::Io(io::Error::other("raw content is not a SHA-1")))?;
+        let first = staged
+            .stored_at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        // A copy is replaced by a rename, never changed in place: linked copies stay apart.
+        if let Some(first) = first {
+            let temp = self.temp_path();
+            let same = self.encoded_now(&first)?.is_some_and(|(_, m)| &m == meta);
+            if same && fs::hard_link(self.path_of(&first)?, &temp).is_ok() {
+                self.commit(&temp, key, true)?;
+                return Ok(());
+            }
+        }
         let temp = self.temp_path();
         let written = (|| {
             let mut file = fs::File::create(&temp)?;
@@ -45,6 +59,7 @@ impl LocalStore {
             return Err(e.into());
         }
         self.commit(&temp, key, false)?;
+        *staged.stored_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.to_string());
         Ok(())
     }
 
@@ -78,10 +93,18 @@ impl LocalStore {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let raw_size = raw.metadata()?.len();
-        let named = owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value));
-        let current = named.is_some_and(|(_, written)| written == meta.raw)
-            && raw_size == meta.raw.size;
+        let raw_meta = raw.metadata()?;
+        let raw_size = raw_meta.len();
+        let current = raw_size == meta.raw.size
+            && match owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value)) {
+                Some((_, written)) => written == meta.raw,
+                // A store whose files name no owner: the raw file must be no newer than
+                // the copy (a key written again since was replaced by a newer file).
+                None => {
+                    let copy_time = fs::metadata(self.path_of(&copy)?)?.modified()?;
+                    raw_meta.modified()? <= copy_time
+                }
+            };
         Ok(current.then(|| EncodedFile {
             path: self.path_of(&copy).unwrap_or_default(),
             size,

@@ -1,8 +1,8 @@
 //! The `Storage` trait over S3.
 
 use super::writes::Write;
-use crate::encoded::{EncodedMeta, Staged};
 use super::{sdk_err, S3Store, OWNER_META};
+use crate::encoded::{EncodedMeta, Staged};
 use crate::storage::{
     check_key, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StorageFuture,
     StoreTraits, Versioned,

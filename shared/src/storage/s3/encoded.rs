@@ -60,7 +60,9 @@ impl S3Store {
             .await
             .map_err(|e| sdk_err("CreateMultipartUpload", e))?;
         let upload_id = created.upload_id().unwrap_or_default().to_string();
-        let sent = self.send_parts(key, &upload_id, &mut reader, staged.size).await;
+        let sent = self
+            .send_parts(key, &upload_id, &mut reader, staged.size)
+            .await;
         let parts = match sent {
             Ok(parts) => parts,
             Err(e) => {
@@ -168,7 +170,12 @@ impl S3Store {
                 ..
             } => {
                 let last = offset.saturating_add(size).saturating_sub(1);
-                (bucket, key, version_id, Some(format!("bytes={offset}-{last}")))
+                (
+                    bucket,
+                    key,
+                    version_id,
+                    Some(format!("bytes={offset}-{last}")),
+                )
             }
         };
         let got = self

@@ -29,6 +29,8 @@ use std::str::FromStr;
 
 use crate::storage::ObjectInfo;
 
+pub mod audit;
+
 /// Where every copy lives: `_symdex/encoded/<encoding>/<key>`.
 pub const ENCODED_PREFIX: &str = "_symdex/encoded/";
 
@@ -147,9 +149,7 @@ pub fn copy_key(encoding: Encoding, key: &str) -> String {
 pub fn raw_key_of(copy_key: &str) -> Option<(Encoding, &str)> {
     let rest = copy_key.strip_prefix(ENCODED_PREFIX)?;
     let (encoding, key) = rest.split_once('/')?;
-    let encoding = Encoding::ALL
-        .into_iter()
-        .find(|e| e.as_str() == encoding)?;
+    let encoding = Encoding::ALL.into_iter().find(|e| e.as_str() == encoding)?;
     (!key.is_empty()).then_some((encoding, key))
 }
 
@@ -174,6 +174,9 @@ pub struct EncodedMeta {
 pub struct Staged {
     pub file: File,
     pub size: u64,
+    /// The first key this copy was stored at, where the store can link later keys' copies
+    /// to it (a local store: one file for all the keys of an artifact, as its raw keys are).
+    pub stored_at: std::sync::Mutex<Option<String>>,
 }
 
 impl Staged {
@@ -228,7 +231,11 @@ impl Compressor {
         file.flush()?;
         let size = file.stream_position()?;
         file.rewind()?;
-        Ok(Staged { file, size })
+        Ok(Staged {
+            file,
+            size,
+            stored_at: Default::default(),
+        })
     }
 }
 
@@ -307,7 +314,9 @@ mod tests {
 
     #[test]
     fn copies_decode_to_the_raw_bytes() {
-        let raw: Vec<u8> = (0..200_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let raw: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         for encoding in Encoding::ALL {
             let staged = compress(encoding, &mut &raw[..], raw.len() as u64).unwrap();
             assert!(worth_keeping(raw.len() as u64, staged.size), "{encoding}");

@@ -1,0 +1,121 @@
+//! The encode step: compressed copies of the keys an upload has just published
+//! (crate::encoded), made after the keys are live — a client is never kept waiting for a
+//! copy, and a key without one answers with its raw bytes.
+//!
+//! Invariant (crate::encoded): a copy is written only after its raw key was published with
+//! the content it encodes, and is looked at again after the write: the key gone or holding
+//! other content meanwhile (a removal or an overwrite in between), the copy is deleted again.
+//! A copy that fails is noted in the upload's record; the upload stands (its keys are live).
+
+use std::io::{self, Write};
+
+use super::upload::Upload;
+use super::Indexer;
+use crate::encoded::{copy_key, worth_keeping, Compressor, EncodedMeta, Encoding, Staged};
+use crate::storage::{CopySource, ObjectInfo};
+
+/// One pass over the raw bytes feeds every encoding's compressor.
+struct Compressors(Vec<(Encoding, Compressor)>);
+
+impl Write for Compressors {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        for (_, compressor) in &mut self.0 {
+            compressor.write_all(buf)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.iter_mut().try_for_each(|(_, c)| c.flush())
+    }
+}
+
+impl Indexer<'_> {
+    /// Stores copies of the upload's bytes beside `keys` (keys it has just published, each
+    /// holding its bytes) in every configured encoding worth keeping; returns the notes the
+    /// upload's record carries (copies that failed). Keys the upload found in place were
+    /// copied when they were first published: a re-index compresses nothing again.
+    pub(super) async fn encode_published(
+        &self,
+        upload: &Upload<'_>,
+        keys: &[String],
+    ) -> Vec<String> {
+        let content = upload.content();
+        let encodings: Vec<Encoding> = self.config.compress.iter().collect();
+        if keys.is_empty() || encodings.is_empty() || content.size < crate::encoded::MIN_RAW_SIZE {
+            return Vec::new();
+        }
+        let staged = match self.stage(&content.source, content.size, &encodings).await {
+            Ok(staged) => staged,
+            Err(e) => return vec![format!("no compressed copy: {e}")],
+        };
+        let raw = ObjectInfo {
+            size: content.size,
+            etag: content.etag.to_string(),
+        };
+        let mut notes = Vec::new();
+        for (encoding, staged) in staged {
+            if !worth_keeping(raw.size, staged.size) {
+                continue;
+            }
+            let meta = EncodedMeta {
+                encoding,
+                raw: raw.clone(),
+            };
+            for key in keys {
+                if let Err(e) = self.store_copy(key, &staged, &meta).await {
+                    notes.push(format!("no {encoding} copy of {key}: {e}"));
+                }
+            }
+        }
+        notes
+    }
+
+    /// The upload's bytes compressed in each encoding (one read of them).
+    async fn stage(
+        &self,
+        source: &CopySource<'_>,
+        size: u64,
+        encodings: &[Encoding],
+    ) -> io::Result<Vec<(Encoding, Staged)>> {
+        let compressors = encodings
+            .iter()
+            .map(|&e| Ok((e, Compressor::new(e, size)?)))
+            .collect::<io::Result<Vec<_>>>()?;
+        let mut all = Compressors(compressors);
+        let read = self.store.read_source(source, &mut all).await?;
+        if read != size {
+            return Err(io::Error::other(format!(
+                "read {read} bytes of {size}: the upload changed while it was compressed"
+            )));
+        }
+        all.0
+            .into_iter()
+            .map(|(e, c)| Ok((e, c.finish()?)))
+            .collect()
+    }
+
+    /// Writes one copy, then looks at its key: a copy of content the key no longer holds
+    /// is deleted again (the invariant above).
+    pub(super) async fn store_copy(
+        &self,
+        key: &str,
+        staged: &Staged,
+        meta: &EncodedMeta,
+    ) -> io::Result<()> {
+        let copy = copy_key(meta.encoding, key);
+        self.store.put_encoded(&copy, staged, meta).await?;
+        let now = self.store.owned(key).await?;
+        let holds = now.is_some_and(|found| {
+            let written = found.written.unwrap_or(found.info);
+            found.alias_of.is_none() && written == meta.raw
+        });
+        if !holds {
+            self.store.delete(&copy).await?;
+            return Err(io::Error::other(
+                "the key changed while its copy was made (copy withdrawn)",
+            ));
+        }
+        Ok(())
+    }
+}
