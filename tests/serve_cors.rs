@@ -11,39 +11,22 @@ use std::process::Command;
 
 use common::{build_split_elf, index_json, Server, StaticServer, Workdir};
 use serde_json::{json, Value};
-use symdex_shared::encoded::{compress, copy_key, EncodedMeta, Encoding};
-use symdex_shared::storage::{LocalStore, ObjectInfo};
+use symdex_shared::encoded::{copy_key, Encoding};
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const BUILD_ID: &str = "c0c0a0a0112233445566778899aabbccddeeff00";
 const KEY: &str = "buildid/c0c0a0a0112233445566778899aabbccddeeff00/debuginfo";
 const ORIGIN: &str = "http://127.0.0.1:9";
 
-/// A store with one debug file (`KEY`) and its zstd copy; the debug file's bytes.
+/// A store with one debug file (`KEY`) and the zstd copy the index made of it; the debug
+/// file's bytes.
 fn store(w: &Workdir) -> (PathBuf, Vec<u8>) {
     build_split_elf(w, "p", &format!("0x{BUILD_ID}"), "x * 5 + 2");
     let store = w.path("store");
     index_json(&store, &[w.path("p/app.debug")]);
-    let path = store.join(KEY);
-    let size = std::fs::metadata(&path).unwrap().len();
-    let staged = compress(
-        Encoding::Zstd,
-        &mut std::fs::File::open(&path).unwrap(),
-        size,
-    )
-    .unwrap();
-    let meta = EncodedMeta {
-        encoding: Encoding::Zstd,
-        raw: ObjectInfo {
-            size,
-            etag: symdex_shared::digest::file_sha1(&path).unwrap(),
-        },
-    };
-    let local = LocalStore::open(&store).unwrap();
-    local
-        .put_encoded_now(&copy_key(Encoding::Zstd, KEY), &staged, &meta)
-        .unwrap();
-    (store, std::fs::read(&path).unwrap())
+    assert!(store.join(copy_key(Encoding::Zstd, KEY)).is_file());
+    let raw = std::fs::read(store.join(KEY)).unwrap();
+    (store, raw)
 }
 
 /// `curl -i` of `url` with `args`: (status, head lowercased).

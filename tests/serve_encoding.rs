@@ -9,25 +9,36 @@ mod common;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use common::{build_split_elf, index_json, Server, Workdir};
+use common::{build_split_elf, index_json, symdex, Server, Workdir};
 use symdex_shared::encoded::{compress, copy_key, worth_keeping, EncodedMeta, Encoding};
 use symdex_shared::storage::{LocalStore, ObjectInfo};
 
 const BUILD_ID: &str = "5eadbeef00112233445566778899aabbccddeeff";
 const KEY: &str = "buildid/5eadbeef00112233445566778899aabbccddeeff/debuginfo";
 
-/// A store holding one split ELF debug file (`KEY`), and its bytes.
-fn store_with_debug_file(w: &Workdir) -> (PathBuf, Vec<u8>) {
+/// A store holding one split ELF debug file (`KEY`) indexed with `--compress compress`, and
+/// its bytes.
+fn store_with_debug_file(w: &Workdir, compress: &str) -> (PathBuf, Vec<u8>) {
     build_split_elf(w, "p", &format!("0x{BUILD_ID}"), "x * 7 + 1");
     let store = w.path("store");
-    index_json(&store, &[w.path("p/app.debug")]);
+    let input = w.path("p/app.debug");
+    index_json(
+        &store,
+        &["--compress".as_ref(), compress.as_ref(), input.as_os_str()],
+    );
     let raw = std::fs::read(store.join(KEY)).unwrap();
-    assert_eq!(raw, std::fs::read(w.path("p/app.debug")).unwrap());
+    assert_eq!(raw, std::fs::read(&input).unwrap());
     (store, raw)
 }
 
+/// The copy of `key` in `encoding` the store holds, if any.
+fn stored_copy(store: &Path, key: &str, encoding: Encoding) -> Option<Vec<u8>> {
+    std::fs::read(store.join(copy_key(encoding, key))).ok()
+}
+
 /// Stores `key`'s copy in `encoding` as the indexer does, naming the content `etag` (the raw
-/// file's SHA-1 unless a test wants a stale copy); returns its bytes.
+/// file's SHA-1 unless a test wants a stale copy); returns its bytes. For the cases the
+/// indexer never makes: a stale copy, a copy behind a link.
 fn put_copy(store: &Path, key: &str, encoding: Encoding, etag: Option<&str>) -> Vec<u8> {
     let path = store.join(key);
     let size = std::fs::metadata(&path).unwrap().len();
@@ -107,11 +118,11 @@ fn assert_coded(answer: &(u16, String, Vec<u8>), encoding: &str, copy: &[u8], ra
 }
 
 #[test]
-fn answers_are_negotiated_from_the_stored_copies() {
+fn answers_are_negotiated_from_the_copies_the_index_made() {
     let w = Workdir::new();
-    let (store, raw) = store_with_debug_file(&w);
-    let zstd = put_copy(&store, KEY, Encoding::Zstd, None);
-    let gzip = put_copy(&store, KEY, Encoding::Gzip, None);
+    let (store, raw) = store_with_debug_file(&w, "zstd,gzip");
+    let zstd = stored_copy(&store, KEY, Encoding::Zstd).expect("index made a zstd copy");
+    let gzip = stored_copy(&store, KEY, Encoding::Gzip).expect("index made a gzip copy");
     let server = Server::start(&store);
     let vary = |head: &str| header(head, "vary");
 
@@ -185,20 +196,80 @@ fn answers_are_negotiated_from_the_stored_copies() {
     }
 }
 
+/// `symdex index --source-ext c FILES...` run in `dir` (default compression): the keys
+/// published, in order.
+fn index_sources(store: &Path, dir: &Path, files: &[&str]) -> Vec<String> {
+    let out = symdex()
+        .current_dir(dir)
+        .args(["index", "--json", "--source-ext", "c", "--store"])
+        .arg(store)
+        .args(files)
+        .output()
+        .unwrap();
+    common::ok(out)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .flat_map(|l| {
+            let record: serde_json::Value = serde_json::from_str(l).unwrap();
+            let keys = record["published"].as_array().cloned().unwrap_or_default();
+            keys.into_iter().map(|k| k.as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
 #[test]
-fn keys_without_a_current_copy_answer_the_raw_bytes() {
+fn small_or_incompressible_keys_have_no_copy_and_answer_the_raw_bytes() {
     let w = Workdir::new();
-    let (store, raw) = store_with_debug_file(&w);
+    let (store, raw) = store_with_debug_file(&w, "none");
+    assert_eq!(
+        stored_copy(&store, KEY, Encoding::Zstd),
+        None,
+        "--compress none"
+    );
+    // 1 MiB of random bytes and a 7-byte file, indexed as sources with zstd copies on.
+    std::fs::create_dir_all(w.path("src")).unwrap();
+    let noise: Vec<u8> = {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        (0..1 << 20)
+            .map(|_| {
+                // xorshift64*: bytes no coding can shrink.
+                state ^= state >> 12;
+                state ^= state << 25;
+                state ^= state >> 27;
+                (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 56) as u8
+            })
+            .collect()
+    };
+    std::fs::write(w.path("src/noise.c"), &noise).unwrap();
+    std::fs::write(w.path("src/tiny.c"), "int x;\n").unwrap();
+    let keys = index_sources(&store, w.dir.path(), &["src/noise.c", "src/tiny.c"]);
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    assert!(
+        !store.join("_symdex/encoded").exists(),
+        "no copy stored: {:?}",
+        common::files_of(&store, |k| k.starts_with("_symdex/encoded/")).keys()
+    );
     let server = Server::start(&store);
     let zstd = "Accept-Encoding: zstd, gzip\r\n";
-    assert_identity(&get(&server, zstd), &raw, "no copy made");
-    // Files under 1 KiB never have a copy: their answers do not vary.
-    std::fs::create_dir_all(store.join("misc")).unwrap();
-    std::fs::write(store.join("misc/notes.txt"), "a few bytes\n").unwrap();
-    let (status, head, body) = server.request("GET", "/misc/notes.txt", zstd);
-    assert!(status == 200 && body == b"a few bytes\n", "{head}");
-    assert_eq!(header(&head, "content-encoding"), None);
-    assert_eq!(header(&head, "vary"), None);
+    assert_identity(&get(&server, zstd), &raw, "indexed without copies");
+    for (key, bytes, varies) in [
+        (&keys[0], &noise[..], true),
+        (&keys[1], &b"int x;\n"[..], false),
+    ] {
+        let (status, head, body) = server.request("GET", &format!("/{key}"), zstd);
+        assert!(status == 200 && body == bytes, "{key}: {head}");
+        assert_eq!(header(&head, "content-encoding"), None, "{key}");
+        // Under 1 KiB a key never has a copy: its answers do not vary.
+        assert_eq!(header(&head, "vary").is_some(), varies, "{key}: {head}");
+    }
+}
+
+#[test]
+fn copies_that_do_not_encode_the_key_now_are_never_answered() {
+    let w = Workdir::new();
+    let (store, raw) = store_with_debug_file(&w, "none");
+    let server = Server::start(&store);
+    let zstd = "Accept-Encoding: zstd, gzip\r\n";
 
     // A copy naming other content (left from an older file at the key): never answered.
     let other = "0123456789abcdef0123456789abcdef01234567";
@@ -232,8 +303,9 @@ fn keys_without_a_current_copy_answer_the_raw_bytes() {
 #[test]
 fn a_file_over_the_clients_max_size_is_406() {
     let w = Workdir::new();
-    let (store, raw) = store_with_debug_file(&w);
-    let zstd = put_copy(&store, KEY, Encoding::Zstd, None);
+    // The index's default: zstd copies.
+    let (store, raw) = store_with_debug_file(&w, "zstd");
+    let zstd = stored_copy(&store, KEY, Encoding::Zstd).expect("a zstd copy");
     let server = Server::start(&store);
     let limit = |n: &str| format!("X-DEBUGINFOD-MAXSIZE: {n}\r\nAccept-Encoding: zstd\r\n");
     assert_eq!(get(&server, &limit("100")).0, 406);

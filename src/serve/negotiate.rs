@@ -71,7 +71,7 @@ fn copy_answer(
     let copy_key = copy_key(encoding, key);
     let (copy, copy_meta) = open_regular(root, Path::new(&copy_key))?;
     // An error reading either attribute is no copy: the raw bytes are always right.
-    if !LocalStore::copy_encodes(raw, raw_meta.len(), &copy).unwrap_or(false) {
+    if !LocalStore::copy_encodes(raw, raw_meta, &copy).unwrap_or(false) {
         return None;
     }
     // Cached under the copy's key, which no client key can be (it is under `_symdex/`).

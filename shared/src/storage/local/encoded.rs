@@ -95,16 +95,8 @@ impl LocalStore {
         };
         let raw_meta = raw.metadata()?;
         let raw_size = raw_meta.len();
-        let current = raw_size == meta.raw.size
-            && match owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value)) {
-                Some((_, written)) => written == meta.raw,
-                // A store whose files name no owner: the raw file must be no newer than
-                // the copy (a key written again since was replaced by a newer file).
-                None => {
-                    let copy_time = fs::metadata(self.path_of(&copy)?)?.modified()?;
-                    raw_meta.modified()? <= copy_time
-                }
-            };
+        let copy_time = || fs::metadata(self.path_of(&copy)?)?.modified();
+        let current = encodes_now(&raw, &raw_meta, &meta.raw, copy_time)?;
         Ok(current.then(|| EncodedFile {
             path: self.path_of(&copy).unwrap_or_default(),
             size,
@@ -113,18 +105,42 @@ impl LocalStore {
     }
 
     /// Whether `copy`, an open copy file, encodes what `raw`, the open file of its key
-    /// (`raw_size` bytes now), holds: [`LocalStore::current_copy`]'s check, on files the
+    /// (`raw_meta` what it is now), holds: [`LocalStore::current_copy`]'s check, on files the
     /// caller opened itself. `symdex serve` opens both beneath the store without following a
     /// link and answers with the very copy it checked: no path is looked up between the
-    /// check and the answer. Fail closed: a copy or raw file naming nothing is not current.
-    pub fn copy_encodes(raw: &fs::File, raw_size: u64, copy: &fs::File) -> io::Result<bool> {
+    /// check and the answer. Fail closed: a copy naming nothing is not current.
+    pub fn copy_encodes(
+        raw: &fs::File,
+        raw_meta: &fs::Metadata,
+        copy: &fs::File,
+    ) -> io::Result<bool> {
         let Some(encodes) = file_attribute_of(copy)?.and_then(|v| parse_encodes_attribute(&v))
         else {
             return Ok(false);
         };
-        let named = owner_of(raw)?.and_then(|value| parse_owner_attribute(&value));
-        Ok(named.is_some_and(|(_, written)| written == encodes) && raw_size == encodes.size)
+        encodes_now(raw, raw_meta, &encodes, || copy.metadata()?.modified())
     }
+}
+
+/// Whether a copy naming `encodes` encodes what `raw` (`raw_meta` what it is now) holds: the
+/// raw file's owner attribute names the same content at its size. A store whose files name no
+/// owner: the raw file must be no newer than the copy (`copy_time`; a key written again since
+/// was replaced by a newer file).
+fn encodes_now(
+    raw: &fs::File,
+    raw_meta: &fs::Metadata,
+    encodes: &ObjectInfo,
+    copy_time: impl FnOnce() -> io::Result<std::time::SystemTime>,
+) -> io::Result<bool> {
+    if raw_meta.len() != encodes.size {
+        return Ok(false);
+    }
+    Ok(
+        match owner_of(raw)?.and_then(|value| parse_owner_attribute(&value)) {
+            Some((_, written)) => &written == encodes,
+            None => raw_meta.modified()? <= copy_time()?,
+        },
+    )
 }
 
 /// The attribute naming `raw`; `None` where its identity is not a SHA-1 (every local
