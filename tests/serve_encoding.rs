@@ -332,3 +332,42 @@ fn a_file_over_the_clients_max_size_is_406() {
     let (status, _, _) = server.request("GET", "/buildid/00/debuginfo", &limit("100"));
     assert_eq!(status, 404);
 }
+
+#[test]
+fn the_max_size_applies_to_upstream_answers_too() {
+    let w = Workdir::new();
+    build_split_elf(&w, "p", &format!("0x{BUILD_ID}"), "x * 7 + 1");
+    let debug = std::fs::read(w.path("p/app.debug")).unwrap();
+    // A static tree upstream holding the debug file at its debuginfod path; an empty store.
+    let tree = w.path("tree");
+    std::fs::create_dir_all(tree.join(KEY).parent().unwrap()).unwrap();
+    std::fs::write(tree.join(KEY), &debug).unwrap();
+    let upstream = common::StaticServer::start(&tree, &w.path("upstream.log"));
+    let store = w.path("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let cache = w.path("upstream-cache");
+    let args = [
+        "--upstream",
+        &format!("http://{}", upstream.addr),
+        "--upstream-cache",
+        cache.to_str().unwrap(),
+    ];
+    let server = Server::start_with(&store, &args, None);
+    let limited = "X-DEBUGINFOD-MAXSIZE: 100\r\nAccept-Encoding: zstd\r\n";
+    // The first answer is the download streamed as it arrives; it still says its length.
+    assert_eq!(get(&server, limited).0, 406);
+    // From the upstream cache: the same limit, and the raw bytes within it.
+    assert_eq!(get(&server, limited).0, 406);
+    let (status, head, body) = get(&server, "Accept-Encoding: zstd\r\n");
+    assert!(status == 200 && body == debug, "{head}");
+    assert_eq!(
+        header(&head, "content-encoding"),
+        None,
+        "upstream answers are identity"
+    );
+    assert_eq!(
+        header(&head, "x-debuginfod-size"),
+        Some(debug.len().to_string())
+    );
+    assert_eq!(upstream.asked(KEY), 1, "asked once, then cached");
+}
