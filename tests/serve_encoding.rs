@@ -262,6 +262,10 @@ fn small_or_incompressible_keys_have_no_copy_and_answer_the_raw_bytes() {
         // Under 1 KiB a key never has a copy: its answers do not vary.
         assert_eq!(header(&head, "vary").is_some(), varies, "{key}: {head}");
     }
+    // Nothing acceptable (the raw bytes refused, no copy): the raw bytes all the same, not 406.
+    let refused = "Accept-Encoding: identity;q=0, zstd\r\n";
+    let (status, head, body) = server.request("GET", &format!("/{}", keys[0]), refused);
+    assert!(status == 200 && body == noise, "{head}");
 }
 
 #[test]
@@ -297,6 +301,28 @@ fn copies_that_do_not_encode_the_key_now_are_never_answered() {
     std::fs::rename(&temp, store.join(KEY)).unwrap();
     let (status, head, body) = get(&server, zstd);
     assert!(status == 200 && body == replaced, "{head}");
+    assert_eq!(header(&head, "content-encoding"), None);
+
+    // A file written by hand names no content in an owner attribute: its copy is current
+    // while the file is no newer than the copy (the rule LocalStore::current_copy keeps).
+    let only_zstd = "Accept-Encoding: zstd\r\n";
+    let by_hand: Vec<u8> = raw.iter().map(|b| b ^ 0x5a).collect();
+    std::fs::write(&temp, &by_hand).unwrap();
+    std::fs::rename(&temp, store.join(KEY)).unwrap();
+    let copy = put_copy(&store, KEY, Encoding::Zstd, None);
+    assert_coded(&get(&server, only_zstd), "zstd", &copy, &by_hand);
+    // Written again at the same size after its copy: the copy no longer counts.
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let copy_file = std::fs::File::options()
+        .write(true)
+        .open(store.join(copy_key(Encoding::Zstd, KEY)))
+        .unwrap();
+    copy_file.set_modified(hour_ago).unwrap();
+    let again: Vec<u8> = raw.iter().map(|b| b ^ 0x33).collect();
+    std::fs::write(&temp, &again).unwrap();
+    std::fs::rename(&temp, store.join(KEY)).unwrap();
+    let (status, head, body) = get(&server, only_zstd);
+    assert!(status == 200 && body == again, "{head}");
     assert_eq!(header(&head, "content-encoding"), None);
 }
 
