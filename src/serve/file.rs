@@ -14,6 +14,7 @@ use http::{header, HeaderValue, Response, StatusCode};
 
 use super::body::{Body, FileChunks};
 use super::cache::{Cached, MemoryCache, Stamp, CACHED_MAX};
+use super::raw_size::RawSize;
 
 /// One `bytes=` range of a file of `len` bytes: `Ok(None)` for no (or an invalid, hence
 /// ignored) range, `Err(())` for an unsatisfiable one.
@@ -118,7 +119,7 @@ fn openat2_unavailable(error: &io::Error) -> bool {
 }
 
 /// The regular file at `relative` and what it is; `None` for anything else.
-fn open_regular(root: &Root, relative: &Path) -> Option<(File, std::fs::Metadata)> {
+pub fn open_regular(root: &Root, relative: &Path) -> Option<(File, std::fs::Metadata)> {
     let file = open_beneath(root, relative).ok()?;
     let meta = file.metadata().ok()?;
     meta.is_file().then_some((file, meta))
@@ -135,9 +136,8 @@ pub fn bare(status: StatusCode, headers: &[(header::HeaderName, HeaderValue)]) -
 }
 
 /// The answer for a GET or HEAD of `key` (a normalised path relative to `root`), or `None` for
-/// a miss (anything that is not a regular file inside the store). Files up to [`CACHED_MAX`] are answered from (and
-/// kept in) `cache`; larger ones are streamed, [`READ_AHEAD`](super::body::READ_AHEAD) at a
-/// time: no response holds more than that of a large file, whatever its reader's pace.
+/// a miss (anything that is not a regular file inside the store): [`answer_file`] of the file
+/// opened.
 pub fn answer(
     root: &Root,
     cache: &MemoryCache,
@@ -146,6 +146,21 @@ pub fn answer(
     range: Option<&str>,
 ) -> Option<Response<Body>> {
     let (file, meta) = open_regular(root, Path::new(key))?;
+    answer_file(cache, key, file, &meta, head, range)
+}
+
+/// The answer for a GET or HEAD of `file` (`meta` what it is), opened at `key`. Files up to
+/// [`CACHED_MAX`] are answered from (and kept in) `cache` under `key`; larger ones are
+/// streamed, [`READ_AHEAD`](super::body::READ_AHEAD) at a time: no response holds more than
+/// that of a large file, whatever its reader's pace.
+pub fn answer_file(
+    cache: &MemoryCache,
+    key: &str,
+    file: File,
+    meta: &std::fs::Metadata,
+    head: bool,
+    range: Option<&str>,
+) -> Option<Response<Body>> {
     let len = meta.len();
     let (status, (start, end)) = match single_range(range, len) {
         Ok(Some(r)) => (StatusCode::PARTIAL_CONTENT, r),
@@ -154,7 +169,7 @@ pub fn answer(
     };
     let count = if len == 0 { 0 } else { end - start + 1 };
     let (body, last_modified) = if len <= CACHED_MAX {
-        let stamp = Stamp::of(&meta);
+        let stamp = Stamp::of(meta);
         let cached = match cache.get(key, stamp) {
             Some(cached) => cached,
             None => {
@@ -162,7 +177,7 @@ pub fn answer(
                 file.read_exact_at(&mut buf, 0).ok()?;
                 let cached = Cached {
                     bytes: Bytes::from(buf),
-                    last_modified: last_modified(&meta),
+                    last_modified: last_modified(meta),
                 };
                 cache.put(key, stamp, cached.clone());
                 cached
@@ -180,7 +195,7 @@ pub fn answer(
             true => Body::Empty,
             false => Body::File(FileChunks::new(file, start, count)),
         };
-        (body, last_modified(&meta))
+        (body, last_modified(meta))
     };
     framed(status, (start, end, len), last_modified, body)
 }
@@ -214,7 +229,7 @@ fn unsatisfiable(len: u64) -> Option<Response<Body>> {
 }
 
 /// A 200 or 206 of bytes `start..=end` of `len` with its headers, `body` holding them (or
-/// nothing, for a HEAD).
+/// nothing, for a HEAD), `len` its [`RawSize`] (a copy's answer sets its raw file's).
 fn framed(
     status: StatusCode,
     (start, end, len): (u64, u64, u64),
@@ -239,12 +254,13 @@ fn framed(
         headers.insert(header::LAST_MODIFIED, modified);
     }
     *response.body_mut() = body;
+    response.extensions_mut().insert(RawSize(len));
     Some(response)
 }
 
 pub const OCTET_STREAM: HeaderValue = HeaderValue::from_static("application/octet-stream");
 
-fn last_modified(meta: &std::fs::Metadata) -> Option<HeaderValue> {
+pub fn last_modified(meta: &std::fs::Metadata) -> Option<HeaderValue> {
     let modified = meta.modified().ok()?;
     HeaderValue::try_from(httpdate::fmt_http_date(modified)).ok()
 }

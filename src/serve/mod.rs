@@ -4,21 +4,29 @@
 //!
 //! The rooms: `paths.rs` (which file a request names: private folders refused in every
 //! spelling), `request.rs` (one request's answer and log line), `file.rs` (the file opened
-//! beneath the store: regular files only, no symbolic link followed, ranges), `cache.rs`
-//! (small files kept in memory), `body.rs` (bytes or a file streamed a chunk at a time),
-//! `conn.rs` (a client must keep reading; per-address caps), `audit.rs` (the audit page on
-//! `--audit`, to loopback or token holders only). Connections are served here over
+//! beneath the store: regular files only, no symbolic link followed, ranges), `negotiate.rs`
+//! (a key's compressed copy for a client that accepts it, `accept.rs` reading
+//! `Accept-Encoding`), `raw_size.rs` (the file's size before any coding), `max_size.rs`
+//! (debuginfod's size limit: 406), `cors.rs` (`--cors`), `cache.rs` (small files kept in
+//! memory), `body.rs` (bytes or a file streamed a chunk at a time), `conn.rs` (a client must
+//! keep reading; per-address caps), `audit.rs` (the audit page on `--audit`, to loopback or
+//! token holders only). Connections are served here over
 //! hyper directly: TCP_NODELAY (no 40 ms stall per kept-alive request), a header-read timeout
 //! (idle connections are closed), a progress timeout (a client that takes no bytes is
 //! dropped), a cap on open connections (accepting pauses at the cap) and optionally per
 //! client address.
 
+mod accept;
 mod audit;
 mod body;
 mod cache;
 mod conn;
+mod cors;
 mod file;
+mod max_size;
+mod negotiate;
 mod paths;
+mod raw_size;
 mod request;
 mod upstream;
 
@@ -124,6 +132,11 @@ pub struct ServeArgs {
     /// --auth-token-file is given (403 elsewhere).
     #[arg(long)]
     pub audit: bool,
+    /// Let pages of any origin read answers (CORS: `Access-Control-Allow-Origin: *`, debuginfod's
+    /// headers exposed, preflight `OPTIONS` answered 204 without credentials; the GET still
+    /// needs them). The audit page is never shared so.
+    #[arg(long)]
+    pub cors: bool,
 }
 
 /// The upstream cache's default place, outside any store.
@@ -290,6 +303,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
             let shown = addr.ip().is_loopback() || credentials_given;
             audit::AuditPage::new(store.clone(), shown)
         }),
+        cors: args.cors,
     });
     let accepting = Arc::new(Accepting {
         served,

@@ -1,5 +1,6 @@
-//! One request's answer: credentials, method and path checked, the file answered
-//! (`file.rs`), debuginfod's headers added, one access-log line written.
+//! One request's answer: credentials, method and path checked, the file answered in a coding
+//! the client accepts (`negotiate.rs`) or from upstream, debuginfod's size limit applied
+//! (`max_size.rs`), debuginfod's and CORS headers added, one access-log line written.
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -8,11 +9,15 @@ use std::time::Instant;
 
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 
+use super::accept::AcceptEncoding;
 use super::audit::AUDIT_PATH;
 use super::body::Body;
 use super::cache::MemoryCache;
 use super::file::Root;
+use super::max_size::max_size;
+use super::negotiate;
 use super::paths::{fold_case, servable_path};
+use super::raw_size::RawSize;
 
 /// What every request is checked against and answered from.
 pub struct Served {
@@ -29,6 +34,8 @@ pub struct Served {
     pub upstreams: Option<Arc<super::upstream::Upstreams>>,
     /// The audit page (`--audit`), answered at `audit::AUDIT_PATH`.
     pub audit: Option<super::audit::AuditPage>,
+    /// Answers readable by pages of any origin (`--cors`, `cors.rs`).
+    pub cors: bool,
 }
 
 fn text(status: StatusCode, text: &'static str) -> Response<Body> {
@@ -59,7 +66,7 @@ fn header_text<B>(request: &Request<B>, name: header::HeaderName) -> Option<&str
 
 /// The answer to `request`: 401 without credentials (nothing is told, not even whether a key
 /// exists), 404 for private paths, directories and anything but a regular file, 405 for other
-/// methods on a servable path.
+/// methods on a servable path; with `--cors`, 204 to a preflight (`cors.rs`).
 pub async fn handle<B>(
     served: Arc<Served>,
     request: Request<B>,
@@ -67,22 +74,21 @@ pub async fn handle<B>(
     let started = Instant::now();
     let method = request.method();
     let path = request.uri().path();
-    let range = header_text(&request, header::RANGE);
     let allowed = served
         .credentials
         .as_ref()
         .is_none_or(|c| c.allows(header_text(&request, header::AUTHORIZATION)));
-    let mut servable = servable_path(path);
-    if let Some(parts) = servable.as_mut().filter(|_| served.fold_case) {
-        fold_case(parts);
-    }
     let audit = served.audit.as_ref().filter(|_| path == AUDIT_PATH);
-    let mut response = if !allowed {
+    let readable = method == Method::GET || method == Method::HEAD;
+    let mut response = if served.cors && method == Method::OPTIONS {
+        // Before credentials: a browser sends none with a preflight.
+        super::cors::preflight()
+    } else if !allowed {
         unauthorized()
-    } else if let Some(audit) = audit.filter(|_| method == Method::GET || method == Method::HEAD) {
+    } else if let Some(audit) = audit.filter(|_| readable) {
         audit.answer(method == Method::HEAD).await
-    } else if method != Method::GET && method != Method::HEAD {
-        match servable {
+    } else if !readable {
+        match servable_path(path) {
             None => not_found(),
             Some(_) => {
                 let mut response = Response::new(Body::Empty);
@@ -94,32 +100,54 @@ pub async fn handle<B>(
             }
         }
     } else {
-        match servable.filter(|parts| !parts.is_empty()) {
-            Some(parts) => {
-                // Several ranges: the whole file (200), which every client accepts.
-                let single = range.filter(|r| !r.contains(','));
-                let head = method == Method::HEAD;
-                let key = parts.join("/");
-                match super::file::answer(&served.root, &served.cache, &key, head, single) {
-                    Some(response) => response,
-                    None => match &served.upstreams {
-                        Some(upstreams) => upstreams
-                            .answer(&served.cache, &key, head, single)
-                            .await
-                            .unwrap_or_else(not_found),
-                        None => not_found(),
-                    },
-                }
-            }
-            // Directories, the root, names no file can have, private paths: not found.
-            None => not_found(),
+        let answer = read(&served, &request).await;
+        match max_size(request.headers()) {
+            Some(limit) if RawSize::of(&answer).is_some_and(|size| size > limit) => too_large(),
+            _ => answer,
         }
     };
     debuginfod_headers(path, &mut response);
+    // Never the audit page: see cors.rs.
+    if served.cors && audit.is_none() {
+        super::cors::allow_origin(response.headers_mut());
+    }
     if served.access_log.is_some() || !served.quiet {
         log(&served, &request, &response, started);
     }
     Ok(response)
+}
+
+/// The answer to a GET or HEAD of a key: the store's file (its copy in a coding the request
+/// accepts, `negotiate.rs`), else an upstream's answer, else 404.
+async fn read<B>(served: &Served, request: &Request<B>) -> Response<Body> {
+    let mut servable = servable_path(request.uri().path());
+    if let Some(parts) = servable.as_mut().filter(|_| served.fold_case) {
+        fold_case(parts);
+    }
+    // Directories, the root, names no file can have, private paths: not found.
+    let Some(parts) = servable.filter(|parts| !parts.is_empty()) else {
+        return not_found();
+    };
+    // Several ranges: the whole file (200), which every client accepts.
+    let range = header_text(request, header::RANGE).filter(|r| !r.contains(','));
+    let head = request.method() == Method::HEAD;
+    let key = parts.join("/");
+    let accepted = AcceptEncoding::of(request.headers().get_all(header::ACCEPT_ENCODING));
+    let stored = negotiate::answer(&served.root, &served.cache, &key, head, range, &accepted);
+    match (stored, &served.upstreams) {
+        (Some(response), _) => response,
+        // Upstream answers are the raw bytes: the upstream cache holds no copies.
+        (None, Some(upstreams)) => upstreams
+            .answer(&served.cache, &key, head, range)
+            .await
+            .unwrap_or_else(not_found),
+        (None, None) => not_found(),
+    }
+}
+
+/// 406 for a file larger than the request's `X-DEBUGINFOD-MAXSIZE` (`max_size.rs`).
+fn too_large() -> Response<Body> {
+    text(StatusCode::NOT_ACCEPTABLE, "file too large\n")
 }
 
 /// The access-log line (`--access-log`) and the stderr line (unless `--quiet`).
@@ -127,6 +155,8 @@ fn log<B>(served: &Served, request: &Request<B>, response: &Response<Body>, star
     let (method, path) = (request.method(), request.uri().path());
     let range = header_text(request, header::RANGE);
     let length = header_text_of(response, header::CONTENT_LENGTH).unwrap_or("-");
+    // The bytes above are the copy's for a compressed answer: the coding says so.
+    let encoding = header_text_of(response, header::CONTENT_ENCODING);
     let time = symdex_shared::manifest::now_rfc3339();
     let status = response.status().as_u16();
     let ms = started.elapsed().as_millis();
@@ -138,6 +168,7 @@ fn log<B>(served: &Served, request: &Request<B>, response: &Response<Body>, star
             "status": status,
             "bytes": length.parse::<u64>().ok(),
             "range": range,
+            "encoding": encoding,
             "ms": ms,
             "agent": header_text(request, header::USER_AGENT),
         });
@@ -150,8 +181,9 @@ fn log<B>(served: &Served, request: &Request<B>, response: &Response<Body>, star
     }
     if !served.quiet {
         eprintln!(
-            "{time} {method} {path} {status} {length}{} {ms}ms",
+            "{time} {method} {path} {status} {length}{}{} {ms}ms",
             range.map(|r| format!(" range={r}")).unwrap_or_default(),
+            encoding.map(|e| format!(" {e}")).unwrap_or_default(),
         );
     }
 }
@@ -161,25 +193,18 @@ fn header_text_of(response: &Response<Body>, name: header::HeaderName) -> Option
 }
 
 /// The headers a debuginfod server answers with, for `/buildid/...` files: the whole file's
-/// size (`X-Debuginfod-Size`, what clients show progress against, also on a range) and the
-/// file served (`X-Debuginfod-File`, its key).
+/// size before any coding (`X-Debuginfod-Size`, what clients show progress against, also on a
+/// range or a compressed answer) and the file served (`X-Debuginfod-File`, its key).
 fn debuginfod_headers(path: &str, response: &mut Response<Body>) {
     let Some(key) = path.strip_prefix('/').filter(|p| p.starts_with("buildid/")) else {
         return;
     };
-    let size = match response.status() {
-        StatusCode::OK => response.headers().get(header::CONTENT_LENGTH).cloned(),
-        StatusCode::PARTIAL_CONTENT => header_text_of(response, header::CONTENT_RANGE)
-            .and_then(|v| v.rsplit_once('/'))
-            .and_then(|(_, total)| HeaderValue::from_str(total).ok()),
-        _ => None,
-    };
-    let Some(size) = size else {
+    let Some(size) = RawSize::of(response) else {
         return;
     };
     let file = HeaderValue::from_str(key).ok();
     let headers = response.headers_mut();
-    headers.insert("x-debuginfod-size", size);
+    headers.insert("x-debuginfod-size", HeaderValue::from(size));
     if let Some(file) = file {
         headers.insert("x-debuginfod-file", file);
     }

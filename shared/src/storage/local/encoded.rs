@@ -95,22 +95,52 @@ impl LocalStore {
         };
         let raw_meta = raw.metadata()?;
         let raw_size = raw_meta.len();
-        let current = raw_size == meta.raw.size
-            && match owner_of(&raw)?.and_then(|value| parse_owner_attribute(&value)) {
-                Some((_, written)) => written == meta.raw,
-                // A store whose files name no owner: the raw file must be no newer than
-                // the copy (a key written again since was replaced by a newer file).
-                None => {
-                    let copy_time = fs::metadata(self.path_of(&copy)?)?.modified()?;
-                    raw_meta.modified()? <= copy_time
-                }
-            };
+        let copy_time = || fs::metadata(self.path_of(&copy)?)?.modified();
+        let current = encodes_now(&raw, &raw_meta, &meta.raw, copy_time)?;
         Ok(current.then(|| EncodedFile {
             path: self.path_of(&copy).unwrap_or_default(),
             size,
             raw_size,
         }))
     }
+
+    /// Whether `copy`, an open copy file, encodes what `raw`, the open file of its key
+    /// (`raw_meta` what it is now), holds: [`LocalStore::current_copy`]'s check, on files the
+    /// caller opened itself. `symdex serve` opens both beneath the store without following a
+    /// link and answers with the very copy it checked: no path is looked up between the
+    /// check and the answer. Fail closed: a copy naming nothing is not current.
+    pub fn copy_encodes(
+        raw: &fs::File,
+        raw_meta: &fs::Metadata,
+        copy: &fs::File,
+    ) -> io::Result<bool> {
+        let Some(encodes) = file_attribute_of(copy)?.and_then(|v| parse_encodes_attribute(&v))
+        else {
+            return Ok(false);
+        };
+        encodes_now(raw, raw_meta, &encodes, || copy.metadata()?.modified())
+    }
+}
+
+/// Whether a copy naming `encodes` encodes what `raw` (`raw_meta` what it is now) holds: the
+/// raw file's owner attribute names the same content at its size. A store whose files name no
+/// owner: the raw file must be no newer than the copy (`copy_time`; a key written again since
+/// was replaced by a newer file).
+fn encodes_now(
+    raw: &fs::File,
+    raw_meta: &fs::Metadata,
+    encodes: &ObjectInfo,
+    copy_time: impl FnOnce() -> io::Result<std::time::SystemTime>,
+) -> io::Result<bool> {
+    if raw_meta.len() != encodes.size {
+        return Ok(false);
+    }
+    Ok(
+        match owner_of(raw)?.and_then(|value| parse_owner_attribute(&value)) {
+            Some((_, written)) => &written == encodes,
+            None => raw_meta.modified()? <= copy_time()?,
+        },
+    )
 }
 
 /// The attribute naming `raw`; `None` where its identity is not a SHA-1 (every local
@@ -157,6 +187,19 @@ fn attribute_of(path: &Path) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
+/// The attribute of an open copy file, if any.
+#[cfg(target_os = "linux")]
+fn file_attribute_of(file: &fs::File) -> io::Result<Option<Vec<u8>>> {
+    let mut value = [0u8; 64];
+    match rustix::fs::fgetxattr(file, ENCODES_ATTRIBUTE, &mut value[..]) {
+        Ok(n) => Ok(Some(value[..n].to_vec())),
+        Err(
+            rustix::io::Errno::NODATA | rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::RANGE,
+        ) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Without extended attributes a copy can name no raw content: none is made.
 #[cfg(not(target_os = "linux"))]
 fn set_attribute(_path: &Path, _value: &[u8]) -> io::Result<()> {
@@ -165,5 +208,10 @@ fn set_attribute(_path: &Path, _value: &[u8]) -> io::Result<()> {
 
 #[cfg(not(target_os = "linux"))]
 fn attribute_of(_path: &Path) -> io::Result<Option<Vec<u8>>> {
+    Ok(None)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn file_attribute_of(_file: &fs::File) -> io::Result<Option<Vec<u8>>> {
     Ok(None)
 }
