@@ -11,7 +11,7 @@ use super::patience::Patience;
 use super::prior::Prior;
 use super::swap::Step;
 use super::RefStore;
-use crate::encoded::{copy_key, Encoding};
+use crate::storage::encoding::{copy_key, Encoding};
 
 /// What taking one reference back came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

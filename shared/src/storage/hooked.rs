@@ -5,7 +5,7 @@ use super::{
     CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
     StoreTraits, Versioned,
 };
-use crate::encoded::{EncodedMeta, Staged};
+use crate::storage::encoding::{EncodedMeta, Staged};
 
 /// Asked before each change (write, copy, delete) of a [`Hooked`] store.
 pub trait BeforeChange: Send + Sync {

@@ -9,6 +9,7 @@
 //! through them is a pure function of the content that was read.
 
 pub mod appended;
+pub mod encoding;
 pub mod hooked;
 pub mod local;
 #[cfg(feature = "s3")]
@@ -18,7 +19,7 @@ use std::future::Future;
 use std::io;
 use std::path::Path;
 
-use crate::encoded::{EncodedMeta, Staged};
+use encoding::{EncodedMeta, Staged};
 use std::pin::Pin;
 
 pub use local::LocalStore;
@@ -382,7 +383,7 @@ pub trait Storage: Send + Sync {
         source: &'a CopySource<'a>,
         out: &'a mut (dyn io::Write + Send),
     ) -> StorageFuture<'a, u64>;
-    /// Stores a staged compressed copy at `key` (a [`crate::encoded::copy_key`]), naming the
+    /// Stores a staged compressed copy at `key` (a [`crate::storage::encoding::copy_key`]), naming the
     /// raw content it encodes; replaces one that is there.
     fn put_encoded<'a>(
         &'a self,

@@ -320,8 +320,8 @@ impl Storage for Scheduled<'_> {
     fn put_encoded<'a>(
         &'a self,
         key: &'a str,
-        staged: &'a crate::encoded::Staged,
-        meta: &'a crate::encoded::EncodedMeta,
+        staged: &'a crate::storage::encoding::Staged,
+        meta: &'a crate::storage::encoding::EncodedMeta,
     ) -> StorageFuture<'a, ()> {
         Box::pin(async move {
             self.scheduler.barrier(&format!("put_encoded {key}")).await;
@@ -331,7 +331,7 @@ impl Storage for Scheduled<'_> {
     fn encoded<'a>(
         &'a self,
         key: &'a str,
-    ) -> StorageFuture<'a, Option<(u64, crate::encoded::EncodedMeta)>> {
+    ) -> StorageFuture<'a, Option<(u64, crate::storage::encoding::EncodedMeta)>> {
         self.inner.encoded(key)
     }
 }

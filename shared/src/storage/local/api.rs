@@ -6,7 +6,7 @@ use std::io;
 use super::owners::{owner_of, parse_owner_attribute};
 use super::{not_found_is_none, LocalStore, LOCK_DIR, TMP_DIR};
 use crate::digest::sha1_of;
-use crate::encoded::{EncodedMeta, Staged};
+use crate::storage::encoding::{EncodedMeta, Staged};
 use crate::storage::{
     CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
     StoreTraits, Versioned,

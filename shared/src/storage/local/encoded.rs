@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::owners::{owner_of, parse_owner_attribute, sha1_bytes};
 use super::LocalStore;
-use crate::encoded::{EncodedMeta, Encoding, Staged};
+use crate::storage::encoding::{EncodedMeta, Encoding, Staged};
 use crate::storage::{ObjectInfo, StorageError, StorageResult};
 
 /// The attribute a copy names its raw content in: the raw size (8 bytes, little-endian) and
@@ -65,7 +65,7 @@ impl LocalStore {
 
     /// What the copy at `key` says it encodes, and its own size.
     pub fn encoded_now(&self, key: &str) -> StorageResult<Option<(u64, EncodedMeta)>> {
-        let Some((encoding, _)) = crate::encoded::raw_key_of(key) else {
+        let Some((encoding, _)) = crate::storage::encoding::raw_key_of(key) else {
             return Ok(None);
         };
         let path = self.path_of(key)?;
@@ -84,7 +84,7 @@ impl LocalStore {
     /// file at `key` holds now (its owner attribute names the same content): fail closed, a
     /// copy whose raw file changed or names nothing is not answered with.
     pub fn current_copy(&self, key: &str, encoding: Encoding) -> io::Result<Option<EncodedFile>> {
-        let copy = crate::encoded::copy_key(encoding, key);
+        let copy = crate::storage::encoding::copy_key(encoding, key);
         let Some((size, meta)) = self.encoded_now(&copy)? else {
             return Ok(None);
         };

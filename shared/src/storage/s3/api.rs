@@ -2,7 +2,7 @@
 
 use super::writes::Write;
 use super::{sdk_err, S3Store, OWNER_META};
-use crate::encoded::{EncodedMeta, Staged};
+use crate::storage::encoding::{EncodedMeta, Staged};
 use crate::storage::{
     check_key, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageError, StorageFuture,
     StoreTraits, Versioned,

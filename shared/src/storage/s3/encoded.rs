@@ -12,7 +12,7 @@ use aws_sdk_s3::types::CompletedMultipartUpload;
 
 use super::writes::part;
 use super::{object_metadata, sdk_err, unquote, S3Store, UPLOAD_PART_SIZE};
-use crate::encoded::{EncodedMeta, Encoding, Staged};
+use crate::storage::encoding::{EncodedMeta, Encoding, Staged};
 use crate::storage::{check_key, CopySource, ObjectInfo, StorageResult};
 
 const RAW_SIZE_META: &str = "symdex-raw-size";
@@ -26,7 +26,7 @@ impl S3Store {
         meta: &EncodedMeta,
     ) -> StorageResult<()> {
         check_key(key)?;
-        let raw_key = crate::encoded::raw_key_of(key).map_or(key, |(_, raw)| raw);
+        let raw_key = crate::storage::encoding::raw_key_of(key).map_or(key, |(_, raw)| raw);
         let mut metadata = object_metadata(raw_key, meta.raw.size, &meta.raw.etag, None);
         metadata.remove(super::CONTENT_ETAG_META);
         metadata.insert(RAW_SIZE_META.into(), meta.raw.size.to_string());
@@ -132,7 +132,7 @@ impl S3Store {
 
     pub(super) async fn encoded_now(&self, key: &str) -> StorageResult<Option<(u64, EncodedMeta)>> {
         check_key(key)?;
-        let Some((encoding, _)) = crate::encoded::raw_key_of(key) else {
+        let Some((encoding, _)) = crate::storage::encoding::raw_key_of(key) else {
             return Ok(None);
         };
         let Some((info, meta)) = self.head_object(&self.bucket, key, None).await? else {

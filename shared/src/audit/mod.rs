@@ -6,6 +6,8 @@ use std::io;
 
 use serde::{Deserialize, Deserializer};
 
+mod copies;
+
 use crate::refs::{
     released_by_finalize, KeyRecord, Listing, RefStore, UploadState, Waiting, STATE_PREFIX,
 };
@@ -103,7 +105,7 @@ pub async fn audit_with(
     problems.extend(orphans(store, manifest_prefix, &keys.accounted).await?);
     problems.extend(of_sources);
     // Compressed copies (crate::encoded): each encodes what its key holds now.
-    let (_, copies) = crate::encoded::audit::check_copies(store, depth).await?;
+    let (_, copies) = copies::check_copies(store, depth).await?;
     problems.extend(
         copies
             .into_iter()

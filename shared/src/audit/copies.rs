@@ -5,8 +5,8 @@
 
 use std::io::{self, Write};
 
-use super::{raw_key_of, EncodedMeta, Encoding, ENCODED_PREFIX};
-use crate::audit::Depth;
+use super::Depth;
+use crate::encoded::{raw_key_of, EncodedMeta, Encoding, ENCODED_PREFIX};
 use crate::storage::{CopySource, Storage};
 
 /// A copy that breaks the invariant: `(kind, copy key, detail)`, kinds `copy` (names no
