@@ -12,6 +12,7 @@ use super::patience::busy;
 use super::publication::{Content, KeyOutcome, Publication};
 use super::swap::Step;
 use super::RefStore;
+use crate::storage::encoding::{copy_key, Encoding};
 use crate::storage::{ObjectInfo, Owned, Precondition, StorageError, Versioned};
 
 /// How [`RefStore::copy_under_lease`] treats an object it finds at the key.
@@ -291,6 +292,9 @@ impl<'s> RefStore<'s> {
             etag: content.etag.to_string(),
         };
         let owner = self.owner_for(by).await?;
+        // The object may change its content here (a replacement): its compressed copies go
+        // first, under the same lease (crate::encoded; the encode step makes new ones).
+        self.delete_copies(key).await?;
         let copied = self
             .store
             .copy(&content.source, key, &known, owner.as_deref())
@@ -298,6 +302,15 @@ impl<'s> RefStore<'s> {
         if let Err(e) = copied {
             self.take_back(key, upload, lease).await?;
             return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Deletes the compressed copies of `key` (crate::encoded), in every encoding: before
+    /// the object goes or changes, so that no copy outlives or misstates it.
+    pub(super) async fn delete_copies(&self, key: &str) -> io::Result<()> {
+        for encoding in Encoding::ALL {
+            self.store.delete(&copy_key(encoding, key)).await?;
         }
         Ok(())
     }

@@ -11,7 +11,6 @@ use super::patience::Patience;
 use super::prior::Prior;
 use super::swap::Step;
 use super::RefStore;
-use crate::storage::encoding::{copy_key, Encoding};
 
 /// What taking one reference back came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,9 +171,7 @@ impl<'s> RefStore<'s> {
         }
         if delete {
             // Its compressed copies first (crate::encoded): a copy never outlives its key.
-            for encoding in Encoding::ALL {
-                self.store.delete(&copy_key(encoding, key)).await?;
-            }
+            self.delete_copies(key).await?;
             self.store.delete(key).await?;
         }
         // Only our tombstone goes: one taken over meanwhile stays its new holder's.

@@ -194,3 +194,45 @@ async fn a_copy_of_content_its_key_no_longer_holds_is_withdrawn_and_verify_names
     assert_eq!(kinds, ["orphan"], "{:?}", audit.problems);
     assert_eq!(Encodings::zstd().to_string(), "zstd");
 }
+
+/// An overwrite replaces a key's content: the old content's copies go before the object
+/// changes (under its lease), and the new content's are made — or none, where the overwriter
+/// makes none: no copy is left stating the old content.
+#[tokio::test]
+async fn an_overwrite_takes_the_old_copies_before_the_object_changes() {
+    let a = Artifacts::new();
+    for (second, expect_copies) in [("zstd", true), ("none", false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path()).unwrap();
+        let first = index_and_finalize(&store, compressing("zstd"), &a.pdb).await;
+        let keys: Vec<String> = first
+            .records
+            .iter()
+            .flat_map(|r| r.published.clone())
+            .collect();
+        let copied: Vec<&String> = keys
+            .iter()
+            .filter(|k| store.current_copy(k, Encoding::Zstd).unwrap().is_some())
+            .collect();
+        assert!(!copied.is_empty(), "the PDB's keys have copies");
+        let overwrite = Config {
+            overwrite: true,
+            ..compressing(second)
+        };
+        index_and_finalize(&store, overwrite, &a.pdb_rebuilt).await;
+        for key in &copied {
+            assert_eq!(
+                store.read(key).await.unwrap(),
+                Some(a.pdb_rebuilt.bytes.clone())
+            );
+            let copy = store.read(&copy_key(Encoding::Zstd, key)).await.unwrap();
+            assert_eq!(copy.is_some(), expect_copies, "{second}: {key}");
+            if let Some(copy) = copy {
+                let mut back = Vec::new();
+                decode(Encoding::Zstd, &copy[..], &mut back).unwrap();
+                assert!(back == a.pdb_rebuilt.bytes, "{key}: the new content's copy");
+            }
+        }
+        assert_audit_clean(&store).await;
+    }
+}
