@@ -41,8 +41,9 @@ locals {
   upstream_cache_seconds   = var.upstream_cache_max_ttl_hours * 3600
   upstream_cache_policy_id = var.upstream_cache_policy_id != null ? var.upstream_cache_policy_id : one(aws_cloudfront_cache_policy.upstream[*].id)
 
-  # Compressed answers, on the behaviour the serving bucket answers alone: the default one,
-  # unless an upstream has the empty prefix. An upstream's behaviour already targets an origin
+  # Compressed answers (compress, edge_compression), on the behaviour the serving bucket
+  # answers alone: the default one, unless an upstream has the empty prefix. An upstream's
+  # behaviour already targets an origin
   # group (the bucket, then the upstream), and a group has two members: a third, the copy,
   # cannot be put in front, so keys there (and the bucket's keys under an upstream's prefix)
   # are answered identity. The access function's instance on that behaviour picks the
@@ -53,7 +54,7 @@ locals {
   # bucket when it answers 403 or 404: CloudFront retries a failed-over request with the same
   # URI, so a key without a copy answers its raw bytes.
   encoded_prefix  = "_symdex/encoded/"
-  edge_encodings  = var.enable_cloudfront && length(local.default_upstream) == 0 ? local.compress : []
+  edge_encodings  = var.enable_cloudfront && var.edge_compression && length(local.default_upstream) == 0 ? local.compress : []
   negotiate       = length(local.edge_encodings) > 0
   encoding_header = "x-symdex-encoding"
   serving_policy  = local.negotiate ? aws_cloudfront_cache_policy.serving[0].id : "658327ea-f89d-4fab-a63d-7e88639e58f6"

@@ -202,6 +202,12 @@ variable "compress" {
   }
 }
 
+variable "edge_compression" {
+  description = "Behind CloudFront, answer the compressed copies (compress) to viewers that accept them. false: the copies are still made, every answer is identity (before turning compressed answers on for a deployment, say, or for test endpoints without the cache-policy API, such as moto_server)."
+  type        = bool
+  default     = true
+}
+
 variable "remover_memory_mb" {
   type    = number
   default = 256
