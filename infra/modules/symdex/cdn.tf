@@ -41,16 +41,15 @@ locals {
   upstream_cache_seconds   = var.upstream_cache_max_ttl_hours * 3600
   upstream_cache_policy_id = var.upstream_cache_policy_id != null ? var.upstream_cache_policy_id : one(aws_cloudfront_cache_policy.upstream[*].id)
 
-  # Compressed answers (compress, edge_compression), on the behaviour the serving bucket
-  # answers alone: the default one, unless an upstream has the empty prefix. An upstream's
-  # behaviour already targets an origin
-  # group (the bucket, then the upstream), and a group has two members: a third, the copy,
-  # cannot be put in front, so keys there (and the bucket's keys under an upstream's prefix)
-  # are answered identity. The access function's instance on that behaviour picks the
-  # encoding per request, names it in the header x-symdex-encoding (the cache key below), and
-  # makes an origin group for the request (cf.createRequestOriginGroup): the origin of the
-  # copies in that encoding (the bucket under origin path /_symdex/encoded/<encoding>, where
-  # the indexer stores the copy of key K as _symdex/encoded/<encoding>/K) first, the plain
+  # Compressed answers (compress, edge_compression), on the behaviour the serving bucket answers
+  # alone: the default one, unless an upstream has the empty prefix. An upstream's behaviour
+  # already targets an origin group (the bucket, then the upstream), and a group has two members:
+  # a third, the copy, cannot be put in front, so keys there (and the bucket's keys under an
+  # upstream's prefix) are answered identity. The access function's instance on that behaviour
+  # picks the encoding per request, names it in the header x-symdex-encoding (the cache key
+  # below), and makes an origin group for the request (cf.createRequestOriginGroup): the origin
+  # of the copies in that encoding (the bucket under origin path /_symdex/encoded/<encoding>,
+  # where the indexer stores the copy of key K as _symdex/encoded/<encoding>/K) first, the plain
   # bucket when it answers 403 or 404: CloudFront retries a failed-over request with the same
   # URI, so a key without a copy answers its raw bytes.
   encoded_prefix  = "_symdex/encoded/"
