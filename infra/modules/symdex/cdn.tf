@@ -1,6 +1,7 @@
 # CloudFront in front of the private serving bucket: origin access control, 404 (not 403) for
-# misses, a short negative-cache TTL, symdex's own prefixes never served, and (var.upstreams)
-# other symbol servers behind the bucket in origin groups.
+# misses, a short negative-cache TTL, symdex's own prefixes never served, (var.upstreams)
+# other symbol servers behind the bucket in origin groups, (var.compress) compressed answers
+# from the stored copies, and (var.cors) CORS.
 
 locals {
   # One origin group per upstream: the serving bucket first, the upstream when the bucket
@@ -39,6 +40,57 @@ locals {
   # to a year).
   upstream_cache_seconds   = var.upstream_cache_max_ttl_hours * 3600
   upstream_cache_policy_id = var.upstream_cache_policy_id != null ? var.upstream_cache_policy_id : one(aws_cloudfront_cache_policy.upstream[*].id)
+
+  # Compressed answers (compress, edge_compression), on the behaviour the serving bucket answers
+  # alone: the default one, unless an upstream has the empty prefix. An upstream's behaviour
+  # already targets an origin group (the bucket, then the upstream), and a group has two members:
+  # a third, the copy, cannot be put in front, so keys there (and the bucket's keys under an
+  # upstream's prefix) are answered identity. The access function's instance on that behaviour
+  # picks the encoding per request, names it in the header x-symdex-encoding (the cache key
+  # below), and makes an origin group for the request (cf.createRequestOriginGroup): the origin
+  # of the copies in that encoding (the bucket under origin path /_symdex/encoded/<encoding>,
+  # where the indexer stores the copy of key K as _symdex/encoded/<encoding>/K) first, the plain
+  # bucket when it answers 403 or 404: CloudFront retries a failed-over request with the same
+  # URI, so a key without a copy answers its raw bytes.
+  encoded_prefix  = "_symdex/encoded/"
+  edge_encodings  = var.enable_cloudfront && var.edge_compression && length(local.default_upstream) == 0 ? local.compress : []
+  negotiate       = length(local.edge_encodings) > 0
+  encoding_header = "x-symdex-encoding"
+  serving_policy  = local.negotiate ? aws_cloudfront_cache_policy.serving[0].id : "658327ea-f89d-4fab-a63d-7e88639e58f6"
+  allowed_methods = var.cors ? ["GET", "HEAD", "OPTIONS"] : ["GET", "HEAD"]
+  # The response function's CONFIG on the serving bucket's behaviour: its answers vary by
+  # encoding where it negotiates.
+  serving_response = { redirects = true, maxAge = 86400, vary = local.negotiate, cors = local.cors_config }
+}
+
+# The serving bucket's behaviour with compressed answers: Managed-CachingOptimized's TTLs
+# (symbols are immutable under their keys), but keyed on the encoding the access function
+# chose instead of on Accept-Encoding (CloudFront's own normalisation knows gzip and br only,
+# and would keep a zstd answer for viewers that cannot read it). The header is set on every
+# request of that behaviour, whatever a viewer sent, so no viewer chooses another's answer.
+resource "aws_cloudfront_cache_policy" "serving" {
+  count       = local.negotiate ? 1 : 0
+  name        = "${var.name}-serving"
+  comment     = "symdex: own symbols, one answer per encoding (${local.encoding_header})"
+  min_ttl     = 1
+  default_ttl = 86400
+  max_ttl     = 31536000
+  parameters_in_cache_key_and_forwarded_to_origin {
+    enable_accept_encoding_brotli = false
+    enable_accept_encoding_gzip   = false
+    cookies_config {
+      cookie_behavior = "none"
+    }
+    headers_config {
+      header_behavior = "whitelist"
+      headers {
+        items = [local.encoding_header]
+      }
+    }
+    query_strings_config {
+      query_string_behavior = "none"
+    }
+  }
 }
 
 resource "aws_cloudfront_cache_policy" "upstream" {
@@ -92,6 +144,18 @@ resource "aws_cloudfront_distribution" "symbols" {
     origin_access_control_id = aws_cloudfront_origin_access_control.serving[0].id
   }
 
+  # The compressed copies, one origin per encoding (the access function chooses them per
+  # request, with the plain bucket behind: the locals above).
+  dynamic "origin" {
+    for_each = local.edge_encodings
+    content {
+      origin_id                = "serving-${origin.value}"
+      domain_name              = aws_s3_bucket.serving.bucket_regional_domain_name
+      origin_path              = "/${local.encoded_prefix}${origin.value}"
+      origin_access_control_id = aws_cloudfront_origin_access_control.serving[0].id
+    }
+  }
+
   # symdex's own prefixes are routed to a path of the bucket that never holds objects, so they
   # answer 404 like any miss (no edge function needed).
   origin {
@@ -141,7 +205,7 @@ resource "aws_cloudfront_distribution" "symbols" {
     content {
       path_pattern               = "${ordered_cache_behavior.value}*"
       target_origin_id           = "serving"
-      allowed_methods            = ["GET", "HEAD"]
+      allowed_methods            = local.allowed_methods
       cached_methods             = ["GET", "HEAD"]
       viewer_protocol_policy     = "redirect-to-https"
       compress                   = true
@@ -161,7 +225,7 @@ resource "aws_cloudfront_distribution" "symbols" {
     content {
       path_pattern           = "${ordered_cache_behavior.value}*"
       target_origin_id       = "unserved"
-      allowed_methods        = ["GET", "HEAD"]
+      allowed_methods        = local.allowed_methods
       cached_methods         = ["GET", "HEAD"]
       viewer_protocol_policy = "redirect-to-https"
       cache_policy_id        = "658327ea-f89d-4fab-a63d-7e88639e58f6"
@@ -185,7 +249,7 @@ resource "aws_cloudfront_distribution" "symbols" {
     content {
       path_pattern           = "${ordered_cache_behavior.value.prefix}/*"
       target_origin_id       = ordered_cache_behavior.value.group_id
-      allowed_methods        = ["GET", "HEAD"]
+      allowed_methods        = local.allowed_methods
       cached_methods         = ["GET", "HEAD"]
       viewer_protocol_policy = "redirect-to-https"
       compress               = false
@@ -206,16 +270,20 @@ resource "aws_cloudfront_distribution" "symbols" {
 
   default_cache_behavior {
     target_origin_id       = length(local.default_upstream) > 0 ? local.default_upstream[0].group_id : "serving"
-    allowed_methods        = ["GET", "HEAD"]
+    allowed_methods        = local.allowed_methods
     cached_methods         = ["GET", "HEAD"]
     viewer_protocol_policy = "redirect-to-https"
-    compress               = false
-    # Managed-CachingOptimized: symbols are immutable under their keys. In front of an
-    # upstream (the empty prefix), the upstream cache policy.
-    cache_policy_id = length(local.default_upstream) > 0 ? local.upstream_cache_policy_id : "658327ea-f89d-4fab-a63d-7e88639e58f6"
-    # Access control (access.tf) runs before the cache, on hits too.
+    # CloudFront's own compression would re-encode raw answers per request (gzip or br, only
+    # of 1 KB to 10 MB); the stored copies are answered instead.
+    compress = false
+    # Managed-CachingOptimized, or with compressed answers its twin keyed on the encoding:
+    # symbols are immutable under their keys. In front of an upstream (the empty prefix), the
+    # upstream cache policy.
+    cache_policy_id = length(local.default_upstream) > 0 ? local.upstream_cache_policy_id : local.serving_policy
+    # Access control (access.tf) runs before the cache, on hits too; with compressed answers
+    # the instance that also picks the encoding.
     dynamic "function_association" {
-      for_each = aws_cloudfront_function.access
+      for_each = local.negotiate ? aws_cloudfront_function.access_serving : aws_cloudfront_function.access
       content {
         event_type   = "viewer-request"
         function_arn = function_association.value.arn
@@ -263,15 +331,21 @@ resource "aws_cloudfront_distribution" "symbols" {
 }
 
 # On the way out, on the serving bucket's behaviours: alias objects (SYMDEX_ALIASES=redirect)
-# become 301s to the key holding the bytes (a path of this site only), and X-Debuginfod-Size /
-# X-Debuginfod-File (user metadata of every `buildid/` object) get their debuginfod names.
+# become 301s to the key holding the bytes (a path of this site only), X-Debuginfod-Size /
+# X-Debuginfod-File (user metadata of every `buildid/` object, and of every compressed copy:
+# the raw size) get their debuginfod names, answers say Vary: Accept-Encoding where the
+# behaviour negotiates, and CORS headers with cors on.
 resource "aws_cloudfront_function" "response" {
   count   = var.enable_cloudfront ? 1 : 0
   name    = "${var.name}-response"
   runtime = "cloudfront-js-2.0"
-  comment = "symdex: alias redirects, debuginfod response headers"
+  comment = "symdex: alias redirects, debuginfod response headers, Vary, CORS"
   publish = var.publish_edge_function
-  code    = file("${path.module}/edge/response.js")
+  code = replace(
+    local.edge_source["response"],
+    "/var CONFIG = .*;/",
+    "var CONFIG = ${jsonencode(local.serving_response)};"
+  )
 }
 
 # The same function for each upstream's behaviour, its CONFIG line replaced: redirects only
@@ -284,8 +358,8 @@ resource "aws_cloudfront_function" "response_upstream" {
   comment = "symdex: the response function on upstream ${count.index}'s behaviour"
   publish = var.publish_edge_function
   code = replace(
-    file("${path.module}/edge/response.js"),
+    local.edge_source["response"],
     "/var CONFIG = .*;/",
-    "var CONFIG = ${jsonencode({ redirects = local.upstreams[count.index].holds_own_keys, maxAge = min(86400, local.upstream_cache_seconds) })};"
+    "var CONFIG = ${jsonencode({ redirects = local.upstreams[count.index].holds_own_keys, maxAge = min(86400, local.upstream_cache_seconds), vary = false, cors = local.cors_config })};"
   )
 }

@@ -18,6 +18,9 @@ locals {
   # One stored copy per artifact where something in front turns alias objects into redirects:
   # the CDN's viewer-response function (edge/response.js) or the S3 website endpoint.
   aliases = coalesce(var.aliases, var.enable_cloudfront || var.enable_website ? "redirect" : "copy")
+  # The encodings of the stored copies, in symdex's order of preference (zstd first: the edge
+  # answers it when a viewer weighs both alike).
+  compress = [for e in ["zstd", "gzip"] : e if contains(var.compress, e)]
   function_env = merge(
     {
       SYMDEX_SERVING_BUCKET = aws_s3_bucket.serving.id
@@ -30,6 +33,8 @@ locals {
       SYMDEX_FOLD_CASE           = tostring(local.fold_case)
       SYMDEX_ALIASES             = local.aliases
       SYMDEX_SOURCE_JOINS        = tostring(var.source_joins)
+      # Copies under _symdex/encoded/<encoding>/ (cdn.tf serves them); empty: none made.
+      SYMDEX_COMPRESS = join(",", local.compress)
       # A lease on a key outlives any invocation that took it (plus a margin for clock skew).
       SYMDEX_LEASE_SECONDS = tostring(var.timeout_seconds + 60)
       SYMDEX_CONCURRENCY   = tostring(var.message_concurrency)
@@ -254,6 +259,26 @@ data "aws_iam_policy_document" "serving" {
       sid       = "CloudFrontReadsTheAuditPage"
       actions   = ["s3:GetObject"]
       resources = ["${aws_s3_bucket.serving.arn}/${local.audit_key}"]
+      principals {
+        type        = "Service"
+        identifiers = ["cloudfront.amazonaws.com"]
+      }
+      condition {
+        test     = "StringEquals"
+        variable = "AWS:SourceArn"
+        values   = [aws_cloudfront_distribution.symbols[0].arn]
+      }
+    }
+  }
+
+  # The compressed copies (cdn.tf), read through their keys only: the access function refuses
+  # a viewer's path to them, and the bucket's behaviour asks for them under an origin path.
+  dynamic "statement" {
+    for_each = length(local.edge_encodings) > 0 ? [1] : []
+    content {
+      sid       = "CloudFrontReadsCompressedCopies"
+      actions   = ["s3:GetObject"]
+      resources = [for e in local.edge_encodings : "${aws_s3_bucket.serving.arn}/${local.encoded_prefix}${e}/*"]
       principals {
         type        = "Service"
         identifiers = ["cloudfront.amazonaws.com"]

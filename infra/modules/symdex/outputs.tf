@@ -92,3 +92,25 @@ output "audit_page_url" {
   description = "The audit page (audit_page): open it in a browser and give the audit token as the password (any user name), or send it as Authorization: Bearer; null when off."
   value       = local.enable_audit ? "${local.base_url}/${local.audit_key}" : null
 }
+
+# What compression costs and saves, at list prices (us-east-1 and CloudFront's first 10 TB in
+# the US and Europe, 2025) and the measured size of a DWARF debug file's copy (zstd -3: 20% of
+# the raw bytes, gzip -6: 24%); docs/deploy.md works an example through.
+locals {
+  copy_share         = { zstd = 0.20, gzip = 0.24 }
+  egress_usd_per_gb  = 0.085
+  storage_usd_per_gb = 0.023
+}
+
+output "compression" {
+  description = "Compressed copies (compress) and the edge's answers with them: the encodings stored (SYMDEX_COMPRESS) and those CloudFront answers (edge_encodings; empty without CloudFront or in front of a default upstream, and never on an upstream's prefix), the cache key's header, and per TB: egress saved when debug files are downloaded in the preferred encoding, and storage the copies add each month (plus one PUT, $0.005 per 1,000, per copy stored; docs/deploy.md, compressed answers)."
+  value = {
+    copies                             = local.compress
+    edge_encodings                     = local.edge_encodings
+    copy_prefix                        = local.encoded_prefix
+    cache_key_header                   = local.negotiate ? local.encoding_header : null
+    cors                               = var.cors
+    egress_saved_usd_per_tb_downloaded = local.negotiate ? floor(1000 * local.egress_usd_per_gb * (1 - local.copy_share[local.edge_encodings[0]]) * 100 + 0.5) / 100 : 0
+    storage_usd_per_tb_stored_month    = floor(1000 * local.storage_usd_per_gb * sum(concat([0], [for e in local.compress : local.copy_share[e]])) * 100 + 0.5) / 100
+  }
+}

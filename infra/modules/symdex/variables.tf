@@ -159,7 +159,7 @@ variable "indexer_memory_mb" {
 }
 
 variable "indexer_ephemeral_storage_mb" {
-  description = "The indexer's /tmp (512-10240 MB): archive entries over 4 MiB are expanded there, one per message in flight (message_concurrency), so it bounds the largest entry indexed."
+  description = "The indexer's /tmp (512-10240 MB): archive entries over 4 MiB are expanded there, and a published file's compressed copy (compress) is staged there before its upload, one of each per message in flight (message_concurrency), so it bounds the largest entry indexed and the largest file compressed."
   type        = number
   default     = 4096
   validation {
@@ -190,6 +190,22 @@ variable "archive_max_entries" {
   description = "Most entries indexed from one archive."
   type        = number
   default     = 1000000
+}
+
+variable "compress" {
+  description = "Encodings of the compressed copies the indexer stores beside each published file worth it (at least 1 KiB, shrinking by a quarter or more) under _symdex/encoded/<encoding>/ (SYMDEX_COMPRESS): \"zstd\" and/or \"gzip\"; [] stores none. Behind CloudFront the serving bucket's own behaviour answers them to viewers whose Accept-Encoding takes them (output compression; docs/deploy.md, compressed answers: what they cost and save)."
+  type        = list(string)
+  default     = ["zstd"]
+  validation {
+    condition     = alltrue([for e in var.compress : contains(["zstd", "gzip"], e)])
+    error_message = "compress: ${join(", ", [for e in var.compress : jsonencode(e) if !contains(["zstd", "gzip"], e)])} is not an encoding symdex stores: list \"zstd\" and/or \"gzip\" ([] stores no copies)."
+  }
+}
+
+variable "edge_compression" {
+  description = "Behind CloudFront, answer the compressed copies (compress) to viewers that accept them. false: the copies are still made, every answer is identity (before turning compressed answers on for a deployment, say, or for test endpoints without the cache-policy API, such as moto_server)."
+  type        = bool
+  default     = true
 }
 
 variable "remover_memory_mb" {
@@ -370,6 +386,32 @@ variable "minimum_protocol_version" {
   validation {
     condition     = contains(["TLSv1.2_2018", "TLSv1.2_2019", "TLSv1.2_2021", "TLSv1.3_2025"], var.minimum_protocol_version)
     error_message = "minimum_protocol_version is one of TLSv1.2_2018, TLSv1.2_2019, TLSv1.2_2021, TLSv1.3_2025."
+  }
+}
+
+variable "cors" {
+  description = "Let web pages on other origins (cors_origins) fetch symbols through CloudFront and read debuginfod's headers: a preflight OPTIONS is answered 204 at the edge without credentials (browsers send none), with Access-Control-Allow-Methods GET, HEAD, OPTIONS and Allow-Headers Authorization, Range, X-DEBUGINFOD-MAXSIZE; every answer names the allowed origin and exposes X-Debuginfod-Size, X-Debuginfod-File, X-Debuginfod-Archive and Content-Encoding. Reads keep their access control (require_auth, allowed_cidrs; the allow-list applies to preflights too)."
+  type        = bool
+  default     = false
+  validation {
+    condition     = !var.cors || var.enable_cloudfront
+    error_message = "cors is answered by CloudFront's functions: it needs enable_cloudfront = true."
+  }
+}
+
+variable "cors_origins" {
+  description = "The origins (scheme://host[:port]) whose pages may read symbols with cors on; [\"*\"] (the default): any page. With a list, a viewer's Origin is named back when listed, and answers say Vary: Origin."
+  type        = list(string)
+  default     = ["*"]
+  validation {
+    condition = length(var.cors_origins) > 0 && alltrue([
+      for o in var.cors_origins : o == "*" || can(regex("^(?i)https?://[a-z0-9-]+(\\.[a-z0-9-]+)*(:[0-9]{1,5})?$", o))
+    ])
+    error_message = "cors_origins: each is an origin as browsers send it, scheme://host[:port] with no path or trailing slash (https://profiler.example.com, http://localhost:8080), or [\"*\"] for any; not ${jsonencode([for o in var.cors_origins : o if !(o == "*" || can(regex("^(?i)https?://[a-z0-9-]+(\\.[a-z0-9-]+)*(:[0-9]{1,5})?$", o)))])}."
+  }
+  validation {
+    condition     = !contains(var.cors_origins, "*") || length(var.cors_origins) == 1
+    error_message = "cors_origins: \"*\" allows every origin; list it alone, or list the origins without it."
   }
 }
 

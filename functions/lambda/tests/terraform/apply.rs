@@ -48,10 +48,12 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         .unwrap();
     assert!(zipped.success());
     // moto_server has no cache-policy API: the upstream's behaviour gets a managed policy
-    // (CachingDisabled) instead of the module's own (whose plan the plan test checks).
+    // (CachingDisabled) instead of the module's own, and the copies are made but not answered
+    // at the edge (edge_compression = false: no policy keyed on the encoding); the plan test
+    // checks both policies. CORS on: every behaviour allows OPTIONS.
     let config = root_config(&module, &moto.endpoint).replace(
         UPSTREAM_LINE,
-        &format!("{UPSTREAM_LINE}  upstream_cache_policy_id = \"{CACHING_DISABLED}\"\n"),
+        &format!("{UPSTREAM_LINE}  upstream_cache_policy_id = \"{CACHING_DISABLED}\"\n  compress = [\"zstd\", \"gzip\"]\n  edge_compression = false\n  cors = true\n"),
     );
     assert!(config.contains(CACHING_DISABLED), "root_config changed");
     std::fs::write(dir.path().join("main.tf"), config).unwrap();
@@ -138,7 +140,7 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     let code = function["code"].as_str().unwrap();
     assert!(
         code.contains(&format!(
-            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"audit":null,"auth":true,"foldPrefixes":["/symbols/","/index2/"],"kvsId":"{}"}};"#,
+            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"audit":null,"auth":true,"cors":{{"origins":["*"]}},"encodings":[],"foldPrefixes":["/symbols/","/index2/"],"kvsId":"{}"}};"#,
             kvs["id"].as_str().unwrap()
         )),
         "{code}"
@@ -205,6 +207,27 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         indexer["environment"][0]["variables"]["SYMDEX_DECODER_MEMORY_MB"],
         "300"
     );
+    // The copies the indexer makes (zstd first), staged in its /tmp.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_COMPRESS"],
+        "zstd,gzip"
+    );
+    assert_eq!(indexer["ephemeral_storage"][0]["size"], 4096);
+    // Preflights reach the access function on every behaviour.
+    for behaviour in std::iter::once(&distribution["default_cache_behavior"][0]).chain(
+        distribution["ordered_cache_behavior"]
+            .as_array()
+            .unwrap()
+            .iter(),
+    ) {
+        assert!(
+            behaviour["allowed_methods"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from("OPTIONS")),
+            "{behaviour}"
+        );
+    }
     for resource in [
         "module.symdex.aws_cloudwatch_event_rule.sweeper[0]",
         "module.symdex.aws_cloudwatch_event_target.sweeper[0]",

@@ -68,6 +68,18 @@ pub fn plan_dir() -> (tempfile::TempDir, PathBuf) {
     (dir, module)
 }
 
+/// An edge function's source as the module deploys it (access.tf: comment lines and
+/// indentation removed, CloudFront taking at most 10 KB; edge/harness.mjs's `deployed` for the
+/// node tests).
+pub fn deployed(source: &str) -> String {
+    source
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// The line of [`root_config`] that sets `upstreams`.
 pub const UPSTREAM_LINE: &str = "  upstreams = [{ path_prefix = \"symbols/\", url = \"https://msdl.microsoft.com/download/symbols/\" }]\n";
 
@@ -132,6 +144,7 @@ output "debuginfod_urls" {{ value = module.symdex.debuginfod_urls }}
 output "windbg_symbol_path" {{ value = module.symdex.windbg_symbol_path }}
 output "sweeper_function" {{ value = module.symdex.sweeper_function }}
 output "ci_upload_policies" {{ value = module.symdex.ci_upload_policies }}
+output "compression" {{ value = module.symdex.compression }}
 "#,
         module = module.display()
     )

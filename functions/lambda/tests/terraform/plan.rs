@@ -1,7 +1,8 @@
 use serde_json::Value;
 
 use crate::config::{
-    init, plan_dir, prerequisites, root_config, terraform, terraform_output, UPSTREAM_LINE,
+    deployed, init, plan_dir, prerequisites, root_config, terraform, terraform_output,
+    UPSTREAM_LINE,
 };
 use crate::support::Moto;
 
@@ -18,8 +19,10 @@ fn change_of(plan: &Value, address: &str, field: &str) -> Value {
 }
 
 /// What the module deploys at the edge is what the node tests exercise: exactly the source of
-/// infra/modules/symdex/edge/access.js with its CONFIG line set from the variables, on the
-/// viewer-request of every cache behaviour, with the token store when credentials are on.
+/// infra/modules/symdex/edge/access.js (without comment lines and indentation) with its CONFIG
+/// line set from the variables, on the viewer-request of every cache behaviour, with the token
+/// store when credentials are on; the serving bucket's behaviour runs its own instance, which
+/// negotiates the compressed copies (`compress`, zstd by default).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_planned_access_function_is_the_tested_source_with_its_configuration() {
     if let Err(missing) = prerequisites() {
@@ -56,15 +59,29 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
 
     // IP allow-list only: the whole code is known at plan time.
     let ips = plan(false);
-    let function = planned(&ips, "module.symdex.aws_cloudfront_function.access[0]");
-    let source = std::fs::read_to_string(module.join("edge/access.js")).unwrap();
-    let expected = source.replace(
-        "var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null };",
-        r#"var CONFIG = {"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"audit":null,"auth":false,"foldPrefixes":["/symbols/","/index2/"],"kvsId":""};"#,
+    let source = deployed(&std::fs::read_to_string(module.join("edge/access.js")).unwrap());
+    let default_config = "var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null, encodings: [], cors: null };";
+    assert!(
+        source.contains(default_config),
+        "the CONFIG line of access.js moved"
     );
-    assert_ne!(expected, source, "the CONFIG line of access.js moved");
-    assert_eq!(function["code"].as_str().unwrap(), expected);
-    assert_eq!(function["runtime"], "cloudfront-js-2.0");
+    for (address, encodings) in [
+        ("module.symdex.aws_cloudfront_function.access[0]", "[]"),
+        (
+            "module.symdex.aws_cloudfront_function.access_serving[0]",
+            r#"["zstd"]"#,
+        ),
+    ] {
+        let function = planned(&ips, address);
+        let expected = source.replace(
+            default_config,
+            &format!(r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"audit":null,"auth":false,"cors":null,"encodings":{encodings},"foldPrefixes":["/symbols/","/index2/"],"kvsId":""}};"#),
+        );
+        let code = function["code"].as_str().unwrap();
+        assert_eq!(code, expected, "{address}");
+        assert!(code.len() <= 10 * 1024, "{address}: {} bytes", code.len());
+        assert_eq!(function["runtime"], "cloudfront-js-2.0");
+    }
     let distribution = planned(&ips, "module.symdex.aws_cloudfront_distribution.symbols[0]");
     let behaviours = std::iter::once(&distribution["default_cache_behavior"][0]).chain(
         distribution["ordered_cache_behavior"]
@@ -97,7 +114,10 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
     let headers = planned(&ips, "module.symdex.aws_cloudfront_function.response[0]");
     assert_eq!(
         headers["code"].as_str().unwrap(),
-        std::fs::read_to_string(module.join("edge/response.js")).unwrap()
+        deployed(&std::fs::read_to_string(module.join("edge/response.js")).unwrap()).replace(
+            "var CONFIG = { redirects: true, maxAge: 86400, vary: false, cors: null };",
+            r#"var CONFIG = {"cors":null,"maxAge":86400,"redirects":true,"vary":true};"#
+        )
     );
     assert!(ips["resource_changes"]
         .as_array()
@@ -111,18 +131,19 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
         &tokens,
         "module.symdex.aws_cloudfront_key_value_store.tokens[0]",
     );
-    let unknown = change_of(
-        &tokens,
+    for address in [
         "module.symdex.aws_cloudfront_function.access[0]",
-        "after_unknown",
-    );
-    assert_eq!(unknown["code"], true, "the code names the store's id");
-    // The association (the store's ARN) is known only once the store exists.
-    let association = &unknown["key_value_store_associations"];
-    assert!(
-        *association == true || *association == serde_json::json!([true]),
-        "{unknown}"
-    );
+        "module.symdex.aws_cloudfront_function.access_serving[0]",
+    ] {
+        let unknown = change_of(&tokens, address, "after_unknown");
+        assert_eq!(unknown["code"], true, "the code names the store's id");
+        // The association (the store's ARN) is known only once the store exists.
+        let association = &unknown["key_value_store_associations"];
+        assert!(
+            *association == true || *association == serde_json::json!([true]),
+            "{unknown}"
+        );
+    }
 }
 
 /// Unsafe combinations are refused at plan time, each naming its problem: the website (public
@@ -468,6 +489,30 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         distribution["default_cache_behavior"][0]["target_origin_id"],
         "upstream-2"
     );
+    // Every behaviour targets an origin group of two now (the bucket, then an upstream): the
+    // compressed copies (compress, zstd by default) cannot be put in front, so the edge answers
+    // identity everywhere: no copies' origin, no per-encoding cache key, no negotiating instance.
+    assert!(
+        distribution["origin"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| !o["origin_id"].as_str().unwrap().starts_with("serving-")),
+        "{distribution}"
+    );
+    for r in shown["resource_changes"].as_array().unwrap() {
+        let address = r["address"].as_str().unwrap();
+        assert!(
+            !address.contains("access_serving") && !address.contains("cache_policy.serving"),
+            "{address}"
+        );
+    }
+    assert_eq!(
+        shown["output_changes"]["compression"]["after"]["edge_encodings"],
+        serde_json::json!([]),
+        "{}",
+        shown["output_changes"]
+    );
 
     // The upstreams' cache policy: at most the hours asked for (6 here), whatever an upstream's
     // Cache-Control says, and nothing of the viewer's in the key or forwarded.
@@ -516,8 +561,9 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
     // The response function on each upstream's behaviour: the tested source with its CONFIG
     // line set. symbols/ and the default behaviour hold own keys (their aliases redirect);
     // debian/buildid/ holds none (every answer there is the upstream's: no redirect).
-    let source = std::fs::read_to_string(module.join("edge/response.js")).unwrap();
-    let default_config = "var CONFIG = { redirects: true, maxAge: 86400 };";
+    let source = deployed(&std::fs::read_to_string(module.join("edge/response.js")).unwrap());
+    let default_config =
+        "var CONFIG = { redirects: true, maxAge: 86400, vary: false, cors: null };";
     assert!(
         source.contains(default_config),
         "response.js's CONFIG line moved"
@@ -532,7 +578,9 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
             function["code"].as_str().unwrap(),
             source.replace(
                 default_config,
-                &format!(r#"var CONFIG = {{"maxAge":21600,"redirects":{redirects}}};"#)
+                &format!(
+                    r#"var CONFIG = {{"cors":null,"maxAge":21600,"redirects":{redirects},"vary":false}};"#
+                )
             ),
             "upstream-{i}"
         );
@@ -605,11 +653,12 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         String::from_utf8_lossy(&out.stderr)
     );
     let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap();
+    // (The serving bucket's own policy, keyed on the encoding, is the default behaviour's.)
     assert!(shown["resource_changes"]
         .as_array()
         .unwrap()
         .iter()
-        .all(|r| r["type"] != "aws_cloudfront_cache_policy"));
+        .all(|r| r["address"] != "module.symdex.aws_cloudfront_cache_policy.upstream[0]"));
     let distribution = change_of(
         &shown,
         "module.symdex.aws_cloudfront_distribution.symbols[0]",
@@ -622,4 +671,338 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         .find(|b| b["path_pattern"] == "symbols/*")
         .unwrap();
     assert_eq!(symbols["cache_policy_id"], own);
+}
+
+/// `compress` and `cors` at the edge. The serving bucket's behaviour gets an origin per
+/// encoding (the bucket under `/_symdex/encoded/<encoding>`: the origins the access function
+/// names in the origin group it makes per request, before the plain `serving` origin, as
+/// edge/compression.test.mjs runs it), a cache policy keyed on `x-symdex-encoding` alone (not
+/// on Accept-Encoding), and its own instance of the access function with the encodings in
+/// zstd-first order; the response function there says Vary. `cors` allows OPTIONS on every
+/// behaviour and puts the (lowercased) origins in both functions. The indexer's /tmp stages
+/// the copies. Encodings symdex does not store, origins that are not origins, and CORS without
+/// CloudFront are refused at plan time, naming the problem; so is an access function that
+/// would not fit CloudFront's 10 KB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_answers_and_cors_plan_and_unsafe_settings_do_not() {
+    if let Err(missing) = prerequisites() {
+        eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
+        return;
+    }
+    let moto = Moto::start();
+    let (dir, module) = plan_dir();
+    let d = dir.path();
+    let config = root_config(&module, &moto.endpoint)
+        // The default behaviour is the bucket's (an upstream there would be a group already).
+        .replace(UPSTREAM_LINE, "")
+        .replace(
+            "  require_auth             = true\n",
+            "  require_auth = false\n  compress = var.compress\n  cors = var.cors\n  cors_origins = var.cors_origins\n  enable_cloudfront = var.enable_cloudfront\n",
+        )
+        .replace(
+            "  allowed_cidrs            = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n",
+            "  allowed_cidrs = var.allowed_cidrs\n",
+        );
+    assert!(config.contains("var.cors_origins"), "root_config changed");
+    let variables = "variable \"compress\" { type = list(string) }\nvariable \"cors\" { type = bool }\nvariable \"cors_origins\" { type = list(string) }\nvariable \"enable_cloudfront\" {\n  type    = bool\n  default = true\n}\nvariable \"allowed_cidrs\" {\n  type    = list(string)\n  default = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n}\n\n";
+    std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
+    init(d);
+    // `save`: to tfplan (plans that must fail run side by side, and save nothing).
+    let plan = |vars: &[&str], save: bool| {
+        let mut args = vec![
+            "plan",
+            "-input=false",
+            "-no-color",
+            "-refresh=false",
+            "-lock=false",
+        ];
+        if save {
+            args.push("-out=tfplan");
+        }
+        let vars: Vec<String> = vars.iter().map(|v| format!("-var={v}")).collect();
+        args.extend(vars.iter().map(String::as_str));
+        terraform_output(d, &args)
+    };
+
+    let out = plan(
+        &[
+            r#"compress=["gzip", "zstd"]"#,
+            "cors=true",
+            r#"cors_origins=["https://Profiler.example.com", "http://localhost:8080"]"#,
+        ],
+        true,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap();
+    let after = |address: &str| change_of(&shown, address, "after");
+    let distribution = after("module.symdex.aws_cloudfront_distribution.symbols[0]");
+    let unknown = change_of(
+        &shown,
+        "module.symdex.aws_cloudfront_distribution.symbols[0]",
+        "after_unknown",
+    );
+
+    // The copies' origins: the same bucket (its name known once created), an origin path per
+    // encoding, origin access control as the plain bucket's.
+    let origins = distribution["origin"].as_array().unwrap();
+    let mut paths: Vec<(String, String)> = origins
+        .iter()
+        .map(|o| {
+            (
+                o["origin_id"].as_str().unwrap().to_string(),
+                o["origin_path"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    paths.sort();
+    let owned = |p: &[(&str, &str)]| -> Vec<(String, String)> {
+        p.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        paths,
+        owned(&[
+            ("serving", ""),
+            ("serving-gzip", "/_symdex/encoded/gzip"),
+            ("serving-zstd", "/_symdex/encoded/zstd"),
+            ("unserved", "/_unserved"),
+        ])
+    );
+    for (i, o) in origins.iter().enumerate() {
+        assert_eq!(
+            unknown["origin"][i]["origin_access_control_id"], true,
+            "{o}: signed like the bucket's"
+        );
+    }
+    // No group is configured: the access function makes one per request, from origins the
+    // distribution holds (node tests: serving-<encoding>, then serving, on 403/404).
+    assert!(
+        distribution["origin_group"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{distribution}"
+    );
+    let source = std::fs::read_to_string(module.join("edge/access.js")).unwrap();
+    assert!(source
+        .contains("originIds: [{ originId: 'serving-' + encoding }, { originId: 'serving' }]"));
+    assert!(source.contains("failoverCriteria: { statusCodes: [403, 404] }"));
+
+    // The serving bucket's behaviour: CloudFront compresses nothing itself, the cache key is
+    // the encoding the function chose, OPTIONS is allowed for preflights.
+    let default = &distribution["default_cache_behavior"][0];
+    assert_eq!(default["target_origin_id"], "serving");
+    assert_eq!(default["compress"], false);
+    assert_eq!(
+        default["allowed_methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap())
+            .collect::<std::collections::BTreeSet<_>>(),
+        ["GET", "HEAD", "OPTIONS"].into()
+    );
+    assert_eq!(
+        unknown["default_cache_behavior"][0]["cache_policy_id"], true,
+        "the module's own policy (its id known once created)"
+    );
+    let policy = after("module.symdex.aws_cloudfront_cache_policy.serving[0]");
+    // CachingOptimized's TTLs.
+    assert_eq!(policy["min_ttl"], 1, "{policy}");
+    assert_eq!(policy["default_ttl"], 86400, "{policy}");
+    assert_eq!(policy["max_ttl"], 31536000, "{policy}");
+    let parameters = &policy["parameters_in_cache_key_and_forwarded_to_origin"][0];
+    assert_eq!(parameters["enable_accept_encoding_gzip"], false);
+    assert_eq!(parameters["enable_accept_encoding_brotli"], false);
+    let headers = &parameters["headers_config"][0];
+    assert_eq!(headers["header_behavior"], "whitelist");
+    assert_eq!(
+        headers["headers"][0]["items"],
+        serde_json::json!(["x-symdex-encoding"])
+    );
+    assert_eq!(
+        parameters["cookies_config"][0]["cookie_behavior"], "none",
+        "{policy}"
+    );
+    assert_eq!(
+        parameters["query_strings_config"][0]["query_string_behavior"], "none",
+        "{policy}"
+    );
+    // Every other behaviour allows preflights too (the access function answers them there).
+    for b in distribution["ordered_cache_behavior"].as_array().unwrap() {
+        assert!(
+            b["allowed_methods"]
+                .as_array()
+                .unwrap()
+                .contains(&Value::from("OPTIONS")),
+            "{b}"
+        );
+    }
+
+    // The functions: the tested sources with their CONFIG lines.
+    let access = deployed(&source);
+    let default_config = "var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null, encodings: [], cors: null };";
+    let cors = r#"{"origins":["https://profiler.example.com","http://localhost:8080"]}"#;
+    for (address, encodings) in [
+        ("module.symdex.aws_cloudfront_function.access[0]", "[]"),
+        (
+            "module.symdex.aws_cloudfront_function.access_serving[0]",
+            r#"["zstd","gzip"]"#,
+        ),
+    ] {
+        let config = format!(
+            r#"var CONFIG = {{"allowCidrs":["10.0.0.0/8","2001:db8::/32"],"audit":null,"auth":false,"cors":{cors},"encodings":{encodings},"foldPrefixes":["/symbols/","/index2/"],"kvsId":""}};"#
+        );
+        assert_eq!(
+            after(address)["code"].as_str().unwrap(),
+            access.replace(default_config, &config),
+            "{address}"
+        );
+    }
+    let response = deployed(&std::fs::read_to_string(module.join("edge/response.js")).unwrap());
+    assert_eq!(
+        after("module.symdex.aws_cloudfront_function.response[0]")["code"]
+            .as_str()
+            .unwrap(),
+        response.replace(
+            "var CONFIG = { redirects: true, maxAge: 86400, vary: false, cors: null };",
+            &format!(
+                r#"var CONFIG = {{"cors":{cors},"maxAge":86400,"redirects":true,"vary":true}};"#
+            )
+        )
+    );
+
+    // The indexer stages a copy in /tmp (its environment, SYMDEX_COMPRESS among it, names the
+    // buckets: known once they exist; the apply test reads it).
+    let indexer = after("module.symdex.aws_lambda_function.indexer");
+    assert_eq!(indexer["ephemeral_storage"][0]["size"], 4096, "{indexer}");
+    let compression = &shown["output_changes"]["compression"]["after"];
+    assert_eq!(compression["copies"], serde_json::json!(["zstd", "gzip"]));
+    assert_eq!(
+        compression["edge_encodings"],
+        serde_json::json!(["zstd", "gzip"])
+    );
+    assert_eq!(compression["cache_key_header"], "x-symdex-encoding");
+    assert_eq!(compression["egress_saved_usd_per_tb_downloaded"], 68.0);
+    assert_eq!(compression["storage_usd_per_tb_stored_month"], 10.12);
+
+    // Off: no copies' origins, no own policy, the managed one; GET and HEAD only.
+    let out = plan(
+        &["compress=[]", "cors=false", r#"cors_origins=["*"]"#],
+        true,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap();
+    let distribution = change_of(
+        &shown,
+        "module.symdex.aws_cloudfront_distribution.symbols[0]",
+        "after",
+    );
+    let default = &distribution["default_cache_behavior"][0];
+    assert_eq!(
+        default["cache_policy_id"],
+        "658327ea-f89d-4fab-a63d-7e88639e58f6"
+    );
+    assert_eq!(default["allowed_methods"].as_array().unwrap().len(), 2);
+    assert_eq!(distribution["origin"].as_array().unwrap().len(), 2);
+    assert!(shown["resource_changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(
+            |r| r["address"] != "module.symdex.aws_cloudfront_function.access_serving[0]"
+                && r["type"] != "aws_cloudfront_cache_policy"
+        ));
+    assert_eq!(
+        shown["output_changes"]["compression"]["after"]["storage_usd_per_tb_stored_month"],
+        0
+    );
+
+    // Refused, each naming its problem.
+    let many_cidrs = format!(
+        "allowed_cidrs=[{}]",
+        (0..400)
+            .map(|i| format!("\"2001:db8:{i:x}::/48\""))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let refused: [(&[&str], &str); 7] = [
+        (
+            &[r#"compress=["br"]"#, "cors=false", r#"cors_origins=["*"]"#],
+            r#"compress: "br" is not an encoding symdex stores"#,
+        ),
+        (
+            &[
+                r#"compress=["zstd", "deflate"]"#,
+                "cors=false",
+                r#"cors_origins=["*"]"#,
+            ],
+            r#""deflate" is not an encoding symdex stores"#,
+        ),
+        (
+            &[
+                r#"compress=["zstd"]"#,
+                "cors=true",
+                r#"cors_origins=["https://profiler.example.com/"]"#,
+            ],
+            "cors_origins: each is an origin as browsers send it",
+        ),
+        (
+            &[
+                r#"compress=["zstd"]"#,
+                "cors=true",
+                r#"cors_origins=["profiler.example.com"]"#,
+            ],
+            "cors_origins: each is an origin as browsers send it",
+        ),
+        (
+            &[
+                r#"compress=["zstd"]"#,
+                "cors=true",
+                r#"cors_origins=["*", "https://a.example"]"#,
+            ],
+            r#"cors_origins: "*" allows every origin"#,
+        ),
+        (
+            &[
+                r#"compress=["zstd"]"#,
+                "cors=true",
+                r#"cors_origins=["*"]"#,
+                "enable_cloudfront=false",
+                "allowed_cidrs=[]",
+            ],
+            "cors is answered by CloudFront's functions",
+        ),
+        (
+            &[
+                r#"compress=["zstd"]"#,
+                "cors=false",
+                r#"cors_origins=["*"]"#,
+                &many_cidrs,
+            ],
+            "over CloudFront's 10 KB",
+        ),
+    ];
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let plan = &plan;
+        let handles: Vec<_> = refused
+            .iter()
+            .map(|(vars, problem)| scope.spawn(move || (*vars, *problem, plan(vars, false))))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (vars, problem, out) in outcomes {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(!out.status.success(), "{vars:?} planned");
+        assert!(stderr.contains(problem), "{vars:?}: {stderr}");
+    }
 }

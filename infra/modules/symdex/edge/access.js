@@ -25,13 +25,46 @@
 //   the bucket reads it (percent escapes decoded, dot segments resolved). The reader
 //   allow-list (CONFIG.allowCidrs) still applies first.
 //
+// - Compressed answers (CONFIG.encodings, the module's `compress`, on the serving bucket's own
+//   behaviour only: cdn.tf deploys a second instance there): the indexer stores a zstd (and
+//   optionally gzip) copy of a published key K at `_symdex/encoded/<encoding>/K`, carrying
+//   its Content-Encoding and the raw size as `debuginfod-size`. A GET without `Range` picks
+//   the encoding from Accept-Encoding (RFC 9110, 12.5.3: q-values, `identity`, `*`; the
+//   highest weight among the enabled encodings, zstd before gzip at equal weight; no header:
+//   identity, as SymSrv clients send none) and is sent to an origin group made for this
+//   request: the origin `serving-<encoding>` (the bucket under origin path
+//   `/_symdex/encoded/<encoding>`) first, the plain `serving` origin when it answers 403 or
+//   404. CloudFront retries a failed-over request with the same URI, so a key without a copy
+//   (small, incompressible, a zero-byte alias, not compressed yet) answers its raw bytes.
+//   The choice is also the header `x-symdex-encoding` (zstd, gzip or identity), the only
+//   viewer-dependent part of that behaviour's cache key, so the edge keeps one answer per
+//   encoding. A ranged GET gets the raw bytes (a range of the compressed bytes is of no use
+//   to a client that wants part of the file); a HEAD negotiates as its GET would, so its
+//   headers are that GET's (RFC 9110, 9.3.2), Content-Encoding and Content-Length included.
+//   A path with dot segments is not negotiated (the bucket could read it otherwise than
+//   CloudFront matched it), and `/_symdex/encoded/` itself is never served to a viewer,
+//   however spelt: a copy is read only through its key.
+// - CORS (CONFIG.cors, the module's `cors`): a preflight OPTIONS from an allowed origin
+//   (CONFIG.cors.origins, `*` for any) is answered 204 here, before credentials are asked
+//   for (browsers send none in a preflight; the IP allow-list still applies), and every
+//   answer made here (refusals too, so that a page can read a 401) names the origin and the
+//   exposed headers; response.js adds them to the origin's answers.
+//
 // The request is otherwise passed on unchanged, except that the credentials are not forwarded
 // to the origin.
+//
+// CloudFront Functions take at most 10 KB of code: the module deploys this file without its
+// comment lines and indentation (access.tf), and edge/size.test.mjs checks the deployed size.
 import cf from 'cloudfront';
 import crypto from 'crypto';
 
 // Replaced by the Terraform module (access.tf); the tests load the file with their own.
-var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null };
+var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null, encodings: [], cors: null };
+
+var ENCODED = '/_symdex/encoded/';
+var EXPOSE = 'X-Debuginfod-Size, X-Debuginfod-File, X-Debuginfod-Archive, Content-Encoding';
+// The CORS headers of the answers made here for this request (set anew for every request).
+var corsHeaders = {};
 
 function parseIPv4(text) {
     var parts = text.split('.');
@@ -130,17 +163,19 @@ async function authorized(header) {
     return (await known(kvs, decoded)) || known(kvs, decoded.slice(colon + 1));
 }
 
-// The path as the bucket reads it: percent escapes decoded (a malformed one left as it is),
-// `.` and `..` segments resolved.
-function bucketPath(uri) {
-    var decoded = uri;
+// Percent escapes decoded (a malformed one left as it is).
+function decoded(uri) {
     try {
-        decoded = decodeURIComponent(uri);
+        return decodeURIComponent(uri);
     } catch (malformed) {
-        decoded = uri;
+        return uri;
     }
+}
+
+// The path as the bucket reads it: percent escapes decoded, `.` and `..` segments resolved.
+function bucketPath(uri) {
     var out = [];
-    decoded.split('/').forEach(function (segment, i) {
+    decoded(uri).split('/').forEach(function (segment, i) {
         if (segment === '.' && i > 0) return;
         if (segment === '..' && i > 0) {
             if (out.length > 1) out.pop();
@@ -203,14 +238,95 @@ function auditAnswer(request, viewerIp) {
     return request;
 }
 
-function refuse(statusCode, statusDescription, headers) {
-    return { statusCode: statusCode, statusDescription: statusDescription, headers: headers || {} };
+// An answer made at the edge, with this request's CORS headers.
+function answer(statusCode, statusDescription, headers) {
+    headers = headers || {};
+    for (var name in corsHeaders) headers[name] = corsHeaders[name];
+    return { statusCode: statusCode, statusDescription: statusDescription, headers: headers };
+}
+
+var refuse = answer;
+
+// The CORS headers of an answer to `request`: the allowed origin (any, or the viewer's when
+// listed) and what a page may read; the answer depends on the Origin unless any is allowed.
+function corsFor(request) {
+    var origins = CONFIG.cors.origins;
+    var origin = request.headers.origin;
+    var allowed = origins.indexOf('*') >= 0 ? '*' : origin && origins.indexOf(origin.value.toLowerCase()) >= 0 && origin.value;
+    var headers = allowed ? {
+        'access-control-allow-origin': { value: allowed },
+        'access-control-expose-headers': { value: EXPOSE },
+    } : {};
+    if (allowed !== '*') headers.vary = { value: 'Origin' };
+    return headers;
+}
+
+// Accept-Encoding's weights: coding (lowercase) -> q, its first mention counting; an element
+// whose q is malformed is left out (RFC 9110, 12.4.2: at most three decimals, at most 1).
+function weights(header) {
+    var q = {};
+    var values = header.multiValue ? header.multiValue.map(function (v) { return v.value; }) : [header.value];
+    values.join(',').split(',').forEach(function (element) {
+        var params = element.split(';');
+        var coding = params[0].trim().toLowerCase();
+        var weight = 1;
+        for (var i = 1; i < params.length; i++) {
+            var param = params[i].trim();
+            if (/^q=/i.test(param)) weight = /^q=(0(\.\d{0,3})?|1(\.0{0,3})?)$/i.test(param) ? parseFloat(param.slice(2)) : -1;
+        }
+        // RFC 9110, 8.4.1.3: x-gzip is gzip.
+        if (coding === 'x-gzip') coding = 'gzip';
+        if (coding !== '' && weight >= 0 && !(coding in q)) q[coding] = weight;
+    });
+    return q;
+}
+
+// The encoding to answer with: one of CONFIG.encodings (the module lists them in its order of
+// preference, zstd first) or 'identity'.
+function encodingFor(request) {
+    var header = request.headers['accept-encoding'];
+    if (!header || (request.method !== 'GET' && request.method !== 'HEAD') || request.headers.range) {
+        return 'identity';
+    }
+    var q = weights(header);
+    var best = 'identity';
+    var bestWeight = 0;
+    CONFIG.encodings.forEach(function (encoding) {
+        var weight = encoding in q ? q[encoding] : '*' in q ? q['*'] : 0;
+        if (weight > bestWeight) {
+            best = encoding;
+            bestWeight = weight;
+        }
+    });
+    // A viewer that weighs identity above every encoding it accepts gets identity.
+    return 'identity' in q && q.identity > bestWeight ? 'identity' : best;
+}
+
+// The compressed copy, or the raw key where there is none (the header comment says how).
+function negotiate(request) {
+    var encoding = 'identity';
+    if (bucketPath(request.uri) === decoded(request.uri)) encoding = encodingFor(request);
+    request.headers['x-symdex-encoding'] = { value: encoding };
+    if (encoding === 'identity') return;
+    cf.createRequestOriginGroup({
+        originIds: [{ originId: 'serving-' + encoding }, { originId: 'serving' }],
+        failoverCriteria: { statusCodes: [403, 404] },
+    });
 }
 
 async function handler(event) {
     var request = event.request;
+    corsHeaders = CONFIG.cors ? corsFor(request) : {};
     if (CONFIG.allowCidrs.length > 0 && !ipIn(event.viewer && event.viewer.ip, CONFIG.allowCidrs)) {
         return refuse(403, 'Forbidden');
+    }
+    if (CONFIG.cors && request.method === 'OPTIONS') {
+        if (!corsHeaders['access-control-allow-origin']) return refuse(403, 'Forbidden');
+        return answer(204, 'No Content', {
+            'access-control-allow-methods': { value: 'GET, HEAD, OPTIONS' },
+            'access-control-allow-headers': { value: 'Authorization, Range, X-DEBUGINFOD-MAXSIZE' },
+            'access-control-max-age': { value: '86400' },
+        });
     }
     if (CONFIG.audit && underAudit(request.uri)) {
         return auditAnswer(request, event.viewer && event.viewer.ip);
@@ -223,6 +339,9 @@ async function handler(event) {
         }
         delete request.headers.authorization;
     }
+    if (bucketPath(request.uri).indexOf(ENCODED) === 0) {
+        return refuse(404, 'Not Found');
+    }
     for (var i = 0; i < CONFIG.foldPrefixes.length; i++) {
         if (request.uri.indexOf(CONFIG.foldPrefixes[i]) === 0) {
             // ASCII only, as the indexer folds (percent escapes stay escapes).
@@ -232,5 +351,6 @@ async function handler(event) {
             break;
         }
     }
+    if (CONFIG.encodings.length > 0) negotiate(request);
     return request;
 }

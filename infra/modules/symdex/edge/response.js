@@ -28,10 +28,20 @@
 //   them only as user metadata, which the indexer writes on every `buildid/` object and S3
 //   returns as `x-amz-meta-debuginfod-*`: they get the names debuginfod servers use, the same
 //   headers `symdex serve` sends.
-// - symdex's own content identity is not shown to viewers.
+// - Compressed answers (access.js says how a request gets one): the stored copy carries its
+//   Content-Encoding and the raw size as `debuginfod-size`, so both pass as they are (the
+//   size renamed like any other's). On the behaviour that negotiates (CONFIG.vary) every
+//   answer of a key says `Vary: Accept-Encoding`, so that caches after the edge keep one
+//   answer per encoding too.
+// - CORS (CONFIG.cors): the allowed origin and the headers a page may read, on every answer.
+// - symdex's own content identity, and the raw object's named by a copy, are not shown to
+//   viewers.
 
-// The serving bucket's behaviours; cdn.tf replaces this line for the upstreams'.
-var CONFIG = { redirects: true, maxAge: 86400 };
+// Replaced by the Terraform module (cdn.tf), on every behaviour; the tests load the file with
+// their own.
+var CONFIG = { redirects: true, maxAge: 86400, vary: false, cors: null };
+
+var EXPOSE = 'X-Debuginfod-Size, X-Debuginfod-File, X-Debuginfod-Archive, Content-Encoding';
 
 // One '/' followed by neither '/' nor '\': clients read `//evil.example/a.pdb` and
 // `/\evil.example` (WHATWG URL parsing treats '\' as '/') as another host.
@@ -44,7 +54,29 @@ var RENAMED = {
     'x-amz-meta-debuginfod-size': 'x-debuginfod-size',
     'x-amz-meta-debuginfod-file': 'x-debuginfod-file',
 };
-var INTERNAL = ['x-amz-meta-symdex-content-etag', 'x-amz-meta-symdex-content-size'];
+var INTERNAL = [
+    'x-amz-meta-symdex-content-etag',
+    'x-amz-meta-symdex-content-size',
+    'x-amz-meta-symdex-raw-etag',
+    'x-amz-meta-symdex-raw-size',
+];
+
+function vary(headers, name) {
+    headers.vary = { value: headers.vary ? headers.vary.value + ', ' + name : name };
+}
+
+// The CORS headers of an answer to `request`, added to `headers`.
+function cors(request, headers) {
+    var origins = CONFIG.cors.origins;
+    var origin = request.headers.origin;
+    var allowed = origins.indexOf('*') >= 0 ? '*' : origin && origins.indexOf(origin.value.toLowerCase()) >= 0 ? origin.value : null;
+    if (allowed) {
+        headers['access-control-allow-origin'] = { value: allowed };
+        headers['access-control-expose-headers'] = { value: EXPOSE };
+    }
+    if (allowed !== '*') vary(headers, 'Origin');
+    return headers;
+}
 
 function handler(event) {
     var response = event.response;
@@ -52,22 +84,22 @@ function handler(event) {
     var redirect = headers['x-amz-website-redirect-location'];
     if (redirect) {
         var target = redirect.value;
-        if (CONFIG.redirects && SAME_SITE.test(target) && !CONTROL.test(target)) {
-            // The target's key, as a path of this same distribution.
-            return {
-                statusCode: 301,
-                statusDescription: 'Moved Permanently',
-                headers: {
-                    location: { value: target },
-                    'cache-control': { value: 'max-age=' + CONFIG.maxAge },
-                },
-            };
-        }
-        return {
+        // The target's key, as a path of this same distribution.
+        var answer = CONFIG.redirects && SAME_SITE.test(target) && !CONTROL.test(target) ? {
+            statusCode: 301,
+            statusDescription: 'Moved Permanently',
+            headers: {
+                location: { value: target },
+                'cache-control': { value: 'max-age=' + CONFIG.maxAge },
+            },
+        } : {
             statusCode: 502,
             statusDescription: 'Bad Gateway',
             headers: { 'cache-control': { value: 'no-store' } },
         };
+        // A browser follows the redirect only if it may read it.
+        if (CONFIG.cors) cors(event.request, answer.headers);
+        return answer;
     }
     for (var from in RENAMED) {
         if (headers[from]) {
@@ -78,5 +110,8 @@ function handler(event) {
     for (var i = 0; i < INTERNAL.length; i++) {
         delete headers[INTERNAL[i]];
     }
+    var status = response.statusCode;
+    if (CONFIG.vary && (status === 200 || status === 206 || status === 304)) vary(headers, 'Accept-Encoding');
+    if (CONFIG.cors) cors(event.request, headers);
     return response;
 }

@@ -2,16 +2,13 @@
 // shapes: lowercase header names, `{ value }` objects).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { loadResponse } from './harness.mjs';
 
-const source = readFileSync(new URL('./response.js', import.meta.url), 'utf8');
-// The serving bucket's behaviours run the source as it is.
-const handler = new Function(`${source}\nreturn handler;`)();
-
-// An upstream's behaviour runs it with its CONFIG line replaced, as cdn.tf does (the plan test
-// checks the module writes this line).
+// Every behaviour runs it with its CONFIG line replaced, as cdn.tf does (the plan test checks
+// the module writes this line): the serving bucket's without compression or CORS here
+// (compression.test.mjs and cors.test.mjs have those).
 const load = loadResponse;
+const handler = load({ cors: null, maxAge: 86400, redirects: true, vary: false });
 
 function event(uri, status, headers) {
     return {
