@@ -80,9 +80,9 @@ fi
 # lldb-for-pwndbg (pinned; a 68 MB wheel bundling lldb 23.1 and lldb-server) in a venv of its
 # own, .work/lldb23-venv (ignored by git), made anew when it is missing, broken or at another
 # version. The tests run its console script .work/lldb23-venv/bin/lldb (tests/common: lldb23()),
-# which execs the bundled binary (lldb_for_pwndbg/_vendor/bin/lldb) told where the venv Python's
-# shared libpython is; nothing is exported and nothing is put on PATH. pip reads PIP_DEFAULT_TIMEOUT (and the rest of its
-# PIP_* settings) from the environment as always.
+# which execs the bundled binary (lldb_for_pwndbg/_vendor/bin/lldb) told where the venv
+# Python's shared libpython is; nothing is exported and nothing is put on PATH. pip reads
+# PIP_DEFAULT_TIMEOUT (and the rest of its PIP_* settings) from the environment as always.
 LLDB23_VERSION=23.1.0.post2
 lldb23_venv="$(cd "$(dirname "$0")/.." && pwd)/.work/lldb23-venv"
 if ! "$lldb23_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('lldb-for-pwndbg') != '$LLDB23_VERSION')" 2>/dev/null; then
