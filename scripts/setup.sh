@@ -34,6 +34,19 @@ have sha256sum || need_apt+=(coreutils)
 have debuginfod-find || need_apt+=(debuginfod elfutils)
 have gdb || need_apt+=(gdb)
 have lldb-19 || need_apt+=(lldb-19)
+# LLDB 23's venv (below): python3's venv module (Debian's python3-venv) and the shared
+# libpython the wheel's lldb loads (Debian's libpython3.X, found where the wheel looks for it).
+if have python3; then
+  python3 -c 'import ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+  libpython=$(python3 -c '
+import os, sys, sysconfig
+name = sysconfig.get_config_var("INSTSONAME") or ""
+dirs = [os.path.join(sys.base_exec_prefix, "lib"), sysconfig.get_config_var("LIBDIR") or ""]
+if not any(os.path.isfile(os.path.join(d, name)) for d in dirs):
+    print("libpython%d.%d" % sys.version_info[:2])
+')
+  [ -z "$libpython" ] || need_apt+=("$libpython")
+fi
 # The audit page's browser test (tests/audit_page.rs): Debian's Chromium, driven by npm
 # playwright-core (which downloads no browser of its own here).
 have chromium || need_apt+=(chromium)
@@ -61,6 +74,26 @@ SENTRY_CLI_VERSION=2.58.2
 if ! sentry-cli --version 2>/dev/null | grep -qx "sentry-cli $SENTRY_CLI_VERSION"; then
   echo "setup: installing sentry-cli==$SENTRY_CLI_VERSION"
   python3 -m pip install --quiet "sentry-cli==$SENTRY_CLI_VERSION"
+fi
+
+# LLDB 23, the debuginfod client that asks for zstd (tests/serve_encoding_clients.rs): PyPI's
+# lldb-for-pwndbg (pinned; a 68 MB wheel bundling lldb 23.1 and lldb-server) in a venv of its
+# own, .work/lldb23-venv (ignored by git), made anew when it is missing, broken or at another
+# version. The tests run its console script .work/lldb23-venv/bin/lldb (tests/common: lldb23()),
+# which execs the bundled binary (lldb_for_pwndbg/_vendor/bin/lldb) told where the venv
+# Python's shared libpython is; nothing is exported and nothing is put on PATH. pip reads
+# PIP_DEFAULT_TIMEOUT (and the rest of its PIP_* settings) from the environment as always.
+LLDB23_VERSION=23.1.0.post2
+lldb23_venv="$(cd "$(dirname "$0")/.." && pwd)/.work/lldb23-venv"
+if ! "$lldb23_venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('lldb-for-pwndbg') != '$LLDB23_VERSION')" 2>/dev/null; then
+  echo "setup: installing lldb-for-pwndbg==$LLDB23_VERSION (LLDB 23) into .work/lldb23-venv"
+  python3 -m venv --clear "$lldb23_venv"
+  "$lldb23_venv/bin/python" -m pip install --quiet "lldb-for-pwndbg==$LLDB23_VERSION"
+fi
+if ! "$lldb23_venv/bin/lldb" --version 2>&1 | grep -q '^lldb version 23\.1\.'; then
+  echo "setup: $lldb23_venv/bin/lldb does not run:" >&2
+  "$lldb23_venv/bin/lldb" --version >&2 || true
+  exit 1
 fi
 
 # playwright-core, at the version tests/browser/package-lock.json pins.

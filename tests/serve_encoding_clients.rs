@@ -2,11 +2,14 @@
 //! makes: debuginfod-find and gdb (libdebuginfod, which asks for `deflate, gzip, br, zstd`)
 //! get the debug file byte-identical and gdb resolves `main`, with fewer bytes on the wire
 //! than the file (a recording proxy between them counts every byte `serve` sent, headers
-//! included); lldb-19 resolves through the same server; a client that sends no
+//! included); lldb-19 resolves through the same server; LLDB 23 (PyPI `lldb-for-pwndbg`, whose
+//! own debuginfod client asks for `deflate, gzip, zstd`) gets the zstd copy, caches the file
+//! byte-identical and resolves `main`, and cannot without the server; a client that sends no
 //! `Accept-Encoding` (samply's symsrv, curl without `--compressed`) gets the raw bytes.
 
 mod common;
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
@@ -142,7 +145,7 @@ fn setup(w: &Workdir) -> String {
 }
 
 /// `program` run in `run/` asking `url` alone, with a cache of its own (`cache-<name>`).
-fn client(w: &Workdir, program: &str, url: &str, name: &str) -> Command {
+fn client(w: &Workdir, program: impl AsRef<OsStr>, url: &str, name: &str) -> Command {
     let mut cmd = Command::new(program);
     cmd.current_dir(w.path("run"))
         .env("DEBUGINFOD_URLS", url)
@@ -160,6 +163,32 @@ fn output(mut cmd: Command) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// LLDB 23 ([`common::lldb23`]) run in `run/` on `./app`, then `commands`, its debuginfod
+/// plugin set by its settings alone: the servers `url`, or none at all (cleared: with
+/// `DEBUGINFOD_URLS` unset or empty this build asks https://debuginfod.pwndbg.re), and a cache
+/// of its own (`cache-<name>`); no lldbinit, no `DEBUGINFOD_*` from the environment.
+fn lldb23(w: &Workdir, url: Option<&str>, name: &str, commands: &[&str]) -> String {
+    let servers = match url {
+        Some(url) => format!("settings set plugin.symbol-locator.debuginfod.server-urls {url}"),
+        None => "settings clear plugin.symbol-locator.debuginfod.server-urls".to_string(),
+    };
+    let cache = format!(
+        "settings set plugin.symbol-locator.debuginfod.cache-path '{}'",
+        w.path(&format!("cache-{name}")).display()
+    );
+    let mut cmd = Command::new(common::lldb23());
+    cmd.current_dir(w.path("run"))
+        .env_remove("DEBUGINFOD_URLS")
+        .env_remove("DEBUGINFOD_CACHE_PATH")
+        .env("HOME", w.path("run"))
+        .args(["--no-lldbinit", "--batch"])
+        .args(["-o", &servers, "-o", &cache, "-o", "target create ./app"]);
+    for command in commands {
+        cmd.args(["-o", command]);
+    }
+    output(cmd)
 }
 
 /// The access log's lines for GETs of `path`.
@@ -246,6 +275,111 @@ fn debuginfod_clients_get_the_file_byte_identical_in_fewer_bytes() {
     lldb.args(["-b", "-o", "image lookup -n main", "./app"]);
     let said = output(lldb);
     assert!(said.contains("main at prog.c:6"), "lldb said:\n{said}");
+}
+
+/// LLDB 23.1 asks `GET /buildid/<id>/debuginfo` (twice: for the debug file its debuglink
+/// names, then for a `.dwp` of it) with `Accept-Encoding: deflate, gzip, zstd`. Pointed at
+/// `serve` it gets the zstd copy each time (the access log says so, and the recorder counts
+/// fewer bytes on the wire than the debug file has, both answers and their headers together),
+/// caches the debug file byte-identical and resolves `main` and `compute` to their lines.
+/// Without a server, the stripped binary has not even a symbol table: no `main` at all.
+#[test]
+fn lldb_23_resolves_main_from_the_zstd_copy() {
+    let w = Workdir::new();
+    let build_id = setup(&w);
+    let store = w.path("store");
+    let key = format!("buildid/{build_id}/debuginfo");
+    let debug = std::fs::read(w.path("app.debug")).unwrap();
+    let copy = std::fs::read(store.join(copy_key(Encoding::Zstd, &key))).expect("a zstd copy");
+    let log = w.path("access.jsonl");
+    let server = Server::start_with(&store, &["--access-log", log.to_str().unwrap()], None);
+    let lookups = ["image lookup -n main", "image lookup -n compute"];
+
+    // No server: the binary loads, and nothing resolves main, let alone to a line.
+    let said = lldb23(&w, None, "none", &lookups);
+    assert!(
+        said.contains("Current executable set to"),
+        "LLDB 23 said:\n{said}"
+    );
+    assert!(
+        !said.contains("prog.c") && !said.contains("main at"),
+        "LLDB 23 without a server said:\n{said}"
+    );
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains(&build_id),
+        "nobody asked the server"
+    );
+
+    // Through the recorder: the zstd copy, decoded to the file, main and compute on their lines.
+    let recorder = Recorder::start(&server.addr);
+    let said = lldb23(&w, Some(&recorder.url()), "lldb23", &lookups);
+    assert!(said.contains("main at prog.c:6"), "LLDB 23 said:\n{said}");
+    assert!(
+        said.contains("compute at prog.c:2"),
+        "LLDB 23 said:\n{said}"
+    );
+    let asked = recorder.requests();
+    assert!(asked.contains(&format!("get /{key} http/1.1")), "{asked}");
+    assert!(
+        asked.contains("user-agent: debuginfod-llvm/23.1"),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("accept-encoding: deflate, gzip, zstd"),
+        "{asked}"
+    );
+    let lines = logged(&log, &format!("/{key}"));
+    assert!(!lines.is_empty(), "no GET of /{key} logged");
+    for line in &lines {
+        assert_eq!(line["status"], 200, "{line}");
+        assert_eq!(line["encoding"], "zstd", "{line}");
+        assert_eq!(line["bytes"], copy.len(), "{line}");
+    }
+    let wire = recorder.bytes_from_server();
+    assert!(
+        wire < debug.len() as u64,
+        "{wire} bytes on the wire for {} GETs of a {}-byte file",
+        lines.len(),
+        debug.len()
+    );
+    let cached: Vec<_> = std::fs::read_dir(w.path("cache-lldb23"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with(&format!("llvmcache-{build_id}"))
+        })
+        .collect();
+    assert!(!cached.is_empty(), "nothing cached for {build_id}");
+    for file in &cached {
+        assert!(
+            std::fs::read(file).unwrap() == debug,
+            "{file:?} is not the debug file"
+        );
+    }
+    println!(
+        "LLDB 23: {} GETs of a {}-byte debug file ({} in the copy), {wire} bytes on the wire",
+        lines.len(),
+        debug.len(),
+        copy.len()
+    );
+
+    // DEBUGINFOD_URLS and DEBUGINFOD_CACHE_PATH, the settings' defaults, do as well.
+    let mut lldb = client(&w, common::lldb23(), &server.url(), "lldb23-env");
+    lldb.args([
+        "--no-lldbinit",
+        "--batch",
+        "-o",
+        "image lookup -n main",
+        "./app",
+    ]);
+    let said = output(lldb);
+    assert!(said.contains("main at prog.c:6"), "LLDB 23 said:\n{said}");
+    for line in logged(&log, &format!("/{key}")).iter().skip(lines.len()) {
+        assert_eq!(line["encoding"], "zstd", "{line}");
+    }
 }
 
 #[test]

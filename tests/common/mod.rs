@@ -476,6 +476,23 @@ pub fn debuginfod_client(program: &str, w: &Workdir, server: &Server) -> Command
     cmd
 }
 
+/// LLDB 23: the console script of PyPI's `lldb-for-pwndbg` in the venv scripts/setup.sh makes
+/// under the repository, `.work/lldb23-venv/bin/lldb` (it execs the wheel's bundled lldb, told
+/// where the venv Python's shared libpython is). Missing, broken or another version, the test
+/// fails saying how to install it: never a silent skip, in CI least of all.
+pub fn lldb23() -> PathBuf {
+    let lldb = Path::new(env!("CARGO_MANIFEST_DIR")).join(".work/lldb23-venv/bin/lldb");
+    let version = Command::new(&lldb).arg("--version").output();
+    match &version {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).starts_with("lldb version 23.1.") => lldb,
+        _ => panic!(
+            "{} is not LLDB 23.1 ({version:?}): bash scripts/setup.sh installs it \
+             (PyPI lldb-for-pwndbg==23.1.0.post2 in .work/lldb23-venv)",
+            lldb.display()
+        ),
+    }
+}
+
 /// Runs `client` (a `debuginfod-find` set up to ask a server), which must succeed: the bytes
 /// of the file whose path it printed.
 pub fn fetched_by(mut client: Command) -> Vec<u8> {
