@@ -13,10 +13,27 @@ use crate::pipeline::{Config, HandOver, Indexer};
 use crate::refs::{LeasePolicy, UploadRecord, Wait};
 use crate::storage::Storage;
 
+thread_local! {
+    /// Whether this thread's scenarios make compressed copies ([`compressing_copies`]).
+    static COPIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes every actor of the scenarios run on this thread (a `#[tokio::test]` runs its
+/// actors on its own thread) store compressed copies: every schedule meets the encode step,
+/// and the audit after each checks each copy encodes what its key holds.
+pub fn compressing_copies() {
+    COPIES.with(|copies| copies.set(true));
+}
+
 /// The configuration of every actor: leases never expire during a test, a busy key is given
 /// up at once (the message is retried later), no sleeping.
 pub fn config() -> Config {
+    let compress = match COPIES.with(|copies| copies.get()) {
+        true => crate::encoded::Encodings::zstd(),
+        false => crate::encoded::Encodings::none(),
+    };
     Config {
+        compress,
         lease: LeasePolicy {
             exclusive: false,
             duration: Duration::from_secs(3600),

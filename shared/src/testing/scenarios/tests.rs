@@ -47,6 +47,25 @@ async fn every_scenario_over_a_local_store_through_random_interleavings() {
     assert!(retried > 0 || !every, "no schedule made an actor wait");
 }
 
+/// The same with compressed copies (pipeline/encode.rs): a copy is made after its key is
+/// published, withdrawn when the key changed meanwhile, deleted before its key — through
+/// fewer schedules (each copy is a compression and two writes more).
+#[tokio::test]
+async fn every_scenario_with_compressed_copies_through_random_interleavings() {
+    super::run::compressing_copies();
+    let artifacts = Artifacts::new();
+    let mut copies = 0;
+    for scenario in scenarios(&artifacts) {
+        let mut dirs = Vec::new();
+        check(&scenario, seeds(3), || local_store(&mut dirs)).await;
+        for dir in &dirs {
+            let store = LocalStore::open(dir.path()).expect("store");
+            copies += store.list("_symdex/encoded/").await.expect("list").len();
+        }
+    }
+    assert!(copies > 0, "the scenarios' artifacts are worth copies");
+}
+
 /// Schedules that once broke an invariant, found by hunts past the seeds CI runs
 /// (`make hunt`), replayed every run: a seed names one schedule of its scenario as the
 /// code stands, so each stays a test of its race only while the code takes the same
