@@ -148,6 +148,14 @@ fn parse_prefix(s: &str) -> Result<(Layout, String), String> {
         symdex_shared::storage::check_key(prefix.trim_end_matches('/'))
             .map_err(|e| e.to_string())?;
     }
+    // The store's own records and the compressed copies live there: a layout's keys under
+    // it could be taken for (or overwrite) them. The Lambda refuses the same.
+    let private = format!("{}/", symdex_shared::storage::STATE_PREFIX);
+    if prefix.starts_with(&private) {
+        return Err(format!(
+            "{prefix:?}: a layout's prefix may not lie under the store's private {private}"
+        ));
+    }
     Ok((layout, prefix))
 }
 

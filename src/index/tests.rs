@@ -26,3 +26,14 @@ fn a_small_input_is_read_whole_up_to_the_bound() {
         Some(READ_WHOLE_BELOW as usize)
     );
 }
+
+/// A careless operator's prefix under the store's private `_symdex/` (records, compressed
+/// copies) is refused; other prefixes are taken as given.
+#[test]
+fn a_layout_prefix_under_the_private_prefix_is_refused() {
+    let refused = super::parse_prefix("debuginfod=_symdex/encoded/zstd").unwrap_err();
+    assert!(refused.contains("_symdex/"), "{refused}");
+    assert!(super::parse_prefix("debuginfod=/_symdex/refs/").is_err());
+    let taken = super::parse_prefix("unified=sentry").unwrap();
+    assert_eq!(taken.1, "sentry/");
+}
