@@ -47,9 +47,13 @@ rounds=${BENCH_COMPRESS_ROUNDS:-5}
 work="$root/.work/bench-compress"
 rm -rf "$work" && mkdir -p "$work"
 large=$(large_debug_file)
-origin=$(cat "$(dirname "$large")/origin.txt" 2>/dev/null || echo "$large")
+if [ -z "$large" ]; then echo "compress bench: no large debug file could be made (objcopy?); skipped"; exit 0; fi
+origin="$large"
+if [ -z "${BENCH_LARGE_DEBUG:-}" ]; then
+  origin="objcopy --only-keep-debug of $(cat "$(dirname "$large")/origin.txt")"
+fi
 echo "compress bench: the corpus ($(find "$corpus" -type f | wc -l) files, $(du -sb "$corpus" | cut -f1) bytes)" \
-  "and a large DWARF debug file ($(stat -c %s "$large") bytes, objcopy --only-keep-debug of $origin)"
+  "and a large DWARF debug file ($(stat -c %s "$large") bytes, $origin)"
 
 # Bytes on the wire: one store with zstd and gzip copies, served; each debug file's key
 # (its unified-layout key, one per distinct content) fetched with each Accept-Encoding.
@@ -67,7 +71,7 @@ python3 - "$port" "$work/wire" "$large" "$work/keys.jsonl" <<'PY'
 import http.client, json, os, sys
 port, store, large, keys = sys.argv[1:5]
 def group(o):
-    if o["path"] == large:
+    if os.path.realpath(o["path"]) == os.path.realpath(large):
         return "large DWARF file"
     fmt = o.get("format")
     if fmt in ("elf", "macho") and o.get("has_debug_info"):
@@ -119,43 +123,57 @@ kill $spid 2>/dev/null || true
 wait $spid 2>/dev/null || true
 trap - EXIT
 
-# Ingest throughput and storage: fresh stores per setting, rounds alternating the settings.
-file_bytes() { find "$1" -type f -printf '%i %s\n' | sort -u | awk '{s += $2} END {print s}'; }
+# Ingest throughput and storage: fresh stores per setting, rounds alternating the settings;
+# wall time and the process's CPU time (user + system: steadier on a busy machine).
 echo "ingest with compressed copies, \`symdex index --compress\` into a fresh store, median of $rounds rounds:"
-for input in corpus large; do
-  if [ "$input" = corpus ]; then paths=("$corpus"); else paths=("$large"); fi
-  files=$(find "${paths[@]}" -type f | wc -l)
-  bytes=$(du -sb "${paths[@]}" | awk '{s += $1} END {print s}')
-  declare -A secs=()
-  for _ in $(seq "$rounds"); do
-    for setting in none zstd zstd,gzip; do
-      store="$work/store-$input-${setting/,/-}"
-      rm -rf "$store"
-      sync
-      start=$(date +%s.%N)
-      "$symdex" index --compress "$setting" --allow-conflicts --store "$store" "${paths[@]}" >/dev/null 2>&1
-      end=$(date +%s.%N)
-      secs[$setting]="${secs[$setting]:-} $(python3 -c "print($end - $start)")"
-    done
-  done
-  python3 - "$input" "$files" "$bytes" "${secs[none]}" "${secs[zstd]}" "${secs[zstd,gzip]}" \
-    "$(file_bytes "$work/store-$input-none")" "$(file_bytes "$work/store-$input-zstd")" \
-    "$(file_bytes "$work/store-$input-zstd-gzip")" "$(du -sb "$work/store-$input-none" | cut -f1)" \
-    "$(du -sb "$work/store-$input-zstd" | cut -f1)" "$(du -sb "$work/store-$input-zstd-gzip" | cut -f1)" <<'PY'
-import statistics, sys
-name, files, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-times = [statistics.median(map(float, a.split())) for a in sys.argv[4:7]]
-stores = [int(a) for a in sys.argv[7:10]]
-du = [int(a) for a in sys.argv[10:13]]
-label = "corpus" if name == "corpus" else "large DWARF file"
-for setting, secs, store in zip(["none", "zstd", "zstd,gzip"], times, stores):
-    print(f"  {label:<16} --compress {setting:<9}: {files / secs:8.1f} files/s  {size / 1e6 / secs:7.1f} MB/s"
-          f"  ({secs:.3f} s, {secs / times[0]:.2f}x the time without)"
-          f"  store {store:,d} bytes")
-print(f"  storage ratio with copies, {label} (the store's file bytes with / without, hard links once):"
-      f" zstd {stores[1] / stores[0]:.2f}x, zstd+gzip {stores[2] / stores[0]:.2f}x"
-      + (" (goal <= 1.35x with zstd)" if name == "corpus" else "")
-      + f"; with its directories (du -sb) {du[1] / du[0]:.2f}x, {du[2] / du[0]:.2f}x")
+python3 - "$symdex" "$work" "$rounds" "$corpus" "$large" <<'PY'
+import os, resource, shutil, statistics, subprocess, sys, time
+symdex, work, rounds, corpus, large = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+settings = ["none", "zstd", "zstd,gzip"]
+def walk(path):
+    if os.path.isfile(path):
+        return [path]
+    return [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs]
+def file_bytes(store):  # every file once, however many links it has
+    seen, total = set(), 0
+    for d, _, fs in os.walk(store):
+        for f in fs:
+            st = os.lstat(os.path.join(d, f))
+            if st.st_ino not in seen:
+                seen.add(st.st_ino)
+                total += st.st_size
+    return total
+def du(store):  # `du -sb`: files once and directories' sizes
+    return int(subprocess.run(["du", "-sb", store], capture_output=True, text=True).stdout.split()[0])
+for name, path in (("corpus", corpus), ("large DWARF file", large)):
+    files = walk(path)
+    size = sum(os.path.getsize(f) for f in files)
+    wall = {s: [] for s in settings}
+    cpu = {s: [] for s in settings}
+    stores = {s: os.path.join(work, f"store-{name.split()[0]}-{s.replace(',', '-')}") for s in settings}
+    for _ in range(rounds):
+        for setting in settings:
+            shutil.rmtree(stores[setting], ignore_errors=True)
+            os.sync()
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            subprocess.run([symdex, "index", "--compress", setting, "--allow-conflicts",
+                            "--store", stores[setting], path],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wall[setting].append(time.perf_counter() - started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu[setting].append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    w = {s: statistics.median(wall[s]) for s in settings}
+    c = {s: statistics.median(cpu[s]) for s in settings}
+    fb = {s: file_bytes(stores[s]) for s in settings}
+    db = {s: du(stores[s]) for s in settings}
+    for s in settings:
+        print(f"  {name:<16} --compress {s:<9}: {len(files) / w[s]:7.1f} files/s {size / 1e6 / w[s]:6.1f} MB/s"
+              f" ({w[s]:.3f} s, {w[s] / w['none']:.2f}x without); CPU {c[s]:.3f} s"
+              f" ({c[s] / c['none']:.2f}x without); store {fb[s]:,d} bytes")
+    print(f"  storage ratio with copies, {name} (the store's file bytes with / without, hard links once):"
+          f" zstd {fb['zstd'] / fb['none']:.2f}x, zstd+gzip {fb['zstd,gzip'] / fb['none']:.2f}x"
+          + (" (goal <= 1.35x with zstd)" if name == "corpus" else "")
+          + f"; with its directories (du -sb) {db['zstd'] / db['none']:.2f}x,"
+          f" {db['zstd,gzip'] / db['none']:.2f}x")
 PY
-  unset secs
-done
