@@ -71,6 +71,7 @@ bash "$root/scripts/bench_scale.sh"
 
 # Serve part: `symdex serve` beside nginx on the same store.
 echo
+bash "$root/scripts/bench_compress.sh" "$corpus"
 bash "$root/scripts/bench_serve.sh" "$corpus"
 bash "$root/scripts/bench_upstream.sh" "$corpus"
 

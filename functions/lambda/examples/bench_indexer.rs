@@ -5,6 +5,9 @@
 //! Then the same files packed into archives (zip deflated, zip stored, tar.zst), each indexed
 //! entry by entry: entries/s, MB/s expanded, bytes the function read.
 //!
+//! And the distinct files indexed with compressed copies off and on (SYMDEX_COMPRESS `none`,
+//! `zstd`, `zstd,gzip`), each into a fresh bucket: artifacts/s, MB/s, stored bytes with copies.
+//!
 //! Usage: bench_indexer DIR [COUNT]   (DIR: artifacts to upload, repeated up to COUNT objects)
 
 #[path = "../tests/support/fault_proxy.rs"]
@@ -84,6 +87,7 @@ async fn main() {
     bench_requests(&stack, &keys[..sources.len().min(keys.len())]).await;
     bench_batches(&stack, &keys).await;
     bench_archives(&stack, &dir, &sources).await;
+    bench_compress(&stack, &keys[..sources.len().min(keys.len())]).await;
     bench_naive(&stack, &keys).await;
     let max_binary = 256 * 1024;
     println!(
@@ -225,6 +229,88 @@ async fn bench_batches(stack: &Stack, keys: &[String]) {
             batch_objects as f64 / secs
         );
     }
+}
+
+/// Ingest with compressed copies off and on: each distinct artifact indexed once (one direct
+/// S3 event each) into a fresh bucket per setting, three rounds alternating the settings
+/// (median time); then the serving bucket's bytes with copies beside without (all objects).
+/// Redirect aliases, as the module deploys behind CloudFront, where copies are answered.
+async fn bench_compress(stack: &Stack, keys: &[String]) {
+    let input = input_bytes(stack, keys).await;
+    let settings = ["none", "zstd", "zstd,gzip"];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
+    let mut stored = vec![(0u64, 0u64); settings.len()];
+    for round in 0..3 {
+        for (i, compress) in settings.iter().enumerate() {
+            let bucket = format!("bench-compress-{round}-{}", compress.replace(',', "-"));
+            stack
+                .s3
+                .create_bucket()
+                .bucket(&bucket)
+                .send()
+                .await
+                .unwrap();
+            let ctx = Arc::new(symdex_lambda::Context::new(
+                config(&[
+                    ("SYMDEX_SERVING_BUCKET", bucket.as_str()),
+                    ("SYMDEX_COMPRESS", compress),
+                    ("SYMDEX_ALIASES", "redirect"),
+                ]),
+                stack.moto.s3().await,
+            ));
+            let started = Instant::now();
+            for key in keys {
+                symdex_lambda::handle_indexer(&ctx, created_event(key))
+                    .await
+                    .unwrap();
+            }
+            times[i].push(started.elapsed().as_secs_f64());
+            stored[i] = bucket_bytes(stack, &bucket).await;
+        }
+    }
+    println!(
+        "compressed copies ({} distinct artifacts, {:.1} MiB, one event each, redirect aliases, median of 3 rounds):",
+        keys.len(),
+        input as f64 / (1 << 20) as f64
+    );
+    let median = |t: &mut Vec<f64>| {
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    let base = median(&mut times[0].clone());
+    for (i, compress) in settings.iter().enumerate() {
+        let secs = median(&mut times[i]);
+        println!(
+            "  SYMDEX_COMPRESS={compress:<10}: {:8.1} artifacts/s  {:6.1} MB/s  ({:.2}x the time without)  stored {} bytes ({:.2}x without), of which copies {}",
+            keys.len() as f64 / secs,
+            input as f64 / 1e6 / secs,
+            secs / base,
+            stored[i].0,
+            stored[i].0 as f64 / stored[0].0.max(1) as f64,
+            stored[i].1
+        );
+    }
+}
+
+/// All the bytes `bucket` holds, and those of compressed copies (`_symdex/encoded/`).
+async fn bucket_bytes(stack: &Stack, bucket: &str) -> (u64, u64) {
+    let (mut all, mut copies) = (0u64, 0u64);
+    let mut pages = stack
+        .s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        for o in page.unwrap().contents() {
+            let size = o.size().unwrap_or(0) as u64;
+            all += size;
+            if o.key().unwrap_or("").starts_with("_symdex/encoded/") {
+                copies += size;
+            }
+        }
+    }
+    (all, copies)
 }
 
 /// Naive: download every object whole, then identify it from memory.
