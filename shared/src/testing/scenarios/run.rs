@@ -21,6 +21,7 @@ thread_local! {
 /// Makes every actor of the scenarios run on this thread (a `#[tokio::test]` runs its
 /// actors on its own thread) store compressed copies: every schedule meets the encode step,
 /// and the audit after each checks each copy encodes what its key holds.
+#[cfg(test)]
 pub fn compressing_copies() {
     COPIES.with(|copies| copies.set(true));
 }
