@@ -8,10 +8,13 @@ have() { command -v "$1" >/dev/null 2>&1; }
 
 # Toolchains the tests build their fixtures with (../shared/spec/FIXTURES.md).
 for tool in gcc objcopy readelf; do have "$tool" || need_apt+=(gcc binutils); done
+# Split DWARF (tests/split_dwarf.rs): g++ and binutils' `dwp` for GCC's DWARF 4 packages.
+have g++ || need_apt+=(g++)
+have dwp || need_apt+=(binutils)
 for tool in clang-19 ld.lld-19 lld-link-19 ld64.lld-19 wasm-ld-19; do
   have "$tool" || need_apt+=(clang-19 lld-19)
 done
-for tool in llvm-readobj-19 llvm-pdbutil-19 llvm-objdump-19 llvm-objcopy-19 llvm-dwarfdump-19 dsymutil-19 llvm-lipo-19; do
+for tool in llvm-readobj-19 llvm-pdbutil-19 llvm-objdump-19 llvm-objcopy-19 llvm-dwarfdump-19 dsymutil-19 llvm-lipo-19 llvm-dwp-19; do
   have "$tool" || need_apt+=(llvm-19)
 done
 have zip || need_apt+=(zip)

@@ -54,6 +54,26 @@ fn write_table_keys(out: &mut impl Write, label: &str, set: &KeySet) -> io::Resu
     Ok(())
 }
 
+/// A split-DWARF file's DWO ids under its row: a package's (with its index version), a
+/// binary's skeletons'.
+fn write_table_dwo_ids(out: &mut impl Write, id: &Identity) -> io::Result<()> {
+    if let Some(package) = &id.dwarf_package {
+        let what = format!("package v{}", package.index_version);
+        for dwo_id in &package.dwo_ids {
+            writeln!(out, "    {:<7} {what:<16} {dwo_id}", "dwo_id")?;
+        }
+    }
+    if let Some(split) = &id.split_dwarf {
+        for dwo_id in &split.dwo_ids {
+            writeln!(out, "    {:<7} {:<16} {dwo_id}", "dwo_id", "skeleton")?;
+        }
+        for reason in &split.unread {
+            writeln!(out, "    {:<7} {:<16} {reason}", "dwo_id", "unread")?;
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
@@ -136,6 +156,7 @@ fn print_row(
                         code_id,
                         shown
                     )?;
+                    write_table_dwo_ids(out, id)?;
                     write_table_keys(out, "key", &keys)?;
                     write_table_keys(out, "lookup", &lookup)?;
                 }

@@ -182,6 +182,14 @@ pub struct Identity {
     /// length-prefixed form), which is what Microsoft.SymbolStore and symbolic key by.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build_id_payload: Option<String>,
+    /// A DWARF package (`.dwp`): the DWO ids its index lists, the only thing that ties it to
+    /// its binary (it has no build id).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dwarf_package: Option<DwarfPackage>,
+    /// An ELF file built with split DWARF: the DWO ids of its skeleton units, which its
+    /// `.dwp` must hold (filled by [`crate::formats::elf::read_debug_details`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split_dwarf: Option<SplitDwarf>,
 }
 
 impl Identity {
@@ -216,6 +224,8 @@ impl Identity {
             slice: None,
             os: None,
             build_id_payload: None,
+            dwarf_package: None,
+            split_dwarf: None,
         }
     }
 
@@ -262,11 +272,14 @@ pub enum Format {
     /// A Sentry source bundle (the sources of one debug file).
     #[serde(rename = "sourcebundle")]
     SourceBundle,
+    /// A DWARF package (split DWARF's `.dwp`): an ELF container of `.dwo` sections and an
+    /// index of their units by DWO id.
+    Dwp,
 }
 
 impl Format {
     /// Every format, in declaration order.
-    pub const ALL: [Format; 11] = [
+    pub const ALL: [Format; 12] = [
         Format::Pe,
         Format::Pdb,
         Format::Pdz,
@@ -278,6 +291,7 @@ impl Format {
         Format::Perfmap,
         Format::Source,
         Format::SourceBundle,
+        Format::Dwp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -293,6 +307,7 @@ impl Format {
             Format::Perfmap => "perfmap",
             Format::Source => "source",
             Format::SourceBundle => "sourcebundle",
+            Format::Dwp => "dwp",
         }
     }
 }
@@ -329,6 +344,66 @@ pub struct SourcePaths {
     pub rejected: Vec<String>,
 }
 
+/// The id of one split-DWARF unit (a DWARF 5 skeleton or split unit header's `dwo_id`, or
+/// DWARF 4's `DW_AT_GNU_dwo_id`; a `.dwp`'s index lists its units by it): written as 16
+/// lowercase hex digits, as `llvm-dwarfdump --debug-cu-index` prints it without its `0x`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DwoId(pub u64);
+
+impl fmt::Display for DwoId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+impl std::str::FromStr for DwoId {
+    type Err = String;
+
+    /// Exactly 16 hex digits (either case): the written form, nothing looser.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("a DWO id is 16 hex digits, not {s:?}"));
+        }
+        u64::from_str_radix(s, 16)
+            .map(DwoId)
+            .map_err(|e| format!("DWO id {s:?}: {e}"))
+    }
+}
+
+impl Serialize for DwoId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DwoId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a DWARF package's `.debug_cu_index` says (formats/dwp.rs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DwarfPackage {
+    /// The index's version: 2 (the GNU extension to DWARF 4, binutils `dwp`, rustc's
+    /// thorin) or 5 (DWARF 5, `llvm-dwp`).
+    pub index_version: u16,
+    /// The DWO ids of its compilation units, sorted, distinct.
+    pub dwo_ids: Vec<DwoId>,
+}
+
+/// The skeleton units of a file built with split DWARF (formats/dwp.rs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitDwarf {
+    /// Their DWO ids, sorted, distinct.
+    pub dwo_ids: Vec<DwoId>,
+    /// Why units may be missing from `dwo_ids` (a unit that could not be read, more units
+    /// or bytes than the walk reads), one line per reason: the list is then not the whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,5 +427,26 @@ mod tests {
         pdb.fill_file_names("foo.pdb");
         assert_eq!(pdb.debug_file.as_deref(), Some("foo.pdb"));
         assert_eq!(pdb.code_file, None);
+    }
+
+    #[test]
+    fn dwo_ids_are_sixteen_hex_digits_both_ways() {
+        let id = DwoId(0x57ae_4f79_97db_4c94);
+        assert_eq!(id.to_string(), "57ae4f7997db4c94");
+        assert_eq!(DwoId(1).to_string(), "0000000000000001");
+        assert_eq!(serde_json::to_string(&id).unwrap(), "\"57ae4f7997db4c94\"");
+        assert_eq!("57AE4F7997DB4C94".parse::<DwoId>(), Ok(id));
+        let back: DwoId = serde_json::from_str("\"57ae4f7997db4c94\"").unwrap();
+        assert_eq!(back, id);
+        for bad in [
+            "",
+            "1",
+            "0x57ae4f7997db4c9",
+            "57ae4f7997db4c9g",
+            "+7ae4f7997db4c94",
+        ] {
+            assert!(bad.parse::<DwoId>().is_err(), "{bad:?}");
+        }
+        assert!(serde_json::from_str::<DwoId>("17").is_err());
     }
 }

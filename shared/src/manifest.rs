@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::identity::{Arch, CodeId, DebugId, Format, Kind};
+use crate::identity::{Arch, CodeId, DebugId, DwarfPackage, Format, Kind, SplitDwarf};
 use crate::storage::Storage;
 use crate::upload_meta::UploadMeta;
 
@@ -118,6 +118,12 @@ pub struct Record {
     pub code_file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub debug_file: Option<String>,
+    /// A DWARF package (`.dwp`): its index version and the DWO ids it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dwarf_package: Option<DwarfPackage>,
+    /// A binary or debug file built with split DWARF: the DWO ids of its skeleton units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_dwarf: Option<SplitDwarf>,
     /// Keys this decision published (written now) ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<String>,
@@ -356,6 +362,7 @@ impl Query {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::DwoId;
     use crate::storage::LocalStore;
 
     fn record(action: Action, time: &str, build: &str) -> Record {
@@ -432,6 +439,14 @@ mod tests {
             code_id: Some(CodeId::new("abcd".into())),
             code_file: s("app"),
             debug_file: s("app.debug"),
+            dwarf_package: Some(DwarfPackage {
+                index_version: 5,
+                dwo_ids: vec![DwoId(1), DwoId(0x57ae_4f79_97db_4c94)],
+            }),
+            split_dwarf: Some(SplitDwarf {
+                dwo_ids: vec![DwoId(u64::MAX)],
+                unread: v("a unit header: unexpected end of input"),
+            }),
             published: v("k/1"),
             unchanged: v("k/2"),
             conflicts: v("k/3"),
@@ -447,6 +462,8 @@ mod tests {
             r#""format":"elf""#,
             r#""kind":"debug""#,
             r#""arch":"x86_64""#,
+            r#""dwarf_package":{"index_version":5,"dwo_ids":["0000000000000001","57ae4f7997db4c94"]}"#,
+            r#""split_dwarf":{"dwo_ids":["ffffffffffffffff"],"unread":["#,
         ] {
             assert!(text.contains(field), "{field} in {text}");
         }

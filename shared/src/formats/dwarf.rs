@@ -578,11 +578,21 @@ fn open<'a>(
             size: section.size,
         });
     }
+    read_compressed(reader, section, layout).map(Bytes::Owned)
+}
+
+/// An `SHF_COMPRESSED` section, read and decompressed whole (at most [`MAX_DECOMPRESSED`]
+/// either way).
+pub(crate) fn read_compressed(
+    reader: &dyn RangeReader,
+    section: &SectionRef,
+    layout: &DwarfLayout,
+) -> Result<Vec<u8>, String> {
     if section.size > MAX_DECOMPRESSED {
         return Err(format!("compressed section of {} bytes", section.size));
     }
     let raw = read_vec(reader, section.offset, section.size as usize).map_err(|e| e.to_string())?;
-    decompress(&raw, layout.is_64, layout.little_endian).map(Bytes::Owned)
+    decompress(&raw, layout.is_64, layout.little_endian)
 }
 
 /// The contents of an `SHF_COMPRESSED` section: an `Elf32_Chdr`/`Elf64_Chdr`, then a zlib
@@ -649,6 +659,8 @@ pub fn decompress(raw: &[u8], is_64: bool, little_endian: bool) -> Result<Vec<u8
     }
     Ok(out)
 }
+
+pub(crate) mod ranged;
 
 #[cfg(test)]
 mod tests;

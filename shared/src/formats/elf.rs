@@ -11,6 +11,7 @@ use object::{elf, Endianness, ReadCache, ReadRef};
 use uuid::Uuid;
 
 use super::dwarf::{DwarfLayout, MAX_DECOMPRESSED, SOURCE_SECTIONS};
+use super::dwp::{read_package, skeleton_dwo_ids, CU_INDEX};
 use super::{c_string, hex, Format, FormatError};
 use crate::arch::Arch;
 use crate::identity::{Identity, Kind, SectionRef};
@@ -47,8 +48,8 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
         .read_bytes_at(0, 16)
         .map_err(|()| FormatError::malformed(FORMAT, "truncated identification"))?;
     match ident[4] {
-        1 => identify_class::<elf::FileHeader32<Endianness>>(data),
-        2 => identify_class::<elf::FileHeader64<Endianness>>(data),
+        1 => identify_class::<elf::FileHeader32<Endianness>>(reader, data),
+        2 => identify_class::<elf::FileHeader64<Endianness>>(reader, data),
         other => Err(FormatError::malformed(
             FORMAT,
             format!("unknown ELF class {other}"),
@@ -58,8 +59,10 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 
 /// One ELF class's identity: header, build id, kind, DWARF layout and served sections,
 /// debug link, and the `.text` hash where there is no build id. Each step reads only headers
-/// (and notes, and a page of `.text`) through the lazy reader, in the order they lie in.
+/// (and notes, and a page of `.text`) through the lazy reader, in the order they lie in. A
+/// DWARF package is identified by its index instead ([`package`]).
 fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
+    reader: &dyn RangeReader,
     data: Data<'a>,
 ) -> Result<Identity, FormatError> {
     let header = Elf::parse(data)
@@ -71,6 +74,9 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
         .program_headers(endian, data)
         .map_err(|e| FormatError::malformed(FORMAT, format!("program headers: {e}")))?;
     let sections = section_table(header, endian, data)?;
+    if let Some(index) = sections.section_by_name(endian, CU_INDEX.as_bytes()) {
+        return package::<Elf>(reader, header, endian, index.1, data);
+    }
     let build_id = build_id_of(program_headers, &sections, endian, data);
 
     let name_of = |s: &Elf::SectionHeader| sections.section_name(endian, s).unwrap_or(&[]);
@@ -110,6 +116,45 @@ fn identify_class<'a, Elf: FileHeader<Endian = Endianness>>(
             }
         }
     }
+    Ok(id)
+}
+
+/// A DWARF package (`.dwp`, an ELF file with a `.debug_cu_index`): a debug companion with no
+/// build id and no code, identified by the DWO ids its index lists (dwp.rs). What else it
+/// holds (`.debug_info.dwo` and the other `.dwo` sections) is not read.
+fn package<'a, Elf: FileHeader<Endian = Endianness>>(
+    reader: &dyn RangeReader,
+    header: &Elf,
+    endian: Endianness,
+    index: &Elf::SectionHeader,
+    data: Data<'a>,
+) -> Result<Identity, FormatError> {
+    let in_file = index.file_range(endian).filter(|(offset, size)| {
+        offset
+            .checked_add(*size)
+            .is_some_and(|end| end <= data.len().unwrap_or(0))
+    });
+    let Some((offset, size)) = in_file else {
+        return Err(FormatError::malformed(
+            Format::Dwp,
+            format!("{CU_INDEX} lies outside the file"),
+        ));
+    };
+    let index = SectionRef {
+        name: CU_INDEX.to_string(),
+        offset,
+        size,
+        compressed: index.sh_flags(endian).contains(elf::SHF_COMPRESSED),
+    };
+    let layout = DwarfLayout {
+        little_endian: endian == Endianness::Little,
+        is_64: header.is_class_64(),
+        sections: Vec::new(),
+    };
+    let mut id = Identity::new(Format::Dwp, Kind::Debug);
+    id.arch = arch_name(header.e_machine(endian).0, header.is_class_64());
+    id.has_debug_info = true;
+    id.dwarf_package = Some(read_package(reader, &index, &layout)?);
     Ok(id)
 }
 
@@ -288,6 +333,7 @@ pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
     };
     if id.kind == Kind::Debug || id.has_debug_info {
         id.sources = Some(super::dwarf::source_paths(reader, &layout));
+        id.split_dwarf = skeleton_dwo_ids(reader, &layout);
     }
     let mut budget = MAX_DECOMPRESSED;
     let mut unreadable = Vec::new();

@@ -7,6 +7,7 @@
 
 pub mod breakpad;
 pub mod dwarf;
+pub mod dwp;
 pub mod elf;
 pub mod macho;
 pub mod pdb;
@@ -135,6 +136,8 @@ pub fn identify(
         Some(Format::Breakpad) => one(breakpad::identify(&head)),
         Some(Format::Perfmap) => one(perfmap::identify(&head)),
         Some(Format::SourceBundle) => one(sourcebundle::identify(reader)),
+        // Never sniffed: a package is an ELF file, told apart by its sections (elf.rs).
+        Some(Format::Dwp) => one(elf::identify(reader)),
         Some(Format::Source) | None if options.as_source => one(source::identify(reader)),
         Some(Format::Source) | None => Err(FormatError::Unrecognized(describe_unknown(&head))),
     }

@@ -6,7 +6,8 @@ use proptest::prelude::*;
 use super::{identify_with_details, IdentifyOptions};
 use crate::reader::MemReader;
 use crate::testing::builders::{
-    build_msfz, dbi_stream, dwarf5_line_table_with_md5, info_stream, with_section,
+    build_dwp, build_msfz, build_split_binary, dbi_stream, dwarf5_line_table_with_md5, info_stream,
+    with_section, Unit,
 };
 
 /// A valid artifact of every format (the pipeline's hostile-input test starts from them too).
@@ -76,6 +77,14 @@ pub(crate) fn seeds() -> Vec<Vec<u8>> {
         super::sourcebundle::tests::bundle(
             r#"{"files":{"files/_/_/src/main.c":{"type":"source","path":"/src/main.c"}},"debug_id":"faa9207b-627f-3c60-4bae-ac1cd514e670","object_name":"app.debug"}"#,
         ),
+        // Split DWARF: a package's index (both versions), a binary's skeleton units.
+        build_dwp(2, &[0x5cc8_2758_0275_ff35, 7, 0x8e92_ec6f_450b_ffe7]),
+        build_dwp(5, &[0x57ae_4f79_97db_4c94]),
+        build_split_binary(&[
+            Unit::Skeleton4(0x5857_625a_300c_75c2),
+            Unit::Full4,
+            Unit::Skeleton5(9),
+        ]),
     ]
 }
 

@@ -73,7 +73,8 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
             .sha1
             .as_ref()
             .and_then(|sha1| named(format!("sha1-{sha1}"))),
-        Format::Breakpad | Format::SourceBundle => None,
+        // A DWARF package has no id of its own: it is served only with its binary.
+        Format::Breakpad | Format::SourceBundle | Format::Dwp => None,
     };
     let mut keys: Vec<String> = key.into_iter().collect();
     // WASM: also the length-stripped id form, where the payload had a length byte.

@@ -84,8 +84,14 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
                 keys.push(format!("{lower}/{guid}{age:X}/{}", src_zip_name(&lower)));
             }
         }
-        // SymSrv requests no PDZ: only Microsoft.SymbolStore knows the container (ssqp).
-        Format::Pdz | Format::Wasm | Format::Breakpad | Format::Perfmap | Format::Source => {}
+        // SymSrv requests no PDZ: only Microsoft.SymbolStore knows the container (ssqp). A
+        // DWARF package has no id of its own: it is served only with its binary.
+        Format::Pdz
+        | Format::Wasm
+        | Format::Breakpad
+        | Format::Perfmap
+        | Format::Source
+        | Format::Dwp => {}
     }
     keys
 }

@@ -54,8 +54,8 @@ fn unified_ids(id: &Identity) -> Vec<String> {
                 .chain(uuid)
                 .collect()
         }
-        // Sentry reads no PDZ.
-        Format::Pdz | Format::Perfmap | Format::Source => Vec::new(),
+        // Sentry reads no PDZ; a DWARF package has no id of its own.
+        Format::Pdz | Format::Perfmap | Format::Source | Format::Dwp => Vec::new(),
     }
 }
 
@@ -75,7 +75,7 @@ fn file_types(id: &Identity) -> Vec<&'static str> {
             types
         }
         Format::SourceBundle => vec!["sourcebundle"],
-        Format::Pdz | Format::Perfmap | Format::Source => Vec::new(),
+        Format::Pdz | Format::Perfmap | Format::Source | Format::Dwp => Vec::new(),
     }
 }
 

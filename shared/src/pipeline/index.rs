@@ -11,7 +11,7 @@ use super::sources::offer_of;
 use super::upload::{fill_identity, is_pdb, Indexed, Lookup, Planned, Upload};
 use super::{unclaimed, Indexer, CASE_FOLDED};
 use crate::formats::{Format, FormatError, IdentifyOptions};
-use crate::identity::{Identity, Kind};
+use crate::identity::{DwarfPackage, Identity, Kind};
 use crate::layouts::{self, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record};
 #[cfg(doc)]
@@ -74,6 +74,20 @@ fn admitted(
             Ok(Admitted::Refused(Box::new(r)))
         }
     }
+}
+
+/// Why a DWARF package publishes nothing: it has no id of its own, and a debugger asks for
+/// it under its binary's build id (LLDB: `buildid/<id>/debuginfo`), which only its
+/// skeletons' DWO ids tie it to.
+fn unpaired_package(package: &DwarfPackage) -> String {
+    format!(
+        "a DWARF package (split DWARF, {} DWO id{}, index version {}): it has no build id \
+         of its own and is served only with the binary whose skeleton units name its DWO \
+         ids, which this version of symdex does not pair yet",
+        package.dwo_ids.len(),
+        if package.dwo_ids.len() == 1 { "" } else { "s" },
+        package.index_version
+    )
 }
 
 /// One identity's plan: its keys, or the record of an identity that gets none. (Its
@@ -656,7 +670,9 @@ impl<'s> Indexer<'s> {
             fits
         });
         if keys.is_empty() {
-            let (action, reason) = if set.rejected.is_empty() {
+            let (action, reason) = if let Some(package) = &id.dwarf_package {
+                (Action::Skipped, unpaired_package(package))
+            } else if set.rejected.is_empty() {
                 (
                     Action::Skipped,
                     "no identifier to key it by (no build id, UUID or debug id)".to_string(),

@@ -334,6 +334,8 @@ pub(super) fn fill_identity(record: &mut Record, id: &Identity) {
     record.code_id.clone_from(&id.code_id);
     record.code_file = id.code_file.clone();
     record.debug_file = id.debug_file.clone();
+    record.dwarf_package.clone_from(&id.dwarf_package);
+    record.split_dwarf.clone_from(&id.split_dwarf);
 }
 
 /// Counts of a run, for the one-line summary.

@@ -523,3 +523,123 @@ pub fn build_fat_macho(uuids: (u8, u8)) -> Vec<u8> {
     }
     fat
 }
+
+/// A `.debug_cu_index` (little-endian) of `version` (2 or 5) listing `ids` as units 1, 2, …
+/// in a hash table placed as gimli and the DWARF 5 standard look ids up (`id & mask`, then
+/// steps of `((id >> 32) & mask) | 1`), with `.debug_info` and `.debug_abbrev` columns of
+/// zeros; `slots`: the table's size (a power of two above `ids.len()`).
+pub fn cu_index(version: u16, ids: &[u64], slots: u32) -> Vec<u8> {
+    let mut table = vec![(0u64, 0u32); slots as usize];
+    let mask = u64::from(slots) - 1;
+    for (row, &id) in ids.iter().enumerate() {
+        let mut at = id & mask;
+        let step = ((id >> 32) & mask) | 1;
+        while table[at as usize].1 != 0 {
+            at = (at + step) & mask;
+        }
+        table[at as usize] = (id, row as u32 + 1);
+    }
+    let mut out = Vec::new();
+    out.extend(u32::from(version).to_le_bytes());
+    out.extend(2u32.to_le_bytes()); // columns: DW_SECT_INFO (1), DW_SECT_ABBREV (3)
+    out.extend((ids.len() as u32).to_le_bytes());
+    out.extend(slots.to_le_bytes());
+    out.extend(table.iter().flat_map(|(id, _)| id.to_le_bytes()));
+    out.extend(table.iter().flat_map(|(_, row)| row.to_le_bytes()));
+    out.extend(1u32.to_le_bytes());
+    out.extend(3u32.to_le_bytes());
+    out.resize(out.len() + ids.len() * 2 * 8, 0); // offsets, then sizes
+    out
+}
+
+/// An ELF DWARF package ([`build_elf`] with no build id, plus a `.debug_cu_index` from
+/// [`cu_index`] and an empty `.debug_info.dwo`).
+pub fn build_dwp(version: u16, ids: &[u64]) -> Vec<u8> {
+    let slots = (ids.len() as u32 * 3 / 2 + 1).next_power_of_two().max(16);
+    let elf = with_section(
+        build_elf(true, false, 62, None, false),
+        ".debug_info.dwo",
+        &[],
+    );
+    with_section(elf, ".debug_cu_index", &cu_index(version, ids, slots))
+}
+
+/// One unit of [`skeleton_units`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A DWARF 5 `DW_UT_skeleton` unit with this DWO id.
+    Skeleton5(u64),
+    /// A DWARF 4 compilation unit whose root entry has `DW_AT_GNU_dwo_id` (GCC and rustc's
+    /// split DWARF).
+    Skeleton4(u64),
+    /// A DWARF 5 full compilation unit (no DWO id).
+    Full5,
+    /// A DWARF 4 compilation unit with no DWO id (its root entry has a name and children).
+    Full4,
+}
+
+/// A `.debug_info` and its `.debug_abbrev` (32-bit DWARF, little-endian, 8-byte addresses)
+/// holding `units`, each with a table of its own, its root entry's abbreviation last but
+/// one in it (so a reader that looks up the root's code passes one over).
+pub fn skeleton_units(units: &[Unit]) -> (Vec<u8>, Vec<u8>) {
+    // DW_AT_name (0x03) as DW_FORM_string (0x08); DW_AT_GNU_dwo_id (0x2131) as DW_FORM_data8
+    // (0x07); DW_TAG_compile_unit 0x11, DW_TAG_skeleton_unit 0x4a, DW_TAG_base_type 0x24.
+    let (mut info, mut abbrev) = (Vec::new(), Vec::new());
+    for unit in units {
+        let table = abbrev.len() as u32;
+        // Code 2 (declared first, never used): a base type; code 1: the root.
+        abbrev.extend([2, 0x24, 0, 0x03, 0x08, 0, 0]);
+        let (tag, children, dwo_id) = match unit {
+            Unit::Skeleton5(id) => (0x4a, 0, Some(*id)),
+            Unit::Skeleton4(id) => (0x11, 0, Some(*id)),
+            Unit::Full5 | Unit::Full4 => (0x11, 1, None),
+        };
+        abbrev.extend([1, tag, children, 0x03, 0x08]);
+        if matches!(unit, Unit::Skeleton4(_)) {
+            abbrev.extend([0xb1, 0x42, 0x07]);
+        }
+        abbrev.extend([0, 0, 0]);
+        let mut body = Vec::new();
+        match unit {
+            Unit::Skeleton5(_) | Unit::Full5 => {
+                body.extend(5u16.to_le_bytes());
+                body.push(if dwo_id.is_some() { 4 } else { 1 }); // DW_UT_skeleton, DW_UT_compile
+                body.push(8);
+                body.extend(table.to_le_bytes());
+                if let Unit::Skeleton5(id) = unit {
+                    body.extend(id.to_le_bytes());
+                }
+            }
+            Unit::Skeleton4(_) | Unit::Full4 => {
+                body.extend(4u16.to_le_bytes());
+                body.extend(table.to_le_bytes());
+                body.push(8);
+            }
+        }
+        body.push(1); // the root entry: code 1, its name, its DWO id (DWARF 4)
+        body.extend(b"a.c\0");
+        if let Unit::Skeleton4(id) = unit {
+            body.extend(id.to_le_bytes());
+        }
+        if children == 1 {
+            body.extend([2]); // a child: code 2, its name
+            body.extend(b"int\0");
+            body.push(0);
+        }
+        info.extend((body.len() as u32).to_le_bytes());
+        info.extend(body);
+    }
+    (info, abbrev)
+}
+
+/// An ELF file ([`build_elf`] with a build id, no `.debug_info` of its own) with the
+/// `.debug_info` and `.debug_abbrev` of [`skeleton_units`].
+pub fn build_split_binary(units: &[Unit]) -> Vec<u8> {
+    let (info, abbrev) = skeleton_units(units);
+    let elf = with_section(
+        build_elf(true, false, 62, Some(&[0x3c; 20]), false),
+        ".debug_abbrev",
+        &abbrev,
+    );
+    with_section(elf, ".debug_info", &info)
+}

@@ -29,8 +29,8 @@ pub fn assert_same_files(
 /// artifact of each format the builders know.
 pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
     use builders::{
-        build_elf, build_msf, build_msfz, build_pe, codeview, dbi_stream, dwarf5_line_table,
-        dwarf5_line_table_with_md5, info_stream, with_section,
+        build_dwp, build_elf, build_msf, build_msfz, build_pe, build_split_binary, codeview,
+        dbi_stream, dwarf5_line_table, dwarf5_line_table_with_md5, info_stream, with_section, Unit,
     };
     let guid = [7u8; 16];
     let pdb_streams = vec![
@@ -62,6 +62,12 @@ pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
         (
             "pe.bin",
             build_pe(true, 0x8664, true, &[codeview(guid, 1, "C:\\b\\a.pdb", 0, 0)], true),
+        ),
+        ("dwp-v2.bin", build_dwp(2, &[0x5cc8_2758_0275_ff35, 0x8e92_ec6f_450b_ffe7])),
+        ("dwp-v5.bin", build_dwp(5, &[0x57ae_4f79_97db_4c94])),
+        (
+            "elf-skeletons.bin",
+            build_split_binary(&[Unit::Skeleton4(0x5857_625a_300c_75c2), Unit::Skeleton5(9)]),
         ),
         ("pdb.bin", build_msf(4096, &pdb_streams)),
         ("pdz.bin", build_msfz(&pdb_streams, true)),
