@@ -66,9 +66,9 @@ pub struct PushArgs {
     pub timeout: u64,
     /// Seconds any one request (to the buckets, or to `--server`) may take before it is given
     /// up (an S3 request is then retried, five attempts in all): a server or endpoint that
-    /// accepts connections and never answers fails the push instead of hanging it. An upload
-    /// counts as one request: raise it on a slow link (`--jobs` files, each four 16 MiB parts
-    /// at once, are in flight).
+    /// accepts connections and never answers fails the push instead of hanging it. A file up to
+    /// 16 MiB, or a 16 MiB part of a larger one, counts as one request: raise it on a slow link
+    /// (`--jobs` files, and ten parts over all of them, are in flight at once).
     #[arg(long, default_value_t = 120, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout: u64,
@@ -76,7 +76,8 @@ pub struct PushArgs {
     /// paths a debug file names that it was sent as the source of), then a summary.
     #[arg(long)]
     pub json: bool,
-    /// Uploads at once.
+    /// Files sent at once (the parts of larger files go ten at once, over all of them). No
+    /// file or part is held in memory: each is streamed from its file as it is sent.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub jobs: u16,
     /// The serving bucket's manifest prefix (the module's `manifest_prefix`).
@@ -216,6 +217,7 @@ async fn push(
         server: server.clone(),
         metadata: send::metadata(args),
         present,
+        parts: symdex_shared::storage::s3::PartsAtOnce::default(),
     });
     // Files no format claims that a debug file of the push names go last, once the debug
     // files are sent (and with --wait, decided): then each is indexed as a source on arrival,

@@ -1,6 +1,7 @@
 //! What a push sends: every input identified locally by the rules `index` follows (nothing is
-//! sent that `index` would skip), named under the ingest prefix, and fingerprinted so that
-//! what the deployment already holds is recognised.
+//! sent that `index` would skip), named under the ingest prefix, with the hashes that name its
+//! content (taken as it is sent: `send.rs`) so that what the deployment already holds is
+//! recognised.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -36,13 +37,9 @@ pub struct Sendable {
     pub shown: String,
     /// Its key in the ingest bucket.
     pub ingest_key: String,
+    /// Its size when planned. Its hashes are taken when it is sent ([`sha256_of`],
+    /// [`s3_etag_of`]), each only if wanted, while other inputs go up.
     pub size: u64,
-    /// SHA-256 of its content, kept in the ingest object's metadata (`symdex-sha256`): the
-    /// content's name for audits, whatever ETag S3 gave it.
-    pub sha256: String,
-    /// The ETag S3 gives it when push uploads it (MD5, or the MD5 of its parts' MD5s): the
-    /// content identity the indexer records on every key it publishes.
-    pub s3_etag: String,
     /// One serving key per identity (the first layout's, behind its default prefix): all
     /// present with this content means it is published already.
     pub probe_keys: Vec<String>,
@@ -295,7 +292,7 @@ pub fn shown_path(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// An input to send, fingerprinted.
+/// An input to send, with its size.
 fn to_send(
     path: &Path,
     ingest_key: String,
@@ -303,14 +300,12 @@ fn to_send(
     named_for: Vec<String>,
 ) -> Planned {
     let shown = shown_path(path);
-    match fingerprint(path) {
-        Ok((size, sha256, s3_etag)) => Planned::Send(Sendable {
+    match std::fs::metadata(path) {
+        Ok(meta) => Planned::Send(Sendable {
             path: path.to_path_buf(),
             shown,
             ingest_key,
-            size,
-            sha256,
-            s3_etag,
+            size: meta.len(),
             probe_keys,
             named_for,
         }),
@@ -321,48 +316,67 @@ fn to_send(
     }
 }
 
-/// Size, SHA-256 and the ETag S3 will give the file as push uploads it, in one read.
-pub fn fingerprint(path: &Path) -> std::io::Result<(u64, String, String)> {
+/// Reads the file at `path` through, handing each read to `update`.
+fn read_through(path: &Path, mut update: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        update(&buf[..n]);
+    }
+}
+
+/// SHA-256 of the file at `path`, which an upload carries in its metadata (`symdex-sha256`):
+/// the content's name for audits, whatever ETag S3 gives it.
+pub fn sha256_of(path: &Path) -> std::io::Result<String> {
     use sha2::Digest as _;
-    let size = std::fs::metadata(path)?.len();
-    let part_size = if size > MULTIPART_THRESHOLD {
+    let mut sha256 = sha2::Sha256::new();
+    read_through(path, |bytes| sha256.update(bytes))?;
+    Ok(hex(&sha256.finalize()))
+}
+
+/// The ETag S3 gives the file at `path` (of `size` bytes) when push uploads it: its MD5, or
+/// above [`MULTIPART_THRESHOLD`] the MD5 of its parts' MD5s and their count. It is the content
+/// identity the indexer records on every key it publishes, so what the deployment holds is
+/// compared by it — computed only where something is there to compare (a re-push), not for a
+/// new file.
+pub fn s3_etag_of(path: &Path, size: u64) -> std::io::Result<String> {
+    let multipart = size > MULTIPART_THRESHOLD;
+    let part_size = if multipart {
         part_size_for(size)
     } else {
         u64::MAX
     };
-    let mut file = std::fs::File::open(path)?;
-    let mut sha256 = sha2::Sha256::new();
     let mut part = md5::Md5::new();
     let mut part_digests = Vec::new();
     let mut in_part = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let want = usize::try_from((part_size - in_part).min(buf.len() as u64)).unwrap_or(1);
-        let n = file.read(&mut buf[..want])?;
-        if n == 0 {
-            break;
+    read_through(path, |mut bytes| {
+        while !bytes.is_empty() {
+            let want =
+                usize::try_from(part_size - in_part).map_or(bytes.len(), |w| w.min(bytes.len()));
+            part.update(&bytes[..want]);
+            in_part += want as u64;
+            bytes = &bytes[want..];
+            if in_part == part_size {
+                part_digests.push(part.finalize_reset());
+                in_part = 0;
+            }
         }
-        sha256.update(&buf[..n]);
-        part.update(&buf[..n]);
-        in_part += n as u64;
-        if in_part == part_size {
-            part_digests.push(part.finalize_reset());
-            in_part = 0;
-        }
+    })?;
+    if !multipart {
+        return Ok(hex(&part.finalize()));
     }
-    let etag = if size > MULTIPART_THRESHOLD {
-        if in_part > 0 {
-            part_digests.push(part.finalize_reset());
-        }
-        let mut whole = md5::Md5::new();
-        for digest in &part_digests {
-            whole.update(digest);
-        }
-        format!("{}-{}", hex(&whole.finalize()), part_digests.len())
-    } else {
-        hex(&part.finalize())
-    };
-    Ok((size, hex(&sha256.finalize()), etag))
+    if in_part > 0 {
+        part_digests.push(part.finalize_reset());
+    }
+    let mut whole = md5::Md5::new();
+    for digest in &part_digests {
+        whole.update(digest);
+    }
+    Ok(format!("{}-{}", hex(&whole.finalize()), part_digests.len()))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -379,7 +393,7 @@ mod tests {
         build_elf, dwarf5_line_table, dwarf5_line_table_with_md5, with_section,
     };
 
-    use super::{fingerprint, hex, plan, Planned, Sendable, MULTIPART_THRESHOLD};
+    use super::{hex, plan, s3_etag_of, sha256_of, Planned, Sendable, MULTIPART_THRESHOLD};
     use crate::inputs::SourceArgs;
 
     fn no_sources() -> SourceArgs {
@@ -527,19 +541,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let small = dir.path().join("small");
         std::fs::write(&small, b"hello").unwrap();
-        let (size, sha256, etag) = fingerprint(&small).unwrap();
-        assert_eq!(size, 5);
         assert_eq!(
-            sha256,
+            sha256_of(&small).unwrap(),
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
         );
-        assert_eq!(etag, "5d41402abc4b2a76b9719d911017c592");
+        assert_eq!(
+            s3_etag_of(&small, 5).unwrap(),
+            "5d41402abc4b2a76b9719d911017c592"
+        );
 
         let large = dir.path().join("large");
         let part = part_size_for(MULTIPART_THRESHOLD + 1) as usize;
         let bytes: Vec<u8> = (0..part + 10).map(|i| (i % 251) as u8).collect();
         std::fs::write(&large, &bytes).unwrap();
-        let (_, _, etag) = fingerprint(&large).unwrap();
+        let etag = s3_etag_of(&large, bytes.len() as u64).unwrap();
         let mut whole = md5::Md5::new();
         whole.update(md5::Md5::digest(&bytes[..part]));
         whole.update(md5::Md5::digest(&bytes[part..]));

@@ -1,15 +1,17 @@
 //! Sending: each planned input is checked against what the deployment holds (the serving
 //! side by its keys, the ingest bucket by the ETag push's upload would give it, from one
-//! listing of the build's prefix) and uploaded otherwise, `jobs` at a time.
+//! listing of the build's prefix) and uploaded otherwise, `jobs` at a time. A file is read
+//! for its hashes in its own job, while others go up: its ETag (MD5s) only where the
+//! deployment holds something to compare it with, its SHA-256 only when it is sent.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use aws_sdk_s3::primitives::DateTimeFormat;
 use aws_sdk_s3::Client;
-use symdex_shared::storage::s3::{upload_file, S3Store};
+use symdex_shared::storage::s3::{upload_file, PartsAtOnce, S3Store};
 
-use super::plan::{Planned, Sendable, MULTIPART_THRESHOLD};
+use super::plan::{s3_etag_of, sha256_of, Planned, Sendable, MULTIPART_THRESHOLD};
 use super::server::Server;
 use super::wait::Followed;
 use super::{report, Line, PushArgs, Status};
@@ -51,6 +53,8 @@ pub struct Target {
     /// What the ingest bucket holds under the build's prefix, listed once (one request per
     /// thousand keys, not a HEAD per input): key -> (ETag, last modified).
     pub present: HashMap<String, (String, String)>,
+    /// Parts of multipart uploads in flight at once, over all the push's files.
+    pub parts: PartsAtOnce,
 }
 
 /// Lists what `bucket` holds under `prefix`: key -> (ETag, last modified, RFC 3339).
@@ -150,19 +154,40 @@ pub async fn send_all(
 }
 
 async fn send_one(target: &Target, s: &Sendable) -> Result1 {
+    let failed = |e: std::io::Error| Result1::Done(Status::Failed, Vec::new(), Some(e.to_string()));
     let bucket = target.bucket.as_str();
-    if served_already(target.serving.as_ref(), target.server.as_ref(), s).await {
-        return Result1::Done(Status::AlreadyPublished, s.probe_keys.clone(), None);
+    let mut etag = Etag::new(s);
+    match served_already(
+        target.serving.as_ref(),
+        target.server.as_ref(),
+        s,
+        &mut etag,
+    )
+    .await
+    {
+        Ok(true) => return Result1::Done(Status::AlreadyPublished, s.probe_keys.clone(), None),
+        Ok(false) => {}
+        Err(e) => return failed(e),
     }
     // Sent already, by an earlier push (a re-run after an interruption) or another upload of
     // the same bytes: followed, not sent again. Its ETag is what push's upload would make.
-    if let Some((etag, at)) = target.present.get(&s.ingest_key) {
-        if *etag == s.s3_etag {
-            return Result1::Followed(followed(bucket, s, etag.clone(), None, at.clone()), false);
+    if let Some((held, at)) = target.present.get(&s.ingest_key) {
+        match etag.get().await {
+            Ok(mine) if mine == held => {
+                let f = followed(bucket, s, held.clone(), None, at.clone());
+                return Result1::Followed(f, false);
+            }
+            Ok(_) => {}
+            Err(e) => return failed(e),
         }
     }
+    let path = s.path.clone();
+    let sha256 = match blocking(move || sha256_of(&path)).await {
+        Ok(sha256) => sha256,
+        Err(e) => return failed(e),
+    };
     let mut metadata = target.metadata.clone();
-    metadata.insert(SHA256_META.to_string(), s.sha256.clone());
+    metadata.insert(SHA256_META.to_string(), sha256);
     let sent_at = symdex_shared::manifest::now_rfc3339();
     match upload_file(
         &target.client,
@@ -171,6 +196,7 @@ async fn send_one(target: &Target, s: &Sendable) -> Result1 {
         &s.path,
         metadata,
         MULTIPART_THRESHOLD,
+        &target.parts,
     )
     .await
     {
@@ -180,6 +206,38 @@ async fn send_one(target: &Target, s: &Sendable) -> Result1 {
             Vec::new(),
             Some(crate::deployment::explain(bucket, &e)),
         ),
+    }
+}
+
+/// A file read through off the runtime's thread (which drives every upload).
+async fn blocking<T: Send + 'static>(
+    read: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+}
+
+/// The ETag push's upload gives an input ([`s3_etag_of`]), read once it is first wanted.
+struct Etag<'s> {
+    sendable: &'s Sendable,
+    known: Option<String>,
+}
+
+impl<'s> Etag<'s> {
+    fn new(sendable: &'s Sendable) -> Self {
+        Etag {
+            sendable,
+            known: None,
+        }
+    }
+
+    async fn get(&mut self) -> std::io::Result<&str> {
+        if self.known.is_none() {
+            let (path, size) = (self.sendable.path.clone(), self.sendable.size);
+            self.known = Some(blocking(move || s3_etag_of(&path, size)).await?);
+        }
+        Ok(self.known.as_deref().unwrap_or_default())
     }
 }
 
@@ -211,27 +269,36 @@ fn followed(
 
 /// Whether every identity of `s` is served already with these bytes: its probe key holds
 /// the content the deployment recorded for it (the ETag of the upload that published it).
-async fn served_already(serving: Option<&S3Store>, server: Option<&Server>, s: &Sendable) -> bool {
+/// The file is read for its ETag only once every probe key is found.
+async fn served_already(
+    serving: Option<&S3Store>,
+    server: Option<&Server>,
+    s: &Sendable,
+    etag: &mut Etag<'_>,
+) -> std::io::Result<bool> {
     if s.probe_keys.is_empty() {
-        return false;
+        return Ok(false);
     }
+    let mut held = Vec::new();
     for key in &s.probe_keys {
-        let same = match (serving, server) {
-            (Some(store), _) => matches!(
-                store.head_object(store.bucket(), key, None).await,
-                Ok(Some((info, _))) if info.etag == s.s3_etag
-            ),
+        let found = match (serving, server) {
+            (Some(store), _) => match store.head_object(store.bucket(), key, None).await {
+                Ok(Some((info, _))) => Some(info.etag),
+                _ => None,
+            },
             (None, Some(server)) => {
-                let (server, key, want) = (server.clone(), key.clone(), s.s3_etag.clone());
-                tokio::task::spawn_blocking(move || server.etag(&key).is_some_and(|e| e == want))
+                let (server, key) = (server.clone(), key.clone());
+                tokio::task::spawn_blocking(move || server.etag(&key))
                     .await
-                    .unwrap_or(false)
+                    .unwrap_or(None)
             }
-            (None, None) => false,
+            (None, None) => None,
         };
-        if !same {
-            return false;
+        match found {
+            Some(found) => held.push(found),
+            None => return Ok(false),
         }
     }
-    true
+    let mine = etag.get().await?;
+    Ok(held.iter().all(|h| h == mine))
 }

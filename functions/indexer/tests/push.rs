@@ -676,8 +676,10 @@ async fn push_retries_a_failing_s3_and_reports_each_input_it_could_not_send() {
     assert!(!late["reason"].as_str().unwrap().is_empty());
 }
 
-/// A file above the multipart threshold goes up in parts (uploaded several at once) and comes
-/// back byte-identical; a re-run knows it by the ETag its parts make, and sends nothing.
+/// A file above the multipart threshold goes up in parts (several at once, each streamed
+/// from the file, and read from it again for a retry) through an S3 failing a fifth of its
+/// requests, and comes back byte-identical, with the CRC-32 its parts carried declared on the
+/// object; a re-run knows it by the ETag its parts make, and sends nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_file_goes_in_parts_and_a_rerun_knows_it() {
     let stack = Stack::new().await;
@@ -687,11 +689,12 @@ async fn a_large_file_goes_in_parts_and_a_rerun_knows_it() {
     let mut bytes = std::fs::read(fx.path("app")).unwrap();
     bytes.extend((0..70u32 * 1024 * 1024 / 4).flat_map(|i| i.to_le_bytes()));
     std::fs::write(dir.join("big"), &bytes).unwrap();
-    let run = || {
+    let run = |endpoint: &str| {
         let out = Command::new(cli())
             .args(["push", dir.to_str().unwrap(), "--build", "b", "--json"])
             .args(["--ingest", &format!("s3://{INGEST}")])
             .envs(stack.moto.env())
+            .env("AWS_ENDPOINT_URL", endpoint)
             .output()
             .unwrap();
         assert_eq!(
@@ -703,12 +706,30 @@ async fn a_large_file_goes_in_parts_and_a_rerun_knows_it() {
         let lines: Vec<Value> = json_lines(&out.stdout);
         status_of(&lines, "big").clone()
     };
-    assert_eq!(run()["sent"], true);
+    let flaky = fault_proxy::FaultProxy::start(&stack.moto.endpoint, 20, 11).await;
+    let first = {
+        let endpoint = flaky.endpoint.clone();
+        let run = &run;
+        tokio::task::block_in_place(|| run(&endpoint))
+    };
+    assert_eq!(first["sent"], true);
+    let log = flaky.faults.log.lock().unwrap().clone();
+    let parts = log.iter().filter(|r| r.contains("partNumber=")).count();
+    let faults = &flaky.faults;
+    let injected = faults.slow_down.load(Ordering::Relaxed)
+        + faults.internal_error.load(Ordering::Relaxed)
+        + faults.reset_before.load(Ordering::Relaxed)
+        + faults.reset_after.load(Ordering::Relaxed);
+    assert!(
+        parts >= 5 && injected > 0,
+        "{parts} parts, {injected} faults"
+    );
     let head = stack
         .s3
         .head_object()
         .bucket(INGEST)
         .key("b/big")
+        .checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled)
         .send()
         .await
         .unwrap();
@@ -717,8 +738,14 @@ async fn a_large_file_goes_in_parts_and_a_rerun_knows_it() {
         etag.trim_matches('"').ends_with("-5"),
         "five 16 MiB parts: {etag}"
     );
+    assert!(
+        head.checksum_crc32().is_some(),
+        "the parts' CRC-32 declared when the upload began: {head:?}"
+    );
     let stored = stack.objects(INGEST, "b/").await;
     assert_eq!(stored.len(), 1);
     assert!(stored[0].1 == bytes, "the bytes differ");
-    assert_eq!(run()["sent"], false, "known by its ETag");
+    let endpoint = stack.moto.endpoint.clone();
+    let again = tokio::task::block_in_place(|| run(&endpoint));
+    assert_eq!(again["sent"], false, "known by its ETag");
 }

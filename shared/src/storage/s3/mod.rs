@@ -31,7 +31,9 @@ mod writes;
 
 use writes::{copy_source_header, if_absent, part, HeadAnswer, Multipart, Write};
 
-pub use ingest::{client_from_env, part_size_for, upload_file, PARALLEL_PARTS};
+pub use ingest::{
+    client_from_env, part_size_for, upload_file, PartsAtOnce, BODY_READ, PARTS_AT_ONCE,
+};
 pub use object::{FirstBlock, S3Object};
 
 /// Objects at least this large are copied part by part (CopyObject's limit is 5 GiB).
