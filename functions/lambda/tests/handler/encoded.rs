@@ -58,3 +58,71 @@ async fn without_compression_no_copy_is_made() {
     upload_and_index(&stack, &ctx, "build-1/app.debug", &fx.path("app.debug")).await;
     assert!(stack.objects(SERVING, "_symdex/encoded/").await.is_empty());
 }
+
+/// Bytes on disk above one part (an expanded archive entry, a staged copy) go up in parts
+/// streamed from their file, each with its CRC-32, which the completed object declares.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_and_copies_above_a_part_go_in_parts_with_their_checksums() {
+    use symdex_shared::encoded::compress;
+    use symdex_shared::storage::encoding::EncodedMeta;
+    use symdex_shared::storage::s3::{S3Store, UPLOAD_PART_SIZE};
+    use symdex_shared::storage::{CopySource, ObjectInfo, Storage};
+
+    let stack = Stack::new().await;
+    let store = S3Store::new(stack.s3.clone(), SERVING);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("entry.debug");
+    // Two and a half parts of bytes no two parts share (a part sent twice would show).
+    let size = usize::try_from(UPLOAD_PART_SIZE).unwrap() * 5 / 2;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let raw: Vec<u8> = (0..size)
+        .map(|_| {
+            // xorshift64: bytes zstd cannot shrink.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect();
+    std::fs::write(&path, &raw).unwrap();
+    let key = "buildid/ab12/debuginfo";
+    let known = ObjectInfo {
+        size: raw.len() as u64,
+        etag: String::new(),
+    };
+    store
+        .copy(&CopySource::File(&path), key, &known, None)
+        .await
+        .unwrap();
+    let head = stack.s3.head_object().bucket(SERVING).key(key);
+    let head = head.checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled);
+    let head = head.send().await.unwrap();
+    assert!(
+        head.e_tag().unwrap().trim_matches('"').ends_with("-3"),
+        "{head:?}"
+    );
+    assert!(head.checksum_crc32().is_some(), "declared: {head:?}");
+    assert!(stack.objects(SERVING, key).await.remove(0).1 == raw);
+
+    // A copy of bytes that hardly compress, so that it too is above one part.
+    let staged = compress(Encoding::Zstd, &mut &raw[..], raw.len() as u64).unwrap();
+    assert!(staged.size > UPLOAD_PART_SIZE, "{}", staged.size);
+    let copy = format!("_symdex/encoded/zstd/{key}");
+    let meta = EncodedMeta {
+        encoding: Encoding::Zstd,
+        raw: ObjectInfo {
+            size: raw.len() as u64,
+            etag: "e".into(),
+        },
+    };
+    store.put_encoded(&copy, &staged, &meta).await.unwrap();
+    let head = stack.s3.head_object().bucket(SERVING).key(&copy);
+    let head = head.checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled);
+    let head = head.send().await.unwrap();
+    assert_eq!(head.content_encoding(), Some("zstd"));
+    assert!(head.checksum_crc32().is_some(), "declared: {head:?}");
+    let stored = stack.objects(SERVING, &copy).await.remove(0).1;
+    let mut decoded = Vec::new();
+    decode(Encoding::Zstd, &stored[..], &mut decoded).unwrap();
+    assert!(decoded == raw, "the copy decodes to the file");
+}

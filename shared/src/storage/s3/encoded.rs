@@ -4,13 +4,11 @@
 //! check of the decoded file count). Stored in parts from the staged file: memory holds one
 //! part, whatever the copy's size.
 
-use std::io::{self, Read};
+use std::io;
 use std::sync::atomic::Ordering;
 
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::CompletedMultipartUpload;
-
-use super::writes::part;
+use super::ingest::{upload, Target};
+use super::parts::{part_size_for, Bodies, PartsAtOnce};
 use super::{object_metadata, sdk_err, unquote, S3Store, UPLOAD_PART_SIZE};
 use crate::storage::encoding::{EncodedMeta, Encoding, Staged};
 use crate::storage::{check_key, CopySource, ObjectInfo, StorageResult};
@@ -31,103 +29,32 @@ impl S3Store {
         metadata.remove(super::CONTENT_ETAG_META);
         metadata.insert(RAW_SIZE_META.into(), meta.raw.size.to_string());
         metadata.insert(RAW_ETAG_META.into(), meta.raw.etag.clone());
-        let encoding = meta.encoding.as_str();
-        let mut reader = staged.reader()?;
-        if staged.size <= UPLOAD_PART_SIZE {
-            let mut bytes = Vec::with_capacity(usize::try_from(staged.size).unwrap_or(0));
-            reader.read_to_end(&mut bytes)?;
-            self.client
-                .put_object()
-                .bucket(&self.bucket)
-                .key(key)
-                .content_encoding(encoding)
-                .set_metadata(Some(metadata))
-                .body(ByteStream::from(bytes))
-                .send()
-                .await
-                .map_err(|e| sdk_err("PutObject", e))?;
-            self.stats.puts.fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let created = self
-            .client
-            .create_multipart_upload()
-            .bucket(&self.bucket)
-            .key(key)
-            .content_encoding(encoding)
-            .set_metadata(Some(metadata))
-            .send()
-            .await
-            .map_err(|e| sdk_err("CreateMultipartUpload", e))?;
-        let upload_id = created.upload_id().unwrap_or_default().to_string();
-        let sent = self
-            .send_parts(key, &upload_id, &mut reader, staged.size)
-            .await;
-        let parts = match sent {
-            Ok(parts) => parts,
-            Err(e) => {
-                // Best effort: the bucket's lifecycle rule ends what this leaves.
-                let _ = self
-                    .client
-                    .abort_multipart_upload()
-                    .bucket(&self.bucket)
-                    .key(key)
-                    .upload_id(&upload_id)
-                    .send()
-                    .await;
-                return Err(e);
-            }
+        let target = Target {
+            bucket: &self.bucket,
+            key,
+            metadata,
+            content_encoding: Some(meta.encoding.as_str()),
         };
-        self.client
-            .complete_multipart_upload()
-            .bucket(&self.bucket)
-            .key(key)
-            .upload_id(&upload_id)
-            .multipart_upload(
-                CompletedMultipartUpload::builder()
-                    .set_parts(Some(parts))
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(|e| sdk_err("CompleteMultipartUpload", e))?;
+        // One part at a time: the copy follows its live key (no client waits for it), and
+        // an unnamed file's part is read into memory to be sent.
+        let parts = PartsAtOnce::new(1);
+        let bodies = Bodies::Open(&staged.file);
+        upload(
+            &self.client,
+            target,
+            bodies,
+            staged.size,
+            UPLOAD_PART_SIZE,
+            &parts,
+        )
+        .await?;
+        let requests = if staged.size <= UPLOAD_PART_SIZE {
+            1
+        } else {
+            staged.size.div_ceil(part_size_for(staged.size))
+        };
+        self.stats.puts.fetch_add(requests, Ordering::Relaxed);
         Ok(())
-    }
-
-    /// The staged copy's parts, one after another (the copy follows its live key: no
-    /// client waits for it).
-    async fn send_parts(
-        &self,
-        key: &str,
-        upload_id: &str,
-        reader: &mut impl Read,
-        size: u64,
-    ) -> StorageResult<Vec<aws_sdk_s3::types::CompletedPart>> {
-        let part_size = size.div_ceil(super::MAX_PARTS).max(UPLOAD_PART_SIZE);
-        let mut parts = Vec::new();
-        let mut left = size;
-        let mut number = 1i32;
-        while left > 0 {
-            let len = part_size.min(left);
-            let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-            reader.read_exact(&mut bytes)?;
-            left -= len;
-            let out = self
-                .client
-                .upload_part()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(upload_id)
-                .part_number(number)
-                .body(ByteStream::from(bytes))
-                .send()
-                .await
-                .map_err(|e| sdk_err("UploadPart", e))?;
-            self.stats.puts.fetch_add(1, Ordering::Relaxed);
-            parts.push(part(number, out.e_tag().unwrap_or_default()));
-            number += 1;
-        }
-        Ok(parts)
     }
 
     pub(super) async fn encoded_now(&self, key: &str) -> StorageResult<Option<(u64, EncodedMeta)>> {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::MetadataDirective;
+use aws_sdk_s3::types::{ChecksumAlgorithm, MetadataDirective};
 use aws_sdk_s3::Client;
 
 #[cfg(doc)]
@@ -25,16 +25,17 @@ mod api;
 mod encoded;
 mod ingest;
 mod object;
+mod parts;
 #[cfg(test)]
 mod tests;
 mod writes;
 
 use writes::{copy_source_header, if_absent, part, HeadAnswer, Multipart, Write};
 
-pub use ingest::{
-    client_from_env, part_size_for, upload_file, PartsAtOnce, BODY_READ, PARTS_AT_ONCE,
-};
+pub use ingest::{client_from_env, upload_file};
 pub use object::{FirstBlock, S3Object};
+use parts::{checksum_of_bodies, upload_parts, Bodies};
+pub use parts::{part_size_for, PartsAtOnce, BODY_READ, PARTS_AT_ONCE};
 
 /// Objects at least this large are copied part by part (CopyObject's limit is 5 GiB).
 pub const DEFAULT_MULTIPART_THRESHOLD: u64 = 5 * 1024 * 1024 * 1024;
@@ -341,7 +342,7 @@ impl S3Store {
 
     /// Writes a local file (an expanded archive entry) under `key`, its SHA-1 as its content
     /// identity (as a local store has it): one PUT up to [`UPLOAD_PART_SIZE`], else a multipart
-    /// upload read part by part, so memory holds one part, never the file.
+    /// upload whose parts are streamed from the file with their CRC-32 (memory holds no part).
     async fn put_file(
         &self,
         key: &str,
@@ -368,36 +369,27 @@ impl S3Store {
             let bytes = tokio::fs::read(path).await?;
             return self.put_new(key, &bytes, Some(&sha1), write).await;
         }
-        let part_size = size.div_ceil(MAX_PARTS).max(UPLOAD_PART_SIZE);
-        let upload = self.begin_multipart(key, size, &sha1, write).await?;
-        let parts = async {
-            let mut file = tokio::fs::File::open(path).await?;
-            let mut parts = Vec::new();
-            let mut number = 1i32;
-            let mut left = size;
-            while left > 0 {
-                let len = part_size.min(left);
-                let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
-                file.read_exact(&mut bytes).await?;
-                left -= len;
-                let out = self
-                    .client
-                    .upload_part()
-                    .bucket(&self.bucket)
-                    .key(key)
-                    .upload_id(&upload.id)
-                    .part_number(number)
-                    .body(ByteStream::from(bytes))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_err("UploadPart", e))?;
-                self.stats.puts.fetch_add(1, Ordering::Relaxed);
-                parts.push(part(number, out.e_tag().unwrap_or_default()));
-                number += 1;
-            }
-            Ok(parts)
+        let checksum = checksum_of_bodies(&self.client);
+        let upload = self.begin_multipart(key, size, &sha1, write, checksum.clone());
+        let upload = upload.await?;
+        let bodies = Bodies::Path(path);
+        let parts = PartsAtOnce::default();
+        let (bucket, id) = (&self.bucket, &upload.id);
+        let parts = upload_parts(
+            &self.client,
+            bucket,
+            key,
+            id,
+            bodies,
+            size,
+            checksum,
+            &parts,
+        );
+        let parts = parts.await;
+        if let Ok(sent) = &parts {
+            let requests = u64::try_from(sent.len()).unwrap_or(u64::MAX);
+            self.stats.puts.fetch_add(requests, Ordering::Relaxed);
         }
-        .await;
         upload.finish(parts, size, &sha1).await?;
         Ok(ObjectInfo { size, etag: sha1 })
     }
@@ -605,7 +597,7 @@ impl S3Store {
             .div_ceil(MAX_PARTS)
             .max(MIN_PART_SIZE)
             .max(self.multipart_threshold.min(512 << 20));
-        let upload = self.begin_multipart(key, size, etag, write).await?;
+        let upload = self.begin_multipart(key, size, etag, write, None).await?;
         let parts = async {
             let mut parts = Vec::new();
             let mut start = 0u64;
@@ -646,12 +638,14 @@ impl S3Store {
         size: u64,
         etag: &str,
         write: Write<'_>,
+        checksum: Option<ChecksumAlgorithm>,
     ) -> StorageResult<Multipart<'s>> {
         let created = self
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
+            .set_checksum_algorithm(checksum)
             .set_metadata(Some(object_metadata(key, size, etag, write.owner)))
             .content_type("application/octet-stream")
             .send()
