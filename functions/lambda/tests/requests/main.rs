@@ -32,6 +32,7 @@ use support::{
 };
 use symdex_lambda::{handle_indexer, handle_remover, Context};
 
+mod compressed;
 mod liveness;
 mod per_artifact;
 mod shared_keys;
@@ -156,15 +157,29 @@ async fn counted_with(
     conditional: bool,
     latency: std::time::Duration,
 ) -> (Stack, FaultProxy, Arc<Context>) {
+    counted_configured(conditional, latency, &[]).await
+}
+
+/// [`counted_with`], with more of the function's environment.
+async fn counted_configured(
+    conditional: bool,
+    latency: std::time::Duration,
+    env: &[(&str, &str)],
+) -> (Stack, FaultProxy, Arc<Context>) {
     let stack = Stack::new().await;
     let proxy = FaultProxy::start_with_latency(&stack.moto.endpoint, 0, 1, latency).await;
     let client = stack.moto.s3_via(&proxy.endpoint).await;
     let conditional = conditional.to_string();
     let ctx = Arc::new(Context::new(
-        config(&[
-            ("SYMDEX_ALIASES", "redirect"),
-            ("SYMDEX_CONDITIONAL_COPY", &conditional),
-        ]),
+        config(
+            &[
+                ("SYMDEX_ALIASES", "redirect"),
+                ("SYMDEX_CONDITIONAL_COPY", &conditional),
+            ]
+            .into_iter()
+            .chain(env.iter().copied())
+            .collect::<Vec<_>>(),
+        ),
         client,
     ));
     (stack, proxy, ctx)
