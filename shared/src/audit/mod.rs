@@ -4,9 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 
-use serde::{Deserialize, Deserializer};
-
 mod copies;
+mod listed;
+mod names;
+mod upload;
+
+use listed::{Found, ListedKeys};
+#[cfg(test)]
+use names::Names;
+use upload::ListedUpload;
 
 use crate::refs::{
     released_by_finalize, KeyRecord, Listing, RefStore, UploadState, Waiting, STATE_PREFIX,
@@ -72,13 +78,17 @@ pub async fn audit_with(
     depth: Depth,
 ) -> io::Result<Audit> {
     let refs = RefStore::new(store);
-    // Only what is checked of each upload record is held (`ListedUpload`).
+    // Compressed copies (crate::encoded): each encodes what its key holds now. Checked first,
+    // on their own: their listing (400,000 copies at 50,000 debug files) is held while they
+    // are checked, and is gone before the uploads are read.
+    let (_, copies) = copies::check_copies(store, depth).await?;
+    // Only what is checked of each upload record is held (`ListedUpload`), each key's name
+    // once (`Names`, `planned` without what `keys` lists). The keys with a record are held
+    // whole (few, where objects name their owners); a key its object stands for is checked
+    // as it is read, and only what was found of it kept, beside where its name is held
+    // (`ListedKeys`). The store's other listings (every key, the copies) are looked at as
+    // they are listed.
     let uploads: Vec<ListedUpload> = refs.uploads_as().await?;
-    // Memory stays with the uploads and the keys' names: the keys with a record are held
-    // whole (few, where objects name their owners), a key its object stands for is checked
-    // as it is read, and only its owner kept (`owned_by`: the listed upload's name borrowed,
-    // `None` for an owner not listed, which no listed upload is). Held whole, 260,000 keys
-    // took 450 MB.
     let recorded = refs.recorded_keys().await?;
     let owners = if store.traits().names_owners {
         refs.owners_of(uploads.iter().map(|u| u.upload.as_str()))
@@ -86,11 +96,12 @@ pub async fn audit_with(
     } else {
         HashMap::new()
     };
+    let by_upload = uploads.iter().enumerate();
     let listings = Listings {
         store,
         refs: &refs,
         uploads: &uploads,
-        by_upload: uploads.iter().map(|u| (u.upload.as_str(), u)).collect(),
+        by_upload: by_upload.map(|(at, u)| (u.upload.as_str(), at)).collect(),
         by_key: recorded.iter().map(|r| (r.key.as_str(), r)).collect(),
         recorded: &recorded,
         owners,
@@ -99,13 +110,12 @@ pub async fn audit_with(
     let mut problems = std::mem::take(&mut keys.problems);
     let all_waiting = refs.all_waiting().await?;
     problems.extend(keys.upload_problems(&listings, &all_waiting).await?);
-    problems.extend(sidecar_problems(&keys.accounted));
-    problems.extend(waiting_problems(&listings, &all_waiting, &keys.accounted).await?);
-    let of_sources = source_problems(store, &refs, &listings.by_upload, &keys.accounted).await?;
-    problems.extend(orphans(store, manifest_prefix, &keys.accounted).await?);
+    let accounted = keys.accounted(&listings);
+    problems.extend(sidecar_problems(&accounted));
+    problems.extend(waiting_problems(&listings, &all_waiting, &accounted).await?);
+    let of_sources = source_problems(&listings, &accounted).await?;
+    problems.extend(orphans(store, manifest_prefix, &accounted).await?);
     problems.extend(of_sources);
-    // Compressed copies (crate::encoded): each encodes what its key holds now.
-    let (_, copies) = copies::check_copies(store, depth).await?;
     problems.extend(
         copies
             .into_iter()
@@ -127,46 +137,45 @@ fn problem(kind: &'static str, key: &str, detail: String) -> Problem {
 }
 
 /// What an audit reads of the store's listings once, and every check looks at: the uploads
-/// (by name), the keys with a record (by key), and the owner each upload names its objects
-/// by (where objects name their owners).
+/// (by name: their index in `uploads`), the keys with a record (by key), and the owner each
+/// upload names its objects by (where objects name their owners).
 struct Listings<'a> {
     store: &'a dyn Storage,
     refs: &'a RefStore<'a>,
     uploads: &'a [ListedUpload],
-    by_upload: BTreeMap<&'a str, &'a ListedUpload>,
+    by_upload: BTreeMap<&'a str, usize>,
     recorded: &'a [KeyRecord],
     by_key: BTreeMap<&'a str, &'a KeyRecord>,
     owners: HashMap<String, &'a str>,
 }
 
-/// The keys an audit checked: how many, their problems (in key order), the keys accounted
-/// for (a record or an owned object names them), and the owner of each key its object
-/// stands for (`None`: an owner no listed upload is).
-struct CheckedKeys<'a> {
+/// The keys an audit checked: how many, their problems (in key order), and what was found of
+/// each key an upload lists ([`ListedKeys`]: whether its object stands for its record, and
+/// whose it is).
+struct CheckedKeys {
     checked: usize,
     problems: Vec<Problem>,
-    accounted: BTreeSet<&'a str>,
-    owned_by: HashMap<&'a str, Option<&'a str>>,
+    listed: ListedKeys,
 }
 
 impl<'a> Listings<'a> {
+    /// The listed upload named `name`.
+    fn upload(&self, name: &str) -> Option<&'a ListedUpload> {
+        let uploads = self.uploads;
+        self.by_upload.get(name).map(|at| &uploads[*at])
+    }
+
     /// Checks every key: those with a record, then (in the uploads' order, each once) those
     /// whose object stands for its record.
-    async fn check_keys(&self, depth: Depth) -> io::Result<CheckedKeys<'a>> {
+    async fn check_keys(&self, depth: Depth) -> io::Result<CheckedKeys> {
         let (store, refs) = (self.store, self.refs);
         let names_owners = store.traits().names_owners;
-        // Sized once for every key an upload lists: growing, it held two tables at once.
-        let listed_keys = if names_owners {
-            let lists = self.uploads.iter();
-            lists.map(|u| u.keys.len() + u.planned.len()).sum()
-        } else {
-            0
-        };
+        // Where objects name no owner every key has a record: nothing listed to look at.
+        let owning = if names_owners { self.uploads } else { &[] };
         let mut keys = CheckedKeys {
             checked: 0,
             problems: Vec::new(),
-            accounted: self.by_key.keys().copied().collect(),
-            owned_by: HashMap::with_capacity(listed_keys),
+            listed: ListedKeys::of(owning)?,
         };
         let mut targets = AliasTargets::default();
         for record in self.recorded {
@@ -179,41 +188,33 @@ impl<'a> Listings<'a> {
                 now: None,
                 target: target.as_ref(),
             };
-            checking
-                .check(store, depth, &self.by_upload, &mut keys.problems)
-                .await?;
+            checking.check(self, depth, &mut keys.problems).await?;
         }
-        if names_owners {
-            for upload in self.uploads {
-                // The aliases of one upload name its one stored copy: read once.
-                targets = AliasTargets::default();
-                for key in upload.keys.iter().chain(upload.planned.iter()) {
-                    if keys.accounted.contains(key) {
-                        continue;
-                    }
-                    let Some((record, now)) = refs.owned_key_unread(key, &self.owners).await?
-                    else {
-                        continue;
-                    };
-                    keys.checked += 1;
-                    keys.accounted.insert(key);
-                    let target = targets
-                        .of(store, refs, &record, &self.owners, &self.by_key)
-                        .await?;
-                    let checking = Checking {
-                        record: &record,
-                        now: Some(now),
-                        target: target.as_ref(),
-                    };
-                    checking
-                        .check(store, depth, &self.by_upload, &mut keys.problems)
-                        .await?;
-                    let owner = self
-                        .by_upload
-                        .get_key_value(record.by.as_str())
-                        .map(|(listed, _)| *listed);
-                    keys.owned_by.insert(key, owner);
+        for upload in owning {
+            // The aliases of one upload name its one stored copy: read once.
+            targets = AliasTargets::default();
+            for key in upload.listed_keys() {
+                let seen = keys.listed.found(self.uploads, key) != Found::Unseen;
+                if seen || self.by_key.contains_key(key) {
+                    continue;
                 }
+                let Some((record, now)) = refs.owned_key_unread(key, &self.owners).await? else {
+                    keys.listed.set(self.uploads, key, Found::Absent);
+                    continue;
+                };
+                keys.checked += 1;
+                let owner = self.by_upload.get(record.by.as_str());
+                let owner = owner.and_then(|at| u32::try_from(*at).ok());
+                keys.listed.set(self.uploads, key, Found::Owned(owner));
+                let target = targets
+                    .of(store, refs, &record, &self.owners, &self.by_key)
+                    .await?;
+                let checking = Checking {
+                    record: &record,
+                    now: Some(now),
+                    target: target.as_ref(),
+                };
+                checking.check(self, depth, &mut keys.problems).await?;
             }
         }
         keys.problems.sort_by(|a, b| a.key.cmp(&b.key));
@@ -221,21 +222,31 @@ impl<'a> Listings<'a> {
     }
 }
 
-impl<'a> CheckedKeys<'a> {
+impl CheckedKeys {
     /// Whether `upload` references `key`, by the key's record or the owner its object names.
     fn references(&self, listings: &Listings<'_>, key: &str, upload: &str) -> bool {
         match listings.by_key.get(key) {
             Some(record) => record.refs.contains(upload),
-            None => self
-                .owned_by
-                .get(key)
-                .is_some_and(|owner| *owner == Some(upload)),
+            None => match self.listed.found(listings.uploads, key) {
+                Found::Owned(Some(owner)) => listings.uploads[owner as usize].upload == upload,
+                _ => false,
+            },
         }
     }
 
     /// Whether the key has a record or an object at all.
     fn known(&self, listings: &Listings<'_>, key: &str) -> bool {
-        listings.by_key.contains_key(key) || self.owned_by.contains_key(key)
+        listings.by_key.contains_key(key)
+            || matches!(self.listed.found(listings.uploads, key), Found::Owned(_))
+    }
+
+    /// The keys accounted for, once every check that accounts for one is done.
+    fn accounted<'k>(&'k self, listings: &'k Listings<'_>) -> Accounted<'k> {
+        Accounted {
+            by_key: &listings.by_key,
+            listed: &self.listed,
+            uploads: listings.uploads,
+        }
     }
 
     /// The uploads' problems: a run interrupted, or a key an upload lists that does not name
@@ -243,7 +254,7 @@ impl<'a> CheckedKeys<'a> {
     /// accounted for (what is there is no orphan).
     async fn upload_problems(
         &mut self,
-        listings: &Listings<'a>,
+        listings: &Listings<'_>,
         all_waiting: &[Waiting],
     ) -> io::Result<Vec<Problem>> {
         let store = listings.store;
@@ -281,7 +292,7 @@ impl<'a> CheckedKeys<'a> {
                         None => problems.push(problem("missing", key, lists)),
                         Some(found) => {
                             let whose = found.owner.unwrap_or_else(|| "no upload".into());
-                            self.accounted.insert(key);
+                            self.listed.set(listings.uploads, key, Found::Changed);
                             problems.push(problem(
                                 "changed",
                                 key,
@@ -304,12 +315,43 @@ impl<'a> CheckedKeys<'a> {
     }
 }
 
+/// The keys accounted for (a record or an owned object names them, or an upload lists what
+/// is there): the keys with a record, and those [`ListedKeys`] found `Owned` or `Changed`.
+/// Borrowed from the audit's listings, not gathered into a set of their own.
+struct Accounted<'k> {
+    by_key: &'k BTreeMap<&'k str, &'k KeyRecord>,
+    listed: &'k ListedKeys,
+    uploads: &'k [ListedUpload],
+}
+
+impl<'k> Accounted<'k> {
+    fn contains(&self, key: &str) -> bool {
+        self.by_key.contains_key(key)
+            || matches!(
+                self.listed.found(self.uploads, key),
+                Found::Owned(_) | Found::Changed
+            )
+    }
+
+    /// Every key accounted for, in key order, once: the two sorted sequences merged.
+    fn in_order(&self) -> impl Iterator<Item = &'k str> + 'k {
+        let mut recorded = self.by_key.keys().copied().peekable();
+        let mut owned = self.listed.accounted(self.uploads).peekable();
+        std::iter::from_fn(move || match (recorded.peek(), owned.peek()) {
+            (Some(r), Some(o)) if o < r => owned.next(),
+            (Some(r), Some(o)) if o == r => owned.next().and(recorded.next()),
+            (Some(_), _) => recorded.next(),
+            (None, _) => owned.next(),
+        })
+    }
+}
+
 /// A unified `.meta` sidecar describes the file beside it, and goes with it (a sidecar of a
 /// conflicting key is the file's upload's, pipeline/): one without its file is what an
 /// earlier version left where an upload conflicting on the file shared it.
-fn sidecar_problems(accounted: &BTreeSet<&str>) -> Vec<Problem> {
+fn sidecar_problems(accounted: &Accounted<'_>) -> Vec<Problem> {
     let mut problems = Vec::new();
-    for key in accounted {
+    for key in accounted.in_order() {
         let described = crate::layouts::unified::described_by_sidecar(key);
         if let Some(file) = described.filter(|file| !accounted.contains(file)) {
             problems.push(problem(
@@ -327,16 +369,15 @@ fn sidecar_problems(accounted: &BTreeSet<&str>) -> Vec<Problem> {
 async fn waiting_problems(
     listings: &Listings<'_>,
     all_waiting: &[Waiting],
-    accounted: &BTreeSet<&str>,
+    accounted: &Accounted<'_>,
 ) -> io::Result<Vec<Problem>> {
     let mut problems = Vec::new();
     for waiting in all_waiting {
         let live = listings
-            .by_upload
-            .get(waiting.upload.as_str())
+            .upload(&waiting.upload)
             .is_some_and(|u| u.state != UploadState::Removing);
         if live
-            && !accounted.contains(waiting.key.as_str())
+            && !accounted.contains(&waiting.key)
             && listings.store.head(&waiting.key).await?.is_none()
         {
             problems.push(problem(
@@ -358,12 +399,12 @@ async fn waiting_problems(
 async fn orphans(
     store: &dyn Storage,
     manifest_prefix: &str,
-    accounted: &BTreeSet<&str>,
+    accounted: &Accounted<'_>,
 ) -> io::Result<Vec<Problem>> {
     let mut orphans = Vec::new();
     store
         .list_each("", &mut |key| {
-            if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(key.as_str()) {
+            if !is_bookkeeping(&key, manifest_prefix) && !accounted.contains(&key) {
                 orphans.push(key);
             }
         })
@@ -395,12 +436,11 @@ impl Checking<'_> {
     /// content under [`Depth::Deep`]).
     async fn check(
         self,
-        store: &dyn Storage,
+        listings: &Listings<'_>,
         depth: Depth,
-        by_upload: &BTreeMap<&str, &ListedUpload>,
         problems: &mut Vec<Problem>,
     ) -> io::Result<()> {
-        let record = self.record;
+        let (record, store) = (self.record, listings.store);
         let mut problem = |kind, detail: String| {
             problems.push(Problem {
                 kind,
@@ -410,8 +450,8 @@ impl Checking<'_> {
         };
         // A `create` lease whose upload lists the key was released by its finalize.
         let listing = |upload: &str| {
-            by_upload
-                .get(upload)
+            listings
+                .upload(upload)
                 .map(|u| Listing::new(u.keys.iter(), u.runs.iter()))
         };
         let in_force = record
@@ -433,7 +473,7 @@ impl Checking<'_> {
             return Ok(());
         }
         for upload in &record.refs {
-            if !by_upload.contains_key(upload.as_str()) {
+            if !listings.by_upload.contains_key(upload.as_str()) {
                 problem(
                     "dangling",
                     format!("referenced by {upload}, which does not exist"),
@@ -529,30 +569,32 @@ impl AliasTargets {
 /// Read from the join records alone: the debuginfod prefix a store was indexed with is not
 /// known here, so a key counts as published when a published key ends with it.
 async fn source_problems(
-    store: &dyn Storage,
-    refs: &RefStore<'_>,
-    by_upload: &BTreeMap<&str, &ListedUpload>,
-    accounted: &BTreeSet<&str>,
+    listings: &Listings<'_>,
+    accounted: &Accounted<'_>,
 ) -> io::Result<Vec<Problem>> {
     use crate::sourcemap::{base_name, best_offer, source_key, Match};
+    let (store, refs) = (listings.store, listings.refs);
     let mut problems = Vec::new();
     let files = store.list(&format!("{STATE_PREFIX}/sourcemap/")).await?;
     if files.is_empty() {
         return Ok(problems);
     }
-    let published: BTreeSet<&str> = accounted
-        .iter()
+    // Sorted and searched: a set of them took three times the room.
+    let mut published: Vec<&str> = accounted
+        .in_order()
         .flat_map(|key| key.match_indices("buildid/").map(move |(at, _)| &key[at..]))
         .collect();
+    published.sort_unstable();
+    published.dedup();
     let lives = |upload: &str| {
-        by_upload
-            .get(upload)
+        listings
+            .upload(upload)
             .is_some_and(|u| u.state != UploadState::Removing)
     };
     for file in files {
         let record = refs.source_map(&file).await?;
         for offer in &record.offers {
-            if !by_upload.contains_key(offer.upload.as_str()) {
+            if !listings.by_upload.contains_key(offer.upload.as_str()) {
                 problems.push(Problem {
                     kind: "offer",
                     key: file.clone(),
@@ -564,11 +606,12 @@ async fn source_problems(
             }
         }
         for want in &record.wants {
-            let indexed = by_upload
-                .get(want.upload.as_str())
+            let indexed = listings
+                .upload(&want.upload)
                 .is_some_and(|u| u.state == UploadState::Indexed);
             let key = source_key(&want.build_id, &want.path);
-            if !indexed || published.contains(key.as_str()) || !servable(&key) {
+            let published = published.binary_search(&key.as_str()).is_ok();
+            if !indexed || published || !servable(&key) {
                 continue;
             }
             let name = base_name(&want.path);
@@ -596,131 +639,6 @@ async fn source_problems(
 fn servable(key: &str) -> bool {
     crate::refs::record_fits(key)
         && crate::layouts::grammar::is_valid_key(crate::layouts::Layout::Debuginfod, key)
-}
-
-/// What an audit checks of an upload record ([`crate::refs::UploadRecord`], read by the same
-/// field names): an audit holds every upload's at once, so the rest of each record (its
-/// metadata, what a re-delivery is answered from, a debug file's source paths) is skipped as
-/// it is parsed, and its names are held compactly ([`Names`]).
-#[derive(Debug, Deserialize)]
-struct ListedUpload {
-    upload: String,
-    #[serde(default)]
-    state: UploadState,
-    keys: Names,
-    #[serde(default)]
-    planned: Names,
-    #[serde(default)]
-    runs: Names,
-}
-
-/// A set of names (a record's keys, or runs) held as one string in sorted order, each name
-/// ending where `ends` says: a `BTreeSet<String>` costs about 60 bytes per name beside its
-/// text, and an audit holds every upload's keys at once. Written here because the one thing
-/// it does (a sorted set of short strings in one allocation) is not worth a dependency.
-#[derive(Debug, Default)]
-struct Names {
-    text: String,
-    ends: Vec<u32>,
-}
-
-impl Names {
-    fn len(&self) -> usize {
-        self.ends.len()
-    }
-
-    /// The `index`th name: from where the one before ends (or the start) to its own end.
-    fn name(&self, index: usize) -> &str {
-        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
-        &self.text[start as usize..self.ends[index] as usize]
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &str> + '_ {
-        (0..self.len()).map(|index| self.name(index))
-    }
-
-    /// The name just appended to `text`, ending where it ends now.
-    fn push_end(&mut self) -> Result<(), String> {
-        let end = u32::try_from(self.text.len())
-            .map_err(|_| "an upload record's names take over 4 GiB".to_string())?;
-        self.ends.push(end);
-        Ok(())
-    }
-
-    fn last(&self) -> Option<&str> {
-        Some(self.name(self.len().checked_sub(1)?))
-    }
-
-    /// Sorted and without repeats, as the record's set was (a record written from a set
-    /// lists its names so already: read in order, they are taken as they are).
-    fn sorted(self) -> Result<Self, String> {
-        let mut names: Vec<&str> = self.iter().collect();
-        names.sort_unstable();
-        names.dedup();
-        let mut sorted = Names {
-            text: String::with_capacity(self.text.len()),
-            ends: Vec::with_capacity(names.len()),
-        };
-        for name in names {
-            sorted.text.push_str(name);
-            sorted.push_end()?;
-        }
-        Ok(sorted)
-    }
-}
-
-/// Read straight into one [`Names`]: no string per name is made and dropped (with mimalloc,
-/// the CLI's allocator, those freed pages stayed resident beside the names kept).
-impl<'de> Deserialize<'de> for Names {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        use serde::de::{DeserializeSeed, Error, SeqAccess, Visitor};
-
-        struct ListVisitor;
-        /// One name, appended where it is read; `false` in the second once a name came out
-        /// of order.
-        struct Append<'n>(&'n mut Names, &'n mut bool);
-
-        impl<'de> Visitor<'de> for ListVisitor {
-            type Value = Names;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of names")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Names, A::Error> {
-                let mut names = Names::default();
-                let mut in_order = true;
-                while seq
-                    .next_element_seed(Append(&mut names, &mut in_order))?
-                    .is_some()
-                {}
-                if !in_order {
-                    return names.sorted().map_err(A::Error::custom);
-                }
-                names.text.shrink_to_fit();
-                names.ends.shrink_to_fit();
-                Ok(names)
-            }
-        }
-        impl<'de> DeserializeSeed<'de> for Append<'_> {
-            type Value = ();
-            fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-                deserializer.deserialize_str(self)
-            }
-        }
-        impl<'de> Visitor<'de> for Append<'_> {
-            type Value = ();
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a name")
-            }
-            fn visit_str<E: Error>(self, name: &str) -> Result<(), E> {
-                if self.0.last().is_some_and(|last| last >= name) {
-                    *self.1 = false;
-                }
-                self.0.text.push_str(name);
-                self.0.push_end().map_err(E::custom)
-            }
-        }
-        deserializer.deserialize_seq(ListVisitor)
-    }
 }
 
 /// Every published key with the uploads referencing it (for comparing two stores).

@@ -87,8 +87,11 @@ impl<'s> RefStore<'s> {
         &self,
         prefix: &str,
     ) -> io::Result<Vec<T>> {
-        let mut out = Vec::new();
-        for file in self.store.list(prefix).await? {
+        let files = self.store.list(prefix).await?;
+        // Sized once for every file: an audit holds every upload's record, and a vector grown
+        // by doubling ends up to twice their size.
+        let mut out = Vec::with_capacity(files.len());
+        for file in files {
             if let Some(record) = self.read(&file).await? {
                 out.push(record);
             }
