@@ -24,12 +24,12 @@ pub(super) enum Found {
 /// uploads (upload index, index in [`ListedUpload::listed_key`]) and not by a string of its
 /// own, with what the audit found of it (`found`, parallel to `at`).
 ///
-/// Why it is held so: the audit reads each upload record once (a second read of 50,000
-/// records costs as much as the check), so every upload's names are held anyway
+/// Why it is held so (memory bound): the audit reads each upload record once (a second read
+/// of 50,000 records costs as much as the check), so every upload's names are held anyway
 /// ([`super::names::Names`]); a key is then 8 bytes here and 8 in `found`, where a
 /// `BTreeSet<&str>` of the keys accounted for and a `HashMap<&str, Option<&str>>` of their
-/// owners (what this replaces) took about 24 and 50 bytes a key, 159 MiB at 650,000 keys.
-/// A key is looked up by binary search over the names (20 string comparisons at 650,000).
+/// owners (what this replaces) took about 24 and 40–64 bytes a key. A key is looked up by
+/// binary search over the names (20 string comparisons at 650,000 keys), not hashed.
 ///
 /// The invariant keeping the audit's findings: `found` answers exactly what those two maps
 /// did — a key is accounted for iff it has a record or is `Owned` or `Changed` here, and is

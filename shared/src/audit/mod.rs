@@ -68,26 +68,29 @@ pub async fn audit(store: &dyn Storage, manifest_prefix: &str) -> io::Result<Aud
     audit_with(store, manifest_prefix, Depth::Deep).await
 }
 
-/// Checks every invariant over a whole store, each key's content as `depth` says. One pass
-/// over the store's listings ([`Listings`]): the keys first ([`Listings::check_keys`]), then
-/// what the uploads list, the sidecars, the waits, the sources, and the orphans, each
-/// reading what the keys' check accounted for.
+/// Checks every invariant over a whole store, each key's content as `depth` says. The
+/// compressed copies first, then one pass over the store's listings ([`Listings`]): the keys
+/// ([`Listings::check_keys`]), then what the uploads list, the sidecars, the waits, the
+/// sources, and the orphans, each reading what the keys' check accounted for. The problems
+/// come in that order (the copies' last), each group in key order.
 pub async fn audit_with(
     store: &dyn Storage,
     manifest_prefix: &str,
     depth: Depth,
 ) -> io::Result<Audit> {
     let refs = RefStore::new(store);
-    // Compressed copies (crate::encoded): each encodes what its key holds now. Checked first,
-    // on their own: their listing (400,000 copies at 50,000 debug files) is held while they
-    // are checked, and is gone before the uploads are read.
+    // Memory is bounded by what is held at once (`verify` at 50,000 debug files: 650,000
+    // keys, 400,000 copies). The compressed copies (crate::encoded: each encodes what its key
+    // holds now) are checked first, on their own: their listing is held while they are
+    // checked and gone before the uploads are read. Nothing a check finds depends on
+    // another's, and a store nobody writes meanwhile (what the audit's findings are stated
+    // for) reads the same in either order.
     let (_, copies) = copies::check_copies(store, depth).await?;
-    // Only what is checked of each upload record is held (`ListedUpload`), each key's name
-    // once (`Names`, `planned` without what `keys` lists). The keys with a record are held
-    // whole (few, where objects name their owners); a key its object stands for is checked
-    // as it is read, and only what was found of it kept, beside where its name is held
-    // (`ListedKeys`). The store's other listings (every key, the copies) are looked at as
-    // they are listed.
+    // Only what is checked of each upload record is held (`ListedUpload`), its names packed
+    // (`Names`). The keys with a record are held whole (few, where objects name their
+    // owners); a key its object stands for is checked as it is read, and only what was found
+    // of it kept, beside where its name is held (`ListedKeys`). The store's keys are looked
+    // at as they are listed (`orphans`).
     let uploads: Vec<ListedUpload> = refs.uploads_as().await?;
     let recorded = refs.recorded_keys().await?;
     let owners = if store.traits().names_owners {

@@ -119,4 +119,3 @@ impl<'de> Deserialize<'de> for Names {
         deserializer.deserialize_seq(ListVisitor)
     }
 }
-

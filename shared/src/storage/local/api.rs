@@ -198,33 +198,38 @@ impl LocalStore {
         } else {
             self.path_of(dir_part)?
         };
-        let mut stack = vec![start];
-        while let Some(dir) = stack.pop() {
-            let entries = match fs::read_dir(&dir) {
-                Ok(e) => e,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e.into()),
+        // Depth first with one open directory a level, not a stack of every directory still
+        // to walk: that held each directory's subdirectories at once (50,000 paths under
+        // `buildid/` at 50,000 debug files, the peak of `verify`, which walks every key).
+        let mut open = Vec::new();
+        if let Some(entries) = read_dir(&start)? {
+            open.push(entries);
+        }
+        while let Some(entries) = open.last_mut() {
+            let Some(entry) = entries.next() else {
+                open.pop();
+                continue;
             };
-            for entry in entries {
-                // A directory removed by a concurrent delete is simply no longer listed.
-                let Ok(entry) = entry else { continue };
-                let path = entry.path();
-                let Ok(file_type) = entry.file_type() else {
-                    continue;
-                };
-                if file_type.is_dir() {
-                    stack.push(path);
-                } else if file_type.is_file() {
-                    if let Ok(rel) = path.strip_prefix(&self.root) {
-                        let key = rel
-                            .to_string_lossy()
-                            .replace(std::path::MAIN_SEPARATOR, "/");
-                        if key.starts_with(prefix)
-                            && !key.starts_with(TMP_DIR)
-                            && !key.starts_with(LOCK_DIR)
-                        {
-                            each(key);
-                        }
+            // A directory removed by a concurrent delete is simply no longer listed.
+            let Ok(entry) = entry else { continue };
+            let path = entry.path();
+            let Ok(file_type) = entry.file_type() else {
+                continue;
+            };
+            if file_type.is_dir() {
+                if let Some(entries) = read_dir(&path)? {
+                    open.push(entries);
+                }
+            } else if file_type.is_file() {
+                if let Ok(rel) = path.strip_prefix(&self.root) {
+                    let key = rel
+                        .to_string_lossy()
+                        .replace(std::path::MAIN_SEPARATOR, "/");
+                    if key.starts_with(prefix)
+                        && !key.starts_with(TMP_DIR)
+                        && !key.starts_with(LOCK_DIR)
+                    {
+                        each(key);
                     }
                 }
             }
@@ -255,5 +260,14 @@ impl LocalStore {
             dir = d.parent();
         }
         Ok(())
+    }
+}
+
+/// A directory's entries; `None` where it is gone (removed by a concurrent delete).
+fn read_dir(dir: &std::path::Path) -> io::Result<Option<fs::ReadDir>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => Ok(Some(entries)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
