@@ -32,7 +32,11 @@ pub fn keys(id: &Identity) -> Vec<String> {
 /// published there once it pairs with the binary (`pipeline/packages.rs`); the binary's own
 /// skeletons would only be in the way. A separate debug file keeps the key.
 pub fn leaves_debuginfo_to_package(id: &Identity) -> bool {
-    id.kind != Kind::Debug && id.split_dwarf.as_ref().is_some_and(|s| !s.dwo_ids.is_empty())
+    id.kind != Kind::Debug
+        && id
+            .split_dwarf
+            .as_ref()
+            .is_some_and(|s| !s.dwo_ids.is_empty())
 }
 
 /// `buildid/<id>/section/<name>`: one section of the debug file, what gdb asks for first.

@@ -163,7 +163,11 @@ impl Indexer<'_> {
     /// Drops a removed upload's entries from the package join record `file` (its
     /// `offered_in`): no entry outlives its upload, so a removed package is never indexed
     /// again for a binary arriving later, nor a removed binary paired.
-    pub(super) async fn withdraw_package_entries(&self, upload: &str, file: &str) -> io::Result<()> {
+    pub(super) async fn withdraw_package_entries(
+        &self,
+        upload: &str,
+        file: &str,
+    ) -> io::Result<()> {
         self.refs
             .update_package_join(file, |r| r.drop_upload(upload))
             .await?;
@@ -176,7 +180,10 @@ impl Indexer<'_> {
         let joins = ids.iter().any(|id| {
             id.dwarf_package.is_some()
                 || (id.build_id.is_some()
-                    && id.split_dwarf.as_ref().is_some_and(|s| !s.dwo_ids.is_empty()))
+                    && id
+                        .split_dwarf
+                        .as_ref()
+                        .is_some_and(|s| !s.dwo_ids.is_empty()))
         });
         (joins && self.config.layouts.contains(&Layout::Debuginfod))
             .then(|| package_join_file(&Scope::of(&upload.meta)))
@@ -283,7 +290,11 @@ fn unpaired_reason(
 
 /// `ids`, at most [`LISTED_IDS`] of them and how many more.
 fn listed(ids: &[DwoId]) -> String {
-    let mut text: Vec<String> = ids.iter().take(LISTED_IDS).map(|id| id.to_string()).collect();
+    let mut text: Vec<String> = ids
+        .iter()
+        .take(LISTED_IDS)
+        .map(|id| id.to_string())
+        .collect();
     if ids.len() > LISTED_IDS {
         text.push(format!("and {} more", ids.len() - LISTED_IDS));
     }

@@ -178,11 +178,15 @@ impl<'s> Indexer<'s> {
         // a package or a debug file meeting the other at `debuginfo` says why LLDB cannot
         // have both.
         self.offer_skeletons(upload, &id).await?;
-        let split = id.split_dwarf.as_ref().is_some_and(|s| !s.dwo_ids.is_empty());
+        let split = id
+            .split_dwarf
+            .as_ref()
+            .is_some_and(|s| !s.dwo_ids.is_empty());
         let debuginfo_conflict = outcome.conflicts.iter().any(|k| k.ends_with("/debuginfo"));
-        if debuginfo_conflict && (id.dwarf_package.is_some() || (split && id.kind == Kind::Debug))
-        {
-            record.reason.get_or_insert_with(|| LLDB_ONE_URL.to_string());
+        if debuginfo_conflict && (id.dwarf_package.is_some() || (split && id.kind == Kind::Debug)) {
+            record
+                .reason
+                .get_or_insert_with(|| LLDB_ONE_URL.to_string());
         }
         let record = self
             .conclude_record(upload, record, outcome, id_shared_with)

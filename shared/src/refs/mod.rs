@@ -234,11 +234,11 @@ pub use ids::IdRecord;
 pub use keys::KeyRecord;
 pub use layout::{UploadLayout, LAYOUT_FILE};
 pub use lease::{Lease, LeasePolicy};
-pub use patience::Wait;
-pub use publication::{Content, KeyOutcome};
 pub use packages::{
     package_join_file, IdSet, PackageJoin, PackageNote, SplitBinary, KEPT_IDS, PACKAGES_PREFIX,
 };
+pub use patience::Wait;
+pub use publication::{Content, KeyOutcome};
 pub use remove::RemoveOutcome;
 pub use source_maps::DeferredWrites;
 pub use sources::FileStamp;

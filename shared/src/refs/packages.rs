@@ -60,7 +60,9 @@ impl IdSet {
     /// Whether both keep their ids and share at least one (a package of an earlier build of
     /// the same program).
     pub fn overlaps(&self, other: &IdSet) -> bool {
-        self.ids.iter().any(|id| other.ids.binary_search(id).is_ok())
+        self.ids
+            .iter()
+            .any(|id| other.ids.binary_search(id).is_ok())
     }
 }
 
