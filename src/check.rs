@@ -233,7 +233,13 @@ struct Wanted {
     code_id: Option<String>,
     client: &'static str,
     key: String,
+    /// What the key is, where it is not the identity's own file (LLDB's DWARF package).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'static str>,
 }
+
+/// What LLDB asks `buildid/<id>/debuginfo` for where a binary's skeleton units are in it.
+const LLDB_DWP: &str = "LLDB's lookup of the binary's DWARF package (.dwp)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -273,17 +279,51 @@ fn wanted_keys(input: &str, id: &Identity, name: &str, clients: &[Client], out: 
         ] {
             keys.extend(set.prefixed(&prefixes).map(|(_, key)| key));
         }
+        let wanted = |key: String, note: Option<&'static str>| Wanted {
+            input: input.to_string(),
+            module: name.to_string(),
+            debug_id: (!id.debug_id.is_nil()).then(|| id.debug_id.to_string()),
+            code_id: id.code_id.as_ref().map(|c| c.as_str().to_string()),
+            client: client.name(),
+            key,
+            note,
+        };
+        // Split DWARF: LLDB holding the binary asks `debuginfo` for its package, published
+        // there once the two pair (shared pipeline/packages.rs); gdb, finding the skeletons,
+        // asks no server for it.
+        let split = split_dwarf_binary(id);
+        let prefix = prefixes.get(&Layout::Debuginfod).map_or("", String::as_str);
+        let dwp_key = split.map(|build_id| format!("{prefix}buildid/{build_id}/debuginfo"));
+        if let (Some(key), Client::Lldb) = (&dwp_key, client) {
+            keys.insert(key.clone());
+        }
         for key in keys {
-            out.push(Wanted {
-                input: input.to_string(),
-                module: name.to_string(),
-                debug_id: (!id.debug_id.is_nil()).then(|| id.debug_id.to_string()),
-                code_id: id.code_id.as_ref().map(|c| c.as_str().to_string()),
-                client: client.name(),
-                key,
-            });
+            let package = dwp_key.as_ref() == Some(&key);
+            match client {
+                Client::Lldb if package => out.push(wanted(key, Some(LLDB_DWP))),
+                Client::Gdb if package => {}
+                _ => out.push(wanted(key, None)),
+            }
+        }
+        let Some(build_id) = split else {
+            continue;
+        };
+        match client {
+            Client::Gdb => eprintln!(
+                "symdex: {input}: split DWARF: gdb looks for the DWARF package only as \
+                 {name}.dwp beside the binary (it asks no server for it); LLDB asks \
+                 buildid/{build_id}/debuginfo"
+            ),
+            _ => {}
         }
     }
+}
+
+/// The build id of a binary whose skeleton units are in it (split DWARF): its package is
+/// what LLDB asks `debuginfo` for.
+fn split_dwarf_binary(id: &Identity) -> Option<&str> {
+    let leaves = symdex_shared::layouts::debuginfod::leaves_debuginfo_to_package(id);
+    id.build_id.as_deref().filter(|_| leaves)
 }
 
 fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Wanted>, bool)> {
@@ -673,7 +713,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                     .source
                     .as_deref()
                     .map(|s| format!("  [from {s}]"))
-                    .unwrap_or_default(),
+                    .unwrap_or_default()
+                    + &checked
+                        .wanted
+                        .note
+                        .map(|n| format!("  [{n}]"))
+                        .unwrap_or_default(),
             );
         }
     }

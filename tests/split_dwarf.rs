@@ -283,6 +283,32 @@ fn packages_pair_with_their_binaries_in_any_order_and_go_with_their_build() {
             .as_array()
             .unwrap()
             .contains(&Value::from(key.as_str())));
+        // `check` knows LLDB's lookup of the package, and says where gdb looks for it.
+        let checked = |store: &Path| {
+            let out = symdex()
+                .args([
+                    "check", "--json", "--client", "lldb", "--client", "gdb", "--store",
+                ])
+                .arg(store)
+                .arg(dir.join("app"))
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(
+                stderr.contains("only as app.dwp beside the binary"),
+                "{stderr}"
+            );
+            let rows: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let dwp: Vec<&Value> = rows.iter().filter(|r| r["key"] == key.as_str()).collect();
+            assert_eq!(dwp.len(), 1, "{rows:?}");
+            assert_eq!(dwp[0]["client"], "lldb");
+            assert!(dwp[0]["note"].as_str().unwrap().contains(".dwp"));
+            dwp[0]["status"].as_str().unwrap().to_string()
+        };
+        assert_eq!(checked(&store), "found", "{}", b.name);
         // Two runs, either order.
         for (first, second, order) in [(&app, &dwp, "binary first"), (&dwp, &app, "package first")]
         {
@@ -290,6 +316,11 @@ fn packages_pair_with_their_binaries_in_any_order_and_go_with_their_build() {
             index_json(&store, &[&build[..], &[first.to_str().unwrap()]].concat());
             index_json(&store, &[&build[..], &[second.to_str().unwrap()]].concat());
             check_paired(&store, &dir, &format!("{} {order}", b.name));
+            if order == "binary first" {
+                let alone = w.path(&format!("{}-alone", b.name));
+                index_json(&alone, &[&build[..], &[first.to_str().unwrap()]].concat());
+                assert_eq!(checked(&alone), "missing", "{}", b.name);
+            }
             // Deleting the build takes the key with the package's upload.
             ok(symdex()
                 .args([
