@@ -308,13 +308,12 @@ fn wanted_keys(input: &str, id: &Identity, name: &str, clients: &[Client], out: 
         let Some(build_id) = split else {
             continue;
         };
-        match client {
-            Client::Gdb => eprintln!(
+        if client == Client::Gdb {
+            eprintln!(
                 "symdex: {input}: split DWARF: gdb looks for the DWARF package only as \
                  {name}.dwp beside the binary (it asks no server for it); LLDB asks \
                  buildid/{build_id}/debuginfo"
-            ),
-            _ => {}
+            );
         }
     }
 }
