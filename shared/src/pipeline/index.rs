@@ -259,7 +259,9 @@ impl<'s> Indexer<'s> {
         let (plans, records) = self.plan_all(upload, identities, assumed_absent).await?;
         let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
         if planned.is_empty() {
-            return Ok(Indexed::nothing_published(records));
+            let mut indexed = Indexed::nothing_published(records);
+            indexed.waiting_package = self.waiting_package(upload, &indexed.records);
+            return Ok(indexed);
         }
         let template = self.template(upload, &plans);
         let run = PlanRun {
@@ -465,6 +467,7 @@ impl<'s> Indexer<'s> {
             held: Vec::new(),
             waits_ended,
             offered_in: None,
+            waiting_package: None,
         })
     }
 
@@ -473,6 +476,9 @@ impl<'s> Indexer<'s> {
     /// indexer takes its own references back). Returns the records of such an undo, already
     /// written to the manifest (the caller only reports them).
     pub async fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
+        if let Some(waiting) = indexed.waiting_package.as_ref().filter(|_| alive) {
+            self.recheck_waiting_package(waiting).await?;
+        }
         let Some(upload) = &indexed.upload else {
             return Ok(Vec::new());
         };

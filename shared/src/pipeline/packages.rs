@@ -28,10 +28,11 @@
 use std::collections::BTreeSet;
 use std::io;
 
+use super::upload::WaitingPackage;
 use super::{Indexer, Upload};
 use crate::identity::{DwarfPackage, DwoId, Identity, Kind};
 use crate::layouts::{self, Layout};
-use crate::manifest::Action;
+use crate::manifest::{Action, Record};
 use crate::refs::{
     package_join_file, IdSet, PackageJoin, PackageNote, SplitBinary, UploadRecord, KEPT_IDS,
     PACKAGES_PREFIX,
@@ -156,6 +157,52 @@ impl Indexer<'_> {
         for package in again {
             // Boxed: the package's index runs inside this binary's.
             Box::pin(hand_over.reindex(&waiter_of(package), &BTreeSet::new())).await?;
+        }
+        Ok(())
+    }
+
+    /// A package whose plan found no binary with its ids (`records` of a run that planned
+    /// no key): what its finalize looks at again ([`Self::recheck_waiting_package`]).
+    pub(super) fn waiting_package(
+        &self,
+        upload: &Upload<'_>,
+        records: &[Record],
+    ) -> Option<WaitingPackage> {
+        let package = records.iter().find_map(|r| {
+            r.dwarf_package
+                .as_ref()
+                .filter(|_| r.action == Some(Action::Skipped))
+        })?;
+        self.config
+            .layouts
+            .contains(&Layout::Debuginfod)
+            .then(|| WaitingPackage {
+                upload: upload.id.clone(),
+                file: package_join_file(&Scope::of(&upload.meta)),
+                ids: IdSet::of(&package.dwo_ids),
+            })
+    }
+
+    /// After a waiting package's records reached the manifest: a live binary with its ids in
+    /// the join record now swapped its entry while the package's run was in flight, and had
+    /// it indexed again then — before the `skipped` record this run just wrote. The package
+    /// is indexed again once more, so its last record is the pairing (a re-index is a
+    /// redelivery: the same keys). Its note gone (removed meanwhile): nothing.
+    pub(super) async fn recheck_waiting_package(&self, waiting: &WaitingPackage) -> io::Result<()> {
+        let Some(hand_over) = self.claim.or(self.hand_over) else {
+            return Ok(());
+        };
+        let record = self
+            .refs
+            .update_package_join(&waiting.file, |_| false)
+            .await?;
+        let Some(note) = record.packages.iter().find(|p| p.upload == waiting.upload) else {
+            return Ok(());
+        };
+        for binary in record.binaries.iter().filter(|b| b.ids.same(&waiting.ids)) {
+            if self.upload_lives(&binary.upload).await? {
+                return Box::pin(hand_over.reindex(&waiter_of(note), &BTreeSet::new())).await;
+            }
         }
         Ok(())
     }
