@@ -16,9 +16,12 @@
 //!
 //! Invariant: whichever of the two swaps second sees the other, so the package is planned
 //! with the key by its own run or by the re-index the binary asks for — the same outcome in
-//! any order (a package indexed twice is a redelivery). Scoped by product and build, a
-//! package of one product never meets another product's binary, whatever ids it carries;
-//! the key itself is still global, and one held with other bytes is a conflict.
+//! any order (a package indexed twice is a redelivery). A package that planned no key looks
+//! at the join record again at its finalize, after its `skipped` record is in the manifest:
+//! a binary that had it indexed again while its run was in flight is then followed by one
+//! more re-index, so the manifest's last word on it is the pairing. Scoped by product and
+//! build, a package of one product never meets another product's binary, whatever ids it
+//! carries; the key itself is still global, and one held with other bytes is a conflict.
 //!
 //! Bounded: an entry is a digest of the sorted ids and their count, the ids themselves only
 //! up to [`KEPT_IDS`] (so a stale package of a small program can say which ids it lacks);
