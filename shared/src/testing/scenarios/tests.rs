@@ -344,7 +344,10 @@ async fn serial_runs_pair_a_dwp_with_its_binary_in_either_order() {
     let a = Artifacts::new();
     let key = format!("buildid/{}/debuginfo", "3c".repeat(20));
     let binary_first = serial(&[&a.split_binary, &a.split_package]).await;
-    assert_eq!(binary_first, serial(&[&a.split_package, &a.split_binary]).await);
+    assert_eq!(
+        binary_first,
+        serial(&[&a.split_package, &a.split_binary]).await
+    );
     let holders: Vec<&str> = binary_first.0[&key].iter().map(String::as_str).collect();
     assert_eq!(holders, [a.split_package.id.as_str()]);
     assert!(!serial(&[&a.split_binary]).await.0.contains_key(&key));
