@@ -192,7 +192,13 @@ impl Indexer<'_> {
     /// is indexed again once more, so its last record is the pairing (a re-index is a
     /// redelivery: the same keys). Its note gone (removed meanwhile): nothing.
     pub(super) async fn recheck_waiting_package(&self, waiting: &WaitingPackage) -> io::Result<()> {
-        let Some(hand_over) = self.claim.or(self.hand_over) else {
+        // A hand-over's re-index (run with `recheck`) does not look again: one look per
+        // package run, never a chain of re-indexes should a pairing keep failing.
+        let Some(hand_over) = self
+            .claim
+            .or(self.hand_over)
+            .filter(|_| !self.config.recheck)
+        else {
             return Ok(());
         };
         let record = self
