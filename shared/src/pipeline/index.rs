@@ -5,13 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use super::kept::report_unlisted_as_published;
+use super::packages::PackagePlan;
 use super::publish::UploadRun;
 use super::removal::TakenBack;
 use super::sources::offer_of;
 use super::upload::{fill_identity, is_pdb, Indexed, Lookup, Planned, Upload};
 use super::{unclaimed, Indexer, CASE_FOLDED};
 use crate::formats::{Format, FormatError, IdentifyOptions};
-use crate::identity::{DwarfPackage, Identity, Kind};
+use crate::identity::{Identity, Kind};
 use crate::layouts::{self, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record};
 #[cfg(doc)]
@@ -74,20 +75,6 @@ fn admitted(
             Ok(Admitted::Refused(Box::new(r)))
         }
     }
-}
-
-/// Why a DWARF package publishes nothing: it has no id of its own, and a debugger asks for
-/// it under its binary's build id (LLDB: `buildid/<id>/debuginfo`), which only its
-/// skeletons' DWO ids tie it to.
-fn unpaired_package(package: &DwarfPackage) -> String {
-    format!(
-        "a DWARF package (split DWARF, {} DWO id{}, index version {}): it has no build id \
-         of its own and is served only with the binary whose skeleton units name its DWO \
-         ids, which this version of symdex does not pair yet",
-        package.dwo_ids.len(),
-        if package.dwo_ids.len() == 1 { "" } else { "s" },
-        package.index_version
-    )
 }
 
 /// One identity's plan: its keys, or the record of an identity that gets none. (Its
@@ -272,7 +259,9 @@ impl<'s> Indexer<'s> {
         let (plans, records) = self.plan_all(upload, identities, assumed_absent).await?;
         let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
         if planned.is_empty() {
-            return Ok(Indexed::nothing_published(records));
+            let mut indexed = Indexed::nothing_published(records);
+            indexed.waiting_package = self.waiting_package(upload, &indexed.records);
+            return Ok(indexed);
         }
         let template = self.template(upload, &plans);
         let run = PlanRun {
@@ -333,7 +322,13 @@ impl<'s> Indexer<'s> {
             // withdraw it.
             offered_in: (self.config.layouts.contains(&Layout::Debuginfod)
                 && plans.iter().any(|p| p.id.kind == Kind::Source))
-            .then(|| offer_of(upload).1),
+            .then(|| offer_of(upload).1)
+            // Or the package join it takes part in (packages.rs), from which its removal
+            // withdraws its entry.
+            .or_else(|| {
+                let ids: Vec<&Identity> = plans.iter().map(|p| &p.id).collect();
+                self.package_join_of(upload, &ids)
+            }),
             as_source: upload.options.as_source,
             ..UploadRecord::default()
         }
@@ -472,6 +467,7 @@ impl<'s> Indexer<'s> {
             held: Vec::new(),
             waits_ended,
             offered_in: None,
+            waiting_package: None,
         })
     }
 
@@ -480,6 +476,9 @@ impl<'s> Indexer<'s> {
     /// indexer takes its own references back). Returns the records of such an undo, already
     /// written to the manifest (the caller only reports them).
     pub async fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
+        if let Some(waiting) = indexed.waiting_package.as_ref().filter(|_| alive) {
+            self.recheck_waiting_package(waiting).await?;
+        }
         let Some(upload) = &indexed.upload else {
             return Ok(Vec::new());
         };
@@ -669,9 +668,17 @@ impl<'s> Indexer<'s> {
             }
             fits
         });
+        // A DWARF package's keys are its binaries' (packages.rs).
+        let mut refused = None;
+        if let Some(package) = &id.dwarf_package {
+            match self.plan_package(upload, package).await? {
+                PackagePlan::Keys(paired) => keys.extend(paired),
+                PackagePlan::Refused(action, reason) => refused = Some((action, reason)),
+            }
+        }
         if keys.is_empty() {
-            let (action, reason) = if let Some(package) = &id.dwarf_package {
-                (Action::Skipped, unpaired_package(package))
+            let (action, reason) = if let Some(refused) = refused {
+                refused
             } else if set.rejected.is_empty() {
                 (
                     Action::Skipped,

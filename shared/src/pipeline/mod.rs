@@ -24,6 +24,7 @@ mod encode;
 mod index;
 mod joins;
 mod kept;
+mod packages;
 mod publish;
 mod removal;
 mod sink;
