@@ -37,8 +37,8 @@ pub struct QueryArgs {
     /// RFC 3339 time or YYYY-MM-DD.
     #[arg(long)]
     pub since: Option<String>,
-    /// Records naming this key (who published it, who found it, who removed it); the table
-    /// also says which uploads reference it now.
+    /// Records naming this key (who published it, who found it, who removed it: its
+    /// history, as `--history` gives); the table also says which uploads reference it now.
     #[arg(long)]
     pub key: Option<String>,
     /// Only records that met a key holding other content.
@@ -48,8 +48,8 @@ pub struct QueryArgs {
     #[arg(long)]
     pub channel: Option<String>,
     /// Every record, in the order written: each decision of each upload, and the `repeated`
-    /// records counting the uploads runs saw again. Without it, each upload's latest decision
-    /// (the records of its last run), which is what the store holds for it now.
+    /// records counting the uploads runs saw again. Without it (and without `--key`), each
+    /// upload's latest decision (the records of its last run): what the store holds now.
     #[arg(long)]
     pub history: bool,
     /// The source files debug files name that the store does not serve now (no source upload
@@ -224,8 +224,9 @@ async fn query(args: &QueryArgs) -> anyhow::Result<ExitCode> {
         Ok(())
     };
     let since = args.since.as_deref();
-    // `repeated` records are no upload's decision: asked for, they are history.
-    if args.history || args.action == Some(Action::Repeated) {
+    // `repeated` records are no upload's decision: asked for, they are history. A key's
+    // records are its story: who published it, met it, removed it.
+    if args.history || args.key.is_some() || args.action == Some(Action::Repeated) {
         for_each_record(store, &args.prefix, since, print).await?;
     } else {
         for_each_latest(store, &args.prefix, since, print).await?;
