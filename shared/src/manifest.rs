@@ -13,6 +13,9 @@ use crate::identity::{Arch, CodeId, DebugId, DwarfPackage, Format, Kind, SplitDw
 use crate::storage::Storage;
 use crate::upload_meta::UploadMeta;
 
+pub mod fold;
+pub mod latest;
+
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -37,6 +40,10 @@ pub enum Action {
     Expired,
     /// An upload's channel (and so its expiry) was changed by `symdex promote`.
     Promoted,
+    /// Not an upload's decision: uploads of a run seen again whose decisions the manifest
+    /// already holds (a re-run of unchanged inputs, a redelivery), counted in one record
+    /// per run and upload metadata ([`Record::repeated`]) instead of one record each.
+    Repeated,
 }
 
 impl Action {
@@ -50,6 +57,7 @@ impl Action {
             Action::Unpublished => "unpublished",
             Action::Expired => "expired",
             Action::Promoted => "promoted",
+            Action::Repeated => "repeated",
         }
     }
 }
@@ -145,8 +153,30 @@ pub struct Record {
     pub source_paths: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sources: Option<crate::sourcemap::SourceReport>,
+    /// A `repeated` record: how many decisions of each kind it stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeated: Option<RepeatCounts>,
     /// Producer, e.g. `symdex 0.1.0`.
     pub indexer: String,
+    /// This record repeats a decision the manifest already holds: its upload was answered
+    /// from its upload record, which says the run that decided it wrote its records to the
+    /// manifest before the record was finalized. Never written: the manifest counts it in its
+    /// run's `repeated` record instead ([`fold::fold_repeats`]).
+    #[serde(skip)]
+    pub repeats: bool,
+}
+
+/// What a `repeated` record stands for: decisions already in the manifest, by action.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatCounts {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unchanged: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub conflict: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Record {
@@ -262,23 +292,47 @@ pub async fn for_each_record(
     since: Option<&str>,
     mut f: impl FnMut(Record) -> io::Result<()>,
 ) -> io::Result<()> {
+    let objects = objects(store, prefix, since).await?;
+    for_each_record_of(store, &objects, |_, record| f(record)).await
+}
+
+/// The manifest objects under `prefix` in the order they were written (their names start
+/// with the date and time), without the date partitions before `since` (`YYYY-MM-DD...`).
+pub async fn objects(
+    store: &dyn Storage,
+    prefix: &str,
+    since: Option<&str>,
+) -> io::Result<Vec<String>> {
     let prefix = format!("{}/", prefix.trim_end_matches('/'));
     let since_day = since.and_then(|s| s.get(..10));
-    for key in store.list(&prefix).await? {
+    let mut keys = store.list(&prefix).await?;
+    keys.retain(|key| {
         let day = key
             .strip_prefix(&prefix)
             .and_then(|rest| rest.strip_prefix("dt="))
             .and_then(|rest| rest.get(..10));
-        if let (Some(day), Some(since)) = (day, since_day) {
-            if day < since {
-                continue;
-            }
-        }
-        let Some(raw) = store.get(&key).await?.map(|v| v.bytes) else {
+        !matches!((day, since_day), (Some(day), Some(since)) if day < since)
+    });
+    // By the name's own stamp, when it was written (to the nanosecond), not by its date
+    // partition, which is its first decision's day: a run that began before midnight is
+    // written after it.
+    keys.sort_by(|a, b| a.rsplit('/').next().cmp(&b.rsplit('/').next()));
+    Ok(keys)
+}
+
+/// Hands every record of the manifest `objects` to `f` with the index of its object, one
+/// object in memory at a time.
+pub async fn for_each_record_of(
+    store: &dyn Storage,
+    objects: &[String],
+    mut f: impl FnMut(usize, Record) -> io::Result<()>,
+) -> io::Result<()> {
+    for (index, key) in objects.iter().enumerate() {
+        let Some(raw) = store.get(key).await?.map(|v| v.bytes) else {
             continue;
         };
-        for record in records_in(&key, &raw)? {
-            f(record)?;
+        for record in records_in(key, &raw)? {
+            f(index, record)?;
         }
     }
     Ok(())

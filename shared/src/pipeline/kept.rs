@@ -128,7 +128,12 @@ impl Indexer<'_> {
                 // As a full run reports it: the channel and expiry of the upload's record.
                 record.meta.channel.clone_from(&found.meta.channel);
                 record.meta.expires.clone_from(&found.meta.expires);
-                with_decision_of(record, kept, keys)
+                // The decision its run wrote to the manifest before the record was finalized
+                // (refs/, invariant 4): the manifest counts it, not again (manifest::fold).
+                Record {
+                    repeats: true,
+                    ..with_decision_of(record, kept, keys)
+                }
             })
             .collect();
         Some(Indexed::nothing_published(records))

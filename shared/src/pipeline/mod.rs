@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::layouts::{symstore_index2, Layout};
+use crate::manifest::fold::fold_repeats;
 use crate::manifest::Record;
 use crate::refs::{DeferredWrites, LeasePolicy, RefStore, UploadRecord};
 use crate::retention::RetentionPolicy;
@@ -335,10 +336,14 @@ impl<'s> Indexer<'s> {
         &self,
         records: &[R],
     ) -> io::Result<Option<String>> {
+        // Decisions as they are, repetitions counted (manifest::fold): a re-run of unchanged
+        // inputs writes a line per build.
+        let (decisions, repeated) = fold_repeats(records.iter().map(|r| r.borrow()));
+        let written: Vec<&Record> = decisions.into_iter().chain(&repeated).collect();
         crate::manifest::write(
             self.store,
             &self.config.manifest_prefix,
-            records,
+            &written,
             self.config.gzip_manifest,
         )
         .await

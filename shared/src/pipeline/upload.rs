@@ -376,6 +376,8 @@ impl Summary {
             Some(Action::Unpublished) => self.unpublished += 1,
             Some(Action::Expired) => self.expired += 1,
             Some(Action::Promoted) => self.promoted += 1,
+            // Read back from a manifest only: a run's own records are never `repeated`.
+            Some(Action::Repeated) => {}
             None => {}
         }
         self.keys_published += record.published.len();
