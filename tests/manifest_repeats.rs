@@ -73,7 +73,10 @@ fn unchanged_reruns_write_one_record_per_build_and_queries_answer_the_latest_dec
     let index = |build: &str, dir: &str| {
         index_json(
             &store,
-            &[format!("--build={build}"), w.path(dir).display().to_string()],
+            &[
+                format!("--build={build}"),
+                w.path(dir).display().to_string(),
+            ],
         )
     };
     let fresh = index("one", "b1");
@@ -117,7 +120,10 @@ fn unchanged_reruns_write_one_record_per_build_and_queries_answer_the_latest_dec
 
     // The latest decision per upload: each build's two uploads once, no `repeated` line.
     let now = latest(&store, &[]);
-    assert_eq!(actions(&now), BTreeMap::from([("indexed".into(), 2), ("unchanged".into(), 2)]));
+    assert_eq!(
+        actions(&now),
+        BTreeMap::from([("indexed".into(), 2), ("unchanged".into(), 2)])
+    );
     assert_eq!(latest(&store, &["--build", "one"]).len(), 2);
     assert_eq!(
         latest(&store, &["--action", "repeated"]).len(),
@@ -132,10 +138,7 @@ fn unchanged_reruns_write_one_record_per_build_and_queries_answer_the_latest_dec
         .output()
         .unwrap());
     let one = latest(&store, &["--build", "one"]);
-    assert!(
-        one.iter().all(|r| r["action"] == "unpublished"),
-        "{one:#?}"
-    );
+    assert!(one.iter().all(|r| r["action"] == "unpublished"), "{one:#?}");
     let published_now = latest(&store, &["--build", "one", "--action", "indexed"]);
     assert!(published_now.is_empty(), "{published_now:#?}");
     assert_eq!(

@@ -25,7 +25,9 @@ type Group = (
 
 /// Splits `records` into those the manifest takes as they are and the `repeated` records
 /// standing for the rest (in the order their groups first appear).
-pub fn fold_repeats<'r>(records: impl IntoIterator<Item = &'r Record>) -> (Vec<&'r Record>, Vec<Record>) {
+pub fn fold_repeats<'r>(
+    records: impl IntoIterator<Item = &'r Record>,
+) -> (Vec<&'r Record>, Vec<Record>) {
     let mut kept = Vec::new();
     let mut groups: BTreeMap<Group, (usize, Record)> = BTreeMap::new();
     for record in records {
@@ -136,7 +138,10 @@ mod tests {
         assert_eq!(folded[1].repeated.map(|c| c.unchanged), Some(1));
         // As written: the counts, no `repeats` flag (never written).
         let line = serde_json::to_string(b1).unwrap();
-        assert!(line.contains(r#""repeated":{"unchanged":2,"conflict":1}"#), "{line}");
+        assert!(
+            line.contains(r#""repeated":{"unchanged":2,"conflict":1}"#),
+            "{line}"
+        );
         assert!(!line.contains("repeats"), "{line}");
         let back: Record = serde_json::from_str(&line).unwrap();
         assert_eq!(&back, b1);
