@@ -30,6 +30,8 @@ pub mod reader;
 pub mod refs;
 pub mod retention;
 pub mod sniff;
+pub mod pdb_sources;
+pub mod sourcelink;
 pub mod sourcemap;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]

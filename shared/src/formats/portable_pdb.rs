@@ -3,6 +3,8 @@
 //! Hand-written: no crate in the dependency set reads ECMA-335 metadata roots, and the id sits
 //! in a fixed place: the metadata root's stream headers say where `#Pdb` is.
 
+mod sources;
+
 use debugid::DebugId;
 
 use super::{le_u16, le_u32, Format, FormatError};
@@ -15,8 +17,8 @@ const MAX_STREAMS: u16 = 64;
 /// The format this module reads (its errors name it: `FormatError::malformed`).
 const FORMAT: Format = Format::PortablePdb;
 
-/// Where the `#Pdb` stream is, from a metadata root at the start of `head`.
-fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
+/// The stream headers of a metadata root at the start of `head`: (name, offset, size).
+fn stream_headers(head: &[u8]) -> Result<Vec<(String, u32, u32)>, String> {
     if !head.starts_with(METADATA_SIGNATURE) {
         return Err("no metadata signature".into());
     }
@@ -30,6 +32,7 @@ fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
         return Err(format!("{streams} metadata streams"));
     }
     pos += 4;
+    let mut out = Vec::with_capacity(usize::from(streams));
     for _ in 0..streams {
         let offset = le_u32(head, pos).ok_or("stream headers run past the head")?;
         let size = le_u32(head, pos + 4).ok_or("stream headers run past the head")?;
@@ -38,13 +41,23 @@ fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
             .get(name_start..)
             .and_then(|rest| rest.iter().take(32).position(|&b| b == 0))
             .ok_or("unterminated stream name")?;
-        if &head[name_start..name_start + name_len] == b"#Pdb" {
-            return Ok((offset, size));
-        }
+        let name = String::from_utf8_lossy(&head[name_start..name_start + name_len]);
+        out.push((name.into_owned(), offset, size));
         pos = name_start + (name_len + 1).next_multiple_of(4);
     }
-    Err("no #Pdb stream".into())
+    Ok(out)
 }
+
+/// Where the `#Pdb` stream is, from a metadata root at the start of `head`.
+fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
+    stream_headers(head)?
+        .into_iter()
+        .find(|(name, _, _)| name == "#Pdb")
+        .map(|(_, offset, size)| (offset, size))
+        .ok_or_else(|| "no #Pdb stream".into())
+}
+
+pub use sources::read_sources;
 
 pub fn is_portable_pdb(head: &[u8]) -> bool {
     pdb_stream(head).is_ok()
