@@ -17,7 +17,8 @@ mod report;
 mod retention;
 mod serve;
 mod session;
-mod sourcelink_cmd;
+mod sourcelink;
+mod srcsrv;
 mod stamps;
 mod verify;
 
@@ -77,12 +78,12 @@ enum Command {
     /// Print the Source Link JSON a build gives its linker (`/SOURCELINK:`,
     /// `/pdbstream:sourcelink=`) so debuggers fetch its sources from the store:
     /// `<url>/src/<product>/<build>/<path under a root>`.
-    Sourcelink(sourcelink_cmd::SourcelinkArgs),
+    Sourcelink(sourcelink::SourcelinkArgs),
     /// Print a srcsrv stream for a linked PDB (for debuggers without Source Link), to write
     /// into it with `pdbstr` or `/pdbstream:srcsrv=`: each of its documents under a root is
     /// fetched from `<url>/src/<product>/<build>/<path under the root>`; the others are
     /// listed on stderr.
-    Srcsrv(sourcelink_cmd::SrcsrvArgs),
+    Srcsrv(srcsrv::SrcsrvArgs),
 }
 
 #[derive(Args)]
@@ -133,8 +134,8 @@ fn main() -> ExitCode {
         Command::Report(cmd) => report::run(&cmd),
         Command::Check(args) => check::run(&args),
         Command::Verify(args) => verify::run(&args),
-        Command::Sourcelink(args) => sourcelink_cmd::sourcelink(&args),
-        Command::Srcsrv(args) => sourcelink_cmd::srcsrv(&args),
+        Command::Sourcelink(args) => sourcelink::run(&args),
+        Command::Srcsrv(args) => srcsrv::run(&args),
     };
     match result {
         Ok(code) => code,

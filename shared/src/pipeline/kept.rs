@@ -10,9 +10,9 @@ use crate::refs::{IndexedAs, UploadRecord, UploadState};
 
 /// How an upload record keeps what its run came to (`IndexedAs`), in the plan digest: an
 /// indexer of the same version that keeps it otherwise (its own keys by name, before
-/// `unchanged_at`; records without split DWARF's DWO ids) finds another plan and indexes in
+/// `unchanged_at`; records without split DWARF's DWO ids or a PDB's sources) finds another plan and indexes in
 /// full, instead of answering from a record it would read wrong.
-pub(super) const KEPT_RECORDS: &str = "kept records: own keys by position, DWO ids";
+pub(super) const KEPT_RECORDS: &str = "kept records: own keys by position, DWO ids, PDB sources";
 
 /// Reports the keys of an indexed upload's record found `unchanged` that its finished runs did
 /// not reference (`listed` leaves them out: conflicts then) as `published`. Holding its bytes
@@ -72,6 +72,7 @@ pub(super) fn with_decision_of(record: Record, kept: &Record, keys: Vec<String>)
         debug_file: kept.debug_file.clone(),
         dwarf_package: kept.dwarf_package.clone(),
         split_dwarf: kept.split_dwarf.clone(),
+        pdb_sources: kept.pdb_sources.clone(),
         unchanged: keys,
         conflicts: kept.conflicts.clone(),
         ..record

@@ -1,7 +1,6 @@
-//! `symdex sourcelink` and `symdex srcsrv`: what a build embeds in its PDBs so that debuggers
-//! fetch its sources from the store (`<url>/src/<product>/<build>/<path under a root>`): the
-//! Source Link JSON given to the linker, and a srcsrv stream written into a PDB after the link
-//! for debuggers that read only that.
+//! `symdex srcsrv`: a srcsrv stream for a linked PDB, written into it after the link
+//! (`pdbstr`, `/pdbstream:srcsrv=`) for debuggers that read no Source Link: each document
+//! under a build root is downloaded from `<url>/src/<product>/<build>/<path under the root>`.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -10,32 +9,10 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 use symdex_shared::pdb_sources::Document;
-use symdex_shared::sourcelink::{relative_to_roots, store_base, BuildRoot, SourceLinkMap};
+use symdex_shared::sourcelink::{relative_to_roots, store_base, BuildRoot};
 use symdex_shared::{FileReader, Format};
 
-/// Where a build's sources are served from, as both commands take it.
-#[derive(Args)]
-pub struct Served {
-    /// A directory the build compiled its sources under, as the compiler records their paths
-    /// (`/home/ci/work`, `C:\b`); repeat it for several.
-    #[arg(long = "root", required = true, value_name = "DIR")]
-    pub roots: Vec<BuildRoot>,
-    /// The product the build is uploaded as.
-    #[arg(long)]
-    pub product: String,
-    /// The build it is uploaded as.
-    #[arg(long)]
-    pub build: String,
-    /// The store's public base URL (what debuggers reach: the CDN or `symdex serve`).
-    #[arg(long)]
-    pub url: String,
-}
-
-#[derive(Args)]
-pub struct SourcelinkArgs {
-    #[command(flatten)]
-    pub served: Served,
-}
+use crate::sourcelink::Served;
 
 #[derive(Args)]
 pub struct SrcsrvArgs {
@@ -45,15 +22,7 @@ pub struct SrcsrvArgs {
     pub served: Served,
 }
 
-pub fn sourcelink(args: &SourcelinkArgs) -> anyhow::Result<ExitCode> {
-    let served = &args.served;
-    let base = store_base(&served.url, &served.product, &served.build).map_err(anyhow::Error::msg)?;
-    let map = SourceLinkMap::for_roots(&served.roots, &base);
-    println!("{}", map.to_json());
-    Ok(ExitCode::SUCCESS)
-}
-
-pub fn srcsrv(args: &SrcsrvArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &SrcsrvArgs) -> anyhow::Result<ExitCode> {
     let served = &args.served;
     let base = store_base(&served.url, &served.product, &served.build).map_err(anyhow::Error::msg)?;
     let reader = FileReader::open(&args.pdb)
