@@ -163,8 +163,11 @@ pub fn identify_with_details(
 /// a budget of its own; what it could not read is said in the identity, never an error.
 pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
     match id.format {
-        Format::Pdb => id.pdb_sources = Some(pdb::read_sources(reader)),
-        Format::PortablePdb => id.pdb_sources = Some(portable_pdb::read_sources(reader)),
+        // Nothing to say (no documents, map or srcsrv stream, all read) is said by none.
+        Format::Pdb => id.pdb_sources = Some(pdb::read_sources(reader)).filter(|s| !s.is_empty()),
+        Format::PortablePdb => {
+            id.pdb_sources = Some(portable_pdb::read_sources(reader)).filter(|s| !s.is_empty());
+        }
         _ => elf::read_debug_details(reader, id),
     }
 }

@@ -133,6 +133,45 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn documents_and_source_link_are_read() {
+        use crate::pdb_sources::ChecksumAlgorithm;
+        use crate::testing::source_pdbs::{portable_pdb_with_sources, MD5, SHA256};
+        let json = br#"{"documents":{"/src/*":"https://s/src/p/1/*"}}"#;
+        let file = portable_pdb_with_sources(
+            [5; 20],
+            &[
+                ("/src/app/Program.cs", SHA256, &[0x11; 32]),
+                ("/src/app/Gen.cs", MD5, &[0x22; 16]),
+            ],
+            Some(json),
+        );
+        let ids = crate::formats::identify_with_details(&MemReader(file.clone()), &Default::default())
+            .unwrap();
+        let sources = ids[0].pdb_sources.clone().unwrap();
+        assert_eq!(sources.unread, Vec::<String>::new());
+        assert_eq!(sources.documents[0].path, "/src/app/Program.cs");
+        let sha = sources.documents[0].checksum.clone().unwrap();
+        assert_eq!((sha.algorithm, sha.digest), (ChecksumAlgorithm::Sha256, "11".repeat(32)));
+        assert_eq!(sources.documents[1].path, "/src/app/Gen.cs");
+        assert_eq!(sources.documents[1].checksum.as_ref().unwrap().algorithm, ChecksumAlgorithm::Md5);
+        assert_eq!(
+            sources.source_link.unwrap().resolve("/src/app/Gen.cs").as_deref(),
+            Some("https://s/src/p/1/app/Gen.cs")
+        );
+        // Hostile: every cut, every byte of the tables and heaps lying; never a panic.
+        for cut in 0..file.len() {
+            read_sources(&MemReader(file[..cut].to_vec()));
+        }
+        for at in 0..file.len() {
+            for value in [0xff, 0x80, 0xc0, 0x00] {
+                let mut bad = file.clone();
+                bad[at] = value;
+                read_sources(&MemReader(bad));
+            }
+        }
+    }
+
+    #[test]
     fn broken_roots_are_rejected() {
         let file = build_portable_pdb([1; 16], 1);
         assert!(identify(&MemReader(file[..60].to_vec())).is_err());

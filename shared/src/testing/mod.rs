@@ -7,6 +7,7 @@ pub mod failing;
 pub mod index_bytes;
 pub mod interleave;
 pub mod scenarios;
+pub mod source_pdbs;
 
 /// Asserts that two stores' files (key -> bytes) are the same, naming the first key that
 /// differs rather than printing bytes (which may be megabytes). `context` says which run.

@@ -174,6 +174,10 @@ fn named_streams(info: &[u8]) -> Result<Vec<(String, u32)>, String> {
         .get(names_at..names_at.checked_add(names_len).ok_or(short)?)
         .ok_or(short)?;
     let mut at = names_at + names_len;
+    if at == info.len() {
+        // No map after the names: a PDB with no named streams (what minimal writers emit).
+        return Ok(Vec::new());
+    }
     let _size = le_u32(info, at).ok_or(short)?;
     let capacity = le_u32(info, at + 4).ok_or(short)? as usize;
     at += 8;
@@ -418,4 +422,106 @@ fn add_entries(
         sources.documents.push(Document { path, checksum });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_sources;
+    use crate::pdb_sources::ChecksumAlgorithm;
+    use crate::reader::MemReader;
+    use crate::testing::source_pdbs::pdb_with_sources;
+
+    const SOURCE_LINK: &[u8] = br#"{"documents":{"C:\\b\\*":"https://s/src/p/1/*"}}"#;
+    const SRCSRV: &[u8] = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\n\
+        SRCSRVTRG=%targ%\\%var2%\r\nSRCSRVCMD=git show %var2%\r\nSRCSRV: source files --\r\n\
+        SRCSRV: end --\r\n";
+
+    fn sample() -> Vec<u8> {
+        pdb_with_sources(
+            [3; 16],
+            &[
+                (r"C:\b\a.cpp", 1, &[0xab; 16]),
+                (r"C:\b\a.h", 3, &[0xcd; 32]),
+                (r"C:\b\gen.h", 0, &[]),
+                (r"C:\b\odd.h", 1, &[1; 3]),
+            ],
+            Some(SRCSRV),
+            Some(SOURCE_LINK),
+        )
+    }
+
+    #[test]
+    fn documents_checksums_source_link_and_srcsrv_are_read() {
+        let sources = read_sources(&MemReader(sample()));
+        assert_eq!(sources.unread, Vec::<String>::new());
+        let paths: Vec<&str> = sources.documents.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, [r"C:\b\a.cpp", r"C:\b\a.h", r"C:\b\gen.h", r"C:\b\odd.h"]);
+        let a = sources.documents[0].checksum.as_ref().unwrap();
+        assert_eq!(a.algorithm, ChecksumAlgorithm::Md5);
+        assert_eq!(a.digest, "ab".repeat(16));
+        let h = sources.documents[1].checksum.as_ref().unwrap();
+        assert_eq!(h.algorithm, ChecksumAlgorithm::Sha256);
+        // No checksum, and one whose length is not its algorithm's: none.
+        assert_eq!(sources.documents[2].checksum, None);
+        assert_eq!(sources.documents[3].checksum, None);
+        let map = sources.source_link.unwrap();
+        assert_eq!(
+            map.resolve(r"C:\b\x\y.cpp").as_deref(),
+            Some("https://s/src/p/1/x/y.cpp")
+        );
+        let srcsrv = sources.srcsrv.unwrap();
+        assert!(srcsrv.commands);
+        assert_eq!(srcsrv.size, SRCSRV.len() as u32);
+    }
+
+    #[test]
+    fn the_pdb_crate_reads_the_same_streams() {
+        let file = sample();
+        let mut pdb = ::pdb::PDB::open(std::io::Cursor::new(file)).unwrap();
+        let stream = pdb.named_stream(b"sourcelink").unwrap();
+        assert_eq!(stream.as_slice(), SOURCE_LINK);
+        let strings = pdb.string_table().unwrap();
+        // The first document's name is the table's first string (offset 1).
+        let first = strings.get(::pdb::StringRef(1)).unwrap().to_string();
+        assert_eq!(first, r"C:\b\a.cpp");
+    }
+
+    #[test]
+    fn a_broken_source_link_or_string_table_is_unread_not_fatal() {
+        let bad_map = pdb_with_sources([3; 16], &[("/a.c", 1, &[0; 16])], None, Some(b"{"));
+        let sources = read_sources(&MemReader(bad_map));
+        assert_eq!(sources.documents.len(), 1);
+        assert!(sources.source_link.is_none());
+        assert!(sources.unread[0].starts_with("sourcelink stream: "), "{:?}", sources.unread);
+        // The string table's length lies.
+        let mut file = pdb_with_sources([3; 16], &[("/a.c", 1, &[0; 16])], None, None);
+        let at = find(&file, &0xeffe_effeu32.to_le_bytes()) + 8;
+        file[at..at + 4].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+        let sources = read_sources(&MemReader(file));
+        assert!(sources.documents.is_empty());
+        assert!(sources.unread[0].starts_with("/names stream: "), "{:?}", sources.unread);
+    }
+
+    fn find(haystack: &[u8], needle: &[u8]) -> usize {
+        haystack
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap()
+    }
+
+    #[test]
+    fn every_cut_and_every_byte_lying_ends_without_a_panic() {
+        let file = sample();
+        for cut in (0..file.len()).step_by(97) {
+            read_sources(&MemReader(file[..cut].to_vec()));
+        }
+        // Every byte of the blocks that hold the directory, the info, DBI and module streams.
+        for at in (0..file.len()).filter(|i| i % 4096 < 160) {
+            for value in [0xff, 0x7f, 0x00] {
+                let mut bad = file.clone();
+                bad[at] = value;
+                read_sources(&MemReader(bad));
+            }
+        }
+    }
 }
