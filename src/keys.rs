@@ -81,14 +81,23 @@ fn write_table_pdb_sources(out: &mut impl Write, id: &Identity) -> io::Result<()
         return Ok(());
     };
     let label = "sources";
-    writeln!(out, "    {label:<7} {:<16} {}", "documents", sources.documents.len())?;
+    writeln!(
+        out,
+        "    {label:<7} {:<16} {}",
+        "documents",
+        sources.documents.len()
+    )?;
     if let Some(map) = &sources.source_link {
         for (path, url) in &map.documents {
             writeln!(out, "    {label:<7} {:<16} {path} -> {url}", "source link")?;
         }
     }
     if let Some(srcsrv) = &sources.srcsrv {
-        let commands = if srcsrv.commands { " (runs commands: SRCSRVCMD)" } else { "" };
+        let commands = if srcsrv.commands {
+            " (runs commands: SRCSRVCMD)"
+        } else {
+            ""
+        };
         let target = srcsrv.target.as_deref().unwrap_or("-");
         writeln!(out, "    {label:<7} {:<16} {target}{commands}", "srcsrv")?;
     }

@@ -33,7 +33,8 @@ pub struct SourcelinkArgs {
 
 pub fn run(args: &SourcelinkArgs) -> anyhow::Result<ExitCode> {
     let served = &args.served;
-    let base = store_base(&served.url, &served.product, &served.build).map_err(anyhow::Error::msg)?;
+    let base =
+        store_base(&served.url, &served.product, &served.build).map_err(anyhow::Error::msg)?;
     let map = SourceLinkMap::for_roots(&served.roots, &base);
     println!("{}", map.to_json());
     Ok(ExitCode::SUCCESS)

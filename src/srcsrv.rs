@@ -24,9 +24,10 @@ pub struct SrcsrvArgs {
 
 pub fn run(args: &SrcsrvArgs) -> anyhow::Result<ExitCode> {
     let served = &args.served;
-    let base = store_base(&served.url, &served.product, &served.build).map_err(anyhow::Error::msg)?;
-    let reader = FileReader::open(&args.pdb)
-        .with_context(|| format!("opening {}", args.pdb.display()))?;
+    let base =
+        store_base(&served.url, &served.product, &served.build).map_err(anyhow::Error::msg)?;
+    let reader =
+        FileReader::open(&args.pdb).with_context(|| format!("opening {}", args.pdb.display()))?;
     let ids = symdex_shared::identify_with_details(&reader, &Default::default())
         .with_context(|| format!("reading {}", args.pdb.display()))?;
     let Some(sources) = ids
@@ -104,13 +105,19 @@ mod tests {
         };
         let roots: Vec<BuildRoot> = vec![r"C:\b".parse().unwrap()];
         let (stream, left) = srcsrv_stream(
-            &[doc(r"C:\b\x\a.cpp"), doc(r"C:\other\b.h"), doc(r"C:\b\100%.h")],
+            &[
+                doc(r"C:\b\x\a.cpp"),
+                doc(r"C:\other\b.h"),
+                doc(r"C:\b\100%.h"),
+            ],
             &roots,
             "https://s/src/p/1",
         );
         assert!(stream.contains("SRCSRVTRG=https://s/src/p/1/%var2%\r\n"));
         assert!(stream.contains("C:\\b\\x\\a.cpp*x/a.cpp\r\n"));
         assert_eq!(left, [r"C:\other\b.h", r"C:\b\100%.h"]);
-        assert!(stream.ends_with("SRCSRV: end ------------------------------------------------\r\n"));
+        assert!(
+            stream.ends_with("SRCSRV: end ------------------------------------------------\r\n")
+        );
     }
 }

@@ -158,7 +158,8 @@ mod tests {
         let read = SrcSrv::read(stream, stream.len() as u32);
         assert!(read.commands);
         assert_eq!(read.target.as_deref(), Some("%targ%\\%var2%"));
-        let plain = b"SRCSRV: ini --\nVERSION=2\nSRCSRV: variables --\nSRCSRVTRG=https://x/%var2%\n\
+        let plain =
+            b"SRCSRV: ini --\nVERSION=2\nSRCSRV: variables --\nSRCSRVTRG=https://x/%var2%\n\
             SRCSRV: source files --\nSRCSRVCMD=x*y\nSRCSRV: end --\n";
         let read = SrcSrv::read(plain, 1);
         assert!(!read.commands);

@@ -307,7 +307,13 @@ mod tests {
         for bad in ["rel/dir", "C:", "/a*", "/a\nb"] {
             assert!(bad.parse::<BuildRoot>().is_err(), "{bad}");
         }
-        for (product, build) in [("a/b", "1"), ("a", ".."), ("", "1"), ("a", "1%2"), ("a", "x y")] {
+        for (product, build) in [
+            ("a/b", "1"),
+            ("a", ".."),
+            ("", "1"),
+            ("a", "1%2"),
+            ("a", "x y"),
+        ] {
             assert!(store_base("https://s", product, build).is_err());
         }
         assert!(store_base("ftp://s", "a", "1").is_err());

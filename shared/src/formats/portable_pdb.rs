@@ -145,17 +145,28 @@ pub(crate) mod tests {
             ],
             Some(json),
         );
-        let ids = crate::formats::identify_with_details(&MemReader(file.clone()), &Default::default())
-            .unwrap();
+        let ids =
+            crate::formats::identify_with_details(&MemReader(file.clone()), &Default::default())
+                .unwrap();
         let sources = ids[0].pdb_sources.clone().unwrap();
         assert_eq!(sources.unread, Vec::<String>::new());
         assert_eq!(sources.documents[0].path, "/src/app/Program.cs");
         let sha = sources.documents[0].checksum.clone().unwrap();
-        assert_eq!((sha.algorithm, sha.digest), (ChecksumAlgorithm::Sha256, "11".repeat(32)));
-        assert_eq!(sources.documents[1].path, "/src/app/Gen.cs");
-        assert_eq!(sources.documents[1].checksum.as_ref().unwrap().algorithm, ChecksumAlgorithm::Md5);
         assert_eq!(
-            sources.source_link.unwrap().resolve("/src/app/Gen.cs").as_deref(),
+            (sha.algorithm, sha.digest),
+            (ChecksumAlgorithm::Sha256, "11".repeat(32))
+        );
+        assert_eq!(sources.documents[1].path, "/src/app/Gen.cs");
+        assert_eq!(
+            sources.documents[1].checksum.as_ref().unwrap().algorithm,
+            ChecksumAlgorithm::Md5
+        );
+        assert_eq!(
+            sources
+                .source_link
+                .unwrap()
+                .resolve("/src/app/Gen.cs")
+                .as_deref(),
             Some("https://s/src/p/1/app/Gen.cs")
         );
         // Hostile: every cut, every byte of the tables and heaps lying; never a panic.

@@ -5,11 +5,11 @@ use proptest::prelude::*;
 
 use super::{identify_with_details, IdentifyOptions};
 use crate::reader::MemReader;
-use crate::testing::source_pdbs::{pdb_with_sources, portable_pdb_with_sources, MD5};
 use crate::testing::builders::{
     build_dwp, build_msfz, build_split_binary, dbi_stream, dwarf5_line_table_with_md5, info_stream,
     with_section, Unit,
 };
+use crate::testing::source_pdbs::{pdb_with_sources, portable_pdb_with_sources, MD5};
 
 /// A valid artifact of every format (the pipeline's hostile-input test starts from them too).
 pub(crate) fn seeds() -> Vec<Vec<u8>> {

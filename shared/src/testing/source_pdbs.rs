@@ -141,12 +141,21 @@ pub fn portable_pdb_with_sources(
 ) -> Vec<u8> {
     let mut blobs = Blobs(vec![0]);
     let guids: Vec<Uuid> = vec![MD5, SHA256, SOURCE_LINK, CSHARP];
-    let guid_index = |g: Uuid| guids.iter().position(|&x| x == g).map_or(0, |i| i as u16 + 1);
+    let guid_index = |g: Uuid| {
+        guids
+            .iter()
+            .position(|&x| x == g)
+            .map_or(0, |i| i as u16 + 1)
+    };
     let mut document_rows = Vec::new();
     for (path, algorithm, hash) in documents {
         let mut name = vec![b'/'];
         for part in path.split('/') {
-            let index = if part.is_empty() { 0 } else { blobs.add(part.as_bytes()) };
+            let index = if part.is_empty() {
+                0
+            } else {
+                blobs.add(part.as_bytes())
+            };
             compressed(&mut name, u32::from(index));
         }
         let name = blobs.add(&name);

@@ -75,7 +75,10 @@ impl<'m, 'r> Directory<'m, 'r> {
             .map_err(text)?;
         let count = le_u32(&raw, 0).ok_or("empty stream directory")? as usize;
         if count > raw.len() / 4 {
-            return Err(format!("{count} streams in a directory of {} bytes", raw.len()));
+            return Err(format!(
+                "{count} streams in a directory of {} bytes",
+                raw.len()
+            ));
         }
         let sizes: Vec<u32> = (0..count)
             .map(|i| le_u32(&raw, 4 + 4 * i).unwrap_or(u32::MAX))
@@ -138,7 +141,8 @@ impl<'m, 'r> Directory<'m, 'r> {
             // Blocks that follow each other in the file are one read.
             let mut next = index + 1;
             while take < len - out.len()
-                && self.blocks.get(first + next) == Some(&(start_block.wrapping_add((next - index) as u32)))
+                && self.blocks.get(first + next)
+                    == Some(&(start_block.wrapping_add((next - index) as u32)))
             {
                 take += bs as usize;
                 next += 1;
@@ -147,7 +151,9 @@ impl<'m, 'r> Directory<'m, 'r> {
             let at = self.msf.block_offset(start_block).map_err(text)? + within;
             // The last block read must lie in the file too.
             self.msf
-                .block_offset(start_block.saturating_add(((within as usize + take - 1) / bs as usize) as u32))
+                .block_offset(
+                    start_block.saturating_add(((within as usize + take - 1) / bs as usize) as u32),
+                )
                 .map_err(text)?;
             out.extend(read_vec(self.msf.reader, at, take).map_err(|e| text(io(e)))?);
             pos += take as u64;
@@ -159,7 +165,9 @@ impl<'m, 'r> Directory<'m, 'r> {
     fn read_all(&self, stream: u32, max: usize, budget: &mut Budget) -> Result<Vec<u8>, String> {
         let size = self.size(stream).ok_or(format!("no stream {stream}"))? as usize;
         if size > max {
-            return Err(format!("stream {stream} of {size} bytes (more than {max} read)"));
+            return Err(format!(
+                "stream {stream} of {size} bytes (more than {max} read)"
+            ));
         }
         self.read(stream, 0, size, budget)
     }
@@ -194,7 +202,10 @@ fn named_streams(info: &[u8]) -> Result<Vec<(String, u32)>, String> {
         return Err(format!("named stream map of {deleted_words} deleted words"));
     }
     at += 4 + 4 * deleted_words;
-    let entries = present.iter().map(|w| w.count_ones() as usize).sum::<usize>();
+    let entries = present
+        .iter()
+        .map(|w| w.count_ones() as usize)
+        .sum::<usize>();
     let mut out = Vec::with_capacity(entries.min(info.len() / 8));
     for i in 0..entries {
         let key = le_u32(info, at + 8 * i).ok_or(short)? as usize;
@@ -269,7 +280,11 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
 }
 
 /// The `/names` string buffer (the strings checksum entries point into).
-fn string_table(directory: &Directory, stream: u32, budget: &mut Budget) -> Result<Vec<u8>, String> {
+fn string_table(
+    directory: &Directory,
+    stream: u32,
+    budget: &mut Budget,
+) -> Result<Vec<u8>, String> {
     let header = directory.read(stream, 0, 12, budget)?;
     if le_u32(&header, 0) != Some(NAMES_SIGNATURE) {
         return Err("not a string table".into());
@@ -455,7 +470,10 @@ mod tests {
         let sources = read_sources(&MemReader(sample()));
         assert_eq!(sources.unread, Vec::<String>::new());
         let paths: Vec<&str> = sources.documents.iter().map(|d| d.path.as_str()).collect();
-        assert_eq!(paths, [r"C:\b\a.cpp", r"C:\b\a.h", r"C:\b\gen.h", r"C:\b\odd.h"]);
+        assert_eq!(
+            paths,
+            [r"C:\b\a.cpp", r"C:\b\a.h", r"C:\b\gen.h", r"C:\b\odd.h"]
+        );
         let a = sources.documents[0].checksum.as_ref().unwrap();
         assert_eq!(a.algorithm, ChecksumAlgorithm::Md5);
         assert_eq!(a.digest, "ab".repeat(16));
@@ -492,14 +510,22 @@ mod tests {
         let sources = read_sources(&MemReader(bad_map));
         assert_eq!(sources.documents.len(), 1);
         assert!(sources.source_link.is_none());
-        assert!(sources.unread[0].starts_with("sourcelink stream: "), "{:?}", sources.unread);
+        assert!(
+            sources.unread[0].starts_with("sourcelink stream: "),
+            "{:?}",
+            sources.unread
+        );
         // The string table's length lies.
         let mut file = pdb_with_sources([3; 16], &[("/a.c", 1, &[0; 16])], None, None);
         let at = find(&file, &0xeffe_effeu32.to_le_bytes()) + 8;
         file[at..at + 4].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
         let sources = read_sources(&MemReader(file));
         assert!(sources.documents.is_empty());
-        assert!(sources.unread[0].starts_with("/names stream: "), "{:?}", sources.unread);
+        assert!(
+            sources.unread[0].starts_with("/names stream: "),
+            "{:?}",
+            sources.unread
+        );
     }
 
     fn find(haystack: &[u8], needle: &[u8]) -> usize {

@@ -25,8 +25,8 @@ const DOCUMENT: usize = 0x30;
 const CUSTOM_DEBUG_INFORMATION: usize = 0x37;
 /// The tables a HasCustomDebugInformation coded index may point into (its 5 tag bits).
 const HAS_CUSTOM_DEBUG_INFORMATION: [usize; 27] = [
-    0x06, 0x04, 0x01, 0x02, 0x08, 0x09, 0x0a, 0x00, 0x0e, 0x17, 0x14, 0x11, 0x1a, 0x1b, 0x20,
-    0x23, 0x26, 0x27, 0x28, 0x2a, 0x2c, 0x2b, 0x30, 0x32, 0x33, 0x34, 0x35,
+    0x06, 0x04, 0x01, 0x02, 0x08, 0x09, 0x0a, 0x00, 0x0e, 0x17, 0x14, 0x11, 0x1a, 0x1b, 0x20, 0x23,
+    0x26, 0x27, 0x28, 0x2a, 0x2c, 0x2b, 0x30, 0x32, 0x33, 0x34, 0x35,
 ];
 const METHOD_DEF: usize = 0x06;
 
@@ -192,11 +192,7 @@ impl<'a> Metadata<'a> {
             0x30 => blob + guid + blob + guid,
             0x31 => self.index(DOCUMENT) + blob,
             0x32 => {
-                self.index(METHOD_DEF)
-                    + self.index(0x35)
-                    + self.index(0x33)
-                    + self.index(0x34)
-                    + 8
+                self.index(METHOD_DEF) + self.index(0x35) + self.index(0x33) + self.index(0x34) + 8
             }
             0x33 => 4 + string,
             0x34 => string + blob,
@@ -319,7 +315,10 @@ fn compressed_u32(bytes: &[u8]) -> Option<(u32, usize)> {
     if first & 0x80 == 0 {
         Some((u32::from(first), 1))
     } else if first & 0xc0 == 0x80 {
-        Some(((u32::from(first & 0x3f) << 8) | u32::from(*bytes.get(1)?), 2))
+        Some((
+            (u32::from(first & 0x3f) << 8) | u32::from(*bytes.get(1)?),
+            2,
+        ))
     } else if first & 0xe0 == 0xc0 {
         let rest = bytes.get(1..4)?;
         let value = (u32::from(first & 0x1f) << 24)

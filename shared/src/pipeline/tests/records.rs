@@ -403,7 +403,15 @@ async fn a_pdb_whose_srcsrv_runs_commands_is_refused_only_when_asked() {
     let indexed = index_and_finalize(&store, config(), &artifact).await;
     assert_eq!(indexed.records[0].action, Some(Action::Indexed));
     assert!(runs(&indexed.records[0]), "{:?}", indexed.records[0]);
-    assert_eq!(indexed.records[0].pdb_sources.as_ref().unwrap().documents.len(), 1);
+    assert_eq!(
+        indexed.records[0]
+            .pdb_sources
+            .as_ref()
+            .unwrap()
+            .documents
+            .len(),
+        1
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let store = LocalStore::open(dir.path()).unwrap();
@@ -415,8 +423,14 @@ async fn a_pdb_whose_srcsrv_runs_commands_is_refused_only_when_asked() {
     assert!(record.published.is_empty());
     assert!(runs(record));
     assert!(
-        record.reason.as_deref().is_some_and(|r| r.contains("SRCSRVCMD")),
+        record
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("SRCSRVCMD")),
         "{record:?}"
     );
-    assert_eq!(record.debug_id, Some("42424242-4242-4242-4242-424242424242-1".parse().unwrap()));
+    assert_eq!(
+        record.debug_id,
+        Some("42424242-4242-4242-4242-424242424242-1".parse().unwrap())
+    );
 }
