@@ -131,13 +131,13 @@ impl<'a> Metadata<'a> {
             tables: &tables[at.min(tables.len())..],
         };
         let mut offset = 0usize;
-        for table in 0..64 {
+        for (table, &count) in rows.iter().enumerate() {
             metadata.table_at[table] = offset;
             if valid & (1 << table) == 0 {
                 continue;
             }
             let size = metadata.row_size(table)?;
-            offset = (rows[table] as usize)
+            offset = (count as usize)
                 .checked_mul(size)
                 .and_then(|n| n.checked_add(offset))
                 .ok_or("tables larger than memory")?;
