@@ -136,14 +136,14 @@ fn starts_with_ignoring_case(path: &str, prefix: &str) -> bool {
 pub struct BuildRoot(String);
 
 impl BuildRoot {
-    /// The root with its separator at the end: `\` for a Windows root (a drive letter, or
-    /// `\` and no `/` in it), else `/`.
+    /// The root with its separator at the end: the one it uses (`\` for `C:\b`, `/` for
+    /// `/home/ci/w` and `C:/b`, as compilers record paths under each).
     fn prefix(&self) -> String {
         let root = self.0.as_str();
         if root.ends_with(['/', '\\']) {
             return root.to_string();
         }
-        let windows = root.as_bytes().get(1) == Some(&b':') || !root.contains('/');
+        let windows = root.contains('\\');
         format!("{root}{}", if windows { '\\' } else { '/' })
     }
 
@@ -282,6 +282,10 @@ mod tests {
         assert_eq!(relative_to_roots(&roots, "/w/"), None);
         assert_eq!(
             root(r"C:\b").relative(r"c:\B\x\y.cpp").as_deref(),
+            Some("x/y.cpp")
+        );
+        assert_eq!(
+            root("C:/b").relative("C:/b/x/y.cpp").as_deref(),
             Some("x/y.cpp")
         );
     }

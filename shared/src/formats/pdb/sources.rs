@@ -26,6 +26,9 @@ pub(crate) const MAX_SOURCE_BYTES: u64 = 64 << 20;
 const MAX_DIRECTORY_READ: u32 = 32 << 20;
 /// The most subsection headers walked, all modules together.
 const MAX_SUBSECTIONS: u32 = 1_000_000;
+/// How many bytes of a module's line information are read at once to walk its subsection
+/// headers.
+const HEADER_WINDOW: u64 = 4096;
 /// The most bytes of the info stream read for its named-stream map.
 const MAX_INFO_BYTES: u32 = 1 << 20;
 /// `DEBUG_S_FILECHKSMS`: the subsection of a module's C13 lines listing its files.
@@ -375,21 +378,37 @@ fn module_checksums(
     walked: &mut u32,
 ) -> Result<Vec<u8>, String> {
     let mut pos = 0u64;
+    // Headers are read a window at a time: line subsections (one a function) are mostly a
+    // few dozen bytes, so one read finds many headers.
+    let mut window: (u64, Vec<u8>) = (0, Vec::new());
     while pos + 8 <= module.len {
         *walked += 1;
         if *walked > MAX_SUBSECTIONS {
             return Err(format!("more than {MAX_SUBSECTIONS} line subsections"));
         }
-        let header = directory.read(module.stream, module.offset + pos, 8, budget)?;
-        let kind = le_u32(&header, 0).unwrap_or(0) & 0x7fff_ffff;
-        let len = u64::from(le_u32(&header, 4).unwrap_or(0));
+        let in_window = pos >= window.0 && pos + 8 <= window.0 + window.1.len() as u64;
+        if !in_window {
+            let len = (module.len - pos).min(HEADER_WINDOW) as usize;
+            window = (
+                pos,
+                directory.read(module.stream, module.offset + pos, len, budget)?,
+            );
+        }
+        let at = (pos - window.0) as usize;
+        let kind = le_u32(&window.1, at).unwrap_or(0) & 0x7fff_ffff;
+        let len = u64::from(le_u32(&window.1, at + 4).unwrap_or(0));
         let end = pos + 8 + len;
         if end > module.len {
             return Err(format!("a subsection of {len} bytes past its lines"));
         }
         if kind == FILE_CHECKSUMS {
             // One a module: what writers emit, and all a debugger reads.
-            return directory.read(module.stream, module.offset + pos + 8, len as usize, budget);
+            let data = pos + 8;
+            if end <= window.0 + window.1.len() as u64 {
+                let from = (data - window.0) as usize;
+                return Ok(window.1[from..from + len as usize].to_vec());
+            }
+            return directory.read(module.stream, module.offset + data, len as usize, budget);
         }
         pos = end.next_multiple_of(4);
     }
@@ -490,6 +509,19 @@ mod tests {
         let srcsrv = sources.srcsrv.unwrap();
         assert!(srcsrv.commands);
         assert_eq!(srcsrv.size, SRCSRV.len() as u32);
+    }
+
+    #[test]
+    fn a_checksum_subsection_past_the_header_window_is_read_whole() {
+        let paths: Vec<String> = (0..300).map(|i| format!("/w/src/file{i}.cpp")).collect();
+        let digest = [9u8; 16];
+        let documents: Vec<(&str, u8, &[u8])> =
+            paths.iter().map(|p| (p.as_str(), 1, &digest[..])).collect();
+        let file = pdb_with_sources([3; 16], &documents, None, None);
+        let sources = read_sources(&MemReader(file));
+        assert_eq!(sources.unread, Vec::<String>::new());
+        assert_eq!(sources.documents.len(), 300);
+        assert_eq!(sources.documents[299].path, "/w/src/file299.cpp");
     }
 
     #[test]
