@@ -30,16 +30,16 @@ pub fn run(args: &SrcsrvArgs) -> anyhow::Result<ExitCode> {
         FileReader::open(&args.pdb).with_context(|| format!("opening {}", args.pdb.display()))?;
     let ids = symdex_shared::identify_with_details(&reader, &Default::default())
         .with_context(|| format!("reading {}", args.pdb.display()))?;
-    let Some(sources) = ids
-        .into_iter()
-        .find(|id| id.format == Format::Pdb)
-        .and_then(|id| id.pdb_sources)
-    else {
+    let Some(pdb) = ids.into_iter().find(|id| id.format == Format::Pdb) else {
         anyhow::bail!(
             "{} is not a PDB (a srcsrv stream is written into MSF PDBs only)",
             args.pdb.display()
         );
     };
+    let sources = pdb.pdb_sources.unwrap_or_default();
+    if sources.documents.is_empty() {
+        eprintln!("symdex: {}: names no documents", args.pdb.display());
+    }
     for reason in &sources.unread {
         eprintln!("symdex: {}: not read: {reason}", args.pdb.display());
     }
