@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::identity::{Arch, CodeId, DebugId, DwarfPackage, Format, Kind, SplitDwarf};
+use crate::pdb_sources::PdbSources;
 use crate::storage::Storage;
 use crate::upload_meta::UploadMeta;
 
@@ -132,6 +133,10 @@ pub struct Record {
     /// A binary or debug file built with split DWARF: the DWO ids of its skeleton units.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split_dwarf: Option<SplitDwarf>,
+    /// A PDB or Portable PDB: its documents with their checksums, its Source Link map and
+    /// srcsrv stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdb_sources: Option<PdbSources>,
     /// Keys this decision published (written now) ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<String>,

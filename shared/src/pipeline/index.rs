@@ -10,7 +10,7 @@ use super::publish::UploadRun;
 use super::removal::TakenBack;
 use super::sources::offer_of;
 use super::upload::{fill_identity, is_pdb, Indexed, Lookup, Planned, Upload};
-use super::{unclaimed, Indexer, CASE_FOLDED};
+use super::{unclaimed, Config, Indexer, CASE_FOLDED};
 use crate::formats::{Format, FormatError, IdentifyOptions};
 use crate::identity::{Identity, Kind};
 use crate::layouts::{self, KeySet, Layout};
@@ -51,9 +51,11 @@ enum Admitted {
     Refused(Box<Record>),
 }
 
-/// An upload's identities, unless its channel is malformed (rejected) or nothing identified
-/// it (skipped, or rejected where a format found it malformed). `Err`: a read failed.
+/// An upload's identities, unless its channel is malformed (rejected), nothing identified
+/// it (skipped, or rejected where a format found it malformed), or it is a PDB whose srcsrv
+/// stream runs commands and `config` refuses those (rejected). `Err`: a read failed.
 fn admitted(
+    config: &Config,
     upload: &Upload<'_>,
     identified: Result<Vec<Identity>, FormatError>,
 ) -> io::Result<Admitted> {
@@ -63,6 +65,15 @@ fn admitted(
         return Ok(Admitted::Refused(Box::new(r)));
     }
     match identified {
+        Ok(ids) if config.refuse_srcsrv_commands => match ids.iter().find(|id| runs_commands(id)) {
+            Some(id) => {
+                let mut r = upload.record(Action::Rejected);
+                fill_identity(&mut r, id);
+                r.reason = Some(SRCSRV_COMMANDS_REFUSED.to_string());
+                Ok(Admitted::Refused(Box::new(r)))
+            }
+            None => Ok(Admitted::Identities(ids)),
+        },
         Ok(ids) => Ok(Admitted::Identities(ids)),
         Err(FormatError::Io(e)) => Err(e),
         Err(e) => {
@@ -75,6 +86,19 @@ fn admitted(
             Ok(Admitted::Refused(Box::new(r)))
         }
     }
+}
+
+/// Why a PDB whose srcsrv stream runs commands is refused where the deployment says so.
+pub(super) const SRCSRV_COMMANDS_REFUSED: &str = "its srcsrv stream runs commands \
+    (SRCSRVCMD), which debuggers execute to fetch sources; this store refuses such PDBs \
+    (SYMDEX_REFUSE_SRCSRV_COMMANDS)";
+
+/// A PDB whose srcsrv stream defines `SRCSRVCMD`.
+fn runs_commands(id: &Identity) -> bool {
+    id.pdb_sources
+        .as_ref()
+        .and_then(|s| s.srcsrv.as_ref())
+        .is_some_and(|srcsrv| srcsrv.commands)
 }
 
 /// One identity's plan: its keys, or the record of an identity that gets none. (Its
@@ -249,7 +273,7 @@ impl<'s> Indexer<'s> {
             ..upload.clone()
         };
         let upload = &stamped;
-        let identities = match admitted(upload, identified)? {
+        let identities = match admitted(&self.config, upload, identified)? {
             Admitted::Identities(ids) => ids,
             Admitted::Refused(record) => return Ok(Indexed::nothing_published(vec![*record])),
         };

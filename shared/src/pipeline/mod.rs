@@ -96,6 +96,12 @@ pub struct Config {
     /// (crate::encoded; `--compress`, `SYMDEX_COMPRESS`). None by default here: the front
     /// ends choose.
     pub compress: crate::encoded::Encodings,
+    /// Refuse (reject) a PDB whose srcsrv stream runs commands (`SRCSRVCMD`): a debugger
+    /// runs them on the developer's machine to fetch a source (after a prompt, or not),
+    /// so such a PDB in a shared store runs its uploader's commands on every machine that
+    /// debugs with it (`SYMDEX_REFUSE_SRCSRV_COMMANDS`). Off: they are published, their
+    /// records say they run commands.
+    pub refuse_srcsrv_commands: bool,
 }
 
 /// The layouts whose clients (WinDbg, Visual Studio, dotnet-symbol, Breakpad's symbol
@@ -122,6 +128,7 @@ impl Default for Config {
             fold_case: false,
             source_joins: true,
             compress: crate::encoded::Encodings::none(),
+            refuse_srcsrv_commands: false,
         }
     }
 }

@@ -349,6 +349,7 @@ pub(super) fn fill_identity(record: &mut Record, id: &Identity) {
     record.debug_file = id.debug_file.clone();
     record.dwarf_package.clone_from(&id.dwarf_package);
     record.split_dwarf.clone_from(&id.split_dwarf);
+    record.pdb_sources.clone_from(&id.pdb_sources);
 }
 
 /// Counts of a run, for the one-line summary.

@@ -203,6 +203,11 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         indexer["environment"][0]["variables"]["SYMDEX_SOURCE_JOINS"],
         "true"
     );
+    // PDBs whose srcsrv stream runs commands are published unless the deployment refuses them.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_REFUSE_SRCSRV_COMMANDS"],
+        "false"
+    );
     assert_eq!(
         indexer["environment"][0]["variables"]["SYMDEX_DECODER_MEMORY_MB"],
         "300"
