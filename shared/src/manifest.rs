@@ -298,7 +298,7 @@ pub async fn for_each_record(
     mut f: impl FnMut(Record) -> io::Result<()>,
 ) -> io::Result<()> {
     let objects = objects(store, prefix, since).await?;
-    for_each_record_of(store, &objects, |_, record| f(record)).await
+    for_each_record_of(store, &objects, |_, record: Record| f(record)).await
 }
 
 /// The manifest objects under `prefix` in the order they were written (their names start
@@ -326,19 +326,18 @@ pub async fn objects(
 }
 
 /// Hands every record of the manifest `objects` to `f` with the index of its object, one
-/// object in memory at a time.
-pub async fn for_each_record_of(
+/// object in memory at a time, each record parsed as `T` (a [`Record`], or the few fields a
+/// caller reads) as it is handed over.
+pub async fn for_each_record_of<T: serde::de::DeserializeOwned>(
     store: &dyn Storage,
     objects: &[String],
-    mut f: impl FnMut(usize, Record) -> io::Result<()>,
+    mut f: impl FnMut(usize, T) -> io::Result<()>,
 ) -> io::Result<()> {
     for (index, key) in objects.iter().enumerate() {
         let Some(raw) = store.get(key).await?.map(|v| v.bytes) else {
             continue;
         };
-        for record in records_in(key, &raw)? {
-            f(index, record)?;
-        }
+        for_each_in(key, &raw, |record| f(index, record))?;
     }
     Ok(())
 }
@@ -346,26 +345,40 @@ pub async fn for_each_record_of(
 /// The records of the manifest object `key` holding `raw` (gzip when the name says so);
 /// nothing for an object that is not a manifest object.
 pub fn records_in(key: &str, raw: &[u8]) -> io::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    for_each_in(key, raw, |record| {
+        records.push(record);
+        Ok(())
+    })?;
+    Ok(records)
+}
+
+/// Hands `f` each record of the manifest object `key` holding `raw`, parsed as `T`, one line
+/// at a time.
+fn for_each_in<T: serde::de::DeserializeOwned>(
+    key: &str,
+    raw: &[u8],
+    mut f: impl FnMut(T) -> io::Result<()>,
+) -> io::Result<()> {
     let text = if key.ends_with(".gz") {
         let mut s = String::new();
         flate2::read::GzDecoder::new(raw).read_to_string(&mut s)?;
-        s
+        std::borrow::Cow::Owned(s)
     } else if key.ends_with(".jsonl") {
-        String::from_utf8_lossy(raw).into_owned()
+        String::from_utf8_lossy(raw)
     } else {
-        return Ok(Vec::new());
+        return Ok(());
     };
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            serde_json::from_str(line).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{key}: bad record: {e}"),
-                )
-            })
-        })
-        .collect()
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let record = serde_json::from_str(line).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{key}: bad record: {e}"),
+            )
+        })?;
+        f(record)?;
+    }
+    Ok(())
 }
 
 /// Filters for `symdex manifest query`.

@@ -9,13 +9,19 @@
 use std::collections::HashMap;
 use std::io;
 
+use serde::Deserialize;
+
 use super::{for_each_record_of, objects, Action, Record};
+use crate::digest::Sha1;
 use crate::storage::Storage;
 
 /// Hands `f` the records of each upload's latest decision under `prefix` (from the date
 /// partitions since `since`, as [`super::for_each_record`]), in the manifest's order. Two
-/// passes over the same objects: memory holds each upload's id and the index of its last
-/// object, never the records.
+/// passes over the same objects: memory holds, per upload, 16 bytes of its id's SHA-1 and
+/// the index of its last object (under 50 bytes with the table's slack), never the records.
+/// A cryptographic hash, not the map's own: upload ids are the uploader's names, and two that
+/// collided would hide one upload's decision behind the other's (128 bits: no birthday
+/// search finds a pair).
 pub async fn for_each_latest(
     store: &dyn Storage,
     prefix: &str,
@@ -23,22 +29,48 @@ pub async fn for_each_latest(
     mut f: impl FnMut(Record) -> io::Result<()>,
 ) -> io::Result<()> {
     let objects = objects(store, prefix, since).await?;
-    let mut last: HashMap<String, usize> = HashMap::new();
-    for_each_record_of(store, &objects, |object, record| {
+    let mut last: HashMap<UploadHash, u32> = HashMap::new();
+    // The first pass parses only what it keeps of each record.
+    for_each_record_of(store, &objects, |object, record: UploadOf| {
         if record.action != Some(Action::Repeated) {
-            last.insert(record.upload, object);
+            last.insert(hash_of(&record.upload), object_number(object)?);
         }
         Ok(())
     })
     .await?;
-    for_each_record_of(store, &objects, |object, record| {
-        let latest = last.get(&record.upload) == Some(&object);
+    last.shrink_to_fit();
+    for_each_record_of(store, &objects, |object, record: Record| {
+        let latest = last.get(&hash_of(&record.upload)) == Some(&object_number(object)?);
         if latest && record.action != Some(Action::Repeated) {
             f(record)?;
         }
         Ok(())
     })
     .await
+}
+
+/// What the first pass reads of a record.
+#[derive(Deserialize)]
+struct UploadOf {
+    upload: String,
+    action: Option<Action>,
+}
+
+/// 16 bytes of an upload id's SHA-1.
+type UploadHash = [u8; 16];
+
+fn hash_of(upload: &str) -> UploadHash {
+    let mut sha1 = Sha1::new();
+    sha1.update(upload.as_bytes());
+    let digest = sha1.digest();
+    let mut hash = [0u8; 16];
+    hash.copy_from_slice(&digest[..16]);
+    hash
+}
+
+/// An object's index as the map holds it (a manifest of over 4 billion objects is refused).
+fn object_number(index: usize) -> io::Result<u32> {
+    u32::try_from(index).map_err(|_| io::Error::other("more manifest objects than a query counts"))
 }
 
 #[cfg(test)]
