@@ -48,7 +48,7 @@ cpu_of() {
   sed -n 2p "$1" | awk '{n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2] } print n}'
 }
 ticks=$(getconf CLK_TCK)
-printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s %12s %10s %10s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx cpu_ms/file cpu/dbgd verify_MB
+printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s %12s %10s %10s %10s %10s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx cpu_ms/file cpu/dbgd verify_MB manifest_KB +KB/rerun
 for n in $sizes; do
   dir="$work/in-$n" store="$work/store-$n"
   python3 - "$work/template" "$dir" "$n" <<'PY'
@@ -80,6 +80,8 @@ PY
   # store's bytes are counted after the first (one index and one re-index). Each starts with
   # the writes before it flushed: the fresh index's time does not include its write-back,
   # and a re-index of 1,000 files timed during it took 0.05 s instead of 0.01–0.02.
+  manifest_bytes() { find "$store/_manifest" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}'; }
+  manifest_fresh=$(manifest_bytes)
   reindex=()
   for run in 1 2 3; do
     sync
@@ -94,6 +96,7 @@ PY
       input=$(files_bytes "$dir")
     fi
   done
+  manifest_rerun=$(( ($(manifest_bytes) - manifest_fresh) / 3 ))
   median=$(printf '%s\n' "${reindex[@]}" | sort -g | sed -n 2p)
   t2=$(python3 -c "print($t1 + $median)")
   # Timed, and its peak memory taken, by a python parent (`ru_maxrss` of its one child).
@@ -132,16 +135,19 @@ PY
   # Its CPU (user + system, all its threads) until it had scanned them.
   dcpu=$(awk -v t="$ticks" '{print ($14 + $15) / t}' "/proc/$pid/stat")
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
-  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" "$c0" "$c1" "$dcpu" "$verify_mb" <<'PY'
+  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" "$c0" "$c1" "$dcpu" "$verify_mb" "$manifest_fresh" "$manifest_rerun" <<'PY'
 import sys
 n = int(sys.argv[1]); t0, t1, t2, t3, d0, d1 = map(float, sys.argv[2:8]); inp, pub, st = map(int, sys.argv[8:11])
 c0, c1, dcpu = map(float, sys.argv[11:14]); verify_mb = int(sys.argv[14])
+manifest_fresh, manifest_rerun = int(sys.argv[15]), int(sys.argv[16])
 print(f"{n:8d} {t1 - t0:10.2f} {t2 - t1:10.2f} {t3 - t2:10.2f} {d1 - d0:10.2f} {n / (t1 - t0):12.0f} {pub / inp:8.2f} {st / inp:8.2f}"
-      f" {(t1 - t0) / (d1 - d0):10.2f} {(t2 - t1) / (t1 - t0):10.2f} {(c1 - c0) * 1000 / n:12.3f} {(c1 - c0) / max(dcpu, 1e-9):10.2f} {verify_mb:10d}")
+      f" {(t1 - t0) / (d1 - d0):10.2f} {(t2 - t1) / (t1 - t0):10.2f} {(c1 - c0) * 1000 / n:12.3f} {(c1 - c0) / max(dcpu, 1e-9):10.2f} {verify_mb:10d}"
+      f" {manifest_fresh / 1000:10.1f} {manifest_rerun / 1000:10.1f}")
 PY
 done
 echo "(re-index: nothing changed, writes only its manifest; publ/in: the published keys, hard links counted once, the"
 echo " debuginfod section objects included; stored/in adds _symdex/ and _manifest/; index --jobs: $(nproc) lanes (the cores);"
 echo " cpu_ms/file: the index's CPU (user + system) per file, flat where it scales linearly; cpu/dbgd: its CPU over"
-echo " debuginfod's until it had scanned them; verify_MB: verify's peak resident memory;"
+echo " debuginfod's until it had scanned them; verify_MB: verify's peak resident memory; manifest_KB: the manifest after"
+echo " the fresh index, +KB/rerun: what each unchanged re-index adds to it (one \`repeated\` record);"
 echo " goals: index/dbgd <= 2, reidx/idx <= 0.05, publ/in <= 1.05; set BENCH_SCALE_DIR=/dev/shm/... to measure off the disk)"

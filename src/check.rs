@@ -12,23 +12,23 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
-use symdex_shared::formats::Format;
-use symdex_shared::identity::{CodeId, DebugId};
+use serde::Serialize;
 use symdex_shared::pipeline::default_prefixes;
 use symdex_shared::refs::RefStore;
 use symdex_shared::storage::Storage;
-use symdex_shared::{keys_for, lookup_keys_for, Identity, Kind, Layout};
+use symdex_shared::{keys_for, lookup_keys_for, Identity, Layout};
 
 use crate::credentials::{redacted, split_userinfo, Credentialed};
 use crate::deployment::StoreArg;
-use crate::inputs::{expand_paths, file_head, identify_each, Outcome, Walked};
+use crate::inputs::{expand_paths, identify_each, Outcome, Walked};
+
+mod modules;
+
+use modules::{listed_modules, module_identities};
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -133,95 +133,6 @@ impl Client {
     }
 }
 
-/// One module from a JSON list (Sentry's and crash pipelines' field names).
-#[derive(Debug, Deserialize)]
-struct ModuleEntry {
-    code_file: Option<String>,
-    code_id: Option<String>,
-    debug_file: Option<String>,
-    debug_id: Option<String>,
-    /// Sentry's name; any other text reads as unknown.
-    #[serde(default)]
-    arch: Option<symdex_shared::Arch>,
-}
-
-/// The identities a listed module stands for: what a debugger looks up for it.
-fn module_identities(m: &ModuleEntry) -> Vec<(Identity, String)> {
-    let name_of = |p: &Option<String>| {
-        p.as_deref()
-            .map(|p| symdex_shared::identity::file_name_of(p).to_string())
-    };
-    let debug_id = m
-        .debug_id
-        .as_deref()
-        .and_then(|d| DebugId::from_str(d).ok())
-        .filter(|d| !d.is_nil());
-    let arch = m.arch.unwrap_or_default();
-    let mut out = Vec::new();
-    let debug_name = name_of(&m.debug_file);
-    let code_name = name_of(&m.code_file);
-    let is_pdb = debug_name
-        .as_deref()
-        .is_some_and(|n| n.to_ascii_lowercase().ends_with(".pdb"));
-    if let (true, Some(debug_id), Some(name)) = (is_pdb, debug_id, debug_name.clone()) {
-        let mut pdb = Identity::new(Format::Pdb, Kind::Debug);
-        pdb.debug_id = debug_id;
-        pdb.age = Some(debug_id.appendix());
-        pdb.arch = arch;
-        pdb.has_debug_info = true;
-        out.push((pdb, name));
-        if let (Some(code_id), Some(code_name)) = (&m.code_id, code_name) {
-            let mut pe = Identity::new(Format::Pe, Kind::Library);
-            // A PE's code id is its TimeDateStamp (8 hex digits) and SizeOfImage.
-            if code_id.len() > 8 && code_id.is_ascii() {
-                pe.pe_timestamp = u32::from_str_radix(&code_id[..8], 16).ok();
-                pe.pe_size_of_image = u32::from_str_radix(&code_id[8..], 16).ok();
-            }
-            pe.code_id = Some(CodeId::new(code_id.to_ascii_lowercase()));
-            pe.arch = arch;
-            out.push((pe, code_name));
-        }
-        return out;
-    }
-    // Mach-O: the code id is the LC_UUID, the same UUID as the debug id (an ELF's debug id is
-    // its build id byte-swapped, so the two differ for ELF).
-    if let (Some(code_id), Some(debug_id)) = (m.code_id.as_deref(), debug_id) {
-        let uuid = debug_id.uuid().simple().to_string();
-        if debug_id.appendix() == 0 && code_id.eq_ignore_ascii_case(&uuid) {
-            for kind in [Kind::Debug, Kind::Library] {
-                let mut macho = Identity::new(Format::Macho, kind);
-                macho.uuid = Some(uuid.clone());
-                macho.debug_id = debug_id;
-                macho.code_id = Some(CodeId::new(uuid.clone()));
-                macho.arch = arch;
-                macho.has_debug_info = kind == Kind::Debug;
-                let name = code_name.clone().unwrap_or_else(|| "_".into());
-                out.push((macho, name));
-            }
-            return out;
-        }
-    }
-    // ELF (code id = the build id): the debug file and the binary by build id.
-    if let Some(code_id) = m
-        .code_id
-        .as_deref()
-        .filter(|c| c.len() >= 2 && c.bytes().all(|b| b.is_ascii_hexdigit()))
-    {
-        let build_id = code_id.to_ascii_lowercase();
-        for kind in [Kind::Debug, Kind::Library] {
-            let mut elf = Identity::new(Format::Elf, kind);
-            elf.build_id = Some(build_id.clone());
-            elf.code_id = Some(CodeId::new(build_id.clone()));
-            elf.debug_id = debug_id.unwrap_or_default();
-            elf.arch = arch;
-            elf.has_debug_info = kind == Kind::Debug;
-            let name = code_name.clone().unwrap_or_else(|| "_".into());
-            out.push((elf, name));
-        }
-    }
-    out
-}
-
 /// One key to check.
 #[derive(Debug, Clone, Serialize)]
 struct Wanted {
@@ -233,7 +144,13 @@ struct Wanted {
     code_id: Option<String>,
     client: &'static str,
     key: String,
+    /// What the key is, where it is not the identity's own file (LLDB's DWARF package).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'static str>,
 }
+
+/// What LLDB asks `buildid/<id>/debuginfo` for where a binary's skeleton units are in it.
+const LLDB_DWP: &str = "LLDB's lookup of the binary's DWARF package (.dwp)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -273,17 +190,50 @@ fn wanted_keys(input: &str, id: &Identity, name: &str, clients: &[Client], out: 
         ] {
             keys.extend(set.prefixed(&prefixes).map(|(_, key)| key));
         }
+        let wanted = |key: String, note: Option<&'static str>| Wanted {
+            input: input.to_string(),
+            module: name.to_string(),
+            debug_id: (!id.debug_id.is_nil()).then(|| id.debug_id.to_string()),
+            code_id: id.code_id.as_ref().map(|c| c.as_str().to_string()),
+            client: client.name(),
+            key,
+            note,
+        };
+        // Split DWARF: LLDB holding the binary asks `debuginfo` for its package, published
+        // there once the two pair (shared pipeline/packages.rs); gdb, finding the skeletons,
+        // asks no server for it.
+        let split = split_dwarf_binary(id);
+        let prefix = prefixes.get(&Layout::Debuginfod).map_or("", String::as_str);
+        let dwp_key = split.map(|build_id| format!("{prefix}buildid/{build_id}/debuginfo"));
+        if let (Some(key), Client::Lldb) = (&dwp_key, client) {
+            keys.insert(key.clone());
+        }
         for key in keys {
-            out.push(Wanted {
-                input: input.to_string(),
-                module: name.to_string(),
-                debug_id: (!id.debug_id.is_nil()).then(|| id.debug_id.to_string()),
-                code_id: id.code_id.as_ref().map(|c| c.as_str().to_string()),
-                client: client.name(),
-                key,
-            });
+            let package = dwp_key.as_ref() == Some(&key);
+            match client {
+                Client::Lldb if package => out.push(wanted(key, Some(LLDB_DWP))),
+                Client::Gdb if package => {}
+                _ => out.push(wanted(key, None)),
+            }
+        }
+        let Some(build_id) = split else {
+            continue;
+        };
+        if client == Client::Gdb {
+            eprintln!(
+                "symdex: {input}: split DWARF: gdb looks for the DWARF package only as \
+                 {name}.dwp beside the binary (it asks no server for it); LLDB asks \
+                 buildid/{build_id}/debuginfo"
+            );
         }
     }
+}
+
+/// The build id of a binary whose skeleton units are in it (split DWARF): its package is
+/// what LLDB asks `debuginfo` for.
+fn split_dwarf_binary(id: &Identity) -> Option<&str> {
+    let leaves = symdex_shared::layouts::debuginfod::leaves_debuginfo_to_package(id);
+    id.build_id.as_deref().filter(|_| leaves)
 }
 
 fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Wanted>, bool)> {
@@ -301,18 +251,7 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
         };
         let shown = path.display().to_string();
         // Inputs that list modules (by content; a JSON list by its name) ...
-        let modules = if file_head(&path) == Some(*b"MDMP") {
-            Some(minidump_modules(&path))
-        } else if is_elf_core(&path) {
-            Some(core_modules(&path))
-        } else if path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
-        {
-            Some(json_modules(&path))
-        } else {
-            None
-        };
+        let modules = listed_modules(&path);
         match modules {
             Some(Ok(modules)) => {
                 for module in &modules {
@@ -361,60 +300,6 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
     let mut seen = BTreeSet::new();
     wanted.retain(|w| seen.insert((w.input.clone(), w.client, w.key.clone())));
     Ok((wanted, failed))
-}
-
-/// An ELF file of type ET_CORE.
-fn is_elf_core(path: &Path) -> bool {
-    let Some(head) = file_head::<18>(path) else {
-        return false;
-    };
-    // e_type at offset 16: ET_CORE (4), in the file's byte order (EI_DATA at 5).
-    let e_type = if head[5] == 2 {
-        u16::from_be_bytes([head[16], head[17]])
-    } else {
-        u16::from_le_bytes([head[16], head[17]])
-    };
-    head.starts_with(b"\x7fELF") && e_type == 4
-}
-
-/// The module list of a minidump (its code and debug files and ids), read by rust-minidump
-/// from a memory map: a dump of any size costs what its module list does.
-fn minidump_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
-    use minidump::{Minidump, MinidumpModuleList, Module};
-    let dump = Minidump::read_path(path).context("not a readable minidump")?;
-    let list: MinidumpModuleList = dump
-        .get_stream()
-        .context("the minidump has no module list")?;
-    Ok(list
-        .iter()
-        .map(|m| ModuleEntry {
-            code_file: Some(m.code_file().into_owned()),
-            code_id: m.code_identifier().map(|c| c.to_string()),
-            debug_file: m.debug_file().map(|d| d.into_owned()),
-            debug_id: m.debug_identifier().map(|d| d.to_string()),
-            arch: None,
-        })
-        .collect())
-}
-
-/// A JSON list of modules, as crash pipelines carry them.
-fn json_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
-    let text = std::fs::read_to_string(path)?;
-    serde_json::from_str(&text).context("expected a JSON list of modules")
-}
-
-/// The ELF images mapped in a core file, by their build ids.
-fn core_modules(path: &Path) -> anyhow::Result<Vec<ModuleEntry>> {
-    Ok(crate::core_file::modules(path)?
-        .into_iter()
-        .map(|(code_file, build_id)| ModuleEntry {
-            code_file: Some(code_file),
-            code_id: build_id,
-            debug_file: None,
-            debug_id: None,
-            arch: None,
-        })
-        .collect())
 }
 
 /// What the store recorded at a key: its size and who first published it.
@@ -673,7 +558,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                     .source
                     .as_deref()
                     .map(|s| format!("  [from {s}]"))
-                    .unwrap_or_default(),
+                    .unwrap_or_default()
+                    + &checked
+                        .wanted
+                        .note
+                        .map(|n| format!("  [{n}]"))
+                        .unwrap_or_default(),
             );
         }
     }
@@ -692,7 +582,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+    use super::modules::ModuleEntry;
     use super::*;
+    use symdex_shared::formats::Format;
 
     #[test]
     fn listed_modules_stand_for_their_debug_files() {

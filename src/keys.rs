@@ -74,6 +74,39 @@ fn write_table_dwo_ids(out: &mut impl Write, id: &Identity) -> io::Result<()> {
     Ok(())
 }
 
+/// A PDB's sources under its row: how many documents, its Source Link map's entries, its
+/// srcsrv stream, what was not read.
+fn write_table_pdb_sources(out: &mut impl Write, id: &Identity) -> io::Result<()> {
+    let Some(sources) = &id.pdb_sources else {
+        return Ok(());
+    };
+    let label = "sources";
+    writeln!(
+        out,
+        "    {label:<7} {:<16} {}",
+        "documents",
+        sources.documents.len()
+    )?;
+    if let Some(map) = &sources.source_link {
+        for (path, url) in &map.documents {
+            writeln!(out, "    {label:<7} {:<16} {path} -> {url}", "source link")?;
+        }
+    }
+    if let Some(srcsrv) = &sources.srcsrv {
+        let commands = if srcsrv.commands {
+            " (runs commands: SRCSRVCMD)"
+        } else {
+            ""
+        };
+        let target = srcsrv.target.as_deref().unwrap_or("-");
+        writeln!(out, "    {label:<7} {:<16} {target}{commands}", "srcsrv")?;
+    }
+    for reason in &sources.unread {
+        writeln!(out, "    {label:<7} {:<16} {reason}", "unread")?;
+    }
+    Ok(())
+}
+
 pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
@@ -157,6 +190,7 @@ fn print_row(
                         shown
                     )?;
                     write_table_dwo_ids(out, id)?;
+                    write_table_pdb_sources(out, id)?;
                     write_table_keys(out, "key", &keys)?;
                     write_table_keys(out, "lookup", &lookup)?;
                 }

@@ -17,6 +17,8 @@ mod report;
 mod retention;
 mod serve;
 mod session;
+mod sourcelink;
+mod srcsrv;
 mod stamps;
 mod verify;
 
@@ -73,6 +75,15 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Check that every referenced key exists and matches its record.
     Verify(verify::VerifyArgs),
+    /// Print the Source Link JSON a build gives its linker (`/SOURCELINK:`,
+    /// `/pdbstream:sourcelink=`) so debuggers fetch its sources from the store:
+    /// `<url>/src/<product>/<build>/<path under a root>`.
+    Sourcelink(sourcelink::SourcelinkArgs),
+    /// Print a srcsrv stream for a linked PDB (for debuggers without Source Link), to write
+    /// into it with `pdbstr` or `/pdbstream:srcsrv=`: each of its documents under a root is
+    /// fetched from `<url>/src/<product>/<build>/<path under the root>`; the others are
+    /// listed on stderr.
+    Srcsrv(srcsrv::SrcsrvArgs),
 }
 
 #[derive(Args)]
@@ -123,6 +134,8 @@ fn main() -> ExitCode {
         Command::Report(cmd) => report::run(&cmd),
         Command::Check(args) => check::run(&args),
         Command::Verify(args) => verify::run(&args),
+        Command::Sourcelink(args) => sourcelink::run(&args),
+        Command::Srcsrv(args) => srcsrv::run(&args),
     };
     match result {
         Ok(code) => code,

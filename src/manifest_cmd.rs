@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
+use symdex_shared::manifest::latest::for_each_latest;
 use symdex_shared::manifest::{for_each_record, Action, Query, Record};
 use symdex_shared::missing_sources::MissingSources;
 use symdex_shared::refs::RefStore;
@@ -36,8 +37,8 @@ pub struct QueryArgs {
     /// RFC 3339 time or YYYY-MM-DD.
     #[arg(long)]
     pub since: Option<String>,
-    /// Records naming this key (who published it, who found it, who removed it); the table
-    /// also says which uploads reference it now.
+    /// Records naming this key (who published it, who found it, who removed it: its
+    /// history, as `--history` gives); the table also says which uploads reference it now.
     #[arg(long)]
     pub key: Option<String>,
     /// Only records that met a key holding other content.
@@ -46,6 +47,11 @@ pub struct QueryArgs {
     /// Retention channel.
     #[arg(long)]
     pub channel: Option<String>,
+    /// Every record, in the order written: each decision of each upload, and the `repeated`
+    /// records counting the uploads runs saw again. Without it (and without `--key`), each
+    /// upload's latest decision (the records of its last run): what the store holds now.
+    #[arg(long)]
+    pub history: bool,
     /// The source files debug files name that the store does not serve now (no source upload
     /// matched them, or its upload was removed since), one line per path; the other filters
     /// select the debug files.
@@ -159,6 +165,10 @@ fn table_row(r: &Record) -> String {
         r.reason
             .as_deref()
             .map(|s| format!("  ({})", shown(s)))
+            .or_else(|| r.repeated.map(|c| format!(
+                "  ({} unchanged, {} conflicts seen again)",
+                c.unchanged, c.conflict
+            )))
             .unwrap_or_default(),
     )
 }
@@ -213,7 +223,14 @@ async fn query(args: &QueryArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(())
     };
-    for_each_record(store, &args.prefix, args.since.as_deref(), print).await?;
+    let since = args.since.as_deref();
+    // `repeated` records are no upload's decision: asked for, they are history. A key's
+    // records are its story: who published it, met it, removed it.
+    if args.history || args.key.is_some() || args.action == Some(Action::Repeated) {
+        for_each_record(store, &args.prefix, since, print).await?;
+    } else {
+        for_each_latest(store, &args.prefix, since, print).await?;
+    }
     if format != Format::Table {
         return Ok(ExitCode::SUCCESS);
     }

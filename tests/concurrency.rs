@@ -108,7 +108,7 @@ fn four_indexers_and_a_delete_on_one_store() {
 /// Every published key was recorded as `published` by the upload that published it.
 fn manifest_complete(store: &Path) {
     let out = ok(symdex()
-        .args(["manifest", "query", "--json"])
+        .args(["manifest", "query", "--history", "--json"])
         .arg(store)
         .output()
         .unwrap());

@@ -278,7 +278,7 @@ fn checkout(w: &Workdir, name: &str, text: &str) -> std::path::PathBuf {
 /// The manifest records matching `filter` (`manifest query` options), as stored.
 fn records_matching(store: &Path, filter: &[&str]) -> Vec<serde_json::Value> {
     let mut cmd = symdex();
-    cmd.args(["manifest", "query", "--format", "json"])
+    cmd.args(["manifest", "query", "--history", "--format", "json"])
         .args(filter);
     ok(cmd.arg(store).output().unwrap())
         .lines()

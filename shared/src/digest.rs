@@ -25,6 +25,11 @@ impl Sha1 {
     pub fn hex(self) -> String {
         hex(&self.0.finalize())
     }
+
+    /// The digest's 20 bytes.
+    pub fn digest(self) -> [u8; 20] {
+        self.0.finalize().into()
+    }
 }
 
 /// A streaming MD5: not an identity symdex chooses, but the one DWARF 5 line tables record

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::BTreeMap;
 
+use crate::pdb_sources::PdbSources;
+
 pub use crate::arch::Arch;
 use std::fmt;
 
@@ -190,6 +192,10 @@ pub struct Identity {
     /// `.dwp` must hold (filled by [`crate::formats::elf::read_debug_details`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub split_dwarf: Option<SplitDwarf>,
+    /// A PDB or Portable PDB: the documents it names with their checksums, its Source Link
+    /// map and srcsrv stream (filled by [`crate::formats::read_debug_details`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pdb_sources: Option<PdbSources>,
 }
 
 impl Identity {
@@ -226,7 +232,14 @@ impl Identity {
             build_id_payload: None,
             dwarf_package: None,
             split_dwarf: None,
+            pdb_sources: None,
         }
+    }
+
+    /// Whether [`crate::formats::read_debug_details`] has more to read of it: DWARF, or a
+    /// PDB's sources.
+    pub fn has_details(&self) -> bool {
+        self.dwarf.is_some() || matches!(self.format, Format::Pdb | Format::PortablePdb)
     }
 
     /// Fills in the names only the caller knows: the artifact's own file name is the code file

@@ -25,11 +25,13 @@ pub mod identity;
 pub mod layouts;
 pub mod manifest;
 pub mod missing_sources;
+pub mod pdb_sources;
 pub mod pipeline;
 pub mod reader;
 pub mod refs;
 pub mod retention;
 pub mod sniff;
+pub mod sourcelink;
 pub mod sourcemap;
 pub mod storage;
 #[cfg(any(test, feature = "testing"))]

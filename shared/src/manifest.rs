@@ -10,8 +10,12 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use crate::identity::{Arch, CodeId, DebugId, DwarfPackage, Format, Kind, SplitDwarf};
+use crate::pdb_sources::PdbSources;
 use crate::storage::Storage;
 use crate::upload_meta::UploadMeta;
+
+pub mod fold;
+pub mod latest;
 
 /// Bumped when a field changes meaning or disappears (adding fields does not bump it).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -37,6 +41,10 @@ pub enum Action {
     Expired,
     /// An upload's channel (and so its expiry) was changed by `symdex promote`.
     Promoted,
+    /// Not an upload's decision: uploads of a run seen again whose decisions the manifest
+    /// already holds (a re-run of unchanged inputs, a redelivery), counted in one record
+    /// per run and upload metadata ([`Record::repeated`]) instead of one record each.
+    Repeated,
 }
 
 impl Action {
@@ -50,6 +58,7 @@ impl Action {
             Action::Unpublished => "unpublished",
             Action::Expired => "expired",
             Action::Promoted => "promoted",
+            Action::Repeated => "repeated",
         }
     }
 }
@@ -124,6 +133,10 @@ pub struct Record {
     /// A binary or debug file built with split DWARF: the DWO ids of its skeleton units.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split_dwarf: Option<SplitDwarf>,
+    /// A PDB or Portable PDB: its documents with their checksums, its Source Link map and
+    /// srcsrv stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdb_sources: Option<PdbSources>,
     /// Keys this decision published (written now) ...
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<String>,
@@ -145,8 +158,30 @@ pub struct Record {
     pub source_paths: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sources: Option<crate::sourcemap::SourceReport>,
+    /// A `repeated` record: how many decisions of each kind it stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeated: Option<RepeatCounts>,
     /// Producer, e.g. `symdex 0.1.0`.
     pub indexer: String,
+    /// This record repeats a decision the manifest already holds: its upload was answered
+    /// from its upload record, which says the run that decided it wrote its records to the
+    /// manifest before the record was finalized. Never written: the manifest counts it in its
+    /// run's `repeated` record instead ([`fold::fold_repeats`]).
+    #[serde(skip)]
+    pub repeats: bool,
+}
+
+/// What a `repeated` record stands for: decisions already in the manifest, by action.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatCounts {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unchanged: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub conflict: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Record {
@@ -262,24 +297,47 @@ pub async fn for_each_record(
     since: Option<&str>,
     mut f: impl FnMut(Record) -> io::Result<()>,
 ) -> io::Result<()> {
+    let objects = objects(store, prefix, since).await?;
+    for_each_record_of(store, &objects, |_, record: Record| f(record)).await
+}
+
+/// The manifest objects under `prefix` in the order they were written (their names start
+/// with the date and time), without the date partitions before `since` (`YYYY-MM-DD...`).
+pub async fn objects(
+    store: &dyn Storage,
+    prefix: &str,
+    since: Option<&str>,
+) -> io::Result<Vec<String>> {
     let prefix = format!("{}/", prefix.trim_end_matches('/'));
     let since_day = since.and_then(|s| s.get(..10));
-    for key in store.list(&prefix).await? {
+    let mut keys = store.list(&prefix).await?;
+    keys.retain(|key| {
         let day = key
             .strip_prefix(&prefix)
             .and_then(|rest| rest.strip_prefix("dt="))
             .and_then(|rest| rest.get(..10));
-        if let (Some(day), Some(since)) = (day, since_day) {
-            if day < since {
-                continue;
-            }
-        }
-        let Some(raw) = store.get(&key).await?.map(|v| v.bytes) else {
+        !matches!((day, since_day), (Some(day), Some(since)) if day < since)
+    });
+    // By the name's own stamp, when it was written (to the nanosecond), not by its date
+    // partition, which is its first decision's day: a run that began before midnight is
+    // written after it.
+    keys.sort_by(|a, b| a.rsplit('/').next().cmp(&b.rsplit('/').next()));
+    Ok(keys)
+}
+
+/// Hands every record of the manifest `objects` to `f` with the index of its object, one
+/// object in memory at a time, each record parsed as `T` (a [`Record`], or the few fields a
+/// caller reads) as it is handed over.
+pub async fn for_each_record_of<T: serde::de::DeserializeOwned>(
+    store: &dyn Storage,
+    objects: &[String],
+    mut f: impl FnMut(usize, T) -> io::Result<()>,
+) -> io::Result<()> {
+    for (index, key) in objects.iter().enumerate() {
+        let Some(raw) = store.get(key).await?.map(|v| v.bytes) else {
             continue;
         };
-        for record in records_in(&key, &raw)? {
-            f(record)?;
-        }
+        for_each_in(key, &raw, |record| f(index, record))?;
     }
     Ok(())
 }
@@ -287,26 +345,40 @@ pub async fn for_each_record(
 /// The records of the manifest object `key` holding `raw` (gzip when the name says so);
 /// nothing for an object that is not a manifest object.
 pub fn records_in(key: &str, raw: &[u8]) -> io::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    for_each_in(key, raw, |record| {
+        records.push(record);
+        Ok(())
+    })?;
+    Ok(records)
+}
+
+/// Hands `f` each record of the manifest object `key` holding `raw`, parsed as `T`, one line
+/// at a time.
+fn for_each_in<T: serde::de::DeserializeOwned>(
+    key: &str,
+    raw: &[u8],
+    mut f: impl FnMut(T) -> io::Result<()>,
+) -> io::Result<()> {
     let text = if key.ends_with(".gz") {
         let mut s = String::new();
         flate2::read::GzDecoder::new(raw).read_to_string(&mut s)?;
-        s
+        std::borrow::Cow::Owned(s)
     } else if key.ends_with(".jsonl") {
-        String::from_utf8_lossy(raw).into_owned()
+        String::from_utf8_lossy(raw)
     } else {
-        return Ok(Vec::new());
+        return Ok(());
     };
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|line| {
-            serde_json::from_str(line).map_err(|e| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{key}: bad record: {e}"),
-                )
-            })
-        })
-        .collect()
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let record = serde_json::from_str(line).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{key}: bad record: {e}"),
+            )
+        })?;
+        f(record)?;
+    }
+    Ok(())
 }
 
 /// Filters for `symdex manifest query`.

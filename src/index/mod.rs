@@ -111,6 +111,10 @@ pub struct KeyArgs {
     /// files record no wanted paths, sources serve none (`--source` files are still keyed).
     #[arg(long)]
     pub no_source_joins: bool,
+    /// Reject PDBs whose srcsrv stream runs commands (`SRCSRVCMD`), which debuggers execute
+    /// to fetch sources; without it they are published, their records saying so.
+    #[arg(long)]
+    pub refuse_srcsrv_commands: bool,
     /// Compressed copies stored beside each newly published key, for clients that accept
     /// them (`symdex serve`, the CDN): `zstd`, `gzip`, `zstd,gzip` or `none`. A copy is kept
     /// for objects of at least 1 KiB that shrink by a quarter or more.
@@ -131,6 +135,7 @@ impl KeyArgs {
             lease: exclusive_lease(),
             fold_case: self.fold_case,
             source_joins: !self.no_source_joins,
+            refuse_srcsrv_commands: self.refuse_srcsrv_commands,
             compress: self.compress.clone(),
             ..Config::default()
         }

@@ -74,7 +74,13 @@ async fn assert_serves_prog_c(stack: &Stack, source_key: &str, root: &Path) {
 async fn tarball_actions(stack: &Stack) -> Vec<String> {
     let mut query = std::process::Command::new(cli());
     query
-        .args(["manifest", "query", &format!("s3://{SERVING}"), "--json"])
+        .args([
+            "manifest",
+            "query",
+            "--history",
+            &format!("s3://{SERVING}"),
+            "--json",
+        ])
         .envs(stack.moto.env());
     let out = tokio::task::spawn_blocking(move || query.output().unwrap())
         .await

@@ -164,6 +164,8 @@ fn pipeline(lookup: Lookup<'_>) -> Result<Config, String> {
         fold_case: flag(lookup, "SYMDEX_FOLD_CASE", false)?,
         // SYMDEX_SOURCE_JOINS=false: nobody uploads sources (Config::source_joins).
         source_joins: flag(lookup, "SYMDEX_SOURCE_JOINS", true)?,
+        // SYMDEX_REFUSE_SRCSRV_COMMANDS: reject PDBs whose srcsrv stream runs commands.
+        refuse_srcsrv_commands: flag(lookup, "SYMDEX_REFUSE_SRCSRV_COMMANDS", false)?,
         // SYMDEX_COMPRESS: the encodings of compressed copies (`zstd`, `gzip`, `zstd,gzip`);
         // unset or `none`, no copies (the module sets `zstd` by default).
         compress: match lookup("SYMDEX_COMPRESS") {
@@ -343,6 +345,12 @@ mod tests {
         assert!(config(&[("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_ALIASES", "links")]).is_err());
         // Flags: either case, the usual words; anything else refused, never read as false.
         assert!(c.pipeline.source_joins && c.conditional_copies);
+        assert!(!c.pipeline.refuse_srcsrv_commands, "off by default");
+        let refusing = config(&[
+            ("SYMDEX_SERVING_BUCKET", "s"),
+            ("SYMDEX_REFUSE_SRCSRV_COMMANDS", "true"),
+        ]);
+        assert!(refusing.unwrap().pipeline.refuse_srcsrv_commands);
         let flag = |value: &str| {
             config(&[
                 ("SYMDEX_SERVING_BUCKET", "s"),

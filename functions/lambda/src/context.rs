@@ -46,7 +46,7 @@ impl Context {
 }
 
 /// Reads what identification leaves out of debug files (the source paths their DWARF names,
-/// compressed sections decompressed: `elf::read_debug_details`) on a blocking thread, through
+/// compressed sections decompressed, a PDB's documents: `formats::read_debug_details`) on a blocking thread, through
 /// ranged GETs of 64 KiB blocks (the last 64 kept): a small debug file costs one GET, or
 /// none when the object's first block is already read and holds it.
 async fn read_debug_details(
@@ -57,7 +57,7 @@ async fn read_debug_details(
     tokio::task::spawn_blocking(move || {
         let reader = symdex_shared::reader::BlockCache::new(object.blocking(handle), 64 << 10, 64);
         for id in &mut ids {
-            symdex_shared::formats::elf::read_debug_details(&reader, id);
+            symdex_shared::formats::read_debug_details(&reader, id);
         }
         ids
     })

@@ -45,38 +45,53 @@ resource "aws_glue_catalog_database" "manifest" {
 
 locals {
   manifest_location = "s3://${aws_s3_bucket.serving.id}/${trim(var.manifest_prefix, "/")}/"
+  # Each column's type for the Glue table (Hive) and for the `latest` view (Presto), which
+  # Athena checks against the view's own definition.
   manifest_columns = {
-    schema           = "int"
-    time             = "string"
-    action           = "string"
-    reason           = "string"
-    upload           = "string"
-    ingest_bucket    = "string"
-    ingest_key       = "string"
-    ingest_version   = "string"
-    ingest_etag      = "string"
-    ingest_size      = "bigint"
-    build            = "string"
-    product          = "string"
-    version          = "string"
-    channel          = "string"
-    expires          = "string"
-    format           = "string"
-    kind             = "string"
-    arch             = "string"
-    debug_id         = "string"
-    code_id          = "string"
-    name             = "string"
-    code_file        = "string"
-    debug_file       = "string"
-    published        = "array<string>"
-    unchanged        = "array<string>"
-    conflicts        = "array<string>"
-    held_by_products = "array<string>"
-    removed          = "array<string>"
-    indexer          = "string"
+    schema           = { hive = "int", presto = "integer" }
+    time             = { hive = "string", presto = "varchar" }
+    action           = { hive = "string", presto = "varchar" }
+    reason           = { hive = "string", presto = "varchar" }
+    upload           = { hive = "string", presto = "varchar" }
+    ingest_bucket    = { hive = "string", presto = "varchar" }
+    ingest_key       = { hive = "string", presto = "varchar" }
+    ingest_version   = { hive = "string", presto = "varchar" }
+    ingest_etag      = { hive = "string", presto = "varchar" }
+    ingest_size      = { hive = "bigint", presto = "bigint" }
+    build            = { hive = "string", presto = "varchar" }
+    product          = { hive = "string", presto = "varchar" }
+    version          = { hive = "string", presto = "varchar" }
+    channel          = { hive = "string", presto = "varchar" }
+    expires          = { hive = "string", presto = "varchar" }
+    format           = { hive = "string", presto = "varchar" }
+    kind             = { hive = "string", presto = "varchar" }
+    arch             = { hive = "string", presto = "varchar" }
+    debug_id         = { hive = "string", presto = "varchar" }
+    code_id          = { hive = "string", presto = "varchar" }
+    name             = { hive = "string", presto = "varchar" }
+    code_file        = { hive = "string", presto = "varchar" }
+    debug_file       = { hive = "string", presto = "varchar" }
+    dwarf_package    = { hive = "struct<index_version:int,dwo_ids:array<string>>", presto = "row(index_version integer, dwo_ids array(varchar))" }
+    split_dwarf      = { hive = "struct<dwo_ids:array<string>,unread:array<string>>", presto = "row(dwo_ids array(varchar), unread array(varchar))" }
+    published        = { hive = "array<string>", presto = "array(varchar)" }
+    unchanged        = { hive = "array<string>", presto = "array(varchar)" }
+    conflicts        = { hive = "array<string>", presto = "array(varchar)" }
+    held_by_products = { hive = "array<string>", presto = "array(varchar)" }
+    removed          = { hive = "array<string>", presto = "array(varchar)" }
+    repeated         = { hive = "struct<unchanged:bigint,conflict:bigint>", presto = "row(unchanged bigint, conflict bigint)" }
+    indexer          = { hive = "string", presto = "varchar" }
   }
-  table = var.enable_athena ? "${aws_glue_catalog_database.manifest[0].name}.manifest" : ""
+  # Each upload's latest decision (docs/manifest.md): the records of the last manifest object
+  # holding records of it — objects are named by the nanosecond they were written, after
+  # their date partition — without the `repeated` records, which are no upload's decision.
+  latest_sql = join(" ", [
+    "SELECT ${join(", ", [for name in keys(local.manifest_columns) : "\"${name}\""])}, dt FROM (",
+    "SELECT *, rank() OVER (PARTITION BY upload ORDER BY regexp_extract(\"$path\", '[^/]*$') DESC) AS decision",
+    "FROM \"${replace("${var.name}_manifest", "-", "_")}\".\"manifest\" WHERE action <> 'repeated'",
+    ") WHERE decision = 1",
+  ])
+  table  = var.enable_athena ? "${aws_glue_catalog_database.manifest[0].name}.manifest" : ""
+  latest = var.enable_athena ? "${aws_glue_catalog_database.manifest[0].name}.latest" : ""
 }
 
 resource "aws_glue_catalog_table" "manifest" {
@@ -112,8 +127,45 @@ resource "aws_glue_catalog_table" "manifest" {
       for_each = local.manifest_columns
       content {
         name = columns.key
-        type = columns.value
+        type = columns.value.hive
       }
+    }
+  }
+}
+
+# `latest`: each upload's latest decision, what `symdex manifest query` answers by default
+# (`manifest` holds the whole history). An Athena view is a Glue table of type VIRTUAL_VIEW
+# whose original text carries the view's definition, base64 JSON, as Athena writes it.
+resource "aws_glue_catalog_table" "latest" {
+  count         = var.enable_athena ? 1 : 0
+  name          = "latest"
+  database_name = aws_glue_catalog_database.manifest[0].name
+  table_type    = "VIRTUAL_VIEW"
+  parameters = {
+    presto_view = "true"
+    comment     = "Presto View"
+  }
+  view_original_text = "/* Presto View: ${base64encode(jsonencode({
+    originalSql = local.latest_sql
+    catalog     = "awsdatacatalog"
+    schema      = aws_glue_catalog_database.manifest[0].name
+    columns = concat(
+      [for name, type in local.manifest_columns : { name = name, type = type.presto }],
+      [{ name = "dt", type = "varchar" }],
+    )
+  }))} */"
+  view_expanded_text = "/* Presto View */"
+  storage_descriptor {
+    dynamic "columns" {
+      for_each = local.manifest_columns
+      content {
+        name = columns.key
+        type = columns.value.hive
+      }
+    }
+    columns {
+      name = "dt"
+      type = "string"
     }
   }
 }
@@ -138,8 +190,8 @@ resource "aws_athena_named_query" "build_published" {
   name        = "${var.name}: what did build X publish"
   workgroup   = aws_athena_workgroup.audit[0].id
   database    = aws_glue_catalog_database.manifest[0].name
-  description = "Replace 'X' with the build id."
-  query       = "SELECT time, action, ingest_key, format, arch, debug_id, code_id, published FROM ${local.table} WHERE build = 'X' AND action IN ('indexed', 'unchanged') ORDER BY time"
+  description = "Replace 'X' with the build id. Each upload's latest decision (the view `latest`): what the build holds now."
+  query       = "SELECT time, action, ingest_key, format, arch, debug_id, code_id, published, unchanged FROM ${local.latest} WHERE build = 'X' AND action IN ('indexed', 'unchanged') ORDER BY time"
 }
 
 resource "aws_athena_named_query" "who_published_debug_id" {

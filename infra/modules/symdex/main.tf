@@ -26,13 +26,14 @@ locals {
       SYMDEX_SERVING_BUCKET = aws_s3_bucket.serving.id
       # Events for any other bucket (a direct invoke naming the serving bucket, say) are
       # recorded as rejected and acknowledged.
-      SYMDEX_INGEST_BUCKET       = aws_s3_bucket.ingest.id
-      SYMDEX_LAYOUTS             = join(",", var.layouts)
-      SYMDEX_MANIFEST_PREFIX     = trim(var.manifest_prefix, "/")
-      SYMDEX_MULTIPART_THRESHOLD = tostring(var.multipart_threshold_bytes)
-      SYMDEX_FOLD_CASE           = tostring(local.fold_case)
-      SYMDEX_ALIASES             = local.aliases
-      SYMDEX_SOURCE_JOINS        = tostring(var.source_joins)
+      SYMDEX_INGEST_BUCKET          = aws_s3_bucket.ingest.id
+      SYMDEX_LAYOUTS                = join(",", var.layouts)
+      SYMDEX_MANIFEST_PREFIX        = trim(var.manifest_prefix, "/")
+      SYMDEX_MULTIPART_THRESHOLD    = tostring(var.multipart_threshold_bytes)
+      SYMDEX_FOLD_CASE              = tostring(local.fold_case)
+      SYMDEX_ALIASES                = local.aliases
+      SYMDEX_SOURCE_JOINS           = tostring(var.source_joins)
+      SYMDEX_REFUSE_SRCSRV_COMMANDS = tostring(var.refuse_srcsrv_commands)
       # Copies under _symdex/encoded/<encoding>/ (cdn.tf serves them); empty: none made.
       SYMDEX_COMPRESS = join(",", local.compress)
       # A lease on a key outlives any invocation that took it (plus a margin for clock skew).

@@ -301,6 +301,12 @@ variable "source_joins" {
   default     = true
 }
 
+variable "refuse_srcsrv_commands" {
+  description = "Reject PDBs whose srcsrv stream runs commands (SRCSRVCMD), which debuggers execute on the developer's machine to fetch sources (SYMDEX_REFUSE_SRCSRV_COMMANDS). false: they are published and their manifest records say they run commands."
+  type        = bool
+  default     = false
+}
+
 variable "case_insensitive_lookups" {
   description = "Behind CloudFront: requests under the SymSrv family's prefixes (ssqp, symstore, symstore_index2, breakpad; default symbols/ and index2/) are lowercased at the edge and those keys are stored lowercase (SYMDEX_FOLD_CASE), so any casing resolves, as SymSrv over IIS does."
   type        = bool

@@ -143,18 +143,33 @@ pub fn identify(
     }
 }
 
-/// [`identify`], then what costs more than headers ([`elf::read_debug_details`]: the source
-/// files a debug file names, compressed sections decompressed). For callers with the whole
-/// file at hand; the Lambda runs the two steps apart.
+/// [`identify`], then what costs more than headers ([`read_debug_details`]). For callers
+/// with the whole file at hand; the Lambda runs the two steps apart.
 pub fn identify_with_details(
     reader: &dyn RangeReader,
     options: &IdentifyOptions,
 ) -> Result<Vec<Identity>, FormatError> {
     let mut ids = identify(reader, options)?;
     for id in &mut ids {
-        elf::read_debug_details(reader, id);
+        read_debug_details(reader, id);
     }
     Ok(ids)
+}
+
+/// What identification leaves out because it costs more than headers, read on the whole
+/// file's reader: the source files a debug file's DWARF names and its compressed sections
+/// ([`elf::read_debug_details`]), a PDB's or Portable PDB's documents, Source Link map and
+/// srcsrv stream ([`pdb::read_sources`], [`portable_pdb::read_sources`]). Each reads within
+/// a budget of its own; what it could not read is said in the identity, never an error.
+pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
+    match id.format {
+        // Nothing to say (no documents, map or srcsrv stream, all read) is said by none.
+        Format::Pdb => id.pdb_sources = Some(pdb::read_sources(reader)).filter(|s| !s.is_empty()),
+        Format::PortablePdb => {
+            id.pdb_sources = Some(portable_pdb::read_sources(reader)).filter(|s| !s.is_empty());
+        }
+        _ => elf::read_debug_details(reader, id),
+    }
 }
 
 /// A short reason for an unrecognized input, so the manifest says more than "unknown".

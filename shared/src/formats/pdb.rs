@@ -6,6 +6,8 @@
 //! PDB of any size is identified with a handful of small ranged reads. The `pdb` crate is still
 //! the reference: the tests check this reader against it.
 
+mod sources;
+
 use debugid::DebugId;
 
 use super::{le_u16, le_u32, Format, FormatError};
@@ -157,6 +159,8 @@ impl<'r> Msf<'r> {
         read_vec(self.reader, at, len).map(Some).map_err(io)
     }
 }
+
+pub use sources::read_sources;
 
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let msf = Msf::open(reader)?;

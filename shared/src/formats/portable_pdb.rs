@@ -3,6 +3,8 @@
 //! Hand-written: no crate in the dependency set reads ECMA-335 metadata roots, and the id sits
 //! in a fixed place: the metadata root's stream headers say where `#Pdb` is.
 
+mod sources;
+
 use debugid::DebugId;
 
 use super::{le_u16, le_u32, Format, FormatError};
@@ -15,8 +17,8 @@ const MAX_STREAMS: u16 = 64;
 /// The format this module reads (its errors name it: `FormatError::malformed`).
 const FORMAT: Format = Format::PortablePdb;
 
-/// Where the `#Pdb` stream is, from a metadata root at the start of `head`.
-fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
+/// The stream headers of a metadata root at the start of `head`: (name, offset, size).
+fn stream_headers(head: &[u8]) -> Result<Vec<(String, u32, u32)>, String> {
     if !head.starts_with(METADATA_SIGNATURE) {
         return Err("no metadata signature".into());
     }
@@ -30,6 +32,7 @@ fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
         return Err(format!("{streams} metadata streams"));
     }
     pos += 4;
+    let mut out = Vec::with_capacity(usize::from(streams));
     for _ in 0..streams {
         let offset = le_u32(head, pos).ok_or("stream headers run past the head")?;
         let size = le_u32(head, pos + 4).ok_or("stream headers run past the head")?;
@@ -38,13 +41,23 @@ fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
             .get(name_start..)
             .and_then(|rest| rest.iter().take(32).position(|&b| b == 0))
             .ok_or("unterminated stream name")?;
-        if &head[name_start..name_start + name_len] == b"#Pdb" {
-            return Ok((offset, size));
-        }
+        let name = String::from_utf8_lossy(&head[name_start..name_start + name_len]);
+        out.push((name.into_owned(), offset, size));
         pos = name_start + (name_len + 1).next_multiple_of(4);
     }
-    Err("no #Pdb stream".into())
+    Ok(out)
 }
+
+/// Where the `#Pdb` stream is, from a metadata root at the start of `head`.
+fn pdb_stream(head: &[u8]) -> Result<(u32, u32), String> {
+    stream_headers(head)?
+        .into_iter()
+        .find(|(name, _, _)| name == "#Pdb")
+        .map(|(_, offset, size)| (offset, size))
+        .ok_or_else(|| "no #Pdb stream".into())
+}
+
+pub use sources::read_sources;
 
 pub fn is_portable_pdb(head: &[u8]) -> bool {
     pdb_stream(head).is_ok()
@@ -117,6 +130,56 @@ pub(crate) mod tests {
             "c964dc84-5f07-4e41-ad5e-94bd057aa5e8-a28b2175"
         );
         assert_eq!(id.format, Format::PortablePdb);
+    }
+
+    #[test]
+    fn documents_and_source_link_are_read() {
+        use crate::pdb_sources::ChecksumAlgorithm;
+        use crate::testing::source_pdbs::{portable_pdb_with_sources, MD5, SHA256};
+        let json = br#"{"documents":{"/src/*":"https://s/src/p/1/*"}}"#;
+        let file = portable_pdb_with_sources(
+            [5; 20],
+            &[
+                ("/src/app/Program.cs", SHA256, &[0x11; 32]),
+                ("/src/app/Gen.cs", MD5, &[0x22; 16]),
+            ],
+            Some(json),
+        );
+        let ids =
+            crate::formats::identify_with_details(&MemReader(file.clone()), &Default::default())
+                .unwrap();
+        let sources = ids[0].pdb_sources.clone().unwrap();
+        assert_eq!(sources.unread, Vec::<String>::new());
+        assert_eq!(sources.documents[0].path, "/src/app/Program.cs");
+        let sha = sources.documents[0].checksum.clone().unwrap();
+        assert_eq!(
+            (sha.algorithm, sha.digest),
+            (ChecksumAlgorithm::Sha256, "11".repeat(32))
+        );
+        assert_eq!(sources.documents[1].path, "/src/app/Gen.cs");
+        assert_eq!(
+            sources.documents[1].checksum.as_ref().unwrap().algorithm,
+            ChecksumAlgorithm::Md5
+        );
+        assert_eq!(
+            sources
+                .source_link
+                .unwrap()
+                .resolve("/src/app/Gen.cs")
+                .as_deref(),
+            Some("https://s/src/p/1/app/Gen.cs")
+        );
+        // Hostile: every cut, every byte of the tables and heaps lying; never a panic.
+        for cut in 0..file.len() {
+            read_sources(&MemReader(file[..cut].to_vec()));
+        }
+        for at in 0..file.len() {
+            for value in [0xff, 0x80, 0xc0, 0x00] {
+                let mut bad = file.clone();
+                bad[at] = value;
+                read_sources(&MemReader(bad));
+            }
+        }
     }
 
     #[test]

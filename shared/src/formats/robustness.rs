@@ -9,6 +9,7 @@ use crate::testing::builders::{
     build_dwp, build_msfz, build_split_binary, dbi_stream, dwarf5_line_table_with_md5, info_stream,
     with_section, Unit,
 };
+use crate::testing::source_pdbs::{pdb_with_sources, portable_pdb_with_sources, MD5};
 
 /// A valid artifact of every format (the pipeline's hostile-input test starts from them too).
 pub(crate) fn seeds() -> Vec<Vec<u8>> {
@@ -85,6 +86,18 @@ pub(crate) fn seeds() -> Vec<Vec<u8>> {
             Unit::Full4,
             Unit::Skeleton5(9),
         ]),
+        // What PDBs say of their sources: documents, Source Link, srcsrv.
+        pdb_with_sources(
+            [6; 16],
+            &[(r"C:\b\a.cpp", 1, &[1; 16]), (r"C:\b\a.h", 2, &[2; 20])],
+            Some(b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\nSRCSRVCMD=x\r\n"),
+            Some(br#"{"documents":{"C:\\b\\*":"https://s/*"}}"#),
+        ),
+        portable_pdb_with_sources(
+            [8; 20],
+            &[("/src/a.cs", MD5, &[3; 16])],
+            Some(br#"{"documents":{"/src/*":"https://s/*"}}"#),
+        ),
     ]
 }
 

@@ -3,7 +3,7 @@
 
 use super::is_debug_file;
 use crate::formats::Format;
-use crate::identity::Identity;
+use crate::identity::{Identity, Kind};
 
 pub fn keys(id: &Identity) -> Vec<String> {
     if !matches!(id.format, Format::Elf | Format::Wasm) {
@@ -11,7 +11,7 @@ pub fn keys(id: &Identity) -> Vec<String> {
     }
     let mut keys = Vec::new();
     for bid in super::build_ids(id) {
-        if is_debug_file(id) {
+        if is_debug_file(id) && !leaves_debuginfo_to_package(id) {
             keys.push(format!("buildid/{bid}/debuginfo"));
         }
         if id.kind.is_binary() {
@@ -25,6 +25,18 @@ pub fn keys(id: &Identity) -> Vec<String> {
         }
     }
     keys
+}
+
+/// A binary whose skeleton units are in it (split DWARF, built with `-gsplit-dwarf`):
+/// LLDB, holding the binary, asks `debuginfo` for its DWARF package (`.dwp`), which is
+/// published there once it pairs with the binary (`pipeline/packages.rs`); the binary's own
+/// skeletons would only be in the way. A separate debug file keeps the key.
+pub fn leaves_debuginfo_to_package(id: &Identity) -> bool {
+    id.kind != Kind::Debug
+        && id
+            .split_dwarf
+            .as_ref()
+            .is_some_and(|s| !s.dwo_ids.is_empty())
 }
 
 /// `buildid/<id>/section/<name>`: one section of the debug file, what gdb asks for first.

@@ -35,8 +35,9 @@ pub trait ByteSource: Sync {
     ) -> impl Future<Output = io::Result<Identified>> + Send;
 
     /// `ids` with what identification leaves out of debug files (the source paths their
-    /// DWARF names, compressed sections read: `elf::read_debug_details`), asked only where
-    /// an identity has DWARF. A source whose `identify` read them already returns `ids`.
+    /// DWARF names, compressed sections read, a PDB's documents:
+    /// `formats::read_debug_details`), asked only where an identity has them
+    /// (`Identity::has_details`). A source whose `identify` read them already returns `ids`.
     fn debug_details(
         &self,
         ids: Vec<Identity>,

@@ -151,7 +151,7 @@ impl<'s> Indexer<'s> {
             Box::pin(self.write_markers()).await?;
         }
         let identified = match identified {
-            Ok(ids) if ids.iter().any(|id| id.dwarf.is_some()) => {
+            Ok(ids) if ids.iter().any(Identity::has_details) => {
                 Ok(bytes.debug_details(ids).await?)
             }
             other => other,

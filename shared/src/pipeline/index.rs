@@ -5,13 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 
 use super::kept::report_unlisted_as_published;
+use super::packages::PackagePlan;
 use super::publish::UploadRun;
 use super::removal::TakenBack;
 use super::sources::offer_of;
 use super::upload::{fill_identity, is_pdb, Indexed, Lookup, Planned, Upload};
-use super::{unclaimed, Indexer, CASE_FOLDED};
+use super::{unclaimed, Config, Indexer, CASE_FOLDED};
 use crate::formats::{Format, FormatError, IdentifyOptions};
-use crate::identity::{DwarfPackage, Identity, Kind};
+use crate::identity::{Identity, Kind};
 use crate::layouts::{self, KeySet, Layout};
 use crate::manifest::{now_rfc3339, Action, Record};
 #[cfg(doc)]
@@ -50,9 +51,11 @@ enum Admitted {
     Refused(Box<Record>),
 }
 
-/// An upload's identities, unless its channel is malformed (rejected) or nothing identified
-/// it (skipped, or rejected where a format found it malformed). `Err`: a read failed.
+/// An upload's identities, unless its channel is malformed (rejected), nothing identified
+/// it (skipped, or rejected where a format found it malformed), or it is a PDB whose srcsrv
+/// stream runs commands and `config` refuses those (rejected). `Err`: a read failed.
 fn admitted(
+    config: &Config,
     upload: &Upload<'_>,
     identified: Result<Vec<Identity>, FormatError>,
 ) -> io::Result<Admitted> {
@@ -62,6 +65,15 @@ fn admitted(
         return Ok(Admitted::Refused(Box::new(r)));
     }
     match identified {
+        Ok(ids) if config.refuse_srcsrv_commands => match ids.iter().find(|id| runs_commands(id)) {
+            Some(id) => {
+                let mut r = upload.record(Action::Rejected);
+                fill_identity(&mut r, id);
+                r.reason = Some(SRCSRV_COMMANDS_REFUSED.to_string());
+                Ok(Admitted::Refused(Box::new(r)))
+            }
+            None => Ok(Admitted::Identities(ids)),
+        },
         Ok(ids) => Ok(Admitted::Identities(ids)),
         Err(FormatError::Io(e)) => Err(e),
         Err(e) => {
@@ -76,18 +88,17 @@ fn admitted(
     }
 }
 
-/// Why a DWARF package publishes nothing: it has no id of its own, and a debugger asks for
-/// it under its binary's build id (LLDB: `buildid/<id>/debuginfo`), which only its
-/// skeletons' DWO ids tie it to.
-fn unpaired_package(package: &DwarfPackage) -> String {
-    format!(
-        "a DWARF package (split DWARF, {} DWO id{}, index version {}): it has no build id \
-         of its own and is served only with the binary whose skeleton units name its DWO \
-         ids, which this version of symdex does not pair yet",
-        package.dwo_ids.len(),
-        if package.dwo_ids.len() == 1 { "" } else { "s" },
-        package.index_version
-    )
+/// Why a PDB whose srcsrv stream runs commands is refused where the deployment says so.
+pub(super) const SRCSRV_COMMANDS_REFUSED: &str = "its srcsrv stream runs commands \
+    (SRCSRVCMD), which debuggers execute to fetch sources; this store refuses such PDBs \
+    (SYMDEX_REFUSE_SRCSRV_COMMANDS)";
+
+/// A PDB whose srcsrv stream defines `SRCSRVCMD`.
+fn runs_commands(id: &Identity) -> bool {
+    id.pdb_sources
+        .as_ref()
+        .and_then(|s| s.srcsrv.as_ref())
+        .is_some_and(|srcsrv| srcsrv.commands)
 }
 
 /// One identity's plan: its keys, or the record of an identity that gets none. (Its
@@ -262,7 +273,7 @@ impl<'s> Indexer<'s> {
             ..upload.clone()
         };
         let upload = &stamped;
-        let identities = match admitted(upload, identified)? {
+        let identities = match admitted(&self.config, upload, identified)? {
             Admitted::Identities(ids) => ids,
             Admitted::Refused(record) => return Ok(Indexed::nothing_published(vec![*record])),
         };
@@ -272,7 +283,9 @@ impl<'s> Indexer<'s> {
         let (plans, records) = self.plan_all(upload, identities, assumed_absent).await?;
         let planned: BTreeSet<String> = plans.iter().flat_map(|p| p.keys.clone()).collect();
         if planned.is_empty() {
-            return Ok(Indexed::nothing_published(records));
+            let mut indexed = Indexed::nothing_published(records);
+            indexed.waiting_package = self.waiting_package(upload, &indexed.records);
+            return Ok(indexed);
         }
         let template = self.template(upload, &plans);
         let run = PlanRun {
@@ -333,7 +346,13 @@ impl<'s> Indexer<'s> {
             // withdraw it.
             offered_in: (self.config.layouts.contains(&Layout::Debuginfod)
                 && plans.iter().any(|p| p.id.kind == Kind::Source))
-            .then(|| offer_of(upload).1),
+            .then(|| offer_of(upload).1)
+            // Or the package join it takes part in (packages.rs), from which its removal
+            // withdraws its entry.
+            .or_else(|| {
+                let ids: Vec<&Identity> = plans.iter().map(|p| &p.id).collect();
+                self.package_join_of(upload, &ids)
+            }),
             as_source: upload.options.as_source,
             ..UploadRecord::default()
         }
@@ -472,6 +491,7 @@ impl<'s> Indexer<'s> {
             held: Vec::new(),
             waits_ended,
             offered_in: None,
+            waiting_package: None,
         })
     }
 
@@ -480,6 +500,9 @@ impl<'s> Indexer<'s> {
     /// indexer takes its own references back). Returns the records of such an undo, already
     /// written to the manifest (the caller only reports them).
     pub async fn finalize(&self, indexed: &Indexed, alive: bool) -> io::Result<Vec<Record>> {
+        if let Some(waiting) = indexed.waiting_package.as_ref().filter(|_| alive) {
+            self.recheck_waiting_package(waiting).await?;
+        }
         let Some(upload) = &indexed.upload else {
             return Ok(Vec::new());
         };
@@ -669,9 +692,17 @@ impl<'s> Indexer<'s> {
             }
             fits
         });
+        // A DWARF package's keys are its binaries' (packages.rs).
+        let mut refused = None;
+        if let Some(package) = &id.dwarf_package {
+            match self.plan_package(upload, package).await? {
+                PackagePlan::Keys(paired) => keys.extend(paired),
+                PackagePlan::Refused(action, reason) => refused = Some((action, reason)),
+            }
+        }
         if keys.is_empty() {
-            let (action, reason) = if let Some(package) = &id.dwarf_package {
-                (Action::Skipped, unpaired_package(package))
+            let (action, reason) = if let Some(refused) = refused {
+                refused
             } else if set.rejected.is_empty() {
                 (
                     Action::Skipped,

@@ -10,9 +10,13 @@ use crate::refs::{IndexedAs, UploadRecord, UploadState};
 
 /// How an upload record keeps what its run came to (`IndexedAs`), in the plan digest: an
 /// indexer of the same version that keeps it otherwise (its own keys by name, before
-/// `unchanged_at`; records without split DWARF's DWO ids) finds another plan and indexes in
-/// full, instead of answering from a record it would read wrong.
-pub(super) const KEPT_RECORDS: &str = "kept records: own keys by position, DWO ids";
+/// `unchanged_at`; records without split DWARF's DWO ids or a PDB's sources; a binary with
+/// skeleton units keeping `buildid/<id>/debuginfo` among its own keys, which its `.dwp` now
+/// publishes) finds another plan and indexes in full, instead of answering from a record it
+/// would read wrong — a redelivered split binary answered from such a record would claim the
+/// key its package holds.
+pub(super) const KEPT_RECORDS: &str = "kept records: own keys by position, DWO ids, \
+    split binaries leave debuginfo to the package, PDB sources";
 
 /// Reports the keys of an indexed upload's record found `unchanged` that its finished runs did
 /// not reference (`listed` leaves them out: conflicts then) as `published`. Holding its bytes
@@ -72,6 +76,7 @@ pub(super) fn with_decision_of(record: Record, kept: &Record, keys: Vec<String>)
         debug_file: kept.debug_file.clone(),
         dwarf_package: kept.dwarf_package.clone(),
         split_dwarf: kept.split_dwarf.clone(),
+        pdb_sources: kept.pdb_sources.clone(),
         unchanged: keys,
         conflicts: kept.conflicts.clone(),
         ..record
@@ -124,7 +129,12 @@ impl Indexer<'_> {
                 // As a full run reports it: the channel and expiry of the upload's record.
                 record.meta.channel.clone_from(&found.meta.channel);
                 record.meta.expires.clone_from(&found.meta.expires);
-                with_decision_of(record, kept, keys)
+                // The decision its run wrote to the manifest before the record was finalized
+                // (refs/, invariant 4): the manifest counts it, not again (manifest::fold).
+                Record {
+                    repeats: true,
+                    ..with_decision_of(record, kept, keys)
+                }
             })
             .collect();
         Some(Indexed::nothing_published(records))

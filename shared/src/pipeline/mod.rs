@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::layouts::{symstore_index2, Layout};
+use crate::manifest::fold::fold_repeats;
 use crate::manifest::Record;
 use crate::refs::{DeferredWrites, LeasePolicy, RefStore, UploadRecord};
 use crate::retention::RetentionPolicy;
@@ -24,6 +25,7 @@ mod encode;
 mod index;
 mod joins;
 mod kept;
+mod packages;
 mod publish;
 mod removal;
 mod sink;
@@ -94,6 +96,12 @@ pub struct Config {
     /// (crate::encoded; `--compress`, `SYMDEX_COMPRESS`). None by default here: the front
     /// ends choose.
     pub compress: crate::encoded::Encodings,
+    /// Refuse (reject) a PDB whose srcsrv stream runs commands (`SRCSRVCMD`): a debugger
+    /// runs them on the developer's machine to fetch a source (after a prompt, or not),
+    /// so such a PDB in a shared store runs its uploader's commands on every machine that
+    /// debugs with it (`SYMDEX_REFUSE_SRCSRV_COMMANDS`). Off: they are published, their
+    /// records say they run commands.
+    pub refuse_srcsrv_commands: bool,
 }
 
 /// The layouts whose clients (WinDbg, Visual Studio, dotnet-symbol, Breakpad's symbol
@@ -120,6 +128,7 @@ impl Default for Config {
             fold_case: false,
             source_joins: true,
             compress: crate::encoded::Encodings::none(),
+            refuse_srcsrv_commands: false,
         }
     }
 }
@@ -334,10 +343,14 @@ impl<'s> Indexer<'s> {
         &self,
         records: &[R],
     ) -> io::Result<Option<String>> {
+        // Decisions as they are, repetitions counted (manifest::fold): a re-run of unchanged
+        // inputs writes a line per build.
+        let (decisions, repeated) = fold_repeats(records.iter().map(|r| r.borrow()));
+        let written: Vec<&Record> = decisions.into_iter().chain(&repeated).collect();
         crate::manifest::write(
             self.store,
             &self.config.manifest_prefix,
-            records,
+            &written,
             self.config.gzip_manifest,
         )
         .await

@@ -7,6 +7,7 @@ use std::pin::Pin;
 
 use futures_util::StreamExt;
 
+use super::packages::LLDB_ONE_URL;
 use super::sources::{mark_shared_build_id, NO_PRODUCT};
 use super::upload::{is_pdb, Outcome, Planned, Upload};
 use super::Indexer;
@@ -173,6 +174,20 @@ impl<'s> Indexer<'s> {
             .ask_sources(upload, &id, run.fresh, &mut record, &mut outcome)
             .await?;
         others.extend(holders);
+        // Split DWARF (packages.rs): a file with skeleton units offers them to its packages;
+        // a package or a debug file meeting the other at `debuginfo` says why LLDB cannot
+        // have both.
+        self.offer_skeletons(upload, &id).await?;
+        let split = id
+            .split_dwarf
+            .as_ref()
+            .is_some_and(|s| !s.dwo_ids.is_empty());
+        let debuginfo_conflict = outcome.conflicts.iter().any(|k| k.ends_with("/debuginfo"));
+        if debuginfo_conflict && (id.dwarf_package.is_some() || (split && id.kind == Kind::Debug)) {
+            record
+                .reason
+                .get_or_insert_with(|| LLDB_ONE_URL.to_string());
+        }
         let record = self
             .conclude_record(upload, record, outcome, id_shared_with)
             .await?;

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::time::SystemTime;
 
+use super::packages::is_package_join;
 use super::upload::upload_record_of;
 use super::Indexer;
 use crate::layouts;
@@ -198,8 +199,12 @@ impl<'s> Indexer<'s> {
     ) -> io::Result<()> {
         self.hand_over(upload_id, freed).await?;
         let offered_in = record.and_then(|r| r.offered_in.as_deref()).or(offered_in);
-        if let Some(file) = offered_in {
-            self.withdraw_offer(upload_id, file, freed).await?;
+        match offered_in {
+            Some(file) if is_package_join(file) => {
+                self.withdraw_package_entries(upload_id, file).await?
+            }
+            Some(file) => self.withdraw_offer(upload_id, file, freed).await?,
+            None => {}
         }
         let Some(record) = record else {
             return Ok(());

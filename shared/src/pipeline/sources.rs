@@ -241,7 +241,7 @@ impl Indexer<'_> {
 
     /// Whether `upload` is still there (not removed, nor being removed): a want of a debug
     /// file removed since serves nobody, an offer of a source removed since serves nothing.
-    async fn upload_lives(&self, upload: &str) -> io::Result<bool> {
+    pub(super) async fn upload_lives(&self, upload: &str) -> io::Result<bool> {
         let record = self.refs.upload(upload).await?;
         Ok(record.is_some_and(|u| u.state != UploadState::Removing))
     }

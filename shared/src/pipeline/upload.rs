@@ -209,6 +209,19 @@ pub struct Indexed {
     /// A source upload: the join record of its offer (`UploadRecord::offered_in`), for a
     /// take-back to withdraw it even when a removal got there first and forgot the record.
     pub(super) offered_in: Option<String>,
+    /// A DWARF package its plan found no binary for: re-checked once its records are in the
+    /// manifest (`packages.rs`, [`WaitingPackage`]).
+    pub(super) waiting_package: Option<WaitingPackage>,
+}
+
+/// A DWARF package that planned no key, and the join record its note went to: a binary that
+/// swapped its entry there while the package's run was in flight had the package indexed
+/// again before this run's own record reached the manifest, so the finalize looks again.
+#[derive(Debug, Clone, Default)]
+pub(super) struct WaitingPackage {
+    pub(super) upload: String,
+    pub(super) file: String,
+    pub(super) ids: crate::refs::IdSet,
 }
 
 /// A debug file's wanted path an unclaimed file may serve: the path and its `source/` key.
@@ -336,6 +349,7 @@ pub(super) fn fill_identity(record: &mut Record, id: &Identity) {
     record.debug_file = id.debug_file.clone();
     record.dwarf_package.clone_from(&id.dwarf_package);
     record.split_dwarf.clone_from(&id.split_dwarf);
+    record.pdb_sources.clone_from(&id.pdb_sources);
 }
 
 /// Counts of a run, for the one-line summary.
@@ -363,6 +377,8 @@ impl Summary {
             Some(Action::Unpublished) => self.unpublished += 1,
             Some(Action::Expired) => self.expired += 1,
             Some(Action::Promoted) => self.promoted += 1,
+            // Read back from a manifest only: a run's own records are never `repeated`.
+            Some(Action::Repeated) => {}
             None => {}
         }
         self.keys_published += record.published.len();

@@ -18,6 +18,8 @@
 //!   depends on.
 //! - `_symdex/ids/<debug id>.json`: PDB names recorded by PEs' CodeView records, and where a PDB
 //!   with that id was published, so a PDB is reachable under the exact name its PE uses.
+//! - `_symdex/dwp/<scope>.json`: binaries with skeleton units and DWARF packages of one
+//!   product and build, joined by their DWO ids (`pipeline/packages.rs`).
 //! - `_symdex/sourcemap/<scope>/<bucket>.json`: source files offered and source paths wanted,
 //!   joined by path (sourcemap.rs).
 //!
@@ -51,7 +53,8 @@
 //!   `uploads.rs`: [`UploadRecord`] (with [`IndexedAs`], [`PriorRead`], [`Run`]), planned,
 //!   finalized and removed (invariant 4); `inventory.rs`: store-wide reads of every key and
 //!   upload; `ids.rs`: [`IdRecord`], debug-id records (invariant 5); `waiting.rs`:
-//!   `Waiting`, hand-overs (invariant 8); `source_maps.rs`: the join records of sources and
+//!   `Waiting`, hand-overs (invariant 8); `packages.rs`: the join records of split-DWARF
+//!   binaries and their packages ([`PackageJoin`]); `source_maps.rs`: the join records of sources and
 //!   debug files ([`DeferredWrites`]);
 //! - `mod.rs`: [`RefStore`] itself, what it keeps, and these invariants. It re-exports what
 //!   the front ends and the crate's other modules name (the rest stays inside `refs/`).
@@ -205,6 +208,7 @@ mod lease;
 mod listing;
 mod objects;
 mod owners;
+mod packages;
 mod patience;
 mod prior;
 mod publication;
@@ -230,6 +234,9 @@ pub use ids::IdRecord;
 pub use keys::KeyRecord;
 pub use layout::{UploadLayout, LAYOUT_FILE};
 pub use lease::{Lease, LeasePolicy};
+pub use packages::{
+    package_join_file, IdSet, PackageJoin, PackageNote, SplitBinary, KEPT_IDS, PACKAGES_PREFIX,
+};
 pub use patience::Wait;
 pub use publication::{Content, KeyOutcome};
 pub use remove::RemoveOutcome;

@@ -7,6 +7,7 @@ pub mod failing;
 pub mod index_bytes;
 pub mod interleave;
 pub mod scenarios;
+pub mod source_pdbs;
 
 /// Asserts that two stores' files (key -> bytes) are the same, naming the first key that
 /// differs rather than printing bytes (which may be megabytes). `context` says which run.
@@ -72,6 +73,23 @@ pub fn fuzz_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ("pdb.bin", build_msf(4096, &pdb_streams)),
         ("pdz.bin", build_msfz(&pdb_streams, true)),
         ("pdz-plain.bin", build_msfz(&pdb_streams, false)),
+        (
+            "pdb-sources.bin",
+            source_pdbs::pdb_with_sources(
+                guid,
+                &[("C:\\b\\a.cpp", 1, &[1; 16]), ("C:\\b\\a.h", 3, &[2; 32])],
+                Some(b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\nSRCSRVCMD=x\r\n"),
+                Some(br#"{"documents":{"C:\\b\\*":"https://s/*"}}"#),
+            ),
+        ),
+        (
+            "portablepdb-sources.bin",
+            source_pdbs::portable_pdb_with_sources(
+                [8; 20],
+                &[("/src/a.cs", source_pdbs::SHA256, &[3; 32])],
+                Some(br#"{"documents":{"/src/*":"https://s/*"}}"#),
+            ),
+        ),
         (
             "breakpad.sym",
             b"MODULE Linux x86_64 56258F1D30ED2FC074F5A3C1FC68F0ED0 libfoo.so\nINFO CODE_ID 1D8F2556ED30C02F74F5A3C1FC68F0ED70AC2477 libfoo.so\n".to_vec(),

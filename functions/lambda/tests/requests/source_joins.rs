@@ -172,5 +172,7 @@ async fn a_named_source_delivered_again_is_answered_from_its_record() {
         .iter()
         .rfind(|r| r["ingest_key"] == source_key)
         .unwrap();
-    assert_eq!(last["action"], "unchanged", "{last}");
+    // A repetition of the decision the manifest holds: counted, not recorded again.
+    assert_eq!(last["action"], "repeated", "{last}");
+    assert_eq!(last["repeated"]["unchanged"], 1, "{last}");
 }

@@ -484,6 +484,39 @@ impl Fixtures {
     }
 }
 
+/// A program built with split DWARF by clang-19 (DWARF 5): `app`, whose two skeleton units
+/// name their DWO ids, and `app.dwp`, its package by `llvm-dwp-19` (the `.dwo` files gone).
+pub fn split_dwarf() -> Fixtures {
+    let dir = tempfile::tempdir().unwrap();
+    let units = [
+        (
+            "a.cpp",
+            "struct A { int x; };\nA a = {47};\nint foo(int v) { return v + a.x; }\n",
+        ),
+        ("main.cpp", "int foo(int);\nint main() { return foo(1); }\n"),
+    ];
+    let run = |args: &[&str]| run_in(dir.path(), args);
+    for (name, text) in units {
+        std::fs::write(dir.path().join(name), text).unwrap();
+        let object = name.replace(".cpp", ".o");
+        run(&[
+            "clang++-19",
+            "-gsplit-dwarf",
+            "-gdwarf-5",
+            "-c",
+            name,
+            "-o",
+            &object,
+        ]);
+    }
+    run(&["clang++-19", "a.o", "main.o", "-o", "app"]);
+    run(&["llvm-dwp-19", "-e", "app", "-o", "app.dwp"]);
+    for unit in ["a", "main"] {
+        std::fs::remove_file(dir.path().join(format!("{unit}.dwo"))).unwrap();
+    }
+    Fixtures { dir }
+}
+
 /// `debuginfod-find ARGS...` against the serving bucket at `urls` (moto's HTTP endpoint),
 /// caching under `cache`, which must succeed: the bytes of the file it fetched.
 pub fn debuginfod_find(urls: &str, args: &[&str], cache: &Path) -> Vec<u8> {

@@ -203,6 +203,11 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
         indexer["environment"][0]["variables"]["SYMDEX_SOURCE_JOINS"],
         "true"
     );
+    // PDBs whose srcsrv stream runs commands are published unless the deployment refuses them.
+    assert_eq!(
+        indexer["environment"][0]["variables"]["SYMDEX_REFUSE_SRCSRV_COMMANDS"],
+        "false"
+    );
     assert_eq!(
         indexer["environment"][0]["variables"]["SYMDEX_DECODER_MEMORY_MB"],
         "300"
@@ -238,6 +243,46 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     ] {
         assert!(state.contains(resource), "{resource} not created:\n{state}");
     }
+
+    // The view `latest`: each upload's latest decision, the manifest's columns and its date.
+    let latest = find("module.symdex.aws_glue_catalog_table.latest[0]");
+    let manifest = find("module.symdex.aws_glue_catalog_table.manifest[0]");
+    assert_eq!(latest["table_type"], "VIRTUAL_VIEW");
+    let view = latest_view_definition(&latest);
+    let sql = view["originalSql"].as_str().unwrap();
+    for part in [
+        "rank() OVER (PARTITION BY upload ORDER BY regexp_extract(\"$path\", '[^/]*$') DESC)",
+        "WHERE action <> 'repeated'",
+        "WHERE decision = 1",
+    ] {
+        assert!(sql.contains(part), "{part} not in {sql}");
+    }
+    let columns = |table: &Value| -> Vec<String> {
+        table["storage_descriptor"][0]["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let mut expected = columns(&manifest);
+    expected.push("dt".into());
+    let in_view: Vec<String> = view["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(in_view, expected);
+    assert_eq!(columns(&latest), expected);
+    assert!(expected.contains(&"repeated".to_string()));
+    assert!(
+        find("module.symdex.aws_athena_named_query.build_published[0]")["query"]
+            .as_str()
+            .unwrap()
+            .contains(".latest WHERE build = 'X'"),
+        "what a build published is its uploads' latest decisions"
+    );
 
     let s3 = moto.s3().await;
     let sqs = moto.sqs().await;
@@ -354,4 +399,18 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
             .all(|b| !b.name().unwrap_or("").starts_with("symdex-tf")),
         "buckets left behind"
     );
+}
+
+/// The definition an Athena view carries in its Glue table (`/* Presto View: <base64 JSON> */`).
+fn latest_view_definition(table: &Value) -> Value {
+    use base64::Engine;
+    let text = table["view_original_text"].as_str().unwrap();
+    let encoded = text
+        .strip_prefix("/* Presto View: ")
+        .and_then(|t| t.strip_suffix(" */"))
+        .unwrap_or_else(|| panic!("not a Presto view: {text}"));
+    let json = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .unwrap();
+    serde_json::from_slice(&json).unwrap()
 }

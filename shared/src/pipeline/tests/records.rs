@@ -368,3 +368,69 @@ async fn a_pe_that_aliased_its_pdb_is_answered_from_its_upload_record_too() {
         )
     );
 }
+
+/// A PDB whose srcsrv stream runs commands: published and recorded as such by default,
+/// rejected with its reason where the store refuses them (`Config::refuse_srcsrv_commands`).
+#[tokio::test]
+async fn a_pdb_whose_srcsrv_runs_commands_is_refused_only_when_asked() {
+    let srcsrv = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\n\
+        SRCSRVTRG=%targ%\\%var2%\r\nSRCSRVCMD=cmd /c echo %var2%\r\n\
+        SRCSRV: source files --\r\nSRCSRV: end --\r\n";
+    let bytes = crate::testing::source_pdbs::pdb_with_sources(
+        [0x42; 16],
+        &[(r"C:\b\a.cpp", 1, &[7; 16])],
+        Some(srcsrv),
+        None,
+    );
+    let artifact = crate::testing::scenarios::Artifact {
+        id: "in/cmd.pdb".into(),
+        name: "cmd.pdb".into(),
+        bytes,
+        channel: None,
+        as_source: false,
+        build: Some("b1"),
+        entry: None,
+    };
+    let runs = |record: &Record| {
+        record
+            .pdb_sources
+            .as_ref()
+            .and_then(|s| s.srcsrv.as_ref())
+            .is_some_and(|s| s.commands)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let indexed = index_and_finalize(&store, config(), &artifact).await;
+    assert_eq!(indexed.records[0].action, Some(Action::Indexed));
+    assert!(runs(&indexed.records[0]), "{:?}", indexed.records[0]);
+    assert_eq!(
+        indexed.records[0]
+            .pdb_sources
+            .as_ref()
+            .unwrap()
+            .documents
+            .len(),
+        1
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let mut refusing = config();
+    refusing.refuse_srcsrv_commands = true;
+    let indexed = index_and_finalize(&store, refusing, &artifact).await;
+    let record = &indexed.records[0];
+    assert_eq!(record.action, Some(Action::Rejected));
+    assert!(record.published.is_empty());
+    assert!(runs(record));
+    assert!(
+        record
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("SRCSRVCMD")),
+        "{record:?}"
+    );
+    assert_eq!(
+        record.debug_id,
+        Some("42424242-4242-4242-4242-424242424242-1".parse().unwrap())
+    );
+}

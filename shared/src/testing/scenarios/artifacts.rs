@@ -3,8 +3,8 @@
 use crate::pipeline::Upload;
 use crate::storage::CopySource;
 use crate::testing::builders::{
-    build_elf, build_fat_macho, build_msf, build_pe, codeview, dbi_stream, dwarf5_line_table,
-    dwarf5_line_table_with_md5, info_stream, with_section,
+    build_dwp, build_elf, build_fat_macho, build_msf, build_pe, build_split_binary, codeview,
+    dbi_stream, dwarf5_line_table, dwarf5_line_table_with_md5, info_stream, with_section, Unit,
 };
 use crate::upload_meta::UploadMeta;
 use crate::IdentifyOptions;
@@ -166,7 +166,15 @@ pub struct Artifacts {
     /// file twice (`a/app.debug`, `b/app.debug`: `elf_b`'s bytes, as a build output copying a
     /// library into two folders holds them) and the PDB (`syms/mixed.pdb`, which `pe` names).
     pub archive: Vec<Artifact>,
+    /// A binary built with split DWARF (two DWARF 5 skeleton units) and its `.dwp` with
+    /// exactly their DWO ids, both of build `ci-9`: the package is published at the binary's
+    /// `buildid/<id>/debuginfo` once both are in (pipeline/packages.rs).
+    pub split_binary: Artifact,
+    pub split_package: Artifact,
 }
+
+/// The DWO ids of [`Artifacts::split_binary`]'s skeleton units and its package's units.
+const SPLIT_DWO_IDS: [u64; 2] = [0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00];
 
 /// The source paths `Artifacts::debug_with_sources` names, under `/ci/work`.
 pub const SOURCES_NAMED: [&str; 8] = [
@@ -238,8 +246,21 @@ impl Artifacts {
             &dwarf5_line_table_with_md5("/ci/work", &[("src/hello.c", md5.digest())]),
         );
         let fat = build_fat_macho((0xa1, 0xb2));
+        let skeletons = SPLIT_DWO_IDS.map(Unit::Skeleton5);
         let mut artifacts = Artifacts {
             archive: Vec::new(),
+            split_binary: Artifact::new(
+                "file:/ci/split/app",
+                "app",
+                build_split_binary(&skeletons),
+            )
+            .in_build("ci-9"),
+            split_package: Artifact::new(
+                "file:/ci/split/app.dwp",
+                "app.dwp",
+                build_dwp(5, &SPLIT_DWO_IDS),
+            )
+            .in_build("ci-9"),
             debug_md5: Artifact::new("file:/ci/md5.debug", "md5.debug", with_md5).in_build("ci-7"),
             fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
             fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),

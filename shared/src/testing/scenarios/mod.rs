@@ -9,6 +9,7 @@ mod artifacts;
 mod catalog;
 mod check;
 mod run;
+mod split_dwarf;
 #[cfg(test)]
 mod tests;
 

@@ -336,6 +336,24 @@ async fn serial_runs_do_not_depend_on_the_order_of_a_debug_file_and_its_sources(
     assert_eq!(holders, &BTreeSet::from([a.source.id.clone()]));
 }
 
+/// The split-DWARF scenarios compare with serial runs that pair: the package at the
+/// binary's debuginfo key, held by the package alone, whichever came first; alone, the
+/// package publishes nothing and the binary leaves that key to it.
+#[tokio::test]
+async fn serial_runs_pair_a_dwp_with_its_binary_in_either_order() {
+    let a = Artifacts::new();
+    let key = format!("buildid/{}/debuginfo", "3c".repeat(20));
+    let binary_first = serial(&[&a.split_binary, &a.split_package]).await;
+    assert_eq!(
+        binary_first,
+        serial(&[&a.split_package, &a.split_binary]).await
+    );
+    let holders: Vec<&str> = binary_first.0[&key].iter().map(String::as_str).collect();
+    assert_eq!(holders, [a.split_package.id.as_str()]);
+    assert!(!serial(&[&a.split_binary]).await.0.contains_key(&key));
+    assert!(serial(&[&a.split_package]).await.0.is_empty());
+}
+
 #[tokio::test]
 async fn serial_runs_do_not_depend_on_the_order_of_pe_and_pdb() {
     let a = Artifacts::new();
