@@ -240,6 +240,39 @@ fn the_srcsrv_stream_resolves_every_document_to_its_url() {
         sources["srcsrv"]["target"],
         format!("{URL}/src/app/1.0/%var2%")
     );
+    // Indexed with its sources (a PDB without a Source Link map names its build root), the
+    // store serves every URL the stream resolves to, with the bytes the PDB records.
+    w.run("tar", &["cf", "src.tar", "-C", &root, "a.cpp", "sub"]);
+    let store = w.path("store");
+    let (pdb, tar) = (w.path("app.pdb"), w.path("src.tar"));
+    index_json(
+        &store,
+        &[
+            "--product",
+            "app",
+            "--build",
+            "1.0",
+            "--source-root",
+            &root,
+            "--source-ext",
+            "cpp,h",
+            pdb.to_str().unwrap(),
+            tar.to_str().unwrap(),
+        ],
+    );
+    let server = Server::start(&store);
+    let listed = pdbutil_files(&w, "app.pdb");
+    assert_eq!(listed.len(), 3);
+    for (path, md5) in &listed {
+        let Some(srcsrv::SourceRetrievalMethod::Download { url }) =
+            parsed.source_for_path(path, r"C:\cache").unwrap()
+        else {
+            panic!("{path}: no download");
+        };
+        let (status, _, body) = server.request("GET", url.strip_prefix(URL).unwrap(), "");
+        assert_eq!(status, 200, "{url}");
+        assert_eq!(&md5_hex(&body), md5, "{url}");
+    }
     // A document under no root is left out, and said on stderr.
     let out = symdex()
         .arg("srcsrv")
@@ -549,5 +582,59 @@ fn an_edited_source_another_products_and_a_removed_upload_are_not_served() {
     for document in documents.keys() {
         let (status, _, _) = server.request("GET", &asked_path(&w, document), "");
         assert_eq!(status, 404, "{document} after its source upload is deleted");
+    }
+}
+
+#[test]
+fn a_portable_pdbs_documents_are_served_by_their_sha256() {
+    use symdex_shared::testing::source_pdbs::{portable_pdb_with_sources, SHA256};
+    let w = Workdir::new();
+    let sha256 =
+        |bytes: &[u8]| -> [u8; 32] { <sha2::Sha256 as sha2::Digest>::digest(bytes).into() };
+    std::fs::create_dir_all(w.path("tree/App")).unwrap();
+    let program = b"class Program { static void Main() {} }\n".as_slice();
+    let util = b"static class Util {}\n".as_slice();
+    std::fs::write(w.path("tree/App/Program.cs"), program).unwrap();
+    // Util.cs as built, and as edited since (what is uploaded).
+    std::fs::write(w.path("tree/App/Util.cs"), b"static class Util { }\n").unwrap();
+    let json = br#"{"documents":{"/_/src/*":"https://s.example/src/app/7/*"}}"#;
+    let file = portable_pdb_with_sources(
+        [9; 20],
+        &[
+            ("/_/src/App/Program.cs", SHA256, &sha256(program)),
+            ("/_/src/App/Util.cs", SHA256, &sha256(util)),
+        ],
+        Some(json),
+    );
+    std::fs::write(w.path("App.pdb"), file).unwrap();
+    for (n, runs) in [[&["App.pdb"][..], &["tree"]], [&["tree"], &["App.pdb"]]]
+        .iter()
+        .enumerate()
+    {
+        let store = w.path(&format!("store{n}"));
+        let records: Vec<Value> = runs
+            .iter()
+            .flat_map(|inputs| {
+                let mut args = vec!["--product", "app", "--build", "7", "--source-ext", "cs"];
+                let paths: Vec<String> = inputs
+                    .iter()
+                    .map(|i| w.path(i).to_string_lossy().into_owned())
+                    .collect();
+                args.extend(paths.iter().map(String::as_str));
+                index_json(&store, &args)
+            })
+            .collect();
+        let server = Server::start(&store);
+        let (status, _, body) = server.request("GET", "/src/app/7/App/Program.cs", "");
+        assert_eq!((status, body.as_slice()), (200, program), "order {n}");
+        let (status, _, _) = server.request("GET", "/src/app/7/App/Util.cs", "");
+        assert_eq!(status, 404, "order {n}: the edited Util.cs is not served");
+        let said = records
+            .iter()
+            .any(|r| r.to_string().contains("SHA-256") && r.to_string().contains("Util.cs"));
+        assert!(
+            said,
+            "order {n}: a record names the SHA-256 mismatch: {records:#?}"
+        );
     }
 }

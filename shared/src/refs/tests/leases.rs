@@ -379,6 +379,8 @@ async fn a_join_record_guessed_absent_is_created_or_read_and_changed() {
         etag: "e".into(),
         size: 1,
         md5: None,
+        sha1: None,
+        sha256: None,
     };
     refs.update_source_map(file, |r| r.offer(&offer))
         .await
