@@ -240,8 +240,9 @@ fn the_srcsrv_stream_resolves_every_document_to_its_url() {
         sources["srcsrv"]["target"],
         format!("{URL}/src/app/1.0/%var2%")
     );
-    // Indexed with its sources (a PDB without a Source Link map names its build root), the
-    // store serves every URL the stream resolves to, with the bytes the PDB records.
+    // Indexed with its sources, the store serves every URL the stream resolves to (no
+    // Source Link map, no source root: the stream's own lines say where), with the bytes the
+    // PDB records.
     w.run("tar", &["cf", "src.tar", "-C", &root, "a.cpp", "sub"]);
     let store = w.path("store");
     let (pdb, tar) = (w.path("app.pdb"), w.path("src.tar"));
@@ -252,8 +253,6 @@ fn the_srcsrv_stream_resolves_every_document_to_its_url() {
             "app",
             "--build",
             "1.0",
-            "--source-root",
-            &root,
             "--source-ext",
             "cpp,h",
             pdb.to_str().unwrap(),

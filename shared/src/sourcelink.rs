@@ -238,35 +238,37 @@ pub enum DocumentPlace {
     Unmapped,
 }
 
-/// Where the store serves `document` of a PDB uploaded for `product` and `build`: the path
-/// its Source Link `map` gives below `/src/<product>/<build>/` (what a debugger asks for),
-/// else its path below the upload's build `root`. A URL of another product's or build's
-/// sources is [`DocumentPlace::Elsewhere`]: a PDB publishes under its own upload's product
-/// and build only (THREATS.md, tenancy), whatever its map says. A path holding `%`, `?` or
-/// `#` is not taken apart (a debugger would encode or cut it): elsewhere too.
+/// Where the store serves a document (its `path`) of a PDB uploaded for `product` and
+/// `build`: the path its Source Link `map` gives below `/src/<product>/<build>/` (what Visual
+/// Studio asks for), else the path its srcsrv stream's URL (`srcsrv_url`) gives there (what
+/// WinDbg asks for), else its path below the upload's build `root`. A URL of another
+/// product's or build's sources is [`DocumentPlace::Elsewhere`]: a PDB publishes under its own
+/// upload's product and build only (THREATS.md, tenancy), whatever its streams say. A path
+/// holding `%`, `?` or `#` is not taken apart (a debugger would encode or cut it): elsewhere
+/// too.
 pub fn document_place(
-    document: &str,
+    path: &str,
+    srcsrv_url: Option<&str>,
     map: Option<&SourceLinkMap>,
     root: Option<&BuildRoot>,
-    product: &str,
-    build: &str,
+    (product, build): (&str, &str),
 ) -> DocumentPlace {
-    if let Some(url) = map.and_then(|m| m.resolve(document)) {
+    let url = map
+        .and_then(|m| m.resolve(path))
+        .or(srcsrv_url.map(str::to_string));
+    if let Some(url) = url {
         let own = format!("/src/{product}/{build}/");
-        let rest = url
+        let url_path = url
             .split_once("://")
             .and_then(|(_, after)| after.split_once('/'))
-            .and_then(|(_, path)| {
-                format!("/{path}")
-                    .split_once(own.as_str())
-                    .map(|(_, r)| r.to_string())
-            });
+            .map(|(_, path)| format!("/{path}"));
+        let rest = url_path.and_then(|p| p.split_once(own.as_str()).map(|(_, r)| r.to_string()));
         return match rest {
             Some(rest) if !rest.contains(['%', '?', '#']) => DocumentPlace::Store(rest),
             _ => DocumentPlace::Elsewhere(url),
         };
     }
-    match root.and_then(|root| root.relative(document)) {
+    match root.and_then(|root| root.relative(path)) {
         Some(rest) => DocumentPlace::Store(rest),
         None => DocumentPlace::Unmapped,
     }
@@ -388,7 +390,7 @@ mod tests {
         }}"#
         .parse()
         .unwrap();
-        let place = |doc: &str| document_place(doc, Some(&map), None, "app", "7");
+        let place = |doc: &str| document_place(doc, None, Some(&map), None, ("app", "7"));
         assert_eq!(
             place("C:\\b\\src\\main.cpp"),
             DocumentPlace::Store("src/main.cpp".into())
@@ -408,12 +410,28 @@ mod tests {
         assert_eq!(place("D:\\x.c"), DocumentPlace::Unmapped);
         let root = root("/home/ci/w");
         assert_eq!(
-            document_place("/home/ci/w/lib/a.c", None, Some(&root), "app", "7"),
+            document_place("/home/ci/w/lib/a.c", None, None, Some(&root), ("app", "7")),
             DocumentPlace::Store("lib/a.c".into())
         );
         assert_eq!(
-            document_place("/usr/include/stdio.h", None, Some(&root), "app", "7"),
+            document_place(
+                "/usr/include/stdio.h",
+                None,
+                None,
+                Some(&root),
+                ("app", "7")
+            ),
             DocumentPlace::Unmapped
         );
+        let srcsrv = Some("https://sym.example/src/app/7/x/y.c");
+        assert_eq!(
+            document_place("D:\\x\\y.c", srcsrv, None, None, ("app", "7")),
+            DocumentPlace::Store("x/y.c".into())
+        );
+        let foreign = Some("https://sym.example/src/other/7/x/y.c");
+        assert!(matches!(
+            document_place("D:\\x\\y.c", foreign, None, Some(&root), ("app", "7")),
+            DocumentPlace::Elsewhere(_)
+        ));
     }
 }

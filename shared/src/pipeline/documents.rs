@@ -1,7 +1,7 @@
 //! The indexer's part in sources for Windows and .NET debuggers (sourcelink.rs): a PDB or
 //! Portable PDB asks for each document it names under the key its debugger fetches it from,
-//! `src/<product>/<build>/<path>` (the path its Source Link map gives below its own build's
-//! URL, else below the upload's source root), in the same join records as a debug file's
+//! `src/<product>/<build>/<path>` (the path its Source Link map, else its srcsrv stream,
+//! gives below its own build's URL, else its path below the upload's source root), in the same join records as a debug file's
 //! DWARF paths (sourcemap.rs). A source upload of its product and build serves a document
 //! only with the bytes the PDB recorded (its MD5, SHA-1 or SHA-256), whichever of the two
 //! came first; the key is held by the source upload (removing the sources unpublishes it).
@@ -99,7 +99,9 @@ impl DocumentWants {
         let mut unmapped = Vec::new();
         for document in &sources.documents {
             let path = &document.path;
-            let rest = match document_place(path, map, root.as_ref(), product, build) {
+            let srcsrv_url = document.srcsrv_url.as_deref();
+            let scope = (product, build);
+            let rest = match document_place(path, srcsrv_url, map, root.as_ref(), scope) {
                 DocumentPlace::Store(rest) => rest,
                 DocumentPlace::Elsewhere(url) => {
                     elsewhere.push(format!("{path} → {url}"));
@@ -130,11 +132,11 @@ impl DocumentWants {
         let mut unserved = Vec::new();
         unserved.extend(summary(
             &elsewhere,
-            "fetched from another host by the PDB's Source Link map",
+            "fetched from another host by the PDB's Source Link map or srcsrv stream",
         ));
         unserved.extend(summary(
             &unmapped,
-            "under no Source Link entry of this store and no source root",
+            "under no Source Link entry or srcsrv line and no source root",
         ));
         DocumentWants { wants, unserved }
     }
