@@ -637,3 +637,69 @@ fn a_portable_pdbs_documents_are_served_by_their_sha256() {
         );
     }
 }
+
+/// A hostile PDB: documents whose mapped paths climb out of the build or hold characters no
+/// key may, a Source Link map sending documents to another product's URL and a srcsrv line
+/// pointing into yet another build. None of them publishes a key outside its own build's
+/// `src/`, each is said in the PDB's record, and the store verifies clean.
+#[test]
+fn a_hostile_pdbs_documents_publish_nothing_outside_its_build() {
+    use symdex_shared::testing::source_pdbs::pdb_with_sources;
+    let w = Workdir::new();
+    let text = b"int x;\n";
+    let md5: [u8; 16] = Md5::digest(text).into();
+    std::fs::create_dir_all(w.path("tree/sub")).unwrap();
+    for name in ["x.c", "sub/x.c", "y.c", "z.c", "ok.c"] {
+        std::fs::write(w.path(&format!("tree/{name}")), text).unwrap();
+    }
+    let map = br#"{"documents":{
+        "C:\\b\\*":"https://s/src/app/1/*",
+        "C:\\b\\other\\*":"https://s/src/other/1/*",
+        "C:\\b\\pct\\*":"https://s/src/app/1/%2e%2e/*"
+    }}"#;
+    let documents: Vec<(&str, u8, &[u8])> = [
+        "C:\\b\\..\\..\\..\\x.c",
+        "C:\\b\\sub\\.\\x.c",
+        "C:\\b\\other\\y.c",
+        "C:\\b\\pct\\z.c",
+        "C:\\b\\ok.c",
+    ]
+    .into_iter()
+    .map(|path| (path, 1u8, md5.as_slice()))
+    .collect();
+    std::fs::write(
+        w.path("evil.pdb"),
+        pdb_with_sources([4; 16], &documents, None, Some(map)),
+    )
+    .unwrap();
+    let store = w.path("store");
+    let tree = w.path("tree");
+    let evil = w.path("evil.pdb");
+    let records = index_json(
+        &store,
+        &[
+            "--product",
+            "app",
+            "--build",
+            "1",
+            "--source-ext",
+            "c",
+            evil.to_str().unwrap(),
+            tree.to_str().unwrap(),
+        ],
+    );
+    let pdb = records.iter().find(|r| r["format"] == "pdb").unwrap();
+    let report = pdb["sources"].to_string();
+    assert!(report.contains("not a valid key"), "{report}");
+    assert!(report.contains("another host"), "{report}");
+    let src: Vec<String> = common::published_files(&store)
+        .into_keys()
+        .filter(|k| k.starts_with("src/"))
+        .collect();
+    assert_eq!(
+        src,
+        ["src/app/1/ok.c"],
+        "only the document inside its build"
+    );
+    common::verify_clean(&store);
+}
