@@ -102,6 +102,7 @@ mod tests {
         let doc = |p: &str| Document {
             path: p.into(),
             checksum: None,
+            srcsrv_url: None,
         };
         let roots: Vec<BuildRoot> = vec![r"C:\b".parse().unwrap()];
         let (stream, left) = srcsrv_stream(

@@ -148,6 +148,7 @@ fn full_sources() -> PdbSources {
                 algorithm: ChecksumAlgorithm::Sha256,
                 digest: "ab".repeat(32),
             }),
+            srcsrv_url: Some("https://s.example/src/app/1/a.cpp".into()),
         }],
         source_link: Some(map),
         srcsrv: Some(SrcSrv {

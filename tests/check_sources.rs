@@ -174,6 +174,18 @@ fn a_native_pdbs_documents_are_served_missing_or_wrong_for_both_clients() {
     let args = [&clients[..], &["--server", &url, "--public-url", URL, pdb]].concat();
     let (code, rows, stderr) = check(&args);
     assert_eq!((code, statuses(&rows)), (0, all_served.clone()), "{stderr}");
+    // A PDB inside an archive: its srcsrv URLs are those identification read of its stream.
+    w.run("tar", &["cf", "pdb.tar", "app.pdb"]);
+    let tar = w.path("pdb.tar");
+    let in_tar = [
+        "--store",
+        store_arg,
+        "--public-url",
+        URL,
+        tar.to_str().unwrap(),
+    ];
+    let (code, rows, stderr) = check(&[&clients[..], &in_tar].concat());
+    assert_eq!((code, statuses(&rows)), (0, all_served.clone()), "{stderr}");
     // With no URL for the store, one whose path holds /src/<product>/<build>/ is taken for
     // its own (and said so).
     let (code, rows, stderr) = check(&[&clients[..], &["--store", store_arg, pdb]].concat());

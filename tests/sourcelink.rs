@@ -6,7 +6,10 @@
 //! `symdex srcsrv` prints, linked in with `/pdbstream:srcsrv=`, resolves every document to
 //! its URL through an independent reader (the `srcsrv` crate); a PDB whose srcsrv stream runs
 //! commands is flagged, and refused by `index --refuse-srcsrv-commands`. A Portable PDB is
-//! built byte by byte (no .NET SDK here).
+//! built byte by byte (no .NET SDK here). The build's sources, indexed beside the PDB as a
+//! tarball in either order, are served under `src/<product>/<build>/` by `symdex serve` at
+//! the URL the embedded map gives each document, with the MD5 `llvm-pdbutil-19` lists; an
+//! edited file, another product's file and a path outside the build are not.
 
 mod common;
 
@@ -14,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::windows::{compile, have_toolchain, link};
-use common::{index_json, ok, symdex, Workdir};
+use common::{index_json, ok, symdex, Server, Workdir};
 use md5::{Digest, Md5};
 use serde_json::Value;
 
@@ -164,6 +167,38 @@ fn the_srcsrv_stream_resolves_every_document_to_its_url() {
         sources["srcsrv"]["target"],
         format!("{URL}/src/app/1.0/%var2%")
     );
+    // Indexed with its sources, the store serves every URL the stream resolves to (no
+    // Source Link map, no source root: the stream's own lines say where), with the bytes the
+    // PDB records.
+    w.run("tar", &["cf", "src.tar", "-C", &root, "a.cpp", "sub"]);
+    let store = w.path("store");
+    let (pdb, tar) = (w.path("app.pdb"), w.path("src.tar"));
+    index_json(
+        &store,
+        &[
+            "--product",
+            "app",
+            "--build",
+            "1.0",
+            "--source-ext",
+            "cpp,h",
+            pdb.to_str().unwrap(),
+            tar.to_str().unwrap(),
+        ],
+    );
+    let server = Server::start(&store);
+    let listed = pdbutil_files(&w, "app.pdb");
+    assert_eq!(listed.len(), 3);
+    for (path, md5) in &listed {
+        let Some(srcsrv::SourceRetrievalMethod::Download { url }) =
+            parsed.source_for_path(path, r"C:\cache").unwrap()
+        else {
+            panic!("{path}: no download");
+        };
+        let (status, _, body) = server.request("GET", url.strip_prefix(URL).unwrap(), "");
+        assert_eq!(status, 200, "{url}");
+        assert_eq!(&md5_hex(&body), md5, "{url}");
+    }
     // A document under no root is left out, and said on stderr.
     let out = symdex()
         .arg("srcsrv")
@@ -267,4 +302,331 @@ fn a_portable_pdb_lists_its_documents_and_source_link() {
         sources["source_link"],
         serde_json::from_slice::<Value>(json).unwrap()
     );
+}
+
+/// `symdex index` of `inputs` (in `w`) into `store` for product `product`, build 1.0, C++
+/// sources flagged by extension.
+fn index_for(w: &Workdir, store: &Path, product: &str, inputs: &[&str]) -> Vec<Value> {
+    let mut args = vec![
+        "--product".to_string(),
+        product.into(),
+        "--build".into(),
+        "1.0".into(),
+        "--source-ext".into(),
+        "cpp,h".into(),
+    ];
+    args.extend(
+        inputs
+            .iter()
+            .map(|i| w.path(i).to_string_lossy().into_owned()),
+    );
+    index_json(store, &args)
+}
+
+/// The path on the server a debugger asks for `document` by the embedded map `sl.json`.
+fn asked_path(w: &Workdir, document: &str) -> String {
+    let map =
+        symdex_shared::sourcelink::SourceLinkMap::parse(&std::fs::read(w.path("sl.json")).unwrap())
+            .unwrap();
+    let url = map.resolve(document).unwrap();
+    url.strip_prefix(URL).unwrap().to_string()
+}
+
+fn md5_hex(bytes: &[u8]) -> String {
+    Md5::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A native build linked with the Source Link map, its sources tarred as `src.tar` (with a
+/// file no document names, `extra.cpp`); returns the documents and MD5s llvm-pdbutil lists.
+fn linked_build(w: &Workdir) -> BTreeMap<String, String> {
+    let root = compile(w);
+    let json = ok(symdex()
+        .arg("sourcelink")
+        .args(served(&root))
+        .output()
+        .unwrap());
+    std::fs::write(w.path("sl.json"), &json).unwrap();
+    link(w, "app.pdb", &[("sourcelink", "sl.json")]);
+    std::fs::write(w.path("src/extra.cpp"), "int extra() { return 1; }\n").unwrap();
+    let src = w.path("src");
+    let src = src.to_str().unwrap();
+    w.run(
+        "tar",
+        &["cf", "src.tar", "-C", src, "a.cpp", "sub", "extra.cpp"],
+    );
+    let files = pdbutil_files(w, "app.pdb");
+    assert_eq!(files.len(), 3, "{files:?}");
+    files
+}
+
+#[test]
+fn every_document_is_served_at_its_source_link_url_in_any_order() {
+    if !have_toolchain() {
+        return;
+    }
+    let w = Workdir::new();
+    let documents = linked_build(&w);
+    let orders: [&[&[&str]]; 3] = [
+        &[&["app.exe", "app.pdb", "src.tar"]],
+        &[&["src.tar"], &["app.exe", "app.pdb"]],
+        &[&["app.pdb"], &["src.tar"], &["app.exe"]],
+    ];
+    for (n, runs) in orders.iter().enumerate() {
+        let store = w.path(&format!("store{n}"));
+        let records: Vec<Value> = runs
+            .iter()
+            .flat_map(|inputs| index_for(&w, &store, "app", inputs))
+            .collect();
+        let pdb = records
+            .iter()
+            .find(|r| r["format"] == "pdb")
+            .expect("the PDB's record");
+        assert_eq!(pdb["sources"]["referenced"], 3, "{pdb}");
+        let server = Server::start(&store);
+        for (document, md5) in &documents {
+            let path = asked_path(&w, document);
+            let (status, _, body) = server.request("GET", &path, "");
+            assert_eq!(status, 200, "order {n}: {document} at {path}");
+            assert_eq!(&md5_hex(&body), md5, "order {n}: {document}");
+        }
+        // Nothing outside the build's documents: a file no document names, another build,
+        // a climb out of the build.
+        for path in [
+            "/src/app/1.0/extra.cpp",
+            "/src/app/2.0/a.cpp",
+            "/src/app/1.0/../1.0/a.cpp",
+            "/src/app/1.0/sub/../../../symbols",
+        ] {
+            let (status, _, _) = server.request("GET", path, "");
+            assert!(
+                status == 404 || status == 400,
+                "order {n}: {path}: {status}"
+            );
+        }
+        common::verify_clean(&store);
+    }
+}
+
+#[test]
+fn an_edited_source_another_products_and_a_removed_upload_are_not_served() {
+    if !have_toolchain() {
+        return;
+    }
+    let w = Workdir::new();
+    let documents = linked_build(&w);
+    let a_cpp = documents
+        .keys()
+        .find(|d| d.ends_with("a.cpp"))
+        .unwrap()
+        .clone();
+    let b_h = documents
+        .keys()
+        .find(|d| d.ends_with("b.h"))
+        .unwrap()
+        .clone();
+    // The tarball of an edited tree: a.cpp is not what the PDB was built from.
+    std::fs::write(w.path("src/a.cpp"), "int main() { return 7; }\n").unwrap();
+    let src = w.path("src");
+    w.run(
+        "tar",
+        &[
+            "cf",
+            "edited.tar",
+            "-C",
+            src.to_str().unwrap(),
+            "a.cpp",
+            "sub",
+        ],
+    );
+    for (n, runs) in [
+        [&["app.pdb"][..], &["edited.tar"]],
+        [&["edited.tar"], &["app.pdb"]],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let store = w.path(&format!("edited{n}"));
+        let records: Vec<Value> = runs
+            .iter()
+            .flat_map(|inputs| index_for(&w, &store, "app", inputs))
+            .collect();
+        let server = Server::start(&store);
+        let (status, _, _) = server.request("GET", &asked_path(&w, &a_cpp), "");
+        assert_eq!(status, 404, "order {n}: the edited a.cpp is not served");
+        let (status, _, _) = server.request("GET", &asked_path(&w, &b_h), "");
+        assert_eq!(status, 200, "order {n}: b.h is what the PDB records");
+        // Whoever came second says why: the source's record, or the PDB's.
+        let said = records.iter().any(|r| {
+            let text = r.to_string();
+            text.contains("a.cpp") && text.contains("MD5") && text.contains("src/app/1.0/a.cpp")
+                || r["format"] == "pdb"
+                    && r["sources"]["unserved"]
+                        .as_array()
+                        .is_some_and(|u| u.iter().any(|l| l.as_str().unwrap().contains("MD5")))
+        });
+        assert!(said, "order {n}: {records:#?}");
+    }
+
+    // Another product's sources never serve this product's PDB.
+    let store = w.path("tenancy");
+    linked_build(&w);
+    index_for(&w, &store, "other", &["src.tar"]);
+    let records = index_for(&w, &store, "app", &["app.pdb"]);
+    let pdb = records.iter().find(|r| r["format"] == "pdb").unwrap();
+    assert_eq!(
+        pdb["sources"]["missing"].as_array().unwrap().len(),
+        3,
+        "{pdb}"
+    );
+    let under = |store: &Path, prefix: &str| {
+        common::published_files(store)
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .count()
+    };
+    assert_eq!(
+        under(&store, "src/"),
+        0,
+        "no PDB of product other names them"
+    );
+
+    // Removing the sources unpublishes them.
+    let store = w.path("removed");
+    index_for(&w, &store, "app", &["app.pdb", "src.tar"]);
+    assert_eq!(under(&store, "src/app/1.0/"), 3);
+    ok(symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(w.path("src.tar"))
+        .output()
+        .unwrap());
+    let server = Server::start(&store);
+    for document in documents.keys() {
+        let (status, _, _) = server.request("GET", &asked_path(&w, document), "");
+        assert_eq!(status, 404, "{document} after its source upload is deleted");
+    }
+}
+
+#[test]
+fn a_portable_pdbs_documents_are_served_by_their_sha256() {
+    use symdex_shared::testing::source_pdbs::{portable_pdb_with_sources, SHA256};
+    let w = Workdir::new();
+    let sha256 =
+        |bytes: &[u8]| -> [u8; 32] { <sha2::Sha256 as sha2::Digest>::digest(bytes).into() };
+    std::fs::create_dir_all(w.path("tree/App")).unwrap();
+    let program = b"class Program { static void Main() {} }\n".as_slice();
+    let util = b"static class Util {}\n".as_slice();
+    std::fs::write(w.path("tree/App/Program.cs"), program).unwrap();
+    // Util.cs as built, and as edited since (what is uploaded).
+    std::fs::write(w.path("tree/App/Util.cs"), b"static class Util { }\n").unwrap();
+    let json = br#"{"documents":{"/_/src/*":"https://s.example/src/app/7/*"}}"#;
+    let file = portable_pdb_with_sources(
+        [9; 20],
+        &[
+            ("/_/src/App/Program.cs", SHA256, &sha256(program)),
+            ("/_/src/App/Util.cs", SHA256, &sha256(util)),
+        ],
+        Some(json),
+    );
+    std::fs::write(w.path("App.pdb"), file).unwrap();
+    for (n, runs) in [[&["App.pdb"][..], &["tree"]], [&["tree"], &["App.pdb"]]]
+        .iter()
+        .enumerate()
+    {
+        let store = w.path(&format!("store{n}"));
+        let records: Vec<Value> = runs
+            .iter()
+            .flat_map(|inputs| {
+                let mut args = vec!["--product", "app", "--build", "7", "--source-ext", "cs"];
+                let paths: Vec<String> = inputs
+                    .iter()
+                    .map(|i| w.path(i).to_string_lossy().into_owned())
+                    .collect();
+                args.extend(paths.iter().map(String::as_str));
+                index_json(&store, &args)
+            })
+            .collect();
+        let server = Server::start(&store);
+        let (status, _, body) = server.request("GET", "/src/app/7/App/Program.cs", "");
+        assert_eq!((status, body.as_slice()), (200, program), "order {n}");
+        let (status, _, _) = server.request("GET", "/src/app/7/App/Util.cs", "");
+        assert_eq!(status, 404, "order {n}: the edited Util.cs is not served");
+        let said = records
+            .iter()
+            .any(|r| r.to_string().contains("SHA-256") && r.to_string().contains("Util.cs"));
+        assert!(
+            said,
+            "order {n}: a record names the SHA-256 mismatch: {records:#?}"
+        );
+    }
+}
+
+/// A hostile PDB: documents whose mapped paths climb out of the build or hold characters no
+/// key may, a Source Link map sending documents to another product's URL and a srcsrv line
+/// pointing into yet another build. None of them publishes a key outside its own build's
+/// `src/`, each is said in the PDB's record, and the store verifies clean.
+#[test]
+fn a_hostile_pdbs_documents_publish_nothing_outside_its_build() {
+    use symdex_shared::testing::source_pdbs::pdb_with_sources;
+    let w = Workdir::new();
+    let text = b"int x;\n";
+    let md5: [u8; 16] = Md5::digest(text).into();
+    std::fs::create_dir_all(w.path("tree/sub")).unwrap();
+    for name in ["x.c", "sub/x.c", "y.c", "z.c", "ok.c"] {
+        std::fs::write(w.path(&format!("tree/{name}")), text).unwrap();
+    }
+    let map = br#"{"documents":{
+        "C:\\b\\*":"https://s/src/app/1/*",
+        "C:\\b\\other\\*":"https://s/src/other/1/*",
+        "C:\\b\\pct\\*":"https://s/src/app/1/%2e%2e/*"
+    }}"#;
+    let documents: Vec<(&str, u8, &[u8])> = [
+        "C:\\b\\..\\..\\..\\x.c",
+        "C:\\b\\sub\\.\\x.c",
+        "C:\\b\\other\\y.c",
+        "C:\\b\\pct\\z.c",
+        "C:\\b\\ok.c",
+    ]
+    .into_iter()
+    .map(|path| (path, 1u8, md5.as_slice()))
+    .collect();
+    std::fs::write(
+        w.path("evil.pdb"),
+        pdb_with_sources([4; 16], &documents, None, Some(map)),
+    )
+    .unwrap();
+    let store = w.path("store");
+    let tree = w.path("tree");
+    let evil = w.path("evil.pdb");
+    let records = index_json(
+        &store,
+        &[
+            "--product",
+            "app",
+            "--build",
+            "1",
+            "--source-ext",
+            "c",
+            evil.to_str().unwrap(),
+            tree.to_str().unwrap(),
+        ],
+    );
+    let pdb = records.iter().find(|r| r["format"] == "pdb").unwrap();
+    let report = pdb["sources"].to_string();
+    assert!(report.contains("not a valid key"), "{report}");
+    assert!(report.contains("another host"), "{report}");
+    let src: Vec<String> = common::published_files(&store)
+        .into_keys()
+        .filter(|k| k.starts_with("src/"))
+        .collect();
+    assert_eq!(
+        src,
+        ["src/app/1/ok.c"],
+        "only the document inside its build"
+    );
+    common::verify_clean(&store);
 }

@@ -54,6 +54,21 @@ impl Md5 {
     }
 }
 
+/// SHA-256 (the `sha2` crate): what Portable PDBs record of each source document.
+#[derive(Clone, Default)]
+pub struct Sha256(sha2::Sha256);
+
+impl Sha256 {
+    pub fn update(&mut self, bytes: &[u8]) {
+        sha2::Digest::update(&mut self.0, bytes);
+    }
+
+    /// The digest, lowercase hex.
+    pub fn hex(self) -> String {
+        hex(&sha2::Digest::finalize(self.0))
+    }
+}
+
 /// SHA-1 of `bytes`, lowercase hex.
 pub fn sha1_hex(bytes: &[u8]) -> String {
     let mut hasher = Sha1::new();

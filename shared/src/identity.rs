@@ -138,6 +138,10 @@ pub struct Identity {
     /// built from (sourcemap.rs matches on it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub md5: Option<String>,
+    /// SHA-256 of the raw bytes (sources): what a Portable PDB (and MSVC by default) records
+    /// of each document (pipeline/documents.rs matches on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// Carries DWARF / CodeView debug information (ELF `.debug_info`, dSYM `__DWARF`, WASM).
     pub has_debug_info: bool,
     /// PE: every CodeView record, in directory order.
@@ -216,6 +220,7 @@ impl Identity {
             age: None,
             sha1: None,
             md5: None,
+            sha256: None,
             has_debug_info: false,
             pdb_references: Vec::new(),
             pdb_checksums: Vec::new(),

@@ -199,18 +199,8 @@ pub fn relative_to_roots(roots: &[BuildRoot], path: &str) -> Option<String> {
 /// build are one path segment each (no separator, `*`, `%`, `.`/`..`, control character), so
 /// the URL names no other build's directory.
 pub fn store_base(url: &str, product: &str, build: &str) -> Result<String, String> {
-    for (what, value) in [("product", product), ("build", build)] {
-        let bad = value.is_empty()
-            || value == "."
-            || value == ".."
-            || value.contains(['/', '\\', '*', '%', '?', '#'])
-            || value.chars().any(|c| c.is_control() || c == ' ');
-        if bad {
-            return Err(format!(
-                "{what} {value:?} is not one path segment (no separators, `*`, `%`, `?`, `#`, spaces)"
-            ));
-        }
-    }
+    one_segment("product", product)?;
+    one_segment("build", build)?;
     if !(url.starts_with("https://") || url.starts_with("http://")) || url.contains('*') {
         return Err(format!("URL {url:?} is not an http(s) URL without `*`"));
     }
@@ -220,9 +210,76 @@ pub fn store_base(url: &str, product: &str, build: &str) -> Result<String, Strin
     ))
 }
 
+/// Whether `value` (a product or build, `what`) is one path segment of a source URL: no
+/// separator, `*`, `%`, `?`, `#`, space or control character, not `.` or `..`, so the URL
+/// names no other build's directory.
+pub fn one_segment(what: &str, value: &str) -> Result<(), String> {
+    let bad = value.is_empty()
+        || value == "."
+        || value == ".."
+        || value.contains(['/', '\\', '*', '%', '?', '#'])
+        || value.chars().any(|c| c.is_control() || c == ' ');
+    if bad {
+        return Err(format!(
+            "{what} {value:?} is not one path segment (no separators, `*`, `%`, `?`, `#`, spaces)"
+        ));
+    }
+    Ok(())
+}
+
+/// Where a debugger fetches a PDB document from, as the store sees it ([`document_place`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentPlace {
+    /// From the store, under `src/<product>/<build>/` at this path (`/`-separated).
+    Store(String),
+    /// From another host: the PDB's Source Link map sends it there (this URL).
+    Elsewhere(String),
+    /// Nowhere the store can tell: no Source Link entry maps it and it is under no build root.
+    Unmapped,
+}
+
+/// Where the store serves a document (its `path`) of a PDB uploaded for `product` and
+/// `build`: the path its Source Link `map` gives below `/src/<product>/<build>/` (what Visual
+/// Studio asks for), else the path its srcsrv stream's URL (`srcsrv_url`) gives there (what
+/// WinDbg asks for), else its path below the upload's build `root`. A URL of another
+/// product's or build's sources is [`DocumentPlace::Elsewhere`]: a PDB publishes under its own
+/// upload's product and build only (THREATS.md, tenancy), whatever its streams say. A path
+/// holding `%`, `?` or `#` is not taken apart (a debugger would encode or cut it): elsewhere
+/// too.
+pub fn document_place(
+    path: &str,
+    srcsrv_url: Option<&str>,
+    map: Option<&SourceLinkMap>,
+    root: Option<&BuildRoot>,
+    (product, build): (&str, &str),
+) -> DocumentPlace {
+    let url = map
+        .and_then(|m| m.resolve(path))
+        .or(srcsrv_url.map(str::to_string));
+    if let Some(url) = url {
+        let own = format!("/src/{product}/{build}/");
+        let url_path = url
+            .split_once("://")
+            .and_then(|(_, after)| after.split_once('/'))
+            .map(|(_, path)| format!("/{path}"));
+        let rest = url_path.and_then(|p| p.split_once(own.as_str()).map(|(_, r)| r.to_string()));
+        return match rest {
+            Some(rest) if !rest.contains(['%', '?', '#']) => DocumentPlace::Store(rest),
+            _ => DocumentPlace::Elsewhere(url),
+        };
+    }
+    match root.and_then(|root| root.relative(path)) {
+        Some(rest) => DocumentPlace::Store(rest),
+        None => DocumentPlace::Unmapped,
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{relative_to_roots, store_base, BuildRoot, SourceLinkMap, MAX_SOURCE_LINK_BYTES};
+    use super::{
+        document_place, relative_to_roots, store_base, BuildRoot, DocumentPlace, SourceLinkMap,
+        MAX_SOURCE_LINK_BYTES,
+    };
 
     fn root(s: &str) -> BuildRoot {
         s.parse().unwrap()
@@ -321,5 +378,60 @@ mod tests {
             assert!(store_base("https://s", product, build).is_err());
         }
         assert!(store_base("ftp://s", "a", "1").is_err());
+    }
+
+    #[test]
+    fn a_document_is_served_where_its_own_builds_url_says() {
+        let map: SourceLinkMap = r#"{"documents": {
+            "C:\\b\\*": "https://sym.example/src/app/7/*",
+            "C:\\b\\vendor\\*": "https://raw.github.example/v/*",
+            "C:\\b\\other\\*": "https://sym.example/src/other/7/*",
+            "C:\\b\\odd\\*": "https://sym.example/src/app/7/odd%20/*"
+        }}"#
+        .parse()
+        .unwrap();
+        let place = |doc: &str| document_place(doc, None, Some(&map), None, ("app", "7"));
+        assert_eq!(
+            place("C:\\b\\src\\main.cpp"),
+            DocumentPlace::Store("src/main.cpp".into())
+        );
+        assert!(matches!(
+            place("C:\\b\\vendor\\z.h"),
+            DocumentPlace::Elsewhere(_)
+        ));
+        assert!(
+            matches!(place("C:\\b\\other\\a.c"), DocumentPlace::Elsewhere(_)),
+            "another product's URL publishes nothing under it"
+        );
+        assert!(matches!(
+            place("C:\\b\\odd\\a.c"),
+            DocumentPlace::Elsewhere(_)
+        ));
+        assert_eq!(place("D:\\x.c"), DocumentPlace::Unmapped);
+        let root = root("/home/ci/w");
+        assert_eq!(
+            document_place("/home/ci/w/lib/a.c", None, None, Some(&root), ("app", "7")),
+            DocumentPlace::Store("lib/a.c".into())
+        );
+        assert_eq!(
+            document_place(
+                "/usr/include/stdio.h",
+                None,
+                None,
+                Some(&root),
+                ("app", "7")
+            ),
+            DocumentPlace::Unmapped
+        );
+        let srcsrv = Some("https://sym.example/src/app/7/x/y.c");
+        assert_eq!(
+            document_place("D:\\x\\y.c", srcsrv, None, None, ("app", "7")),
+            DocumentPlace::Store("x/y.c".into())
+        );
+        let foreign = Some("https://sym.example/src/other/7/x/y.c");
+        assert!(matches!(
+            document_place("D:\\x\\y.c", foreign, None, Some(&root), ("app", "7")),
+            DocumentPlace::Elsewhere(_)
+        ));
     }
 }

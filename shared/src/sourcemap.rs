@@ -67,9 +67,11 @@ use crate::formats::dwarf::normalize;
 use crate::storage::STATE_PREFIX;
 use crate::upload_meta::UploadMeta;
 
+mod digest;
 mod scope;
 mod secrets;
 
+pub use digest::ContentDigest;
 pub use scope::Scope;
 pub use secrets::secret_shaped;
 
@@ -91,18 +93,51 @@ pub struct Offer {
     /// written before it existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub md5: Option<String>,
+    /// SHA-1 and SHA-256 of its bytes: what a PDB document recording one of those matches.
+    /// Absent in offers written before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
-/// A source path a debug file names.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+/// A source path a debug file names, or a document a PDB or Portable PDB names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Want {
     pub build_id: String,
     /// Absolute, normalised (formats::dwarf::normalize).
     pub path: String,
     pub upload: String,
-    /// The MD5 its DWARF records of the file (lowercase hex), when it records one.
+    /// The MD5 its DWARF (or PDB) records of the file (lowercase hex), when it records one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub md5: Option<String>,
+    /// The SHA-1 or SHA-256 a PDB or Portable PDB records of the document instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// The key serving it when it is not its debuginfod `source/` key: a PDB document's
+    /// `src/<product>/<build>/<path>` (sourcelink.rs, the URL its Source Link map gives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+impl Want {
+    /// The strongest digest recorded of the wanted file, if any.
+    pub fn digest(&self) -> Option<ContentDigest<'_>> {
+        ContentDigest::strongest(
+            self.md5.as_deref(),
+            self.sha1.as_deref(),
+            self.sha256.as_deref(),
+        )
+    }
+
+    /// The unprefixed key serving it: [`Want::key`], or its debuginfod `source/` key.
+    pub fn store_key(&self) -> String {
+        self.key
+            .clone()
+            .unwrap_or_else(|| source_key(&self.build_id, &self.path))
+    }
 }
 
 /// A file no format claimed and nobody asked to be a source, noted in the join record of its
@@ -138,6 +173,8 @@ impl Unclaimed {
             etag: String::new(),
             size: 0,
             md5: None,
+            sha1: None,
+            sha256: None,
         }
     }
 }
@@ -163,6 +200,16 @@ impl SourceMapRecord {
     /// Adds an offer not there yet (the oldest goes beyond [`MAX_RECORD_ENTRIES`]); `true`
     /// when the record changed.
     pub fn offer(&mut self, offer: &Offer) -> bool {
+        // An offer of the same upload, path and bytes written before offers carried every
+        // digest is brought up to date in place, not kept beside its newer self.
+        let older = self.offers.iter_mut().find(|o| {
+            (&o.upload, &o.path, &o.etag) == (&offer.upload, &offer.path, &offer.etag)
+                && *o != offer
+        });
+        if let Some(older) = older {
+            *older = offer.clone();
+            return true;
+        }
         push_bounded(&mut self.offers, offer)
     }
 
@@ -250,9 +297,15 @@ pub enum Match<'a> {
     Found(&'a Offer),
     /// Offers with different content tie for the longest suffix (these).
     Ambiguous(Vec<&'a Offer>),
-    /// Only offers of other bytes than the want's MD5 match its path (this many).
+    /// Only offers of other bytes than the want's digest match its path (this many).
     OtherContent(usize),
     Missing,
+}
+
+/// Whether `offer` matches the path `wanted` at all (by its base name and a suffix, or
+/// exactly under its source root), whatever its content.
+pub fn matches_path(offer: &Offer, wanted: &str) -> bool {
+    score(offer, wanted) > 0
 }
 
 /// The last component of a path.
@@ -321,6 +374,8 @@ pub fn unflagged_may_serve(
         etag: String::new(),
         size: 0,
         md5: None,
+        sha1: None,
+        sha256: None,
     };
     names_unflagged(wanted, wanted_md5, &offer, md5)
 }
@@ -345,12 +400,12 @@ fn names_unflagged(
     }
 }
 
-/// The offer serving `wanted` (whose file's MD5 is `md5`, where its DWARF records one): an
-/// offer of those bytes before one whose MD5 is unknown, then the longest suffix, unless
-/// offers of different content tie. Offers of other bytes than `md5` never serve it.
+/// The offer serving `wanted` (whose file's digest is `digest`, where its DWARF or PDB records
+/// one): an offer of those bytes before one whose digest is unknown, then the longest suffix,
+/// unless offers of different content tie. Offers of other bytes than `digest` never serve it.
 pub fn best_offer<'a>(
     wanted: &str,
-    md5: Option<&str>,
+    digest: Option<ContentDigest<'_>>,
     offers: impl IntoIterator<Item = &'a Offer>,
 ) -> Match<'a> {
     let mut best: Vec<&Offer> = Vec::new();
@@ -361,12 +416,16 @@ pub fn best_offer<'a>(
         if s == 0 {
             continue;
         }
-        let same_bytes = match (md5, offer.md5.as_deref()) {
-            (Some(wanted), Some(offered)) if wanted != offered => {
+        let same_bytes = match digest.map(|d| (d.value(), d.of_offer(offer))) {
+            Some((wanted, Some(offered))) if wanted != offered => {
                 other_content += 1;
                 continue;
             }
-            (Some(_), Some(_)) => true,
+            Some((_, Some(_))) => true,
+            // A SHA-1 or SHA-256 is a PDB's record of a document, served only with bytes
+            // known to be it (documents.rs): an offer written before offers carried them is
+            // not taken for it.
+            Some(_) if !matches!(digest, Some(ContentDigest::Md5(_))) => continue,
             _ => false,
         };
         let rank = (same_bytes, s);
@@ -442,6 +501,8 @@ mod tests {
             etag: etag.into(),
             size: 1,
             md5: None,
+            sha1: None,
+            sha256: None,
         }
     }
 
@@ -490,16 +551,16 @@ mod tests {
         // Two versions tie by path: the MD5 decides, whichever came first.
         let both = [v1.clone(), v2.clone()];
         assert_eq!(
-            best_offer(wanted, Some("m1"), &both),
+            best_offer(wanted, Some(ContentDigest::Md5("m1")), &both),
             Match::Found(&both[0])
         );
         assert_eq!(
-            best_offer(wanted, Some("m2"), &both),
+            best_offer(wanted, Some(ContentDigest::Md5("m2")), &both),
             Match::Found(&both[1])
         );
         let reversed = [v2.clone(), v1.clone()];
         assert_eq!(
-            best_offer(wanted, Some("m1"), &reversed),
+            best_offer(wanted, Some(ContentDigest::Md5("m1")), &reversed),
             Match::Found(&reversed[1])
         );
         // Without a recorded MD5 they still tie.
@@ -510,18 +571,18 @@ mod tests {
         // Other bytes never serve it, however long the suffix they share.
         let others = [deeper_v2.clone(), v2.clone()];
         assert_eq!(
-            best_offer(wanted, Some("m1"), &others),
+            best_offer(wanted, Some(ContentDigest::Md5("m1")), &others),
             Match::OtherContent(2)
         );
         // An offer of its bytes beats a longer suffix whose MD5 is unknown; alone, the unknown
         // one serves (offers written before offers carried an MD5).
         let mixed = [unknown.clone(), v1.clone()];
         assert_eq!(
-            best_offer(wanted, Some("m1"), &mixed),
+            best_offer(wanted, Some(ContentDigest::Md5("m1")), &mixed),
             Match::Found(&mixed[1])
         );
         assert_eq!(
-            best_offer(wanted, Some("m1"), [&unknown]),
+            best_offer(wanted, Some(ContentDigest::Md5("m1")), [&unknown]),
             Match::Found(&unknown)
         );
         // Same MD5, different ETags (an S3 multipart upload's): the same bytes, no tie.
@@ -530,7 +591,7 @@ mod tests {
             with_md5(offer("y/src/hello.c", "multipart-2"), "m1"),
         ];
         assert_eq!(
-            best_offer(wanted, Some("m1"), &same),
+            best_offer(wanted, Some(ContentDigest::Md5("m1")), &same),
             Match::Found(&same[0])
         );
     }
@@ -558,6 +619,7 @@ mod tests {
             path: "/src/main.c".into(),
             upload: format!("u{i}"),
             md5: None,
+            ..Want::default()
         };
         assert!(record.want(&want(0)));
         assert!(!record.want(&want(0)), "once");
@@ -597,6 +659,7 @@ mod tests {
             path: "/work/src/hello.c".into(),
             upload: "d".into(),
             md5: Some("m1".into()),
+            ..Want::default()
         };
         record.want(&want);
         // The suffix rule, content aside: both share `hello.c` with the want; `src/hello.c`

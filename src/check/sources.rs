@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use serde::Serialize;
-use symdex_shared::digest::{Md5, Sha1};
-use symdex_shared::pdb_sources::{Checksum, ChecksumAlgorithm, PdbSources};
+use symdex_shared::digest::{Md5, Sha1, Sha256};
+use symdex_shared::pdb_sources::{Checksum, ChecksumAlgorithm};
 use symdex_shared::refs::RefStore;
 use symdex_shared::storage::{CopySource, Storage};
 use symdex_shared::{FileReader, Format, Identity};
@@ -143,33 +143,37 @@ pub(super) fn wanted_documents(
         }
     }
     if clients.contains(&Client::Srcsrv) && id.format == Format::Pdb {
-        let Some(lines) = srcsrv_lines(input, sources, srcsrv_of) else {
+        if sources.srcsrv.is_none() {
+            eprintln!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
             return;
+        }
+        // The stream itself where the PDB is at hand; inside an archive, the URLs
+        // identification read of it (a target of its lines' `%varN%` fields only).
+        let lines = match srcsrv_of {
+            Some(pdb) => match srcsrv_lines(input, pdb) {
+                Some(lines) => Some(lines),
+                None => return,
+            },
+            None => None,
         };
         for (index, document) in sources.documents.iter().enumerate() {
-            let url = match lines.target(&document.path) {
-                Target::Url(url) => Ok(url),
-                Target::Elsewhere(why) => Err(why),
+            let url = match lines.as_ref().map(|l| l.target(&document.path)) {
+                Some(Target::Url(url)) => Ok(url),
+                Some(Target::Elsewhere(why)) => Err(why),
+                None => document.srcsrv_url.clone().ok_or_else(|| {
+                    "the srcsrv stream gives it no download URL (read inside an archive: \
+                     %varN% fields only)"
+                        .to_string()
+                }),
             };
             out.push(wanted(Client::Srcsrv, index, url));
         }
     }
 }
 
-/// The PDB's srcsrv stream, read, or `None` (said on stderr) when it has none or it cannot
-/// be read.
-fn srcsrv_lines(input: &str, sources: &PdbSources, pdb: Option<&Path>) -> Option<SrcsrvLines> {
-    if sources.srcsrv.is_none() {
-        eprintln!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
-        return None;
-    }
-    let Some(pdb) = pdb else {
-        eprintln!(
-            "symdex: {input}: its srcsrv stream is not read inside an archive (check the PDB \
-             itself)"
-        );
-        return None;
-    };
+/// The srcsrv stream of the PDB at `pdb`, read, or `None` (said on stderr) when it cannot
+/// be.
+fn srcsrv_lines(input: &str, pdb: &Path) -> Option<SrcsrvLines> {
     let read = FileReader::open(pdb)
         .map_err(|e| e.to_string())
         .and_then(|reader| symdex_shared::formats::pdb::read_srcsrv(&reader));
@@ -373,7 +377,7 @@ fn fetch_one((server, agent): &(Credentialed, ureq::Agent), (key, algorithm): &F
 enum Hasher {
     Md5(Md5),
     Sha1(Sha1),
-    Sha256(sha2::Sha256),
+    Sha256(Sha256),
     None,
 }
 
@@ -382,7 +386,7 @@ impl Hasher {
         match algorithm {
             Some(ChecksumAlgorithm::Md5) => Hasher::Md5(Md5::default()),
             Some(ChecksumAlgorithm::Sha1) => Hasher::Sha1(Sha1::new()),
-            Some(ChecksumAlgorithm::Sha256) => Hasher::Sha256(sha2::Digest::new()),
+            Some(ChecksumAlgorithm::Sha256) => Hasher::Sha256(Sha256::default()),
             None => Hasher::None,
         }
     }
@@ -392,7 +396,7 @@ impl Hasher {
         match self {
             Hasher::Md5(h) => Some(h.hex()),
             Hasher::Sha1(h) => Some(h.hex()),
-            Hasher::Sha256(h) => Some(symdex_shared::digest::hex(&sha2::Digest::finalize(h))),
+            Hasher::Sha256(h) => Some(h.hex()),
             Hasher::None => None,
         }
     }
@@ -403,7 +407,7 @@ impl Write for Hasher {
         match self {
             Hasher::Md5(h) => h.update(bytes),
             Hasher::Sha1(h) => h.update(bytes),
-            Hasher::Sha256(h) => sha2::Digest::update(h, bytes),
+            Hasher::Sha256(h) => h.update(bytes),
             Hasher::None => {}
         }
         Ok(bytes.len())

@@ -537,6 +537,29 @@ mod tests {
     }
 
     #[test]
+    fn a_file_a_pdb_of_the_push_names_is_sent() {
+        use symdex_shared::testing::source_pdbs::pdb_with_sources;
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(out.join("src")).unwrap();
+        let text = b"int main() { return 0; }\n";
+        let md5 = {
+            let mut md5 = symdex_shared::digest::Md5::default();
+            md5.update(text);
+            md5.digest()
+        };
+        // CodeView's CHKSUM_TYPE_MD5 is 1.
+        let pdb = pdb_with_sources([3; 16], &[("C:\\b\\src\\main.cpp", 1, &md5)], None, None);
+        std::fs::write(out.join("app.pdb"), pdb).unwrap();
+        std::fs::write(out.join("src/main.cpp"), text).unwrap();
+        std::fs::write(out.join("src/other.cpp"), b"int other;\n").unwrap();
+        let planned = plan_with(&out, &no_sources());
+        let main = sent(&planned, "src/main.cpp").expect("the document is sent");
+        assert_eq!(main.named_for, ["C:/b/src/main.cpp"]);
+        assert!(sent(&planned, "src/other.cpp").is_none());
+    }
+
+    #[test]
     fn a_small_file_is_its_md5_and_a_large_one_the_md5_of_its_parts() {
         let dir = tempfile::tempdir().unwrap();
         let small = dir.path().join("small");

@@ -575,7 +575,7 @@ async fn source_problems(
     listings: &Listings<'_>,
     accounted: &Accounted<'_>,
 ) -> io::Result<Vec<Problem>> {
-    use crate::sourcemap::{base_name, best_offer, source_key, Match};
+    use crate::sourcemap::{base_name, best_offer, Match};
     let (store, refs) = (listings.store, listings.refs);
     let mut problems = Vec::new();
     let files = store.list(&format!("{STATE_PREFIX}/sourcemap/")).await?;
@@ -583,9 +583,15 @@ async fn source_problems(
         return Ok(problems);
     }
     // Sorted and searched: a set of them took three times the room.
+    // Debuginfod `source/` keys without the store's prefix; a PDB document's `src/` keys as
+    // they are (documents.rs: unprefixed).
     let mut published: Vec<&str> = accounted
         .in_order()
-        .flat_map(|key| key.match_indices("buildid/").map(move |(at, _)| &key[at..]))
+        .flat_map(|key| {
+            let source_link = key.starts_with("src/").then_some(key);
+            let debuginfod = key.match_indices("buildid/").map(move |(at, _)| &key[at..]);
+            source_link.into_iter().chain(debuginfod)
+        })
         .collect();
     published.sort_unstable();
     published.dedup();
@@ -612,7 +618,7 @@ async fn source_problems(
             let indexed = listings
                 .upload(&want.upload)
                 .is_some_and(|u| u.state == UploadState::Indexed);
-            let key = source_key(&want.build_id, &want.path);
+            let key = want.store_key();
             let published = published.binary_search(&key.as_str()).is_ok();
             if !indexed || published || !servable(&key) {
                 continue;
@@ -622,7 +628,7 @@ async fn source_problems(
                 .offers
                 .iter()
                 .filter(|o| base_name(&o.path) == name && lives(&o.upload));
-            if let Match::Found(offer) = best_offer(&want.path, want.md5.as_deref(), offers) {
+            if let Match::Found(offer) = best_offer(&want.path, want.digest(), offers) {
                 problems.push(Problem {
                     kind: "source",
                     key,
@@ -640,8 +646,9 @@ async fn source_problems(
 /// Whether a debuginfod source key is one an indexer publishes (pipeline/sources.rs,
 /// `Indexer::source_key`), as far as it can be told without the store's prefix.
 fn servable(key: &str) -> bool {
+    use crate::layouts::grammar::{is_valid_key, is_valid_source_link_key};
     crate::refs::record_fits(key)
-        && crate::layouts::grammar::is_valid_key(crate::layouts::Layout::Debuginfod, key)
+        && (is_valid_key(crate::layouts::Layout::Debuginfod, key) || is_valid_source_link_key(key))
 }
 
 /// Every published key with the uploads referencing it (for comparing two stores).

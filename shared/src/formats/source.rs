@@ -26,6 +26,7 @@ pub fn may_be_text(reader: &dyn RangeReader) -> bool {
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let mut hasher = crate::digest::Sha1::new();
     let mut md5 = crate::digest::Md5::default();
+    let mut sha256 = crate::digest::Sha256::default();
     let size = reader.size();
     let mut offset = 0;
     while offset < size {
@@ -34,12 +35,14 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
             read_vec(reader, offset, len).map_err(|e| FormatError::from_io(Format::Source, e))?;
         hasher.update(&chunk);
         md5.update(&chunk);
+        sha256.update(&chunk);
         offset += len as u64;
     }
     let mut id = Identity::new(Format::Source, Kind::Source);
     id.arch = Arch::Any;
     id.sha1 = Some(hasher.hex());
     id.md5 = Some(md5.hex());
+    id.sha256 = Some(sha256.hex());
     Ok(id)
 }
 
@@ -68,6 +71,10 @@ mod tests {
             Some("a9993e364706816aba3e25717850c26c9cd0d89d")
         );
         assert_eq!(id.md5.as_deref(), Some("900150983cd24fb0d6963f7d28e17f72"));
+        assert_eq!(
+            id.sha256.as_deref(),
+            Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        );
         let big = vec![b'x'; 600_000];
         let id = identify(&MemReader(big.clone())).unwrap();
         assert_eq!(id.sha1.unwrap(), crate::digest::sha1_hex(&big));

@@ -159,6 +159,17 @@ fn msfz_key(key: &str) -> bool {
 // The limits are the layouts' shared vocabulary (layouts/mod.rs); the validator sits on top.
 pub use super::{MAX_COMPONENT_LEN, MAX_KEY_LEN};
 
+/// True when `key` is a well-formed key of a build's sources served for Source Link and
+/// srcsrv: `src/<product>/<build>/<path>` (sourcelink.rs), four components at least (so no
+/// `<name>/<id>/<name>` key of a file named `src` has its shape), each a valid name.
+pub fn is_valid_source_link_key(key: &str) -> bool {
+    if key.len() > MAX_KEY_LEN || key.split('/').any(|c| c.len() > MAX_COMPONENT_LEN) {
+        return false;
+    }
+    key.strip_prefix("src/")
+        .is_some_and(|rest| rest.split('/').count() >= 3 && rest.split('/').all(valid_name))
+}
+
 /// True when `key` is a well-formed key of `layout`.
 pub fn is_valid_key(layout: Layout, key: &str) -> bool {
     if key.len() > MAX_KEY_LEN || key.split('/').any(|c| c.len() > MAX_COMPONENT_LEN) {
@@ -305,6 +316,24 @@ mod tests {
             (Layout::Lldb, "497b/72F6/390A/44FC/878E/5A2D63B6CC4B"),
         ] {
             assert!(!is_valid_key(layout, key), "{layout}: {key}");
+        }
+    }
+
+    #[test]
+    fn source_link_keys_are_four_valid_components_at_least() {
+        for key in ["src/app/1.2/main.cpp", "src/app/b7/sub dir/x.h"] {
+            assert!(super::is_valid_source_link_key(key), "{key}");
+        }
+        for key in [
+            "src/app/1.2",
+            "src/app/1.2/../x.c",
+            "src/app/1.2//x.c",
+            "src/app/./x.c",
+            "sources/app/1/x.c",
+            "src/app/1/a\\b.c",
+            "src/app/1/a\nb.c",
+        ] {
+            assert!(!super::is_valid_source_link_key(key), "{key}");
         }
     }
 }

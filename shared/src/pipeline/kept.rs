@@ -10,13 +10,14 @@ use crate::refs::{IndexedAs, UploadRecord, UploadState};
 
 /// How an upload record keeps what its run came to (`IndexedAs`), in the plan digest: an
 /// indexer of the same version that keeps it otherwise (its own keys by name, before
-/// `unchanged_at`; records without split DWARF's DWO ids or a PDB's sources; a binary with
+/// `unchanged_at`; records without split DWARF's DWO ids or a PDB's sources, or of a PDB that
+/// never asked for its documents under `src/`; a binary with
 /// skeleton units keeping `buildid/<id>/debuginfo` among its own keys, which its `.dwp` now
 /// publishes) finds another plan and indexes in full, instead of answering from a record it
 /// would read wrong — a redelivered split binary answered from such a record would claim the
 /// key its package holds.
 pub(super) const KEPT_RECORDS: &str = "kept records: own keys by position, DWO ids, \
-    split binaries leave debuginfo to the package, PDB sources";
+    split binaries leave debuginfo to the package, PDB sources, PDB documents asked under src/";
 
 /// Reports the keys of an indexed upload's record found `unchanged` that its finished runs did
 /// not reference (`listed` leaves them out: conflicts then) as `published`. Holding its bytes

@@ -20,6 +20,7 @@ mod hostile;
 mod sources;
 
 mod bytes;
+mod documents;
 mod drive;
 mod encode;
 mod index;

@@ -174,6 +174,10 @@ impl<'s> Indexer<'s> {
             .ask_sources(upload, &id, run.fresh, &mut record, &mut outcome)
             .await?;
         others.extend(holders);
+        others.extend(
+            self.ask_documents(upload, &id, run.fresh, &mut record, &mut outcome)
+                .await?,
+        );
         // Split DWARF (packages.rs): a file with skeleton units offers them to its packages;
         // a package or a debug file meeting the other at `debuginfo` says why LLDB cannot
         // have both.

@@ -15,7 +15,7 @@ use crate::identity::Identity;
 use crate::layouts::{self, Layout};
 use crate::manifest::{Action, Record};
 use crate::refs::{Content, KeyOutcome, UploadState};
-use crate::sourcemap::{self, best_offer, Match, Offer, SourceReport, Want};
+use crate::sourcemap::{self, best_offer, ContentDigest, Match, Offer, SourceReport, Want};
 use crate::storage::CopySource;
 
 /// Join records of one debug file swapped at once ([`Indexer::want_sources`]).
@@ -32,8 +32,9 @@ enum Served {
     Conflict,
     /// Offers of different content tie for it.
     Ambiguous(usize),
-    /// Only offers of other bytes than its recorded MD5 match its path (this many).
-    OtherContent(usize),
+    /// Only offers of other bytes than its recorded digest (this algorithm) match its path
+    /// (this many).
+    OtherContent(usize, &'static str),
     /// No offer matches it.
     Missing,
 }
@@ -145,9 +146,8 @@ impl Indexer<'_> {
         fresh: bool,
         outcome: &mut Outcome,
     ) -> io::Result<BTreeSet<String>> {
-        if !self.config.layouts.contains(&Layout::Debuginfod) {
-            return Ok(BTreeSet::new());
-        }
+        // Offered whatever the layouts: a PDB's documents are served under `src/` (documents.rs)
+        // without the debuginfod layout.
         let (path, file) = offer_of(upload);
         let offer = Offer {
             path,
@@ -157,6 +157,8 @@ impl Indexer<'_> {
             etag: upload.etag.clone(),
             size: upload.size,
             md5: id.md5.clone(),
+            sha1: id.sha1.clone(),
+            sha256: id.sha256.clone(),
         };
         let name = sourcemap::base_name(&offer.path).to_string();
         let record = self
@@ -174,10 +176,14 @@ impl Indexer<'_> {
             .filter(|w| sourcemap::base_name(&w.path) == name)
         {
             let candidates = offers.iter().filter(same_name);
-            let best = match best_offer(&want.path, want.md5.as_deref(), candidates) {
+            let best = match best_offer(&want.path, want.digest(), candidates) {
                 Match::Found(best) => best,
                 Match::Ambiguous(tying) if tying.iter().any(|o| o.upload == offer.upload) => {
                     tied.push(want);
+                    continue;
+                }
+                Match::OtherContent(_) => {
+                    outcome.notes.extend(other_content_note(&offer, want));
                     continue;
                 }
                 _ => continue,
@@ -189,7 +195,7 @@ impl Indexer<'_> {
                 dead.insert(want.clone());
                 continue;
             }
-            if let Some(key) = self.source_key(&want.build_id, &want.path) {
+            if let Some(key) = self.want_key(want) {
                 keys.insert(key);
             }
         }
@@ -222,7 +228,7 @@ impl Indexer<'_> {
     async fn left_to_others(&self, offer: &Offer, tied: &[&Want]) -> io::Result<Vec<String>> {
         let mut notes = Vec::new();
         for want in tied {
-            let Some(key) = self.source_key(&want.build_id, &want.path) else {
+            let Some(key) = self.want_key(want) else {
                 continue;
             };
             let Some(held) = self.refs.key(&key).await? else {
@@ -246,6 +252,17 @@ impl Indexer<'_> {
         Ok(record.is_some_and(|u| u.state != UploadState::Removing))
     }
 
+    /// The key serving `want`, if it is a valid key: a PDB document's `src/` key as it
+    /// names it, else the prefixed debuginfod `source/` key of its path.
+    pub(super) fn want_key(&self, want: &Want) -> Option<String> {
+        match &want.key {
+            Some(key) => (crate::refs::record_fits(key)
+                && layouts::grammar::is_valid_source_link_key(key))
+            .then(|| key.clone()),
+            None => self.source_key(&want.build_id, &want.path),
+        }
+    }
+
     /// The prefixed `source/` key of a path, if it is a valid key.
     pub(super) fn source_key(&self, build_id: &str, path: &str) -> Option<String> {
         let key = sourcemap::source_key(build_id, path);
@@ -256,19 +273,18 @@ impl Indexer<'_> {
 
     /// Records a debug file's `wants` (of its `paths`) sharing one join record `file` there
     /// (when `fresh`), and returns the record as swapped (or read).
-    async fn want_in<'p>(
+    async fn want_in(
         &self,
         upload: &Upload<'_>,
         file: String,
-        paths: Vec<&'p String>,
         wants: Vec<Want>,
         fresh: bool,
         absent: bool,
-    ) -> io::Result<(String, Vec<&'p String>, Arc<sourcemap::SourceMapRecord>)> {
+    ) -> io::Result<WantsSwapped> {
         // Registered when the upload is first indexed: a re-index only reads (it writes
         // nothing but its manifest records). Made at once, the swap returns the record with
         // every offer written before it; deferred, indexing only reads it.
-        let want = SourceMapChange::Want(file.clone(), wants);
+        let want = SourceMapChange::Want(file.clone(), wants.clone());
         let record = if self.refs.defers_source_maps() {
             if fresh {
                 self.change_source_map(&upload.id, want).await?;
@@ -280,7 +296,7 @@ impl Indexer<'_> {
                 .update_source_map_guessing(&file, absent && fresh, |r| fresh && want.apply(r))
                 .await?
         };
-        Ok((file, paths, record))
+        Ok((file, wants, record))
     }
 
     /// Asks for the sources a debug file names: records each path in its join record, and
@@ -303,33 +319,56 @@ impl Indexer<'_> {
                 foreign: asked.foreign,
             });
         }
+        let wants = paths
+            .iter()
+            .map(|path| Want {
+                build_id: build_id.to_string(),
+                path: path.clone(),
+                upload: upload.id.clone(),
+                md5: sources.md5.get(path).cloned(),
+                ..Want::default()
+            })
+            .collect();
+        let why = format!("sources named by {} (build id {build_id})", upload.id);
+        self.want_all(upload, wants, asked, fresh, &why).await
+    }
+
+    /// Records `wants` of `upload` in their join records, and serves each from the offers
+    /// there ([`Self::serve_path`]): a debug file's paths, a PDB's documents. `why`: the
+    /// reason the records of the source uploads now holding keys for it give.
+    pub(super) async fn want_all(
+        &self,
+        upload: &Upload<'_>,
+        wants: Vec<Want>,
+        mut asked: Asked,
+        fresh: bool,
+        why: &str,
+    ) -> io::Result<Wanted> {
         let scope = sourcemap::Scope::of(&upload.meta);
-        let swapped = self
-            .swap_wants(upload, build_id, sources, &scope, fresh)
-            .await?;
+        let swapped = self.swap_wants(upload, wants, &scope, fresh).await?;
         // Noted files that may serve paths no offer serves (`unclaimed.rs`), and those paths.
         let mut claims = BTreeMap::new();
         let mut claimed = Vec::new();
         for swapped in swapped {
             let (file, group, record) = swapped?;
             let mut dead = BTreeSet::new();
-            for path in group {
-                let Some(key) = self.source_key(build_id, path) else {
+            for want in &group {
+                let path = &want.path;
+                let Some(key) = self.want_key(want) else {
                     asked
                         .report
                         .unserved
                         .push(format!("{path}: not a valid key"));
                     continue;
                 };
-                let md5 = sources.md5.get(path).map(String::as_str);
                 let served = self
-                    .serve_path(&record.offers, path, md5, &key, &mut dead, None)
+                    .serve_path(&record.offers, path, want.digest(), &key, &mut dead, None)
                     .await?;
-                let noted = self.noted_for(&record, path, md5, &mut claims);
-                if noted && matches!(served, Served::Missing | Served::OtherContent(_)) {
+                let noted = self.noted_for(&record, path, want.md5.as_deref(), &mut claims);
+                if noted && matches!(served, Served::Missing | Served::OtherContent(..)) {
                     claimed.push((path.clone(), key.clone()));
                 }
-                asked.note(self, upload, &scope, path, key, served).await?;
+                asked.note(self, upload, &scope, want, key, served).await?;
             }
             if !dead.is_empty() {
                 let change = SourceMapChange::DropOffers(file, dead);
@@ -337,8 +376,7 @@ impl Indexer<'_> {
             }
         }
         self.claim_noted(&upload.id, claims, claimed);
-        let why = format!("sources named by {} (build id {build_id})", upload.id);
-        let holders = self.holder_records(asked.held, &why).await?;
+        let holders = self.holder_records(asked.held, why).await?;
         Ok(Wanted {
             report: asked.report,
             holders,
@@ -349,20 +387,22 @@ impl Indexer<'_> {
     /// Records a debug file's wants in the join records of `scope`, one per record file
     /// (its paths grouped by their base names). Returns each record as swapped (or read),
     /// with the paths grouped in it, in the records' order: each swap's error in its place.
-    async fn swap_wants<'p>(
+    async fn swap_wants(
         &self,
         upload: &Upload<'_>,
-        build_id: &str,
-        sources: &'p SourcePaths,
+        wants: Vec<Want>,
         scope: &sourcemap::Scope,
         fresh: bool,
-    ) -> io::Result<Vec<io::Result<WantsSwapped<'p>>>> {
-        let mut by_file: BTreeMap<String, Vec<&String>> = BTreeMap::new();
-        for path in &sources.paths {
+    ) -> io::Result<Vec<io::Result<WantsSwapped>>> {
+        let mut by_file: BTreeMap<String, Vec<Want>> = BTreeMap::new();
+        for want in wants {
             by_file
-                .entry(sourcemap::record_file(scope, sourcemap::base_name(path)))
+                .entry(sourcemap::record_file(
+                    scope,
+                    sourcemap::base_name(&want.path),
+                ))
                 .or_default()
-                .push(path);
+                .push(want);
         }
         // Each join record is swapped on its own (one compare-and-swap per record, none
         // depending on another's), so a few at once: a debug file naming hundreds of source
@@ -387,16 +427,7 @@ impl Indexer<'_> {
             .into_iter()
             .map(|(file, group)| {
                 let absent = existing.as_ref().is_some_and(|e| !e.contains(&file));
-                let wants = group
-                    .iter()
-                    .map(|path| Want {
-                        build_id: build_id.to_string(),
-                        path: path.to_string(),
-                        upload: upload.id.clone(),
-                        md5: sources.md5.get(*path).cloned(),
-                    })
-                    .collect();
-                self.want_in(upload, file, group, wants, fresh, absent)
+                self.want_in(upload, file, group, fresh, absent)
             })
             .collect();
         Ok(futures_util::stream::iter(swaps)
@@ -418,7 +449,7 @@ impl Indexer<'_> {
         &self,
         offers: &[sourcemap::Offer],
         path: &str,
-        md5: Option<&str>,
+        digest: Option<ContentDigest<'_>>,
         key: &str,
         dead: &mut BTreeSet<sourcemap::Offer>,
         removal: Option<&str>,
@@ -428,9 +459,12 @@ impl Indexer<'_> {
             let candidates = offers
                 .iter()
                 .filter(|o| sourcemap::base_name(&o.path) == name && !dead.contains(*o));
-            let offer = match best_offer(path, md5, candidates) {
+            let offer = match best_offer(path, digest, candidates) {
                 Match::Missing => return Ok(Served::Missing),
-                Match::OtherContent(n) => return Ok(Served::OtherContent(n)),
+                Match::OtherContent(n) => {
+                    let algorithm = digest.map_or("MD5", ContentDigest::algorithm);
+                    return Ok(Served::OtherContent(n, algorithm));
+                }
                 Match::Ambiguous(tied) => {
                     let found_dead = dead.len();
                     for offer in &tied {
@@ -548,7 +582,7 @@ impl Indexer<'_> {
         let mut dead = BTreeSet::new();
         for want in &after.wants {
             let name = sourcemap::base_name(&want.path);
-            let Some(key) = self.source_key(&want.build_id, &want.path) else {
+            let Some(key) = self.want_key(want) else {
                 continue;
             };
             if handed.contains(&key) {
@@ -558,7 +592,7 @@ impl Indexer<'_> {
             let decided = names.contains(name)
                 && match best_offer(
                     &want.path,
-                    want.md5.as_deref(),
+                    want.digest(),
                     before
                         .offers
                         .iter()
@@ -574,11 +608,10 @@ impl Indexer<'_> {
             if !self.upload_lives(&want.upload).await? {
                 continue;
             }
-            let md5 = want.md5.as_deref();
             let served = self.serve_path(
                 &after.offers,
                 &want.path,
-                md5,
+                want.digest(),
                 &key,
                 &mut dead,
                 Some(removed),
@@ -635,20 +668,20 @@ pub(super) fn offer_of(upload: &Upload<'_>) -> (String, String) {
 
 /// One join record a debug file's wants were recorded in: its file, the paths of the debug
 /// file in it, and the record as swapped ([`Indexer::swap_wants`]).
-type WantsSwapped<'p> = (String, Vec<&'p String>, Arc<sourcemap::SourceMapRecord>);
+type WantsSwapped = (String, Vec<Want>, Arc<sourcemap::SourceMapRecord>);
 
 /// What asking for a debug file's sources came to so far ([`Indexer::want_sources`]): the
 /// report, the `source/` keys another product holds (conflicts), and the keys published for
 /// each source upload.
-struct Asked {
-    report: SourceReport,
+pub(super) struct Asked {
+    pub(super) report: SourceReport,
     foreign: Vec<String>,
     held: BTreeMap<String, Vec<String>>,
 }
 
 impl Asked {
     /// Nothing asked yet, of `referenced` paths.
-    fn new(referenced: usize) -> Self {
+    pub(super) fn new(referenced: usize) -> Self {
         Asked {
             report: SourceReport {
                 referenced,
@@ -659,21 +692,26 @@ impl Asked {
         }
     }
 
-    /// Notes how `path` (its `key`) was `served` for `upload`.
+    /// Notes how `want` (its `key`) was `served` for `upload`.
     async fn note(
         &mut self,
         indexer: &Indexer<'_>,
         upload: &Upload<'_>,
         scope: &sourcemap::Scope,
-        path: &str,
+        want: &Want,
         key: String,
         served: Served,
     ) -> io::Result<()> {
         let report = &mut self.report;
+        let path = want.path.as_str();
+        let recorder = match want.key {
+            Some(_) => "PDB",
+            None => "line table",
+        };
         match served {
             Served::Missing => report.missing.push(path.to_string()),
-            Served::OtherContent(n) => report.unserved.push(format!(
-                "{path}: {n} uploaded sources match its path, none with the MD5 its line table records"
+            Served::OtherContent(n, algorithm) => report.unserved.push(format!(
+                "{path}: {n} uploaded sources match its path, none with the {algorithm} its {recorder} records"
             )),
             Served::Ambiguous(n) => report.unserved.push(format!(
                 "{path}: {n} uploaded sources of different content match it{}",
@@ -712,4 +750,22 @@ impl Asked {
         }
         Ok(())
     }
+}
+
+/// What a source `offer` whose path matches a `want` that records other bytes (its digest
+/// differs) says in its record: for a PDB document, that its `src/` key is not served with
+/// it (a DWARF path's mismatch is its debug file's to report, as it always was).
+fn other_content_note(offer: &Offer, want: &Want) -> Option<String> {
+    let key = want.key.as_ref()?;
+    let digest = want.digest()?;
+    let offered = digest.of_offer(offer)?;
+    (offered != digest.value() && sourcemap::matches_path(offer, &want.path)).then(|| {
+        format!(
+            "{key}: not served with this file: its {} {offered} is not the {} upload {} records of {}",
+            digest.algorithm(),
+            digest.value(),
+            want.upload,
+            want.path
+        )
+    })
 }

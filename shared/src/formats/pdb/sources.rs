@@ -260,11 +260,15 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
             Err(reason) => sources.unread.push(format!("sourcelink stream: {reason}")),
         }
     }
+    let mut srcsrv_bytes = None;
     if let Some(stream) = stream_of("srcsrv") {
         let size = directory.size(stream).unwrap_or(0);
         let head = (size as usize).min(MAX_SRCSRV_BYTES);
         match directory.read(stream, 0, head, &mut budget) {
-            Ok(bytes) => sources.srcsrv = Some(SrcSrv::read(&bytes, size)),
+            Ok(bytes) => {
+                sources.srcsrv = Some(SrcSrv::read(&bytes, size));
+                srcsrv_bytes = Some(bytes);
+            }
             Err(reason) => sources.unread.push(format!("srcsrv stream: {reason}")),
         }
         if head < size as usize {
@@ -278,6 +282,13 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
         Some(Ok(names)) => documents(&directory, &names, &mut budget, &mut sources),
         Some(Err(reason)) => sources.unread.push(format!("/names stream: {reason}")),
         None => {}
+    }
+    let target = sources.srcsrv.as_ref().and_then(|s| s.target.clone());
+    if let (Some(bytes), Some(target)) = (srcsrv_bytes, target) {
+        let urls = SrcSrv::urls(&bytes, &target, MAX_DOCUMENTS);
+        for document in &mut sources.documents {
+            document.srcsrv_url = urls.get(&document.path.to_lowercase()).cloned();
+        }
     }
     sources
 }
@@ -471,7 +482,11 @@ fn add_entries(
                 algorithm,
                 digest: hex(digest),
             });
-        sources.documents.push(Document { path, checksum });
+        sources.documents.push(Document {
+            path,
+            checksum,
+            srcsrv_url: None,
+        });
     }
     Ok(())
 }

@@ -283,7 +283,11 @@ impl<'a> Metadata<'a> {
                     algorithm,
                     digest: hex(digest),
                 });
-            sources.documents.push(Document { path, checksum });
+            sources.documents.push(Document {
+                path,
+                checksum,
+                srcsrv_url: None,
+            });
         }
         Ok(())
     }

@@ -389,6 +389,7 @@ async fn a_pdb_whose_srcsrv_runs_commands_is_refused_only_when_asked() {
         channel: None,
         as_source: false,
         build: Some("b1"),
+        product: None,
         entry: None,
     };
     let runs = |record: &Record| {

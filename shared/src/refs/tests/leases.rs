@@ -312,6 +312,7 @@ async fn writers_sharing_deferred_writes_see_each_others_changes_and_flush_in_tu
         path: "/src/a.c".into(),
         upload: upload.into(),
         md5: None,
+        ..Want::default()
     };
     let file = "_symdex/sourcemap/0123456789abcdef/00.json";
     let shared = Arc::new(DeferredWrites::default());
@@ -361,6 +362,7 @@ async fn a_join_record_guessed_absent_is_created_or_read_and_changed() {
         path: "/src/a.c".into(),
         upload: upload.into(),
         md5: None,
+        ..Want::default()
     };
     let file = "_symdex/sourcemap/0123456789abcdef/00.json";
     let created = refs
@@ -377,6 +379,8 @@ async fn a_join_record_guessed_absent_is_created_or_read_and_changed() {
         etag: "e".into(),
         size: 1,
         md5: None,
+        sha1: None,
+        sha256: None,
     };
     refs.update_source_map(file, |r| r.offer(&offer))
         .await

@@ -5,9 +5,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadOutput;
+use aws_sdk_s3::operation::head_object::HeadObjectOutput;
+use aws_sdk_s3::types::CompletedPart;
 use aws_sdk_s3::Client;
 
+use super::complete::Begun;
 #[cfg(doc)]
 use super::parts::part_size_for;
 use super::parts::{checksum_of_bodies, upload_parts, Bodies, PartsAtOnce};
@@ -140,63 +143,27 @@ pub(super) async fn upload(
         client, bucket, key, &upload_id, bodies, size, checksum, parts,
     )
     .await;
-    let sent = match sent {
-        Ok(sent) => sent,
-        Err(e) => {
-            // Best effort: parts of an unfinished upload would otherwise be billed until a
-            // lifecycle rule ends them (the module's ingest bucket has one).
-            let _ = client
-                .abort_multipart_upload()
-                .bucket(bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .send()
-                .await;
-            return Err(e);
-        }
+    let made = sent.as_ref().ok().and_then(|sent| multipart_etag(sent));
+    let begun = Begun {
+        client,
+        bucket,
+        key,
+        upload_id: &upload_id,
     };
-    let made = multipart_etag(&sent);
-    let completed = client
-        .complete_multipart_upload()
-        .bucket(bucket)
-        .key(key)
-        .upload_id(&upload_id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .set_parts(Some(sent))
-                .build(),
-        )
-        .send()
-        .await;
-    match completed {
-        Ok(out) => Ok(Uploaded {
-            etag: unquote(out.e_tag().unwrap_or_default()),
-            version: out.version_id().map(str::to_string),
-        }),
-        Err(e) => {
-            // A completion whose answer was lost (a reset connection, a timeout: the retry
-            // then finds no such upload) may have happened: the object with the ETag these
-            // parts make is the proof.
-            let error = sdk_err("CompleteMultipartUpload", e);
-            let head = client.head_object().bucket(bucket).key(key).send().await;
-            match head {
-                Ok(head) if made.is_some() && head.e_tag().map(unquote) == made => Ok(Uploaded {
-                    etag: made.unwrap_or_default(),
-                    version: head.version_id().map(str::to_string),
-                }),
-                _ => {
-                    let _ = client
-                        .abort_multipart_upload()
-                        .bucket(bucket)
-                        .key(key)
-                        .upload_id(&upload_id)
-                        .send()
-                        .await;
-                    Err(error)
-                }
-            }
-        }
-    }
+    let done = |out: &CompleteMultipartUploadOutput| Uploaded {
+        etag: unquote(out.e_tag().unwrap_or_default()),
+        version: out.version_id().map(str::to_string),
+    };
+    // The proof of a completion whose answer was lost: the object with the ETag these parts
+    // make.
+    let proof = |head: &HeadObjectOutput| {
+        let made = made.clone()?;
+        (head.e_tag().map(unquote) == Some(made.clone())).then(|| Uploaded {
+            etag: made,
+            version: head.version_id().map(str::to_string),
+        })
+    };
+    begun.complete(sent, None, done, proof).await
 }
 
 /// The ETag S3 gives a multipart upload of `parts`: the MD5 of their MD5s (their ETags), and

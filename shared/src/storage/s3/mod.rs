@@ -22,6 +22,7 @@ use super::Storage;
 use super::{check_key, ObjectInfo, SeenCurrent, StorageError, StorageResult};
 
 mod api;
+mod complete;
 mod encoded;
 mod ingest;
 mod object;

@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::operation::head_object::HeadObjectOutput;
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::types::CompletedPart;
 
+use super::complete::Begun;
 use super::{
     object_metadata, read_body, sdk_err, unquote, S3Store, CONTENT_ETAG_META, CONTENT_SIZE_META,
 };
@@ -65,69 +67,24 @@ impl Multipart<'_> {
         etag: &str,
     ) -> StorageResult<()> {
         let store = self.store;
-        let result = match parts {
-            Ok(parts) => {
-                let completed = store
-                    .client
-                    .complete_multipart_upload()
-                    .bucket(&store.bucket)
-                    .key(self.key)
-                    .upload_id(&self.id)
-                    .set_if_none_match(if_absent(self.only_new))
-                    .multipart_upload(
-                        CompletedMultipartUpload::builder()
-                            .set_parts(Some(parts))
-                            .build(),
-                    )
-                    .send()
-                    .await;
-                match completed {
-                    Ok(_) => Ok(()),
-                    Err(e) => {
-                        let error = sdk_err("CompleteMultipartUpload", e);
-                        let head = store
-                            .client
-                            .head_object()
-                            .bucket(&store.bucket)
-                            .key(self.key)
-                            .send()
-                            .await;
-                        let done = head.is_ok_and(|h| {
-                            h.content_length() == i64::try_from(size).ok()
-                                && h.metadata()
-                                    .and_then(|m| m.get(CONTENT_ETAG_META))
-                                    .map(String::as_str)
-                                    == Some(etag)
-                        });
-                        if done {
-                            tracing_free_note(&error);
-                            Ok(())
-                        } else {
-                            Err(error)
-                        }
-                    }
-                }
-            }
-            Err(e) => Err(e),
+        let begun = Begun {
+            client: &store.client,
+            bucket: &store.bucket,
+            key: self.key,
+            upload_id: &self.id,
         };
-        if result.is_err() {
-            let _ = store
-                .client
-                .abort_multipart_upload()
-                .bucket(&store.bucket)
-                .key(self.key)
-                .upload_id(&self.id)
-                .send()
-                .await;
-        }
-        result
+        let proof = |head: &HeadObjectOutput| {
+            let ours = head.content_length() == i64::try_from(size).ok()
+                && head
+                    .metadata()
+                    .and_then(|m| m.get(CONTENT_ETAG_META))
+                    .map(String::as_str)
+                    == Some(etag);
+            ours.then_some(())
+        };
+        let if_none_match = if_absent(self.only_new);
+        begun.complete(parts, if_none_match, |_| (), proof).await
     }
-}
-
-/// A completion error that HEAD proved harmless is not worth failing for; it is reported on
-/// stderr so it stays visible in the function's logs.
-pub(super) fn tracing_free_note(error: &StorageError) {
-    eprintln!("symdex: multipart copy completed despite: {error}");
 }
 
 /// `CopySource` header value: `bucket/key[?versionId=v]`, the key percent-encoded.

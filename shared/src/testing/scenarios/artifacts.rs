@@ -21,6 +21,8 @@ pub struct Artifact {
     pub as_source: bool,
     /// The build it names (the scope of its source-join records).
     pub build: Option<&'static str>,
+    /// The product it names (a PDB's documents are served under `src/<product>/<build>/`).
+    pub product: Option<&'static str>,
     /// Where it sits inside [`ARCHIVE`] when it is one of its entries (its id is the
     /// archive's location, `!/`, this path: its upload records share the archive's).
     pub entry: Option<&'static str>,
@@ -44,6 +46,7 @@ impl Artifact {
             channel: None,
             as_source: false,
             build: None,
+            product: None,
             entry: None,
         }
     }
@@ -78,6 +81,11 @@ impl Artifact {
         self
     }
 
+    fn of_product(mut self, product: &'static str) -> Self {
+        self.product = Some(product);
+        self
+    }
+
     fn in_channel(mut self, channel: &'static str) -> Self {
         self.channel = Some(channel);
         self
@@ -103,6 +111,7 @@ impl Artifact {
             meta: UploadMeta {
                 channel: self.channel.map(str::to_string),
                 build: self.build.map(str::to_string),
+                product: self.product.map(str::to_string),
                 ..UploadMeta::default()
             },
             options: IdentifyOptions {
@@ -171,7 +180,17 @@ pub struct Artifacts {
     /// `buildid/<id>/debuginfo` once both are in (pipeline/packages.rs).
     pub split_binary: Artifact,
     pub split_package: Artifact,
+    /// A PDB naming `C:\b\src\doc.c` (the MD5 of `doc_source`'s bytes) with a Source Link
+    /// map of product `app`, build `ci-8`, and that source and an edited one of the same
+    /// path: the source is served at `src/app/ci-8/src/doc.c` once both are in
+    /// (pipeline/documents.rs), the edited one never.
+    pub pdb_documents: Artifact,
+    pub doc_source: Artifact,
+    pub doc_source_edited: Artifact,
 }
+
+/// [`Artifacts::pdb_documents`]' document's text.
+const DOC_SOURCE: &[u8] = b"int doc(void) { return 8; }\n";
 
 /// The DWO ids of [`Artifacts::split_binary`]'s skeleton units and its package's units.
 const SPLIT_DWO_IDS: [u64; 2] = [0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00];
@@ -262,6 +281,21 @@ impl Artifacts {
             )
             .in_build("ci-9"),
             debug_md5: Artifact::new("file:/ci/md5.debug", "md5.debug", with_md5).in_build("ci-7"),
+            pdb_documents: Artifact::new("file:/ci/docs/app.pdb", "app.pdb", pdb_documents())
+                .of_product("app")
+                .in_build("ci-8"),
+            doc_source: Artifact::new("file:/ci/docs/src/doc.c", "src/doc.c", DOC_SOURCE.to_vec())
+                .keyed_as_source()
+                .of_product("app")
+                .in_build("ci-8"),
+            doc_source_edited: Artifact::new(
+                "file:/ci/edited/src/doc.c",
+                "edited/src/doc.c",
+                b"int doc(void) { return 9; }\n".to_vec(),
+            )
+            .keyed_as_source()
+            .of_product("app")
+            .in_build("ci-8"),
             fat_a: Artifact::new("file:/ci/libfat.dylib#a", "libfat.dylib", fat.clone()),
             fat_b: Artifact::new("file:/ci/libfat.dylib#b", "libfat.dylib", fat),
             debug_with_sources: Artifact::new("file:/ci/hello.debug", "hello.debug", with_sources)
@@ -328,4 +362,15 @@ impl Default for Artifacts {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// [`Artifacts::pdb_documents`]' bytes.
+fn pdb_documents() -> Vec<u8> {
+    let mut md5 = crate::digest::Md5::default();
+    md5.update(DOC_SOURCE);
+    let digest = md5.digest();
+    let map = br#"{"documents":{"C:\\b\\*":"https://s.example/src/app/ci-8/*"}}"#;
+    // CodeView's CHKSUM_TYPE_MD5 is 1.
+    let documents = [("C:\\b\\src\\doc.c", 1, digest.as_slice())];
+    crate::testing::source_pdbs::pdb_with_sources([0x8d; 16], &documents, None, Some(map))
 }

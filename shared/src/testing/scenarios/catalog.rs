@@ -1,7 +1,7 @@
 //! The scenarios every store runs ([`super::scenarios`]), one function per theme; the order
 //! is the catalog's (a seed names a schedule of one scenario, wherever it stands).
 
-use super::split_dwarf::split_dwarf;
+use super::split_dwarf::{pdb_documents, split_dwarf};
 use super::{Artifacts, Op, Scenario, Survivors};
 
 pub(super) fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
@@ -14,6 +14,7 @@ pub(super) fn every_scenario(a: &Artifacts) -> Vec<Scenario<'_>> {
         overwrites(a),
         archives(a),
         split_dwarf(a),
+        pdb_documents(a),
     ]
     .into_iter()
     .flatten()

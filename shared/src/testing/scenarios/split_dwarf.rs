@@ -1,6 +1,7 @@
 //! Split DWARF's scenarios: a binary with skeleton units and its `.dwp` pair through their
 //! scope's join record (pipeline/packages.rs), whichever swaps its entry second seeing the
-//! other, so any interleaving ends as a serial order does.
+//! other, so any interleaving ends as a serial order does. And a PDB's documents and its
+//! build's sources (pipeline/documents.rs), which meet in the sourcemap join records.
 
 use super::{Artifacts, Op, Scenario, Survivors};
 
@@ -37,6 +38,41 @@ pub(super) fn split_dwarf(a: &Artifacts) -> Vec<Scenario<'_>> {
             before: vec![],
             ops: vec![Op::Index(package, false), Op::Index(binary, true)],
             survivors: Survivors::AnyOrder,
+        },
+    ]
+}
+
+/// A PDB naming a document and the sources of its build arriving together, or one arriving
+/// while the other is deleted: `src/<product>/<build>/<path>` holds the right source exactly
+/// when a serial order would publish it, never the edited one.
+pub(super) fn pdb_documents(a: &Artifacts) -> Vec<Scenario<'_>> {
+    let (pdb, source, edited) = (&a.pdb_documents, &a.doc_source, &a.doc_source_edited);
+    vec![
+        Scenario {
+            name: "a PDB and its document's source arrive at once",
+            before: vec![],
+            ops: vec![Op::Index(pdb, true), Op::Index(source, true)],
+            survivors: Survivors::Exactly(vec![pdb, source]),
+        },
+        Scenario {
+            // Served by the source upload: the PDB's removal leaves it served.
+            name: "a document's source arrives while its PDB is deleted",
+            before: vec![pdb],
+            ops: vec![Op::Index(source, true), Op::Delete(pdb)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            name: "a PDB arrives while its document's source is deleted",
+            before: vec![source],
+            ops: vec![Op::Index(pdb, true), Op::Delete(source)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            // Only the bytes the PDB records serve it, whichever is offered first.
+            name: "an edited source and the right one race for a PDB's document",
+            before: vec![pdb],
+            ops: vec![Op::Index(edited, true), Op::Index(source, true)],
+            survivors: Survivors::Exactly(vec![pdb, edited, source]),
         },
     ]
 }
