@@ -4,7 +4,9 @@
 //! served by this store. A native PDB made by clang-19 + lld-link-19 carries both (the JSON
 //! `symdex sourcelink` prints, the stream `symdex srcsrv` prints); a Portable PDB built byte
 //! by byte carries SHA-256 checksums. Source files are put in the store at their keys
-//! directly (the LocalStore's own writes), one right, one wrong, one left out.
+//! directly (the LocalStore's own writes), one right, one wrong, one left out; and indexed
+//! from a tarball beside the PDB, all served until the tarball's upload is deleted, then all
+//! missing.
 
 mod common;
 
@@ -210,6 +212,75 @@ fn a_native_pdbs_documents_are_served_missing_or_wrong_for_both_clients() {
         "{rows:#?}"
     );
     assert!(stderr.contains("6 not served by this store"), "{stderr}");
+}
+
+#[test]
+fn indexed_sources_are_served_to_both_clients_until_their_upload_is_deleted() {
+    if !have_toolchain() {
+        return;
+    }
+    let w = Workdir::new();
+    let root = native_pdb(&w);
+    w.run("tar", &["cf", "src.tar", "-C", &root, "a.cpp", "sub"]);
+    let store = w.path("store");
+    let index = ok(symdex()
+        .args(["index", "--store"])
+        .arg(&store)
+        .args([
+            "--product",
+            "app",
+            "--build",
+            "1.0",
+            "--source-ext",
+            "cpp,h",
+        ])
+        .args([w.path("app.pdb"), w.path("src.tar")])
+        .output()
+        .unwrap());
+    let pdb = w.path("app.pdb");
+    let args = [
+        "--client",
+        "sourcelink",
+        "--client",
+        "srcsrv",
+        "--store",
+        store.to_str().unwrap(),
+        "--public-url",
+        URL,
+        pdb.to_str().unwrap(),
+    ];
+    let names = [("a.cpp", "served"), ("b.h", "served"), ("c.cpp", "served")];
+    let (code, rows, stderr) = check(&args);
+    assert_eq!(
+        (code, statuses(&rows)),
+        (0, expected(&["sourcelink", "srcsrv"], &names)),
+        "{index}\n{stderr}"
+    );
+    assert!(stderr.contains("6 documents served, 0 missing"), "{stderr}");
+    // Each key names the upload that published it: the sources'.
+    assert!(
+        rows.iter().all(|r| r["published_by"].is_string()),
+        "{rows:#?}"
+    );
+    ok(symdex()
+        .args(["delete", "--store"])
+        .arg(&store)
+        .arg("--input")
+        .arg(w.path("src.tar"))
+        .output()
+        .unwrap());
+    let (code, rows, stderr) = check(&args);
+    let names = [
+        ("a.cpp", "missing"),
+        ("b.h", "missing"),
+        ("c.cpp", "missing"),
+    ];
+    assert_eq!(
+        (code, statuses(&rows)),
+        (1, expected(&["sourcelink", "srcsrv"], &names)),
+        "{stderr}"
+    );
+    assert!(stderr.contains("0 documents served, 6 missing"), "{stderr}");
 }
 
 #[test]
