@@ -5,6 +5,11 @@
 //! 2 an error (unreadable input, an archive's entry `index` would reject, a server that did
 //! not answer).
 //!
+//! For a PDB or Portable PDB, the `sourcelink` and `srcsrv` clients check each document
+//! (source file) it names at the URL its Source Link map or srcsrv stream gives: served (the
+//! bytes there have the checksum the PDB recorded), missing, wrong checksum, or not served by
+//! this store (check/sources.rs).
+//!
 //! Inputs: anything `symdex keys` identifies (a binary also needs its companions: a PE's PDBs
 //! from its CodeView records, an ELF's debug file, a Mach-O's dSYM), or a JSON list of modules
 //! (`[{code_file, code_id, debug_file, debug_id, arch}]`, as crash pipelines carry them).
@@ -27,8 +32,13 @@ use crate::deployment::StoreArg;
 use crate::inputs::{expand_paths, identify_each, Outcome, Walked};
 
 mod modules;
+mod sources;
+mod srcsrv_lines;
+mod store_urls;
 
 use modules::{listed_modules, module_identities};
+use sources::{check_documents, wanted_documents, DocumentWanted};
+use store_urls::StoreUrls;
 
 #[derive(Args)]
 pub struct CheckArgs {
@@ -59,6 +69,12 @@ pub struct CheckArgs {
     /// or (with --server) only for who published each key and the size it should have.
     #[arg(long)]
     pub store: Option<StoreArg>,
+    /// The store's public base URL, as `symdex sourcelink --url` was given it: a PDB's
+    /// Source Link or srcsrv URL under `<URL>/src/` is the store's key `src/...` (default:
+    /// --server; with neither, a URL whose path holds `/src/<product>/<build>/` is taken for
+    /// the store's).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// Which clients' requests to check (repeatable; default all).
     #[arg(long = "client", value_enum)]
     pub clients: Vec<Client>,
@@ -90,10 +106,15 @@ pub enum Client {
     SentryUnified,
     SentryNative,
     Breakpad,
+    // Visual Studio and dotnet: a PDB's documents through its Source Link map (no doc
+    // comment: clap would turn every value's help into the long form).
+    Sourcelink,
+    // WinDbg: a PDB's documents through its srcsrv stream.
+    Srcsrv,
 }
 
 impl Client {
-    const EACH: [Client; 8] = [
+    const EACH: [Client; 10] = [
         Client::Windbg,
         Client::DotnetSymbol,
         Client::Gdb,
@@ -102,6 +123,8 @@ impl Client {
         Client::SentryUnified,
         Client::SentryNative,
         Client::Breakpad,
+        Client::Sourcelink,
+        Client::Srcsrv,
     ];
 
     fn name(self) -> &'static str {
@@ -115,14 +138,17 @@ impl Client {
             Client::SentryUnified => "sentry-unified",
             Client::SentryNative => "sentry-native",
             Client::Breakpad => "breakpad",
+            Client::Sourcelink => "sourcelink",
+            Client::Srcsrv => "srcsrv",
         }
     }
 
     /// The layouts whose keys this client requests (gdb and lldb-19 ask debuginfod; Sentry's
-    /// "native" source is the gdb layout for ELF, the lldb one for Mach-O).
+    /// "native" source is the gdb layout for ELF, the lldb one for Mach-O; the source
+    /// clients ask for documents, no layout's keys).
     fn layouts(self) -> &'static [Layout] {
         match self {
-            Client::All => &[],
+            Client::All | Client::Sourcelink | Client::Srcsrv => &[],
             Client::Windbg => &[Layout::Symstore],
             Client::DotnetSymbol => &[Layout::Ssqp],
             Client::Gdb | Client::Lldb | Client::Debuginfod => &[Layout::Debuginfod],
@@ -183,6 +209,9 @@ fn wanted_keys(input: &str, id: &Identity, name: &str, clients: &[Client], out: 
     let prefixes = default_prefixes();
     for &client in clients {
         let layouts = client.layouts();
+        if layouts.is_empty() {
+            continue;
+        }
         let mut keys: BTreeSet<String> = BTreeSet::new();
         for set in [
             keys_for(id, name, layouts),
@@ -236,8 +265,12 @@ fn split_dwarf_binary(id: &Identity) -> Option<&str> {
     id.build_id.as_deref().filter(|_| leaves)
 }
 
-fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Wanted>, bool)> {
+/// What the inputs ask for: the keys, the documents, and whether an input failed.
+type Asked = (Vec<Wanted>, Vec<DocumentWanted>, bool);
+
+fn read_inputs(args: &CheckArgs, clients: &[Client], urls: &StoreUrls) -> anyhow::Result<Asked> {
     let mut wanted = Vec::new();
+    let mut documents = Vec::new();
     let mut failed = false;
     for entry in expand_paths(&args.inputs) {
         let path = match entry {
@@ -273,8 +306,11 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
         let walked = identify_each(&path, |_| false, args.limits.into(), &mut |item| {
             match item.outcome {
                 Outcome::Identified(ids, _) => {
+                    let file = (!item.in_archive).then_some(path.as_path());
                     for id in ids {
                         wanted_keys(&item.shown, &id, &item.name, clients, &mut wanted);
+                        let (shown, name) = (&item.shown, &item.name);
+                        wanted_documents(shown, &id, name, clients, file, urls, &mut documents);
                     }
                 }
                 Outcome::Skipped(_) => {}
@@ -299,7 +335,7 @@ fn read_inputs(args: &CheckArgs, clients: &[Client]) -> anyhow::Result<(Vec<Want
     // A binary and its debug file both name some keys (debuginfod's `debuginfo`): once each.
     let mut seen = BTreeSet::new();
     wanted.retain(|w| seen.insert((w.input.clone(), w.client, w.key.clone())));
-    Ok((wanted, failed))
+    Ok((wanted, documents, failed))
 }
 
 /// What the store recorded at a key: its size and who first published it.
@@ -486,7 +522,15 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         Some(base) => Some(credentialed(base, args)?),
         None => None,
     };
-    let (wanted, input_failed) = read_inputs(args, &clients)?;
+    let urls = StoreUrls::new(args.public_url.as_deref().or(args.server.as_deref()))
+        .map_err(|e| anyhow::anyhow!("--public-url: {e}"))?;
+    let (wanted, documents, input_failed) = read_inputs(args, &clients, &urls)?;
+    if urls.guessing() && !documents.is_empty() {
+        eprintln!(
+            "symdex: source URLs whose path holds /src/<product>/<build>/ are taken for the \
+             store's (--public-url names the store's URL)"
+        );
+    }
     let (records, objects) = match &args.store {
         Some(store) => look_up(store, &wanted, server.is_some())?,
         None => (HashMap::new(), None),
@@ -531,10 +575,33 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let mut results = results.into_inner().unwrap_or_default();
     results.sort_by_key(|(index, _)| *index);
+    let counts = print_rows(&results, args.json)?;
+    let [found, missing, forbidden, wrong, errors] = counts;
+    eprintln!(
+        "symdex: {found} found, {missing} missing, {forbidden} forbidden, {wrong} wrong content, {errors} errors"
+    );
+    let documents = check_documents(
+        documents,
+        server.as_ref(),
+        args.store.as_ref(),
+        args.concurrency,
+    )?;
+    let (documents_failed, document_errors) = sources::report(&documents, args.json)?;
+    Ok(if input_failed || errors + document_errors > 0 {
+        ExitCode::from(2)
+    } else if missing + forbidden + wrong + documents_failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Prints each key's row (JSON Lines with `json`); returns the count of each status.
+fn print_rows(results: &[(usize, Checked)], json: bool) -> anyhow::Result<[usize; 5]> {
     let mut counts = [0usize; 5];
-    for (_, checked) in &results {
+    for (_, checked) in results {
         counts[checked.status as usize] += 1;
-        if args.json {
+        if json {
             println!("{}", serde_json::to_string(checked)?);
         } else {
             println!(
@@ -567,17 +634,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let [found, missing, forbidden, wrong, errors] = counts;
-    eprintln!(
-        "symdex: {found} found, {missing} missing, {forbidden} forbidden, {wrong} wrong content, {errors} errors"
-    );
-    Ok(if input_failed || errors > 0 {
-        ExitCode::from(2)
-    } else if missing + forbidden + wrong > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(counts)
 }
 
 #[cfg(test)]

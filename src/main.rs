@@ -66,7 +66,8 @@ enum Command {
     #[command(subcommand)]
     Manifest(manifest_cmd::ManifestCommand),
     /// Which symbols a module, binary or list of modules needs, where each client looks, and
-    /// whether a server (or store) has them. Exit 0: all found, 1: something missing, 2: error.
+    /// whether a server (or store) has them; for a PDB, whether each source document is served
+    /// with the checksum it recorded. Exit 0: all found, 1: something missing, 2: error.
     Check(check::CheckArgs),
     /// Reports from access logs (`report misses`: what debuggers asked for and did not get).
     #[command(subcommand)]

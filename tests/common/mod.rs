@@ -2,6 +2,8 @@
 //! into a temporary directory, and reads expectations from independent tools.
 #![allow(dead_code)]
 
+pub mod windows;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

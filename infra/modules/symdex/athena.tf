@@ -46,7 +46,9 @@ resource "aws_glue_catalog_database" "manifest" {
 locals {
   manifest_location = "s3://${aws_s3_bucket.serving.id}/${trim(var.manifest_prefix, "/")}/"
   # Each column's type for the Glue table (Hive) and for the `latest` view (Presto), which
-  # Athena checks against the view's own definition.
+  # Athena checks against the view's own definition. tests/athena_columns.rs holds the two
+  # types of each to the JSON a manifest record writes (pdb_sources: a PDB's documents with
+  # their checksums, its Source Link map, its srcsrv stream; shared/src/pdb_sources.rs).
   manifest_columns = {
     schema           = { hive = "int", presto = "integer" }
     time             = { hive = "string", presto = "varchar" }
@@ -73,6 +75,7 @@ locals {
     debug_file       = { hive = "string", presto = "varchar" }
     dwarf_package    = { hive = "struct<index_version:int,dwo_ids:array<string>>", presto = "row(index_version integer, dwo_ids array(varchar))" }
     split_dwarf      = { hive = "struct<dwo_ids:array<string>,unread:array<string>>", presto = "row(dwo_ids array(varchar), unread array(varchar))" }
+    pdb_sources      = { hive = "struct<documents:array<struct<path:string,checksum:struct<algorithm:string,digest:string>,srcsrv_url:string>>,source_link:struct<documents:map<string,string>>,srcsrv:struct<size:bigint,target:string,commands:boolean>,unread:array<string>>", presto = "row(documents array(row(path varchar, checksum row(algorithm varchar, digest varchar), srcsrv_url varchar)), source_link row(documents map(varchar, varchar)), srcsrv row(size bigint, target varchar, commands boolean), unread array(varchar))" }
     published        = { hive = "array<string>", presto = "array(varchar)" }
     unchanged        = { hive = "array<string>", presto = "array(varchar)" }
     conflicts        = { hive = "array<string>", presto = "array(varchar)" }

@@ -239,6 +239,35 @@ resource "aws_cloudfront_distribution" "symbols" {
     }
   }
 
+  # A build's sources (src/<product>/<build>/<path>, what Source Link and srcsrv URLs name):
+  # the serving bucket alone, so no upstream is ever asked for them (the default behaviour
+  # fails over to one on the empty prefix, and a miss would tell it a product's paths), with
+  # the default behaviour's functions: the same access control as own symbols, on hits too,
+  # and alias redirects. Before the upstreams' prefixes, so none shadows it.
+  dynamic "ordered_cache_behavior" {
+    for_each = var.enable_cloudfront ? [local.sources_prefix] : []
+    content {
+      path_pattern           = "${ordered_cache_behavior.value}*"
+      target_origin_id       = "serving"
+      allowed_methods        = local.allowed_methods
+      cached_methods         = ["GET", "HEAD"]
+      viewer_protocol_policy = "redirect-to-https"
+      compress               = false
+      cache_policy_id        = local.serving_policy
+      dynamic "function_association" {
+        for_each = local.negotiate ? aws_cloudfront_function.access_serving : aws_cloudfront_function.access
+        content {
+          event_type   = "viewer-request"
+          function_arn = function_association.value.arn
+        }
+      }
+      function_association {
+        event_type   = "viewer-response"
+        function_arn = aws_cloudfront_function.response[0].arn
+      }
+    }
+  }
+
   # Each upstream's prefix: the same access function as own symbols (before the cache, on hits
   # too: an upstream's answers are as private as own symbols); the upstream cache policy (at
   # most upstream_cache_max_ttl_hours; no viewer header, cookie or query string reaches any

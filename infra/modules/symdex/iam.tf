@@ -20,7 +20,8 @@ locals {
     for layout in var.layouts :
     local.layout_prefixes[layout] != "" ? local.layout_prefixes[layout] : (layout == "debuginfod" ? "buildid/" : "")
   ])
-  writable_roots = concat(local.layout_roots, local.private_prefixes)
+  # A build's sources are published under their own root (main.tf's sources_prefix).
+  writable_roots = distinct(concat(local.layout_roots, [local.sources_prefix], local.private_prefixes))
   writable_objects = contains(local.writable_roots, "") ? ["${aws_s3_bucket.serving.arn}/*"] : [
     for root in local.writable_roots : "${aws_s3_bucket.serving.arn}/${root}*"
   ]

@@ -5,6 +5,9 @@ locals {
     "${trim(var.manifest_prefix, "/")}/",
     "${trim(var.state_prefix, "/")}/",
   ]
+  # Where a build's sources are served (src/<product>/<build>/<path>): case-sensitive paths,
+  # never folded (edge/access.js), never asked of an upstream (cdn.tf).
+  sources_prefix = "src/"
   # The SymSrv family's prefixes, folded to lowercase at the edge (edge/access.js) when they
   # are all distinct from the root (a layout at the root would fold debuginfod's paths too).
   symsrv_default_prefixes = { ssqp = "symbols/", symstore = "symbols/", symstore_index2 = "index2/", breakpad = "symbols/" }

@@ -139,6 +139,16 @@ variable "layout_prefixes" {
     ])
     error_message = "layout_prefixes: a layout's prefix may not lie under the private manifest_prefix or state_prefix (never served, and its records would mix with the keys)."
   }
+  validation {
+    # src/ holds builds' sources: case-sensitive paths, which a SymSrv layout's folded
+    # (lowercased) keys would not be.
+    condition = alltrue([
+      for prefix in values(var.layout_prefixes) : trim(prefix, "/") == "" || (
+        !startswith("${trim(prefix, "/")}/", "src/") && !startswith("src/", "${trim(prefix, "/")}/")
+      )
+    ])
+    error_message = "layout_prefixes: a layout's prefix may not overlap src/, where builds' sources are served (src/<product>/<build>/<path>)."
+  }
 }
 
 variable "manifest_prefix" {
@@ -457,6 +467,14 @@ variable "upstreams" {
       )
     ])
     error_message = "upstreams: a path_prefix may not overlap the private manifest_prefix or state_prefix (never served, never asked of anyone)."
+  }
+  validation {
+    condition = alltrue([
+      for u in var.upstreams : trim(u.path_prefix, "/") == "" || (
+        !startswith("${trim(u.path_prefix, "/")}/", "src/") && !startswith("src/", "${trim(u.path_prefix, "/")}/")
+      )
+    ])
+    error_message = "upstreams: a path_prefix may not overlap src/, where builds' sources are served from the bucket alone (never asked of anyone)."
   }
   validation {
     condition     = length(var.upstreams) == 0 || var.enable_cloudfront

@@ -160,7 +160,7 @@ impl<'r> Msf<'r> {
     }
 }
 
-pub use sources::read_sources;
+pub use sources::{read_sources, read_srcsrv};
 
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let msf = Msf::open(reader)?;

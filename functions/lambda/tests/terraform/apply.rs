@@ -276,6 +276,9 @@ async fn the_module_applies_to_moto_delivers_notifications_and_destroys() {
     assert_eq!(in_view, expected);
     assert_eq!(columns(&latest), expected);
     assert!(expected.contains(&"repeated".to_string()));
+    // A PDB's sources (documents, Source Link map, srcsrv stream), read by the JSON SerDe;
+    // tests/athena_columns.rs holds its type to the record's JSON.
+    assert!(expected.contains(&"pdb_sources".to_string()));
     assert!(
         find("module.symdex.aws_athena_named_query.build_published[0]")["query"]
             .as_str()

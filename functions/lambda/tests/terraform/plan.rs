@@ -107,6 +107,19 @@ async fn the_planned_access_function_is_the_tested_source_with_its_configuration
     }
     // The upstream's behaviour is among those checked: its answers pass the same function.
     assert!(targets.contains(&"upstream-0".to_string()), "{targets:?}");
+    // So are builds' sources (src/, Source Link's and srcsrv's URLs): the bucket alone, with
+    // the serving behaviour's functions (access control, alias redirects).
+    let sources = distribution["ordered_cache_behavior"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["path_pattern"] == "src/*")
+        .expect("a behaviour for src/*");
+    assert_eq!(sources["target_origin_id"], "serving");
+    assert_eq!(
+        events(sources),
+        events(&distribution["default_cache_behavior"][0])
+    );
     // debuginfod's headers from object metadata, on the serving behaviour.
     assert!(
         events(&distribution["default_cache_behavior"][0]).contains(&"viewer-response".to_string())
@@ -231,6 +244,10 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
         (
             (false, no_cidrs, false, true, r#"{unified = "_manifest/"}"#),
             "may not lie under",
+        ),
+        (
+            (false, no_cidrs, false, true, r#"{symstore = "src/syms/"}"#),
+            "may not overlap src/",
         ),
     ];
     let planned = [
@@ -451,7 +468,8 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         };
         assert_eq!(custom[port_field], port, "{custom}");
     }
-    // Behaviours: the private prefixes first (never asked of anyone), then each upstream's.
+    // Behaviours: the private prefixes first (never asked of anyone), then builds' sources
+    // (the bucket alone: never asked of an upstream), then each upstream's.
     let ordered: Vec<(String, String)> = distribution["ordered_cache_behavior"]
         .as_array()
         .unwrap()
@@ -481,6 +499,7 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         owned(&[
             ("_manifest/*", "unserved"),
             ("_symdex/*", "unserved"),
+            ("src/*", "serving"),
             ("symbols/*", "upstream-0"),
             ("debian/buildid/*", "upstream-1"),
         ])
@@ -538,7 +557,8 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         "{policy}"
     );
     // Every upstream behaviour uses it (its id is known once created); the private prefixes
-    // keep the managed policy (they answer 404 from the bucket only).
+    // keep the managed policy (they answer 404 from the bucket only), and so do builds'
+    // sources (the bucket alone, immutable under their keys).
     let unknown = change_of(
         &shown,
         "module.symdex.aws_cloudfront_distribution.symbols[0]",
@@ -548,7 +568,7 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
     for (i, (pattern, _)) in ordered.iter().enumerate() {
         let planned = &distribution["ordered_cache_behavior"][i]["cache_policy_id"];
         let later = &unknown["ordered_cache_behavior"][i]["cache_policy_id"];
-        if pattern.starts_with('_') {
+        if pattern.starts_with('_') || pattern == "src/*" {
             assert_eq!(planned, managed, "{pattern}");
         } else {
             assert_eq!(*later, true, "{pattern}: {planned}");
@@ -606,6 +626,11 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
             r#"[{path_prefix = "_symdex/", url = "https://a.example/_symdex/"}]"#,
             true,
             "may not overlap the private",
+        ),
+        (
+            r#"[{path_prefix = "src/", url = "https://a.example/src/"}]"#,
+            true,
+            "may not overlap src/",
         ),
         (
             r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/?x=1"}]"#,

@@ -12,7 +12,12 @@
 // - Case-insensitive lookups: a request under one of CONFIG.foldPrefixes (the SymSrv family's
 //   prefixes, `/symbols/`, `/index2/`) is lowercased (ASCII), and the indexer stores those keys
 //   lowercase (SYMDEX_FOLD_CASE), so `FOO.PDB/<GUID>/FOO.PDB` finds `foo.pdb/<guid>/foo.pdb`,
-//   as SymSrv over IIS would. Other paths (debuginfod's source paths) keep their case.
+//   as SymSrv over IIS would. Other paths (debuginfod's source paths) keep their case, and
+//   so do a build's sources under `/src/` (Source Link's and srcsrv's URLs: the paths the
+//   compiler recorded, stored with their case), whatever the fold prefixes.
+//
+// - Sources (`/src/<product>/<build>/<path>`) are behind the same allow-list and credentials
+//   as symbols: cdn.tf puts this function on their behaviour too.
 //
 // - The audit page (CONFIG.audit, the module's audit_page): the folder the sweeper writes it to
 //   (CONFIG.audit.prefix, `/_symdex/audit/`) is shown to the audit grant alone, never on a
@@ -62,6 +67,7 @@ import crypto from 'crypto';
 var CONFIG = { allowCidrs: [], auth: false, foldPrefixes: [], kvsId: '', audit: null, encodings: [], cors: null };
 
 var ENCODED = '/_symdex/encoded/';
+var SOURCES = '/src/';
 var EXPOSE = 'X-Debuginfod-Size, X-Debuginfod-File, X-Debuginfod-Archive, Content-Encoding';
 // The CORS headers of the answers made here for this request (set anew for every request).
 var corsHeaders = {};
@@ -342,8 +348,9 @@ async function handler(event) {
     if (bucketPath(request.uri).indexOf(ENCODED) === 0) {
         return refuse(404, 'Not Found');
     }
-    for (var i = 0; i < CONFIG.foldPrefixes.length; i++) {
-        if (request.uri.indexOf(CONFIG.foldPrefixes[i]) === 0) {
+    var fold = bucketPath(request.uri).indexOf(SOURCES) === 0 ? [] : CONFIG.foldPrefixes;
+    for (var i = 0; i < fold.length; i++) {
+        if (request.uri.indexOf(fold[i]) === 0) {
             // ASCII only, as the indexer folds (percent escapes stay escapes).
             request.uri = request.uri.replace(/[A-Z]+/g, function (s) {
                 return s.toLowerCase();

@@ -83,3 +83,48 @@ test('case-insensitive lookups: the SymSrv prefixes are lowercased, other paths 
         assert.equal(out.uri, want, uri);
     }
 });
+
+test('sources under /src/: the same IP allow-list and credentials as symbols, and never folded', async () => {
+    const SOURCE = '/src/App/1.2.3/Src/Main.CPP';
+    const handler = load(
+        { allowCidrs: ['10.0.0.0/8', '2001:db8::/32'], auth: true, foldPrefixes: ['/symbols/', '/index2/'], kvsId: 'kvs-1' },
+        ['tok-123', 'ci:s3cret'],
+    );
+    for (const uri of [KEY, SOURCE]) {
+        for (const [ip, authorization] of [
+            ['10.1.2.3', { value: 'Bearer tok-123' }],
+            ['2001:db8::7', basic('ci:s3cret')],
+            ['10.9.9.9', basic('anyone:tok-123')],
+        ]) {
+            const out = await handler(event(uri, ip, { authorization }));
+            assert.equal(out.statusCode, undefined, `${uri} from ${ip} allowed`);
+            assert.equal(out.headers.authorization, undefined, 'not forwarded to the origin');
+        }
+        for (const ip of ['8.8.8.8', '2001:db9::1', '']) {
+            const out = await handler(event(uri, ip, { authorization: { value: 'Bearer tok-123' } }));
+            assert.equal(out.statusCode, 403, `${uri} from ${ip || '(none)'} denied`);
+        }
+        for (const authorization of [undefined, { value: 'Bearer wrong' }, basic('ci:wrong')]) {
+            const headers = authorization ? { authorization } : {};
+            const out = await handler(event(uri, '10.1.2.3', headers));
+            assert.equal(out.statusCode, 401, `${uri}: ${JSON.stringify(authorization)}`);
+            assert.match(out.headers['www-authenticate'].value, /^Basic realm=/);
+        }
+    }
+    // Source paths keep their case, even were a fold prefix configured over them, and however
+    // the path reaches /src/; symbols still fold.
+    // (A fresh header set each time: the function deletes the credentials it took.)
+    const good = () => ({ authorization: { value: 'Bearer tok-123' } });
+    const folding = load({ allowCidrs: [], auth: false, foldPrefixes: ['/symbols/', '/src/'], kvsId: '' });
+    for (const uri of [SOURCE, '/symbols/../src/App/1/A.cs', '/src/App/1/Dir%20X/B.CS']) {
+        assert.equal((await folding(event(uri, '203.0.113.9', good()))).uri, uri, uri);
+    }
+    assert.equal(
+        (await handler(event(SOURCE, '10.1.2.3', good()))).uri,
+        SOURCE,
+    );
+    assert.equal(
+        (await handler(event(KEY, '10.1.2.3', good()))).uri,
+        KEY.toLowerCase(),
+    );
+});

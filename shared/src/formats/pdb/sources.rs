@@ -293,6 +293,24 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
     sources
 }
 
+/// The head of a PDB's `srcsrv` stream (its first [`MAX_SRCSRV_BYTES`]), `Ok(None)` when it
+/// has none: each document's line of it, which [`read_sources`] keeps none of (a manifest
+/// record need not carry a line a file), is what `symdex check` resolves URLs from.
+pub fn read_srcsrv(reader: &dyn RangeReader) -> Result<Option<Vec<u8>>, String> {
+    let msf = Msf::open(reader).map_err(text)?;
+    let mut budget = Budget(MAX_SOURCE_BYTES);
+    let directory = Directory::open(&msf)?;
+    let info = directory.read_all(PDB_INFO_STREAM, MAX_INFO_BYTES as usize, &mut budget)?;
+    let named = named_streams(&info)?;
+    let Some(stream) = named.iter().find(|(n, _)| n == "srcsrv").map(|(_, s)| *s) else {
+        return Ok(None);
+    };
+    let size = directory.size(stream).unwrap_or(0) as usize;
+    directory
+        .read(stream, 0, size.min(MAX_SRCSRV_BYTES), &mut budget)
+        .map(Some)
+}
+
 /// The `/names` string buffer (the strings checksum entries point into).
 fn string_table(
     directory: &Directory,

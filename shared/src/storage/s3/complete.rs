@@ -67,7 +67,10 @@ impl Begun<'_> {
             .await;
         if let Some(proven) = head.ok().as_ref().and_then(proof) {
             // Not worth failing for; said on stderr, so it stays visible in the logs.
-            eprintln!("symdex: multipart upload of {} completed despite: {error}", self.key);
+            eprintln!(
+                "symdex: multipart upload of {} completed despite: {error}",
+                self.key
+            );
             return Ok(proven);
         }
         self.abort().await;

@@ -10,9 +10,9 @@ use aws_sdk_s3::operation::head_object::HeadObjectOutput;
 use aws_sdk_s3::types::CompletedPart;
 use aws_sdk_s3::Client;
 
+use super::complete::Begun;
 #[cfg(doc)]
 use super::parts::part_size_for;
-use super::complete::Begun;
 use super::parts::{checksum_of_bodies, upload_parts, Bodies, PartsAtOnce};
 use super::{sdk_err, unquote, StorageResult};
 

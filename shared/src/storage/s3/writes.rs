@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use aws_sdk_s3::error::SdkError;
-use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::operation::head_object::HeadObjectOutput;
+use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::CompletedPart;
 
 use super::complete::Begun;

@@ -1,0 +1,466 @@
+//! `check`'s source clients: for a PDB or Portable PDB, each document (source file) as
+//! Visual Studio and dotnet find it through the Source Link map the PDB carries
+//! (`sourcelink`), and as WinDbg finds it through the PDB's srcsrv stream (`srcsrv`): the URL
+//! the client downloads, the store key that URL names (`src/<product>/<build>/<path>`), and
+//! whether the bytes there have the checksum the PDB recorded (MD5, SHA-1 or SHA-256). Each
+//! document is served, missing, of the wrong checksum, or not served by this store (a URL
+//! elsewhere, or none).
+
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::Serialize;
+use symdex_shared::digest::{Md5, Sha1, Sha256};
+use symdex_shared::pdb_sources::{Checksum, ChecksumAlgorithm};
+use symdex_shared::refs::RefStore;
+use symdex_shared::storage::{CopySource, Storage};
+use symdex_shared::{FileReader, Format, Identity};
+
+use super::srcsrv_lines::{SrcsrvLines, Target};
+use super::store_urls::StoreUrls;
+use super::Client;
+use crate::credentials::{redacted, Credentialed};
+use crate::deployment::StoreArg;
+
+/// One document to check, as one client finds it.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct DocumentWanted {
+    input: String,
+    module: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    debug_id: Option<String>,
+    client: &'static str,
+    /// The path the PDB records.
+    document: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checksum: Option<Checksum>,
+    /// What the client downloads it from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    /// The store key that URL names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+    /// Why the store serves it to this client under no key.
+    #[serde(skip)]
+    elsewhere: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum DocumentStatus {
+    Served,
+    Missing,
+    WrongChecksum,
+    NotInStore,
+    Forbidden,
+    Error,
+}
+
+impl DocumentStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            DocumentStatus::Served => "served",
+            DocumentStatus::Missing => "missing",
+            DocumentStatus::WrongChecksum => "wrong-checksum",
+            DocumentStatus::NotInStore => "not-in-store",
+            DocumentStatus::Forbidden => "forbidden",
+            DocumentStatus::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(super) struct DocumentChecked {
+    #[serde(flatten)]
+    wanted: DocumentWanted,
+    status: DocumentStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<String>,
+    /// The upload whose bytes the store recorded at the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    published_by: Option<String>,
+}
+
+/// The documents of `id` (a PDB or Portable PDB that names its sources) each selected source
+/// client asks for. `srcsrv_of`: the PDB's srcsrv stream, read when a client needs its lines
+/// (`None`: the PDB is not at hand to read, inside an archive).
+pub(super) fn wanted_documents(
+    input: &str,
+    id: &Identity,
+    name: &str,
+    clients: &[Client],
+    srcsrv_of: Option<&Path>,
+    urls: &StoreUrls,
+    out: &mut Vec<DocumentWanted>,
+) {
+    let Some(sources) = id.pdb_sources.as_ref() else {
+        return;
+    };
+    if !matches!(id.format, Format::Pdb | Format::PortablePdb) || sources.documents.is_empty() {
+        return;
+    }
+    for reason in &sources.unread {
+        eprintln!("symdex: {input}: its documents may not all be checked: {reason}");
+    }
+    let wanted = |client: Client, index: usize, target: Result<String, String>| {
+        let document = &sources.documents[index];
+        let (url, key, elsewhere) = match target {
+            Ok(url) => match urls.key_of(&url) {
+                Ok(key) => (Some(url), Some(key), None),
+                Err(why) => (Some(url), None, Some(why)),
+            },
+            Err(why) => (None, None, Some(why)),
+        };
+        DocumentWanted {
+            input: input.to_string(),
+            module: name.to_string(),
+            debug_id: (!id.debug_id.is_nil()).then(|| id.debug_id.to_string()),
+            client: client.name(),
+            document: document.path.clone(),
+            checksum: document.checksum.clone(),
+            url,
+            key,
+            elsewhere,
+        }
+    };
+    let count = sources.documents.len();
+    if clients.contains(&Client::Sourcelink) {
+        match &sources.source_link {
+            Some(map) => {
+                for (index, document) in sources.documents.iter().enumerate() {
+                    let url = map
+                        .resolve(&document.path)
+                        .ok_or_else(|| "no Source Link entry maps it".to_string());
+                    out.push(wanted(Client::Sourcelink, index, url));
+                }
+            }
+            None => eprintln!(
+                "symdex: {input}: no Source Link map: Visual Studio and dotnet find its \
+                 {count} documents at no URL"
+            ),
+        }
+    }
+    if clients.contains(&Client::Srcsrv) && id.format == Format::Pdb {
+        if sources.srcsrv.is_none() {
+            eprintln!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
+            return;
+        }
+        // The stream itself where the PDB is at hand; inside an archive, the URLs
+        // identification read of it (a target of its lines' `%varN%` fields only).
+        let lines = match srcsrv_of {
+            Some(pdb) => match srcsrv_lines(input, pdb) {
+                Some(lines) => Some(lines),
+                None => return,
+            },
+            None => None,
+        };
+        for (index, document) in sources.documents.iter().enumerate() {
+            let url = match lines.as_ref().map(|l| l.target(&document.path)) {
+                Some(Target::Url(url)) => Ok(url),
+                Some(Target::Elsewhere(why)) => Err(why),
+                None => document.srcsrv_url.clone().ok_or_else(|| {
+                    "the srcsrv stream gives it no download URL (read inside an archive: \
+                     %varN% fields only)"
+                        .to_string()
+                }),
+            };
+            out.push(wanted(Client::Srcsrv, index, url));
+        }
+    }
+}
+
+/// The srcsrv stream of the PDB at `pdb`, read, or `None` (said on stderr) when it cannot
+/// be.
+fn srcsrv_lines(input: &str, pdb: &Path) -> Option<SrcsrvLines> {
+    let read = FileReader::open(pdb)
+        .map_err(|e| e.to_string())
+        .and_then(|reader| symdex_shared::formats::pdb::read_srcsrv(&reader));
+    match read {
+        Ok(Some(bytes)) => Some(SrcsrvLines::parse(&bytes)),
+        Ok(None) => None,
+        Err(why) => {
+            eprintln!("symdex: {input}: srcsrv stream not read: {why}");
+            None
+        }
+    }
+}
+
+/// What a key holds, as far as a document's check needs: its digest by the document's
+/// algorithm (`None` when the PDB recorded none), or why it was not read.
+#[derive(Debug, Clone)]
+enum Fetched {
+    Held(Option<String>),
+    Missing,
+    Forbidden(String),
+    Failed(String),
+}
+
+/// A key and the algorithm its bytes are hashed by: each fetched once, whichever clients
+/// and documents name it.
+type Fetch = (String, Option<ChecksumAlgorithm>);
+
+/// Checks every wanted document: at `server` (GET of the key under it, with its
+/// credentials) when given, else in `store`; who published each key read from `store`.
+pub(super) fn check_documents(
+    wanted: Vec<DocumentWanted>,
+    server: Option<&(Credentialed, ureq::Agent)>,
+    store: Option<&StoreArg>,
+    concurrency: usize,
+) -> anyhow::Result<Vec<DocumentChecked>> {
+    let fetches: HashSet<Fetch> = wanted
+        .iter()
+        .filter_map(|w| Some((w.key.clone()?, w.checksum.as_ref().map(|c| c.algorithm))))
+        .collect();
+    if fetches.is_empty() {
+        return Ok(wanted.into_iter().map(|w| judged(w, None, None)).collect());
+    }
+    let (records, mut fetched) = match store {
+        Some(store) => crate::block_on(async {
+            let opened = store.open().await?;
+            let records = published(&*opened, &fetches).await;
+            let fetched = match server {
+                Some(_) => HashMap::new(),
+                None => from_store(&*opened, &fetches).await,
+            };
+            anyhow::Ok((records, fetched))
+        })??,
+        None => (HashMap::new(), HashMap::new()),
+    };
+    if let Some(server) = server {
+        fetched = from_server(server, fetches, concurrency);
+    }
+    Ok(wanted
+        .into_iter()
+        .map(|w| {
+            let fetch = w
+                .key
+                .clone()
+                .map(|key| (key, w.checksum.as_ref().map(|c| c.algorithm)));
+            let got = fetch.as_ref().and_then(|f| fetched.get(f)).cloned();
+            let by = w.key.as_ref().and_then(|k| records.get(k)).cloned();
+            judged(w, got, by)
+        })
+        .collect())
+}
+
+/// The row of one document from what its key holds.
+fn judged(
+    wanted: DocumentWanted,
+    fetched: Option<Fetched>,
+    published_by: Option<String>,
+) -> DocumentChecked {
+    let (status, detail) = match (&wanted.elsewhere, fetched) {
+        (Some(why), _) => (DocumentStatus::NotInStore, Some(why.clone())),
+        (None, None) => (DocumentStatus::Error, Some("not checked".into())),
+        (None, Some(Fetched::Missing)) => (DocumentStatus::Missing, None),
+        (None, Some(Fetched::Forbidden(why))) => (DocumentStatus::Forbidden, Some(why)),
+        (None, Some(Fetched::Failed(why))) => (DocumentStatus::Error, Some(why)),
+        (None, Some(Fetched::Held(digest))) => match (&wanted.checksum, digest) {
+            (Some(want), Some(got)) if want.digest.eq_ignore_ascii_case(&got) => {
+                (DocumentStatus::Served, None)
+            }
+            (Some(want), Some(got)) => (
+                DocumentStatus::WrongChecksum,
+                Some(format!(
+                    "{} {got}, the PDB recorded {}",
+                    want.algorithm, want.digest
+                )),
+            ),
+            _ => (
+                DocumentStatus::Served,
+                Some("the PDB recorded no checksum to compare".into()),
+            ),
+        },
+    };
+    DocumentChecked {
+        wanted,
+        status,
+        detail,
+        published_by,
+    }
+}
+
+/// Who first published each key, as the store's records say (a record that cannot be read
+/// counts as none).
+async fn published(store: &dyn Storage, fetches: &HashSet<Fetch>) -> HashMap<String, String> {
+    let refs = RefStore::new(store);
+    let mut out = HashMap::new();
+    for (key, _) in fetches {
+        if out.contains_key(key) {
+            continue;
+        }
+        if let Ok(Some(record)) = refs.key(key).await {
+            if !record.refs.is_empty() && !record.by.is_empty() {
+                out.insert(key.clone(), record.by);
+            }
+        }
+    }
+    out
+}
+
+/// Each key's bytes, hashed as they stream out of the store.
+async fn from_store(store: &dyn Storage, fetches: &HashSet<Fetch>) -> HashMap<Fetch, Fetched> {
+    let mut out = HashMap::new();
+    for fetch in fetches {
+        let (key, algorithm) = fetch;
+        let got = match store.size(key).await {
+            Ok(None) => Fetched::Missing,
+            Err(e) => Fetched::Failed(e.to_string()),
+            Ok(Some(_)) => {
+                let mut hasher = Hasher::new(*algorithm);
+                match store.read_source(&CopySource::Key(key), &mut hasher).await {
+                    Ok(_) => Fetched::Held(hasher.hex()),
+                    Err(e) => Fetched::Failed(e.to_string()),
+                }
+            }
+        };
+        out.insert(fetch.clone(), got);
+    }
+    out
+}
+
+/// Each key fetched from the server (GET, redirects followed), `concurrency` at once.
+fn from_server(
+    server: &(Credentialed, ureq::Agent),
+    fetches: HashSet<Fetch>,
+    concurrency: usize,
+) -> HashMap<Fetch, Fetched> {
+    let queue = Mutex::new(fetches.into_iter());
+    let out = Mutex::new(HashMap::new());
+    std::thread::scope(|scope| {
+        for _ in 0..concurrency.clamp(1, 64) {
+            scope.spawn(|| loop {
+                let next = queue.lock().ok().and_then(|mut q| q.next());
+                let Some(fetch) = next else { break };
+                let got = fetch_one(server, &fetch);
+                if let Ok(mut out) = out.lock() {
+                    out.insert(fetch, got);
+                }
+            });
+        }
+    });
+    out.into_inner().unwrap_or_default()
+}
+
+fn fetch_one((server, agent): &(Credentialed, ureq::Agent), (key, algorithm): &Fetch) -> Fetched {
+    let url = format!(
+        "{}/{}",
+        server.base.trim_end_matches('/'),
+        crate::serve::url_path(key.split('/'))
+    );
+    let mut request = agent.get(&url);
+    for (name, value) in &server.headers {
+        request = request.header(name, value);
+    }
+    match request.call() {
+        Ok(response) => match response.status().as_u16() {
+            200..=299 => {
+                let mut hasher = Hasher::new(*algorithm);
+                let mut body = response.into_body();
+                match io::copy(&mut body.as_reader(), &mut hasher) {
+                    Ok(_) => Fetched::Held(hasher.hex()),
+                    Err(e) => Fetched::Failed(redacted(&e.to_string())),
+                }
+            }
+            404 | 410 => Fetched::Missing,
+            code @ (401 | 403) => Fetched::Forbidden(format!("HTTP {code}")),
+            code => Fetched::Failed(format!("HTTP {code}")),
+        },
+        Err(e) => Fetched::Failed(redacted(&e.to_string())),
+    }
+}
+
+/// A digest by a PDB's checksum algorithm, written to as bytes stream by (none: the bytes
+/// are only counted through).
+enum Hasher {
+    Md5(Md5),
+    Sha1(Sha1),
+    Sha256(Sha256),
+    None,
+}
+
+impl Hasher {
+    fn new(algorithm: Option<ChecksumAlgorithm>) -> Self {
+        match algorithm {
+            Some(ChecksumAlgorithm::Md5) => Hasher::Md5(Md5::default()),
+            Some(ChecksumAlgorithm::Sha1) => Hasher::Sha1(Sha1::new()),
+            Some(ChecksumAlgorithm::Sha256) => Hasher::Sha256(Sha256::default()),
+            None => Hasher::None,
+        }
+    }
+
+    /// The digest, lowercase hex.
+    fn hex(self) -> Option<String> {
+        match self {
+            Hasher::Md5(h) => Some(h.hex()),
+            Hasher::Sha1(h) => Some(h.hex()),
+            Hasher::Sha256(h) => Some(h.hex()),
+            Hasher::None => None,
+        }
+    }
+}
+
+impl Write for Hasher {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match self {
+            Hasher::Md5(h) => h.update(bytes),
+            Hasher::Sha1(h) => h.update(bytes),
+            Hasher::Sha256(h) => h.update(bytes),
+            Hasher::None => {}
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Prints each document's row (JSON Lines with `json`) and the count line; returns how many
+/// failed (missing, wrong checksum, forbidden) and how many could not be checked.
+pub(super) fn report(checked: &[DocumentChecked], json: bool) -> anyhow::Result<(usize, usize)> {
+    let mut counts: HashMap<DocumentStatus, usize> = HashMap::new();
+    for row in checked {
+        *counts.entry(row.status).or_default() += 1;
+        if json {
+            println!("{}", serde_json::to_string(row)?);
+            continue;
+        }
+        let wanted = &row.wanted;
+        println!(
+            "{:<13} {:<14} {:<24} {} -> {}{}{}",
+            row.status.as_str(),
+            wanted.client,
+            wanted.module,
+            wanted.document,
+            wanted.url.as_deref().unwrap_or("(no URL)"),
+            row.detail
+                .as_deref()
+                .map(|d| format!("  ({d})"))
+                .unwrap_or_default(),
+            row.published_by
+                .as_deref()
+                .map(|b| format!("  [published by {b}]"))
+                .unwrap_or_default(),
+        );
+    }
+    if checked.is_empty() {
+        return Ok((0, 0));
+    }
+    let count = |s| counts.get(&s).copied().unwrap_or(0);
+    let (missing, wrong, forbidden, errors) = (
+        count(DocumentStatus::Missing),
+        count(DocumentStatus::WrongChecksum),
+        count(DocumentStatus::Forbidden),
+        count(DocumentStatus::Error),
+    );
+    eprintln!(
+        "symdex: {} documents served, {missing} missing, {wrong} wrong, {} not served by this \
+         store, {forbidden} forbidden, {errors} errors",
+        count(DocumentStatus::Served),
+        count(DocumentStatus::NotInStore),
+    );
+    Ok((missing + wrong + forbidden, errors))
+}

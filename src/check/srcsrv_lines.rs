@@ -1,0 +1,240 @@
+//! A PDB's srcsrv stream read as WinDbg reads it to fetch one document: the variables of its
+//! `ini` and `variables` sections, the line of its `source files` section whose first field
+//! is the document's path, and `SRCSRVTRG` expanded with that line's fields (`%var1%`...)
+//! and the variables (`%name%`, `%fnvar%(...)`, `%fnbksl%(...)`, `%fnfile%(...)`). Written
+//! here rather than taken from the `srcsrv` crate, which the tests keep as a reader
+//! independent of symdex.
+
+use std::collections::HashMap;
+
+/// The most nested expansions of one target (a variable naming a variable...): streams
+/// written by indexing scripts nest two or three; a loop ends here.
+const MAX_DEPTH: u32 = 16;
+
+/// The longest target expanded: a URL a debugger could use is far shorter.
+const MAX_TARGET: usize = 8192;
+
+/// A srcsrv stream, read.
+pub(super) struct SrcsrvLines {
+    /// Variables by their name, uppercased (srcsrv's names ignore case).
+    variables: HashMap<String, String>,
+    /// Each source file line's fields, by its first field (the document's path) lowercased:
+    /// WinDbg matches the path ignoring case. The first line naming a path wins.
+    files: HashMap<String, Vec<String>>,
+}
+
+/// Where the stream sends a debugger for one document.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Target {
+    /// Downloaded from this URL.
+    Url(String),
+    /// Fetched otherwise (a command, a file share), or not at all: why.
+    Elsewhere(String),
+}
+
+impl SrcsrvLines {
+    /// Reads the stream's bytes (lines end in CR LF or LF; a line that is not UTF-8 is read
+    /// with its bad bytes replaced, and then names no document a PDB holds).
+    pub(super) fn parse(bytes: &[u8]) -> SrcsrvLines {
+        let text = String::from_utf8_lossy(bytes);
+        let mut variables = HashMap::new();
+        let mut files: HashMap<String, Vec<String>> = HashMap::new();
+        let mut section = "";
+        for line in text.lines() {
+            if let Some(header) = line.strip_prefix("SRCSRV:") {
+                let header = header.trim_start();
+                section = if header.starts_with("ini") || header.starts_with("variables") {
+                    "variables"
+                } else if header.starts_with("source files") {
+                    "files"
+                } else {
+                    ""
+                };
+                continue;
+            }
+            match section {
+                "variables" => {
+                    if let Some((name, value)) = line.split_once('=') {
+                        variables
+                            .entry(name.trim().to_ascii_uppercase())
+                            .or_insert_with(|| value.to_string());
+                    }
+                }
+                "files" => {
+                    let fields: Vec<String> = line.split('*').map(str::to_string).collect();
+                    if let Some(first) = fields.first().filter(|f| !f.is_empty()) {
+                        files.entry(first.to_lowercase()).or_insert(fields);
+                    }
+                }
+                _ => {}
+            }
+        }
+        SrcsrvLines { variables, files }
+    }
+
+    /// Where a debugger holding this stream fetches the document at `path`.
+    pub(super) fn target(&self, path: &str) -> Target {
+        let Some(fields) = self.files.get(&path.to_lowercase()) else {
+            return Target::Elsewhere("the srcsrv stream lists no line for it".into());
+        };
+        if self
+            .variables
+            .get("SRCSRVCMD")
+            .is_some_and(|c| !c.trim().is_empty())
+        {
+            return Target::Elsewhere(
+                "fetched by a command the srcsrv stream runs (SRCSRVCMD), not downloaded".into(),
+            );
+        }
+        let Some(target) = self.variables.get("SRCSRVTRG") else {
+            return Target::Elsewhere("the srcsrv stream has no SRCSRVTRG".into());
+        };
+        match self.expand(target, fields, 0) {
+            Some(url) if is_http(&url) => Target::Url(url),
+            Some(other) => Target::Elsewhere(format!("{other}: not an http(s) URL")),
+            None => Target::Elsewhere(format!(
+                "SRCSRVTRG {target:?} does not expand (nested more than {MAX_DEPTH} deep, or \
+                 longer than {MAX_TARGET} bytes)"
+            )),
+        }
+    }
+
+    /// `text` with its variables and functions expanded; `None` past the depth or length.
+    fn expand(&self, text: &str, fields: &[String], depth: u32) -> Option<String> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find('%') {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 1..];
+            let Some(end) = after.find('%') else {
+                // A lone `%` is itself.
+                out.push_str(&rest[start..]);
+                rest = "";
+                break;
+            };
+            let name = after[..end].to_ascii_uppercase();
+            rest = &after[end + 1..];
+            let function = matches!(name.as_str(), "FNVAR" | "FNBKSL" | "FNFILE");
+            if let (true, Some((argument, tail))) = (function, call_argument(rest)) {
+                rest = tail;
+                let argument = self.expand(argument, fields, depth + 1)?;
+                let value = match name.as_str() {
+                    "FNVAR" => match self.variables.get(&argument.to_ascii_uppercase()) {
+                        Some(value) => self.expand(value, fields, depth + 1)?,
+                        None => String::new(),
+                    },
+                    "FNBKSL" => argument.replace('/', "\\"),
+                    _ => argument
+                        .rsplit(['\\', '/'])
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                };
+                out.push_str(&value);
+            } else if let Some(index) = field_index(&name) {
+                out.push_str(fields.get(index).map_or("", String::as_str));
+            } else if let Some(value) = self.variables.get(&name) {
+                out.push_str(&self.expand(value, fields, depth + 1)?);
+            } else {
+                // A variable the debugger defines (`%targ%`, its cache) or nobody does: kept
+                // as written, so the target says what it needs.
+                out.push('%');
+                out.push_str(&after[..end]);
+                out.push('%');
+            }
+            if out.len() > MAX_TARGET {
+                return None;
+            }
+        }
+        out.push_str(rest);
+        (out.len() <= MAX_TARGET).then_some(out)
+    }
+}
+
+/// `VAR<n>` (1 to 10) as an index into a line's fields.
+fn field_index(name: &str) -> Option<usize> {
+    let n: usize = name.strip_prefix("VAR")?.parse().ok()?;
+    (1..=10).contains(&n).then(|| n - 1)
+}
+
+/// A function's parenthesised argument at the start of `rest` (parentheses nest), and what
+/// follows it.
+fn call_argument(rest: &str) -> Option<(&str, &str)> {
+    let inner = rest.strip_prefix('(')?;
+    let mut depth = 1u32;
+    for (at, c) in inner.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some((&inner[..at], &inner[at + 1..]));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+fn is_http(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    lower.starts_with("http://") || lower.starts_with("https://")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SrcsrvLines, Target};
+
+    #[test]
+    fn targets_expand_fields_variables_and_functions() {
+        let stream = b"SRCSRV: ini ------\r\nVERSION=2\r\nSRCSRV: variables ------\r\n\
+            BASE=https://s.example/src/app/1\r\nsrcsrvtrg=%base%/%var2%\r\n\
+            SRCSRV: source files ------\r\nC:\\b\\x\\A.cpp*x/A.cpp\r\nSRCSRV: end ------\r\n";
+        let lines = SrcsrvLines::parse(stream);
+        assert_eq!(
+            lines.target(r"c:\B\x\a.CPP"),
+            Target::Url("https://s.example/src/app/1/x/A.cpp".into())
+        );
+        assert!(matches!(
+            lines.target(r"C:\b\other.h"),
+            Target::Elsewhere(_)
+        ));
+        let functions = b"SRCSRV: variables --\nHOST=https://h\nW=HOST\n\
+            SRCSRVTRG=%fnvar%(%w%)/%fnfile%(%var1%)/%fnbksl%(a/b)\n\
+            SRCSRV: source files --\n/w/d/f.c*f.c\nSRCSRV: end --\n";
+        assert_eq!(
+            SrcsrvLines::parse(functions).target("/w/d/f.c"),
+            Target::Url("https://h/f.c/a\\b".into())
+        );
+    }
+
+    #[test]
+    fn commands_loops_and_local_targets_are_not_downloads() {
+        let command = b"SRCSRV: variables --\nSRCSRVTRG=%targ%\\%var2%\n\
+            SRCSRVCMD=cmd /c get %var2%\nSRCSRV: source files --\na.c*a.c\n";
+        let Target::Elsewhere(why) = SrcsrvLines::parse(command).target("a.c") else {
+            panic!("a command is no download");
+        };
+        assert!(why.contains("SRCSRVCMD"), "{why}");
+        let looping = b"SRCSRV: variables --\nA=%b%\nB=%a%\nSRCSRVTRG=%a%\n\
+            SRCSRV: source files --\na.c*a.c\n";
+        assert!(matches!(
+            SrcsrvLines::parse(looping).target("a.c"),
+            Target::Elsewhere(_)
+        ));
+        let share = b"SRCSRV: variables --\nSRCSRVTRG=\\\\share\\%var2%\n\
+            SRCSRV: source files --\na.c*a.c\n";
+        assert!(matches!(
+            SrcsrvLines::parse(share).target("a.c"),
+            Target::Elsewhere(_)
+        ));
+        assert!(matches!(
+            SrcsrvLines::parse(&[0xff, b'%', b'\n']).target("a.c"),
+            Target::Elsewhere(_)
+        ));
+    }
+}
