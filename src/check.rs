@@ -33,7 +33,6 @@ use crate::inputs::{expand_paths, identify_each, Outcome, Walked};
 
 mod modules;
 mod sources;
-mod srcsrv_lines;
 mod store_urls;
 
 use modules::{listed_modules, module_identities};

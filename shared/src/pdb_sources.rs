@@ -3,12 +3,15 @@
 //! formats/portable_pdb/sources.rs read them). The store's source serving and its check of
 //! a PDB against what it serves start from this.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use crate::sourcelink::SourceLinkMap;
+
+mod srcsrv_lines;
+
+pub use srcsrv_lines::{SrcsrvLines, Target as SrcsrvTarget};
 
 /// The most documents read of one PDB: real ones name tens of thousands.
 pub const MAX_DOCUMENTS: usize = 1_000_000;
@@ -152,48 +155,19 @@ impl SrcSrv {
 }
 
 impl SrcSrv {
-    /// The download URL of each file its stream's `source files` section lists, by the
-    /// file's path lowercased (srcsrv compares paths ignoring case): `target` with `%varN%`
-    /// replaced by the line's Nth `*`-separated field. A target naming any other variable
-    /// (a command's output, `%targ%`) resolves to no URL here: only a plain download is what
-    /// a store can serve. At most `limit` files.
-    pub fn urls(bytes: &[u8], target: &str, limit: usize) -> HashMap<String, String> {
-        let mut urls = HashMap::new();
-        let text = String::from_utf8_lossy(bytes);
-        let mut in_files = false;
-        for line in text.lines() {
-            if line.starts_with("SRCSRV:") {
-                in_files = line.starts_with("SRCSRV: source files");
-                continue;
-            }
-            if !in_files || urls.len() >= limit {
-                continue;
-            }
-            let fields: Vec<&str> = line.split('*').collect();
-            if let Some(url) = substitute(target, &fields) {
-                urls.insert(fields[0].to_lowercase(), url);
-            }
+    /// The download URL its stream gives `documents` (their paths), each where it has one:
+    /// `SRCSRVTRG` expanded with the document's line and the stream's variables, as WinDbg
+    /// expands it ([`SrcsrvLines`]); a document fetched otherwise (a command, a file share)
+    /// has none.
+    pub fn urls(bytes: &[u8], documents: &mut [Document]) {
+        let lines = SrcsrvLines::parse(bytes);
+        for document in documents {
+            document.srcsrv_url = match lines.target(&document.path) {
+                SrcsrvTarget::Url(url) => Some(url),
+                SrcsrvTarget::Elsewhere(_) => None,
+            };
         }
-        urls
     }
-}
-
-/// `target` with each `%varN%` (1-based, case-insensitive) replaced by `fields[N-1]`, or
-/// `None` when it names another variable or a field the line lacks.
-fn substitute(target: &str, fields: &[&str]) -> Option<String> {
-    let mut out = String::new();
-    let mut rest = target;
-    while let Some(start) = rest.find('%') {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 1..];
-        let end = after.find('%')?;
-        let name = after[..end].to_ascii_lowercase();
-        let index: usize = name.strip_prefix("var")?.parse().ok()?;
-        out.push_str(fields.get(index.checked_sub(1)?)?);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Some(out)
 }
 
 #[cfg(test)]
@@ -201,19 +175,41 @@ mod tests {
     use super::{PdbSources, SrcSrv};
 
     #[test]
-    fn srcsrv_urls_are_the_target_with_each_lines_fields() {
+    fn srcsrv_urls_are_the_target_with_each_documents_line() {
         let stream = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\nSRCSRVTRG=https://s/src/p/1/%var2%\r\n\
             SRCSRV: source files --\r\nC:\\b\\A.c*a.c\r\nC:\\b\\x\\y.h*x/y.h\r\nshort\r\nSRCSRV: end --\r\n";
-        let urls = SrcSrv::urls(stream, "https://s/src/p/1/%var2%", 10);
-        assert_eq!(urls["c:\\b\\a.c"], "https://s/src/p/1/a.c");
-        assert_eq!(urls["c:\\b\\x\\y.h"], "https://s/src/p/1/x/y.h");
+        let document = |path: &str| super::Document {
+            path: path.into(),
+            checksum: None,
+            srcsrv_url: None,
+        };
+        let mut documents = [
+            document("c:\\b\\a.c"),
+            document("C:\\b\\x\\y.h"),
+            document("short"),
+        ];
+        SrcSrv::urls(stream, &mut documents);
         assert_eq!(
-            urls.len(),
-            2,
-            "a line without the field resolves to nothing"
+            documents[0].srcsrv_url.as_deref(),
+            Some("https://s/src/p/1/a.c")
         );
-        assert!(SrcSrv::urls(stream, "%targ%\\%var2%", 10).is_empty());
-        assert_eq!(SrcSrv::urls(stream, "https://s/%var2%", 1).len(), 1);
+        assert_eq!(
+            documents[1].srcsrv_url.as_deref(),
+            Some("https://s/src/p/1/x/y.h")
+        );
+        assert_eq!(
+            documents[2].srcsrv_url.as_deref(),
+            Some("https://s/src/p/1/"),
+            "a field the line lacks is empty, as WinDbg has it (and no key)"
+        );
+        let commands = b"SRCSRV: variables --\nSRCSRVTRG=%targ%\\%var2%\nSRCSRVCMD=cmd /c x\n\
+            SRCSRV: source files --\nC:\\b\\A.c*a.c\nSRCSRV: end --\n";
+        let mut documents = [document("C:\\b\\A.c")];
+        SrcSrv::urls(commands, &mut documents);
+        assert_eq!(
+            documents[0].srcsrv_url, None,
+            "fetched by a command: no URL"
+        );
     }
 
     #[test]

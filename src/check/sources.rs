@@ -18,11 +18,11 @@ use symdex_shared::refs::RefStore;
 use symdex_shared::storage::{CopySource, Storage};
 use symdex_shared::{FileReader, Format, Identity};
 
-use super::srcsrv_lines::{SrcsrvLines, Target};
 use super::store_urls::StoreUrls;
 use super::Client;
 use crate::credentials::{redacted, Credentialed};
 use crate::deployment::StoreArg;
+use symdex_shared::pdb_sources::{SrcsrvLines, SrcsrvTarget as Target};
 
 /// One document to check, as one client finds it.
 #[derive(Debug, Clone, Serialize)]
@@ -147,8 +147,9 @@ pub(super) fn wanted_documents(
             eprintln!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
             return;
         }
-        // The stream itself where the PDB is at hand; inside an archive, the URLs
-        // identification read of it (a target of its lines' `%varN%` fields only).
+        // The stream itself where the PDB is at hand (its rows say why a document is fetched
+        // otherwise); inside an archive, the URLs identification read of it by the same
+        // reader.
         let lines = match srcsrv_of {
             Some(pdb) => match srcsrv_lines(input, pdb) {
                 Some(lines) => Some(lines),
@@ -160,11 +161,10 @@ pub(super) fn wanted_documents(
             let url = match lines.as_ref().map(|l| l.target(&document.path)) {
                 Some(Target::Url(url)) => Ok(url),
                 Some(Target::Elsewhere(why)) => Err(why),
-                None => document.srcsrv_url.clone().ok_or_else(|| {
-                    "the srcsrv stream gives it no download URL (read inside an archive: \
-                     %varN% fields only)"
-                        .to_string()
-                }),
+                None => document
+                    .srcsrv_url
+                    .clone()
+                    .ok_or_else(|| "the srcsrv stream gives it no download URL".to_string()),
             };
             out.push(wanted(Client::Srcsrv, index, url));
         }

@@ -283,12 +283,8 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
         Some(Err(reason)) => sources.unread.push(format!("/names stream: {reason}")),
         None => {}
     }
-    let target = sources.srcsrv.as_ref().and_then(|s| s.target.clone());
-    if let (Some(bytes), Some(target)) = (srcsrv_bytes, target) {
-        let urls = SrcSrv::urls(&bytes, &target, MAX_DOCUMENTS);
-        for document in &mut sources.documents {
-            document.srcsrv_url = urls.get(&document.path.to_lowercase()).cloned();
-        }
+    if let Some(bytes) = srcsrv_bytes {
+        SrcSrv::urls(&bytes, &mut sources.documents);
     }
     sources
 }

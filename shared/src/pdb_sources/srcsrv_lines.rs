@@ -15,7 +15,7 @@ const MAX_DEPTH: u32 = 16;
 const MAX_TARGET: usize = 8192;
 
 /// A srcsrv stream, read.
-pub(super) struct SrcsrvLines {
+pub struct SrcsrvLines {
     /// Variables by their name, uppercased (srcsrv's names ignore case).
     variables: HashMap<String, String>,
     /// Each source file line's fields, by its first field (the document's path) lowercased:
@@ -25,7 +25,7 @@ pub(super) struct SrcsrvLines {
 
 /// Where the stream sends a debugger for one document.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Target {
+pub enum Target {
     /// Downloaded from this URL.
     Url(String),
     /// Fetched otherwise (a command, a file share), or not at all: why.
@@ -35,7 +35,7 @@ pub(super) enum Target {
 impl SrcsrvLines {
     /// Reads the stream's bytes (lines end in CR LF or LF; a line that is not UTF-8 is read
     /// with its bad bytes replaced, and then names no document a PDB holds).
-    pub(super) fn parse(bytes: &[u8]) -> SrcsrvLines {
+    pub fn parse(bytes: &[u8]) -> SrcsrvLines {
         let text = String::from_utf8_lossy(bytes);
         let mut variables = HashMap::new();
         let mut files: HashMap<String, Vec<String>> = HashMap::new();
@@ -73,7 +73,7 @@ impl SrcsrvLines {
     }
 
     /// Where a debugger holding this stream fetches the document at `path`.
-    pub(super) fn target(&self, path: &str) -> Target {
+    pub fn target(&self, path: &str) -> Target {
         let Some(fields) = self.files.get(&path.to_lowercase()) else {
             return Target::Elsewhere("the srcsrv stream lists no line for it".into());
         };
