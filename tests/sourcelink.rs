@@ -470,6 +470,42 @@ fn an_edited_source_another_products_and_a_removed_upload_are_not_served() {
         assert!(said, "order {n}: {records:#?}");
     }
 
+    // What is missing now, replayed from the manifest: all three documents while only the
+    // PDB is in, none once the sources came.
+    let missing = |store: &Path| -> Vec<String> {
+        ok(symdex()
+            .args(["manifest", "query", "--missing-sources", "--format", "json"])
+            .arg(store)
+            .output()
+            .unwrap())
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["key"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+    };
+    let store = w.path("replayed");
+    index_for(&w, &store, "app", &["app.pdb"]);
+    let mut keys = missing(&store);
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "src/app/1.0/a.cpp",
+            "src/app/1.0/sub/b.h",
+            "src/app/1.0/sub/c.cpp"
+        ]
+    );
+    index_for(&w, &store, "app", &["edited.tar"]);
+    assert_eq!(
+        missing(&store),
+        ["src/app/1.0/a.cpp"],
+        "the edited one is still missing"
+    );
+
     // Another product's sources never serve this product's PDB.
     let store = w.path("tenancy");
     linked_build(&w);

@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sourcelink::SourceLinkMap;
+use crate::sourcelink::{document_place, BuildRoot, DocumentPlace, SourceLinkMap};
 
 mod srcsrv_lines;
 
@@ -40,6 +40,25 @@ pub struct PdbSources {
 }
 
 impl PdbSources {
+    /// Where the store serves `document` of these sources, uploaded for `product` and `build`
+    /// under the build `root` (if given): its `src/<product>/<build>/<path>` key
+    /// (`Ok`, not yet checked against the key grammar), or where else its debugger fetches it
+    /// (`Err`: [`DocumentPlace::Elsewhere`] or [`DocumentPlace::Unmapped`]). What the indexer
+    /// asks for (pipeline/documents.rs) and the missing-sources replay looks for.
+    pub fn document_key(
+        &self,
+        document: &Document,
+        root: Option<&BuildRoot>,
+        (product, build): (&str, &str),
+    ) -> Result<String, DocumentPlace> {
+        let srcsrv_url = document.srcsrv_url.as_deref();
+        let map = self.source_link.as_ref();
+        match document_place(&document.path, srcsrv_url, map, root, (product, build)) {
+            DocumentPlace::Store(rest) => Ok(format!("src/{product}/{build}/{rest}")),
+            other => Err(other),
+        }
+    }
+
     /// Whether there is nothing to say (no documents, no map, no srcsrv, nothing unread).
     pub fn is_empty(&self) -> bool {
         self.documents.is_empty()
@@ -151,6 +170,13 @@ impl SrcSrv {
             target,
             commands,
         }
+    }
+}
+
+impl Document {
+    /// Its path as a want names it in the join records (sourcemap.rs): `\\` turned into `/`.
+    pub fn want_path(&self) -> String {
+        self.path.replace('\\', "/")
     }
 }
 

@@ -18,7 +18,7 @@ use super::{Indexer, Outcome, Upload};
 use crate::identity::Identity;
 use crate::manifest::Record;
 use crate::pdb_sources::{ChecksumAlgorithm, PdbSources};
-use crate::sourcelink::{document_place, one_segment, BuildRoot, DocumentPlace};
+use crate::sourcelink::{one_segment, BuildRoot, DocumentPlace};
 use crate::sourcemap::Want;
 
 /// Documents of one kind (served elsewhere, under no map or root) named one by one in a
@@ -93,30 +93,27 @@ impl DocumentWants {
             };
         }
         let root: Option<BuildRoot> = meta.source_root.as_deref().and_then(|r| r.parse().ok());
-        let map = sources.source_link.as_ref();
         let mut wants = Vec::new();
         let mut elsewhere = Vec::new();
         let mut unmapped = Vec::new();
         for document in &sources.documents {
             let path = &document.path;
-            let srcsrv_url = document.srcsrv_url.as_deref();
-            let scope = (product, build);
-            let rest = match document_place(path, srcsrv_url, map, root.as_ref(), scope) {
-                DocumentPlace::Store(rest) => rest,
-                DocumentPlace::Elsewhere(url) => {
+            let key = match sources.document_key(document, root.as_ref(), (product, build)) {
+                Ok(key) => key,
+                Err(DocumentPlace::Elsewhere(url)) => {
                     elsewhere.push(format!("{path} → {url}"));
                     continue;
                 }
-                DocumentPlace::Unmapped => {
+                Err(_) => {
                     unmapped.push(path.clone());
                     continue;
                 }
             };
             let mut want = Want {
                 build_id: id.debug_id.to_string(),
-                path: path.replace('\\', "/"),
+                path: document.want_path(),
                 upload: upload.id.clone(),
-                key: Some(format!("src/{product}/{build}/{rest}")),
+                key: Some(key),
                 ..Want::default()
             };
             if let Some(checksum) = &document.checksum {
