@@ -4,7 +4,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use symdex_shared::formats::identify_described;
 use symdex_shared::identity::file_name_of;
+use symdex_shared::reader::head::HeadReader;
 use symdex_shared::{
     archive, CountingReader, FileReader, FormatError, IdentifyOptions, Identity, Layout,
     RangeReader,
@@ -223,21 +225,59 @@ pub fn identify_each(
     limits: archive::Limits,
     each: &mut dyn FnMut(Identified) -> io::Result<()>,
 ) -> io::Result<()> {
+    match identify_first(path, as_source(path)) {
+        First::Item(item) => each(item),
+        First::Container(container) => expand_each(path, container, as_source, limits, each),
+    }
+}
+
+/// What a file is on its own: identified, or an archive whose entries are still to be walked
+/// ([`expand_each`]). The part of [`identify_each`] that can run on any thread, many files at
+/// once (`keys`, `push`): an archive's walk is left to the caller's turn.
+pub enum First {
+    Item(Identified),
+    Container(archive::Container),
+}
+
+/// [`identify_each`]'s look at the file itself: through its head ([`HeadReader`]: one read
+/// for most artifacts), with the details a report shows ([`identify_described`]); a file
+/// no format claims is told an archive from the same head.
+pub fn identify_first(path: &Path, as_source: bool) -> First {
     let shown = path.display().to_string();
     let name = file_name(path);
-    let identified = identify_file(path, as_source(path));
-    let container = match &identified {
-        Err(FormatError::Unrecognized(_)) => container_of(path),
-        _ => None,
-    };
-    let Some(container) = container else {
-        return each(Identified {
-            shown,
-            name,
-            outcome: identified.into(),
+    let item = |outcome| {
+        First::Item(Identified {
+            shown: shown.clone(),
+            name: name.clone(),
+            outcome,
             in_archive: false,
-        });
+        })
     };
+    let reader = match FileReader::open(path).and_then(HeadReader::new) {
+        Ok(reader) => reader,
+        Err(err) => return item(Outcome::Failed(FormatError::Io(err))),
+    };
+    let identified = identify_reader(&reader, &name, as_source);
+    if let Err(FormatError::Unrecognized(_)) = &identified {
+        let head = reader.head();
+        if let Some(container) = archive::detect(&head[..head.len().min(archive::DETECT_LEN)]) {
+            return First::Container(container);
+        }
+    }
+    item(identified.into())
+}
+
+/// The entries of the archive at `path` (a `container`, as [`identify_first`] found it),
+/// each identified and handed to `each`; a malformed archive is one item saying so.
+pub fn expand_each(
+    path: &Path,
+    container: archive::Container,
+    as_source: impl Fn(&Path) -> bool,
+    limits: archive::Limits,
+    each: &mut dyn FnMut(Identified) -> io::Result<()>,
+) -> io::Result<()> {
+    let shown = path.display().to_string();
+    let name = file_name(path);
     let scratch = tempfile::tempdir()?;
     let reader = FileReader::open(path)?;
     let options = archive::Options {
@@ -305,12 +345,6 @@ pub fn container_of(path: &Path) -> Option<archive::Container> {
     archive::detect(&head)
 }
 
-/// Identifies one file; `Err` only for I/O failures.
-pub fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), FormatError> {
-    let reader = FileReader::open(path).map_err(FormatError::Io)?;
-    identify_reader(&reader, &file_name(path), as_source)
-}
-
 /// Identifies what `reader` holds, a file named `name` (its identities' file names), counting
 /// the bytes it reads.
 fn identify_reader(
@@ -320,7 +354,7 @@ fn identify_reader(
 ) -> Result<(Vec<Identity>, u64), FormatError> {
     let reader = CountingReader::new(reader);
     let options = IdentifyOptions { as_source };
-    let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
+    let mut ids = identify_described(&reader, &options)?;
     for id in &mut ids {
         id.fill_file_names(name);
     }

@@ -1,0 +1,134 @@
+//! A file's head held in memory: identification's reads served from one read of its start.
+//!
+//! Identifying a file through plain positioned reads cost about twenty system calls of a few
+//! hundred bytes each (headers, then the section names one string at a time, notes, DWARF
+//! unit headers), most of them inside the first tens of kilobytes. [`HeadReader`] reads the
+//! first [`HEAD_LEN`] bytes at once and answers every read inside them from memory; a read
+//! past them goes through a small block cache ([`TAIL_BLOCK`] bytes a block, the last
+//! [`TAIL_BLOCKS`] kept), so a section table and its names at the end of a large file cost
+//! one read, and a read larger than a block goes straight to the file. What it reads is
+//! bounded as the parsers' reads are: a multi-gigabyte artifact still costs kilobytes.
+
+use std::io;
+
+use super::{check_range, read_up_to, BlockCache, RangeReader};
+
+/// How much of a file's start is read at once: every header the formats read first, and all
+/// of most small artifacts (a read of 64 KiB from the page cache costs little more than one
+/// of 4 KiB; twenty reads cost twenty system calls).
+pub const HEAD_LEN: usize = 64 << 10;
+/// The blocks reads past the head are served from (a page).
+pub const TAIL_BLOCK: u64 = 4 << 10;
+/// How many of those blocks are kept (the most recently used).
+pub const TAIL_BLOCKS: usize = 16;
+
+/// A reader whose first [`HEAD_LEN`] bytes are held in memory (module doc).
+pub struct HeadReader<R> {
+    head: Vec<u8>,
+    rest: BlockCache<R>,
+}
+
+impl<R: RangeReader> HeadReader<R> {
+    /// Reads the head of `inner` (all of it when shorter): one read.
+    pub fn new(inner: R) -> io::Result<Self> {
+        Self::with_head_len(inner, HEAD_LEN)
+    }
+
+    /// With a head of `len` bytes (tests, and callers that know less is needed).
+    pub fn with_head_len(inner: R, len: usize) -> io::Result<Self> {
+        let head = read_up_to(&inner, 0, len)?;
+        Ok(HeadReader {
+            head,
+            rest: BlockCache::new(inner, TAIL_BLOCK, TAIL_BLOCKS),
+        })
+    }
+
+    /// The bytes held: the file's first [`HEAD_LEN`] (all of a shorter file).
+    pub fn head(&self) -> &[u8] {
+        &self.head
+    }
+
+    /// The reader underneath (for callers that go on reading the whole file, an archive's
+    /// walk: its reads need no cache).
+    pub fn into_inner(self) -> R {
+        self.rest.into_inner()
+    }
+}
+
+impl<R: RangeReader> RangeReader for HeadReader<R> {
+    fn size(&self) -> u64 {
+        self.rest.size()
+    }
+
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        check_range(self.size(), offset, buf.len())?;
+        let held = self.head.len() as u64;
+        if offset >= held {
+            return self.rest.read_exact_at(offset, buf);
+        }
+        // `offset < held`, a `usize`: the part inside the head is copied, the rest (a read
+        // that runs past the head) read from where the head ends.
+        let start = offset as usize;
+        let n = buf.len().min(self.head.len() - start);
+        buf[..n].copy_from_slice(&self.head[start..start + n]);
+        if n < buf.len() {
+            self.rest.read_exact_at(held, &mut buf[n..])?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::{CountingReader, MemReader};
+
+    fn data(len: u32) -> Vec<u8> {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[test]
+    fn reads_as_the_reader_underneath_with_one_read_for_the_head() {
+        let bytes = data(200_000);
+        let reader = HeadReader::new(CountingReader::new(MemReader(bytes.clone()))).unwrap();
+        assert_eq!(reader.head(), &bytes[..HEAD_LEN]);
+        for (offset, len) in [(0, 16), (64, 504), (HEAD_LEN - 8, 8), (100, 2000)] {
+            let mut buf = vec![0; len];
+            reader.read_exact_at(offset as u64, &mut buf).unwrap();
+            assert_eq!(buf, bytes[offset..offset + len]);
+        }
+        // All inside the head: nothing more was read.
+        assert_eq!(reader.rest.inner().requests(), 1);
+        // Across the head's end, the tail's small reads in one block, a large read past it.
+        for (offset, len) in [
+            (HEAD_LEN - 10, 20),
+            (150_000, 100),
+            (150_050, 300),
+            (199_990, 10),
+            (80_000, 50_000),
+        ] {
+            let mut buf = vec![0; len];
+            reader.read_exact_at(offset as u64, &mut buf).unwrap();
+            assert_eq!(buf, bytes[offset..offset + len]);
+        }
+        // The head, block 16 (across the end), the block at 150,000, the last block, the
+        // large read.
+        assert_eq!(reader.rest.inner().requests(), 5);
+        let mut past = [0u8; 20];
+        assert!(reader.read_exact_at(199_990, &mut past).is_err());
+        assert!(reader.read_exact_at(u64::MAX, &mut past).is_err());
+    }
+
+    #[test]
+    fn a_short_file_is_read_once_whole() {
+        let bytes = data(1000);
+        let reader = HeadReader::new(CountingReader::new(MemReader(bytes.clone()))).unwrap();
+        let mut buf = vec![0; 1000];
+        reader.read_exact_at(0, &mut buf).unwrap();
+        assert_eq!(buf, bytes);
+        assert!(reader.read_exact_at(1, &mut buf).is_err());
+        assert_eq!(reader.into_inner().requests(), 1);
+        let empty = HeadReader::new(MemReader(Vec::<u8>::new())).unwrap();
+        assert_eq!((empty.size(), empty.head().len()), (0, 0));
+    }
+}
