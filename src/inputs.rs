@@ -241,31 +241,66 @@ pub enum First {
 
 /// [`identify_each`]'s look at the file itself: through its head ([`HeadReader`]: one read
 /// for most artifacts), with the details a report shows ([`identify_described`]); a file
-/// no format claims is told an archive from the same head.
+/// no format claims is told an archive from the same head. Under [`plain_reads`], through
+/// plain positioned reads instead.
 pub fn identify_first(path: &Path, as_source: bool) -> First {
-    let shown = path.display().to_string();
     let name = file_name(path);
-    let item = |outcome| {
-        First::Item(Identified {
-            shown: shown.clone(),
-            name: name.clone(),
-            outcome,
-            in_archive: false,
-        })
+    let (identified, container) = match plain_reads() {
+        true => {
+            let identified = FileReader::open(path)
+                .map_err(FormatError::Io)
+                .and_then(|reader| identify_reader(&reader, &name, as_source));
+            let container = match &identified {
+                Err(FormatError::Unrecognized(_)) => container_of(path),
+                _ => None,
+            };
+            (identified, container)
+        }
+        false => identify_through_head(path, &name, as_source),
     };
+    match container {
+        Some(container) => First::Container(container),
+        None => First::Item(Identified {
+            shown: path.display().to_string(),
+            name,
+            outcome: identified.into(),
+            in_archive: false,
+        }),
+    }
+}
+
+/// The file at `path` identified through its head, and the container it is when no format
+/// claims it (told from the same head).
+fn identify_through_head(
+    path: &Path,
+    name: &str,
+    as_source: bool,
+) -> (Identification, Option<archive::Container>) {
     let reader = match FileReader::open(path).and_then(HeadReader::new) {
         Ok(reader) => reader,
-        Err(err) => return item(Outcome::Failed(FormatError::Io(err))),
+        Err(err) => return (Err(FormatError::Io(err)), None),
     };
-    let identified = identify_reader(&reader, &name, as_source);
-    if let Err(FormatError::Unrecognized(_)) = &identified {
-        let head = reader.head();
-        if let Some(container) = archive::detect(&head[..head.len().min(archive::DETECT_LEN)]) {
-            return First::Container(container);
+    let identified = identify_reader(&reader, name, as_source);
+    let container = match &identified {
+        Err(FormatError::Unrecognized(_)) => {
+            let head = reader.head();
+            archive::detect(&head[..head.len().min(archive::DETECT_LEN)])
         }
-    }
-    item(identified.into())
+        _ => None,
+    };
+    (identified, container)
 }
+
+/// Whether identification goes through plain positioned reads, one file at a time
+/// (`SYMDEX_PLAIN_READS=1`): the reference the head reader and the workers are tested
+/// against (tests/cli_keys.rs), byte for byte.
+pub fn plain_reads() -> bool {
+    static PLAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PLAIN.get_or_init(|| std::env::var_os("SYMDEX_PLAIN_READS").is_some_and(|v| v == "1"))
+}
+
+/// An identification: the identities and the bytes reading them took.
+type Identification = Result<(Vec<Identity>, u64), FormatError>;
 
 /// The entries of the archive at `path` (a `container`, as [`identify_first`] found it),
 /// each identified and handed to `each`; a malformed archive is one item saying so.
@@ -347,11 +382,7 @@ pub fn container_of(path: &Path) -> Option<archive::Container> {
 
 /// Identifies what `reader` holds, a file named `name` (its identities' file names), counting
 /// the bytes it reads.
-fn identify_reader(
-    reader: &dyn RangeReader,
-    name: &str,
-    as_source: bool,
-) -> Result<(Vec<Identity>, u64), FormatError> {
+fn identify_reader(reader: &dyn RangeReader, name: &str, as_source: bool) -> Identification {
     let reader = CountingReader::new(reader);
     let options = IdentifyOptions { as_source };
     let mut ids = identify_described(&reader, &options)?;

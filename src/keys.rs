@@ -6,12 +6,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde::Serialize;
-use symdex_shared::layouts::Sidecar;
 use symdex_shared::archive::Container;
+use symdex_shared::layouts::Sidecar;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, KeySet, Layout};
 
-use crate::inputs::{expand_each, expand_paths, identify_first, First, Identified, Outcome, Walked};
-use crate::ordered::map_in_order;
+use crate::inputs::{
+    expand_each, expand_paths, identify_first, plain_reads, First, Identified, Outcome, Walked,
+};
+use crate::ordered::{map_in_order_on, workers};
 use crate::KeysArgs;
 
 /// One output row: the identity with where it came from, what reading it cost, its keys and
@@ -126,7 +128,9 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     // Each file identified and its rows written on a worker; taken here in input order. An
     // archive's entries are walked in its turn, here, their rows written as they come.
     let mut written = Ok(());
-    map_in_order(
+    let workers = if plain_reads() { 1 } else { workers() };
+    map_in_order_on(
+        workers,
         &walked,
         |entry| rows_of(args, &layouts, entry),
         |rows| {
@@ -193,9 +197,8 @@ fn take_rows(
             out.write_all(&written)
         }
         Rows::Archive(path, container) => {
-            let mut row = |item: Identified| {
-                print_row(out, &mut io::stderr(), args, layouts, &item, failed)
-            };
+            let mut row =
+                |item: Identified| print_row(out, &mut io::stderr(), args, layouts, &item, failed);
             let as_source = |p: &Path| args.sources.wants_source(p);
             if let Err(err) = expand_each(&path, container, as_source, args.limits.into(), &mut row)
             {

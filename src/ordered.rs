@@ -22,11 +22,8 @@ pub fn workers() -> usize {
 /// order of `items` (on the calling thread). `take` returning `false` stops the run: no
 /// further item is started. A panic in `work` goes on unwinding on the calling thread once
 /// every worker stopped.
-pub fn map_in_order<T, R>(
-    items: &[T],
-    work: impl Fn(&T) -> R + Sync,
-    take: impl FnMut(R) -> bool,
-) where
+pub fn map_in_order<T, R>(items: &[T], work: impl Fn(&T) -> R + Sync, take: impl FnMut(R) -> bool)
+where
     T: Sync,
     R: Send,
 {
