@@ -276,7 +276,12 @@ fn identify_through_head(
     name: &str,
     as_source: bool,
 ) -> (Identification, Option<archive::Container>) {
-    let reader = match FileReader::open(path).and_then(HeadReader::new) {
+    thread_local! {
+        // The thread's head buffer, reused file after file.
+        static HEAD: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let opened = FileReader::open(path).and_then(|file| HeadReader::reusing(file, HEAD.take()));
+    let reader = match opened {
         Ok(reader) => reader,
         Err(err) => return (Err(FormatError::Io(err)), None),
     };
@@ -288,6 +293,7 @@ fn identify_through_head(
         }
         _ => None,
     };
+    HEAD.set(reader.into_parts().1);
     (identified, container)
 }
 

@@ -124,6 +124,7 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
             "FORMAT", "ARCH", "KIND", "DEBUG_ID", "CODE_ID"
         )?;
     }
+    no_huge_pages();
     let walked = expand_paths(&args.paths);
     // Each file identified and its rows written on a worker; taken here in input order. An
     // archive's entries are walked in its turn, here, their rows written as they come.
@@ -145,6 +146,18 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// No transparent huge pages for this process: the allocator asks for them on its arenas, and
+/// a run over many small files then zeroes a fresh 2 MiB page wherever a worker's heap grows
+/// or comes back after a purge (measured over ten times the corpus: 5% of the run's time,
+/// and a peak of 49 MiB where it is 18 without). Failing, nothing changes but that cost.
+fn no_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integers and touches no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
 }
 
 /// What a worker made of one walked input: its rows and messages, or the archive it is.
