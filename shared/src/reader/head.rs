@@ -41,10 +41,14 @@ impl<R: RangeReader> HeadReader<R> {
     /// [`Self::new`], the head read into `buffer` (one a thread, handed from file to file:
     /// no allocation, no page touched for the first time, nothing zeroed once it is grown;
     /// [`Self::into_parts`] gives it back).
-    pub fn reusing(inner: R, mut buffer: Vec<u8>) -> io::Result<Self> {
-        let held = usize::try_from(inner.size())
-            .unwrap_or(usize::MAX)
-            .min(HEAD_LEN);
+    pub fn reusing(inner: R, buffer: Vec<u8>) -> io::Result<Self> {
+        Self::holding(inner, buffer, HEAD_LEN)
+    }
+
+    /// [`Self::reusing`] with a head of `len` bytes (the tests move the head's end over
+    /// every structure a parser reads).
+    fn holding(inner: R, mut buffer: Vec<u8>, len: usize) -> io::Result<Self> {
+        let held = usize::try_from(inner.size()).unwrap_or(usize::MAX).min(len);
         if buffer.len() < held {
             buffer.resize(held, 0);
         }
@@ -149,6 +153,32 @@ mod tests {
         assert_eq!(reader.into_inner().requests(), 1);
         let empty = HeadReader::new(MemReader(Vec::<u8>::new())).unwrap();
         assert_eq!((empty.size(), empty.head().len()), (0, 0));
+    }
+
+    /// Wherever the head ends, inside a header, a string or a stream, identification reads
+    /// what plain reads give: one artifact of every format the builders make, with the
+    /// details a report shows, the same identities and the same bytes asked for.
+    #[test]
+    fn identities_are_the_same_wherever_the_head_ends() {
+        use crate::formats::identify_described;
+        for (name, bytes) in crate::testing::fuzz_seeds() {
+            let plain = CountingReader::new(MemReader(&bytes));
+            let want = identify_described(&plain, &Default::default()).unwrap();
+            let want = serde_json::to_string(&want).unwrap();
+            let mut lens: Vec<usize> = vec![0, 1, 2, 15, 16, 17, 63, 64, 65, 100, 511, 512];
+            lens.extend((128..bytes.len() + 64).step_by(97));
+            for len in lens {
+                let head = HeadReader::holding(MemReader(&bytes), Vec::new(), len).unwrap();
+                let asked = CountingReader::new(&head);
+                let got = identify_described(&asked, &Default::default()).unwrap();
+                assert_eq!(
+                    serde_json::to_string(&got).unwrap(),
+                    want,
+                    "{name}, head {len}"
+                );
+                assert_eq!(asked.bytes_read(), plain.bytes_read(), "{name}, head {len}");
+            }
+        }
     }
 
     #[test]
