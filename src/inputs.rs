@@ -4,7 +4,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use symdex_shared::formats::identify_described;
 use symdex_shared::identity::file_name_of;
+use symdex_shared::reader::head::HeadReader;
 use symdex_shared::{
     archive, CountingReader, FileReader, FormatError, IdentifyOptions, Identity, Layout,
     RangeReader,
@@ -223,21 +225,100 @@ pub fn identify_each(
     limits: archive::Limits,
     each: &mut dyn FnMut(Identified) -> io::Result<()>,
 ) -> io::Result<()> {
-    let shown = path.display().to_string();
+    match identify_first(path, as_source(path)) {
+        First::Item(item) => each(item),
+        First::Container(container) => expand_each(path, container, as_source, limits, each),
+    }
+}
+
+/// What a file is on its own: identified, or an archive whose entries are still to be walked
+/// ([`expand_each`]). The part of [`identify_each`] that can run on any thread, many files at
+/// once (`keys`, `push`): an archive's walk is left to the caller's turn.
+pub enum First {
+    Item(Identified),
+    Container(archive::Container),
+}
+
+/// [`identify_each`]'s look at the file itself: through its head ([`HeadReader`]: one read
+/// for most artifacts), with the details a report shows ([`identify_described`]); a file
+/// no format claims is told an archive from the same head. Under [`plain_reads`], through
+/// plain positioned reads instead.
+pub fn identify_first(path: &Path, as_source: bool) -> First {
     let name = file_name(path);
-    let identified = identify_file(path, as_source(path));
-    let container = match &identified {
-        Err(FormatError::Unrecognized(_)) => container_of(path),
-        _ => None,
+    let (identified, container) = match plain_reads() {
+        true => {
+            let identified = FileReader::open(path)
+                .map_err(FormatError::Io)
+                .and_then(|reader| identify_reader(&reader, &name, as_source));
+            let container = match &identified {
+                Err(FormatError::Unrecognized(_)) => container_of(path),
+                _ => None,
+            };
+            (identified, container)
+        }
+        false => identify_through_head(path, &name, as_source),
     };
-    let Some(container) = container else {
-        return each(Identified {
-            shown,
+    match container {
+        Some(container) => First::Container(container),
+        None => First::Item(Identified {
+            shown: path.display().to_string(),
             name,
             outcome: identified.into(),
             in_archive: false,
-        });
+        }),
+    }
+}
+
+/// The file at `path` identified through its head, and the container it is when no format
+/// claims it (told from the same head).
+fn identify_through_head(
+    path: &Path,
+    name: &str,
+    as_source: bool,
+) -> (Identification, Option<archive::Container>) {
+    thread_local! {
+        // The thread's head buffer, reused file after file.
+        static HEAD: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let opened = FileReader::open(path).and_then(|file| HeadReader::reusing(file, HEAD.take()));
+    let reader = match opened {
+        Ok(reader) => reader,
+        Err(err) => return (Err(FormatError::Io(err)), None),
     };
+    let identified = identify_reader(&reader, name, as_source);
+    let container = match &identified {
+        Err(FormatError::Unrecognized(_)) => {
+            let head = reader.head();
+            archive::detect(&head[..head.len().min(archive::DETECT_LEN)])
+        }
+        _ => None,
+    };
+    HEAD.set(reader.into_parts().1);
+    (identified, container)
+}
+
+/// Whether identification goes through plain positioned reads, one file at a time
+/// (`SYMDEX_PLAIN_READS=1`): the reference the head reader and the workers are tested
+/// against (tests/cli_keys.rs), byte for byte.
+pub fn plain_reads() -> bool {
+    static PLAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PLAIN.get_or_init(|| std::env::var_os("SYMDEX_PLAIN_READS").is_some_and(|v| v == "1"))
+}
+
+/// An identification: the identities and the bytes reading them took.
+type Identification = Result<(Vec<Identity>, u64), FormatError>;
+
+/// The entries of the archive at `path` (a `container`, as [`identify_first`] found it),
+/// each identified and handed to `each`; a malformed archive is one item saying so.
+pub fn expand_each(
+    path: &Path,
+    container: archive::Container,
+    as_source: impl Fn(&Path) -> bool,
+    limits: archive::Limits,
+    each: &mut dyn FnMut(Identified) -> io::Result<()>,
+) -> io::Result<()> {
+    let shown = path.display().to_string();
+    let name = file_name(path);
     let scratch = tempfile::tempdir()?;
     let reader = FileReader::open(path)?;
     let options = archive::Options {
@@ -305,22 +386,12 @@ pub fn container_of(path: &Path) -> Option<archive::Container> {
     archive::detect(&head)
 }
 
-/// Identifies one file; `Err` only for I/O failures.
-pub fn identify_file(path: &Path, as_source: bool) -> Result<(Vec<Identity>, u64), FormatError> {
-    let reader = FileReader::open(path).map_err(FormatError::Io)?;
-    identify_reader(&reader, &file_name(path), as_source)
-}
-
 /// Identifies what `reader` holds, a file named `name` (its identities' file names), counting
 /// the bytes it reads.
-fn identify_reader(
-    reader: &dyn RangeReader,
-    name: &str,
-    as_source: bool,
-) -> Result<(Vec<Identity>, u64), FormatError> {
+fn identify_reader(reader: &dyn RangeReader, name: &str, as_source: bool) -> Identification {
     let reader = CountingReader::new(reader);
     let options = IdentifyOptions { as_source };
-    let mut ids = symdex_shared::identify_with_details(&reader, &options)?;
+    let mut ids = identify_described(&reader, &options)?;
     for id in &mut ids {
         id.fill_file_names(name);
     }

@@ -12,6 +12,7 @@ mod index;
 mod inputs;
 mod keys;
 mod manifest_cmd;
+mod ordered;
 mod push;
 mod report;
 mod retention;

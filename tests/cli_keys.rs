@@ -220,3 +220,79 @@ fn row_ending<'a>(rows: &'a [Value], suffix: &str) -> &'a Value {
         .find(|r| r["path"].as_str().is_some_and(|p| p.ends_with(suffix)))
         .unwrap_or_else(|| panic!("no row for {suffix}: {rows:#?}"))
 }
+
+/// What `keys` prints is what plain positioned reads, one file at a time
+/// (`SYMDEX_PLAIN_READS=1`), print: byte for byte, in JSON and as a table, over one artifact
+/// of every format the builders make (each several times, so the workers finish out of
+/// order), compilers' ELF files whose section tables, DWARF and compressed sections lie past
+/// the head, an archive, sources, junk and truncated files.
+#[test]
+fn keys_prints_what_plain_reads_print_byte_for_byte() {
+    let w = Workdir::new();
+    // A large initialized array puts the section table and the DWARF well past 64 KiB.
+    let big = "static char big[300000] = {1};\nint use(int i) { return big[i]; }\n";
+    std::fs::write(
+        w.path("big.c"),
+        format!("{big}{}", common::prog_c("use(x)")),
+    )
+    .unwrap();
+    w.run(
+        "gcc",
+        &["-g", "-O1", "-Wl,--build-id", "-o", "big", "big.c"],
+    );
+    w.run("gcc", &["-g", "-gz=zlib", "-O1", "-o", "big-gz", "big.c"]);
+    w.run("objcopy", &["--only-keep-debug", "big", "big.debug"]);
+    w.run("objcopy", &["--strip-all", "big", "big.stripped"]);
+    w.run("gcc", &["-g", "-gdwarf-4", "-O1", "-o", "small", "big.c"]);
+    w.run("tar", &["-czf", "some.tar.gz", "big", "src.cpp", "small"]);
+    std::fs::write(w.path("notes.txt"), "not an artifact").unwrap();
+    std::fs::write(w.path("empty"), "").unwrap();
+    let elf = std::fs::read(w.path("big")).unwrap();
+    std::fs::write(w.path("cut-in-head"), &elf[..70]).unwrap();
+    std::fs::write(w.path("cut-past-head"), &elf[..100_000]).unwrap();
+    let seeds = w.path("seeds");
+    for copy in 0..5 {
+        let dir = seeds.join(format!("copy{copy}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, bytes) in symdex_shared::testing::fuzz_seeds() {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+    }
+    for args in [
+        &["keys", "--json", "--source-ext", "cpp"][..],
+        &["keys", "--source-ext", "cpp"],
+        &["keys", "--json", "--layout", "ssqp,debuginfod"],
+    ] {
+        let run = |plain: &str| {
+            let out = symdex()
+                .args(args)
+                .arg(w.dir.path())
+                .env("SYMDEX_PLAIN_READS", plain)
+                .output()
+                .unwrap();
+            (out.status.code(), out.stdout, out.stderr)
+        };
+        let (fast, plain) = (run("0"), run("1"));
+        assert_eq!(fast.0, plain.0, "{args:?}: exit codes");
+        assert!(
+            fast.1 == plain.1,
+            "{args:?}: the outputs differ\nfast:\n{}\nplain:\n{}",
+            String::from_utf8_lossy(&fast.1),
+            String::from_utf8_lossy(&plain.1)
+        );
+        assert_eq!(fast.2, plain.2, "{args:?}: what was said on stderr");
+    }
+    // Every kind of row is there: the comparison is not of nothing.
+    let rows = keys_json(w.dir.path());
+    assert!(rows.len() > 5 * symdex_shared::testing::fuzz_seeds().len());
+    for suffix in [
+        "/big-gz",
+        "/big.debug",
+        "some.tar.gz!/small",
+        "/cut-past-head",
+    ] {
+        row_ending(&rows, suffix);
+    }
+    let sources = &row_ending(&rows, "/big.debug")["sources"];
+    assert!(sources.to_string().contains("big.c"), "{sources}");
+}

@@ -5,7 +5,9 @@
 mod common;
 
 use common::{build_wasm_module, elf_debug_id, identify, padded_copy, readelf_build_id, Workdir};
-use symdex_shared::{Format, Kind};
+use symdex_shared::formats::identify_described;
+use symdex_shared::reader::head::{HeadReader, HEAD_LEN};
+use symdex_shared::{CountingReader, FileReader, Format, Kind};
 
 /// `{EC2E5FC5-E5CE-2BA6-4C4C-44205044422E}` -> `ec2e5fc5-e5ce-2ba6-4c4c-44205044422e`.
 fn braced_guid(s: &str) -> String {
@@ -336,5 +338,29 @@ fn identification_reads_under_256_kib_of_a_100_mb_file() {
         assert_eq!(ids, plain, "{file}: padding changed the identity");
         assert!(bytes_read < 256 * 1024, "{file}: read {bytes_read} bytes");
         eprintln!("{file}: {bytes_read} bytes read of {HUNDRED_MB}");
+        // Through its head (what `keys`, `push` and `index` read), with the details a
+        // report shows: the same identities, from the head and a few blocks past it.
+        let opened = FileReader::open(&padded).unwrap();
+        let head = HeadReader::new(CountingReader::new(opened)).unwrap();
+        let plain_reader = CountingReader::new(FileReader::open(&padded).unwrap());
+        let described = identify_described(&plain_reader, &Default::default()).unwrap();
+        let asked = CountingReader::new(&head);
+        assert_eq!(
+            identify_described(&asked, &Default::default()).unwrap(),
+            described
+        );
+        assert_eq!(asked.bytes_read(), plain_reader.bytes_read());
+        let underneath = head.into_inner();
+        let (read, requests) = (underneath.bytes_read(), underneath.requests());
+        assert!(
+            read < (HEAD_LEN + 256 * 1024) as u64,
+            "{file}: read {read} bytes"
+        );
+        eprintln!(
+            "{file} through its head: {read} bytes in {requests} reads, where plain reads \
+             took {} in {}",
+            plain_reader.bytes_read(),
+            plain_reader.requests()
+        );
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! Parsers never get a whole file. They ask for `len` bytes at `offset`, so the same code runs
 //! over a local file (`pread`) and, in the Lambda, over S3 ranged GETs. [`CountingReader`]
-//! measures what identification costs.
+//! measures what identification costs; [`head::HeadReader`] serves a local file's reads from
+//! one read of its start.
+
+pub mod head;
 
 use std::fs::File;
 use std::io;
@@ -143,6 +146,15 @@ impl<R: RangeReader> BlockCache<R> {
             capacity: capacity.max(1),
             blocks: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// The reader underneath.
+    pub fn inner(&self) -> &R {
+        &self.inner
+    }
+
+    pub fn into_inner(self) -> R {
+        self.inner
     }
 
     fn with_block<T>(&self, index: u64, f: impl FnOnce(&[u8]) -> T) -> io::Result<T> {

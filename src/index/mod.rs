@@ -227,7 +227,9 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
     std::thread::scope(|scope| {
         let (ahead, inputs) = std::sync::mpsc::sync_channel(READ_AHEAD);
         let (reader, meta) = (store.inner(), &meta);
-        scope.spawn(move || read_ahead(files, reader, args, meta, lanes > 0, ahead));
+        // Inputs read on as many threads as there are lanes (one with none).
+        let readers = (lanes > 0, lanes.max(1));
+        scope.spawn(move || read_ahead(files, reader, args, meta, readers, ahead));
         let (done, finished) = std::sync::mpsc::channel();
         let mut senders = Vec::new();
         for _ in 0..lanes {

@@ -13,6 +13,7 @@ use symdex_shared::pipeline::Indexer;
 use symdex_shared::pipeline::{
     route_of, ByteSource, Identified, Indexed, Input, ReadAhead, RecordLookup, Upload,
 };
+use symdex_shared::reader::head::HeadReader;
 use symdex_shared::reader::{FileReader, MemReader, RangeReader};
 use symdex_shared::refs::{FileStamp, RefStore, UnparsedUpload};
 use symdex_shared::storage::local::{file_sha1, read_file_up_to};
@@ -22,6 +23,7 @@ use symdex_shared::{archive, IdentifyOptions};
 
 use super::{absolute, IndexArgs};
 use crate::inputs::{container_of, Walked};
+use crate::ordered::map_in_order_on;
 use crate::stamps::StampReader;
 
 /// Batches of inputs read ahead of the writers: a bound on the memory they hold that still
@@ -42,13 +44,15 @@ pub(super) enum Ahead {
     Error(PathBuf, io::Error),
 }
 
-/// The reader thread: every walked input, in order, until the writer stops listening.
+/// The reader thread: every walked input, in order, until the writer stops listening. The
+/// inputs a stamp does not answer are read, hashed and identified on `workers` threads,
+/// [`CHUNK_PER_WORKER`] a worker at a time, and handed on in input order.
 pub(super) fn read_ahead(
     files: Vec<Walked>,
     store: &LocalStore,
     args: &IndexArgs,
     meta: &UploadMeta,
-    route: bool,
+    (route, workers): (bool, usize),
     ahead: std::sync::mpsc::SyncSender<Vec<Ahead>>,
 ) {
     let refs = RefStore::new(store);
@@ -57,41 +61,128 @@ pub(super) fn read_ahead(
         return;
     };
     let (mut batch, mut batch_bytes) = (Vec::new(), 0);
-    for entry in files {
-        let item = match entry {
-            Walked::File(path) => {
-                let options = IdentifyOptions {
-                    as_source: args.keys.sources.wants_source(&path),
-                };
-                let ahead = Some((store, meta));
-                let read = read_input(&refs, &mut stamps, &path, options, args.recheck, ahead);
-                match runtime.block_on(read) {
-                    Ok(mut read) => {
+    let mut files = files.into_iter().peekable();
+    while files.peek().is_some() {
+        // Stamps and records looked up here, in order (the stamp reader is one); the rest
+        // read on the workers.
+        let mut looked = Vec::new();
+        for entry in files.by_ref().take(workers.max(1) * CHUNK_PER_WORKER) {
+            looked.push(match entry {
+                Walked::File(path) => {
+                    let options = IdentifyOptions {
+                        as_source: args.keys.sources.wants_source(&path),
+                    };
+                    let ahead = Some((store, meta));
+                    let found = look_up(&refs, &mut stamps, &path, options, args.recheck, ahead);
+                    let found = runtime.block_on(found);
+                    Looked::File(path, found)
+                }
+                Walked::Skipped(p, reason) => Looked::Done(Ahead::Skipped(p, reason)),
+                Walked::Error(p, e) => Looked::Done(Ahead::Error(p, e)),
+            });
+        }
+        let mut read = Vec::with_capacity(looked.len());
+        map_in_order_on(
+            workers,
+            &looked,
+            |looked| match looked {
+                Looked::File(_, Ok(Found::Unread(unread))) => Some(unread.read()),
+                _ => None,
+            },
+            |done| {
+                read.push(done);
+                true
+            },
+        );
+        for (looked, read) in looked.into_iter().zip(read) {
+            let item = match (looked, read) {
+                (Looked::Done(item), _) => item,
+                (Looked::File(path, Err(e)), _) => Ahead::File(path, Err(e)),
+                (Looked::File(path, Ok(Found::Known(read))), _) => Ahead::File(path, Ok(read)),
+                (Looked::File(path, Ok(Found::Unread(_))), read) => {
+                    let read = read.unwrap_or_else(|| Err(io::Error::other("not read")));
+                    let routed = read.map(|mut read| {
                         if route {
                             read.route = route_input(&read);
                         }
-                        Ahead::File(path, Ok(read))
-                    }
-                    Err(e) => Ahead::File(path, Err(e)),
+                        read
+                    });
+                    Ahead::File(path, routed)
                 }
-            }
-            Walked::Skipped(p, reason) => Ahead::Skipped(p, reason),
-            Walked::Error(p, e) => Ahead::Error(p, e),
-        };
-        batch_bytes += match &item {
-            Ahead::File(_, Ok(read)) => read.whole.as_ref().map_or(0, Vec::len),
-            _ => 0,
-        };
-        batch.push(item);
-        if batch.len() >= BATCH || batch_bytes >= BATCH_BYTES {
-            batch_bytes = 0;
-            if ahead.send(std::mem::take(&mut batch)).is_err() {
-                return;
+            };
+            batch_bytes += match &item {
+                Ahead::File(_, Ok(read)) => read.whole.as_ref().map_or(0, Vec::len),
+                _ => 0,
+            };
+            batch.push(item);
+            if batch.len() >= BATCH || batch_bytes >= BATCH_BYTES {
+                batch_bytes = 0;
+                if ahead.send(std::mem::take(&mut batch)).is_err() {
+                    return;
+                }
             }
         }
     }
     if !batch.is_empty() {
         let _ = ahead.send(batch);
+    }
+}
+
+/// Inputs read at once a worker (what they hold: small ones are read whole, up to
+/// [`READ_WHOLE_BELOW`] each).
+const CHUNK_PER_WORKER: usize = 8;
+
+/// A walked input as the reader thread's look-up left it.
+enum Looked {
+    File(PathBuf, io::Result<Found>),
+    Done(Ahead),
+}
+
+/// What an input's status and stamp said: known (nothing to read), or to be read.
+enum Found {
+    Known(Box<ReadInput>),
+    Unread(Unread),
+}
+
+/// An input to read: where it is, its status as taken, and how it is identified.
+struct Unread {
+    abs: PathBuf,
+    shown: String,
+    size: u64,
+    /// Its status, settled (`settled_status`), its etag still to fill in.
+    settled: Option<FileStamp>,
+    options: IdentifyOptions,
+}
+
+impl Unread {
+    /// Its bytes hashed and identified (or told an archive), on any thread.
+    fn read(&self) -> io::Result<Box<ReadInput>> {
+        let Content {
+            etag,
+            whole,
+            identified,
+            container,
+        } = read_content(&self.abs, self.size, &self.options)?;
+        // An archive's entries have stamps, never the archive.
+        let settled = self.settled.clone().filter(|_| container.is_none());
+        let file_stamp = settled.map(|s| FileStamp {
+            etag: etag.clone(),
+            ..s
+        });
+        Ok(Box::new(ReadInput {
+            abs: self.abs.clone(),
+            shown: self.shown.clone(),
+            size: whole.as_ref().map_or(self.size, |b| b.len() as u64),
+            etag,
+            file_stamp,
+            whole,
+            options: self.options.clone(),
+            identified,
+            route: None,
+            source_path: None,
+            prefetched: None,
+            container,
+        }))
     }
 }
 
@@ -169,6 +260,22 @@ pub(super) async fn read_input(
     recheck: bool,
     ahead: Option<(&LocalStore, &UploadMeta)>,
 ) -> io::Result<Box<ReadInput>> {
+    match look_up(refs, stamps, path, options, recheck, ahead).await? {
+        Found::Known(read) => Ok(read),
+        Found::Unread(unread) => unread.read(),
+    }
+}
+
+/// [`read_input`]'s look at an input's status and stamp (the reader thread's part): known,
+/// with its upload record read `ahead`; or to be read.
+async fn look_up(
+    refs: &RefStore<'_>,
+    stamps: &mut StampReader<'_>,
+    path: &Path,
+    options: IdentifyOptions,
+    recheck: bool,
+    ahead: Option<(&LocalStore, &UploadMeta)>,
+) -> io::Result<Found> {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -206,7 +313,7 @@ pub(super) async fn read_input(
             Some((store, meta)) => read_record_ahead(refs, store, &shown, &known, meta).await?,
             None => None,
         };
-        return Ok(Box::new(ReadInput {
+        return Ok(Found::Known(Box::new(ReadInput {
             abs,
             shown,
             size: status.len(),
@@ -219,33 +326,14 @@ pub(super) async fn read_input(
             source_path: None,
             prefetched,
             container: None,
-        }));
+        })));
     }
-    let Content {
-        etag,
-        whole,
-        identified,
-        container,
-    } = read_content(&abs, status.len(), &options)?;
-    // An archive's entries have stamps, never the archive.
-    let settled = settled.filter(|_| container.is_none());
-    let file_stamp = settled.map(|s| FileStamp {
-        etag: etag.clone(),
-        ..s
-    });
-    Ok(Box::new(ReadInput {
+    Ok(Found::Unread(Unread {
         abs,
         shown,
-        size: whole.as_ref().map_or(status.len(), |b| b.len() as u64),
-        etag,
-        file_stamp,
-        whole,
+        size: status.len(),
+        settled,
         options,
-        identified,
-        route: None,
-        source_path: None,
-        prefetched: None,
-        container,
     }))
 }
 
@@ -307,7 +395,12 @@ fn read_content(abs: &Path, size: u64, options: &IdentifyOptions) -> io::Result<
             let container = container_of(abs);
             let identified = match container {
                 Some(_) => None,
-                None => Some(identify_with_details(&FileReader::open(abs)?, options)),
+                // Through its head: one read for the headers, where identifying through
+                // the file took a read a structure.
+                None => {
+                    let reader = HeadReader::new(FileReader::open(abs)?)?;
+                    Some(identify_with_details(&reader, options))
+                }
             };
             Content {
                 etag: file_sha1(abs)?,

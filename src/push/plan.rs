@@ -15,6 +15,7 @@ use symdex_shared::storage::s3::{part_size_for, UPLOAD_PART_SIZE};
 use super::named::{secret_reason, Unclaimed};
 use super::wanted::Wanted;
 use crate::inputs::{expand_paths, identify_each, Identified, Outcome, SourceArgs, Walked};
+use crate::ordered::map_in_order;
 
 /// Files above this size are uploaded in parts (`storage::s3::upload_file`).
 pub const MULTIPART_THRESHOLD: u64 = UPLOAD_PART_SIZE;
@@ -69,29 +70,34 @@ pub fn plan(
     sources: &SourceArgs,
     limits: symdex_shared::archive::Limits,
 ) -> Vec<Planned> {
-    let mut files = Vec::new();
-    for arg in paths {
-        for walked in expand_paths(std::slice::from_ref(arg)) {
-            let path = match walked {
-                Walked::File(path) => path,
-                Walked::Skipped(path, reason) => {
-                    files.push(FilePlan::done(Planned::Skipped {
-                        shown: shown_path(&path),
-                        reason,
-                    }));
-                    continue;
-                }
-                Walked::Error(path, err) => {
-                    files.push(FilePlan::done(Planned::Failed {
-                        shown: shown_path(&path),
-                        error: err.to_string(),
-                    }));
-                    continue;
-                }
-            };
-            files.push(plan_file(arg, &path, key_prefix, build, sources, limits));
-        }
-    }
+    let walked: Vec<(&PathBuf, Walked)> = paths
+        .iter()
+        .flat_map(|arg| {
+            expand_paths(std::slice::from_ref(arg))
+                .into_iter()
+                .map(move |w| (arg, w))
+        })
+        .collect();
+    // Each file identified on a worker (a core each), the plans kept in input order.
+    let mut files = Vec::with_capacity(walked.len());
+    map_in_order(
+        &walked,
+        |(arg, walked)| match walked {
+            Walked::File(path) => plan_file(arg, path, key_prefix, build, sources, limits),
+            Walked::Skipped(path, reason) => FilePlan::done(Planned::Skipped {
+                shown: shown_path(path),
+                reason: reason.clone(),
+            }),
+            Walked::Error(path, err) => FilePlan::done(Planned::Failed {
+                shown: shown_path(path),
+                error: err.to_string(),
+            }),
+        },
+        |plan| {
+            files.push(plan);
+            true
+        },
+    );
     let wants = Wanted::by_base_name(files.iter().flat_map(|f| f.wants.iter().cloned()));
     let mut out = Vec::new();
     for file in files {

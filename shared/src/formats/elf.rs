@@ -325,9 +325,21 @@ fn folded_text_id<'a, Elf: FileHeader<Endian = Endianness>>(
 
 /// What identification leaves out because it costs more than headers: the source files a
 /// debug file's DWARF names, and the served sections stored compressed, decompressed (at most
-/// [`MAX_DECOMPRESSED`] in all). Runs on the whole file's reader (the Lambda runs it on a
-/// blocking ranged reader after identification).
+/// [`MAX_DECOMPRESSED`] in all), and the small ones as read, held for publishing. Runs on the
+/// whole file's reader (the Lambda runs it on a blocking ranged reader after identification).
 pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
+    read_details(reader, id, true);
+}
+
+/// What [`read_debug_details`] says of an identity (its source paths, DWO ids, which
+/// compressed sections can be served), without holding any section's bytes: what a report
+/// (`symdex keys`) shows, with no read of the sections only publishing needs.
+pub fn describe_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
+    read_details(reader, id, false);
+}
+
+/// [`read_debug_details`]; `hold`: the served sections' bytes kept in the identity.
+fn read_details(reader: &dyn RangeReader, id: &mut Identity, hold: bool) {
     let Some(layout) = id.dwarf.clone() else {
         return;
     };
@@ -348,7 +360,9 @@ pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
         match bytes {
             Ok(bytes) if bytes.len() as u64 <= budget => {
                 budget -= bytes.len() as u64;
-                id.decompressed.push((section.name.clone(), bytes));
+                if hold {
+                    id.decompressed.push((section.name.clone(), bytes));
+                }
             }
             _ => unreadable.push(section.name.clone()),
         }
@@ -356,6 +370,9 @@ pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
     // A compressed section that could not be decompressed is not served.
     id.sections
         .retain(|s| !s.compressed || !unreadable.contains(&s.name));
+    if !hold {
+        return;
+    }
     // Small ones are kept as read (on S3 the identification's blocks usually hold them
     // already): published by one write, where a copy of a range of the upload is a
     // three-request multipart copy.

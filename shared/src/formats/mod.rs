@@ -156,6 +156,29 @@ pub fn identify_with_details(
     Ok(ids)
 }
 
+/// [`identify`], then what a report shows of the details ([`describe_debug_details`]): every
+/// field [`identify_with_details`] fills that is serialized, without reading the sections
+/// only publishing holds. What `symdex keys`, `push`'s plan and `check` ask.
+pub fn identify_described(
+    reader: &dyn RangeReader,
+    options: &IdentifyOptions,
+) -> Result<Vec<Identity>, FormatError> {
+    let mut ids = identify(reader, options)?;
+    for id in &mut ids {
+        describe_debug_details(reader, id);
+    }
+    Ok(ids)
+}
+
+/// [`read_debug_details`] but for the bytes of served sections (`Identity::decompressed`,
+/// left empty): all the rest alike.
+pub fn describe_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
+    match id.format {
+        Format::Pdb | Format::PortablePdb => read_debug_details(reader, id),
+        _ => elf::describe_debug_details(reader, id),
+    }
+}
+
 /// What identification leaves out because it costs more than headers, read on the whole
 /// file's reader: the source files a debug file's DWARF names and its compressed sections
 /// ([`elf::read_debug_details`]), a PDB's or Portable PDB's documents, Source Link map and
