@@ -80,7 +80,6 @@ impl LocalStore {
         attribute: Option<&[u8]>,
         key: &str,
     ) -> StorageResult<Option<(bool, u64)>> {
-        use rustix::fs::{openat, Mode, OFlags, CWD};
         use std::io::Write;
         if !self.unnamed_temp.load(Ordering::Relaxed) {
             return Ok(None);
@@ -103,24 +102,9 @@ impl LocalStore {
             },
             _ => return Ok(None),
         };
-        let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
-        let fd = match openat(
-            CWD,
-            self.root.join(TMP_DIR),
-            flags,
-            Mode::from_raw_mode(0o666),
-        ) {
-            Ok(fd) => fd,
-            // Not on this file system (or kernel): named temporary files from now on.
-            Err(
-                rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL,
-            ) => {
-                self.unnamed_temp.store(false, Ordering::Relaxed);
-                return Ok(None);
-            }
-            Err(e) => return Err(io::Error::from(e).into()),
+        let Some(mut file) = self.open_unnamed()? else {
+            return Ok(None);
         };
-        let mut file = fs::File::from(fd);
         let size = match fill {
             Fill::Bytes(bytes) => {
                 file.write_all(bytes)?;
@@ -152,6 +136,32 @@ impl LocalStore {
             });
         }
         Ok(Some((created, size)))
+    }
+
+    /// A new temporary file of the store that has no name (`O_TMPFILE`); `None` where the
+    /// file system or the kernel has none (named temporary files from then on).
+    #[cfg(target_os = "linux")]
+    pub(super) fn open_unnamed(&self) -> StorageResult<Option<fs::File>> {
+        use rustix::fs::{openat, Mode, OFlags, CWD};
+        if !self.unnamed_temp.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
+        match openat(
+            CWD,
+            self.root.join(TMP_DIR),
+            flags,
+            Mode::from_raw_mode(0o666),
+        ) {
+            Ok(fd) => Ok(Some(fs::File::from(fd))),
+            Err(
+                rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL,
+            ) => {
+                self.unnamed_temp.store(false, Ordering::Relaxed);
+                Ok(None)
+            }
+            Err(e) => Err(io::Error::from(e).into()),
+        }
     }
 
     /// [`Self::copy_new_owned_now`] from a file this handle created naming `attribute`
@@ -194,6 +204,11 @@ impl LocalStore {
             rustix::fs::linkat(CWD, &proc_path, CWD, dest, AtFlags::SYMLINK_FOLLOW)
                 .map_err(io::Error::from)
         })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn link_open_file(&self, _file: &fs::File, _key: &str) -> StorageResult<bool> {
+        Ok(false)
     }
 
     #[cfg(not(target_os = "linux"))]
