@@ -7,7 +7,7 @@
 set -euo pipefail
 export LC_ALL=C # $EPOCHREALTIME with a decimal point
 root=$(cd "$(dirname "$0")/.." && pwd)
-symdex="$root/target/release/symdex"
+symdex="${BENCH_SYMDEX:-$root/target/release/symdex}" # another build to compare: BENCH_SYMDEX=path
 work="${BENCH_SCALE_DIR:-$root/.work/bench-scale}"
 sizes=${BENCH_SCALE:-"1000 5000 20000"}
 command -v debuginfod >/dev/null || { echo "bench: debuginfod is missing (make setup installs it)" >&2; exit 1; }

@@ -247,7 +247,8 @@ impl<'s> RefStore<'s> {
     /// with its source: in a [`UploadLayout::ByLocation`] store the record, named under its
     /// location, is the registration; a `Flat` one adds it to the location's source record,
     /// where the store keeps them ([`crate::storage::StoreTraits::source_records`]: a local
-    /// store finds a location's uploads among all upload records). Returns the record it found, as it was (`None`: a new upload).
+    /// store finds a location's uploads among all upload records). Returns the record it
+    /// found, as it was (`None`: a new upload).
     pub async fn plan(
         &self,
         template: &UploadRecord,
@@ -561,7 +562,8 @@ impl<'s> RefStore<'s> {
         source: &str,
         location: &str,
     ) -> io::Result<BTreeSet<String>> {
-        if self.layout().await? == UploadLayout::Flat && !self.traits().source_records {
+        let flat = self.layout().await? == UploadLayout::Flat;
+        if flat && !self.traits().source_records {
             return Ok(self
                 .uploads()
                 .await?
@@ -570,7 +572,7 @@ impl<'s> RefStore<'s> {
                 .map(|record| record.upload)
                 .collect());
         }
-        if self.layout().await? == UploadLayout::Flat {
+        if flat {
             return Ok(self
                 .source(source)
                 .await?

@@ -80,6 +80,8 @@ pub struct LocalStore {
     write_lock: Mutex<Option<fs::File>>,
     /// Records are created from unnamed temporary files (until the file system says no).
     unnamed_temp: AtomicBool,
+    /// Open files are linked by their descriptor (`AT_EMPTY_PATH`, until the kernel says no).
+    empty_path_links: AtomicBool,
     /// Writers' owners are kept ([`crate::storage::StoreTraits::names_owners`]).
     owners: bool,
     /// Upload records of a new store go under their location, as on S3
@@ -147,6 +149,7 @@ impl LocalStore {
             unnamed_temp: AtomicBool::new(
                 cfg!(target_os = "linux") && Path::new("/proc/self/fd").is_dir(),
             ),
+            empty_path_links: AtomicBool::new(true),
             owners: false,
             by_location: false,
             source_records: false,
