@@ -67,7 +67,7 @@ impl LocalStore {
     }
 
     /// Creates `key` holding the bytes of `source` unless it exists, from a temporary file
-    /// that never had a name (Linux `O_TMPFILE`, then `linkat` through `/proc/self/fd`):
+    /// that never had a name (Linux `O_TMPFILE`, then `linkat` of its descriptor):
     /// a record costs four calls instead of five, and the temporary directory's entries are
     /// not touched (on a disk, each entry made and removed is journaled). `attribute`: the
     /// owner's, set before the file gets its name ([`OWNER_ATTRIBUTE`]). Whether it was
