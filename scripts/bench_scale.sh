@@ -7,7 +7,7 @@
 set -euo pipefail
 export LC_ALL=C # $EPOCHREALTIME with a decimal point
 root=$(cd "$(dirname "$0")/.." && pwd)
-symdex="$root/target/release/symdex"
+symdex="${BENCH_SYMDEX:-$root/target/release/symdex}" # another build to compare: BENCH_SYMDEX=path
 work="${BENCH_SCALE_DIR:-$root/.work/bench-scale}"
 sizes=${BENCH_SCALE:-"1000 5000 20000"}
 command -v debuginfod >/dev/null || { echo "bench: debuginfod is missing (make setup installs it)" >&2; exit 1; }
@@ -48,7 +48,18 @@ cpu_of() {
   sed -n 2p "$1" | awk '{n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2] } print n}'
 }
 ticks=$(getconf CLK_TCK)
-printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s %12s %10s %10s %10s %10s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx cpu_ms/file cpu/dbgd verify_MB manifest_KB +KB/rerun
+# A store's file-system objects per input after its fresh index (bookkeeping and manifest
+# included, a file of several names counted once, the store's own directory not): each
+# distinct inode, then how many names are keys (files outside `_symdex/` and `_manifest/`)
+# and how many are directories. Counted once the re-index and verify ran over the
+# all-layout store: the same objects (a re-index writes only its manifest record).
+objects_of() {
+  find "$1" -mindepth 1 -printf '%i %y %P\n' | awk -v n="$n" '
+    { if (!seen[$1]++) inodes++; if ($2 == "d") dirs++;
+      else if ($3 !~ /^_symdex\// && $3 !~ /^_manifest\//) keys++ }
+    END { printf "%.2f/%.2f/%.2f", inodes / n, keys / n, dirs / n }'
+}
+printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s %12s %10s %10s %10s %10s %10s %10s %16s %16s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx cpu_ms/file cpu/dbgd verify_MB manifest_KB +KB/rerun dbgd_lay_s lay/dbgd objs/keys/dirs objs/keys/dirs_dl
 for n in $sizes; do
   dir="$work/in-$n" store="$work/store-$n"
   python3 - "$work/template" "$dir" "$n" <<'PY'
@@ -108,6 +119,12 @@ print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxr
 PY
 )
   t3=$(python3 -c "print($t2 + $verify_s)")
+  # The same inputs into a fresh store with the debuginfod layout alone (what `debuginfod -F`
+  # itself serves), timed the same way; both stores' file-system objects counted per input.
+  dstore="$work/store-$n-debuginfod"
+  sync
+  e0=$(now); "$symdex" index --store "$dstore" --layout debuginfod "$dir" >/dev/null; e1=$(now)
+  objects_all=$(objects_of "$store") objects_dbgd=$(objects_of "$dstore")
   # debuginfod -F: started on the directory, done when it has scanned every file.
   sync
   # A debuginfod that exits before it has scanned them (a random port taken, say) is
@@ -135,14 +152,16 @@ PY
   # Its CPU (user + system, all its threads) until it had scanned them.
   dcpu=$(awk -v t="$ticks" '{print ($14 + $15) / t}' "/proc/$pid/stat")
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
-  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" "$c0" "$c1" "$dcpu" "$verify_mb" "$manifest_fresh" "$manifest_rerun" <<'PY'
+  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" "$c0" "$c1" "$dcpu" "$verify_mb" "$manifest_fresh" "$manifest_rerun" "$e0" "$e1" "$objects_all" "$objects_dbgd" <<'PY'
 import sys
 n = int(sys.argv[1]); t0, t1, t2, t3, d0, d1 = map(float, sys.argv[2:8]); inp, pub, st = map(int, sys.argv[8:11])
 c0, c1, dcpu = map(float, sys.argv[11:14]); verify_mb = int(sys.argv[14])
 manifest_fresh, manifest_rerun = int(sys.argv[15]), int(sys.argv[16])
+e0, e1 = map(float, sys.argv[17:19]); objects_all, objects_dbgd = sys.argv[19:21]
 print(f"{n:8d} {t1 - t0:10.2f} {t2 - t1:10.2f} {t3 - t2:10.2f} {d1 - d0:10.2f} {n / (t1 - t0):12.0f} {pub / inp:8.2f} {st / inp:8.2f}"
       f" {(t1 - t0) / (d1 - d0):10.2f} {(t2 - t1) / (t1 - t0):10.2f} {(c1 - c0) * 1000 / n:12.3f} {(c1 - c0) / max(dcpu, 1e-9):10.2f} {verify_mb:10d}"
-      f" {manifest_fresh / 1000:10.1f} {manifest_rerun / 1000:10.1f}")
+      f" {manifest_fresh / 1000:10.1f} {manifest_rerun / 1000:10.1f} {e1 - e0:10.2f} {(e1 - e0) / (d1 - d0):10.2f}"
+      f" {objects_all:>16s} {objects_dbgd:>16s}")
 PY
 done
 echo "(re-index: nothing changed, writes only its manifest; publ/in: the published keys, hard links counted once, the"
@@ -150,4 +169,7 @@ echo " debuginfod section objects included; stored/in adds _symdex/ and _manifes
 echo " cpu_ms/file: the index's CPU (user + system) per file, flat where it scales linearly; cpu/dbgd: its CPU over"
 echo " debuginfod's until it had scanned them; verify_MB: verify's peak resident memory; manifest_KB: the manifest after"
 echo " the fresh index, +KB/rerun: what each unchanged re-index adds to it (one \`repeated\` record);"
-echo " goals: index/dbgd <= 2, reidx/idx <= 0.05, publ/in <= 1.05; set BENCH_SCALE_DIR=/dev/shm/... to measure off the disk)"
+echo " dbgd_lay_s: a fresh index with --layout debuginfod alone into its own store, lay/dbgd: its time over debuginfod's;"
+echo " objs/keys/dirs: the store's file-system objects (inodes) per input, of which key names (hard links each) and"
+echo " directories, every layout; _dl: --layout debuginfod (goal: the keys plus at most two objects);"
+echo " goals: index/dbgd <= 1.5, lay/dbgd <= 1, reidx/idx <= 0.05, publ/in <= 1.05; set BENCH_SCALE_DIR=/dev/shm/... to measure off the disk)"

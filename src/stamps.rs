@@ -72,7 +72,13 @@ pub struct StampReader<'s> {
     /// The directory whose stamps `files` holds.
     dir: Option<String>,
     files: BTreeMap<String, FileStamp>,
+    /// Whether the store has source records (written by an earlier version, which kept
+    /// stamps there too), asked once: a store without any is not asked for one per input.
+    source_records: Option<bool>,
 }
+
+/// Where stores written by earlier versions kept each input's source record.
+const SOURCES_DIR: &str = "_symdex/sources/";
 
 impl<'s> StampReader<'s> {
     pub fn new(store: &'s dyn Storage) -> Self {
@@ -80,7 +86,18 @@ impl<'s> StampReader<'s> {
             store,
             dir: None,
             files: BTreeMap::new(),
+            source_records: None,
         }
+    }
+
+    /// Whether an input without a stamp in its directory's record may have one in its
+    /// source record: the store has some (a local store of this version writes none).
+    pub async fn in_source_records(&mut self) -> io::Result<bool> {
+        if let Some(known) = self.source_records {
+            return Ok(known);
+        }
+        let any = self.store.any_under(SOURCES_DIR).await?;
+        Ok(*self.source_records.insert(any))
     }
 
     /// The stamp recorded for the file at `path` (absolute), if any. A record that cannot

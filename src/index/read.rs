@@ -299,9 +299,10 @@ async fn look_up(
     let known = match (&settled, recheck) {
         (Some(now), false) => match stamps.get(&shown).await?.filter(|k| now.same_status(k)) {
             Some(known) => Some(known),
-            None => (refs.source(&shown).await?)
+            None if stamps.in_source_records().await? => (refs.source(&shown).await?)
                 .and_then(|r| r.file)
                 .filter(|k| now.same_status(k)),
+            None => None,
         },
         _ => None,
     };

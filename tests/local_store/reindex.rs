@@ -97,29 +97,41 @@ fn a_reindex_reads_no_input_whose_status_is_unchanged() {
         again < (PADDING / 8) as u64,
         "an unchanged re-index read {again} bytes\n{text}"
     );
-    // The stamps are kept by directory (`_symdex/stamps/`, one record for `out/`), and in
-    // each input's source record as before: either alone vouches for the inputs.
+    // The stamps are kept by directory (`_symdex/stamps/`, one record for `out/`). A store
+    // written before kept each input's in its source record (`_symdex/sources/`), which a
+    // local store no longer has: made here from the directory's record, as they were.
     let stamps: Vec<_> = std::fs::read_dir(store.join("_symdex/stamps"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
     assert_eq!(stamps.len(), 1, "{stamps:?}");
+    assert!(
+        !store.join("_symdex/sources").exists(),
+        "a local store keeps no source records"
+    );
+    let by_directory: Value = serde_json::from_slice(&std::fs::read(&stamps[0]).unwrap()).unwrap();
+    let dir = by_directory["dir"].as_str().unwrap();
     let mut sources = Vec::new();
-    for entry in std::fs::read_dir(store.join("_symdex/sources")).unwrap() {
-        let path = entry.unwrap().path();
-        let bytes = std::fs::read(&path).unwrap();
-        let mut record: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-        assert!(record["file"].is_object(), "{record}");
-        record.as_object_mut().unwrap().remove("file");
-        std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
-        sources.push((path, bytes));
+    for (name, stamp) in by_directory["files"].as_object().unwrap() {
+        let source = format!("{dir}/{name}");
+        let file = format!(
+            "{}.json",
+            symdex_shared::digest::sha1_hex(source.as_bytes())
+        );
+        let record = serde_json::json!({"source": source, "uploads": [], "file": stamp});
+        sources.push((
+            store.join("_symdex/sources").join(file),
+            serde_json::to_vec(&record).unwrap(),
+        ));
     }
+    assert_eq!(sources.len(), 2, "{by_directory}");
     let (by_dir, text) = bytes_read_by_index(&store, &out);
     assert!(
         text.contains("2 unchanged") && by_dir < (PADDING / 8) as u64,
         "stamps by directory alone: read {by_dir} bytes\n{text}"
     );
     // A store whose stamps are only in its source records (written before): read from there.
+    std::fs::create_dir_all(store.join("_symdex/sources")).unwrap();
     for (path, bytes) in &sources {
         std::fs::write(path, bytes).unwrap();
     }

@@ -96,7 +96,11 @@ impl Indexer<'_> {
     }
 
     /// Writes one copy, then looks at its key: a copy of content the key no longer holds
-    /// is deleted again (the invariant above).
+    /// is deleted again (the invariant above). The look compares the content the key's
+    /// writer named (`owned_unread`), not a hash of its bytes: what `symdex serve` checks
+    /// before it answers with the copy is the same name, and a removal or an overwrite
+    /// replaces the file and its name at once. Hashing read every key's bytes back once per
+    /// key (an artifact's whole file for each of its layouts' keys).
     pub(super) async fn store_copy(
         &self,
         key: &str,
@@ -105,7 +109,7 @@ impl Indexer<'_> {
     ) -> io::Result<()> {
         let copy = copy_key(meta.encoding, key);
         self.store.put_encoded(&copy, staged, meta).await?;
-        let now = self.store.owned(key).await?;
+        let now = self.store.owned_unread(key).await?;
         let holds = now.is_some_and(|found| {
             let written = found.written.unwrap_or(found.info);
             found.alias_of.is_none() && written == meta.raw

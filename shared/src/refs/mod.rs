@@ -9,8 +9,9 @@
 //! - `_symdex/uploads/<sha1 of location>/<sha1 of upload id>.json`: one upload, its state and
 //!   its keys, named under the ingest location it came from, which a removal lists
 //!   ([`UploadLayout::ByLocation`], new S3 stores). Stores made before, and local stores
-//!   ([`UploadLayout::Flat`]), keep `_symdex/uploads/<sha1 of upload id>.json` and a record
-//!   of each location's uploads, `_symdex/sources/<sha1 of source>.json`. The store's
+//!   ([`UploadLayout::Flat`]), keep `_symdex/uploads/<sha1 of upload id>.json`; S3 ones a
+//!   record of each location's uploads too, `_symdex/sources/<sha1 of source>.json` (a local
+//!   store finds them among all upload records: `StoreTraits::source_records`). The store's
 //!   layout is decided once and kept in `_symdex/layout.json` ([`RefStore::layout`]). A local
 //!   store appends each new version of an upload record to its file (`storage::appended`).
 //! - `_symdex/stamps/<sha1 of directory>.json`: the CLI's stamps of its input files by

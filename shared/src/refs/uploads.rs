@@ -245,8 +245,10 @@ impl<'s> RefStore<'s> {
     /// Lists `keys` as the upload's planned keys before any reference to them is added
     /// (invariant 4), creating the upload record in `indexing` state, and registers the upload
     /// with its source: in a [`UploadLayout::ByLocation`] store the record, named under its
-    /// location, is the registration; a `Flat` one adds it to the location's source record.
-    /// Returns the record it found, as it was (`None`: a new upload).
+    /// location, is the registration; a `Flat` one adds it to the location's source record,
+    /// where the store keeps them ([`crate::storage::StoreTraits::source_records`]: a local
+    /// store finds a location's uploads among all upload records). Returns the record it
+    /// found, as it was (`None`: a new upload).
     pub async fn plan(
         &self,
         template: &UploadRecord,
@@ -282,7 +284,10 @@ impl<'s> RefStore<'s> {
         // The record as written, for the finalize's swap (saves reading it again).
         let written = written.map(|v| PriorRead(Some(v)));
         let flat = self.layout().await? == UploadLayout::Flat;
-        if flat && found.as_ref().map(|r| r.state) != Some(UploadState::Removing) {
+        if flat
+            && self.traits().source_records
+            && found.as_ref().map(|r| r.state) != Some(UploadState::Removing)
+        {
             // A new upload usually comes from a new location: its record is created without
             // reading it first (a wrong guess fails and reads).
             let guess = Prior::absent_if(found.is_none());
@@ -549,13 +554,25 @@ impl<'s> RefStore<'s> {
     /// The uploads indexed from one ingest location: `source` as upload records name it
     /// (`s3://bucket/key` or a path), `location` as its upload ids begin (`s3:bucket/key`,
     /// `location_of`). A `ByLocation` store lists the location's directory: an upload
-    /// whose record was created before the listing is in it (S3 lists what was written).
+    /// whose record was created before the listing is in it (S3 lists what was written). A
+    /// flat store keeping no source records (a local store) reads every upload record: one
+    /// created before the listing is in it alike (a local listing reads the directory).
     pub async fn uploads_of_source(
         &self,
         source: &str,
         location: &str,
     ) -> io::Result<BTreeSet<String>> {
-        if self.layout().await? == UploadLayout::Flat {
+        let flat = self.layout().await? == UploadLayout::Flat;
+        if flat && !self.traits().source_records {
+            return Ok(self
+                .uploads()
+                .await?
+                .into_iter()
+                .filter(|record| record.source == source)
+                .map(|record| record.upload)
+                .collect());
+        }
+        if flat {
             return Ok(self
                 .source(source)
                 .await?

@@ -73,9 +73,21 @@ pub struct EncodedMeta {
 pub struct Staged {
     pub file: File,
     pub size: u64,
-    /// The first key this copy was stored at, where the store can link later keys' copies
-    /// to it (a local store: one file for all the keys of an artifact, as its raw keys are).
-    pub stored_at: std::sync::Mutex<Option<String>>,
+    /// Where this copy was first stored, where the store can link later keys' copies to it
+    /// (a local store: one file for all the keys of an artifact, as its raw keys are).
+    pub stored_at: std::sync::Mutex<Option<StoredCopy>>,
+}
+
+/// The first copy a store made of a [`Staged`] copy.
+#[derive(Debug)]
+pub struct StoredCopy {
+    /// Its key.
+    pub key: String,
+    /// The file, kept open where the store created it (a local store's file created unnamed):
+    /// the copies of the artifact's other keys are links of it made through its descriptor,
+    /// without looking the first copy up again. Its bytes and its attribute are never
+    /// written again, so a link names exactly what the first copy was written as.
+    pub file: Option<std::sync::Arc<File>>,
 }
 
 impl Staged {

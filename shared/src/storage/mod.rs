@@ -99,6 +99,12 @@ pub struct StoreTraits {
     /// costing a pass over them (a local store hashes the content): where it costs, a read
     /// that may or may not be followed by a swap reads without it, and reads again if it is.
     pub versions_are_free: bool,
+    /// A store of the flat upload layout (refs, `UploadLayout::Flat`) registers each upload
+    /// in its ingest location's source record (`_symdex/sources/`), where a removal by
+    /// ingest location finds it (S3's remover, one read). A local store keeps none: the CLI
+    /// finds uploads by listing their records (`symdex delete`), and the record cost a file
+    /// per input that nothing read; such a store's location is answered by that listing.
+    pub source_records: bool,
 }
 
 impl Default for StoreTraits {
@@ -108,6 +114,7 @@ impl Default for StoreTraits {
             uploads_by_location: false,
             key_copies_are_aliases: false,
             versions_are_free: true,
+            source_records: true,
         }
     }
 }
@@ -305,8 +312,10 @@ pub trait Storage: Send + Sync {
     /// [`Self::owned`], without reading the object's bytes where the store keeps the content
     /// its writer named apart from them ([`Owned::written`]): `info` then carries the size
     /// found now and that written content identity, not a hash of the bytes. For listing
-    /// every key's owner (`verify`, audits): a file changed in place is still told by its
-    /// size, and by [`Self::head`] (`verify --deep`). Everywhere else, `owned`.
+    /// every key's owner (`verify`, audits), and the look of the encode step after a copy
+    /// (pipeline/encode.rs: the copy is checked against the same named content when served):
+    /// a file changed in place is still told by its size, and by [`Self::head`]
+    /// (`verify --deep`). Everywhere else, `owned`.
     fn owned_unread<'a>(&'a self, key: &'a str) -> StorageFuture<'a, Option<Owned>> {
         self.owned(key)
     }

@@ -284,7 +284,13 @@ async fn an_update_to_the_same_content_writes_nothing() {
 #[tokio::test]
 async fn uploads_plan_finalize_and_removal_in_either_layout() {
     let dir = tempfile::tempdir().unwrap();
-    let flat = LocalStore::open(dir.path().join("flat")).unwrap();
+    // Flat as S3 stores made before layouts were named keep it (a source record per
+    // location), and as the CLI keeps it (none: a location's uploads found among all).
+    let cli = LocalStore::open(dir.path().join("cli")).unwrap();
+    uploads_plan_finalize_and_removal(&cli, UploadLayout::Flat).await;
+    let flat = LocalStore::open(dir.path().join("flat"))
+        .unwrap()
+        .with_source_records();
     uploads_plan_finalize_and_removal(&flat, UploadLayout::Flat).await;
     let sources = flat.list(SOURCES_DIR).await.unwrap();
     assert!(
@@ -316,7 +322,9 @@ async fn a_store_keeps_the_upload_layout_it_was_made_with() {
     };
     let keys: BTreeSet<String> = ["k1".to_string()].into();
     // Written as before: flat records, a source record, no marker.
-    let old = LocalStore::open(dir.path().join("old")).unwrap();
+    let old = LocalStore::open(dir.path().join("old"))
+        .unwrap()
+        .with_source_records();
     RefStore::new(&old)
         .plan(&up("s3:b/k@v1"), &keys, None, None)
         .await
@@ -409,7 +417,11 @@ async fn uploads_plan_finalize_and_removal(store: &LocalStore, layout: UploadLay
     let sources = store.list(SOURCES_DIR).await.unwrap();
     assert_eq!(
         sources.len(),
-        if layout == UploadLayout::Flat { 2 } else { 0 }
+        if layout == UploadLayout::Flat && store.traits().source_records {
+            2
+        } else {
+            0
+        }
     );
     // Finalized on the record as the plan wrote it (unchanged since: no read needed).
     assert!(refs

@@ -123,12 +123,16 @@ impl Storage for LocalStore {
     ) -> StorageFuture<'a, ()> {
         Box::pin(async move { self.walk(prefix, each) })
     }
+    fn any_under<'a>(&'a self, prefix: &'a str) -> StorageFuture<'a, bool> {
+        Box::pin(async move { self.any_under_now(prefix) })
+    }
     fn traits(&self) -> StoreTraits {
         StoreTraits {
             names_owners: self.owners,
             uploads_by_location: self.by_location,
             key_copies_are_aliases: false,
             versions_are_free: false,
+            source_records: self.source_records,
         }
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
@@ -191,6 +195,14 @@ impl LocalStore {
 
     /// The keys under `prefix`, each handed to `each` as the walk finds it.
     pub(super) fn walk(&self, prefix: &str, each: &mut dyn FnMut(String)) -> StorageResult<()> {
+        self.walk_until(prefix, &mut |key| {
+            each(key);
+            false
+        })
+    }
+
+    /// [`Self::walk`] until `each` says it has seen enough (`true`).
+    fn walk_until(&self, prefix: &str, each: &mut dyn FnMut(String) -> bool) -> StorageResult<()> {
         // Walk from the deepest directory the prefix names, then filter by the full prefix.
         let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
         let start = if dir_part.is_empty() {
@@ -228,13 +240,25 @@ impl LocalStore {
                     if key.starts_with(prefix)
                         && !key.starts_with(TMP_DIR)
                         && !key.starts_with(LOCK_DIR)
+                        && each(key)
                     {
-                        each(key);
+                        return Ok(());
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Whether any key is under `prefix`: the walk stops at the first (a listing of every
+    /// key under it, the default, read a whole store's source records to say there are some).
+    pub fn any_under_now(&self, prefix: &str) -> StorageResult<bool> {
+        let mut found = false;
+        self.walk_until(prefix, &mut |_| {
+            found = true;
+            true
+        })?;
+        Ok(found)
     }
 
     /// Deletes `key` (a published object's owner goes with its file).

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::owners::{owner_of, parse_owner_attribute, sha1_bytes};
 use super::LocalStore;
-use crate::storage::encoding::{EncodedMeta, Encoding, Staged};
+use crate::storage::encoding::{EncodedMeta, Encoding, Staged, StoredCopy};
 use crate::storage::{ObjectInfo, StorageError, StorageResult};
 
 /// The attribute a copy names its raw content in: the raw size (8 bytes, little-endian) and
@@ -26,6 +26,12 @@ pub struct EncodedFile {
 impl LocalStore {
     /// Stores `staged` at `key` (a copy key), naming `meta`'s raw content. Replaces an older
     /// copy (made from content the key no longer holds) in one rename.
+    ///
+    /// A fresh copy is a file that never had another name: created unnamed in the store,
+    /// its attribute set, linked to `key` where no copy is (a copy is never seen without
+    /// its attribute, nor half written). The copies of an artifact's other keys are links
+    /// of that file through its kept descriptor ([`StoredCopy::file`]). Either way a key
+    /// already holding a copy gets the new one by a rename, as before.
     pub fn put_encoded_now(
         &self,
         key: &str,
@@ -38,15 +44,33 @@ impl LocalStore {
             .stored_at
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .as_ref()
+            .map(|first| (first.key.clone(), first.file.clone()));
         // A copy is replaced by a rename, never changed in place: linked copies stay apart.
-        if let Some(first) = first {
+        if let Some((first, file)) = first {
+            if let Some(file) = file {
+                match self.link_open_file(&file, key) {
+                    Ok(true) => return Ok(()),
+                    // A copy is there (replaced below), or the first copy has no name left
+                    // (the kernel links no such file): the usual way.
+                    Ok(false) => {}
+                    Err(StorageError::Io(e)) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
             let temp = self.temp_path();
             let same = self.encoded_now(&first)?.is_some_and(|(_, m)| &m == meta);
             if same && fs::hard_link(self.path_of(&first)?, &temp).is_ok() {
                 self.commit(&temp, key, true)?;
                 return Ok(());
             }
+        }
+        if let Some(file) = self.create_copy_unnamed(staged, &attribute, key)? {
+            *staged.stored_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(StoredCopy {
+                key: key.to_string(),
+                file: Some(std::sync::Arc::new(file)),
+            });
+            return Ok(());
         }
         let temp = self.temp_path();
         let written = (|| {
@@ -59,8 +83,48 @@ impl LocalStore {
             return Err(e.into());
         }
         self.commit(&temp, key, false)?;
-        *staged.stored_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.to_string());
+        *staged.stored_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(StoredCopy {
+            key: key.to_string(),
+            file: None,
+        });
         Ok(())
+    }
+
+    /// A new copy at `key` from a file created unnamed ([`LocalStore::open_unnamed`]), its
+    /// attribute set before it has a name: the file, linked. `None`: no unnamed files here,
+    /// or a copy is at `key` already (the caller replaces it by a rename).
+    #[cfg(target_os = "linux")]
+    fn create_copy_unnamed(
+        &self,
+        staged: &Staged,
+        attribute: &[u8],
+        key: &str,
+    ) -> StorageResult<Option<fs::File>> {
+        let Some(mut file) = self.open_unnamed()? else {
+            return Ok(None);
+        };
+        io::copy(&mut staged.reader()?, &mut file)?;
+        rustix::fs::fsetxattr(
+            &file,
+            ENCODES_ATTRIBUTE,
+            attribute,
+            rustix::fs::XattrFlags::empty(),
+        )
+        .map_err(|e| match e {
+            rustix::io::Errno::OPNOTSUPP => io::Error::from(io::ErrorKind::Unsupported),
+            e => io::Error::from(e),
+        })?;
+        Ok(self.link_open_file(&file, key)?.then_some(file))
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn create_copy_unnamed(
+        &self,
+        _staged: &Staged,
+        _attribute: &[u8],
+        _key: &str,
+    ) -> StorageResult<Option<fs::File>> {
+        Ok(None)
     }
 
     /// What the copy at `key` says it encodes, and its own size.

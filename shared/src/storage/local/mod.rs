@@ -80,11 +80,16 @@ pub struct LocalStore {
     write_lock: Mutex<Option<fs::File>>,
     /// Records are created from unnamed temporary files (until the file system says no).
     unnamed_temp: AtomicBool,
+    /// Open files are linked by their descriptor (`AT_EMPTY_PATH`, until the kernel says no).
+    empty_path_links: AtomicBool,
     /// Writers' owners are kept ([`crate::storage::StoreTraits::names_owners`]).
     owners: bool,
     /// Upload records of a new store go under their location, as on S3
     /// ([`crate::storage::StoreTraits::uploads_by_location`]).
     by_location: bool,
+    /// A flat store registers its uploads in source records
+    /// ([`crate::storage::StoreTraits::source_records`]): only one standing in for S3.
+    source_records: bool,
     /// Changes made through this handle, counted when each ends ([`LocalStore::changes`]).
     changes: AtomicU64,
     /// The files this handle created last that name an owner, still open ([`Recent`]).
@@ -144,8 +149,10 @@ impl LocalStore {
             unnamed_temp: AtomicBool::new(
                 cfg!(target_os = "linux") && Path::new("/proc/self/fd").is_dir(),
             ),
+            empty_path_links: AtomicBool::new(true),
             owners: false,
             by_location: false,
+            source_records: false,
             changes: AtomicU64::new(0),
             recent: Mutex::default(),
         })
@@ -159,6 +166,15 @@ impl LocalStore {
     pub fn with_owners(mut self) -> Self {
         self.owners = true;
         self.by_location = true;
+        self.source_records = true;
+        self
+    }
+
+    /// The store registers each upload in its location's source record, as S3 stores of the
+    /// flat layout do ([`crate::storage::StoreTraits::source_records`]): for tests standing
+    /// in for such a store (a local store of the CLI keeps none).
+    pub fn with_source_records(mut self) -> Self {
+        self.source_records = true;
         self
     }
 

@@ -523,3 +523,48 @@ fn keys_cannot_escape_the_root() {
         assert!(s.get_now(key).is_err(), "{key}");
     }
 }
+
+/// An artifact's compressed copies are one file: the first created unnamed and linked, the
+/// others links of it through its kept descriptor; a copy already at a key (of other content)
+/// is replaced, and no temporary file is left.
+#[test]
+fn an_artifacts_copies_are_links_of_the_first() {
+    use crate::encoded::{compress, copy_key, EncodedMeta, Encoding};
+    use std::os::unix::fs::MetadataExt;
+    let (_d, s) = store();
+    if !s.can_name_owners().unwrap() {
+        return;
+    }
+    let staged_of = |raw: &[u8]| {
+        let staged = compress(Encoding::Zstd, &mut &raw[..], raw.len() as u64).unwrap();
+        let raw = ObjectInfo {
+            size: raw.len() as u64,
+            etag: content_sha1(raw),
+        };
+        let meta = EncodedMeta {
+            encoding: Encoding::Zstd,
+            raw,
+        };
+        (staged, meta)
+    };
+    let (older, older_meta) = staged_of(&b"older bytes ".repeat(400));
+    let (staged, meta) = staged_of(&b"raw bytes ".repeat(500));
+    let keys = [
+        "buildid/ab/debuginfo",
+        "buildid/ab/executable",
+        "gdb/ab/cd.debug",
+    ]
+    .map(|key| copy_key(Encoding::Zstd, key));
+    s.put_encoded_now(&keys[2], &older, &older_meta).unwrap();
+    for key in &keys {
+        s.put_encoded_now(key, &staged, &meta).unwrap();
+    }
+    let inode = |key: &str| fs::metadata(s.path_of(key).unwrap()).unwrap().ino();
+    for key in &keys {
+        assert_eq!(inode(key), inode(&keys[0]), "{key}");
+        let (size, named) = s.encoded_now(key).unwrap().expect("a copy");
+        assert_eq!((size, named), (staged.size, meta.clone()), "{key}");
+    }
+    let left: Vec<_> = fs::read_dir(s.root().join(TMP_DIR)).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -144,6 +144,7 @@ impl Storage for S3Store {
             uploads_by_location: true,
             key_copies_are_aliases: self.redirect_aliases,
             versions_are_free: true,
+            source_records: true,
         }
     }
     fn delete<'a>(&'a self, key: &'a str) -> StorageFuture<'a, ()> {
