@@ -160,7 +160,7 @@ impl<'s> Indexer<'s> {
                 .await?;
         }
         // Sources for debuggers (sourcemap.rs): a source file offers itself, a debug file
-        // asks for the paths its DWARF names.
+        // asks for the paths its DWARF names, a PDB for its documents.
         if id.kind == Kind::Source && self.config.source_joins {
             let holding = keys.iter().find(|k| referenced.contains(*k)).cloned();
             if let Some(holding) = holding {
@@ -174,10 +174,6 @@ impl<'s> Indexer<'s> {
             .ask_sources(upload, &id, run.fresh, &mut record, &mut outcome)
             .await?;
         others.extend(holders);
-        others.extend(
-            self.ask_documents(upload, &id, run.fresh, &mut record, &mut outcome)
-                .await?,
-        );
         // Split DWARF (packages.rs): a file with skeleton units offers them to its packages;
         // a package or a debug file meeting the other at `debuginfo` says why LLDB cannot
         // have both.

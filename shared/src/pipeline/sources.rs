@@ -103,8 +103,9 @@ impl Indexer<'_> {
         self.other_products(&upload.id, product, &held).await
     }
 
-    /// A debug file's sources, for its `record` (`sources`, `source_paths`): asked for
-    /// ([`Self::want_sources`]), unless its build id is held by another product too
+    /// The sources an identity names, for its `record` (`sources`, `source_paths`): a PDB's
+    /// documents ([`Self::ask_documents`]), or a debug file's DWARF paths, asked for
+    /// ([`Self::want_sources`]) unless its build id is held by another product too
     /// ([`Self::build_id_held_by_others`]: then none is). Returns the records of the source
     /// uploads now holding keys for it, and the products sharing its build id (its record is
     /// marked so after it is decided: [`mark_shared_build_id`]). A `source/` key another
@@ -118,8 +119,11 @@ impl Indexer<'_> {
         record: &mut Record,
         outcome: &mut Outcome,
     ) -> io::Result<(Vec<Record>, Vec<String>)> {
+        let documents = self
+            .ask_documents(upload, id, fresh, record, outcome)
+            .await?;
         let (Some(build_id), Some(sources)) = (id.build_id.as_deref(), &id.sources) else {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok((documents, Vec::new()));
         };
         let shared_with = self.build_id_held_by_others(upload, outcome).await?;
         let wanted = match shared_with.is_empty() {
@@ -131,7 +135,9 @@ impl Indexer<'_> {
         record.source_paths.clone_from(&sources.paths);
         record.sources = Some(report);
         outcome.conflicts.extend(wanted.foreign);
-        Ok((wanted.holders, shared_with))
+        let mut holders = documents;
+        holders.extend(wanted.holders);
+        Ok((holders, shared_with))
     }
 
     /// Offers a source upload to the debug files of its scope (sourcemap.rs), and publishes it
