@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde::Serialize;
+use symdex_shared::formats::Detail;
 use symdex_shared::pipeline::default_prefixes;
 use symdex_shared::refs::RefStore;
 use symdex_shared::storage::Storage;
@@ -302,30 +303,36 @@ fn read_inputs(args: &CheckArgs, clients: &[Client], urls: &StoreUrls) -> anyhow
             None => {}
         }
         // A package or archive: the artifacts it holds (its other files are no failure).
-        let walked = identify_each(&path, |_| false, args.limits.into(), &mut |item| {
-            match item.outcome {
-                Outcome::Identified(ids, _) => {
-                    let file = (!item.in_archive).then_some(path.as_path());
-                    for id in ids {
-                        wanted_keys(&item.shown, &id, &item.name, clients, &mut wanted);
-                        let (shown, name) = (&item.shown, &item.name);
-                        wanted_documents(shown, &id, name, clients, file, urls, &mut documents);
+        let walked = identify_each(
+            &path,
+            |_| false,
+            Detail::Sources,
+            args.limits.into(),
+            &mut |item| {
+                match item.outcome {
+                    Outcome::Identified(ids, _) => {
+                        let file = (!item.in_archive).then_some(path.as_path());
+                        for id in ids {
+                            wanted_keys(&item.shown, &id, &item.name, clients, &mut wanted);
+                            let (shown, name) = (&item.shown, &item.name);
+                            wanted_documents(shown, &id, name, clients, file, urls, &mut documents);
+                        }
+                    }
+                    Outcome::Skipped(_) => {}
+                    // It may be an artifact: not checked is no pass.
+                    Outcome::Rejected(reason) => {
+                        eprintln!("symdex: {}: not checked: {reason}", item.shown);
+                        failed = true;
+                    }
+                    Outcome::Failed(e) if item.in_archive && !e.is_io() => {}
+                    Outcome::Failed(e) => {
+                        eprintln!("symdex: {}: {e}", item.shown);
+                        failed = true;
                     }
                 }
-                Outcome::Skipped(_) => {}
-                // It may be an artifact: not checked is no pass.
-                Outcome::Rejected(reason) => {
-                    eprintln!("symdex: {}: not checked: {reason}", item.shown);
-                    failed = true;
-                }
-                Outcome::Failed(e) if item.in_archive && !e.is_io() => {}
-                Outcome::Failed(e) => {
-                    eprintln!("symdex: {}: {e}", item.shown);
-                    failed = true;
-                }
-            }
-            Ok(())
-        });
+                Ok(())
+            },
+        );
         if let Err(e) = walked {
             eprintln!("symdex: {shown}: {e}");
             failed = true;

@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use symdex_shared::formats::identify_described;
+use symdex_shared::formats::{identify_described, Detail};
 use symdex_shared::identity::file_name_of;
 use symdex_shared::reader::head::HeadReader;
 use symdex_shared::{
@@ -222,12 +222,15 @@ impl From<Result<(Vec<Identity>, u64), FormatError>> for Outcome {
 pub fn identify_each(
     path: &Path,
     as_source: impl Fn(&Path) -> bool,
+    detail: Detail,
     limits: archive::Limits,
     each: &mut dyn FnMut(Identified) -> io::Result<()>,
 ) -> io::Result<()> {
-    match identify_first(path, as_source(path)) {
+    match identify_first(path, as_source(path), detail) {
         First::Item(item) => each(item),
-        First::Container(container) => expand_each(path, container, as_source, limits, each),
+        First::Container(container) => {
+            expand_each(path, container, as_source, detail, limits, each)
+        }
     }
 }
 
@@ -240,23 +243,24 @@ pub enum First {
 }
 
 /// [`identify_each`]'s look at the file itself: through its head ([`HeadReader`]: one read
-/// for most artifacts), with the details a report shows ([`identify_described`]); a file
+/// for most artifacts), with the details a report shows, as far as `detail` asks
+/// ([`identify_described`]); a file
 /// no format claims is told an archive from the same head. Under [`plain_reads`], through
 /// plain positioned reads instead.
-pub fn identify_first(path: &Path, as_source: bool) -> First {
+pub fn identify_first(path: &Path, as_source: bool, detail: Detail) -> First {
     let name = file_name(path);
     let (identified, container) = match plain_reads() {
         true => {
             let identified = FileReader::open(path)
                 .map_err(FormatError::Io)
-                .and_then(|reader| identify_reader(&reader, &name, as_source));
+                .and_then(|reader| identify_reader(&reader, &name, as_source, detail));
             let container = match &identified {
                 Err(FormatError::Unrecognized(_)) => container_of(path),
                 _ => None,
             };
             (identified, container)
         }
-        false => identify_through_head(path, &name, as_source),
+        false => identify_through_head(path, &name, as_source, detail),
     };
     match container {
         Some(container) => First::Container(container),
@@ -275,6 +279,7 @@ fn identify_through_head(
     path: &Path,
     name: &str,
     as_source: bool,
+    detail: Detail,
 ) -> (Identification, Option<archive::Container>) {
     thread_local! {
         // The thread's head buffer, reused file after file.
@@ -285,7 +290,7 @@ fn identify_through_head(
         Ok(reader) => reader,
         Err(err) => return (Err(FormatError::Io(err)), None),
     };
-    let identified = identify_reader(&reader, name, as_source);
+    let identified = identify_reader(&reader, name, as_source, detail);
     let container = match &identified {
         Err(FormatError::Unrecognized(_)) => {
             let head = reader.head();
@@ -314,6 +319,7 @@ pub fn expand_each(
     path: &Path,
     container: archive::Container,
     as_source: impl Fn(&Path) -> bool,
+    detail: Detail,
     limits: archive::Limits,
     each: &mut dyn FnMut(Identified) -> io::Result<()>,
 ) -> io::Result<()> {
@@ -336,7 +342,7 @@ pub fn expand_each(
                 archive::Event::File { entry, data, .. } => {
                     let as_source = as_source(Path::new(&entry));
                     let identified = data.reader().map_err(FormatError::Io).and_then(|reader| {
-                        identify_reader(&*reader, file_name_of(&entry), as_source)
+                        identify_reader(&*reader, file_name_of(&entry), as_source, detail)
                     });
                     (entry, identified.into())
                 }
@@ -388,10 +394,15 @@ pub fn container_of(path: &Path) -> Option<archive::Container> {
 
 /// Identifies what `reader` holds, a file named `name` (its identities' file names), counting
 /// the bytes it reads.
-fn identify_reader(reader: &dyn RangeReader, name: &str, as_source: bool) -> Identification {
+fn identify_reader(
+    reader: &dyn RangeReader,
+    name: &str,
+    as_source: bool,
+    detail: Detail,
+) -> Identification {
     let reader = CountingReader::new(reader);
     let options = IdentifyOptions { as_source };
-    let mut ids = identify_described(&reader, &options)?;
+    let mut ids = identify_described(&reader, &options, detail)?;
     for id in &mut ids {
         id.fill_file_names(name);
     }

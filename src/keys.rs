@@ -175,10 +175,14 @@ fn rows_of(args: &KeysArgs, layouts: &[Layout], entry: &Walked) -> Rows {
     let (mut out, mut err, mut failed) = (Vec::new(), Vec::new(), false);
     // Writes into memory do not fail.
     let _ = match entry {
-        Walked::File(path) => match identify_first(path, args.sources.wants_source(path)) {
-            First::Item(item) => print_row(&mut out, &mut err, args, layouts, &item, &mut failed),
-            First::Container(container) => return Rows::Archive(path.clone(), container),
-        },
+        Walked::File(path) => {
+            match identify_first(path, args.sources.wants_source(path), args.detail()) {
+                First::Item(item) => {
+                    print_row(&mut out, &mut err, args, layouts, &item, &mut failed)
+                }
+                First::Container(container) => return Rows::Archive(path.clone(), container),
+            }
+        }
         Walked::Skipped(path, reason) => {
             writeln!(err, "symdex: {}: skipped: {reason}", path.display())
         }
@@ -213,8 +217,14 @@ fn take_rows(
             let mut row =
                 |item: Identified| print_row(out, &mut io::stderr(), args, layouts, &item, failed);
             let as_source = |p: &Path| args.sources.wants_source(p);
-            if let Err(err) = expand_each(&path, container, as_source, args.limits.into(), &mut row)
-            {
+            if let Err(err) = expand_each(
+                &path,
+                container,
+                as_source,
+                args.detail(),
+                args.limits.into(),
+                &mut row,
+            ) {
                 eprintln!("symdex: {}: {err}", path.display());
                 *failed = true;
             }

@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use symdex_shared::formats::Detail;
 
 use inputs::{LayoutArgs, SourceArgs};
 
@@ -96,6 +97,11 @@ pub struct KeysArgs {
     /// JSON Lines output: one object per artifact (per slice of a fat Mach-O).
     #[arg(long)]
     pub json: bool,
+    /// Also read and show the sources each artifact names (a debug file's source paths; a
+    /// PDB's or Portable PDB's documents, Source Link map and srcsrv stream): what `index`
+    /// joins with uploaded sources, beyond what the keys need.
+    #[arg(long)]
+    pub details: bool,
     #[command(flatten)]
     pub sources: SourceArgs,
     #[command(flatten)]
@@ -103,6 +109,16 @@ pub struct KeysArgs {
     /// How far an archive is expanded, as `index` takes it.
     #[command(flatten)]
     pub limits: index::ArchiveLimits,
+}
+
+impl KeysArgs {
+    /// What identification reads beyond the keys.
+    pub fn detail(&self) -> Detail {
+        match self.details {
+            true => Detail::Sources,
+            false => Detail::Keys,
+        }
+    }
 }
 
 /// Runs one store operation to its end on a single-threaded runtime (the local store answers

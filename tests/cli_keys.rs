@@ -260,7 +260,8 @@ fn keys_prints_what_plain_reads_print_byte_for_byte() {
     }
     for args in [
         &["keys", "--json", "--source-ext", "cpp"][..],
-        &["keys", "--source-ext", "cpp"],
+        &["keys", "--json", "--details", "--source-ext", "cpp"],
+        &["keys", "--details", "--source-ext", "cpp"],
         &["keys", "--json", "--layout", "ssqp,debuginfod"],
     ] {
         let run = |plain: &str| {
@@ -293,6 +294,23 @@ fn keys_prints_what_plain_reads_print_byte_for_byte() {
     ] {
         row_ending(&rows, suffix);
     }
-    let sources = &row_ending(&rows, "/big.debug")["sources"];
+    // The sources a debug file names are read with `--details` alone; the keys are the same.
+    let out = symdex()
+        .args(["keys", "--json", "--details"])
+        .arg(w.dir.path())
+        .output();
+    let detailed = json_lines(common::ok(out.unwrap()).as_bytes());
+    let (bare, full) = (
+        row_ending(&rows, "/big.debug"),
+        row_ending(&detailed, "/big.debug"),
+    );
+    assert!(bare.get("sources").is_none(), "{bare}");
+    let sources = &full["sources"];
     assert!(sources.to_string().contains("big.c"), "{sources}");
+    assert_eq!(bare["keys"], full["keys"]);
+    assert_eq!(bare["lookup_keys"], full["lookup_keys"]);
+    assert!(
+        bare["bytes_read"].as_u64() < full["bytes_read"].as_u64(),
+        "{bare}\n{full}"
+    );
 }

@@ -142,7 +142,7 @@ fn corpus_matches_expected_identifiers() {
 #[ignore = "needs ../shared; run by `make conformance`"]
 fn every_fixture_is_processed_without_a_panic() {
     let fixtures = shared_dir().join("fixtures");
-    let (rows, status) = keys_json(&["--source"], &fixtures);
+    let (rows, status) = keys_json(&["--source", "--details"], &fixtures);
     // 101 is Rust's panic exit code; an I/O error would be 1 and is also a failure here.
     assert!(
         status.success(),
@@ -263,7 +263,7 @@ fn expected_key(
 #[ignore = "needs ../shared; run by `make conformance`"]
 fn clang_line_tables_record_each_sources_md5() {
     let dir = shared_dir().join("corpus/files/elf/built-gcc12-clang19");
-    let (rows, status) = keys_json(&[], &dir);
+    let (rows, status) = keys_json(&["--details"], &dir);
     assert!(status.success());
     let mut clang_md5s = std::collections::BTreeSet::new();
     let (mut clang, mut gcc) = (0, 0);

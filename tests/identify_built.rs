@@ -5,7 +5,7 @@
 mod common;
 
 use common::{build_wasm_module, elf_debug_id, identify, padded_copy, readelf_build_id, Workdir};
-use symdex_shared::formats::identify_described;
+use symdex_shared::formats::{identify_described, Detail};
 use symdex_shared::reader::head::{HeadReader, HEAD_LEN};
 use symdex_shared::{CountingReader, FileReader, Format, Kind};
 
@@ -343,10 +343,11 @@ fn identification_reads_under_256_kib_of_a_100_mb_file() {
         let opened = FileReader::open(&padded).unwrap();
         let head = HeadReader::new(CountingReader::new(opened)).unwrap();
         let plain_reader = CountingReader::new(FileReader::open(&padded).unwrap());
-        let described = identify_described(&plain_reader, &Default::default()).unwrap();
+        let described =
+            identify_described(&plain_reader, &Default::default(), Detail::Sources).unwrap();
         let asked = CountingReader::new(&head);
         assert_eq!(
-            identify_described(&asked, &Default::default()).unwrap(),
+            identify_described(&asked, &Default::default(), Detail::Sources).unwrap(),
             described
         );
         assert_eq!(asked.bytes_read(), plain_reader.bytes_read());

@@ -26,7 +26,7 @@ const URL: &str = "https://sym.example.com";
 /// The PDB's `pdb_sources` as `symdex keys --json` reports them.
 fn pdb_sources(path: &Path) -> Value {
     let out = ok(symdex()
-        .args(["keys", "--json"])
+        .args(["keys", "--json", "--details"])
         .arg(path)
         .output()
         .unwrap());
@@ -289,7 +289,7 @@ fn a_portable_pdb_lists_its_documents_and_source_link() {
     );
     std::fs::write(w.path("App.pdb"), file).unwrap();
     let out = ok(symdex()
-        .args(["keys", "--json"])
+        .args(["keys", "--json", "--details"])
         .arg(w.path("App.pdb"))
         .output()
         .unwrap());

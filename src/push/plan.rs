@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use md5::Digest as _;
-use symdex_shared::formats::FormatError;
+use symdex_shared::formats::{Detail, FormatError};
 use symdex_shared::layouts::{keys_for, Layout};
 use symdex_shared::storage::check_key;
 use symdex_shared::storage::s3::{part_size_for, UPLOAD_PART_SIZE};
@@ -155,10 +155,16 @@ fn plan_file(
         Err(reason) => return FilePlan::done(Planned::Skipped { shown, reason }),
     };
     let mut items: Vec<Identified> = Vec::new();
-    let walked = identify_each(path, |p| sources.wants_source(p), limits, &mut |item| {
-        items.push(item);
-        Ok(())
-    });
+    let walked = identify_each(
+        path,
+        |p| sources.wants_source(p),
+        Detail::Sources,
+        limits,
+        &mut |item| {
+            items.push(item);
+            Ok(())
+        },
+    );
     if let Err(e) = walked {
         return FilePlan::done(Planned::Failed {
             shown,

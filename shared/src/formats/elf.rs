@@ -328,23 +328,27 @@ fn folded_text_id<'a, Elf: FileHeader<Endian = Endianness>>(
 /// [`MAX_DECOMPRESSED`] in all), and the small ones as read, held for publishing. Runs on the
 /// whole file's reader (the Lambda runs it on a blocking ranged reader after identification).
 pub fn read_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
-    read_details(reader, id, true);
+    read_details(reader, id, true, true);
 }
 
 /// What [`read_debug_details`] says of an identity (its source paths, DWO ids, which
 /// compressed sections can be served), without holding any section's bytes: what a report
-/// (`symdex keys`) shows, with no read of the sections only publishing needs.
-pub fn describe_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
-    read_details(reader, id, false);
+/// (`symdex keys`) shows, with no read of the sections only publishing needs; the source
+/// paths only with `sources`.
+pub fn describe_debug_details(reader: &dyn RangeReader, id: &mut Identity, sources: bool) {
+    read_details(reader, id, false, sources);
 }
 
-/// [`read_debug_details`]; `hold`: the served sections' bytes kept in the identity.
-fn read_details(reader: &dyn RangeReader, id: &mut Identity, hold: bool) {
+/// [`read_debug_details`]; `hold`: the served sections' bytes kept in the identity;
+/// `sources`: the DWARF's source paths read.
+fn read_details(reader: &dyn RangeReader, id: &mut Identity, hold: bool, sources: bool) {
     let Some(layout) = id.dwarf.clone() else {
         return;
     };
     if id.kind == Kind::Debug || id.has_debug_info {
-        id.sources = Some(super::dwarf::source_paths(reader, &layout));
+        if sources {
+            id.sources = Some(super::dwarf::source_paths(reader, &layout));
+        }
         id.split_dwarf = skeleton_dwo_ids(reader, &layout);
     }
     let mut budget = MAX_DECOMPRESSED;

@@ -156,26 +156,43 @@ pub fn identify_with_details(
     Ok(ids)
 }
 
-/// [`identify`], then what a report shows of the details ([`describe_debug_details`]): every
-/// field [`identify_with_details`] fills that is serialized, without reading the sections
-/// only publishing holds. What `symdex keys`, `push`'s plan and `check` ask.
+/// How much of the details a report reads ([`identify_described`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// What the keys depend on, no more: which compressed sections decompress (only those
+    /// are served), a binary's split DWARF units. `symdex keys` by default: a debug file's
+    /// line programs and a PDB's module streams lie past the headers, and reading them was a
+    /// third of its time over the corpus.
+    Keys,
+    /// And the sources an artifact names: a debug file's source paths, a PDB's or Portable
+    /// PDB's documents, Source Link map and srcsrv stream. What `push`'s plan (the sources
+    /// a build needs) and `check` read, and `keys --details` shows.
+    Sources,
+}
+
+/// [`identify`], then what a report shows of the details ([`describe_debug_details`]): the
+/// fields [`identify_with_details`] fills that are serialized, as far as `detail` asks,
+/// without reading the sections only publishing holds. What `symdex keys`, `push`'s plan
+/// and `check` ask.
 pub fn identify_described(
     reader: &dyn RangeReader,
     options: &IdentifyOptions,
+    detail: Detail,
 ) -> Result<Vec<Identity>, FormatError> {
     let mut ids = identify(reader, options)?;
     for id in &mut ids {
-        describe_debug_details(reader, id);
+        describe_debug_details(reader, id, detail);
     }
     Ok(ids)
 }
 
 /// [`read_debug_details`] but for the bytes of served sections (`Identity::decompressed`,
-/// left empty): all the rest alike.
-pub fn describe_debug_details(reader: &dyn RangeReader, id: &mut Identity) {
-    match id.format {
-        Format::Pdb | Format::PortablePdb => read_debug_details(reader, id),
-        _ => elf::describe_debug_details(reader, id),
+/// left empty), and the sources only where `detail` asks for them: all the rest alike.
+pub fn describe_debug_details(reader: &dyn RangeReader, id: &mut Identity, detail: Detail) {
+    match (id.format, detail) {
+        (Format::Pdb | Format::PortablePdb, Detail::Sources) => read_debug_details(reader, id),
+        (Format::Pdb | Format::PortablePdb, Detail::Keys) => {}
+        _ => elf::describe_debug_details(reader, id, detail == Detail::Sources),
     }
 }
 

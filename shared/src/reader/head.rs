@@ -160,17 +160,17 @@ mod tests {
     /// details a report shows, the same identities and the same bytes asked for.
     #[test]
     fn identities_are_the_same_wherever_the_head_ends() {
-        use crate::formats::identify_described;
+        use crate::formats::{identify_described, Detail};
         for (name, bytes) in crate::testing::fuzz_seeds() {
             let plain = CountingReader::new(MemReader(&bytes));
-            let want = identify_described(&plain, &Default::default()).unwrap();
+            let want = identify_described(&plain, &Default::default(), Detail::Sources).unwrap();
             let want = serde_json::to_string(&want).unwrap();
             let mut lens: Vec<usize> = vec![0, 1, 2, 15, 16, 17, 63, 64, 65, 100, 511, 512];
             lens.extend((128..bytes.len() + 64).step_by(97));
             for len in lens {
                 let head = HeadReader::holding(MemReader(&bytes), Vec::new(), len).unwrap();
                 let asked = CountingReader::new(&head);
-                let got = identify_described(&asked, &Default::default()).unwrap();
+                let got = identify_described(&asked, &Default::default(), Detail::Sources).unwrap();
                 assert_eq!(
                     serde_json::to_string(&got).unwrap(),
                     want,
