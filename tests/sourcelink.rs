@@ -222,25 +222,34 @@ fn a_pdb_whose_srcsrv_runs_commands_is_flagged_and_refused_when_asked() {
     }
     let w = Workdir::new();
     compile(&w);
-    let stream = "SRCSRV: ini ------\r\nVERSION=2\r\nSRCSRV: variables ------\r\n\
+    // The command in the variables section, and in the ini section in lower case: WinDbg
+    // takes variables from both, their names in any case.
+    let in_variables = "SRCSRV: ini ------\r\nVERSION=2\r\nSRCSRV: variables ------\r\n\
         SRCSRVTRG=%targ%\\%var2%\r\nSRCSRVCMD=cmd /c tf get %var2%\r\n\
         SRCSRV: source files ------\r\nSRCSRV: end ------\r\n";
-    std::fs::write(w.path("cmd.txt"), stream).unwrap();
-    link(&w, "app.pdb", &[("srcsrv", "cmd.txt")]);
-    let sources = pdb_sources(&w.path("app.pdb"));
-    assert_eq!(sources["srcsrv"]["commands"], true, "{sources}");
-    let records = index_json(&w.path("store"), &[w.path("app.pdb")]);
-    assert_eq!(records[0]["action"], "indexed", "{records:?}");
-    assert_eq!(records[0]["pdb_sources"]["srcsrv"]["commands"], true);
-    let records = index_json(
-        &w.path("refusing"),
-        &[
-            w.path("app.pdb").into_os_string(),
-            "--refuse-srcsrv-commands".into(),
-        ],
-    );
-    assert_eq!(records[0]["action"], "rejected", "{records:?}");
-    assert!(records[0]["reason"].as_str().unwrap().contains("SRCSRVCMD"));
+    let in_ini = "SRCSRV: ini ------\r\nVERSION=2\r\nsrcsrvcmd=cmd /c tf get %var2%\r\n\
+        SRCSRV: variables ------\r\nSRCSRVTRG=%targ%\\%var2%\r\n\
+        SRCSRV: source files ------\r\nSRCSRV: end ------\r\n";
+    for (name, stream) in [("variables", in_variables), ("ini", in_ini)] {
+        let txt = format!("{name}.txt");
+        std::fs::write(w.path(&txt), stream).unwrap();
+        let pdb = format!("{name}.pdb");
+        link(&w, &pdb, &[("srcsrv", txt.as_str())]);
+        let sources = pdb_sources(&w.path(&pdb));
+        assert_eq!(sources["srcsrv"]["commands"], true, "{name}: {sources}");
+        let records = index_json(&w.path(&format!("store-{name}")), &[w.path(&pdb)]);
+        assert_eq!(records[0]["action"], "indexed", "{name}: {records:?}");
+        assert_eq!(records[0]["pdb_sources"]["srcsrv"]["commands"], true);
+        let records = index_json(
+            &w.path(&format!("refusing-{name}")),
+            &[
+                w.path(&pdb).into_os_string(),
+                "--refuse-srcsrv-commands".into(),
+            ],
+        );
+        assert_eq!(records[0]["action"], "rejected", "{name}: {records:?}");
+        assert!(records[0]["reason"].as_str().unwrap().contains("SRCSRVCMD"));
+    }
 }
 
 #[test]

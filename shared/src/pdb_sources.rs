@@ -134,41 +134,47 @@ pub struct SrcSrv {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// It defines `SRCSRVCMD`: a command debuggers run (after asking, or not) to fetch a
-    /// file. A deployment may refuse such PDBs (`SYMDEX_REFUSE_SRCSRV_COMMANDS`).
+    /// file. Defined in its `ini` or `variables` section, in any case, or anywhere a
+    /// debugger might take for one ([`SrcsrvLines::runs_commands`]); a stream longer than
+    /// was read counts as defining it. A deployment may refuse such PDBs
+    /// (`SYMDEX_REFUSE_SRCSRV_COMMANDS`).
     pub commands: bool,
 }
 
+/// The longest `SRCSRVTRG` kept (characters): a target a debugger could use is far shorter.
+const MAX_SRCSRV_TARGET_CHARS: usize = 4096;
+
 impl SrcSrv {
-    /// Reads the variables that matter of a srcsrv stream's bytes (of `size` bytes in the
-    /// PDB; `bytes` may be fewer, the head read). Lines end in CR LF or LF; variable names
-    /// are case-insensitive.
-    pub fn read(bytes: &[u8], size: u32) -> SrcSrv {
-        let text = String::from_utf8_lossy(bytes);
-        let mut target = None;
-        let mut commands = false;
-        let mut in_variables = false;
-        for line in text.lines() {
-            if line.starts_with("SRCSRV:") {
-                in_variables = line.starts_with("SRCSRV: variables");
-                continue;
-            }
-            if !in_variables {
-                continue;
-            }
-            let Some((name, value)) = line.split_once('=') else {
-                continue;
-            };
-            let name = name.trim();
-            if name.eq_ignore_ascii_case("SRCSRVCMD") && !value.trim().is_empty() {
-                commands = true;
-            } else if name.eq_ignore_ascii_case("SRCSRVTRG") && target.is_none() {
-                target = Some(value.chars().take(4096).collect());
-            }
-        }
-        SrcSrv {
+    /// Reads a srcsrv stream's bytes (of `size` bytes in the PDB; `bytes` may be fewer, the
+    /// head read): what the store records of it, and the stream parsed, for its documents'
+    /// URLs ([`SrcSrv::urls`]). One parse ([`SrcsrvLines`]) for both, so the variables it
+    /// reports are those a debugger expands (of the `ini` and `variables` sections, names
+    /// ignoring case).
+    pub fn read(bytes: &[u8], size: u32) -> (SrcSrv, SrcsrvLines) {
+        let lines = SrcsrvLines::parse(bytes);
+        let target = lines
+            .variable("SRCSRVTRG")
+            .map(|t| t.chars().take(MAX_SRCSRV_TARGET_CHARS).collect());
+        // What was not read of a longer stream may define SRCSRVCMD: a stream padded past
+        // the bytes read must not hide its command from a store that refuses them.
+        let unread = (bytes.len() as u64) < u64::from(size);
+        let srcsrv = SrcSrv {
             size,
             target,
-            commands,
+            commands: lines.runs_commands() || unread,
+        };
+        (srcsrv, lines)
+    }
+
+    /// The download URL the stream (`lines`) gives `documents` (their paths), each where it
+    /// has one: `SRCSRVTRG` expanded with the document's line and the stream's variables, as
+    /// WinDbg expands it; a document fetched otherwise (a command, a file share) has none.
+    pub fn urls(lines: &SrcsrvLines, documents: &mut [Document]) {
+        for document in documents {
+            document.srcsrv_url = match lines.target(&document.path) {
+                SrcsrvTarget::Url(url) => Some(url),
+                SrcsrvTarget::Elsewhere(_) => None,
+            };
         }
     }
 }
@@ -180,31 +186,15 @@ impl Document {
     }
 }
 
-impl SrcSrv {
-    /// The download URL its stream gives `documents` (their paths), each where it has one:
-    /// `SRCSRVTRG` expanded with the document's line and the stream's variables, as WinDbg
-    /// expands it ([`SrcsrvLines`]); a document fetched otherwise (a command, a file share)
-    /// has none.
-    pub fn urls(bytes: &[u8], documents: &mut [Document]) {
-        let lines = SrcsrvLines::parse(bytes);
-        for document in documents {
-            document.srcsrv_url = match lines.target(&document.path) {
-                SrcsrvTarget::Url(url) => Some(url),
-                SrcsrvTarget::Elsewhere(_) => None,
-            };
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{PdbSources, SrcSrv};
+    use super::{Document, PdbSources, SrcSrv};
 
     #[test]
     fn srcsrv_urls_are_the_target_with_each_documents_line() {
         let stream = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\nSRCSRVTRG=https://s/src/p/1/%var2%\r\n\
             SRCSRV: source files --\r\nC:\\b\\A.c*a.c\r\nC:\\b\\x\\y.h*x/y.h\r\nshort\r\nSRCSRV: end --\r\n";
-        let document = |path: &str| super::Document {
+        let document = |path: &str| Document {
             path: path.into(),
             checksum: None,
             srcsrv_url: None,
@@ -214,7 +204,10 @@ mod tests {
             document("C:\\b\\x\\y.h"),
             document("short"),
         ];
-        SrcSrv::urls(stream, &mut documents);
+        let (read, lines) = SrcSrv::read(stream, stream.len() as u32);
+        assert!(!read.commands);
+        assert_eq!(read.target.as_deref(), Some("https://s/src/p/1/%var2%"));
+        SrcSrv::urls(&lines, &mut documents);
         assert_eq!(
             documents[0].srcsrv_url.as_deref(),
             Some("https://s/src/p/1/a.c")
@@ -231,29 +224,101 @@ mod tests {
         let commands = b"SRCSRV: variables --\nSRCSRVTRG=%targ%\\%var2%\nSRCSRVCMD=cmd /c x\n\
             SRCSRV: source files --\nC:\\b\\A.c*a.c\nSRCSRV: end --\n";
         let mut documents = [document("C:\\b\\A.c")];
-        SrcSrv::urls(commands, &mut documents);
+        let (read, lines) = SrcSrv::read(commands, commands.len() as u32);
+        assert!(read.commands);
+        SrcSrv::urls(&lines, &mut documents);
         assert_eq!(
             documents[0].srcsrv_url, None,
             "fetched by a command: no URL"
         );
     }
 
+    /// Where and how a stream may define `SRCSRVCMD`, each flagged: the `ini` section as
+    /// well as `variables` (WinDbg takes variables from both), any case (srcsrv's names
+    /// ignore it), after an empty definition, and wherever a debugger might see a section
+    /// this reader does not.
     #[test]
-    fn srcsrv_commands_are_seen_in_the_variables_section_only() {
-        let stream = b"SRCSRV: ini ------\r\nVERSION=2\r\nSRCSRV: variables ------\r\n\
-            srcsrvtrg=%targ%\\%var2%\r\nSRCSRVCMD=cmd /c git show %var2%\r\n\
-            SRCSRV: source files ------\r\nC:\\a.c*a.c\r\nSRCSRV: end ------\r\n";
-        let read = SrcSrv::read(stream, stream.len() as u32);
+    fn srcsrv_commands_are_seen_wherever_a_debugger_could_take_them() {
+        let flagged = |stream: &[u8]| {
+            let (read, lines) = SrcSrv::read(stream, stream.len() as u32);
+            let mut documents = [Document {
+                path: r"C:\a.c".into(),
+                checksum: None,
+                srcsrv_url: None,
+            }];
+            SrcSrv::urls(&lines, &mut documents);
+            // The summary and the URLs come of one parse: a command means no URL.
+            assert_eq!(
+                documents[0].srcsrv_url.is_none(),
+                read.commands || read.target.is_none(),
+                "{}",
+                String::from_utf8_lossy(stream)
+            );
+            read.commands
+        };
+        let files = "SRCSRV: source files ------\r\nC:\\a.c*a.c\r\nSRCSRV: end ------\r\n";
+        let stream = |ini: &str, variables: &str| {
+            format!(
+                "SRCSRV: ini ------\r\nVERSION=2\r\n{ini}SRCSRV: variables ------\r\n\
+                 SRCSRVTRG=https://s/%var2%\r\n{variables}{files}"
+            )
+            .into_bytes()
+        };
+        for (ini, variables) in [
+            ("", "SRCSRVCMD=cmd /c git show %var2%\r\n"),
+            ("SRCSRVCMD=cmd /c calc\r\n", ""),
+            ("srcsrvcmd=cmd /c calc\r\n", ""),
+            ("", "SrcSrvCmd = calc\r\n"),
+            ("SRCSRVCMD=\r\n", "SRCSRVCMD=calc\r\n"),
+            ("SRCSRVCMD=calc\r\n", "SRCSRVCMD=\r\n"),
+            ("NOTE=x\rSRCSRVCMD=calc\r\n", ""),
+        ] {
+            assert!(flagged(&stream(ini, variables)), "{ini:?} {variables:?}");
+        }
+        for (ini, variables) in [
+            ("", ""),
+            ("SRCSRVCMD=\r\n", "SRCSRVCMD= \r\n"),
+            (
+                "NOTE=SRCSRVCMD=calc\r\n",
+                "SRCSRVCMDX=calc\r\nMY_SRCSRVCMD=calc\r\n",
+            ),
+        ] {
+            assert!(!flagged(&stream(ini, variables)), "{ini:?} {variables:?}");
+        }
+        // Sections a debugger could find where this reader finds none, or another.
+        for misleading in [
+            "srcsrv: variables --\nSRCSRVCMD=calc\n",
+            "  SRCSRV: variables --\nSRCSRVCMD=calc\n",
+            "SRCSRV: source files --\nSRCSRVCMD=calc\n",
+            "SRCSRV: source files --\na.c*a.c\nSRCSRV: variables --\nSRCSRVCMD=calc\n",
+            "SRCSRVCMD=calc\n",
+        ] {
+            let stream = format!("SRCSRV: ini --\nVERSION=2\n{misleading}");
+            assert!(flagged(stream.as_bytes()), "{misleading:?}");
+        }
+        let stream = stream("", "");
+        let (read, _) = SrcSrv::read(&stream, stream.len() as u32);
+        assert_eq!(read.target.as_deref(), Some("https://s/%var2%"));
+        // What a longer stream holds past the head read may define it.
+        let (read, _) = SrcSrv::read(&stream, stream.len() as u32 + 1);
         assert!(read.commands);
-        assert_eq!(read.target.as_deref(), Some("%targ%\\%var2%"));
-        let plain =
-            b"SRCSRV: ini --\nVERSION=2\nSRCSRV: variables --\nSRCSRVTRG=https://x/%var2%\n\
-            SRCSRV: source files --\nSRCSRVCMD=x*y\nSRCSRV: end --\n";
-        let read = SrcSrv::read(plain, 1);
-        assert!(!read.commands);
-        assert_eq!(read.target.as_deref(), Some("https://x/%var2%"));
-        let junk = SrcSrv::read(&[0xff, 0, b'\n', b'='], 4);
+        let (junk, _) = SrcSrv::read(&[0xff, 0, b'\n', b'='], 4);
         assert!(!junk.commands && junk.target.is_none());
         assert!(PdbSources::default().is_empty());
+    }
+
+    /// `SRCSRVTRG` is read where WinDbg reads variables, `ini` too, and kept as written.
+    #[test]
+    fn srcsrv_target_is_the_first_definition_of_either_section() {
+        let stream = b"SRCSRV: ini --\nsrcsrvtrg=https://ini/%var2%\nSRCSRV: variables --\n\
+            SRCSRVTRG=https://variables/%var2%\nSRCSRV: source files --\nSRCSRV: end --\n";
+        let (read, _) = SrcSrv::read(stream, stream.len() as u32);
+        assert_eq!(read.target.as_deref(), Some("https://ini/%var2%"));
+        let long = format!(
+            "SRCSRV: variables --\nSRCSRVTRG=https://x/{}\n",
+            "y".repeat(10_000)
+        );
+        let (read, _) = SrcSrv::read(long.as_bytes(), long.len() as u32);
+        assert_eq!(read.target.map(|t| t.chars().count()), Some(4096));
     }
 }

@@ -4,6 +4,10 @@
 //! and the variables (`%name%`, `%fnvar%(...)`, `%fnbksl%(...)`, `%fnfile%(...)`). Written
 //! here rather than taken from the `srcsrv` crate, which the tests keep as a reader
 //! independent of symdex.
+//!
+//! The one reader of the stream: identification's summary of it ([`super::SrcSrv`]: its
+//! `SRCSRVTRG`, whether it runs commands), its documents' URLs and `symdex check` all come
+//! from one parse, so none of them can see a variable, or a command, the others do not.
 
 use std::collections::HashMap;
 
@@ -21,6 +25,8 @@ pub struct SrcsrvLines {
     /// Each source file line's fields, by its first field (the document's path) lowercased:
     /// WinDbg matches the path ignoring case. The first line naming a path wins.
     files: HashMap<String, Vec<String>>,
+    /// Some line defines `SRCSRVCMD` ([`defines_command`]).
+    commands: bool,
 }
 
 /// Where the stream sends a debugger for one document.
@@ -37,6 +43,7 @@ impl SrcsrvLines {
     /// with its bad bytes replaced, and then names no document a PDB holds).
     pub fn parse(bytes: &[u8]) -> SrcsrvLines {
         let text = String::from_utf8_lossy(bytes);
+        let commands = text.split(['\r', '\n']).any(defines_command);
         let mut variables = HashMap::new();
         let mut files: HashMap<String, Vec<String>> = HashMap::new();
         let mut section = "";
@@ -69,7 +76,25 @@ impl SrcsrvLines {
                 _ => {}
             }
         }
-        SrcsrvLines { variables, files }
+        SrcsrvLines {
+            variables,
+            files,
+            commands,
+        }
+    }
+
+    /// The variable `name` (of its `ini` or `variables` section; names ignore case) as
+    /// written, the first definition where several are.
+    pub fn variable(&self, name: &str) -> Option<&str> {
+        self.variables
+            .get(&name.to_ascii_uppercase())
+            .map(String::as_str)
+    }
+
+    /// Whether the stream defines `SRCSRVCMD`: a command line a debugger runs to fetch a
+    /// document (after asking, or not).
+    pub fn runs_commands(&self) -> bool {
+        self.commands
     }
 
     /// Where a debugger holding this stream fetches the document at `path`.
@@ -77,11 +102,7 @@ impl SrcsrvLines {
         let Some(fields) = self.files.get(&path.to_lowercase()) else {
             return Target::Elsewhere("the srcsrv stream lists no line for it".into());
         };
-        if self
-            .variables
-            .get("SRCSRVCMD")
-            .is_some_and(|c| !c.trim().is_empty())
-        {
+        if self.commands {
             return Target::Elsewhere(
                 "fetched by a command the srcsrv stream runs (SRCSRVCMD), not downloaded".into(),
             );
@@ -154,6 +175,19 @@ impl SrcsrvLines {
     }
 }
 
+/// Whether `line` defines `SRCSRVCMD` (not empty), whatever section it is in. Sections are
+/// for the debugger to find, and a stream written to mislead could have it see one where
+/// this reader does not (a header in another case or indented, lines ended by a lone CR, a
+/// second `variables` section after the files): a definition counts wherever it stands.
+/// Every definition counts, not only the one a debugger takes (which of several it takes
+/// is its own), and the name ignores case as srcsrv's names do. No real source file line
+/// starts `SRCSRVCMD=`: its first field is the document's path.
+fn defines_command(line: &str) -> bool {
+    line.split_once('=').is_some_and(|(name, value)| {
+        name.trim().eq_ignore_ascii_case("SRCSRVCMD") && !value.trim().is_empty()
+    })
+}
+
 /// `VAR<n>` (1 to 10) as an index into a line's fields.
 fn field_index(name: &str) -> Option<usize> {
     let n: usize = name.strip_prefix("VAR")?.parse().ok()?;
@@ -220,6 +254,22 @@ mod tests {
             panic!("a command is no download");
         };
         assert!(why.contains("SRCSRVCMD"), "{why}");
+        // Defined in the ini section, in lower case: a command all the same, to a debugger
+        // and so to every reader of this parse.
+        let in_ini = b"SRCSRV: ini --\nsrcsrvcmd=cmd /c calc\nSRCSRV: variables --\n\
+            SRCSRVTRG=https://s/%var2%\nSRCSRV: source files --\na.c*a.c\n";
+        let lines = SrcsrvLines::parse(in_ini);
+        assert!(lines.runs_commands());
+        assert_eq!(lines.variable("SrcSrvCmd"), Some("cmd /c calc"));
+        let Target::Elsewhere(why) = lines.target("a.c") else {
+            panic!("a command in the ini section is no download");
+        };
+        assert!(why.contains("SRCSRVCMD"), "{why}");
+        let plain = b"SRCSRV: ini --\nVERSION=2\nSRCSRV: variables --\nSRCSRVCMD=\n\
+            SRCSRVTRG=https://s/%var2%\nSRCSRV: source files --\na.c*a.c\n";
+        let lines = SrcsrvLines::parse(plain);
+        assert!(!lines.runs_commands(), "an empty SRCSRVCMD runs nothing");
+        assert_eq!(lines.target("a.c"), Target::Url("https://s/a.c".into()));
         let looping = b"SRCSRV: variables --\nA=%b%\nB=%a%\nSRCSRVTRG=%a%\n\
             SRCSRV: source files --\na.c*a.c\n";
         assert!(matches!(

@@ -260,14 +260,16 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
             Err(reason) => sources.unread.push(format!("sourcelink stream: {reason}")),
         }
     }
-    let mut srcsrv_bytes = None;
+    // The stream parsed once: its summary now, its documents' URLs once they are read.
+    let mut srcsrv_lines = None;
     if let Some(stream) = stream_of("srcsrv") {
         let size = directory.size(stream).unwrap_or(0);
         let head = (size as usize).min(MAX_SRCSRV_BYTES);
         match directory.read(stream, 0, head, &mut budget) {
             Ok(bytes) => {
-                sources.srcsrv = Some(SrcSrv::read(&bytes, size));
-                srcsrv_bytes = Some(bytes);
+                let (srcsrv, lines) = SrcSrv::read(&bytes, size);
+                sources.srcsrv = Some(srcsrv);
+                srcsrv_lines = Some(lines);
             }
             Err(reason) => sources.unread.push(format!("srcsrv stream: {reason}")),
         }
@@ -283,8 +285,8 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
         Some(Err(reason)) => sources.unread.push(format!("/names stream: {reason}")),
         None => {}
     }
-    if let Some(bytes) = srcsrv_bytes {
-        SrcSrv::urls(&bytes, &mut sources.documents);
+    if let Some(lines) = srcsrv_lines {
+        SrcSrv::urls(&lines, &mut sources.documents);
     }
     sources
 }

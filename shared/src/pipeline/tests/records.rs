@@ -371,11 +371,23 @@ async fn a_pe_that_aliased_its_pdb_is_answered_from_its_upload_record_too() {
 
 /// A PDB whose srcsrv stream runs commands: published and recorded as such by default,
 /// rejected with its reason where the store refuses them (`Config::refuse_srcsrv_commands`).
+/// The command defined in the `variables` section, or in the `ini` section in lower case
+/// (WinDbg takes variables from both, names in any case).
 #[tokio::test]
 async fn a_pdb_whose_srcsrv_runs_commands_is_refused_only_when_asked() {
-    let srcsrv = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\n\
+    let in_variables: &[u8] = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\n\
         SRCSRVTRG=%targ%\\%var2%\r\nSRCSRVCMD=cmd /c echo %var2%\r\n\
         SRCSRV: source files --\r\nSRCSRV: end --\r\n";
+    let in_ini: &[u8] = b"SRCSRV: ini --\r\nVERSION=2\r\nsrcsrvcmd=cmd /c echo %var2%\r\n\
+        SRCSRV: variables --\r\nSRCSRVTRG=%targ%\\%var2%\r\n\
+        SRCSRV: source files --\r\nSRCSRV: end --\r\n";
+    for srcsrv in [in_variables, in_ini] {
+        refused_only_when_asked(srcsrv).await;
+    }
+}
+
+/// A PDB carrying `srcsrv`: indexed and flagged by default, rejected where refused.
+async fn refused_only_when_asked(srcsrv: &[u8]) {
     let bytes = crate::testing::source_pdbs::pdb_with_sources(
         [0x42; 16],
         &[(r"C:\b\a.cpp", 1, &[7; 16])],
