@@ -6,7 +6,7 @@
 # req/s and p99 and the median ratio (symdex with --quiet, as nginx runs with access_log off);
 # the goal: at least nginx's req/s with p99 no worse.
 # Compressed answers: the store is indexed with `--compress zstd,gzip` (copies at
-# `_symdex/encoded/<encoding>/<key>`, docs/compression.md); nginx with `gzip_static on` serves a
+# `_symdex/encoded/<encoding>/<key>`, flat files, docs/compression.md); nginx with `gzip_static on` serves a
 # mirror of the store's keys in which `<key>.gz` is a hard link to the key's gzip copy, so both
 # answer `Accept-Encoding: gzip` with the same precompressed bytes; symdex's zstd answers' req/s
 # are printed beside (nginx has no zstd_static). Installs nginx and wrk (Debian) when missing;
@@ -43,8 +43,10 @@ for top in "$work/store"/*; do
 done
 copies="$work/store/_symdex/encoded/gzip"
 if [ -d "$copies" ]; then
-  (cd "$copies" && find . -type f -print0) | while IFS= read -r -d '' key; do
-    if [ -f "$work/mirror/$key" ]; then ln -f "$copies/$key" "$work/mirror/$key.gz"; fi
+  (cd "$copies" && find . -type f -print0) | while IFS= read -r -d '' name; do
+    # A copy is one flat file, its key's `/` spelt `\` (an older store's nested path too).
+    key=${name//\\//}
+    if [ -f "$work/mirror/$key" ]; then ln -f "$copies/$name" "$work/mirror/$key.gz"; fi
   done
 fi
 

@@ -12,6 +12,7 @@ use std::process::Command;
 use common::{build_split_elf, index_json, Server, StaticServer, Workdir};
 use serde_json::{json, Value};
 use symdex_shared::encoded::{copy_key, Encoding};
+use symdex_shared::storage::local::relative_path;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
 const BUILD_ID: &str = "c0c0a0a0112233445566778899aabbccddeeff00";
@@ -24,7 +25,9 @@ fn store(w: &Workdir) -> (PathBuf, Vec<u8>) {
     build_split_elf(w, "p", &format!("0x{BUILD_ID}"), "x * 5 + 2");
     let store = w.path("store");
     index_json(&store, &[w.path("p/app.debug")]);
-    assert!(store.join(copy_key(Encoding::Zstd, KEY)).is_file());
+    assert!(store
+        .join(relative_path(&copy_key(Encoding::Zstd, KEY)))
+        .is_file());
     let raw = std::fs::read(store.join(KEY)).unwrap();
     (store, raw)
 }

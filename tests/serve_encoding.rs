@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use common::{build_split_elf, index_json, symdex, Server, Workdir};
 use symdex_shared::encoded::{compress, copy_key, worth_keeping, EncodedMeta, Encoding};
+use symdex_shared::storage::local::{key_of, relative_path};
 use symdex_shared::storage::{LocalStore, ObjectInfo};
 
 const BUILD_ID: &str = "5eadbeef00112233445566778899aabbccddeeff";
@@ -33,7 +34,7 @@ fn store_with_debug_file(w: &Workdir, compress: &str) -> (PathBuf, Vec<u8>) {
 
 /// The copy of `key` in `encoding` the store holds, if any.
 fn stored_copy(store: &Path, key: &str, encoding: Encoding) -> Option<Vec<u8>> {
-    std::fs::read(store.join(copy_key(encoding, key))).ok()
+    std::fs::read(store.join(relative_path(&copy_key(encoding, key)))).ok()
 }
 
 /// Stores `key`'s copy in `encoding` as the indexer does, naming the content `etag` (the raw
@@ -57,7 +58,7 @@ fn put_copy(store: &Path, key: &str, encoding: Encoding, etag: Option<&str>) -> 
         .unwrap()
         .put_encoded_now(&copy, &staged, &meta)
         .unwrap();
-    std::fs::read(store.join(copy)).unwrap()
+    std::fs::read(store.join(relative_path(&copy))).unwrap()
 }
 
 /// A header of an answer (`exchange` lowercases the head).
@@ -285,7 +286,7 @@ fn copies_that_do_not_encode_the_key_now_are_never_answered() {
 
     // A copy reached through a symbolic link is not followed, however good its content.
     let good = put_copy(&store, KEY, Encoding::Zstd, None);
-    let copy_path = store.join(copy_key(Encoding::Zstd, KEY));
+    let copy_path = store.join(relative_path(&copy_key(Encoding::Zstd, KEY)));
     std::fs::rename(&copy_path, w.path("outside.zst")).unwrap();
     std::os::unix::fs::symlink(w.path("outside.zst"), &copy_path).unwrap();
     assert_coded(&get(&server, zstd), "gzip", &gzip, &raw);
@@ -315,7 +316,7 @@ fn copies_that_do_not_encode_the_key_now_are_never_answered() {
     let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     let copy_file = std::fs::File::options()
         .write(true)
-        .open(store.join(copy_key(Encoding::Zstd, KEY)))
+        .open(store.join(relative_path(&copy_key(Encoding::Zstd, KEY))))
         .unwrap();
     copy_file.set_modified(hour_ago).unwrap();
     let again: Vec<u8> = raw.iter().map(|b| b ^ 0x33).collect();
@@ -396,4 +397,53 @@ fn the_max_size_applies_to_upstream_answers_too() {
         Some(debug.len().to_string())
     );
     assert_eq!(upstream.asked(KEY), 1, "asked once, then cached");
+}
+
+/// A store written before copies were flat files (each at its nested path,
+/// `_symdex/encoded/zstd/buildid/<id>/debuginfo`) verifies clean, answers with its copies,
+/// and deletes them with their directories.
+#[test]
+fn a_store_of_nested_copies_is_served_verified_and_deleted() {
+    let w = Workdir::new();
+    let (store, raw) = store_with_debug_file(&w, "zstd");
+    let copies = common::files_of(&store, |k| k.starts_with("_symdex/encoded/"));
+    assert!(!copies.is_empty());
+    for flat in copies.keys() {
+        assert!(
+            !flat
+                .trim_start_matches("_symdex/encoded/zstd/")
+                .contains('/'),
+            "{flat}"
+        );
+        let nested = store.join(key_of(flat.clone()));
+        std::fs::create_dir_all(nested.parent().unwrap()).unwrap();
+        std::fs::rename(store.join(flat), &nested).unwrap();
+    }
+    let zstd = std::fs::read(store.join(copy_key(Encoding::Zstd, KEY))).expect("nested");
+    common::verify_clean(&store);
+    let server = Server::start(&store);
+    assert_coded(
+        &get(&server, "Accept-Encoding: zstd\r\n"),
+        "zstd",
+        &zstd,
+        &raw,
+    );
+    drop(server);
+
+    common::ok(
+        symdex()
+            .args(["delete", "--store"])
+            .arg(&store)
+            .arg("--input")
+            .arg(w.path("p/app.debug"))
+            .output()
+            .unwrap(),
+    );
+    let left = common::files_of(&store, |k| k.starts_with("_symdex/encoded"));
+    assert!(left.is_empty(), "{:?}", left.keys());
+    assert!(
+        !store.join("_symdex/encoded").exists(),
+        "no empty directory left"
+    );
+    common::verify_clean(&store);
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use common::{readelf_build_id, symdex, Server, Workdir};
 use symdex_shared::encoded::{copy_key, Encoding};
+use symdex_shared::storage::local::relative_path;
 
 const PROGRAM: &str = r#"#include <stdio.h>
 int compute(int x) {
@@ -208,7 +209,8 @@ fn debuginfod_clients_get_the_file_byte_identical_in_fewer_bytes() {
     let store = w.path("store");
     let key = format!("buildid/{build_id}/debuginfo");
     let debug = std::fs::read(w.path("app.debug")).unwrap();
-    let copy = std::fs::read(store.join(copy_key(Encoding::Zstd, &key))).expect("a zstd copy");
+    let copy = std::fs::read(store.join(relative_path(&copy_key(Encoding::Zstd, &key))))
+        .expect("a zstd copy");
     let log = w.path("access.jsonl");
     let server = Server::start_with(&store, &["--access-log", log.to_str().unwrap()], None);
 
@@ -290,7 +292,8 @@ fn lldb_23_resolves_main_from_the_zstd_copy() {
     let store = w.path("store");
     let key = format!("buildid/{build_id}/debuginfo");
     let debug = std::fs::read(w.path("app.debug")).unwrap();
-    let copy = std::fs::read(store.join(copy_key(Encoding::Zstd, &key))).expect("a zstd copy");
+    let copy = std::fs::read(store.join(relative_path(&copy_key(Encoding::Zstd, &key))))
+        .expect("a zstd copy");
     let log = w.path("access.jsonl");
     let server = Server::start_with(&store, &["--access-log", log.to_str().unwrap()], None);
     let lookups = ["image lookup -n main", "image lookup -n compute"];
@@ -389,7 +392,9 @@ fn clients_without_accept_encoding_get_the_raw_bytes() {
     let store = w.path("store");
     let key = format!("buildid/{build_id}/debuginfo");
     let debug = std::fs::read(w.path("app.debug")).unwrap();
-    assert!(store.join(copy_key(Encoding::Zstd, &key)).is_file());
+    assert!(store
+        .join(relative_path(&copy_key(Encoding::Zstd, &key)))
+        .is_file());
     let server = Server::start(&store);
     let url = format!("{}/{key}", server.url());
     // What samply's symsrv and curl without --compressed send: no Accept-Encoding.

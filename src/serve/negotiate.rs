@@ -1,7 +1,8 @@
 //! A store key's answer, negotiated: a client that accepts zstd or gzip (`accept.rs`) gets the
 //! key's compressed copy made at ingest (`symdex_shared::encoded`, at
-//! `_symdex/encoded/<encoding>/<key>`) when there is one that encodes what the key holds now;
-//! everyone else, and every range, gets the raw bytes as before.
+//! `_symdex/encoded/<encoding>/<key>`, a flat file in a local store) when there is one that
+//! encodes what the key holds now; everyone else, and every range, gets the raw bytes as
+//! before.
 //!
 //! Why this way:
 //! - Copies are made once, when a key is published; nothing is compressed per request, so a
@@ -23,6 +24,7 @@ use std::path::Path;
 
 use http::{header, HeaderValue, Response};
 use symdex_shared::encoded::{copy_key, Encoding, MIN_RAW_SIZE};
+use symdex_shared::storage::local::{legacy_relative_path, relative_path};
 use symdex_shared::storage::LocalStore;
 
 use super::accept::AcceptEncoding;
@@ -69,7 +71,10 @@ fn copy_answer(
     head: bool,
 ) -> Option<Response<Body>> {
     let copy_key = copy_key(encoding, key);
-    let (copy, copy_meta) = open_regular(root, Path::new(&copy_key))?;
+    // The copy's file, flat (local store paths.rs), or nested where an older store kept it.
+    let (copy, copy_meta) = open_regular(root, &relative_path(&copy_key)).or_else(|| {
+        legacy_relative_path(&copy_key).and_then(|nested| open_regular(root, &nested))
+    })?;
     // An error reading either attribute is no copy: the raw bytes are always right.
     if !LocalStore::copy_encodes(raw, raw_meta, &copy).unwrap_or(false) {
         return None;

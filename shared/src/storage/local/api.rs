@@ -4,11 +4,12 @@ use std::fs;
 use std::io;
 
 use super::owners::{owner_of, parse_owner_attribute};
+use super::paths::{key_of, legacy_relative_path, walk_root};
 use super::{not_found_is_none, LocalStore, LOCK_DIR, TMP_DIR};
 use crate::digest::sha1_of;
 use crate::storage::encoding::{EncodedMeta, Staged};
 use crate::storage::{
-    CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
+    check_key, CopySource, ObjectInfo, Owned, Precondition, Storage, StorageFuture, StorageResult,
     StoreTraits, Versioned,
 };
 
@@ -19,9 +20,9 @@ impl Storage for LocalStore {
         out: &'a mut (dyn io::Write + Send),
     ) -> StorageFuture<'a, u64> {
         Box::pin(async move {
-            let path = match source {
-                CopySource::File(path) => path.to_path_buf(),
-                CopySource::Key(key) => self.path_of(key)?,
+            let mut file = match source {
+                CopySource::File(path) => fs::File::open(path)?,
+                CopySource::Key(key) => self.read_at(key, |p| fs::File::open(p))??,
                 CopySource::Bytes(bytes) => {
                     out.write_all(bytes)?;
                     return Ok(bytes.len() as u64);
@@ -30,7 +31,7 @@ impl Storage for LocalStore {
                     return Err(io::Error::from(io::ErrorKind::Unsupported).into())
                 }
             };
-            Ok(io::copy(&mut fs::File::open(path)?, out)?)
+            Ok(io::copy(&mut file, out)?)
         })
     }
     fn put_encoded<'a>(
@@ -162,7 +163,7 @@ impl LocalStore {
         if !self.owners {
             return Ok(self.head_now(key)?.map(unowned));
         }
-        let Some(mut file) = not_found_is_none(fs::File::open(self.path_of(key)?))? else {
+        let Some(mut file) = not_found_is_none(self.read_at(key, |p| fs::File::open(p))?)? else {
             return Ok(None);
         };
         let meta = file.metadata()?;
@@ -203,12 +204,14 @@ impl LocalStore {
 
     /// [`Self::walk`] until `each` says it has seen enough (`true`).
     fn walk_until(&self, prefix: &str, each: &mut dyn FnMut(String) -> bool) -> StorageResult<()> {
-        // Walk from the deepest directory the prefix names, then filter by the full prefix.
-        let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        // Walk from the deepest directory the prefix names (never below a copies' directory:
+        // its copies are flat, paths.rs), then filter by the full prefix.
+        let dir_part = walk_root(prefix);
         let start = if dir_part.is_empty() {
             self.root.clone()
         } else {
-            self.path_of(dir_part)?
+            check_key(dir_part)?;
+            self.root.join(dir_part)
         };
         // Depth first with one open directory a level, not a stack of every directory still
         // to walk: that held each directory's subdirectories at once (50,000 paths under
@@ -234,12 +237,14 @@ impl LocalStore {
                 }
             } else if file_type.is_file() {
                 if let Ok(rel) = path.strip_prefix(&self.root) {
-                    let key = rel
+                    let rel = rel
                         .to_string_lossy()
                         .replace(std::path::MAIN_SEPARATOR, "/");
+                    let key = key_of(rel.clone());
                     if key.starts_with(prefix)
                         && !key.starts_with(TMP_DIR)
                         && !key.starts_with(LOCK_DIR)
+                        && !self.listed_twice(&rel, &key)
                         && each(key)
                     {
                         return Ok(());
@@ -266,22 +271,12 @@ impl LocalStore {
         self.delete_file(key)
     }
 
+    /// Removes `key`'s file, and an older store's nested copy of it (paths.rs), each with
+    /// the directories it leaves empty.
     pub(super) fn delete_file(&self, key: &str) -> StorageResult<()> {
-        let path = self.path_of(key)?;
-        match fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e.into()),
-        }
-        // Tidy empty directories up to the root, so a deleted build leaves no husks. (A
-        // concurrent writer whose `create_dir_all` loses its directory here retries: see
-        // `commit`.)
-        let mut dir = path.parent();
-        while let Some(d) = dir {
-            if d == self.root || fs::remove_dir(d).is_err() {
-                break;
-            }
-            dir = d.parent();
+        self.remove_with_parents(&self.path_of(key)?)?;
+        if let Some(legacy) = legacy_relative_path(key) {
+            self.remove_with_parents(&self.root.join(legacy))?;
         }
         Ok(())
     }

@@ -37,7 +37,7 @@ impl LocalStore {
         // Another name for a stored file where the key is free: one link, no temporary name
         // (a stored file is complete, so its new name never shows a part of it).
         if let CopySource::Key(src) = source {
-            let src = self.path_of(src)?;
+            let src = self.found_path(src)?;
             if let Ok(true) = self.link_new(&src, key) {
                 return match known_size {
                     Some(size) => Ok(size),
@@ -93,7 +93,7 @@ impl LocalStore {
         let fill = match source {
             CopySource::Bytes(bytes) => Fill::Bytes(bytes),
             CopySource::File(path) => Fill::From(fs::File::open(path)?),
-            CopySource::Key(src) => match fs::File::open(self.path_of(src)?) {
+            CopySource::Key(src) => match self.read_at(src, |p| fs::File::open(p))? {
                 Ok(file) => Fill::From(file),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {
                     return Err(StorageError::NotFound(src.to_string()))
@@ -279,7 +279,10 @@ impl LocalStore {
         let mut attempts = 0;
         loop {
             match link(&dest) {
-                Ok(()) => return Ok(true),
+                Ok(()) => {
+                    self.drop_legacy(key);
+                    return Ok(true);
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
                 // The parent is missing (or a concurrent delete removed it, see `commit`): made,
                 // and tried again. Missing again right after, it is `file` that is missing
@@ -314,7 +317,7 @@ impl LocalStore {
                 bytes.len() as u64
             }
             CopySource::Key(src) => {
-                let src_path = self.path_of(src)?;
+                let src_path = self.found_path(src)?;
                 if may_link && fs::hard_link(&src_path, &temp).is_ok() {
                     linked = true;
                     fs::metadata(&temp)?.len()
@@ -403,7 +406,7 @@ impl LocalStore {
         let CopySource::Key(src) = source else {
             return Ok(None);
         };
-        let path = self.path_of(src)?;
+        let path = self.found_path(src)?;
         // Missing: reported by the copy that follows.
         let Some(file) = not_found_is_none(fs::File::open(&path))? else {
             return Ok(None);

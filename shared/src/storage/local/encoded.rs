@@ -1,6 +1,7 @@
-//! Compressed copies in a local store (crate::encoded): a file at the copy's key, naming the
-//! content it encodes in its attribute `user.symdex.encodes`, which `symdex serve` compares
-//! with the raw file's owner attribute before it answers with the copy.
+//! Compressed copies in a local store (crate::encoded): a file at the copy's key (one flat
+//! file of its encoding's directory, paths.rs), naming the content it encodes in its
+//! attribute `user.symdex.encodes`, which `symdex serve` compares with the raw file's owner
+//! attribute before it answers with the copy.
 
 use std::fs;
 use std::io;
@@ -14,6 +15,15 @@ use crate::storage::{ObjectInfo, StorageError, StorageResult};
 /// The attribute a copy names its raw content in: the raw size (8 bytes, little-endian) and
 /// the content's SHA-1 (20 bytes).
 const ENCODES_ATTRIBUTE: &str = "user.symdex.encodes";
+
+/// A copy found in the store ([`LocalStore::open_copy`]).
+struct OpenCopy {
+    path: PathBuf,
+    size: u64,
+    modified: std::time::SystemTime,
+    /// What its attribute says it encodes (`None`: it says nothing symdex wrote).
+    meta: Option<EncodedMeta>,
+}
 
 /// A copy a local store can answer with: the copy's file and the raw size it decodes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +70,7 @@ impl LocalStore {
             }
             let temp = self.temp_path();
             let same = self.encoded_now(&first)?.is_some_and(|(_, m)| &m == meta);
-            if same && fs::hard_link(self.path_of(&first)?, &temp).is_ok() {
+            if same && fs::hard_link(self.found_path(&first)?, &temp).is_ok() {
                 self.commit(&temp, key, true)?;
                 return Ok(());
             }
@@ -129,19 +139,33 @@ impl LocalStore {
 
     /// What the copy at `key` says it encodes, and its own size.
     pub fn encoded_now(&self, key: &str) -> StorageResult<Option<(u64, EncodedMeta)>> {
+        Ok(self
+            .open_copy(key)?
+            .and_then(|copy| copy.meta.map(|meta| (copy.size, meta))))
+    }
+
+    /// The copy at `key` (a copy key), opened: where it was found, its size and what its
+    /// attribute says it encodes, read from the open file (the very file found).
+    fn open_copy(&self, key: &str) -> StorageResult<Option<OpenCopy>> {
         let Some((encoding, _)) = crate::storage::encoding::raw_key_of(key) else {
             return Ok(None);
         };
-        let path = self.path_of(key)?;
-        let file = match fs::File::open(&path) {
-            Ok(file) => file,
+        let opened = self.read_at(key, |path| Ok((fs::File::open(path)?, path.to_path_buf())))?;
+        let (file, path) = match opened {
+            Ok(opened) => opened,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let size = file.metadata()?.len();
-        Ok(attribute_of(&path)?
+        let metadata = file.metadata()?;
+        let meta = file_attribute_of(&file)?
             .and_then(|value| parse_encodes_attribute(&value))
-            .map(|raw| (size, EncodedMeta { encoding, raw })))
+            .map(|raw| EncodedMeta { encoding, raw });
+        Ok(Some(OpenCopy {
+            path,
+            size: metadata.len(),
+            modified: metadata.modified()?,
+            meta,
+        }))
     }
 
     /// The copy of `key` in `encoding` to answer with, if there is one that encodes what the
@@ -149,20 +173,25 @@ impl LocalStore {
     /// copy whose raw file changed or names nothing is not answered with.
     pub fn current_copy(&self, key: &str, encoding: Encoding) -> io::Result<Option<EncodedFile>> {
         let copy = crate::storage::encoding::copy_key(encoding, key);
-        let Some((size, meta)) = self.encoded_now(&copy)? else {
+        let Some(OpenCopy {
+            path,
+            size,
+            modified,
+            meta: Some(meta),
+        }) = self.open_copy(&copy)?
+        else {
             return Ok(None);
         };
-        let raw = match fs::File::open(self.path_of(key)?) {
+        let raw = match self.read_at(key, |p| fs::File::open(p))? {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         let raw_meta = raw.metadata()?;
         let raw_size = raw_meta.len();
-        let copy_time = || fs::metadata(self.path_of(&copy)?)?.modified();
-        let current = encodes_now(&raw, &raw_meta, &meta.raw, copy_time)?;
-        Ok(current.then(|| EncodedFile {
-            path: self.path_of(&copy).unwrap_or_default(),
+        let current = encodes_now(&raw, &raw_meta, &meta.raw, || Ok(modified))?;
+        Ok(current.then_some(EncodedFile {
+            path,
             size,
             raw_size,
         }))
@@ -236,21 +265,6 @@ fn set_attribute(path: &Path, value: &[u8]) -> io::Result<()> {
     })
 }
 
-#[cfg(target_os = "linux")]
-fn attribute_of(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    let mut value = [0u8; 64];
-    match rustix::fs::getxattr(path, ENCODES_ATTRIBUTE, &mut value[..]) {
-        Ok(n) => Ok(Some(value[..n].to_vec())),
-        Err(
-            rustix::io::Errno::NODATA
-            | rustix::io::Errno::OPNOTSUPP
-            | rustix::io::Errno::RANGE
-            | rustix::io::Errno::NOENT,
-        ) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The attribute of an open copy file, if any.
 #[cfg(target_os = "linux")]
 fn file_attribute_of(file: &fs::File) -> io::Result<Option<Vec<u8>>> {
@@ -268,11 +282,6 @@ fn file_attribute_of(file: &fs::File) -> io::Result<Option<Vec<u8>>> {
 #[cfg(not(target_os = "linux"))]
 fn set_attribute(_path: &Path, _value: &[u8]) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn attribute_of(_path: &Path) -> io::Result<Option<Vec<u8>>> {
-    Ok(None)
 }
 
 #[cfg(not(target_os = "linux"))]

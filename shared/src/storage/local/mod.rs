@@ -1,6 +1,7 @@
-//! A directory as a store: keys are relative paths under its root. Writes go to a temporary
-//! file in the store and are renamed into place; copies inside the store are hard links
-//! (stored files are never modified in place, so sharing an inode is safe). Upload records
+//! A directory as a store: keys are relative paths under its root, but for compressed copies,
+//! each one flat file (paths.rs; one path per key either way). Writes go to a temporary file
+//! in the store and are renamed into place; copies inside the store are hard links (stored
+//! files are never modified in place, so sharing an inode is safe). Upload records
 //! alone take a new version by an append (`super::appended`: cheaper than a new file renamed
 //! over the record, on the flush every lane waits for); they are never linked.
 //!
@@ -31,6 +32,8 @@ mod copies;
 mod encoded;
 pub use encoded::EncodedFile;
 mod owners;
+mod paths;
+pub use paths::{key_of, legacy_relative_path, relative_path, FLAT_SEPARATOR, MAX_FLAT_NAME};
 #[cfg(test)]
 mod tests;
 
@@ -94,6 +97,9 @@ pub struct LocalStore {
     changes: AtomicU64,
     /// The files this handle created last that name an owner, still open ([`Recent`]).
     recent: Mutex<std::collections::VecDeque<Recent>>,
+    /// Whether the store may hold copies at their nested paths, as stores did before copies
+    /// were flat (paths.rs), asked once: a write of a copy then removes its nested one.
+    nested_copies: std::sync::OnceLock<bool>,
 }
 
 /// A file this handle created (`create_unnamed`) naming an owner, kept open: a new key of its
@@ -155,6 +161,7 @@ impl LocalStore {
             source_records: false,
             changes: AtomicU64::new(0),
             recent: Mutex::default(),
+            nested_copies: std::sync::OnceLock::new(),
         })
     }
 
@@ -309,13 +316,8 @@ impl LocalStore {
 
     /// The current version (content SHA-1) of `key`, or `None`.
     fn version(&self, key: &str) -> StorageResult<Option<String>> {
-        Ok(not_found_is_none(fs::read(self.path_of(key)?))?.map(|bytes| content_sha1(&bytes)))
-    }
-
-    /// The file behind `key` (validated: never outside the root).
-    pub fn path_of(&self, key: &str) -> StorageResult<PathBuf> {
-        check_key(key)?;
-        Ok(self.root.join(key))
+        Ok(not_found_is_none(self.read_at(key, |p| fs::read(p))?)?
+            .map(|bytes| content_sha1(&bytes)))
     }
 
     fn temp_path(&self) -> PathBuf {
@@ -346,6 +348,7 @@ impl LocalStore {
                     if linked && temp.exists() {
                         let _ = fs::remove_file(temp);
                     }
+                    self.drop_legacy(key);
                     return Ok(dest);
                 }
                 Err(e) if e.kind() == io::ErrorKind::NotFound && attempts < 8 => {
@@ -399,8 +402,7 @@ impl LocalStore {
         if appended::holds_versions(key) {
             return Ok(self.read_now(key)?.map(|bytes| bytes.len() as u64));
         }
-        let path = self.path_of(key)?;
-        Ok(not_found_is_none(fs::metadata(path))?
+        Ok(not_found_is_none(self.read_at(key, |p| fs::metadata(p))?)?
             .filter(|m| m.is_file())
             .map(|m| m.len()))
     }
@@ -415,12 +417,12 @@ impl LocalStore {
         let Some(size) = self.size_now(key)? else {
             return Ok(None);
         };
-        let etag = not_found_is_none(file_sha1(&self.path_of(key)?))?;
+        let etag = not_found_is_none(self.read_at(key, file_sha1)?)?;
         Ok(etag.map(|etag| ObjectInfo { size, etag }))
     }
 
     pub fn get_now(&self, key: &str) -> StorageResult<Option<Versioned>> {
-        let Some(file) = not_found_is_none(read_record(&self.path_of(key)?))? else {
+        let Some(file) = not_found_is_none(self.read_at(key, read_record)?)? else {
             return Ok(None);
         };
         // The version is the whole file's: every append makes a new one.
@@ -431,7 +433,7 @@ impl LocalStore {
 
     /// The content at `key`, without its version.
     pub fn read_now(&self, key: &str) -> StorageResult<Option<Vec<u8>>> {
-        let file = not_found_is_none(read_record(&self.path_of(key)?))?;
+        let file = not_found_is_none(self.read_at(key, read_record)?)?;
         Ok(file.map(|file| appended::into_content(key, file)))
     }
 
