@@ -157,6 +157,7 @@ fn full_sources() -> PdbSources {
             commands: true,
         }),
         unread: vec!["module 3: cut short".into()],
+        srcsrv_unchecked: true,
     }
 }
 

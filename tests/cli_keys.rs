@@ -262,6 +262,7 @@ fn keys_prints_what_plain_reads_print_byte_for_byte() {
         &["keys", "--json", "--source-ext", "cpp"][..],
         &["keys", "--json", "--details", "--source-ext", "cpp"],
         &["keys", "--details", "--source-ext", "cpp"],
+        &["keys", "--source-ext", "cpp"],
         &["keys", "--json", "--layout", "ssqp,debuginfod"],
     ] {
         let run = |plain: &str| {

@@ -37,6 +37,12 @@ pub struct PdbSources {
     /// or bytes than are read), one line per reason: the lists are then not the whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unread: Vec<String>,
+    /// What a debugger could take for its srcsrv stream was not all read: the named-stream
+    /// map, the stream itself or its part past the first 16 MiB, or a second stream of that
+    /// name (which one a debugger opens is its own). It may define `SRCSRVCMD` unseen, so a
+    /// store refusing srcsrv commands refuses it too (fail closed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub srcsrv_unchecked: bool,
 }
 
 impl PdbSources {
@@ -65,6 +71,7 @@ impl PdbSources {
             && self.source_link.is_none()
             && self.srcsrv.is_none()
             && self.unread.is_empty()
+            && !self.srcsrv_unchecked
     }
 }
 
@@ -135,9 +142,9 @@ pub struct SrcSrv {
     pub target: Option<String>,
     /// It defines `SRCSRVCMD`: a command debuggers run (after asking, or not) to fetch a
     /// file. Defined in its `ini` or `variables` section, in any case, or anywhere a
-    /// debugger might take for one ([`SrcsrvLines::runs_commands`]); a stream longer than
-    /// was read counts as defining it. A deployment may refuse such PDBs
-    /// (`SYMDEX_REFUSE_SRCSRV_COMMANDS`).
+    /// debugger might take for one ([`SrcsrvLines::runs_commands`]), as far as the stream
+    /// was read ([`PdbSources::srcsrv_unchecked`] says where it was not). A deployment may
+    /// refuse such PDBs (`SYMDEX_REFUSE_SRCSRV_COMMANDS`).
     pub commands: bool,
 }
 
@@ -155,13 +162,12 @@ impl SrcSrv {
         let target = lines
             .variable("SRCSRVTRG")
             .map(|t| t.chars().take(MAX_SRCSRV_TARGET_CHARS).collect());
-        // What was not read of a longer stream may define SRCSRVCMD: a stream padded past
-        // the bytes read must not hide its command from a store that refuses them.
-        let unread = (bytes.len() as u64) < u64::from(size);
+        // A longer stream's unread part may define SRCSRVCMD unseen: its reader says so in
+        // `PdbSources::srcsrv_unchecked`, and a refusing store refuses it as well.
         let srcsrv = SrcSrv {
             size,
             target,
-            commands: lines.runs_commands() || unread,
+            commands: lines.runs_commands(),
         };
         (srcsrv, lines)
     }
@@ -299,9 +305,10 @@ mod tests {
         let stream = stream("", "");
         let (read, _) = SrcSrv::read(&stream, stream.len() as u32);
         assert_eq!(read.target.as_deref(), Some("https://s/%var2%"));
-        // What a longer stream holds past the head read may define it.
+        // What a longer stream holds past the head read is not taken for a command here
+        // (its reader marks the PDB's sources unchecked: `formats::pdb::sources`).
         let (read, _) = SrcSrv::read(&stream, stream.len() as u32 + 1);
-        assert!(read.commands);
+        assert!(!read.commands);
         let (junk, _) = SrcSrv::read(&[0xff, 0, b'\n', b'='], 4);
         assert!(!junk.commands && junk.target.is_none());
         assert!(PdbSources::default().is_empty());

@@ -112,7 +112,8 @@ pub struct KeyArgs {
     #[arg(long)]
     pub no_source_joins: bool,
     /// Reject PDBs whose srcsrv stream runs commands (`SRCSRVCMD`), which debuggers execute
-    /// to fetch sources; without it they are published, their records saying so.
+    /// to fetch sources, or may (the stream could not all be read; a PDZ); without it they
+    /// are published, their records saying so.
     #[arg(long)]
     pub refuse_srcsrv_commands: bool,
     /// Compressed copies stored beside each newly published key, for clients that accept

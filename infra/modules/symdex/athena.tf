@@ -75,7 +75,7 @@ locals {
     debug_file       = { hive = "string", presto = "varchar" }
     dwarf_package    = { hive = "struct<index_version:int,dwo_ids:array<string>>", presto = "row(index_version integer, dwo_ids array(varchar))" }
     split_dwarf      = { hive = "struct<dwo_ids:array<string>,unread:array<string>>", presto = "row(dwo_ids array(varchar), unread array(varchar))" }
-    pdb_sources      = { hive = "struct<documents:array<struct<path:string,checksum:struct<algorithm:string,digest:string>,srcsrv_url:string>>,source_link:struct<documents:map<string,string>>,srcsrv:struct<size:bigint,target:string,commands:boolean>,unread:array<string>>", presto = "row(documents array(row(path varchar, checksum row(algorithm varchar, digest varchar), srcsrv_url varchar)), source_link row(documents map(varchar, varchar)), srcsrv row(size bigint, target varchar, commands boolean), unread array(varchar))" }
+    pdb_sources      = { hive = "struct<documents:array<struct<path:string,checksum:struct<algorithm:string,digest:string>,srcsrv_url:string>>,source_link:struct<documents:map<string,string>>,srcsrv:struct<size:bigint,target:string,commands:boolean>,unread:array<string>,srcsrv_unchecked:boolean>", presto = "row(documents array(row(path varchar, checksum row(algorithm varchar, digest varchar), srcsrv_url varchar)), source_link row(documents map(varchar, varchar)), srcsrv row(size bigint, target varchar, commands boolean), unread array(varchar), srcsrv_unchecked boolean)" }
     published        = { hive = "array<string>", presto = "array(varchar)" }
     unchanged        = { hive = "array<string>", presto = "array(varchar)" }
     conflicts        = { hive = "array<string>", presto = "array(varchar)" }

@@ -65,15 +65,17 @@ fn admitted(
         return Ok(Admitted::Refused(Box::new(r)));
     }
     match identified {
-        Ok(ids) if config.refuse_srcsrv_commands => match ids.iter().find(|id| runs_commands(id)) {
-            Some(id) => {
-                let mut r = upload.record(Action::Rejected);
-                fill_identity(&mut r, id);
-                r.reason = Some(SRCSRV_COMMANDS_REFUSED.to_string());
-                Ok(Admitted::Refused(Box::new(r)))
+        Ok(ids) if config.refuse_srcsrv_commands => {
+            match ids.iter().find_map(|id| Some((id, srcsrv_refusal(id)?))) {
+                Some((id, reason)) => {
+                    let mut r = upload.record(Action::Rejected);
+                    fill_identity(&mut r, id);
+                    r.reason = Some(reason.to_string());
+                    Ok(Admitted::Refused(Box::new(r)))
+                }
+                None => Ok(Admitted::Identities(ids)),
             }
-            None => Ok(Admitted::Identities(ids)),
-        },
+        }
         Ok(ids) => Ok(Admitted::Identities(ids)),
         Err(FormatError::Io(e)) => Err(e),
         Err(e) => {
@@ -93,12 +95,34 @@ pub(super) const SRCSRV_COMMANDS_REFUSED: &str = "its srcsrv stream runs command
     (SRCSRVCMD), which debuggers execute to fetch sources; this store refuses such PDBs \
     (SYMDEX_REFUSE_SRCSRV_COMMANDS)";
 
-/// A PDB whose srcsrv stream defines `SRCSRVCMD`.
-fn runs_commands(id: &Identity) -> bool {
-    id.pdb_sources
+/// Why a PDB whose srcsrv stream could not all be checked is refused there (fail closed).
+pub(super) const SRCSRV_UNCHECKED_REFUSED: &str = "its srcsrv stream could not all be read \
+    (see pdb_sources.unread), so whether it runs commands (SRCSRVCMD) is not known; this \
+    store refuses such PDBs (SYMDEX_REFUSE_SRCSRV_COMMANDS)";
+
+/// Why a PDZ is refused there: its streams are compressed, its srcsrv stream is not read.
+pub(super) const PDZ_SRCSRV_REFUSED: &str = "a PDZ (compressed PDB): its srcsrv stream is not \
+    read, so whether it runs commands (SRCSRVCMD) is not known; this store refuses such PDBs \
+    (SYMDEX_REFUSE_SRCSRV_COMMANDS)";
+
+/// Why a store refusing srcsrv commands refuses `id`, if it does: a PDB whose srcsrv stream
+/// defines `SRCSRVCMD`, or may (what could hold it was not all read), or a PDZ.
+fn srcsrv_refusal(id: &Identity) -> Option<&'static str> {
+    if id.format == Format::Pdz {
+        return Some(PDZ_SRCSRV_REFUSED);
+    }
+    let sources = id.pdb_sources.as_ref()?;
+    if sources
+        .srcsrv
         .as_ref()
-        .and_then(|s| s.srcsrv.as_ref())
         .is_some_and(|srcsrv| srcsrv.commands)
+    {
+        Some(SRCSRV_COMMANDS_REFUSED)
+    } else if sources.srcsrv_unchecked {
+        Some(SRCSRV_UNCHECKED_REFUSED)
+    } else {
+        None
+    }
 }
 
 /// One identity's plan: its keys, or the record of an identity that gets none. (Its

@@ -161,22 +161,27 @@ mod tests {
     #[test]
     fn identities_are_the_same_wherever_the_head_ends() {
         use crate::formats::{identify_described, Detail};
-        for (name, bytes) in crate::testing::fuzz_seeds() {
-            let plain = CountingReader::new(MemReader(&bytes));
-            let want = identify_described(&plain, &Default::default(), Detail::Sources).unwrap();
+        let seeds = crate::testing::fuzz_seeds();
+        for ((name, bytes), detail) in seeds
+            .iter()
+            .flat_map(|seed| [(seed, Detail::Keys), (seed, Detail::Sources)])
+        {
+            let plain = CountingReader::new(MemReader(&bytes[..]));
+            let want = identify_described(&plain, &Default::default(), detail).unwrap();
             let want = serde_json::to_string(&want).unwrap();
             let mut lens: Vec<usize> = vec![0, 1, 2, 15, 16, 17, 63, 64, 65, 100, 511, 512];
             lens.extend((128..bytes.len() + 64).step_by(97));
             for len in lens {
-                let head = HeadReader::holding(MemReader(&bytes), Vec::new(), len).unwrap();
+                let head = HeadReader::holding(MemReader(&bytes[..]), Vec::new(), len).unwrap();
                 let asked = CountingReader::new(&head);
-                let got = identify_described(&asked, &Default::default(), Detail::Sources).unwrap();
+                let got = identify_described(&asked, &Default::default(), detail).unwrap();
                 assert_eq!(
                     serde_json::to_string(&got).unwrap(),
                     want,
-                    "{name}, head {len}"
+                    "{name}, head {len}, {detail:?}"
                 );
-                assert_eq!(asked.bytes_read(), plain.bytes_read(), "{name}, head {len}");
+                let read = (asked.bytes_read(), plain.bytes_read());
+                assert_eq!(read.0, read.1, "{name}, head {len}, {detail:?}");
             }
         }
     }

@@ -18,8 +18,22 @@ pub fn pdb_with_sources(
     srcsrv: Option<&[u8]>,
     sourcelink: Option<&[u8]>,
 ) -> Vec<u8> {
-    // Streams: 0 old directory, 1 info, 2 TPI, 3 DBI, 4 /names, 5 the module, 6 srcsrv,
-    // 7 sourcelink.
+    let streams: Vec<(&str, &[u8])> = [("srcsrv", srcsrv), ("sourcelink", sourcelink)]
+        .into_iter()
+        .filter_map(|(name, bytes)| Some((name, bytes?)))
+        .collect();
+    pdb_with_named_streams(guid, documents, &streams)
+}
+
+/// [`pdb_with_sources`] with any named streams (`(name, bytes)`, names as given: two of one
+/// name, or one in another case, as a hostile PDB may have them).
+pub fn pdb_with_named_streams(
+    guid: [u8; 16],
+    documents: &[PdbDocument],
+    streams: &[(&str, &[u8])],
+) -> Vec<u8> {
+    // Streams: 0 old directory, 1 info, 2 TPI, 3 DBI, 4 /names, 5 the module, then the
+    // named ones in order.
     let mut names = vec![0u8];
     let mut checksums = Vec::new();
     for (path, kind, digest) in documents {
@@ -61,12 +75,12 @@ pub fn pdb_with_sources(
     dbi.extend(&entry);
 
     let mut named: Vec<(&str, u32)> = vec![("/names", 4)];
-    if srcsrv.is_some() {
-        named.push(("srcsrv", 6));
-    }
-    if sourcelink.is_some() {
-        named.push(("sourcelink", 7));
-    }
+    named.extend(
+        streams
+            .iter()
+            .zip(6..)
+            .map(|((name, _), stream)| (*name, stream)),
+    );
     let mut info = info_stream(guid, 1);
     info.truncate(info.len() - 4);
     let mut buffer = Vec::new();
@@ -87,19 +101,16 @@ pub fn pdb_with_sources(
     info.extend(&entries);
     info.extend(0u32.to_le_bytes()); // no feature codes
 
-    build_msf(
-        4096,
-        &[
-            Some(vec![0; 10]),
-            Some(info),
-            Some(vec![0; 56]),
-            Some(dbi),
-            Some(string_table),
-            Some(module),
-            srcsrv.map(<[u8]>::to_vec),
-            sourcelink.map(<[u8]>::to_vec),
-        ],
-    )
+    let mut all = vec![
+        Some(vec![0; 10]),
+        Some(info),
+        Some(vec![0; 56]),
+        Some(dbi),
+        Some(string_table),
+        Some(module),
+    ];
+    all.extend(streams.iter().map(|(_, bytes)| Some(bytes.to_vec())));
+    build_msf(4096, &all)
 }
 
 /// The Source Link custom debug information's kind.

@@ -224,7 +224,12 @@ fn named_streams(info: &[u8]) -> Result<Vec<(String, u32)>, String> {
 
 /// Reads what a PDB says about its sources; every failure is a line of `unread`.
 pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
-    let mut sources = PdbSources::default();
+    // Until its srcsrv stream is found and read whole, or found absent, a PDB's may define
+    // SRCSRVCMD unseen (`PdbSources::srcsrv_unchecked`).
+    let mut sources = PdbSources {
+        srcsrv_unchecked: true,
+        ..PdbSources::default()
+    };
     let msf = match Msf::open(reader) {
         Ok(msf) => msf,
         Err(err) => {
@@ -243,6 +248,7 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
     let named = directory
         .read_all(PDB_INFO_STREAM, MAX_INFO_BYTES as usize, &mut budget)
         .and_then(|info| named_streams(&info));
+    let map_read = named.is_ok();
     let named = match named {
         Ok(named) => named,
         Err(reason) => {
@@ -250,7 +256,22 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
             Vec::new()
         }
     };
+    // Which of two streams named srcsrv (in any case: how a debugger looks a name up is its
+    // own) a debugger opens is not known: one is checked only where it is the only one.
+    let srcsrv_named = named
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("srcsrv"))
+        .count();
     let stream_of = |name: &str| named.iter().find(|(n, _)| n == name).map(|(_, s)| *s);
+    if srcsrv_named > 1 {
+        sources.unread.push(format!(
+            "srcsrv stream: {srcsrv_named} streams of that name"
+        ));
+    } else if srcsrv_named == 1 && stream_of("srcsrv").is_none() {
+        sources
+            .unread
+            .push("srcsrv stream: named in another case, not read".to_string());
+    }
     if let Some(stream) = stream_of("sourcelink") {
         let map = directory
             .read_all(stream, MAX_SOURCE_LINK_BYTES, &mut budget)
@@ -262,6 +283,7 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
     }
     // The stream parsed once: its summary now, its documents' URLs once they are read.
     let mut srcsrv_lines = None;
+    let mut srcsrv_read_whole = false;
     if let Some(stream) = stream_of("srcsrv") {
         let size = directory.size(stream).unwrap_or(0);
         let head = (size as usize).min(MAX_SRCSRV_BYTES);
@@ -270,6 +292,7 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
                 let (srcsrv, lines) = SrcSrv::read(&bytes, size);
                 sources.srcsrv = Some(srcsrv);
                 srcsrv_lines = Some(lines);
+                srcsrv_read_whole = head == size as usize;
             }
             Err(reason) => sources.unread.push(format!("srcsrv stream: {reason}")),
         }
@@ -279,6 +302,13 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
             ));
         }
     }
+    // Checked: the map read, and its one srcsrv stream (if any, by that exact name) whole.
+    sources.srcsrv_unchecked = match srcsrv_named {
+        _ if !map_read => true,
+        0 => false,
+        1 => !srcsrv_read_whole,
+        _ => true,
+    };
     let names = stream_of("/names").map(|stream| string_table(&directory, stream, &mut budget));
     match names {
         Some(Ok(names)) => documents(&directory, &names, &mut budget, &mut sources),

@@ -447,3 +447,83 @@ async fn refused_only_when_asked(srcsrv: &[u8]) {
         Some("42424242-4242-4242-4242-424242424242-1".parse().unwrap())
     );
 }
+
+/// Where a store refuses srcsrv commands, a PDB whose srcsrv stream could not all be checked
+/// is refused too (fail closed): two streams named srcsrv (a debugger may open the other),
+/// one named in another case, one longer than is read (its tail may define SRCSRVCMD), and a
+/// PDZ (its streams are not read). Without refusal each is indexed, an unchecked stream
+/// said so in its sources; a PDB with one srcsrv stream read whole is indexed either way.
+#[tokio::test]
+async fn a_pdb_whose_srcsrv_is_not_all_read_is_refused_where_commands_are() {
+    let plain: &[u8] = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\n\
+        SRCSRVTRG=https://s/%var2%\r\nSRCSRV: source files --\r\nSRCSRV: end --\r\n";
+    let commands: &[u8] = b"SRCSRV: variables --\r\nSRCSRVCMD=cmd /c calc\r\n";
+    let mut long = plain.to_vec();
+    long.resize(crate::pdb_sources::MAX_SRCSRV_BYTES + 1, b'\n');
+    let doc: &[crate::testing::source_pdbs::PdbDocument] = &[(r"C:\b\a.cpp", 1, &[7; 16])];
+    let pdb = |streams: &[(&str, &[u8])]| {
+        crate::testing::source_pdbs::pdb_with_named_streams([0x42; 16], doc, streams)
+    };
+    let pdz = crate::testing::fuzz_seeds()
+        .into_iter()
+        .find(|(name, _)| *name == "pdz.bin")
+        .map(|(_, bytes)| bytes)
+        .unwrap();
+    let unchecked = [
+        (
+            "two srcsrv streams",
+            pdb(&[("srcsrv", plain), ("srcsrv", commands)]),
+        ),
+        ("srcsrv in capitals", pdb(&[("SRCSRV", commands)])),
+        ("srcsrv past the read", pdb(&[("srcsrv", &long)])),
+    ];
+    for (what, bytes) in &unchecked {
+        let record = index_pdb(bytes, false).await;
+        assert_eq!(record.action, Some(Action::Indexed), "{what}: {record:?}");
+        let sources = record.pdb_sources.as_ref().unwrap();
+        assert!(sources.srcsrv_unchecked, "{what}: {sources:?}");
+        assert!(!sources.unread.is_empty(), "{what}: {sources:?}");
+        let record = index_pdb(bytes, true).await;
+        assert_eq!(record.action, Some(Action::Rejected), "{what}: {record:?}");
+        assert_eq!(
+            record.reason.as_deref(),
+            Some(super::super::index::SRCSRV_UNCHECKED_REFUSED),
+            "{what}"
+        );
+        assert!(record.published.is_empty(), "{what}");
+    }
+    let record = index_pdb(&pdz, true).await;
+    assert_eq!(record.action, Some(Action::Rejected), "{record:?}");
+    assert_eq!(
+        record.reason.as_deref(),
+        Some(super::super::index::PDZ_SRCSRV_REFUSED)
+    );
+    assert_eq!(index_pdb(&pdz, false).await.action, Some(Action::Indexed));
+    for refusing in [false, true] {
+        let record = index_pdb(&pdb(&[("srcsrv", plain)]), refusing).await;
+        assert_eq!(record.action, Some(Action::Indexed), "{record:?}");
+        let sources = record.pdb_sources.as_ref().unwrap();
+        assert!(!sources.srcsrv_unchecked, "{sources:?}");
+        assert!(!sources.srcsrv.as_ref().unwrap().commands);
+    }
+}
+
+/// `bytes` indexed as a PDB into a fresh store (refusing srcsrv commands or not): its record.
+async fn index_pdb(bytes: &[u8], refusing: bool) -> Record {
+    let artifact = crate::testing::scenarios::Artifact {
+        id: "in/hostile.pdb".into(),
+        name: "hostile.pdb".into(),
+        bytes: bytes.to_vec(),
+        channel: None,
+        as_source: false,
+        build: Some("b1"),
+        product: None,
+        entry: None,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let mut config = config();
+    config.refuse_srcsrv_commands = refusing;
+    let mut indexed = index_and_finalize(&store, config, &artifact).await;
+    indexed.records.remove(0)
+}

@@ -271,13 +271,16 @@ impl LocalStore {
         self.delete_file(key)
     }
 
-    /// Removes `key`'s file, and an older store's nested copy of it (paths.rs), each with
-    /// the directories it leaves empty.
+    /// Removes an older store's nested copy of `key` (paths.rs), then `key`'s file, each
+    /// with the directories it leaves empty. In that order: readers look at the flat file
+    /// first, so one between the two removals (or after a crash there) finds the newest
+    /// copy or none, never the older nested one behind a flat file already gone.
     pub(super) fn delete_file(&self, key: &str) -> StorageResult<()> {
-        self.remove_with_parents(&self.path_of(key)?)?;
+        let path = self.path_of(key)?;
         if let Some(legacy) = legacy_relative_path(key) {
             self.remove_with_parents(&self.root.join(legacy))?;
         }
+        self.remove_with_parents(&path)?;
         Ok(())
     }
 }
