@@ -9,8 +9,9 @@
 //! replaced), never on the full key: behind `teamb/=URL` the key `teamb/buildid/<id>/debuginfo`
 //! names the debug file `buildid/<id>/debuginfo` all the same.
 
+use symdex_shared::formats::{identify_described, Detail};
 use symdex_shared::pipeline::default_prefixes;
-use symdex_shared::{identify, keys_for, IdentifyOptions, Layout, RangeReader};
+use symdex_shared::{keys_for, IdentifyOptions, Layout, RangeReader};
 
 /// Whether `rest` names a file in a format symdex does not read, whose bytes therefore pass
 /// unidentified: SymSrv's cabinet-compressed files (`foo.pd_`, `foo.dl_`), its `file.ptr`
@@ -44,7 +45,10 @@ pub fn fits(rest: &str, reader: &dyn RangeReader) -> Result<(), String> {
     let options = IdentifyOptions {
         as_source: rest.split('/').any(|part| part.starts_with("sha1-")),
     };
-    let ids = identify(reader, &options).map_err(|e| format!("not a file {rest} names: {e}"))?;
+    // With what the keys depend on (split DWARF units, which compressed sections decompress):
+    // the keys symdex would publish these bytes under, no more.
+    let ids = identify_described(reader, &options, Detail::Keys)
+        .map_err(|e| format!("not a file {rest} names: {e}"))?;
     let prefixes = default_prefixes();
     let matches = ids.iter().any(|id| {
         let own = keys_for(id, name, &Layout::ALL);
@@ -113,5 +117,17 @@ mod tests {
         assert_eq!(fits(&key, &MemReader(text)), Ok(()));
         assert_eq!(fits(&format!("symbols/{key}"), &MemReader(text)), Ok(()));
         assert!(fits(&key, &MemReader(b"int main(void) { return 1; }\n")).is_err());
+    }
+
+    /// A binary built with split DWARF leaves `debuginfo` to its package (`.dwp`): symdex
+    /// would not publish it there, so an upstream's answer of it there is not served.
+    #[test]
+    fn a_split_dwarf_binary_is_no_answer_for_debuginfo() {
+        use symdex_shared::testing::builders::{build_split_binary, Unit};
+        let binary = build_split_binary(&[Unit::Skeleton5(7)]);
+        let bid = "3c".repeat(20);
+        let reader = MemReader(&binary[..]);
+        assert_eq!(fits(&format!("buildid/{bid}/executable"), &reader), Ok(()));
+        assert!(fits(&format!("buildid/{bid}/debuginfo"), &reader).is_err());
     }
 }
