@@ -5,6 +5,7 @@
 
 use std::io::{self, Write};
 
+use super::coded::FrontCoder;
 use super::Depth;
 use crate::encoded::{raw_key_of, EncodedMeta, Encoding, ENCODED_PREFIX};
 use crate::storage::{CopySource, Storage};
@@ -13,22 +14,37 @@ use crate::storage::{CopySource, Storage};
 /// content, decodes to other bytes) and `orphan` (its key is gone).
 pub type CopyProblem = (&'static str, String, String);
 
-/// Every copy's problems, and how many copies were checked.
+/// Every copy's problems (in key order), and how many copies were checked.
+///
+/// The copies' keys are held front coded, in the order listed ([`super::coded::FrontCoded`]: a key shares
+/// its directory with the one walked before it), and checked in that order, the problems
+/// sorted after: at 50,000 debug files, 400,000 copies whose keys, held as a sorted list of
+/// strings, took 55 MiB, the larger part of `verify`'s peak.
 pub async fn check_copies(
     store: &dyn Storage,
     depth: Depth,
 ) -> io::Result<(usize, Vec<CopyProblem>)> {
-    let mut copies = Vec::new();
+    let mut coder = FrontCoder::default();
+    let mut full = None;
     store
-        .list_each(ENCODED_PREFIX, &mut |key| copies.push(key))
+        .list_each(ENCODED_PREFIX, &mut |key| {
+            if let Err(error) = coder.push(&key) {
+                full.get_or_insert(error);
+            }
+        })
         .await?;
-    copies.sort();
+    if let Some(error) = full {
+        return Err(io::Error::other(error));
+    }
+    let copies = coder.finish();
     let mut problems = Vec::new();
-    for copy in &copies {
-        if let Some(problem) = check_copy(store, copy, depth).await? {
+    for copy in copies.iter() {
+        if let Some(problem) = check_copy(store, &copy, depth).await? {
             problems.push(problem);
         }
     }
+    // One problem a copy at most: sorted by key, they read as a walk in key order found them.
+    problems.sort_by(|a, b| a.1.cmp(&b.1));
     Ok((copies.len(), problems))
 }
 

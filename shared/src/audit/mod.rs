@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 
+mod coded;
 mod copies;
 mod listed;
 mod names;
@@ -81,13 +82,13 @@ pub async fn audit_with(
     let refs = RefStore::new(store);
     // Memory is bounded by what is held at once (`verify` at 50,000 debug files: 650,000
     // keys, 400,000 copies). The compressed copies (crate::encoded: each encodes what its key
-    // holds now) are checked first, on their own: their listing is held while they are
-    // checked and gone before the uploads are read. Nothing a check finds depends on
+    // holds now) are checked first, on their own: their listing is held (front coded) while
+    // they are checked and gone before the uploads are read. Nothing a check finds depends on
     // another's, and a store nobody writes meanwhile (what the audit's findings are stated
     // for) reads the same in either order.
     let (_, copies) = copies::check_copies(store, depth).await?;
-    // Only what is checked of each upload record is held (`ListedUpload`), its names packed
-    // (`Names`). The keys with a record are held whole (few, where objects name their
+    // Only what is checked of each upload record is held (`ListedUpload`), its names front
+    // coded (`Names`). The keys with a record are held whole (few, where objects name their
     // owners); a key its object stands for is checked as it is read, and only what was found
     // of it kept, beside where its name is held (`ListedKeys`). The store's keys are looked
     // at as they are listed (`orphans`).
@@ -193,22 +194,23 @@ impl<'a> Listings<'a> {
             };
             checking.check(self, depth, &mut keys.problems).await?;
         }
-        for upload in owning {
+        for (at, upload) in owning.iter().enumerate() {
             // The aliases of one upload name its one stored copy: read once.
             targets = AliasTargets::default();
-            for key in upload.listed_keys() {
-                let seen = keys.listed.found(self.uploads, key) != Found::Unseen;
+            for (index, key) in upload.listed_keys().enumerate() {
+                let key = key.as_str();
+                let seen = keys.listed.found_listed(at, index) != Found::Unseen;
                 if seen || self.by_key.contains_key(key) {
                     continue;
                 }
                 let Some((record, now)) = refs.owned_key_unread(key, &self.owners).await? else {
-                    keys.listed.set(self.uploads, key, Found::Absent);
+                    keys.listed.set_listed(at, index, Found::Absent);
                     continue;
                 };
                 keys.checked += 1;
                 let owner = self.by_upload.get(record.by.as_str());
                 let owner = owner.and_then(|at| u32::try_from(*at).ok());
-                keys.listed.set(self.uploads, key, Found::Owned(owner));
+                keys.listed.set_listed(at, index, Found::Owned(owner));
                 let target = targets
                     .of(store, refs, &record, &self.owners, &self.by_key)
                     .await?;
@@ -226,21 +228,23 @@ impl<'a> Listings<'a> {
 }
 
 impl CheckedKeys {
-    /// Whether `upload` references `key`, by the key's record or the owner its object names.
-    fn references(&self, listings: &Listings<'_>, key: &str, upload: &str) -> bool {
+    /// Whether `upload` references `key`, its `index`th listed key, by the key's record or the
+    /// owner its object names (`at`: the upload's index in the uploads).
+    fn references(&self, listings: &Listings<'_>, key: &str, (at, index): (usize, usize)) -> bool {
+        let upload = listings.uploads[at].upload.as_str();
         match listings.by_key.get(key) {
             Some(record) => record.refs.contains(upload),
-            None => match self.listed.found(listings.uploads, key) {
+            None => match self.listed.found_listed(at, index) {
                 Found::Owned(Some(owner)) => listings.uploads[owner as usize].upload == upload,
                 _ => false,
             },
         }
     }
 
-    /// Whether the key has a record or an object at all.
-    fn known(&self, listings: &Listings<'_>, key: &str) -> bool {
+    /// Whether the key, the `index`th the `at`th upload lists, has a record or an object.
+    fn known(&self, listings: &Listings<'_>, key: &str, (at, index): (usize, usize)) -> bool {
         listings.by_key.contains_key(key)
-            || matches!(self.listed.found(listings.uploads, key), Found::Owned(_))
+            || matches!(self.listed.found_listed(at, index), Found::Owned(_))
     }
 
     /// The keys accounted for, once every check that accounts for one is done.
@@ -268,7 +272,7 @@ impl CheckedKeys {
             .iter()
             .map(|w| (w.key.as_str(), w.upload.as_str()))
             .collect();
-        for upload in listings.uploads {
+        for (at, upload) in listings.uploads.iter().enumerate() {
             if upload.state != UploadState::Indexed {
                 problems.push(problem(
                     "incomplete",
@@ -280,9 +284,10 @@ impl CheckedKeys {
                 ));
                 continue;
             }
-            for key in upload.keys.iter() {
-                if self.references(listings, key, &upload.upload)
-                    || waits.contains(&(key, &upload.upload))
+            // Its keys are its first listed ones (ListedUpload::listed_key_into).
+            for (index, key) in upload.keys.iter().enumerate() {
+                let (key, listed) = (key.as_str(), (at, index));
+                if self.references(listings, key, listed) || waits.contains(&(key, &upload.upload))
                 {
                     continue;
                 }
@@ -290,12 +295,12 @@ impl CheckedKeys {
                 // Where objects name their owners, a key without a record is its object: gone,
                 // or replaced by one naming nobody (or another upload), it is missing or
                 // changed.
-                if store.traits().names_owners && !self.known(listings, key) {
+                if store.traits().names_owners && !self.known(listings, key, listed) {
                     match store.owned(key).await? {
                         None => problems.push(problem("missing", key, lists)),
                         Some(found) => {
                             let whose = found.owner.unwrap_or_else(|| "no upload".into());
-                            self.listed.set(listings.uploads, key, Found::Changed);
+                            self.listed.set_listed(at, index, Found::Changed);
                             problems.push(problem(
                                 "changed",
                                 key,
@@ -337,8 +342,8 @@ impl<'k> Accounted<'k> {
     }
 
     /// Every key accounted for, in key order, once: the two sorted sequences merged.
-    fn in_order(&self) -> impl Iterator<Item = &'k str> + 'k {
-        let mut recorded = self.by_key.keys().copied().peekable();
+    fn in_order(&self) -> impl Iterator<Item = String> + 'k {
+        let mut recorded = self.by_key.keys().map(|key| key.to_string()).peekable();
         let mut owned = self.listed.accounted(self.uploads).peekable();
         std::iter::from_fn(move || match (recorded.peek(), owned.peek()) {
             (Some(r), Some(o)) if o < r => owned.next(),
@@ -355,11 +360,11 @@ impl<'k> Accounted<'k> {
 fn sidecar_problems(accounted: &Accounted<'_>) -> Vec<Problem> {
     let mut problems = Vec::new();
     for key in accounted.in_order() {
-        let described = crate::layouts::unified::described_by_sidecar(key);
+        let described = crate::layouts::unified::described_by_sidecar(&key);
         if let Some(file) = described.filter(|file| !accounted.contains(file)) {
             problems.push(problem(
                 "sidecar",
-                key,
+                &key,
                 format!("its file {file} is not published; re-index the upload referencing it with --recheck"),
             ));
         }
@@ -582,19 +587,26 @@ async fn source_problems(
     if files.is_empty() {
         return Ok(problems);
     }
-    // Sorted and searched: a set of them took three times the room.
-    // Debuginfod `source/` keys without the store's prefix; a PDB document's `src/` keys as
-    // they are (documents.rs: unprefixed).
-    let mut published: Vec<&str> = accounted
-        .in_order()
-        .flat_map(|key| {
-            let source_link = key.starts_with("src/").then_some(key);
-            let debuginfod = key.match_indices("buildid/").map(move |(at, _)| &key[at..]);
-            source_link.into_iter().chain(debuginfod)
-        })
-        .collect();
-    published.sort_unstable();
-    published.dedup();
+    let indexed = |want: &crate::sourcemap::Want| {
+        listings
+            .upload(&want.upload)
+            .is_some_and(|u| u.state == UploadState::Indexed)
+    };
+    // The keys the wants checked below name, and which of them are published: the records
+    // are read twice (they are few), so that only those keys are held, not every published
+    // key (at 50,000 debug files, 250,000 `buildid/` keys whose list was the peak of verify).
+    let mut wanted = Vec::new();
+    for file in &files {
+        for want in &refs.source_map(file).await?.wants {
+            let key = want.store_key();
+            if indexed(want) && servable(&key) {
+                wanted.push(key);
+            }
+        }
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    let published = published_of(&wanted, accounted);
     let lives = |upload: &str| {
         listings
             .upload(upload)
@@ -615,12 +627,10 @@ async fn source_problems(
             }
         }
         for want in &record.wants {
-            let indexed = listings
-                .upload(&want.upload)
-                .is_some_and(|u| u.state == UploadState::Indexed);
             let key = want.store_key();
-            let published = published.binary_search(&key.as_str()).is_ok();
-            if !indexed || published || !servable(&key) {
+            // A want not read in the first pass (written since): not known to be unserved.
+            let published = wanted.binary_search(&key).map_or(true, |at| published[at]);
+            if !indexed(want) || published || !servable(&key) {
                 continue;
             }
             let name = base_name(&want.path);
@@ -641,6 +651,26 @@ async fn source_problems(
         }
     }
     Ok(problems)
+}
+
+/// Which of `wanted` (sorted) are published: a key counts as published when a key accounted
+/// for ends with it, from its `buildid/` on (a debuginfod `source/` key, the store's prefix
+/// not known), or is it (a PDB document's `src/` key, documents.rs: unprefixed).
+fn published_of(wanted: &[String], accounted: &Accounted<'_>) -> Vec<bool> {
+    let mut published = vec![false; wanted.len()];
+    if wanted.is_empty() {
+        return published;
+    }
+    for key in accounted.in_order() {
+        let source_link = key.starts_with("src/").then_some(key.as_str());
+        let debuginfod = key.match_indices("buildid/").map(|(at, _)| &key[at..]);
+        for suffix in source_link.into_iter().chain(debuginfod) {
+            if let Ok(at) = wanted.binary_search_by(|want| want.as_str().cmp(suffix)) {
+                published[at] = true;
+            }
+        }
+    }
+    published
 }
 
 /// Whether a debuginfod source key is one an indexer publishes (pipeline/sources.rs,
@@ -668,7 +698,7 @@ mod tests {
     fn names(json: &str) -> Vec<String> {
         let read: Names = serde_json::from_str(json).unwrap();
         assert_eq!(read.len(), read.iter().count());
-        read.iter().map(String::from).collect()
+        read.iter().collect()
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! [`ListedUpload`]: what an audit holds of each upload record.
 
+use std::cmp::Ordering;
+
 use serde::Deserialize;
 
 use super::names::Names;
@@ -27,16 +29,24 @@ impl ListedUpload {
         self.keys.len() + self.planned.len()
     }
 
-    /// The `index`th key it lists (of `keys`, then of `planned`).
-    pub(super) fn listed_key(&self, index: usize) -> &str {
+    /// The `index`th key it lists (of `keys`, then of `planned`), decoded into `key`.
+    pub(super) fn listed_key_into(&self, index: usize, key: &mut Vec<u8>) {
         match index.checked_sub(self.keys.len()) {
-            None => self.keys.name(index),
-            Some(planned) => self.planned.name(planned),
+            None => self.keys.name_into(index, key),
+            Some(planned) => self.planned.name_into(planned, key),
         }
     }
 
-    /// Every key it lists, in the order of [`Self::listed_key`].
-    pub(super) fn listed_keys(&self) -> impl Iterator<Item = &str> + '_ {
+    /// How the `index`th key it lists compares with `key`.
+    pub(super) fn compare_listed(&self, index: usize, key: &str) -> Ordering {
+        match index.checked_sub(self.keys.len()) {
+            None => self.keys.compare(index, key),
+            Some(planned) => self.planned.compare(planned, key),
+        }
+    }
+
+    /// Every key it lists, in the order of [`Self::listed_key_into`].
+    pub(super) fn listed_keys(&self) -> impl Iterator<Item = String> + '_ {
         self.keys.iter().chain(self.planned.iter())
     }
 }

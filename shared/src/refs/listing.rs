@@ -40,13 +40,13 @@ impl Listing {
     }
 
     /// The listing of a record read as a view of it (an audit's, audit.rs).
-    pub fn new<'a>(
-        keys: impl IntoIterator<Item = &'a str>,
-        runs: impl IntoIterator<Item = &'a str>,
+    pub fn new(
+        keys: impl IntoIterator<Item = impl Into<String>>,
+        runs: impl IntoIterator<Item = impl Into<String>>,
     ) -> Self {
         Listing {
-            keys: keys.into_iter().map(String::from).collect(),
-            runs: runs.into_iter().map(String::from).collect(),
+            keys: keys.into_iter().map(Into::into).collect(),
+            runs: runs.into_iter().map(Into::into).collect(),
         }
     }
 
