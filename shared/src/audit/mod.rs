@@ -612,6 +612,10 @@ async fn source_problems(
             .upload(upload)
             .is_some_and(|u| u.state != UploadState::Removing)
     };
+    // Wants written since the first pass, whose problems stand only if their keys are not
+    // published either (looked up once, after the loop): a concurrent indexer's want is never
+    // skipped unchecked (an audit may say too much while writers run, never too little).
+    let mut late: Vec<(usize, String)> = Vec::new();
     for file in files {
         let record = refs.source_map(&file).await?;
         for offer in &record.offers {
@@ -628,9 +632,8 @@ async fn source_problems(
         }
         for want in &record.wants {
             let key = want.store_key();
-            // A want not read in the first pass (written since): not known to be unserved.
-            let published = wanted.binary_search(&key).map_or(true, |at| published[at]);
-            if !indexed(want) || published || !servable(&key) {
+            let seen = wanted.binary_search(&key).ok();
+            if !indexed(want) || seen.is_some_and(|at| published[at]) || !servable(&key) {
                 continue;
             }
             let name = base_name(&want.path);
@@ -639,6 +642,9 @@ async fn source_problems(
                 .iter()
                 .filter(|o| base_name(&o.path) == name && lives(&o.upload));
             if let Match::Found(offer) = best_offer(&want.path, want.digest(), offers) {
+                if seen.is_none() {
+                    late.push((problems.len(), key.clone()));
+                }
                 problems.push(Problem {
                     kind: "source",
                     key,
@@ -650,7 +656,34 @@ async fn source_problems(
             }
         }
     }
+    drop_published_late(&mut problems, late, accounted);
     Ok(problems)
+}
+
+/// Drops the problems of wants first read in the second pass (`late`: the problem's index
+/// and its key) whose keys are published after all.
+fn drop_published_late(
+    problems: &mut Vec<Problem>,
+    late: Vec<(usize, String)>,
+    accounted: &Accounted<'_>,
+) {
+    if late.is_empty() {
+        return;
+    }
+    let mut keys: Vec<String> = late.iter().map(|(_, key)| key.clone()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let published = published_of(&keys, accounted);
+    let dropped: BTreeSet<usize> = late
+        .into_iter()
+        .filter(|(_, key)| keys.binary_search(key).is_ok_and(|at| published[at]))
+        .map(|(index, _)| index)
+        .collect();
+    let mut index = 0;
+    problems.retain(|_| {
+        index += 1;
+        !dropped.contains(&(index - 1))
+    });
 }
 
 /// Which of `wanted` (sorted) are published: a key counts as published when a key accounted

@@ -268,3 +268,91 @@ async fn a_wanted_path_a_source_matches_left_unserved_is_reported_until_served()
     assert_eq!(store.read(key).await.unwrap(), Some(source.bytes.clone()));
     assert_audit_clean(&store).await;
 }
+
+/// A want written while `verify` reads the join records (after its first pass over them,
+/// before its second) is checked like the others: its unserved path is reported, not
+/// skipped for want of knowing whether its key is published; served, it is not.
+#[tokio::test]
+async fn a_want_written_during_verify_is_still_checked() {
+    for lost in [true, false] {
+        want_written_during_verify(lost).await;
+    }
+}
+
+async fn want_written_during_verify(lost: bool) {
+    use crate::storage::hooked::{BeforeChange, Hooked};
+    /// Puts the join record's wants back at its second read (as a concurrent indexer would
+    /// have written them meanwhile).
+    struct WrittenMeanwhile {
+        key: String,
+        path: std::path::PathBuf,
+        full: Vec<u8>,
+        reads: std::sync::atomic::AtomicUsize,
+    }
+    impl BeforeChange for WrittenMeanwhile {
+        fn hold_read<'a>(&'a self, key: &str) -> Option<crate::storage::StorageFuture<'a, ()>> {
+            let order = std::sync::atomic::Ordering::SeqCst;
+            if key == self.key && self.reads.fetch_add(1, order) == 1 {
+                std::fs::write(&self.path, &self.full).unwrap();
+            }
+            None
+        }
+    }
+    let a = Artifacts::new();
+    let (source, debug) = (&a.source, &a.debug_with_sources);
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    index_reported(&store, source).await.unwrap();
+    index_reported(&store, debug).await.unwrap();
+    let keys = published_for(&store, &source.id, "named by").await;
+    let key = keys.first().unwrap();
+    if lost {
+        let refs = RefStore::new(&store);
+        assert_eq!(
+            refs.remove(key, &source.id).await.unwrap(),
+            RemoveOutcome::Removed
+        );
+    }
+    // The join record without its wants at the first read, with them at the second.
+    let files = store.list("_symdex/sourcemap/").await.unwrap();
+    let file = files
+        .into_iter()
+        .find(|f| {
+            let bytes = std::fs::read(dir.path().join(f)).unwrap();
+            let record: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            let listed = |field: &str| record[field].as_array().is_some_and(|l| !l.is_empty());
+            listed("wants") && listed("offers")
+        })
+        .unwrap();
+    let path = dir.path().join(&file);
+    let full = std::fs::read(&path).unwrap();
+    let mut bare: serde_json::Value = serde_json::from_slice(&full).unwrap();
+    bare["wants"] = serde_json::json!([]);
+    std::fs::write(&path, serde_json::to_vec(&bare).unwrap()).unwrap();
+    let hook = WrittenMeanwhile {
+        key: file,
+        path,
+        full,
+        reads: Default::default(),
+    };
+    let hooked = Hooked::new(LocalStore::open(dir.path()).unwrap(), hook);
+    let audit = crate::audit::audit(&hooked, "_manifest").await.unwrap();
+    let unserved: Vec<_> = audit
+        .problems
+        .iter()
+        .filter(|p| p.kind == "source")
+        .collect();
+    assert_eq!(unserved.len(), usize::from(lost), "{:?}", audit.problems);
+    if lost {
+        assert!(key.ends_with(&unserved[0].key), "{unserved:?}");
+    } else {
+        assert!(audit.problems.is_empty(), "{:?}", audit.problems);
+    }
+    assert!(
+        hooked
+            .hook()
+            .reads
+            .load(std::sync::atomic::Ordering::SeqCst)
+            >= 2
+    );
+}
