@@ -39,13 +39,19 @@ C
 marker=$(printf 'ab%.0s' $(seq 20))
 gcc -g -O0 "-Wl,--build-id=0x$marker" -o "$work/template" "$work/prog.c"
 now() { echo "$EPOCHREALTIME"; }
-# CPU seconds (user + system) the shell's finished children have used: on a disk the wall
-# clock also counts the journal's commits and the machine's other work (±15% run to run
-# here), the CPU a run costs much less.
-# (`times` is run by this shell into a file: in a `$(...)` subshell it would count the
-# subshell's children.)
-cpu_of() {
-  sed -n 2p "$1" | awk '{n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2] } print n}'
+# One command run by a python parent: its wall time, its CPU (user + system, all its threads:
+# on a disk the wall clock also counts the journal's commits and the machine's other work,
+# ±15% run to run here, the CPU a run costs much less) and its peak resident memory
+# (`ru_maxrss` of the parent's one child), as "seconds cpu_seconds MiB".
+measured() {
+  python3 - "$@" <<'PY'
+import resource, subprocess, sys, time
+t = time.monotonic()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
+wall = time.monotonic() - t
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(wall, r.ru_utime + r.ru_stime, r.ru_maxrss // 1024)
+PY
 }
 ticks=$(getconf CLK_TCK)
 # A store's file-system objects per input after its fresh index (bookkeeping and manifest
@@ -59,7 +65,7 @@ objects_of() {
       else if ($3 !~ /^_symdex\// && $3 !~ /^_manifest\//) keys++ }
     END { printf "%.2f/%.2f/%.2f", inodes / n, keys / n, dirs / n }'
 }
-printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s %12s %10s %10s %10s %10s %10s %10s %16s %16s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx cpu_ms/file cpu/dbgd verify_MB manifest_KB +KB/rerun dbgd_lay_s lay/dbgd objs/keys/dirs objs/keys/dirs_dl
+printf '%8s %10s %10s %10s %10s %12s %8s %8s %10s %10s %12s %10s %10s %10s %10s %10s %10s %10s %16s %16s\n' files index_s reindex_s verify_s debuginfod_s files/s_index publ/in stored/in index/dbgd reidx/idx cpu_ms/file cpu/dbgd index_MB verify_MB manifest_KB +KB/rerun dbgd_lay_s lay/dbgd objs/keys/dirs objs/keys/dirs_dl
 for n in $sizes; do
   dir="$work/in-$n" store="$work/store-$n"
   python3 - "$work/template" "$dir" "$n" <<'PY'
@@ -82,10 +88,8 @@ PY
   # back: flushed first, so neither side is timed against the other's writeback.
   sync
   sleep 2
-  times >"$work/times-0"
-  t0=$(now); "$symdex" index --store "$store" "$dir" >/dev/null; t1=$(now)
-  times >"$work/times-1"
-  c0=$(cpu_of "$work/times-0") c1=$(cpu_of "$work/times-1")
+  read -r index_s index_cpu index_mb < <(measured "$symdex" index --store "$store" "$dir")
+  t0=0 t1=$index_s
   # Re-index: the median of three runs (each finds the store as the first left it; one run
   # of a few hundredths of a second is mostly the machine's noise at the small sizes). The
   # store's bytes are counted after the first (one index and one re-index). Each starts with
@@ -110,14 +114,7 @@ PY
   manifest_rerun=$(( ($(manifest_bytes) - manifest_fresh) / 3 ))
   median=$(printf '%s\n' "${reindex[@]}" | sort -g | sed -n 2p)
   t2=$(python3 -c "print($t1 + $median)")
-  # Timed, and its peak memory taken, by a python parent (`ru_maxrss` of its one child).
-  read -r verify_s verify_mb < <(python3 - "$symdex" verify "$store" <<'PY'
-import resource, subprocess, sys, time
-t = time.monotonic()
-subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
-print(time.monotonic() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
-PY
-)
+  read -r verify_s _ verify_mb < <(measured "$symdex" verify "$store")
   t3=$(python3 -c "print($t2 + $verify_s)")
   # The same inputs into a fresh store with the debuginfod layout alone (what `debuginfod -F`
   # itself serves), timed the same way; both stores' file-system objects counted per input.
@@ -152,14 +149,14 @@ PY
   # Its CPU (user + system, all its threads) until it had scanned them.
   dcpu=$(awk -v t="$ticks" '{print ($14 + $15) / t}' "/proc/$pid/stat")
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
-  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" "$c0" "$c1" "$dcpu" "$verify_mb" "$manifest_fresh" "$manifest_rerun" "$e0" "$e1" "$objects_all" "$objects_dbgd" <<'PY'
+  python3 - "$n" "$t0" "$t1" "$t2" "$t3" "$d0" "$d1" "$input" "$published" "$stored" "$index_cpu" "$index_mb" "$dcpu" "$verify_mb" "$manifest_fresh" "$manifest_rerun" "$e0" "$e1" "$objects_all" "$objects_dbgd" <<'PY'
 import sys
 n = int(sys.argv[1]); t0, t1, t2, t3, d0, d1 = map(float, sys.argv[2:8]); inp, pub, st = map(int, sys.argv[8:11])
-c0, c1, dcpu = map(float, sys.argv[11:14]); verify_mb = int(sys.argv[14])
+cpu, index_mb, dcpu = float(sys.argv[11]), int(sys.argv[12]), float(sys.argv[13]); verify_mb = int(sys.argv[14])
 manifest_fresh, manifest_rerun = int(sys.argv[15]), int(sys.argv[16])
 e0, e1 = map(float, sys.argv[17:19]); objects_all, objects_dbgd = sys.argv[19:21]
 print(f"{n:8d} {t1 - t0:10.2f} {t2 - t1:10.2f} {t3 - t2:10.2f} {d1 - d0:10.2f} {n / (t1 - t0):12.0f} {pub / inp:8.2f} {st / inp:8.2f}"
-      f" {(t1 - t0) / (d1 - d0):10.2f} {(t2 - t1) / (t1 - t0):10.2f} {(c1 - c0) * 1000 / n:12.3f} {(c1 - c0) / max(dcpu, 1e-9):10.2f} {verify_mb:10d}"
+      f" {(t1 - t0) / (d1 - d0):10.2f} {(t2 - t1) / (t1 - t0):10.2f} {cpu * 1000 / n:12.3f} {cpu / max(dcpu, 1e-9):10.2f} {index_mb:10d} {verify_mb:10d}"
       f" {manifest_fresh / 1000:10.1f} {manifest_rerun / 1000:10.1f} {e1 - e0:10.2f} {(e1 - e0) / (d1 - d0):10.2f}"
       f" {objects_all:>16s} {objects_dbgd:>16s}")
 PY
@@ -167,8 +164,9 @@ done
 echo "(re-index: nothing changed, writes only its manifest; publ/in: the published keys, hard links counted once, the"
 echo " debuginfod section objects included; stored/in adds _symdex/ and _manifest/; index --jobs: $(nproc) lanes (the cores);"
 echo " cpu_ms/file: the index's CPU (user + system) per file, flat where it scales linearly; cpu/dbgd: its CPU over"
-echo " debuginfod's until it had scanned them; verify_MB: verify's peak resident memory; manifest_KB: the manifest after"
-echo " the fresh index, +KB/rerun: what each unchanged re-index adds to it (one \`repeated\` record);"
+echo " debuginfod's until it had scanned them; index_MB, verify_MB: the fresh index's and verify's peak resident"
+echo " memory; manifest_KB: the manifest after the fresh index, +KB/rerun: what each unchanged re-index adds to it"
+echo " (one \`repeated\` record);"
 echo " dbgd_lay_s: a fresh index with --layout debuginfod alone into its own store, lay/dbgd: its time over debuginfod's;"
 echo " objs/keys/dirs: the store's file-system objects (inodes) per input, of which key names (hard links each) and"
 echo " directories, every layout; _dl: --layout debuginfod (goal: the keys plus at most two objects);"
