@@ -159,8 +159,10 @@ impl SrcSrv {
     /// ignoring case).
     pub fn read(bytes: &[u8], size: u32) -> (SrcSrv, SrcsrvLines) {
         let lines = SrcsrvLines::parse(bytes);
+        // A stream that reads two ways has no target to record (its reader says why).
         let target = lines
             .variable("SRCSRVTRG")
+            .filter(|_| lines.ambiguity().is_none())
             .map(|t| t.chars().take(MAX_SRCSRV_TARGET_CHARS).collect());
         // A longer stream's unread part may define SRCSRVCMD unseen: its reader says so in
         // `PdbSources::srcsrv_unchecked`, and a refusing store refuses it as well.
@@ -314,13 +316,21 @@ mod tests {
         assert!(PdbSources::default().is_empty());
     }
 
-    /// `SRCSRVTRG` is read where WinDbg reads variables, `ini` too, and kept as written.
+    /// `SRCSRVTRG` is read where WinDbg reads variables, `ini` too, and kept as written;
+    /// defined in both, differently, it is none of them (which a debugger takes is its own).
     #[test]
-    fn srcsrv_target_is_the_first_definition_of_either_section() {
+    fn srcsrv_target_is_read_from_either_section_when_it_reads_one_way() {
         let stream = b"SRCSRV: ini --\nsrcsrvtrg=https://ini/%var2%\nSRCSRV: variables --\n\
-            SRCSRVTRG=https://variables/%var2%\nSRCSRV: source files --\nSRCSRV: end --\n";
+            SRCSRV: source files --\nSRCSRV: end --\n";
         let (read, _) = SrcSrv::read(stream, stream.len() as u32);
         assert_eq!(read.target.as_deref(), Some("https://ini/%var2%"));
+        let stream = b"SRCSRV: ini --\nsrcsrvtrg=https://ini/%var2%\nSRCSRV: variables --\n\
+            SRCSRVTRG=https://variables/%var2%\nSRCSRV: source files --\nSRCSRV: end --\n";
+        let (read, lines) = SrcSrv::read(stream, stream.len() as u32);
+        assert_eq!(read.target, None);
+        assert!(lines
+            .ambiguity()
+            .is_some_and(|why| why.contains("SRCSRVTRG twice")));
         let long = format!(
             "SRCSRV: variables --\nSRCSRVTRG=https://x/{}\n",
             "y".repeat(10_000)

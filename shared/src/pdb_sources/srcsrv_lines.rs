@@ -9,7 +9,7 @@
 //! `SRCSRVTRG`, whether it runs commands), its documents' URLs and `symdex check` all come
 //! from one parse, so none of them can see a variable, or a command, the others do not.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// The most nested expansions of one target (a variable naming a variable...): streams
 /// written by indexing scripts nest two or three; a loop ends here.
@@ -23,10 +23,16 @@ pub struct SrcsrvLines {
     /// Variables by their name, uppercased (srcsrv's names ignore case).
     variables: HashMap<String, String>,
     /// Each source file line's fields, by its first field (the document's path) lowercased:
-    /// WinDbg matches the path ignoring case. The first line naming a path wins.
+    /// WinDbg matches the path ignoring case. The first line naming a path is kept (one naming
+    /// it differently makes it `contested`).
     files: HashMap<String, Vec<String>>,
     /// Some line defines `SRCSRVCMD` ([`defines_command`]).
     commands: bool,
+    /// Why no target of this stream can be vouched for, where readers may read it two ways:
+    /// a variable defined twice with different values, or a carriage return inside a line.
+    ambiguity: Option<String>,
+    /// Documents (lowercased paths) listed on two lines with different fields.
+    contested: HashSet<String>,
 }
 
 /// Where the stream sends a debugger for one document.
@@ -44,10 +50,21 @@ impl SrcsrvLines {
     pub fn parse(bytes: &[u8]) -> SrcsrvLines {
         let text = String::from_utf8_lossy(bytes);
         let commands = text.split(['\r', '\n']).any(defines_command);
-        let mut variables = HashMap::new();
+        let mut variables: HashMap<String, String> = HashMap::new();
         let mut files: HashMap<String, Vec<String>> = HashMap::new();
+        let mut ambiguity = None;
+        let mut contested = HashSet::new();
         let mut section = "";
         for line in text.lines() {
+            // `lines` ends a line at LF (CR LF); a debugger may end one at a lone CR too, and
+            // then sees a definition this reader takes for part of a value.
+            if line.contains('\r') && ambiguity.is_none() {
+                ambiguity = Some(
+                    "a line of the srcsrv stream holds a carriage return: \
+                    readers may split it differently"
+                        .to_string(),
+                );
+            }
             if let Some(header) = line.strip_prefix("SRCSRV:") {
                 let header = header.trim_start();
                 section = if header.starts_with("ini") || header.starts_with("variables") {
@@ -62,15 +79,37 @@ impl SrcsrvLines {
             match section {
                 "variables" => {
                     if let Some((name, value)) = line.split_once('=') {
-                        variables
-                            .entry(name.trim().to_ascii_uppercase())
-                            .or_insert_with(|| value.to_string());
+                        let name = name.trim().to_ascii_uppercase();
+                        match variables.get(&name) {
+                            // Which of two definitions a debugger takes is its own (the
+                            // `srcsrv` crate takes the last, this reader the first): a
+                            // target using either is not vouched for (fail closed).
+                            Some(first) if first != value && ambiguity.is_none() => {
+                                ambiguity = Some(format!(
+                                    "the srcsrv stream defines {name} twice, differently: \
+                                     which one a debugger takes is its own"
+                                ));
+                            }
+                            Some(_) => {}
+                            None => {
+                                variables.insert(name, value.to_string());
+                            }
+                        }
                     }
                 }
                 "files" => {
                     let fields: Vec<String> = line.split('*').map(str::to_string).collect();
                     if let Some(first) = fields.first().filter(|f| !f.is_empty()) {
-                        files.entry(first.to_lowercase()).or_insert(fields);
+                        let path = first.to_lowercase();
+                        match files.get(&path) {
+                            Some(listed) if listed != &fields => {
+                                contested.insert(path);
+                            }
+                            Some(_) => {}
+                            None => {
+                                files.insert(path, fields);
+                            }
+                        }
                     }
                 }
                 _ => {}
@@ -80,11 +119,19 @@ impl SrcsrvLines {
             variables,
             files,
             commands,
+            ambiguity,
+            contested,
         }
     }
 
+    /// Why none of the stream's targets is vouched for (it reads two ways), if so.
+    pub fn ambiguity(&self) -> Option<&str> {
+        self.ambiguity.as_deref()
+    }
+
     /// The variable `name` (of its `ini` or `variables` section; names ignore case) as
-    /// written, the first definition where several are.
+    /// written, the first definition where several are (several different ones make the stream
+    /// [`Self::ambiguity`]'s).
     pub fn variable(&self, name: &str) -> Option<&str> {
         self.variables
             .get(&name.to_ascii_uppercase())
@@ -105,6 +152,16 @@ impl SrcsrvLines {
         if self.commands {
             return Target::Elsewhere(
                 "fetched by a command the srcsrv stream runs (SRCSRVCMD), not downloaded".into(),
+            );
+        }
+        if let Some(why) = &self.ambiguity {
+            return Target::Elsewhere(why.clone());
+        }
+        if self.contested.contains(&path.to_lowercase()) {
+            return Target::Elsewhere(
+                "the srcsrv stream lists it on two lines, differently: which one a debugger \
+                 takes is its own"
+                    .into(),
             );
         }
         let Some(target) = self.variables.get("SRCSRVTRG") else {
@@ -286,5 +343,41 @@ mod tests {
             SrcsrvLines::parse(&[0xff, b'%', b'\n']).target("a.c"),
             Target::Elsewhere(_)
         ));
+    }
+
+    /// A stream two readers read two ways vouches for no target: a debugger taking the
+    /// other definition (or line) would fetch from elsewhere than the audit says.
+    #[test]
+    fn streams_that_read_two_ways_vouch_for_no_target() {
+        let why = |stream: &[u8], path: &str| match SrcsrvLines::parse(stream).target(path) {
+            Target::Elsewhere(why) => why,
+            Target::Url(url) => panic!("{url}: an ambiguous stream gave a URL"),
+        };
+        let twice = b"SRCSRV: variables --\nSRCSRVTRG=https://store/%var2%\n\
+            SRCSRV: source files --\na.c*a.c\nSRCSRV: variables --\n\
+            srcsrvtrg=https://evil/%var2%\n";
+        assert!(why(twice, "a.c").contains("SRCSRVTRG twice"));
+        assert!(SrcsrvLines::parse(twice).ambiguity().is_some());
+        let base_twice = b"SRCSRV: ini --\nBASE=https://store\nSRCSRV: variables --\n\
+            BASE=https://evil\nSRCSRVTRG=%base%/%var2%\nSRCSRV: source files --\na.c*a.c\n";
+        assert!(why(base_twice, "a.c").contains("BASE twice"));
+        let lone_cr = b"SRCSRV: variables --\nX=1\rSRCSRVTRG=https://evil/%var2%\n\
+            SRCSRVTRG=https://store/%var2%\nSRCSRV: source files --\na.c*a.c\n";
+        assert!(why(lone_cr, "a.c").contains("carriage return"));
+        let lines_twice = b"SRCSRV: variables --\nSRCSRVTRG=https://s/%var2%\n\
+            SRCSRV: source files --\nA.c*good.c\na.C*evil.c\nb.c*b.c\n";
+        assert!(why(lines_twice, "a.c").contains("two lines"));
+        let lines = SrcsrvLines::parse(lines_twice);
+        assert_eq!(lines.target("b.c"), Target::Url("https://s/b.c".into()));
+        assert!(
+            lines.ambiguity().is_none(),
+            "one contested line taints only itself"
+        );
+        // The same definition or line twice reads one way.
+        let repeated = b"SRCSRV: variables --\r\nSRCSRVTRG=https://s/%var2%\r\n\
+            SRCSRVTRG=https://s/%var2%\r\nSRCSRV: source files --\r\na.c*a.c\r\na.c*a.c\r\n";
+        let lines = SrcsrvLines::parse(repeated);
+        assert!(lines.ambiguity().is_none());
+        assert_eq!(lines.target("a.c"), Target::Url("https://s/a.c".into()));
     }
 }

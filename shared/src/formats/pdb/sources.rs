@@ -290,6 +290,9 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
         match directory.read(stream, 0, head, &mut budget) {
             Ok(bytes) => {
                 let (srcsrv, lines) = SrcSrv::read(&bytes, size);
+                if let Some(why) = lines.ambiguity() {
+                    sources.unread.push(format!("srcsrv stream: {why}"));
+                }
                 sources.srcsrv = Some(srcsrv);
                 srcsrv_lines = Some(lines);
                 srcsrv_read_whole = head == size as usize;
@@ -570,6 +573,45 @@ mod tests {
         let srcsrv = sources.srcsrv.unwrap();
         assert!(srcsrv.commands);
         assert_eq!(srcsrv.size, SRCSRV.len() as u32);
+    }
+
+    /// A srcsrv stream defining `SRCSRVTRG` twice, differently (a store's URL first, another
+    /// host's after it): no document gets a URL, no target is recorded, and the sources say
+    /// why. The stream itself was read whole: nothing about its commands is unchecked.
+    #[test]
+    fn a_srcsrv_stream_read_two_ways_gives_no_urls() {
+        let stream = b"SRCSRV: variables --\r\nSRCSRVTRG=https://s/src/p/1/%var2%\r\n\
+            SRCSRV: source files --\r\nC:\\b\\a.cpp*a.cpp\r\nSRCSRV: variables --\r\n\
+            SRCSRVTRG=https://elsewhere/%var2%\r\nSRCSRV: end --\r\n";
+        let file = pdb_with_sources(
+            [3; 16],
+            &[(r"C:\b\a.cpp", 1, &[0xab; 16])],
+            Some(stream),
+            None,
+        );
+        let sources = read_sources(&MemReader(file));
+        assert_eq!(sources.documents[0].srcsrv_url, None);
+        assert_eq!(
+            sources.srcsrv.as_ref().and_then(|s| s.target.as_deref()),
+            None
+        );
+        assert!(
+            sources
+                .unread
+                .iter()
+                .any(|why| why.contains("SRCSRVTRG twice")),
+            "{:?}",
+            sources.unread
+        );
+        assert!(!sources.srcsrv_unchecked);
+        // The same stream without its second definition gives the URL.
+        let cut = &stream[..find(stream, b"a.cpp\r\n") + 7];
+        let file = pdb_with_sources([3; 16], &[(r"C:\b\a.cpp", 1, &[0xab; 16])], Some(cut), None);
+        let sources = read_sources(&MemReader(file));
+        assert_eq!(
+            sources.documents[0].srcsrv_url.as_deref(),
+            Some("https://s/src/p/1/a.cpp")
+        );
     }
 
     #[test]
