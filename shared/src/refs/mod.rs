@@ -208,6 +208,7 @@ mod layout;
 mod lease;
 mod listing;
 mod objects;
+mod overwrites;
 mod owners;
 mod packages;
 mod patience;
