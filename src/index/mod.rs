@@ -68,7 +68,9 @@ pub struct IndexArgs {
     pub channel: Option<String>,
     #[command(flatten)]
     pub policy: PolicyArg,
-    /// Replace keys whose content differs instead of reporting a conflict.
+    /// Replace keys whose content differs instead of reporting a conflict: only bytes held
+    /// solely by uploads of the same `--product` (without one: by uploads naming none).
+    /// Another product's bytes, or bytes whose upload is unknown, stay a conflict.
     #[arg(long)]
     pub overwrite: bool,
     /// Exit 0 even when an input's keys are held by other bytes (conflicts). Without it such a

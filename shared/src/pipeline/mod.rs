@@ -27,6 +27,7 @@ mod index;
 mod joins;
 mod kept;
 mod packages;
+mod products;
 mod publish;
 mod removal;
 mod sink;

@@ -8,7 +8,8 @@ use std::pin::Pin;
 use futures_util::StreamExt;
 
 use super::packages::LLDB_ONE_URL;
-use super::sources::{mark_shared_build_id, NO_PRODUCT};
+use super::products::conflict_reason;
+use super::sources::mark_shared_build_id;
 use super::upload::{is_pdb, Outcome, Planned, Upload};
 use super::Indexer;
 use crate::formats::Format;
@@ -404,9 +405,7 @@ impl<'s> Indexer<'s> {
     ) -> io::Result<Record> {
         record.action = Some(outcome.action());
         if record.action == Some(Action::Conflict) && record.reason.is_none() {
-            record.reason = Some(
-                "keys hold different content; not overwritten (use overwrite to force)".into(),
-            );
+            record.reason = Some(conflict_reason(self.config.overwrite).into());
         }
         let overwritten = self.refs.take_overwritten(&upload.id);
         for earlier in &overwritten {
@@ -430,64 +429,6 @@ impl<'s> Indexer<'s> {
         self.flag_cross_product(&mut record).await?;
         mark_shared_build_id(&mut record, id_shared_with);
         Ok(record)
-    }
-
-    /// Ids are global, so one product's CI can publish another's first (ids of reproducible
-    /// builds are predictable). A conflict whose keys are held by an upload of another product
-    /// says so, loudly, and names that product for audits (`held_by_products`); the later
-    /// upload's bytes are not published either way. Asked only for an upload that names its
-    /// product and meets a conflict: a few reads of the holders' records, on a rare path.
-    pub(super) async fn flag_cross_product(&self, record: &mut Record) -> io::Result<()> {
-        let Some(product) = record.meta.product.as_deref() else {
-            return Ok(());
-        };
-        let names = self
-            .other_products(&record.upload, Some(product), &record.conflicts)
-            .await?;
-        if names.is_empty() {
-            return Ok(());
-        }
-        record.reason = Some(format!(
-            "cross-product conflict: keys already published by product {} hold other bytes; \
-             not published for {product} (ids are global: audit who uploaded them first)",
-            names.join(", ")
-        ));
-        record.held_by_products = names;
-        Ok(())
-    }
-
-    /// The products other than `product` whose uploads (but `upload`) hold `keys` (the
-    /// first few: an artifact's keys are all held by the same upload; an upload naming no
-    /// product is [`NO_PRODUCT`]'s). Empty for an upload naming no product: it is no tenant
-    /// to be told apart from others.
-    pub(super) async fn other_products(
-        &self,
-        upload: &str,
-        product: Option<&str>,
-        keys: &[String],
-    ) -> io::Result<Vec<String>> {
-        /// Conflicting keys looked at.
-        const LOOKED_AT: usize = 4;
-        let Some(product) = product else {
-            return Ok(Vec::new());
-        };
-        let mut holders = BTreeSet::new();
-        for key in keys.iter().take(LOOKED_AT) {
-            if let Some(held) = self.refs.key(key).await? {
-                holders.extend(held.refs.into_iter().filter(|u| *u != upload));
-            }
-        }
-        let mut products = BTreeSet::new();
-        for holder in holders {
-            if let Some(other) = self.refs.upload(&holder).await? {
-                // An upload naming no product is no tenant's: another than this one's.
-                let other = other.meta.product.unwrap_or_else(|| NO_PRODUCT.to_string());
-                if other != product {
-                    products.insert(other);
-                }
-            }
-        }
-        Ok(products.into_iter().collect())
     }
 
     /// Whether sidecars of the same bytes are stored once, later ones linked to the first:
@@ -540,7 +481,15 @@ impl<'s> Indexer<'s> {
         };
         let published = self
             .refs
-            .publish_in_turn(key, &upload.id, &content, OnDifferent::Adopt, fresh, turn)
+            .publish_in_turn(
+                key,
+                &upload.id,
+                upload.meta.product.as_deref(),
+                &content,
+                OnDifferent::Adopt,
+                fresh,
+                turn,
+            )
             .await?;
         Ok(published.outcome)
     }
@@ -700,9 +649,19 @@ impl<'s> Indexer<'s> {
             content.source = CopySource::Key(first);
         }
         let on_different = OnDifferent::overwrite(self.config.overwrite);
+        // The product decides whose bytes an overwrite may replace (refs/overwrites.rs).
+        let product = upload.meta.product.as_deref();
         let mut published = self
             .refs
-            .publish_in_turn(key, &upload.id, &content, on_different, fresh, turn)
+            .publish_in_turn(
+                key,
+                &upload.id,
+                product,
+                &content,
+                on_different,
+                fresh,
+                turn,
+            )
             .await?;
         // Another upload's bytes: wait for the key, and look again (refs/, invariant 8) —
         // freed meanwhile, its removal may have listed its waiters before we were one.
@@ -719,7 +678,15 @@ impl<'s> Indexer<'s> {
             }
             published = self
                 .refs
-                .publish_in_turn(key, &upload.id, &content, on_different, fresh, None)
+                .publish_in_turn(
+                    key,
+                    &upload.id,
+                    product,
+                    &content,
+                    on_different,
+                    fresh,
+                    None,
+                )
                 .await?;
         }
         Ok(published)

@@ -155,7 +155,10 @@ impl<'s> RefStore<'s> {
             // wait for it (invariant 8), marked so before the swap: the
             // overwriter's removal hands it back. (Kept as references, they
             // held its bytes after the overwriter was deleted, or lost the key
-            // with it where the object alone stood for the record.)
+            // with it where the object alone stood for the record.) Each is
+            // checked to be of the overwriter's product before it is marked
+            // (`plan_key`; overwrites.rs): this swap, on the record as read,
+            // displaces only uploads marked, so only uploads checked.
             let earlier: BTreeSet<String> =
                 record.refs.into_iter().filter(|r| r != upload).collect();
             if !earlier.is_subset(marked_waiting) {

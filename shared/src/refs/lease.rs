@@ -41,12 +41,14 @@ pub struct Lease {
     pub acting: String,
 }
 
-/// Who publishes a key: the upload referencing it, and the removal handing it on to that
-/// upload, where one does (empty else; [`Lease::acting`]).
+/// Who publishes a key: the upload referencing it, the removal handing it on to that
+/// upload, where one does (empty else; [`Lease::acting`]), and the upload's product (`None`:
+/// it names none), which decides whose bytes its overwrite may replace (overwrites.rs).
 #[derive(Clone, Copy)]
 pub(super) struct Publisher<'a> {
     pub(super) upload: &'a str,
     pub(super) acting: &'a str,
+    pub(super) product: Option<&'a str>,
 }
 
 /// How leases are taken and judged.

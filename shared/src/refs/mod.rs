@@ -42,7 +42,8 @@
 //!   record's lease judged by them; `held.rs`: `Held`, the `create` leases a run leaves to
 //!   its finalize (invariant 1);
 //! - `publication.rs`: [`Content`], `OnDifferent`, [`KeyOutcome`], `Publication`;
-//!   `owners.rs`: whose an object is (`SameBy`, invariant 7); `objects.rs`: the object at a
+//!   `owners.rs`: whose an object is (`SameBy`, invariant 7); `overwrites.rs`: whose bytes
+//!   an overwrite may replace (its own product's alone); `objects.rs`: the object at a
 //!   key created, shared, copied or taken back (`Creation`, `Found`, `Sharing`; invariants 2
 //!   and 7); `decide.rs`: `Deciding` and the `PublishPlan` each swap of a publish makes;
 //!   `publish.rs`: publishing a key for an upload (`Publishing`, what it goes by; `Learned`,
@@ -179,7 +180,9 @@
 //!    forgets its own upload. Of the waiter's write and the removal's delete, whichever came
 //!    second is seen by the other's later look: the waiter finds the key free (or holding
 //!    its own content) and publishes it after all, or the removal finds the waiter.
-//!    An overwrite (`--overwrite`) makes the uploads whose bytes it replaces such waiters:
+//!    An overwrite (`--overwrite`) replaces only bytes its own product's uploads alone hold
+//!    (overwrites.rs: another product's, or an upload's without a record, stay a conflict),
+//!    and makes the uploads whose bytes it replaces such waiters:
 //!    it marks them before the replacement (`RefStore::overwritten`), and their references
 //!    go with it, so the overwriter's removal hands the key back (kept, they would have
 //!    held its bytes after it went; where the object stood for the record, the key was lost
@@ -208,6 +211,7 @@ mod layout;
 mod lease;
 mod listing;
 mod objects;
+mod overwrites;
 mod owners;
 mod packages;
 mod patience;

@@ -18,8 +18,11 @@ use crate::storage::{ObjectInfo, Owned, Precondition, StorageError, Versioned};
 /// How [`RefStore::copy_under_lease`] treats an object it finds at the key.
 #[derive(Clone)]
 pub(super) struct CopyHow {
-    /// Other content is replaced (else: a conflict).
+    /// Other content is replaced (else: a conflict) — another upload's only where that
+    /// upload is of `product` (overwrites.rs).
     pub(super) overwrite: bool,
+    /// The publisher's product (`None`: it names none).
+    pub(super) product: Option<String>,
     /// The lease was our own earlier attempt's (the same content there is our copy).
     pub(super) own: bool,
     /// The upload the record names as the object's writer (`by`): the owner a write names
@@ -370,12 +373,10 @@ impl<'s> RefStore<'s> {
                         .await?
                 }
                 Found::Other(owner) if how.overwrite => {
-                    // The owner's upload waits for the key it loses (invariant 8): the
-                    // overwriter's removal hands it back.
-                    if let Some(owner) = owner {
-                        if let Some(earlier) = self.upload_named_by(&owner).await? {
-                            self.overwritten(key, upload, [earlier]).await?;
-                        }
+                    let product = how.product.as_deref();
+                    if !self.may_replace_owned(key, upload, owner, product).await? {
+                        self.drop_created(key, lease).await?;
+                        return Ok(KeyOutcome::Conflict.into());
                     }
                     self.copy_or_take_back(key, upload, content, &how.by, Some(lease))
                         .await?

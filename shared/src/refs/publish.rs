@@ -32,7 +32,7 @@ impl<'s> RefStore<'s> {
         fresh: bool,
     ) -> io::Result<KeyOutcome> {
         let published = self
-            .publish_in_turn(key, upload, content, different, fresh, None)
+            .publish_in_turn(key, upload, None, content, different, fresh, None)
             .await?;
         Ok(published.outcome)
     }
@@ -44,16 +44,24 @@ impl<'s> RefStore<'s> {
     /// its record step when the one before has decided, so the leases of an upload's keys are
     /// taken in the same order as one after another — two uploads sharing keys never hold
     /// one each of two keys the other waits for — while the objects are written at once.
+    /// `product`: the upload's (`UploadMeta::product`), whose bytes alone its overwrite may
+    /// replace (overwrites.rs); [`Self::publish`] publishes as an upload naming none.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn publish_in_turn(
         &self,
         key: &str,
         upload: &str,
+        product: Option<&str>,
         content: &Content<'_>,
         different: OnDifferent,
         fresh: bool,
         turn: Option<InTurn>,
     ) -> io::Result<Publication> {
-        let publisher = Publisher { upload, acting: "" };
+        let publisher = Publisher {
+            upload,
+            acting: "",
+            product,
+        };
         self.publish_as(key, publisher, content, different, fresh, turn)
             .await
     }
@@ -69,9 +77,11 @@ impl<'s> RefStore<'s> {
         removed: Option<&str>,
         content: &Content<'_>,
     ) -> io::Result<Publication> {
+        // Never an overwrite: no product needed.
         let publisher = Publisher {
             upload: holder,
             acting: removed.unwrap_or_default(),
+            product: None,
         };
         self.publish_as(key, publisher, content, OnDifferent::Conflict, true, None)
             .await
@@ -198,6 +208,15 @@ impl<'s> RefStore<'s> {
                 }
                 PublishPlan::Reread => {}
                 PublishPlan::MarkWaiting(earlier) => {
+                    // Each holder the swap would displace is checked before any is marked:
+                    // one of another product (or unknown) makes the key a conflict, as
+                    // without overwrite (overwrites.rs). Those marked were checked, and the
+                    // swap waits for `earlier ⊆ marked_waiting` on the record it read.
+                    let unchecked = earlier.difference(&learned.marked_waiting);
+                    let unchecked = unchecked.map(String::as_str);
+                    if !self.may_overwrite(p.publisher.product, unchecked).await? {
+                        return Ok((PublishPlan::Done(KeyOutcome::Conflict), None));
+                    }
                     self.overwritten(key, upload, earlier.iter().cloned())
                         .await?;
                     learned.marked_waiting.extend(earlier);
@@ -264,6 +283,7 @@ impl<'s> RefStore<'s> {
         let upload = d.publisher.upload;
         let how = |own: bool, by: String| CopyHow {
             overwrite: different == OnDifferent::Overwrite,
+            product: d.publisher.product.map(str::to_string),
             own,
             by,
             adopt: different == OnDifferent::Adopt,
@@ -328,6 +348,7 @@ impl<'s> RefStore<'s> {
             Some((lease, by)) => {
                 let how = CopyHow {
                     overwrite: different == OnDifferent::Overwrite,
+                    product: d.publisher.product.map(str::to_string),
                     own: false,
                     by,
                     adopt: different == OnDifferent::Adopt,
@@ -431,7 +452,8 @@ struct Learned {
     patience: Patience,
     /// The next swap decides on a read from before a listing was learned.
     read_before_listing: bool,
-    /// Uploads this overwrite has marked as waiting for the key (`MarkWaiting`).
+    /// Uploads this overwrite has marked as waiting for the key (`MarkWaiting`), each found
+    /// of the overwriter's product first (overwrites.rs).
     marked_waiting: BTreeSet<String>,
 }
 

@@ -103,6 +103,20 @@ async fn events_for_other_buckets_are_rejected_and_acknowledged() {
 /// decision log says `conflict`, which the module's metric filter counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_with_another_products_keys_names_that_product() {
+    conflict_with_another_products_keys(&[]).await;
+}
+
+/// The same with SYMDEX_OVERWRITE: an overwrite replaces only its own product's bytes
+/// (refs/overwrites.rs), so beta's is the same conflict. Before, beta's bytes replaced
+/// alpha's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overwrite_of_another_products_keys_is_a_conflict_naming_that_product() {
+    conflict_with_another_products_keys(&[("SYMDEX_OVERWRITE", "true")]).await;
+}
+
+/// Alpha publishes a Breakpad file, then beta other bytes under the same module id, indexed
+/// with `env`: a conflict naming alpha, alpha's bytes served.
+async fn conflict_with_another_products_keys(env: &[(&str, &str)]) {
     let stack = Stack::new().await;
     let sym = |body: &str| {
         format!("MODULE Linux x86_64 0123456789ABCDEF0123456789ABCDEF0 app\nFILE 0 /src/{body}.c\n")
@@ -121,6 +135,7 @@ async fn a_conflict_with_another_products_keys_names_that_product() {
         .put("beta/app.sym", sym("squatted"), &[("product", "beta")])
         .await;
     let second = stack.receive(1).await;
+    let ctx = context(&stack, env).await;
     let response = handle_indexer(&ctx, sqs_event(&second, &stack.queue_arn))
         .await
         .unwrap();

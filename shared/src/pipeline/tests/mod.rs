@@ -16,6 +16,7 @@ use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
 
 mod encoded;
 mod faults;
+mod overwrites;
 mod records;
 mod routes;
 mod source_joins;

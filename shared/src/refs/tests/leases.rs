@@ -101,8 +101,24 @@ async fn keys_published_at_once_take_their_records_in_turn() {
     let second = RefStore::with_policy(&store, patient);
     let mut turns = InTurn::chain(2).into_iter();
     let both = futures_util::future::join(
-        second.publish_in_turn("x", "u2", &c, OnDifferent::Conflict, true, turns.next()),
-        second.publish_in_turn("y", "u2", &c, OnDifferent::Conflict, true, turns.next()),
+        second.publish_in_turn(
+            "x",
+            "u2",
+            None,
+            &c,
+            OnDifferent::Conflict,
+            true,
+            turns.next(),
+        ),
+        second.publish_in_turn(
+            "y",
+            "u2",
+            None,
+            &c,
+            OnDifferent::Conflict,
+            true,
+            turns.next(),
+        ),
     );
     tokio::pin!(both);
     // However long x waits, y is not begun (without the turn it would be created at once).

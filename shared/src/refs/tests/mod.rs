@@ -16,6 +16,7 @@ use crate::storage::{content_sha1, CopySource, LocalStore, ObjectInfo};
 use crate::upload_meta::UploadMeta;
 
 mod leases;
+mod overwrites;
 mod owned;
 mod records;
 

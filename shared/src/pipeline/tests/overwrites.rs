@@ -1,0 +1,181 @@
+//! `--overwrite` across products (THREATS.md, tenancy; refs/overwrites.rs): an overwrite
+//! replaces only bytes its own product's uploads hold. Each case runs on keys with records
+//! and on keys whose objects name their owner (refs/, invariant 7), where an overwrite meets
+//! the holder by its object's owner instead of its record.
+
+use super::*;
+use std::collections::BTreeMap;
+
+/// `artifact`'s bytes, uploaded by `product`.
+fn of_product(artifact: &Artifact, product: Option<&'static str>) -> Artifact {
+    Artifact {
+        product,
+        ..artifact.clone()
+    }
+}
+
+fn overwriting() -> Config {
+    Config {
+        overwrite: true,
+        ..config()
+    }
+}
+
+/// A local store, its objects naming their owners or not.
+fn store_at(dir: &std::path::Path, owners: bool) -> LocalStore {
+    let store = LocalStore::open(dir).unwrap();
+    match owners {
+        true => store.with_owners(),
+        false => store,
+    }
+}
+
+/// What `keys` hold now.
+async fn contents(store: &LocalStore, keys: &BTreeSet<String>) -> BTreeMap<String, Vec<u8>> {
+    let mut held = BTreeMap::new();
+    for key in keys {
+        held.insert(key.clone(), store.read(key).await.unwrap().expect(key));
+    }
+    held
+}
+
+fn conflicts_of(records: &[Record]) -> BTreeSet<String> {
+    records.iter().flat_map(|r| r.conflicts.clone()).collect()
+}
+
+/// The uploads waiting for some key.
+async fn waiters(store: &LocalStore) -> BTreeSet<String> {
+    let waiting = RefStore::new(store).all_waiting().await.unwrap();
+    waiting.into_iter().map(|w| w.upload).collect()
+}
+
+/// `first` publishes, then `second` (other bytes under the same build id) overwrites: a
+/// conflict, as without overwrite. `first`'s bytes stay served and referenced by it alone,
+/// it waits for nothing (only the conflicting `second` waits, as any conflict does).
+/// Returns `second`'s records.
+async fn overwrite_refused(store: &LocalStore, first: &Artifact, second: &Artifact) -> Vec<Record> {
+    let published = index_and_finalize(store, config(), first).await.referenced;
+    let before = contents(store, &published).await;
+    let refused = index_and_finalize(store, overwriting(), second).await;
+    let conflicts = conflicts_of(&refused.records);
+    assert!(!conflicts.is_empty(), "{:?}", refused.records);
+    assert!(conflicts.is_subset(&published), "{conflicts:?}");
+    assert!(refused
+        .records
+        .iter()
+        .all(|r| r.action == Some(Action::Conflict)));
+    assert_eq!(contents(store, &published).await, before);
+    let refs = RefStore::new(store);
+    for key in &conflicts {
+        let held = refs.key(key).await.unwrap().expect(key);
+        assert_eq!(held.refs, BTreeSet::from([first.id.clone()]), "{key}");
+    }
+    assert!(published.is_subset(&listed_keys(store, &first.id).await));
+    assert_eq!(waiters(store).await, BTreeSet::from([second.id.clone()]));
+    refused.records
+}
+
+/// Product beta's overwrite meets keys product alpha published first with other bytes (ids
+/// are global): a conflict naming alpha, alpha's bytes stay. Before, beta's bytes replaced
+/// alpha's, and alpha's upload waited for its own keys.
+#[tokio::test]
+async fn an_overwrite_never_replaces_another_products_bytes() {
+    let a = Artifacts::new();
+    let alpha = of_product(&a.elf_a, Some("alpha"));
+    let beta = of_product(&a.elf_other, Some("beta"));
+    for owners in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_at(dir.path(), owners);
+        let records = overwrite_refused(&store, &alpha, &beta).await;
+        for record in records.iter().filter(|r| !r.conflicts.is_empty()) {
+            assert_eq!(record.held_by_products, ["alpha"], "owners {owners}");
+            let reason = record.reason.as_deref().unwrap_or_default();
+            assert!(reason.contains("cross-product"), "{reason}");
+        }
+        assert_audit_clean(&store).await;
+    }
+}
+
+/// An upload naming no product is product "none"'s: its overwrite leaves a product's bytes
+/// alone, and replaces those of an upload naming none, as before.
+#[tokio::test]
+async fn an_upload_naming_no_product_overwrites_only_uploads_naming_none() {
+    let a = Artifacts::new();
+    let alpha = of_product(&a.elf_a, Some("alpha"));
+    for owners in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_at(dir.path(), owners);
+        let records = overwrite_refused(&store, &alpha, &a.elf_other).await;
+        let reason = records[0].reason.as_deref().unwrap_or_default();
+        assert!(reason.contains("another product"), "{reason}");
+        assert_audit_clean(&store).await;
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_at(dir.path(), owners);
+        overwrite_taken(&store, &a.elf_a, &a.elf_other).await;
+    }
+}
+
+/// `first` publishes, then `second` overwrites: its bytes replace `first`'s, which waits for
+/// the keys it lost (refs/, invariant 8).
+async fn overwrite_taken(store: &LocalStore, first: &Artifact, second: &Artifact) {
+    index_and_finalize(store, config(), first).await;
+    let overwrote = index_and_finalize(store, overwriting(), second).await;
+    assert!(conflicts_of(&overwrote.records).is_empty());
+    let published: BTreeSet<String> = overwrote
+        .records
+        .iter()
+        .flat_map(|r| r.published.clone())
+        .collect();
+    let debuginfo = published.iter().find(|k| k.ends_with("/debuginfo"));
+    let debuginfo = debuginfo.expect("the build id's debuginfo replaced");
+    let held = store.read(debuginfo).await.unwrap();
+    assert_eq!(held.as_deref(), Some(&second.bytes[..]));
+    assert_eq!(waiters(store).await, BTreeSet::from([first.id.clone()]));
+    assert_audit_clean(store).await;
+}
+
+/// An overwrite replaces its own product's bytes, as before.
+#[tokio::test]
+async fn an_overwrite_replaces_its_own_products_bytes() {
+    let a = Artifacts::new();
+    let first = of_product(&a.elf_a, Some("alpha"));
+    let second = of_product(&a.elf_other, Some("alpha"));
+    for owners in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_at(dir.path(), owners);
+        overwrite_taken(&store, &first, &second).await;
+    }
+}
+
+/// Bytes whose holder's upload record cannot be read are nobody's to give away: a conflict
+/// (fail closed), even for an upload of the product that holder may have been. (A sole
+/// writer's: its keys hold no `create` lease that the gone record would have ended.)
+#[tokio::test]
+async fn an_overwrite_of_bytes_whose_upload_record_is_gone_is_a_conflict() {
+    let a = Artifacts::new();
+    let first = of_product(&a.elf_a, Some("alpha"));
+    let second = of_product(&a.elf_other, Some("alpha"));
+    let sole = config_with_exclusive(true);
+    for owners in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_at(dir.path(), owners);
+        let published = index_and_finalize(&store, sole.clone(), &first).await;
+        let published = published.referenced;
+        let before = contents(&store, &published).await;
+        let refs = RefStore::new(&store);
+        let file = refs.upload_file(&first.id).await.unwrap();
+        store.delete(&file).await.unwrap();
+        assert_eq!(refs.upload(&first.id).await.unwrap(), None);
+        let overwrite = Config {
+            overwrite: true,
+            ..sole.clone()
+        };
+        let refused = index_and_finalize(&store, overwrite, &second).await;
+        assert!(
+            !conflicts_of(&refused.records).is_empty(),
+            "owners {owners}"
+        );
+        assert_eq!(contents(&store, &published).await, before);
+        assert!(!waiters(&store).await.contains(&first.id));
+    }
+}

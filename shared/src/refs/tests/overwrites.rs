@@ -1,0 +1,162 @@
+//! Whose bytes an overwrite may replace (overwrites.rs): only its own product's, checked for
+//! every holder its swap displaces.
+
+use super::*;
+
+/// Plans `keys` for `upload`, an upload of `product` (`None`: naming none): its record, as
+/// the pipeline makes it before any reference is added (invariant 4).
+async fn planned(refs: &RefStore<'_>, upload: &str, product: Option<&str>, keys: &[&str]) {
+    let template = UploadRecord {
+        upload: upload.into(),
+        source: format!("/in/{upload}"),
+        meta: UploadMeta {
+            product: product.map(str::to_string),
+            ..UploadMeta::default()
+        },
+        ..Default::default()
+    };
+    let keys: BTreeSet<String> = keys.iter().map(|k| k.to_string()).collect();
+    refs.plan(&template, &keys, None, None).await.unwrap();
+}
+
+/// Holds the first change to one file that follows a change under another prefix: here the
+/// overwriter's swap of the key's record, made once it has marked the holders it checked.
+struct HoldAfter {
+    after: &'static str,
+    file: String,
+    seen: std::sync::atomic::AtomicBool,
+    hold: HoldFirst,
+}
+
+impl crate::storage::hooked::BeforeChange for HoldAfter {
+    fn hold<'a>(
+        &'a self,
+        op: &'static str,
+        key: &str,
+    ) -> Option<crate::storage::StorageFuture<'a, ()>> {
+        use std::sync::atomic::Ordering;
+        if key.starts_with(self.after) {
+            self.seen.store(true, Ordering::SeqCst);
+            return None;
+        }
+        if key != self.file || !self.seen.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.hold.hold(op, key)
+    }
+}
+
+/// Product beta's overwrite has checked and marked the key's holder (beta's own upload) and
+/// is about to swap the record, when an upload of product alpha adds its reference to the
+/// key (the same bytes as the holder's). The swap, on the record as read before, fails; the
+/// next decision meets alpha's upload, checks it, and the key is a conflict: alpha's
+/// reference and the bytes stay. Before, the second round marked alpha's upload waiting
+/// unchecked and replaced its bytes.
+#[tokio::test]
+async fn a_holder_added_after_an_overwrites_check_is_checked_before_the_swap() {
+    let (dir, input, etag) = input_beside_store();
+    let other_input = dir.path().join("other");
+    std::fs::write(&other_input, b"other bytes").unwrap();
+    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
+    let store = crate::storage::hooked::Hooked::new(
+        LocalStore::open(dir.path().join("s")).unwrap(),
+        HoldAfter {
+            after: "_symdex/waiting/",
+            file: key_file("k"),
+            seen: Default::default(),
+            hold: HoldFirst {
+                prefix: "_symdex/refs/",
+                held: Default::default(),
+                reached: Default::default(),
+                open: tokio::sync::Semaphore::new(0),
+            },
+        },
+    );
+    let others = RefStore::with_policy(store.inner(), impatient());
+    planned(&others, "b1", Some("beta"), &["k"]).await;
+    let first = others.publish("k", "b1", &old, OnDifferent::Conflict, true);
+    assert_eq!(first.await.unwrap(), KeyOutcome::Published);
+    finalized(&others, "b1", &["k"]).await;
+    planned(&others, "a1", Some("alpha"), &["k"]).await;
+    planned(&others, "b2", Some("beta"), &["k"]).await;
+    let overwriter = RefStore::with_policy(&store, impatient());
+    let overwrite = overwriter.publish_in_turn(
+        "k",
+        "b2",
+        Some("beta"),
+        &new,
+        OnDifferent::Overwrite,
+        false,
+        None,
+    );
+    let sharer = async {
+        // b1 checked (beta's) and marked waiting; b2's swap is held back.
+        store.hook().hold.reached.notified().await;
+        let shared = others.publish("k", "a1", &old, OnDifferent::Conflict, false);
+        let shared = shared.await.unwrap();
+        store.hook().hold.open.add_permits(1);
+        shared
+    };
+    let (overwritten, shared) = tokio::join!(overwrite, sharer);
+    assert_eq!(shared, KeyOutcome::Unchanged);
+    assert_eq!(overwritten.unwrap().outcome, KeyOutcome::Conflict);
+    let record = others.key("k").await.unwrap().expect("the key's record");
+    assert_eq!(record.refs, ["a1".to_string(), "b1".to_string()].into());
+    assert_eq!(record.etag, etag);
+    assert_eq!(store.read("k").await.unwrap(), Some(b"bytes".to_vec()));
+    let waiting = others.all_waiting().await.unwrap();
+    assert!(waiting.iter().all(|w| w.upload != "a1"), "{waiting:?}");
+    assert!(!overwriter.take_overwritten("b2").contains("a1"));
+}
+
+/// An overwrite replaces its own product's bytes, as before, and the holder waits for the
+/// key; another product's upload's it leaves alone, as does one naming no product.
+#[tokio::test]
+async fn an_overwrite_replaces_only_its_own_products_bytes() {
+    let (dir, input, etag) = input_beside_store();
+    let other_input = dir.path().join("other");
+    std::fs::write(&other_input, b"other bytes").unwrap();
+    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
+    let store = LocalStore::open(dir.path().join("s")).unwrap();
+    let refs = RefStore::with_policy(&store, impatient());
+    planned(&refs, "a1", Some("alpha"), &["k"]).await;
+    let first = refs.publish("k", "a1", &old, OnDifferent::Conflict, true);
+    assert_eq!(first.await.unwrap(), KeyOutcome::Published);
+    finalized(&refs, "a1", &["k"]).await;
+    for (upload, product) in [("b1", Some("beta")), ("n1", None)] {
+        planned(&refs, upload, product, &["k"]).await;
+        let overwrite = refs.publish_in_turn(
+            "k",
+            upload,
+            product,
+            &new,
+            OnDifferent::Overwrite,
+            true,
+            None,
+        );
+        let outcome = overwrite.await.unwrap().outcome;
+        assert_eq!(outcome, KeyOutcome::Conflict, "{upload}");
+        assert_eq!(store.read("k").await.unwrap(), Some(b"bytes".to_vec()));
+        assert_eq!(refs.all_waiting().await.unwrap(), Vec::new(), "{upload}");
+    }
+    planned(&refs, "a2", Some("alpha"), &["k"]).await;
+    let overwrite = refs.publish_in_turn(
+        "k",
+        "a2",
+        Some("alpha"),
+        &new,
+        OnDifferent::Overwrite,
+        true,
+        None,
+    );
+    assert_eq!(overwrite.await.unwrap().outcome, KeyOutcome::Published);
+    assert_eq!(
+        store.read("k").await.unwrap(),
+        Some(b"other bytes".to_vec())
+    );
+    let waiting = refs.all_waiting().await.unwrap();
+    let waiters: Vec<&str> = waiting.iter().map(|w| w.upload.as_str()).collect();
+    assert_eq!(waiters, ["a1"]);
+}
