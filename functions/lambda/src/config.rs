@@ -23,7 +23,8 @@ pub struct LambdaConfig {
     /// The pipeline: SYMDEX_LAYOUTS (comma list, default all), SYMDEX_MANIFEST_PREFIX
     /// (default `_manifest`), SYMDEX_PREFIX_<LAYOUT> (e.g. SYMDEX_PREFIX_UNIFIED=sentry/),
     /// SYMDEX_OVERWRITE (`true` replaces differing content instead of recording a conflict,
-    /// where only uploads of the upload's own product hold it: refs/overwrites.rs),
+    /// where only uploads of the upload's own product hold it: refs/overwrites.rs; refused
+    /// without SYMDEX_PRODUCT_PREFIXES, `refuse_unguarded_overwrite`),
     /// SYMDEX_SOURCE_JOINS (`false`: debug files and sources are not joined),
     /// SYMDEX_COMPRESS (compressed copies' encodings: `zstd`, `gzip`, both, or `none`).
     pub pipeline: Config,

@@ -163,7 +163,9 @@ impl<'s> RefStore<'s> {
             // with it where the object alone stood for the record.) Each is
             // checked to be of the overwriter's product before it is marked
             // (`plan_key`; overwrites.rs): this swap, on the record as read,
-            // displaces only uploads marked, so only uploads checked.
+            // displaces only uploads marked, so only uploads checked. A dead
+            // `create` lease's record may not say what is at the key: see
+            // `replace`.
             let earlier: BTreeSet<String> = record
                 .refs
                 .iter()
