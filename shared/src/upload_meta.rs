@@ -9,7 +9,12 @@ use serde::{Deserialize, Serialize};
 pub struct UploadMeta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Never `Some("")`: an empty product is none ([`product_named`]), as read back too.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "deserialize_product"
+    )]
     pub product: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
@@ -25,6 +30,22 @@ pub struct UploadMeta {
     pub source_root: Option<String>,
 }
 
+/// The product an uploader named, as symdex takes it: an empty name (`--product ""`, an empty
+/// `x-amz-meta-product` or `product=` segment) is none. Every comparison of products (whose
+/// bytes an overwrite may replace, refs/overwrites.rs; the source joins' scope; the products
+/// a conflict names) then agrees on what naming none is: front ends build [`UploadMeta`]
+/// through this, and records read back go through it too (written before it, they may
+/// hold `""`).
+pub fn product_named(product: Option<String>) -> Option<String> {
+    product.filter(|p| !p.is_empty())
+}
+
+fn deserialize_product<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(product_named)
+}
+
 #[cfg(test)]
 impl UploadMeta {
     /// Metadata with every field set (records' round trips).
@@ -38,5 +59,25 @@ impl UploadMeta {
             expires: s("2027-01-01T00:00:00Z"),
             source_root: s("/src"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{product_named, UploadMeta};
+
+    /// An empty product is no product, named so or read back from a record written before.
+    #[test]
+    fn an_empty_product_is_none() {
+        assert_eq!(product_named(Some(String::new())), None);
+        assert_eq!(product_named(None), None);
+        assert_eq!(product_named(Some("p".into())), Some("p".into()));
+        let read: UploadMeta = serde_json::from_str(r#"{"product": "", "build": "b"}"#).unwrap();
+        assert_eq!(read.product, None);
+        assert_eq!(read.build.as_deref(), Some("b"));
+        let read: UploadMeta = serde_json::from_str(r#"{"product": "p"}"#).unwrap();
+        assert_eq!(read.product.as_deref(), Some("p"));
+        let read: UploadMeta = serde_json::from_str("{}").unwrap();
+        assert_eq!(read, UploadMeta::default());
     }
 }

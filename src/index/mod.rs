@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use symdex_shared::encoded::Encodings;
 use symdex_shared::pipeline::{default_prefixes, Config, Indexer};
 use symdex_shared::retention::{RetentionPolicy, DEFAULT_POLICY};
-use symdex_shared::upload_meta::UploadMeta;
+use symdex_shared::upload_meta::{product_named, UploadMeta};
 use symdex_shared::Layout;
 
 use crate::inputs::{expand_paths_excluding, LayoutArgs, SourceArgs};
@@ -259,7 +259,7 @@ pub fn run(args: &IndexArgs) -> anyhow::Result<ExitCode> {
 fn upload_meta(args: &IndexArgs) -> UploadMeta {
     UploadMeta {
         build: args.build.clone(),
-        product: args.product.clone(),
+        product: product_named(args.product.clone()),
         version: args.version.clone(),
         channel: args.channel.clone(),
         expires: None,

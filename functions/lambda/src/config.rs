@@ -23,7 +23,8 @@ pub struct LambdaConfig {
     /// The pipeline: SYMDEX_LAYOUTS (comma list, default all), SYMDEX_MANIFEST_PREFIX
     /// (default `_manifest`), SYMDEX_PREFIX_<LAYOUT> (e.g. SYMDEX_PREFIX_UNIFIED=sentry/),
     /// SYMDEX_OVERWRITE (`true` replaces differing content instead of recording a conflict,
-    /// where only uploads of the upload's own product hold it: refs/overwrites.rs),
+    /// where only uploads of the upload's own product hold it: refs/overwrites.rs; refused
+    /// without SYMDEX_PRODUCT_PREFIXES, `refuse_unguarded_overwrite`),
     /// SYMDEX_SOURCE_JOINS (`false`: debug files and sources are not joined),
     /// SYMDEX_COMPRESS (compressed copies' encodings: `zstd`, `gzip`, both, or `none`).
     pub pipeline: Config,
@@ -202,6 +203,24 @@ fn refuse_private_prefixes(
     Ok(())
 }
 
+/// SYMDEX_OVERWRITE replaces only bytes of the upload's own product (refs/overwrites.rs),
+/// and the product is what the upload says: only SYMDEX_PRODUCT_PREFIXES makes it the ingest
+/// prefix the uploader's role may write under (a `product` claiming another is rejected).
+/// Without it, one product's CI could claim another's product and overwrite its bytes: the
+/// pair is refused at start, not left to each operator to get right.
+fn refuse_unguarded_overwrite(overwrite: bool, product_prefixes: bool) -> Result<(), String> {
+    if overwrite && !product_prefixes {
+        return Err(
+            "SYMDEX_OVERWRITE=true needs SYMDEX_PRODUCT_PREFIXES=true: an overwrite \
+                    replaces only its own product's bytes, and without product prefixes an \
+                    upload's product is whatever its metadata claims (another product's, \
+                    whose bytes it would then overwrite)"
+                .to_string(),
+        );
+    }
+    Ok(())
+}
+
 /// SYMDEX_ARCHIVE_MAX_ENTRY_SIZE, _MAX_EXPANDED, _MAX_RATIO, _MAX_ENTRIES.
 fn archive_limits(lookup: Lookup<'_>) -> Result<symdex_shared::archive::Limits, String> {
     let defaults = symdex_shared::archive::Limits::default();
@@ -270,14 +289,17 @@ impl LambdaConfig {
                 .map_err(|_| format!("SYMDEX_MULTIPART_THRESHOLD={v:?} is not a number"))?,
             None => DEFAULT_MULTIPART_THRESHOLD,
         };
+        let pipeline = pipeline(lookup)?;
+        let product_prefixes = flag(lookup, "SYMDEX_PRODUCT_PREFIXES", false)?;
+        refuse_unguarded_overwrite(pipeline.overwrite, product_prefixes)?;
         Ok(LambdaConfig {
             archive_limits: archive_limits(lookup)?,
             decoder_memory: decoder_memory(lookup)?,
             serving_bucket,
             ingest_bucket: lookup("SYMDEX_INGEST_BUCKET").filter(|b| !b.is_empty()),
             concurrency: number(lookup, "SYMDEX_CONCURRENCY", 4)?.clamp(1, 64) as usize,
-            pipeline: pipeline(lookup)?,
-            product_prefixes: flag(lookup, "SYMDEX_PRODUCT_PREFIXES", false)?,
+            pipeline,
+            product_prefixes,
             sweep_max_uploads: number(lookup, "SYMDEX_SWEEP_MAX_UPLOADS", 2000)?.clamp(1, 100_000)
                 as usize,
             sweep_delete_ingest: flag(lookup, "SYMDEX_SWEEP_DELETE_INGEST", true)?,
@@ -415,6 +437,30 @@ mod tests {
                 .unwrap()
                 .product_prefixes
         );
+    }
+
+    /// SYMDEX_OVERWRITE trusts the upload's product: without SYMDEX_PRODUCT_PREFIXES (the
+    /// uploader's role decides it) the function refuses to start.
+    #[test]
+    fn an_overwrite_without_product_prefixes_is_refused() {
+        let overwrite = |prefixes: Option<&str>| {
+            let mut vars = vec![("SYMDEX_SERVING_BUCKET", "s"), ("SYMDEX_OVERWRITE", "true")];
+            vars.extend(prefixes.map(|p| ("SYMDEX_PRODUCT_PREFIXES", p)));
+            config(&vars).map(|c| (c.pipeline.overwrite, c.product_prefixes))
+        };
+        for prefixes in [None, Some("false")] {
+            let refused = overwrite(prefixes).unwrap_err();
+            assert!(
+                refused.contains("SYMDEX_OVERWRITE") && refused.contains("SYMDEX_PRODUCT_PREFIXES"),
+                "{refused}"
+            );
+        }
+        assert_eq!(overwrite(Some("true")), Ok((true, true)));
+        let plain = config(&[
+            ("SYMDEX_SERVING_BUCKET", "s"),
+            ("SYMDEX_OVERWRITE", "false"),
+        ]);
+        assert!(!plain.unwrap().pipeline.overwrite);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use symdex_shared::refs::UploadRecord;
 use symdex_shared::storage::s3::FirstBlock;
 use symdex_shared::storage::{CopySource, SeenCurrent};
 use symdex_shared::upload_id::{Location, UploadId};
-use symdex_shared::upload_meta::UploadMeta;
+use symdex_shared::upload_meta::{product_named, UploadMeta};
 use symdex_shared::IdentifyOptions;
 
 use crate::archives::ObjectSink;
@@ -40,7 +40,7 @@ fn upload_meta(key: &str, metadata: &HashMap<String, String>) -> UploadMeta {
     let get = |name: &str| from_meta(name).or_else(|| from_path(name));
     UploadMeta {
         build: get("build"),
-        product: get("product"),
+        product: product_named(get("product")),
         version: get("version"),
         channel: get("channel"),
         expires: None,
@@ -671,5 +671,17 @@ mod tests {
         assert_eq!(m.product.as_deref(), Some("app"));
         assert_eq!(m.version.as_deref(), Some("1.2"));
         assert_eq!(upload_meta("x.pdb", &HashMap::new()), UploadMeta::default());
+    }
+
+    /// An empty product (metadata or segment) is no product: the overwrite's product rule
+    /// and the source joins agree on it, and a product prefix names it.
+    #[test]
+    fn an_empty_product_is_none() {
+        let empty: HashMap<String, String> = [("product".to_string(), String::new())].into();
+        assert_eq!(upload_meta("demo/x.pdb", &empty).product, None);
+        assert_eq!(upload_meta("product=/x.pdb", &HashMap::new()).product, None);
+        let mut m = upload_meta("demo/x.pdb", &empty);
+        assert!(check_product_prefix("demo/x.pdb", &mut m).is_ok());
+        assert_eq!(m.product.as_deref(), Some("demo"));
     }
 }

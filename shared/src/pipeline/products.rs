@@ -10,10 +10,12 @@ use super::Indexer;
 use crate::manifest::Record;
 
 /// Why a record is a conflict, where nothing more telling was said: the keys hold other
-/// bytes, which an overwrite would have replaced — unless they are another product's (or
-/// held by uploads whose records cannot be read), which no overwrite replaces.
-pub(super) fn conflict_reason(overwrite: bool) -> &'static str {
-    if overwrite {
+/// bytes, which an overwrite would have replaced — unless `refused`: an overwrite the
+/// product rule refused (another product's bytes, or bytes of uploads whose records cannot
+/// be read, refs/overwrites.rs). Any other conflict of an overwriting run (a sidecar meeting
+/// an object written outside symdex: adopted content never overwrites) keeps the usual text.
+pub(super) fn conflict_reason(refused: bool) -> &'static str {
+    if refused {
         "keys hold different content of another product's uploads (or of uploads unknown); \
          not overwritten: an overwrite replaces only its own product's bytes"
     } else {
@@ -25,11 +27,15 @@ impl Indexer<'_> {
     /// Ids are global, so one product's CI can publish another's first (ids of reproducible
     /// builds are predictable). A conflict whose keys are held by an upload of another product
     /// says so, loudly, and names that product for audits (`held_by_products`); the later
-    /// upload's bytes are not published either way. Asked only for an upload that names its
-    /// product and meets a conflict: a few reads of the holders' records, on a rare path.
+    /// upload's bytes are not published either way. Asked for an upload that names its
+    /// product, or overwrites, and meets a conflict: a few reads of the holders' records, on
+    /// a rare path. An overwriter naming no product is product "none"'s (refs/overwrites.rs):
+    /// every product a holder names is another.
     pub(super) async fn flag_cross_product(&self, record: &mut Record) -> io::Result<()> {
-        let Some(product) = record.meta.product.as_deref() else {
-            return Ok(());
+        let product = match record.meta.product.as_deref() {
+            Some(product) => product,
+            None if self.config.overwrite => NO_PRODUCT,
+            None => return Ok(()),
         };
         let names = self
             .other_products(&record.upload, Some(product), &record.conflicts)

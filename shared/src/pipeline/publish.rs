@@ -405,7 +405,7 @@ impl<'s> Indexer<'s> {
     ) -> io::Result<Record> {
         record.action = Some(outcome.action());
         if record.action == Some(Action::Conflict) && record.reason.is_none() {
-            record.reason = Some(conflict_reason(self.config.overwrite).into());
+            record.reason = Some(conflict_reason(outcome.refused).into());
         }
         let overwritten = self.refs.take_overwritten(&upload.id);
         for earlier in &overwritten {
@@ -708,6 +708,7 @@ impl<'s> Indexer<'s> {
         first: &mut Option<String>,
     ) -> io::Result<()> {
         outcome.add(key, published.outcome);
+        outcome.refused |= published.refused;
         if published.outcome == KeyOutcome::Conflict {
             return Ok(());
         }

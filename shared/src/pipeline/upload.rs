@@ -157,6 +157,9 @@ pub(super) struct Outcome {
     pub(super) conflicts: Vec<String>,
     /// What else the record's reason says (a source's tie left as it was).
     pub(super) notes: Vec<String>,
+    /// A conflict among them is an overwrite the product rule refused (refs/overwrites.rs):
+    /// the record's reason says so, other conflicts' the usual.
+    pub(super) refused: bool,
 }
 
 impl Outcome {

@@ -72,6 +72,12 @@ pub(super) enum PublishPlan {
     /// An overwrite replaces these uploads' bytes: mark them waiting for the key first
     /// (invariant 8), and decide again.
     MarkWaiting(BTreeSet<String>),
+    /// An overwrite's swap, written: [`PublishPlan::Copy`] (never our own earlier copy), the
+    /// uploads it displaced from the record noted as overwritten once the copy published.
+    Replace(Lease, Box<KeyRecord>, BTreeSet<String>),
+    /// An overwrite the product rule refuses (overwrites.rs): a conflict, as without
+    /// overwrite.
+    Refused,
 }
 
 impl Deciding<'_, '_> {
@@ -143,7 +149,6 @@ impl<'s> RefStore<'s> {
             other => other,
         };
         let lease = self.publisher_lease("copy", holder, publisher);
-        let mine = |refs: BTreeSet<String>, by: String| d.record(refs, by, &lease);
         let Some(mut record) = record else {
             return self.decide_unrecorded(d, guessed, had_record, lease);
         };
@@ -158,15 +163,19 @@ impl<'s> RefStore<'s> {
             // with it where the object alone stood for the record.) Each is
             // checked to be of the overwriter's product before it is marked
             // (`plan_key`; overwrites.rs): this swap, on the record as read,
-            // displaces only uploads marked, so only uploads checked.
-            let earlier: BTreeSet<String> =
-                record.refs.into_iter().filter(|r| r != upload).collect();
+            // displaces only uploads marked, so only uploads checked. A dead
+            // `create` lease's record may not say what is at the key: see
+            // `replace`.
+            let earlier: BTreeSet<String> = record
+                .refs
+                .iter()
+                .filter(|r| *r != upload)
+                .cloned()
+                .collect();
             if !earlier.is_subset(marked_waiting) {
                 return Ok(Step::Keep(PublishPlan::MarkWaiting(earlier)));
             }
-            let record = mine([upload.to_string()].into(), upload.to_string());
-            let plan = PublishPlan::Copy(lease, Box::new(record.clone()), false);
-            return Ok(Step::Write(record, plan));
+            return Ok(self.replace(d, &record, lease, earlier));
         }
         let by_us = record.by == upload && fresh;
         if record.lease.is_some() {
@@ -182,6 +191,38 @@ impl<'s> RefStore<'s> {
         } else {
             Ok(Step::Keep(check))
         }
+    }
+
+    /// [`Self::decide`] for an overwrite whose holders (`earlier`, each checked and marked
+    /// waiting) its swap displaces: the record names the overwriter alone.
+    ///
+    /// **A dead `create` lease keeps the key a creation** (as [`Self::take_over_dead`] does):
+    /// its holder died before it created the object, so the record may not describe what is
+    /// at the key — another upload's object alone (invariant 7), of another product, which
+    /// no holder checked here stands for. Under a `create` lease the copy looks first
+    /// (`Found::Other`), and replaces another upload's object only where that upload is of
+    /// the overwriter's product (`may_replace_owned`); a `copy` lease would copy blind.
+    fn replace(
+        &self,
+        d: &Deciding<'_, '_>,
+        read: &KeyRecord,
+        lease: Lease,
+        earlier: BTreeSet<String>,
+    ) -> Step<KeyRecord, PublishPlan> {
+        let upload = d.publisher.upload;
+        let creation = read.lease.as_ref().is_some_and(|l| l.op == CREATE);
+        let lease = if creation {
+            self.publisher_lease(CREATE, d.holder, d.publisher)
+        } else {
+            lease
+        };
+        let record = KeyRecord {
+            // A creation's record stays as written (its lease ends with the finalize).
+            alias_of: self.alias_target(d.content).filter(|_| creation),
+            ..d.record([upload.to_string()].into(), upload.to_string(), &lease)
+        };
+        let plan = PublishPlan::Replace(lease, Box::new(record.clone()), earlier);
+        Step::Write(record, plan)
     }
 
     /// [`Self::decide`] on a record holding a dead holder's lease (`decide` waits for a live

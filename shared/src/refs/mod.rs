@@ -281,6 +281,9 @@ pub struct RefStore<'s> {
     /// The uploads whose bytes an overwrite replaced, by the overwriting upload, until its
     /// record reports them ([`Self::take_overwritten`]).
     overwrote: std::sync::Mutex<HashMap<String, BTreeSet<String>>>,
+    /// The products upload records were read naming (`None`: none), by upload: whose bytes
+    /// an overwrite may replace (overwrites.rs). A product never changes for an upload.
+    products: std::sync::Mutex<HashMap<String, Option<String>>>,
     /// Listings upload records were seen with, by upload: a `create` lease of an upload
     /// listing its key for the lease's run is released (invariant 1). Only ever grows: a
     /// listing seen stays true of the lease it released (a later lease of the same run is
@@ -321,6 +324,7 @@ impl<'s> RefStore<'s> {
             deferred_source_maps: None,
             held: Default::default(),
             overwrote: Default::default(),
+            products: Default::default(),
             listed: Default::default(),
             listing_reads: Default::default(),
             known_owners: Default::default(),

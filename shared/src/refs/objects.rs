@@ -168,6 +168,7 @@ impl<'s> RefStore<'s> {
         Ok(Alone::Done(Publication {
             outcome,
             alias_of: found.alias_of,
+            refused: false,
         }))
     }
 
@@ -248,6 +249,7 @@ impl<'s> RefStore<'s> {
             return Ok(Publication {
                 outcome: KeyOutcome::Unchanged,
                 alias_of: record.alias_of,
+                refused: false,
             });
         }
         let alone = KeyRecord {
@@ -374,12 +376,14 @@ impl<'s> RefStore<'s> {
                 }
                 Found::Other(owner) if how.overwrite => {
                     let product = how.product.as_deref();
-                    if !self.may_replace_owned(key, upload, owner, product).await? {
+                    let replaced = self.may_replace_owned(key, upload, owner, product);
+                    let Some(displaced) = replaced.await? else {
                         self.drop_created(key, lease).await?;
-                        return Ok(KeyOutcome::Conflict.into());
-                    }
+                        return Ok(Publication::refused());
+                    };
                     self.copy_or_take_back(key, upload, content, &how.by, Some(lease))
-                        .await?
+                        .await?;
+                    self.note_overwrote(upload, displaced);
                 }
                 Found::Other(_) => {
                     self.drop_created(key, lease).await?;
@@ -404,7 +408,11 @@ impl<'s> RefStore<'s> {
             let outcome = self
                 .release_as(key, lease, written, share, KeyOutcome::Unchanged)
                 .await?;
-            return Ok(Publication { outcome, alias_of });
+            return Ok(Publication {
+                outcome,
+                alias_of,
+                refused: false,
+            });
         }
         if lease.op == CREATE && !adopted {
             // Created (or our own earlier attempt's copy found): the record, written with the
@@ -433,7 +441,11 @@ impl<'s> RefStore<'s> {
         let outcome = self
             .release_as(key, lease, written, release, outcome)
             .await?;
-        Ok(Publication { outcome, alias_of })
+        Ok(Publication {
+            outcome,
+            alias_of,
+            refused: false,
+        })
     }
 
     /// Releases `lease` on `key`'s record, changed by `release`: by one conditional write on

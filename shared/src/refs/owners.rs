@@ -86,7 +86,12 @@ impl<'s> RefStore<'s> {
             return Ok(None);
         }
         let file = format!("{UPLOADS_DIR}{owner}.json");
-        Ok(self.read::<UploadRecord>(&file).await?.map(|u| u.upload))
+        let record = self.read::<UploadRecord>(&file).await?;
+        // Its product is kept for an overwrite's check of it (overwrites.rs): no read more.
+        Ok(record.map(|u| {
+            self.remember_product(&u.upload, u.meta.product);
+            u.upload
+        }))
     }
 
     /// Whose the object of the same content found at a key is (invariant 7). The owner's

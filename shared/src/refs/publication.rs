@@ -50,6 +50,21 @@ pub(crate) struct Publication {
     /// Found in place ([`KeyOutcome::Unchanged`]): the target the key's record names, as the
     /// publication left the record (every way to that outcome learns it). Else none.
     pub alias_of: Option<String>,
+    /// A conflict the product rule made: an overwrite refused because another product's
+    /// uploads (or uploads unknown) hold the key's bytes (overwrites.rs). Any other
+    /// conflict (an object written outside symdex that adopting content meets, say) is not.
+    pub refused: bool,
+}
+
+impl Publication {
+    /// An overwrite the product rule refused: a conflict, as without overwrite.
+    pub(crate) fn refused() -> Self {
+        Publication {
+            outcome: KeyOutcome::Conflict,
+            alias_of: None,
+            refused: true,
+        }
+    }
 }
 
 impl From<KeyOutcome> for Publication {
@@ -63,6 +78,7 @@ impl From<KeyOutcome> for Publication {
         Publication {
             outcome,
             alias_of: None,
+            refused: false,
         }
     }
 }

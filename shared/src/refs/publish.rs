@@ -215,7 +215,10 @@ impl<'s> RefStore<'s> {
                     let unchecked = earlier.difference(&learned.marked_waiting);
                     let unchecked = unchecked.map(String::as_str);
                     if !self.may_overwrite(p.publisher.product, unchecked).await? {
-                        return Ok((PublishPlan::Done(KeyOutcome::Conflict), None));
+                        // Marked in an earlier round, they still hold the key: no wait.
+                        let stale = learned.marked_waiting.intersection(&earlier);
+                        self.unmark_waiting(key, stale).await?;
+                        return Ok((PublishPlan::Refused, None));
                     }
                     self.overwritten(key, upload, earlier.iter().cloned())
                         .await?;
@@ -296,6 +299,7 @@ impl<'s> RefStore<'s> {
             | PublishPlan::Learn(_)
             | PublishPlan::MarkWaiting(_) => Err(busy(&format!("{key}: no plan"))),
             PublishPlan::Done(outcome) => Ok(outcome.into()),
+            PublishPlan::Refused => Ok(Publication::refused()),
             PublishPlan::CopySole => {
                 self.copy_or_take_back(key, upload, content, upload, None)
                     .await?;
@@ -313,6 +317,19 @@ impl<'s> RefStore<'s> {
                 let written = written.map(|v| (*record, v.version));
                 self.copy_under_lease(key, upload, content, &lease, written, how)
                     .await
+            }
+            PublishPlan::Replace(lease, record, displaced) => {
+                let how = how(false, record.by.clone());
+                let written = written.map(|v| (*record, v.version));
+                let published = self
+                    .copy_under_lease(key, upload, content, &lease, written, how)
+                    .await?;
+                // Displaced from the record by the swap, and their bytes replaced now (a
+                // creation's copy may still have found another's object and given up).
+                if published.outcome == KeyOutcome::Published {
+                    self.note_overwrote(upload, displaced);
+                }
+                Ok(published)
             }
             PublishPlan::Check {
                 by_us,
@@ -340,7 +357,11 @@ impl<'s> RefStore<'s> {
             } else {
                 KeyOutcome::Unchanged
             };
-            return Ok(Publication { outcome, alias_of });
+            return Ok(Publication {
+                outcome,
+                alias_of,
+                refused: false,
+            });
         }
         let lease = self.lease_to_repair(d).await?;
         drop(turn);

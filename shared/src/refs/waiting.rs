@@ -61,14 +61,40 @@ impl<'s> RefStore<'s> {
     ) -> io::Result<()> {
         for earlier in earlier.into_iter().filter(|e| e != upload) {
             self.mark_waiting(key, &earlier).await?;
-            if let Ok(mut overwrote) = self.overwrote.lock() {
-                overwrote
-                    .entry(upload.to_string())
-                    .or_default()
-                    .insert(earlier);
-            }
         }
         Ok(())
+    }
+
+    /// Takes back the marks an overwrite of `key` wrote ([`Self::overwritten`]) for uploads
+    /// that still hold it, the overwrite refused after all (overwrites.rs): they wait for
+    /// nothing. A mark another overwrite of the same product wrote for the same upload at
+    /// once is the same file, and may go with it: that overwrite then displaces an upload
+    /// not marked, which loses the key when the overwriter goes — only where both
+    /// overwrites run at once and the holder that refused this one left in between, a
+    /// loss `verify` reports (the upload lists the key, which references it no more, and
+    /// it waits for nothing).
+    pub(super) async fn unmark_waiting(
+        &self,
+        key: &str,
+        holders: impl IntoIterator<Item = &String>,
+    ) -> io::Result<()> {
+        for upload in holders {
+            let file = waiting_file(key, upload);
+            self.store.delete(&file).await?;
+        }
+        Ok(())
+    }
+
+    /// Notes that `upload` replaced the bytes `displaced` held (an overwrite whose swap and
+    /// copy are done), for its record to report ([`Self::take_overwritten`]).
+    pub(super) fn note_overwrote(&self, upload: &str, displaced: impl IntoIterator<Item = String>) {
+        let displaced = displaced.into_iter().filter(|e| e != upload);
+        if let Ok(mut overwrote) = self.overwrote.lock() {
+            overwrote
+                .entry(upload.to_string())
+                .or_default()
+                .extend(displaced);
+        }
     }
 
     /// The uploads whose bytes `upload` has replaced at some key since the last call (an

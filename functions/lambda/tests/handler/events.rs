@@ -106,12 +106,16 @@ async fn a_conflict_with_another_products_keys_names_that_product() {
     conflict_with_another_products_keys(&[]).await;
 }
 
-/// The same with SYMDEX_OVERWRITE: an overwrite replaces only its own product's bytes
-/// (refs/overwrites.rs), so beta's is the same conflict. Before, beta's bytes replaced
-/// alpha's.
+/// The same with SYMDEX_OVERWRITE (and the product prefixes it needs): an overwrite replaces
+/// only its own product's bytes (refs/overwrites.rs), so beta's is the same conflict. Before,
+/// beta's bytes replaced alpha's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overwrite_of_another_products_keys_is_a_conflict_naming_that_product() {
-    conflict_with_another_products_keys(&[("SYMDEX_OVERWRITE", "true")]).await;
+    let overwrite = [
+        ("SYMDEX_OVERWRITE", "true"),
+        ("SYMDEX_PRODUCT_PREFIXES", "true"),
+    ];
+    conflict_with_another_products_keys(&overwrite).await;
 }
 
 /// Alpha publishes a Breakpad file, then beta other bytes under the same module id, indexed

@@ -156,8 +156,9 @@ async fn removing_a_binary_hands_its_debuginfo_to_the_separate_debug_file_waitin
     );
 }
 
-/// SYMDEX_OVERWRITE: a second build's debug file (other bytes, the same build id) replaces
-/// the first one's at every key, and the first waits for them (refs/, invariant 8).
+/// SYMDEX_OVERWRITE (which needs SYMDEX_PRODUCT_PREFIXES: both builds are product demo's):
+/// a second build's debug file (other bytes, the same build id) replaces the first one's at
+/// every key, and the first waits for them (refs/, invariant 8).
 /// Removing the second build's file hands them back: the first one, indexed again from its
 /// ingest object, serves them — not the removed build's bytes, and not nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,12 +171,13 @@ async fn removing_an_overwriting_debug_file_hands_its_keys_back_to_the_one_it_re
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("second.debug"), &second).unwrap();
     let debuginfo = format!("buildid/{}/debuginfo", fx.build_id());
-    let plain = context(&stack, &[]).await;
-    let overwriting = context(&stack, &[("SYMDEX_OVERWRITE", "true")]).await;
+    let prefixes = ("SYMDEX_PRODUCT_PREFIXES", "true");
+    let plain = context(&stack, &[prefixes]).await;
+    let overwriting = context(&stack, &[prefixes, ("SYMDEX_OVERWRITE", "true")]).await;
     for (key, file, ctx) in [
-        ("build-1/app.debug", fx.path("app.debug"), &plain),
+        ("demo/build-1/app.debug", fx.path("app.debug"), &plain),
         (
-            "build-2/app.debug",
+            "demo/build-2/app.debug",
             dir.path().join("second.debug"),
             &overwriting,
         ),
@@ -187,9 +189,9 @@ async fn removing_an_overwriting_debug_file_hands_its_keys_back_to_the_one_it_re
     assert!(
         records
             .iter()
-            .any(|r| r["ingest_key"] == "build-2/app.debug"
+            .any(|r| r["ingest_key"] == "demo/build-2/app.debug"
                 && r["reason"].as_str().is_some_and(
-                    |why| why.contains("overwrote") && why.contains("build-1/app.debug")
+                    |why| why.contains("overwrote") && why.contains("demo/build-1/app.debug")
                 )),
         "the manifest says whose bytes were replaced: {records:#?}"
     );
@@ -204,16 +206,16 @@ async fn removing_an_overwriting_debug_file_hands_its_keys_back_to_the_one_it_re
     // answer (`unchanged`) was forgotten by the overwrite.
     let again = json!({"Records": [{"eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": "us-east-1",
         "eventName": "ObjectCreated:Put",
-        "s3": {"bucket": {"name": INGEST, "arn": "arn:aws:s3:::symdex-ingest"}, "object": {"key": "build-1/app.debug"}}}]});
+        "s3": {"bucket": {"name": INGEST, "arn": "arn:aws:s3:::symdex-ingest"}, "object": {"key": "demo/build-1/app.debug"}}}]});
     handle_indexer(&plain, again).await.unwrap();
     let records = checks::manifest_records(&stack, SERVING).await;
     let last = records
         .iter()
-        .rfind(|r| r["ingest_key"] == "build-1/app.debug")
+        .rfind(|r| r["ingest_key"] == "demo/build-1/app.debug")
         .unwrap();
     assert_eq!(last["action"], "conflict", "{records:#?}");
 
-    delete_and_remove(&stack, &plain, "build-2/app.debug").await;
+    delete_and_remove(&stack, &plain, "demo/build-2/app.debug").await;
     let found = stack.objects(SERVING, &debuginfo).await;
     assert_eq!(found.len(), 1, "handed back, not unpublished");
     assert!(found[0].1 == first, "the first build's bytes");

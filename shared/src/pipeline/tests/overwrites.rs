@@ -97,7 +97,8 @@ async fn an_overwrite_never_replaces_another_products_bytes() {
 }
 
 /// An upload naming no product is product "none"'s: its overwrite leaves a product's bytes
-/// alone, and replaces those of an upload naming none, as before.
+/// alone, and replaces those of an upload naming none, as before. Refused, its record names
+/// the product holding the keys, as any other product's would.
 #[tokio::test]
 async fn an_upload_naming_no_product_overwrites_only_uploads_naming_none() {
     let a = Artifacts::new();
@@ -106,8 +107,11 @@ async fn an_upload_naming_no_product_overwrites_only_uploads_naming_none() {
         let dir = tempfile::tempdir().unwrap();
         let store = store_at(dir.path(), owners);
         let records = overwrite_refused(&store, &alpha, &a.elf_other).await;
-        let reason = records[0].reason.as_deref().unwrap_or_default();
-        assert!(reason.contains("another product"), "{reason}");
+        for record in records.iter().filter(|r| !r.conflicts.is_empty()) {
+            assert_eq!(record.held_by_products, ["alpha"], "owners {owners}");
+            let reason = record.reason.as_deref().unwrap_or_default();
+            assert!(reason.contains("cross-product"), "{reason}");
+        }
         assert_audit_clean(&store).await;
         let dir = tempfile::tempdir().unwrap();
         let store = store_at(dir.path(), owners);
@@ -177,5 +181,47 @@ async fn an_overwrite_of_bytes_whose_upload_record_is_gone_is_a_conflict() {
         );
         assert_eq!(contents(&store, &published).await, before);
         assert!(!waiters(&store).await.contains(&first.id));
+        // The product rule's conflict, with nobody's product to name: its reason says so.
+        for record in refused.records.iter().filter(|r| !r.conflicts.is_empty()) {
+            let reason = record.reason.as_deref().unwrap_or_default();
+            assert!(reason.contains("uploads unknown"), "{reason}");
+        }
     }
+}
+
+/// A conflict of an overwriting run that no product caused keeps the usual reason: here a
+/// debuginfod `section/` key (adopted content, never overwritten) meeting an object written
+/// outside symdex. Before, every conflict of an overwriting run blamed another product's
+/// uploads.
+#[tokio::test]
+async fn a_conflict_the_product_rule_did_not_make_keeps_the_usual_reason() {
+    let a = Artifacts::new();
+    let alpha = of_product(&a.debug_with_sources, Some("alpha"));
+    let sole = config_with_exclusive(true);
+    let scratch = tempfile::tempdir().unwrap();
+    let first = index_and_finalize(&store_at(scratch.path(), false), sole.clone(), &alpha).await;
+    let published = first.records.iter().flat_map(|r| r.published.iter());
+    let mut sections = published.filter(|k| k.contains("/section/"));
+    let section = sections.next().expect("a section key").clone();
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_at(dir.path(), false);
+    store
+        .put(&section, b"written outside symdex")
+        .await
+        .unwrap();
+    let overwrite = Config {
+        overwrite: true,
+        ..sole
+    };
+    let indexed = index_and_finalize(&store, overwrite, &alpha).await;
+    let record = indexed
+        .records
+        .iter()
+        .find(|r| r.conflicts.contains(&section));
+    let record = record.unwrap_or_else(|| panic!("{section}: {:#?}", indexed.records));
+    assert_eq!(record.action, Some(Action::Conflict));
+    let reason = record.reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("use overwrite"), "{reason}");
+    assert!(!reason.contains("another product"), "{reason}");
+    assert!(record.held_by_products.is_empty());
 }

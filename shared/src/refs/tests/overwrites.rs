@@ -105,9 +105,161 @@ async fn a_holder_added_after_an_overwrites_check_is_checked_before_the_swap() {
     assert_eq!(record.refs, ["a1".to_string(), "b1".to_string()].into());
     assert_eq!(record.etag, etag);
     assert_eq!(store.read("k").await.unwrap(), Some(b"bytes".to_vec()));
-    let waiting = others.all_waiting().await.unwrap();
-    assert!(waiting.iter().all(|w| w.upload != "a1"), "{waiting:?}");
-    assert!(!overwriter.take_overwritten("b2").contains("a1"));
+    // Nobody waits: b1, checked and marked in the first round, still holds the key (its
+    // mark is taken back), and nobody's bytes were overwritten.
+    assert_eq!(others.all_waiting().await.unwrap(), Vec::new());
+    assert_eq!(overwriter.take_overwritten("b2"), BTreeSet::new());
+}
+
+/// Alpha's a1, overwriting, wrote its record over beta's b1's lone object (invariant 7: no
+/// record, the object names b1), and died before creating anything: its dead `create`
+/// lease is on a record that does not describe what is at the key. Alpha's a2 overwrites
+/// with other bytes: a1 is alpha's, but the object is b1's — a conflict, b1's bytes stay.
+/// Before, a2's swap took a `copy` lease, whose copy replaced b1's object unlooked.
+#[tokio::test]
+async fn an_overwrite_taking_over_a_dead_creation_looks_at_whose_object_is_there() {
+    let (dir, input, etag) = input_beside_store();
+    let other_input = dir.path().join("other");
+    std::fs::write(&other_input, b"other bytes").unwrap();
+    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
+    let store = LocalStore::open(dir.path().join("s"))
+        .unwrap()
+        .with_owners();
+    let refs = RefStore::with_policy(&store, impatient());
+    planned(&refs, "b1", Some("beta"), &["k"]).await;
+    let alone = refs.publish("k", "b1", &old, OnDifferent::Conflict, true);
+    assert_eq!(alone.await.unwrap(), KeyOutcome::Published);
+    finalized(&refs, "b1", &["k"]).await;
+    assert_eq!(store.get(&key_file("k")).await.unwrap(), None, "b1's alone");
+    planned(&refs, "a1", Some("alpha"), &["k"]).await;
+    let dead = Lease {
+        holder: index_holder("a1"),
+        until: 0,
+        op: CREATE.to_string(),
+        run: "a1's run, over".to_string(),
+        acting: String::new(),
+    };
+    let stale = KeyRecord {
+        key: "k".to_string(),
+        etag: content_sha1(b"a1's bytes"),
+        size: 10,
+        refs: ["a1".to_string()].into(),
+        by: "a1".to_string(),
+        lease: Some(dead),
+        alias_of: None,
+    };
+    let bytes = serde_json::to_vec(&stale).unwrap();
+    store.put(&key_file("k"), &bytes).await.unwrap();
+    planned(&refs, "a2", Some("alpha"), &["k"]).await;
+    let overwriter = RefStore::with_policy(&store, impatient());
+    let overwrite = overwriter.publish_in_turn(
+        "k",
+        "a2",
+        Some("alpha"),
+        &new,
+        OnDifferent::Overwrite,
+        true,
+        None,
+    );
+    let published = overwrite.await.unwrap();
+    assert_eq!(published.outcome, KeyOutcome::Conflict);
+    assert!(published.refused, "the product rule's conflict");
+    assert_eq!(store.read("k").await.unwrap(), Some(b"bytes".to_vec()));
+    let owned = store.owned("k").await.unwrap().expect("b1's object");
+    assert_eq!(owned.owner, Some(refs.owner_token("b1").await.unwrap()));
+    assert_eq!(overwriter.take_overwritten("a2"), BTreeSet::new());
+    let waiting = refs.all_waiting().await.unwrap();
+    assert!(waiting.iter().all(|w| w.upload != "b1"), "{waiting:?}");
+}
+
+/// A holder's upload record that does not parse is nobody's to give away: that key is a
+/// conflict, not an error failing the overwriting upload. (A sole writer's keys: no
+/// `create` lease whose listing would be read from that record first.)
+#[tokio::test]
+async fn a_holder_whose_record_does_not_parse_is_a_conflict_not_an_error() {
+    let sole = LeasePolicy {
+        exclusive: true,
+        ..impatient()
+    };
+    let (dir, input, etag) = input_beside_store();
+    let other_input = dir.path().join("other");
+    std::fs::write(&other_input, b"other bytes").unwrap();
+    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
+    for owners in [false, true] {
+        let store = LocalStore::open(dir.path().join(format!("s{owners}"))).unwrap();
+        let store = if owners { store.with_owners() } else { store };
+        let refs = RefStore::with_policy(&store, sole.clone());
+        planned(&refs, "a1", Some("alpha"), &["k"]).await;
+        let first = refs.publish("k", "a1", &old, OnDifferent::Conflict, true);
+        assert_eq!(first.await.unwrap(), KeyOutcome::Published);
+        finalized(&refs, "a1", &["k"]).await;
+        let file = refs.upload_file("a1").await.unwrap();
+        store.put(&file, b"{not json").await.unwrap();
+        planned(&refs, "a2", Some("alpha"), &["k"]).await;
+        let overwriter = RefStore::with_policy(&store, sole.clone());
+        let overwrite = overwriter.publish_in_turn(
+            "k",
+            "a2",
+            Some("alpha"),
+            &new,
+            OnDifferent::Overwrite,
+            true,
+            None,
+        );
+        let published = overwrite.await.unwrap();
+        assert_eq!(published.outcome, KeyOutcome::Conflict, "owners {owners}");
+        assert!(published.refused, "owners {owners}");
+        assert_eq!(store.read("k").await.unwrap(), Some(b"bytes".to_vec()));
+    }
+}
+
+/// An overwrite checks a holder's product once per store, whatever number of keys it
+/// meets the holder at: where objects name their owners, the read that finds the owner's
+/// upload is that check's too.
+#[tokio::test]
+async fn a_holders_product_is_read_once() {
+    let (dir, input, etag) = input_beside_store();
+    let other_input = dir.path().join("other");
+    std::fs::write(&other_input, b"other bytes").unwrap();
+    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
+    let store = crate::storage::hooked::Hooked::new(
+        LocalStore::open(dir.path().join("s"))
+            .unwrap()
+            .with_owners(),
+        CountReads::default(),
+    );
+    let refs = RefStore::with_policy(&store, impatient());
+    let keys = ["k1", "k2", "k3"];
+    planned(&refs, "a1", Some("alpha"), &keys).await;
+    for key in keys {
+        let alone = refs.publish(key, "a1", &old, OnDifferent::Conflict, true);
+        assert_eq!(alone.await.unwrap(), KeyOutcome::Published);
+    }
+    finalized(&refs, "a1", &keys).await;
+    planned(&refs, "a2", Some("alpha"), &keys).await;
+    *store.hook().file.lock().unwrap() = refs.upload_file("a1").await.unwrap();
+    let overwriter = RefStore::with_policy(&store, impatient());
+    for key in keys {
+        let overwrite = overwriter.publish_in_turn(
+            key,
+            "a2",
+            Some("alpha"),
+            &new,
+            OnDifferent::Overwrite,
+            true,
+            None,
+        );
+        assert_eq!(overwrite.await.unwrap().outcome, KeyOutcome::Published);
+    }
+    let reads = store.hook().reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(reads, 1);
+    assert_eq!(
+        overwriter.take_overwritten("a2"),
+        BTreeSet::from(["a1".to_string()])
+    );
 }
 
 /// An overwrite replaces its own product's bytes, as before, and the holder waits for the
