@@ -22,13 +22,16 @@
 //!   two attributes a request), and `verify` reports a copy that names other content or
 //!   whose key is gone.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::str::FromStr;
 
+use zstd::zstd_safe::{CCtx, CParameter, ResetDirective};
+
 pub use crate::storage::encoding::{
-    copy_key, raw_key_of, EncodedMeta, Encoding, Staged, ENCODED_PREFIX,
+    copy_key, raw_key_of, EncodedMeta, Encoding, Staged, StagedBytes, ENCODED_PREFIX,
 };
 
 /// Objects smaller than this are not worth a copy: the saving is less than a request's
@@ -109,6 +112,108 @@ pub fn worth_keeping(raw: u64, encoded: u64) -> bool {
     raw >= MIN_RAW_SIZE && u128::from(encoded) * 4 <= u128::from(raw) * 3
 }
 
+/// Artifacts of at most this many raw bytes are staged in memory ([`Stager`]): read once into
+/// a buffer, compressed from it into in-memory copies, stored without a temporary file. Most
+/// of a symbol store's artifacts are small (16 KB in the debuginfod benchmark), where a file
+/// per copy in the system's `/tmp` costs an inode, a write and a copy into the store, a
+/// visible share of the work. The bound keeps the memory of a copy in flight at a few MiB
+/// (the raw bytes, a copy per encoding, a zstd context sized for 1 MiB); larger artifacts,
+/// up to a 4 GiB PDB, are streamed into unnamed temporary files, memory staying at the
+/// codec's window.
+pub const MEMORY_STAGING_MAX: u64 = 1 << 20;
+
+/// The copies of one artifact being staged: fed its raw bytes with `write` (one pass for
+/// every encoding), then [`Stager::finish`]ed with the count the read returned.
+pub struct Stager {
+    raw_size: u64,
+    staging: Staging,
+}
+
+enum Staging {
+    /// At most [`MEMORY_STAGING_MAX`] raw bytes, gathered to be compressed at the finish.
+    /// Bytes beyond `raw_size` (the upload grew while read) are not kept: the finish
+    /// refuses the read by its count.
+    Memory {
+        raw: Vec<u8>,
+        encodings: Vec<Encoding>,
+    },
+    /// A compressor per encoding streaming into its temporary file.
+    Stream(Vec<(Encoding, Compressor)>),
+}
+
+impl Stager {
+    /// Stages copies in `encodings` of `raw_size` raw bytes: in memory up to
+    /// [`MEMORY_STAGING_MAX`], in temporary files beyond.
+    pub fn new(encodings: &[Encoding], raw_size: u64) -> io::Result<Self> {
+        let staging = match usize::try_from(raw_size) {
+            Ok(capacity) if raw_size <= MEMORY_STAGING_MAX => Staging::Memory {
+                raw: Vec::with_capacity(capacity),
+                encodings: encodings.to_vec(),
+            },
+            _ => Staging::Stream(
+                encodings
+                    .iter()
+                    .map(|&e| Ok((e, Compressor::new(e, raw_size)?)))
+                    .collect::<io::Result<_>>()?,
+            ),
+        };
+        Ok(Stager { raw_size, staging })
+    }
+
+    /// The staged copies, `read` the number of raw bytes the read fed in: anything but the
+    /// size the stager was made for is refused (the upload changed while it was read). The
+    /// in-memory copies are compressed here, synchronously (the thread's zstd context is
+    /// never held across an await).
+    pub fn finish(self, read: u64) -> io::Result<Vec<(Encoding, Staged)>> {
+        let size = self.raw_size;
+        let gathered = match &self.staging {
+            Staging::Memory { raw, .. } => raw.len() as u64,
+            Staging::Stream(_) => read,
+        };
+        if read != size || gathered != size {
+            return Err(io::Error::other(format!(
+                "read {read} bytes of {size}: the upload changed while it was compressed"
+            )));
+        }
+        match self.staging {
+            Staging::Memory { raw, encodings } => encodings
+                .into_iter()
+                .map(|e| Ok((e, compress_bytes(e, &raw)?)))
+                .collect(),
+            Staging::Stream(compressors) => compressors
+                .into_iter()
+                .map(|(e, c)| Ok((e, c.finish()?)))
+                .collect(),
+        }
+    }
+}
+
+impl Write for Stager {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.staging {
+            Staging::Memory { raw, .. } => {
+                let room = usize::try_from(self.raw_size)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(raw.len());
+                raw.extend_from_slice(&buf[..buf.len().min(room)]);
+            }
+            Staging::Stream(compressors) => {
+                for (_, compressor) in compressors {
+                    compressor.write_all(buf)?;
+                }
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.staging {
+            Staging::Memory { .. } => Ok(()),
+            Staging::Stream(compressors) => compressors.iter_mut().try_for_each(|(_, c)| c.flush()),
+        }
+    }
+}
+
 /// A streaming compressor writing into a temporary file: bytes go in with `write`, and
 /// [`Compressor::finish`] returns the staged copy. Memory stays at the codec's window
 /// whatever the size (a 4 GiB PDB is staged on disk, not held).
@@ -129,16 +234,10 @@ impl Compressor {
         let inner = match encoding {
             Encoding::Zstd => {
                 let mut encoder = zstd::stream::write::Encoder::new(file, ZSTD_LEVEL)?;
-                // The size in the frame header: a decoder sizes its buffers from it, and
-                // clients that check X-Debuginfod-Size can check it before decoding.
-                encoder.set_pledged_src_size(Some(raw_size))?;
-                encoder.include_contentsize(true)?;
+                frame_as_copies_are(&mut encoder, raw_size)?;
                 Inner::Zstd(encoder)
             }
-            Encoding::Gzip => Inner::Gzip(flate2::write::GzEncoder::new(
-                file,
-                flate2::Compression::new(GZIP_LEVEL),
-            )),
+            Encoding::Gzip => Inner::Gzip(gzip_encoder(file)),
         };
         Ok(Compressor { inner })
     }
@@ -152,11 +251,7 @@ impl Compressor {
         file.flush()?;
         let size = file.stream_position()?;
         file.rewind()?;
-        Ok(Staged {
-            file,
-            size,
-            stored_at: Default::default(),
-        })
+        Ok(Staged::in_file(file, size))
     }
 }
 
@@ -176,11 +271,82 @@ impl Write for Compressor {
     }
 }
 
-/// Compresses all of `raw` (`raw_size` bytes) in `encoding`.
+/// Sets up a zstd encoder for a copy of `raw_size` bytes, the same on both staging paths (a
+/// copy is the same bytes whichever made it): [`ZSTD_LEVEL`], and the size in the frame
+/// header — a decoder sizes its buffers from it, and clients that check X-Debuginfod-Size
+/// can check it before decoding.
+fn frame_as_copies_are<W: Write>(
+    encoder: &mut zstd::stream::write::Encoder<'_, W>,
+    raw_size: u64,
+) -> io::Result<()> {
+    encoder.set_parameter(CParameter::CompressionLevel(ZSTD_LEVEL))?;
+    encoder.set_pledged_src_size(Some(raw_size))?;
+    encoder.include_contentsize(true)
+}
+
+fn gzip_encoder<W: Write>(out: W) -> flate2::write::GzEncoder<W> {
+    flate2::write::GzEncoder::new(out, flate2::Compression::new(GZIP_LEVEL))
+}
+
+/// Compresses all of `raw` (`raw_size` bytes) in `encoding`, streaming into a temporary file.
 pub fn compress(encoding: Encoding, raw: &mut impl Read, raw_size: u64) -> io::Result<Staged> {
     let mut compressor = Compressor::new(encoding, raw_size)?;
     io::copy(raw, &mut compressor)?;
     compressor.finish()
+}
+
+/// Compresses `raw` in `encoding` into memory: the same bytes as [`compress`] makes of them.
+/// zstd runs in the thread's context ([`with_zstd_context`]); gzip has none to keep.
+pub fn compress_bytes(encoding: Encoding, raw: &[u8]) -> io::Result<Staged> {
+    let copy = match encoding {
+        Encoding::Zstd => with_zstd_context(|context| {
+            let out = Vec::with_capacity(zstd::zstd_safe::compress_bound(raw.len()));
+            let mut encoder = zstd::stream::write::Encoder::with_context(out, context);
+            frame_as_copies_are(&mut encoder, raw.len() as u64)?;
+            encoder.write_all(raw)?;
+            encoder.finish()
+        })?,
+        Encoding::Gzip => {
+            let mut encoder = gzip_encoder(Vec::with_capacity(raw.len() / 2));
+            encoder.write_all(raw)?;
+            encoder.finish()?
+        }
+    };
+    Ok(Staged::in_memory(copy))
+}
+
+thread_local! {
+    /// This thread's zstd context for in-memory copies, made on its first copy and kept:
+    /// creating one per copy (`ZSTD_createCCtx`) was 3.6% of the CPU of a fresh index of
+    /// 16 KB files. Its workspace is sized by the largest copy it made, at most
+    /// [`MEMORY_STAGING_MAX`] raw bytes (the streaming path makes contexts of its own).
+    static ZSTD_CONTEXT: RefCell<Option<CCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's zstd context, reset to what a new one is: no session (a frame
+/// a previous user left unfinished is dropped) and zstd's default parameters, which
+/// [`frame_as_copies_are`] then sets as for a new context — the frame is the one a fresh
+/// context makes, whatever the context did before. `f` is synchronous: the context is
+/// never held across an await, so no other task on the thread finds it in use.
+fn with_zstd_context<T>(f: impl FnOnce(&mut CCtx<'static>) -> io::Result<T>) -> io::Result<T> {
+    ZSTD_CONTEXT.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            // In use further up this thread's stack (never so today): a context of its own.
+            return f(&mut new_zstd_context()?);
+        };
+        let context = match &mut *slot {
+            Some(context) => context,
+            empty => empty.insert(new_zstd_context()?),
+        };
+        context
+            .reset(ResetDirective::SessionAndParameters)
+            .map_err(|code| io::Error::other(zstd::zstd_safe::get_error_name(code)))?;
+        f(context)
+    })
+}
+
+fn new_zstd_context() -> io::Result<CCtx<'static>> {
+    CCtx::try_create().ok_or_else(|| io::Error::other("no memory for a zstd context"))
 }
 
 /// An unnamed temporary file (`O_TMPFILE` where the system has it): nothing is left behind by
@@ -199,8 +365,132 @@ pub fn decode(encoding: Encoding, encoded: impl Read, out: &mut impl Write) -> i
 
 #[cfg(test)]
 mod tests {
-    use super::{compress, decode, worth_keeping, Encoding, Encodings, MIN_RAW_SIZE};
-    use std::io::Read;
+    use super::{
+        compress, compress_bytes, decode, with_zstd_context, worth_keeping, Encoding, Encodings,
+        Staged, StagedBytes, Stager, MEMORY_STAGING_MAX, MIN_RAW_SIZE,
+    };
+    use std::io::{Read, Write};
+
+    /// `len` bytes that compress as a debug file does, about a fifth: runs of a few symbols
+    /// among pseudo-random bytes (xorshift, `seed` varying them).
+    fn artifact(len: usize, seed: u64) -> Vec<u8> {
+        let mut state = seed | 1;
+        let mut bytes = Vec::with_capacity(len);
+        while bytes.len() < len {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let [kind, byte, run, ..] = state.to_le_bytes();
+            if kind < 64 {
+                bytes.push(byte);
+            } else {
+                bytes.extend(std::iter::repeat_n(
+                    b"_ZN4core"[usize::from(run % 8)],
+                    1 + usize::from(run % 24),
+                ));
+            }
+        }
+        bytes.truncate(len);
+        bytes
+    }
+
+    fn bytes_of(staged: &Staged) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        staged.reader().unwrap().read_to_end(&mut bytes).unwrap();
+        assert_eq!(bytes.len() as u64, staged.size);
+        bytes
+    }
+
+    /// The copy the temporary-file path makes of `raw`: a fresh context, fed 8 KiB at a
+    /// time as a store's read feeds it.
+    fn streamed(encoding: Encoding, raw: &[u8]) -> Vec<u8> {
+        let staged = compress(encoding, &mut &raw[..], raw.len() as u64).unwrap();
+        assert!(matches!(staged.bytes, StagedBytes::File(_)));
+        bytes_of(&staged)
+    }
+
+    #[test]
+    fn copies_staged_in_memory_are_the_streamed_copies() {
+        let sizes = [1024, 16 * 1024 + 7, 200_000, MEMORY_STAGING_MAX as usize];
+        for (seed, len) in sizes.into_iter().enumerate() {
+            let raw = artifact(len, seed as u64 + 1);
+            for encoding in Encoding::ALL {
+                let staged = compress_bytes(encoding, &raw).unwrap();
+                assert!(matches!(staged.bytes, StagedBytes::Memory(_)));
+                assert_eq!(
+                    bytes_of(&staged),
+                    streamed(encoding, &raw),
+                    "{encoding} {len}"
+                );
+                let mut back = Vec::new();
+                decode(encoding, &bytes_of(&staged)[..], &mut back).unwrap();
+                assert!(back == raw, "{encoding} {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_reused_zstd_context_makes_the_same_frames() {
+        let large = artifact(MEMORY_STAGING_MAX as usize, 7);
+        let small = artifact(20_000, 8);
+        // A larger frame first (the context's workspace grown), then a small one, twice.
+        for raw in [&large, &small, &large, &small] {
+            let staged = compress_bytes(Encoding::Zstd, raw).unwrap();
+            assert!(bytes_of(&staged) == streamed(Encoding::Zstd, raw));
+        }
+        // A frame abandoned half-way (its encoder dropped unfinished, another size pledged,
+        // other parameters set): the next copy resets the session and sets its own.
+        with_zstd_context(|context| {
+            let mut encoder = zstd::stream::write::Encoder::with_context(Vec::new(), context);
+            encoder.set_pledged_src_size(Some(large.len() as u64))?;
+            encoder.include_checksum(true)?;
+            encoder.include_contentsize(false)?;
+            encoder.set_parameter(zstd::zstd_safe::CParameter::CompressionLevel(19))?;
+            encoder.write_all(&large[..large.len() / 2])?;
+            encoder.flush()
+        })
+        .unwrap();
+        let staged = compress_bytes(Encoding::Zstd, &small).unwrap();
+        assert!(bytes_of(&staged) == streamed(Encoding::Zstd, &small));
+    }
+
+    /// The copies a stager for `size` bytes makes when it is fed `fed` bytes of `raw`.
+    fn staged(raw: &[u8], size: u64, fed: usize) -> std::io::Result<Vec<(Encoding, Staged)>> {
+        let mut stager = Stager::new(&Encoding::ALL, size)?;
+        for chunk in raw[..fed].chunks(8192) {
+            stager.write_all(chunk)?;
+        }
+        stager.finish(fed as u64)
+    }
+
+    #[test]
+    fn the_bound_decides_where_copies_are_staged() {
+        let raw = artifact(MEMORY_STAGING_MAX as usize + 1, 9);
+        for (len, in_memory) in [(raw.len() - 1, true), (raw.len(), false)] {
+            let copies = staged(&raw, len as u64, len).unwrap();
+            assert_eq!(copies.len(), 2);
+            for (encoding, staged) in copies {
+                let memory = matches!(staged.bytes, StagedBytes::Memory(_));
+                assert_eq!(memory, in_memory, "{encoding} of {len} bytes");
+                assert_eq!(
+                    bytes_of(&staged),
+                    streamed(encoding, &raw[..len]),
+                    "{encoding}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_read_of_another_size_is_refused_on_both_paths() {
+        let raw = artifact(MEMORY_STAGING_MAX as usize + 2, 10);
+        for size in [MEMORY_STAGING_MAX, MEMORY_STAGING_MAX + 1] {
+            let short = staged(&raw, size, size as usize - 1).unwrap_err();
+            assert!(short.to_string().contains("the upload changed"), "{short}");
+            let long = staged(&raw, size, size as usize + 1).unwrap_err();
+            assert!(long.to_string().contains("the upload changed"), "{long}");
+        }
+    }
 
     #[test]
     fn encodings_parse_in_preference_order() {

@@ -7,28 +7,12 @@
 //! other content meanwhile (a removal or an overwrite in between), the copy is deleted again.
 //! A copy that fails is noted in the upload's record; the upload stands (its keys are live).
 
-use std::io::{self, Write};
+use std::io;
 
 use super::upload::Upload;
 use super::Indexer;
-use crate::encoded::{copy_key, worth_keeping, Compressor, EncodedMeta, Encoding, Staged};
+use crate::encoded::{copy_key, worth_keeping, EncodedMeta, Encoding, Staged, Stager};
 use crate::storage::{CopySource, ObjectInfo};
-
-/// One pass over the raw bytes feeds every encoding's compressor.
-struct Compressors(Vec<(Encoding, Compressor)>);
-
-impl Write for Compressors {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        for (_, compressor) in &mut self.0 {
-            compressor.write_all(buf)?;
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.0.iter_mut().try_for_each(|(_, c)| c.flush())
-    }
-}
 
 impl Indexer<'_> {
     /// Stores copies of the upload's bytes beside `keys` (keys it has just published, each
@@ -71,28 +55,17 @@ impl Indexer<'_> {
         notes
     }
 
-    /// The upload's bytes compressed in each encoding (one read of them).
+    /// The upload's bytes compressed in each encoding (one read of them): a small upload's
+    /// copies in memory, a large one's in temporary files (crate::encoded::Stager).
     async fn stage(
         &self,
         source: &CopySource<'_>,
         size: u64,
         encodings: &[Encoding],
     ) -> io::Result<Vec<(Encoding, Staged)>> {
-        let compressors = encodings
-            .iter()
-            .map(|&e| Ok((e, Compressor::new(e, size)?)))
-            .collect::<io::Result<Vec<_>>>()?;
-        let mut all = Compressors(compressors);
-        let read = self.store.read_source(source, &mut all).await?;
-        if read != size {
-            return Err(io::Error::other(format!(
-                "read {read} bytes of {size}: the upload changed while it was compressed"
-            )));
-        }
-        all.0
-            .into_iter()
-            .map(|(e, c)| Ok((e, c.finish()?)))
-            .collect()
+        let mut stager = Stager::new(encodings, size)?;
+        let read = self.store.read_source(source, &mut stager).await?;
+        stager.finish(read)
     }
 
     /// Writes one copy, then looks at its key: a copy of content the key no longer holds

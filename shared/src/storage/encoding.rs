@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, Seek};
+use std::io::{self, Read, Seek, Write};
 use std::str::FromStr;
 
 use super::ObjectInfo;
@@ -68,14 +68,38 @@ pub struct EncodedMeta {
     pub raw: ObjectInfo,
 }
 
-/// A copy staged in an unnamed temporary file, before it is stored.
+/// A compressed copy, staged before it is stored.
 #[derive(Debug)]
 pub struct Staged {
-    pub file: File,
+    pub bytes: StagedBytes,
     pub size: u64,
     /// Where this copy was first stored, where the store can link later keys' copies to it
     /// (a local store: one file for all the keys of an artifact, as its raw keys are).
     pub stored_at: std::sync::Mutex<Option<StoredCopy>>,
+}
+
+/// Where a staged copy's bytes are (crate::encoded chooses by the raw size).
+#[derive(Debug)]
+pub enum StagedBytes {
+    /// An unnamed temporary file: a large artifact's copy, which memory does not hold.
+    File(File),
+    /// The bytes themselves: a small artifact's copy, stored without a file in between.
+    Memory(Vec<u8>),
+}
+
+/// A reader of a staged copy's bytes from their start ([`Staged::reader`]).
+pub enum StagedReader<'a> {
+    File(File),
+    Memory(&'a [u8]),
+}
+
+impl Read for StagedReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            StagedReader::File(file) => file.read(buf),
+            StagedReader::Memory(bytes) => bytes.read(buf),
+        }
+    }
 }
 
 /// The first copy a store made of a [`Staged`] copy.
@@ -91,17 +115,57 @@ pub struct StoredCopy {
 }
 
 impl Staged {
-    /// A reader of the staged bytes from their start.
-    pub fn reader(&self) -> io::Result<File> {
-        let mut file = self.file.try_clone()?;
-        file.rewind()?;
-        Ok(file)
+    /// A staged copy of `bytes` held in memory.
+    pub fn in_memory(bytes: Vec<u8>) -> Staged {
+        Staged {
+            size: bytes.len() as u64,
+            bytes: StagedBytes::Memory(bytes),
+            stored_at: Default::default(),
+        }
     }
+
+    /// A staged copy of `size` bytes in `file`.
+    pub fn in_file(file: File, size: u64) -> Staged {
+        Staged {
+            bytes: StagedBytes::File(file),
+            size,
+            stored_at: Default::default(),
+        }
+    }
+
+    /// A reader of the staged bytes from their start.
+    pub fn reader(&self) -> io::Result<StagedReader<'_>> {
+        Ok(match &self.bytes {
+            StagedBytes::File(file) => StagedReader::File(rewound(file)?),
+            StagedBytes::Memory(bytes) => StagedReader::Memory(bytes),
+        })
+    }
+
+    /// Writes all the staged bytes to `out`; returns how many. From a file, `io::copy` keeps
+    /// the kernel's in-place copy where `out` is a file too; from memory, one write.
+    pub fn write_all_to<W: Write>(&self, out: &mut W) -> io::Result<u64> {
+        match &self.bytes {
+            StagedBytes::File(file) => io::copy(&mut rewound(file)?, out),
+            StagedBytes::Memory(bytes) => {
+                out.write_all(bytes)?;
+                Ok(bytes.len() as u64)
+            }
+        }
+    }
+}
+
+/// Another handle of `file`, rewound to its start (a duplicate shares the file's offset: each
+/// reader of the copy starts it again).
+fn rewound(file: &File) -> io::Result<File> {
+    let mut file = file.try_clone()?;
+    file.rewind()?;
+    Ok(file)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_key, raw_key_of, Encoding};
+    use super::{copy_key, raw_key_of, Encoding, Staged};
+    use std::io::{Read, Write};
 
     #[test]
     fn copy_keys_round_trip_and_name_nothing_else() {
@@ -112,5 +176,27 @@ mod tests {
         assert_eq!(raw_key_of("_symdex/encoded/br/x"), None);
         assert_eq!(raw_key_of("_symdex/encoded/zstd/"), None);
         assert_eq!(raw_key_of("buildid/_symdex/encoded/zstd/x"), None);
+    }
+
+    #[test]
+    fn a_staged_copy_reads_from_its_start_in_a_file_or_in_memory() {
+        let bytes = b"a staged copy".to_vec();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&bytes).unwrap();
+        for staged in [
+            Staged::in_file(file, bytes.len() as u64),
+            Staged::in_memory(bytes.clone()),
+        ] {
+            assert_eq!(staged.size, bytes.len() as u64);
+            // Twice each: every reader and every write starts at the first byte.
+            for _ in 0..2 {
+                let mut read = Vec::new();
+                staged.reader().unwrap().read_to_end(&mut read).unwrap();
+                assert_eq!(read, bytes);
+                let mut written = Vec::new();
+                assert_eq!(staged.write_all_to(&mut written).unwrap(), staged.size);
+                assert_eq!(written, bytes);
+            }
+        }
     }
 }

@@ -85,7 +85,7 @@ impl LocalStore {
         let temp = self.temp_path();
         let written = (|| {
             let mut file = fs::File::create(&temp)?;
-            io::copy(&mut staged.reader()?, &mut file)?;
+            staged.write_all_to(&mut file)?;
             set_attribute(&temp, &attribute)
         })();
         if let Err(e) = written {
@@ -113,7 +113,7 @@ impl LocalStore {
         let Some(mut file) = self.open_unnamed()? else {
             return Ok(None);
         };
-        io::copy(&mut staged.reader()?, &mut file)?;
+        staged.write_all_to(&mut file)?;
         rustix::fs::fsetxattr(
             &file,
             ENCODES_ATTRIBUTE,

@@ -529,14 +529,25 @@ fn keys_cannot_escape_the_root() {
 /// is replaced, and no temporary file is left.
 #[test]
 fn an_artifacts_copies_are_links_of_the_first() {
-    use crate::encoded::{compress, copy_key, EncodedMeta, Encoding};
+    // Both staging paths: a copy staged in a temporary file, and one staged in memory.
+    for in_memory in [false, true] {
+        artifacts_copies_are_links_of_the_first(in_memory);
+    }
+}
+
+fn artifacts_copies_are_links_of_the_first(in_memory: bool) {
+    use crate::encoded::{compress, compress_bytes, copy_key, EncodedMeta, Encoding};
     use std::os::unix::fs::MetadataExt;
     let (_d, s) = store();
     if !s.can_name_owners().unwrap() {
         return;
     }
     let staged_of = |raw: &[u8]| {
-        let staged = compress(Encoding::Zstd, &mut &raw[..], raw.len() as u64).unwrap();
+        let staged = if in_memory {
+            compress_bytes(Encoding::Zstd, raw).unwrap()
+        } else {
+            compress(Encoding::Zstd, &mut &raw[..], raw.len() as u64).unwrap()
+        };
         let raw = ObjectInfo {
             size: raw.len() as u64,
             etag: content_sha1(raw),
@@ -559,11 +570,14 @@ fn an_artifacts_copies_are_links_of_the_first() {
     for key in &keys {
         s.put_encoded_now(key, &staged, &meta).unwrap();
     }
+    let mut bytes = Vec::new();
+    staged.write_all_to(&mut bytes).unwrap();
     let inode = |key: &str| fs::metadata(s.path_of(key).unwrap()).unwrap().ino();
     for key in &keys {
         assert_eq!(inode(key), inode(&keys[0]), "{key}");
         let (size, named) = s.encoded_now(key).unwrap().expect("a copy");
         assert_eq!((size, named), (staged.size, meta.clone()), "{key}");
+        assert_eq!(fs::read(s.path_of(key).unwrap()).unwrap(), bytes, "{key}");
     }
     let left: Vec<_> = fs::read_dir(s.root().join(TMP_DIR)).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");

@@ -2,7 +2,8 @@
 //! content it encodes in its metadata (`symdex-raw-size`, `symdex-raw-etag`), and the raw's
 //! debuginfod headers (`debuginfod-size` is the raw size: what a client's progress and its
 //! check of the decoded file count). Stored in parts from the staged file: memory holds one
-//! part, whatever the copy's size.
+//! part, whatever the copy's size (a small artifact's copy, staged in memory, is sent from
+//! there).
 
 use std::io;
 use std::sync::atomic::Ordering;
@@ -10,7 +11,7 @@ use std::sync::atomic::Ordering;
 use super::ingest::{upload, Target};
 use super::parts::{part_size_for, Bodies, PartsAtOnce};
 use super::{object_metadata, sdk_err, unquote, S3Store, UPLOAD_PART_SIZE};
-use crate::storage::encoding::{EncodedMeta, Encoding, Staged};
+use crate::storage::encoding::{EncodedMeta, Encoding, Staged, StagedBytes};
 use crate::storage::{check_key, CopySource, ObjectInfo, StorageResult};
 
 const RAW_SIZE_META: &str = "symdex-raw-size";
@@ -36,9 +37,13 @@ impl S3Store {
             content_encoding: Some(meta.encoding.as_str()),
         };
         // One part at a time: the copy follows its live key (no client waits for it), and
-        // an unnamed file's part is read into memory to be sent.
+        // an unnamed file's part is read into memory to be sent; a copy staged in memory is
+        // sent from there.
         let parts = PartsAtOnce::new(1);
-        let bodies = Bodies::Open(&staged.file);
+        let bodies = match &staged.bytes {
+            StagedBytes::File(file) => Bodies::Open(file),
+            StagedBytes::Memory(bytes) => Bodies::Memory(bytes),
+        };
         upload(
             &self.client,
             target,

@@ -60,6 +60,8 @@ pub(super) enum Bodies<'a> {
     /// An open file with no name (a staged compressed copy): each body read into memory
     /// whole, one at a time where the upload allows one part at once.
     Open(&'a File),
+    /// Bytes in memory (a small artifact's staged copy): each body a copy of its range.
+    Memory(&'a [u8]),
 }
 
 impl Bodies<'_> {
@@ -108,6 +110,22 @@ impl Bodies<'_> {
                     .as_ref()
                     .map(|_| base64_of(&crc32fast::hash(&bytes).to_be_bytes()));
                 Ok((ByteStream::from(bytes), crc))
+            }
+            Bodies::Memory(all) => {
+                let range = usize::try_from(offset)
+                    .ok()
+                    .zip(usize::try_from(offset.saturating_add(len)).ok())
+                    .and_then(|(start, end)| all.get(start..end))
+                    .ok_or_else(|| {
+                        std::io::Error::other(format!(
+                            "a body of {len} bytes at {offset} is beyond the {} staged",
+                            all.len()
+                        ))
+                    })?;
+                let crc = checksum
+                    .as_ref()
+                    .map(|_| base64_of(&crc32fast::hash(range).to_be_bytes()));
+                Ok((ByteStream::from(range.to_vec()), crc))
             }
         }
     }
