@@ -608,9 +608,9 @@ fn print_rows(results: &[(usize, Checked)], json: bool) -> anyhow::Result<[usize
     for (_, checked) in results {
         counts[checked.status as usize] += 1;
         if json {
-            println!("{}", serde_json::to_string(checked)?);
+            say!("{}", serde_json::to_string(checked)?)?;
         } else {
-            println!(
+            say!(
                 "{:<13} {:<14} {:<24} {}{}{}{}",
                 serde_json::to_value(checked.status)?.as_str().unwrap_or(""),
                 checked.wanted.client,
@@ -637,7 +637,7 @@ fn print_rows(results: &[(usize, Checked)], json: bool) -> anyhow::Result<[usize
                         .note
                         .map(|n| format!("  [{n}]"))
                         .unwrap_or_default(),
-            );
+            )?;
         }
     }
     Ok(counts)

@@ -1,6 +1,13 @@
 //! `symdex`: the command-line face of the symdex engine. Argument parsing lives here; each
 //! subcommand is a module over the shared crate.
 
+/// `println!` returning the write's error instead of panicking ([`stdout`]): `say!(...)?`.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::stdout::line(format_args!($($arg)*))
+    };
+}
+
 mod audit_page;
 mod auth;
 mod check;
@@ -21,6 +28,7 @@ mod session;
 mod sourcelink;
 mod srcsrv;
 mod stamps;
+mod stdout;
 mod verify;
 
 use std::path::PathBuf;
@@ -157,6 +165,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // Standard output's reader went away (`| head`): it has what it wanted.
+        Err(err) if stdout::is_reader_gone(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("symdex: {err:#}");
             error_code

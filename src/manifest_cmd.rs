@@ -202,11 +202,17 @@ async fn query(args: &QueryArgs) -> anyhow::Result<ExitCode> {
         return missing_sources(store, args, &query, format).await;
     }
     match format {
-        Format::Csv => println!("{CSV_HEADER}"),
-        Format::Table => println!(
+        Format::Csv => say!("{CSV_HEADER}")?,
+        Format::Table => say!(
             "{:<20} {:<11} {:<14} {:<11} {:<8} {:<44} {:>5} NAME",
-            "TIME", "ACTION", "BUILD", "FORMAT", "ARCH", "DEBUG_ID", "KEYS"
-        ),
+            "TIME",
+            "ACTION",
+            "BUILD",
+            "FORMAT",
+            "ARCH",
+            "DEBUG_ID",
+            "KEYS"
+        )?,
         Format::Json => {}
     }
     // Streamed: records are printed as they are read, one manifest object in memory at a time.
@@ -217,9 +223,9 @@ async fn query(args: &QueryArgs) -> anyhow::Result<ExitCode> {
         }
         matched += 1;
         match format {
-            Format::Json => println!("{}", serde_json::to_string(&r)?),
-            Format::Csv => println!("{}", csv_row(&r)),
-            Format::Table => println!("{}", table_row(&r)),
+            Format::Json => say!("{}", serde_json::to_string(&r)?)?,
+            Format::Csv => say!("{}", csv_row(&r))?,
+            Format::Table => say!("{}", table_row(&r))?,
         }
         Ok(())
     };
@@ -234,19 +240,19 @@ async fn query(args: &QueryArgs) -> anyhow::Result<ExitCode> {
     if format != Format::Table {
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{matched} records");
+    say!("{matched} records")?;
     if let Some(key) = &args.key {
         let key = key.trim_start_matches('/');
         let now = RefStore::new(store).key(key).await?;
         match now {
             Some(k) if !k.refs.is_empty() => {
                 let (key, count) = (shown(key), k.refs.len());
-                println!("{key}: published, referenced by {count} uploads:");
+                say!("{key}: published, referenced by {count} uploads:")?;
                 for upload in &k.refs {
-                    println!("  {}", shown(upload));
+                    say!("  {}", shown(upload))?;
                 }
             }
-            _ => println!("{}: not published now", shown(key)),
+            _ => say!("{}: not published now", shown(key))?,
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -267,9 +273,9 @@ async fn missing_sources(
     };
     for_each_record(store, &args.prefix, args.since.as_deref(), see).await?;
     if format == Format::Csv {
-        println!("build_id,name,upload,path");
+        say!("build_id,name,upload,path")?;
     } else if format == Format::Table {
-        println!("{:<42} {:<24} PATH", "BUILD_ID", "NAME");
+        say!("{:<42} {:<24} PATH", "BUILD_ID", "NAME")?;
     }
     let mut count = 0usize;
     for (want, key, path) in replay.missing() {
@@ -278,7 +284,7 @@ async fn missing_sources(
         let build_id = want.build_id.as_str();
         count += 1;
         match format {
-            Format::Json => println!(
+            Format::Json => say!(
                 "{}",
                 serde_json::json!({
                     "build_id": build_id,
@@ -288,24 +294,24 @@ async fn missing_sources(
                     "path": path,
                     "key": key,
                 })
-            ),
-            Format::Csv => println!(
+            )?,
+            Format::Csv => say!(
                 "{},{},{},{}",
                 csv_field(build_id),
                 csv_field(name),
                 csv_field(&r.upload),
                 csv_field(path)
-            ),
-            Format::Table => println!(
+            )?,
+            Format::Table => say!(
                 "{:<42} {:<24} {}",
                 shown(build_id),
                 shown(name),
                 shown(path)
-            ),
+            )?,
         }
     }
     if format == Format::Table {
-        println!("{count} source files missing");
+        say!("{count} source files missing")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -158,24 +158,27 @@ pub fn run(cmd: &ReportCommand) -> anyhow::Result<ExitCode> {
         for (wanted, requests) in &ranked {
             let mut v = serde_json::to_value(wanted)?;
             v["requests"] = (*requests).into();
-            println!("{v}");
+            say!("{v}")?;
         }
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    say!(
         "{:>8} {:<11} {:<40} {:<45} KEY",
-        "REQUESTS", "LAYOUT", "NAME", "ID"
-    );
+        "REQUESTS",
+        "LAYOUT",
+        "NAME",
+        "ID"
+    )?;
     for (w, n) in &ranked {
-        println!(
+        say!(
             "{n:>8} {:<11} {:<40} {:<45} {}",
             w.layout,
             w.name.as_deref().unwrap_or("-"),
             w.id.as_deref().unwrap_or("-"),
             w.key
-        );
+        )?;
     }
-    println!("{misses} of {total} requests missed");
+    say!("{misses} of {total} requests missed")?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -68,9 +68,9 @@ fn indexer_config() -> Config {
 fn print_records(records: &[Record], json: bool) -> anyhow::Result<()> {
     for record in records {
         if json {
-            println!("{}", serde_json::to_string(record)?);
+            say!("{}", serde_json::to_string(record)?).or_else(crate::stdout::reader_gone)?;
         } else {
-            println!("{}", describe(record));
+            say!("{}", describe(record)).or_else(crate::stdout::reader_gone)?;
         }
     }
     Ok(())
@@ -92,12 +92,13 @@ async fn promote_async(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
         }
     };
     print_records(&records, false)?;
-    println!(
+    say!(
         "symdex: {} uploads of build {} promoted to {}",
         records.len(),
         args.build,
         args.channel
-    );
+    )
+    .or_else(crate::stdout::reader_gone)?;
     Ok(if records.is_empty() {
         eprintln!("symdex: no upload of build {} found", args.build);
         ExitCode::FAILURE
@@ -153,7 +154,7 @@ async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
             let store = args.store.open().await?;
             let indexer = Indexer::new(&*store, deployment_config());
             let plan = indexer.plan_expiry(now, args.policy.as_ref()).await?;
-            print_plan(&plan);
+            print_plan(&plan)?;
             return Ok(ExitCode::SUCCESS);
         }
     };
@@ -162,7 +163,7 @@ async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
     let indexer = Indexer::new(&store, args.keys.config()).handing_over_to(&hand_over);
     let plan = indexer.plan_expiry(now, args.policy.as_ref()).await?;
     if args.dry_run {
-        print_plan(&plan);
+        print_plan(&plan)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut removals = Vec::new();
@@ -182,31 +183,33 @@ async fn expire_async(args: &ExpireArgs) -> anyhow::Result<ExitCode> {
     print_records(&records, args.json)?;
     let removed: Vec<&String> = records.iter().flat_map(|r| &r.removed).collect();
     let bytes: u64 = removed.iter().filter_map(|k| plan.freed.get(*k)).sum();
-    println!(
+    say!(
         "symdex: {} uploads expired, {} keys unpublished, {bytes} bytes freed",
         records.len(),
         removed.len()
-    );
+    )
+    .or_else(crate::stdout::reader_gone)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// What an expiry would remove, and the bytes it would free.
-fn print_plan(plan: &symdex_shared::pipeline::ExpiryPlan) {
+fn print_plan(plan: &symdex_shared::pipeline::ExpiryPlan) -> std::io::Result<()> {
     for upload in &plan.uploads {
-        println!(
+        say!(
             "would expire {} (channel {}, expires {})",
             upload.source,
             upload.meta.channel.as_deref().unwrap_or("(none)"),
             upload.meta.expires.as_deref().unwrap_or("never")
-        );
+        )?;
     }
     for (key, size) in &plan.freed {
-        println!("would unpublish {key} ({size} bytes)");
+        say!("would unpublish {key} ({size} bytes)")?;
     }
-    println!(
+    say!(
         "symdex: dry run: {} uploads would expire, {} keys unpublished, {} bytes freed",
         plan.uploads.len(),
         plan.freed.len(),
         plan.bytes_freed()
-    );
+    )?;
+    Ok(())
 }

@@ -36,6 +36,6 @@ pub fn run(args: &SourcelinkArgs) -> anyhow::Result<ExitCode> {
     let base =
         store_base(&served.url, &served.product, &served.build).map_err(anyhow::Error::msg)?;
     let map = SourceLinkMap::for_roots(&served.roots, &base);
-    println!("{}", map.to_json());
+    say!("{}", map.to_json())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -27,9 +27,9 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(audit_with(&*store, "_manifest", depth).await?)
     })??;
     for problem in &audit.problems {
-        println!("{problem}");
+        say!("{problem}")?;
     }
-    println!(
+    say!(
         "symdex verify: {} keys checked ({}), {} problems",
         audit.keys,
         if args.deep {
@@ -38,7 +38,7 @@ pub fn run(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
             "sizes; --deep hashes content"
         },
         audit.problems.len()
-    );
+    )?;
     Ok(if audit.problems.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -60,11 +60,11 @@ pub fn run(args: &AuditArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("writing {}", args.html.display()))?;
     let held: u64 = data.holdings.lines.iter().map(|l| l.keys).sum();
     let bytes: u64 = data.holdings.lines.iter().map(|l| l.bytes).sum();
-    println!(
+    say!(
         "symdex audit: {} records read, {held} keys ({bytes} bytes) held; wrote {} ({} bytes)",
         data.records,
         args.html.display(),
         html.len()
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -425,11 +425,11 @@ pub(super) fn report(checked: &[DocumentChecked], json: bool) -> anyhow::Result<
     for row in checked {
         *counts.entry(row.status).or_default() += 1;
         if json {
-            println!("{}", serde_json::to_string(row)?);
+            say!("{}", serde_json::to_string(row)?)?;
             continue;
         }
         let wanted = &row.wanted;
-        println!(
+        say!(
             "{:<13} {:<14} {:<24} {} -> {}{}{}",
             row.status.as_str(),
             wanted.client,
@@ -444,7 +444,7 @@ pub(super) fn report(checked: &[DocumentChecked], json: bool) -> anyhow::Result<
                 .as_deref()
                 .map(|b| format!("  [published by {b}]"))
                 .unwrap_or_default(),
-        );
+        )?;
     }
     if checked.is_empty() {
         return Ok((0, 0));

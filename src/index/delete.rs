@@ -79,10 +79,11 @@ pub(super) async fn delete_async(args: &DeleteArgs) -> anyhow::Result<ExitCode> 
         indexer.end_removal(removal).await?;
     }
     let removed: usize = records.iter().map(|r| r.removed.len()).sum();
-    println!(
+    say!(
         "symdex: {} uploads deleted, {removed} keys unpublished",
         records.len()
-    );
+    )
+    .or_else(crate::stdout::reader_gone)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -122,15 +123,16 @@ async fn delete_build_deployed(
         {
             Ok(true) => {
                 deleted += 1;
-                println!("deleted s3://{bucket}/{key}");
+                say!("deleted s3://{bucket}/{key}").or_else(crate::stdout::reader_gone)?;
             }
-            Ok(false) => println!("gone or replaced already: s3://{bucket}/{key}"),
+            Ok(false) => say!("gone or replaced already: s3://{bucket}/{key}")
+                .or_else(crate::stdout::reader_gone)?,
             Err(e) => anyhow::bail!("{}", crate::deployment::explain(bucket, &e)),
         }
     }
-    println!(
+    say!(
         "symdex: {deleted} ingest objects of build {build} deleted; the deployment's remover unpublishes their keys (see manifest query --action unpublished)"
-    );
+    ).or_else(crate::stdout::reader_gone)?;
     Ok(if objects.is_empty() {
         eprintln!("symdex: no upload of build {build} found");
         ExitCode::FAILURE

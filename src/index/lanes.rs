@@ -230,9 +230,11 @@ pub(super) async fn run_async(
     writer.take(&mut sink, true, &mut failed).await?;
     bar.finish_and_clear();
     sink.finish().await?;
-    println!("symdex: {} -> {}", sink.summary, args.store.display());
+    say!("symdex: {} -> {}", sink.summary, args.store.display())
+        .or_else(crate::stdout::reader_gone)?;
     for key in &sink.manifests {
-        println!("manifest: {}", store.inner().root().join(key).display());
+        say!("manifest: {}", store.inner().root().join(key).display())
+            .or_else(crate::stdout::reader_gone)?;
     }
     let handed = writer
         .handed_conflicts

@@ -104,7 +104,7 @@ impl<'i, 's> Sink<'i, 's> {
         for record in written.into_iter().chain(&undone) {
             self.summary.add(record);
             if self.json {
-                println!("{}", serde_json::to_string(record)?);
+                say!("{}", serde_json::to_string(record)?).or_else(crate::stdout::reader_gone)?;
             } else if record.action != Some(Action::Skipped)
                 && record.conflicts.len() + usize::from(record.reason.is_some()) > 0
             {
