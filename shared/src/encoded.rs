@@ -117,22 +117,28 @@ pub fn worth_keeping(raw: u64, encoded: u64) -> bool {
 /// of a symbol store's artifacts are small (16 KB in the debuginfod benchmark), where a file
 /// per copy in the system's `/tmp` costs an inode, a write and a copy into the store, a
 /// visible share of the work. The bound keeps the memory of a copy in flight at a few MiB
-/// (the raw bytes, a copy per encoding, a zstd context sized for 1 MiB); larger artifacts,
-/// up to a 4 GiB PDB, are streamed into unnamed temporary files, memory staying at the
-/// codec's window.
+/// (the raw bytes, a copy per encoding, and per runtime thread one zstd context of about
+/// 2.5 MiB; docs/compression.md, "Memory"); larger artifacts, up to a 4 GiB PDB, are streamed
+/// into unnamed temporary files, memory staying at the codec's window.
 pub const MEMORY_STAGING_MAX: u64 = 1 << 20;
+
+/// Whether copies of `raw_size` raw bytes are staged in memory (at most
+/// [`MEMORY_STAGING_MAX`]) rather than in temporary files.
+pub fn staged_in_memory(raw_size: u64) -> bool {
+    raw_size <= MEMORY_STAGING_MAX
+}
 
 /// The copies of one artifact being staged: fed its raw bytes with `write` (one pass for
 /// every encoding), then [`Stager::finish`]ed with the count the read returned.
 pub struct Stager {
     raw_size: u64,
+    /// Raw bytes written so far: never more than `raw_size` (a write past it is an error).
+    fed: u64,
     staging: Staging,
 }
 
 enum Staging {
     /// At most [`MEMORY_STAGING_MAX`] raw bytes, gathered to be compressed at the finish.
-    /// Bytes beyond `raw_size` (the upload grew while read) are not kept: the finish
-    /// refuses the read by its count.
     Memory {
         raw: Vec<u8>,
         encodings: Vec<Encoding>,
@@ -146,7 +152,7 @@ impl Stager {
     /// [`MEMORY_STAGING_MAX`], in temporary files beyond.
     pub fn new(encodings: &[Encoding], raw_size: u64) -> io::Result<Self> {
         let staging = match usize::try_from(raw_size) {
-            Ok(capacity) if raw_size <= MEMORY_STAGING_MAX => Staging::Memory {
+            Ok(capacity) if staged_in_memory(raw_size) => Staging::Memory {
                 raw: Vec::with_capacity(capacity),
                 encodings: encodings.to_vec(),
             },
@@ -157,29 +163,25 @@ impl Stager {
                     .collect::<io::Result<_>>()?,
             ),
         };
-        Ok(Stager { raw_size, staging })
+        Ok(Stager {
+            raw_size,
+            fed: 0,
+            staging,
+        })
     }
 
     /// The staged copies, `read` the number of raw bytes the read fed in: anything but the
     /// size the stager was made for is refused (the upload changed while it was read). The
-    /// in-memory copies are compressed here, synchronously (the thread's zstd context is
-    /// never held across an await).
+    /// in-memory copies are compressed here, on the calling thread ([`copies_of_bytes`]: call
+    /// it on the runtime's threads, not `spawn_blocking`'s).
     pub fn finish(self, read: u64) -> io::Result<Vec<(Encoding, Staged)>> {
         let size = self.raw_size;
-        let gathered = match &self.staging {
-            Staging::Memory { raw, .. } => raw.len() as u64,
-            Staging::Stream(_) => read,
-        };
-        if read != size || gathered != size {
-            return Err(io::Error::other(format!(
-                "read {read} bytes of {size}: the upload changed while it was compressed"
-            )));
+        if read != size || self.fed != size {
+            let read = if read == size { self.fed } else { read };
+            return Err(changed(format!("read {read} bytes of {size}")));
         }
         match self.staging {
-            Staging::Memory { raw, encodings } => encodings
-                .into_iter()
-                .map(|e| Ok((e, compress_bytes(e, &raw)?)))
-                .collect(),
+            Staging::Memory { raw, encodings } => copies_of_bytes(&encodings, &raw),
             Staging::Stream(compressors) => compressors
                 .into_iter()
                 .map(|(e, c)| Ok((e, c.finish()?)))
@@ -188,15 +190,27 @@ impl Stager {
     }
 }
 
+/// The error of a read that did not give the size the upload had when it was indexed.
+fn changed(what: String) -> io::Error {
+    io::Error::other(format!(
+        "{what}: the upload changed while it was compressed"
+    ))
+}
+
 impl Write for Stager {
+    /// Takes `buf` whole, or refuses it where it would take the bytes fed past the size: the
+    /// upload grew (an object replaced while read), and the read stops there instead of
+    /// going on to its end (a 4 GiB object replacing a small one is not downloaded whole
+    /// only to be refused by [`Stager::finish`]).
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let fed = self.fed.saturating_add(buf.len() as u64);
+        if fed > self.raw_size {
+            let size = self.raw_size;
+            return Err(changed(format!("read past the {size} bytes")));
+        }
+        self.fed = fed;
         match &mut self.staging {
-            Staging::Memory { raw, .. } => {
-                let room = usize::try_from(self.raw_size)
-                    .unwrap_or(usize::MAX)
-                    .saturating_sub(raw.len());
-                raw.extend_from_slice(&buf[..buf.len().min(room)]);
-            }
+            Staging::Memory { raw, .. } => raw.extend_from_slice(buf),
             Staging::Stream(compressors) => {
                 for (_, compressor) in compressors {
                     compressor.write_all(buf)?;
@@ -295,10 +309,34 @@ pub fn compress(encoding: Encoding, raw: &mut impl Read, raw_size: u64) -> io::R
     compressor.finish()
 }
 
+/// The copies in `encodings` of `raw` (at most [`MEMORY_STAGING_MAX`] bytes: the caller
+/// chose memory), compressed from the slice itself: a stager's buffer, or bytes the upload
+/// already holds in memory (an archive entry, a section), which are not copied once more.
+///
+/// Synchronous, on the calling thread (the runtime's), which it holds meanwhile: 1 MiB takes
+/// a few ms at zstd level 3, some tens of ms with gzip on (gzip -6 runs at a tenth of zstd's
+/// speed), a 16 KB artifact (most of them) well under one. Left there on purpose: on
+/// `spawn_blocking`'s threads each would keep a zstd context of its own ([`compress_bytes`]).
+pub(crate) fn copies_of_bytes(
+    encodings: &[Encoding],
+    raw: &[u8],
+) -> io::Result<Vec<(Encoding, Staged)>> {
+    encodings
+        .iter()
+        .map(|&e| Ok((e, compress_bytes(e, raw)?)))
+        .collect()
+}
+
 /// Compresses `raw` in `encoding` into memory: the same bytes as [`compress`] makes of them.
-/// zstd runs in the thread's context ([`with_zstd_context`]); gzip has none to keep.
-pub fn compress_bytes(encoding: Encoding, raw: &[u8]) -> io::Result<Staged> {
-    let copy = match encoding {
+/// zstd runs in the thread's context ([`with_zstd_context`]); gzip has none to keep. The copy
+/// is held until it is stored, across awaits: its buffer is shrunk to the copy.
+///
+/// Crate-private, called on the runtime's threads only: every thread that calls it keeps a
+/// zstd context of about 2.5 MiB for good, so a call from `spawn_blocking` (a pool of up to
+/// 512 threads) would leave one behind on each thread of the pool it ran on.
+pub(crate) fn compress_bytes(encoding: Encoding, raw: &[u8]) -> io::Result<Staged> {
+    let mut copy = match encoding {
+        // Room for the worst case (incompressible bytes): the frame never grows the buffer.
         Encoding::Zstd => with_zstd_context(|context| {
             let out = Vec::with_capacity(zstd::zstd_safe::compress_bound(raw.len()));
             let mut encoder = zstd::stream::write::Encoder::with_context(out, context);
@@ -306,12 +344,17 @@ pub fn compress_bytes(encoding: Encoding, raw: &[u8]) -> io::Result<Staged> {
             encoder.write_all(raw)?;
             encoder.finish()
         })?,
+        // A start at a quarter of the raw size, about what gzip keeps of a debug file or a
+        // source (a copy is kept at three quarters at most): the buffer grows at most twice
+        // for a copy worth keeping, where the raw size's half reserved twice the usual copy.
+        // What is held after is the copy alone either way (shrunk below).
         Encoding::Gzip => {
-            let mut encoder = gzip_encoder(Vec::with_capacity(raw.len() / 2));
+            let mut encoder = gzip_encoder(Vec::with_capacity(raw.len() / 4));
             encoder.write_all(raw)?;
             encoder.finish()?
         }
     };
+    copy.shrink_to_fit();
     Ok(Staged::in_memory(copy))
 }
 
@@ -319,7 +362,8 @@ thread_local! {
     /// This thread's zstd context for in-memory copies, made on its first copy and kept:
     /// creating one per copy (`ZSTD_createCCtx`) was 3.6% of the CPU of a fresh index of
     /// 16 KB files. Its workspace is sized by the largest copy it made, at most
-    /// [`MEMORY_STAGING_MAX`] raw bytes (the streaming path makes contexts of its own).
+    /// [`MEMORY_STAGING_MAX`] raw bytes: about 2.5 MiB (`CCtx::sizeof` after a 1 MiB copy),
+    /// kept for the thread's life (the streaming path makes contexts of its own).
     static ZSTD_CONTEXT: RefCell<Option<CCtx<'static>>> = const { RefCell::new(None) };
 }
 
@@ -482,13 +526,60 @@ mod tests {
     }
 
     #[test]
-    fn a_read_of_another_size_is_refused_on_both_paths() {
+    fn a_read_one_byte_short_or_one_byte_long_is_refused_in_memory_and_in_a_file() {
         let raw = artifact(MEMORY_STAGING_MAX as usize + 2, 10);
         for size in [MEMORY_STAGING_MAX, MEMORY_STAGING_MAX + 1] {
             let short = staged(&raw, size, size as usize - 1).unwrap_err();
             assert!(short.to_string().contains("the upload changed"), "{short}");
             let long = staged(&raw, size, size as usize + 1).unwrap_err();
             assert!(long.to_string().contains("the upload changed"), "{long}");
+        }
+    }
+
+    /// A reader of endless bytes, counting what it gave.
+    struct Endless {
+        given: u64,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(b'x');
+            self.given += buf.len() as u64;
+            Ok(buf.len())
+        }
+    }
+
+    /// A source that grew while it was read (an object replaced by a far larger one) is
+    /// refused at the first write past its size: the read stops there, not at its end.
+    #[test]
+    fn a_growing_source_is_refused_within_a_chunk_of_its_size_in_memory_and_in_a_file() {
+        const CHUNK: u64 = 8192;
+        for size in [MIN_RAW_SIZE, MEMORY_STAGING_MAX, MEMORY_STAGING_MAX + 1] {
+            let mut stager = Stager::new(&Encoding::ALL, size).unwrap();
+            let mut source = Endless { given: 0 };
+            let mut chunk = [0u8; CHUNK as usize];
+            let refused = loop {
+                let n = source.read(&mut chunk).unwrap();
+                if let Err(e) = stager.write_all(&chunk[..n]) {
+                    break e;
+                }
+                assert!(source.given < 1 << 30, "read on to 1 GiB");
+            };
+            assert!(
+                refused.to_string().contains("the upload changed"),
+                "{refused}"
+            );
+            assert!(source.given <= size + CHUNK, "{} of {size}", source.given);
+            // The same through `io::copy` (how a local store feeds a file to the stager).
+            let mut stager = Stager::new(&Encoding::ALL, size).unwrap();
+            let mut source = Endless { given: 0 };
+            let refused = std::io::copy(&mut (&mut source).take(1 << 30), &mut stager);
+            let refused = refused.unwrap_err();
+            assert!(
+                refused.to_string().contains("the upload changed"),
+                "{refused}"
+            );
+            assert!(source.given <= size + CHUNK, "{} of {size}", source.given);
         }
     }
 

@@ -169,7 +169,7 @@ variable "indexer_memory_mb" {
 }
 
 variable "indexer_ephemeral_storage_mb" {
-  description = "The indexer's /tmp (512-10240 MB): archive entries over 4 MiB are expanded there, and a published file's compressed copy (compress) is staged there before its upload, one of each per message in flight (message_concurrency), so it bounds the largest entry indexed and the largest file compressed."
+  description = "The indexer's /tmp (512-10240 MB): archive entries over 4 MiB are expanded there, and a published file's compressed copy (compress) over 1 MiB is staged there before its upload (copies of smaller files are staged in memory), one of each per message in flight (message_concurrency), so it bounds the largest entry indexed and the largest file compressed."
   type        = number
   default     = 4096
   validation {

@@ -11,7 +11,10 @@ use std::io;
 
 use super::upload::Upload;
 use super::Indexer;
-use crate::encoded::{copy_key, worth_keeping, EncodedMeta, Encoding, Staged, Stager};
+use crate::encoded::{
+    copies_of_bytes, copy_key, staged_in_memory, worth_keeping, EncodedMeta, Encoding, Staged,
+    Stager,
+};
 use crate::storage::{CopySource, ObjectInfo};
 
 impl Indexer<'_> {
@@ -56,13 +59,20 @@ impl Indexer<'_> {
     }
 
     /// The upload's bytes compressed in each encoding (one read of them): a small upload's
-    /// copies in memory, a large one's in temporary files (crate::encoded::Stager).
+    /// copies in memory, a large one's in temporary files (crate::encoded::Stager). Small
+    /// bytes the upload holds in memory already (an archive entry, a section) are compressed
+    /// from where they are, not copied into a stager's buffer first.
     async fn stage(
         &self,
         source: &CopySource<'_>,
         size: u64,
         encodings: &[Encoding],
     ) -> io::Result<Vec<(Encoding, Staged)>> {
+        if let CopySource::Bytes(bytes) = source {
+            if bytes.len() as u64 == size && staged_in_memory(size) {
+                return copies_of_bytes(encodings, bytes);
+            }
+        }
         let mut stager = Stager::new(encodings, size)?;
         let read = self.store.read_source(source, &mut stager).await?;
         stager.finish(read)

@@ -142,10 +142,21 @@ impl Staged {
     }
 
     /// Writes all the staged bytes to `out`; returns how many. From a file, `io::copy` keeps
-    /// the kernel's in-place copy where `out` is a file too; from memory, one write.
+    /// the kernel's in-place copy where `out` is a file too, and a file that gave other than
+    /// the staged size (cut short, or written to since) is an error, not a copy stored cut or
+    /// padded; from memory, one write.
     pub fn write_all_to<W: Write>(&self, out: &mut W) -> io::Result<u64> {
         match &self.bytes {
-            StagedBytes::File(file) => io::copy(&mut rewound(file)?, out),
+            StagedBytes::File(file) => {
+                let written = io::copy(&mut rewound(file)?, out)?;
+                if written != self.size {
+                    return Err(io::Error::other(format!(
+                        "the staged copy gave {written} bytes of {}",
+                        self.size
+                    )));
+                }
+                Ok(written)
+            }
             StagedBytes::Memory(bytes) => {
                 out.write_all(bytes)?;
                 Ok(bytes.len() as u64)
@@ -197,6 +208,17 @@ mod tests {
                 assert_eq!(staged.write_all_to(&mut written).unwrap(), staged.size);
                 assert_eq!(written, bytes);
             }
+        }
+    }
+
+    #[test]
+    fn a_staged_file_of_another_size_than_staged_is_not_written_as_the_copy() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"a staged copy").unwrap();
+        for size in [12, 14] {
+            let staged = Staged::in_file(file.try_clone().unwrap(), size);
+            let err = staged.write_all_to(&mut Vec::new()).unwrap_err();
+            assert!(err.to_string().contains("gave 13 bytes of"), "{err}");
         }
     }
 }

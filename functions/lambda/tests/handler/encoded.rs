@@ -49,6 +49,50 @@ async fn a_key_s_copy_carries_its_encoding_and_raw_size_and_goes_with_it() {
     );
 }
 
+/// A source over the in-memory bound (`MEMORY_STAGING_MAX`) is read from its ingest object
+/// into copies staged in temporary files: each copy on S3 decodes to its bytes, and the audit
+/// (which decodes every copy) finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_over_the_memory_bound_gets_copies_staged_in_files() {
+    use symdex_shared::encoded::{staged_in_memory, MEMORY_STAGING_MAX};
+
+    let stack = Stack::new().await;
+    let ctx = context(
+        &stack,
+        &[
+            ("SYMDEX_COMPRESS", "zstd,gzip"),
+            ("SYMDEX_SOURCE_EXTENSIONS", "c"),
+        ],
+    )
+    .await;
+    let mut raw = Vec::new();
+    for i in 0.. {
+        if raw.len() as u64 > MEMORY_STAGING_MAX + 4096 {
+            break;
+        }
+        raw.extend_from_slice(format!("int value_{i} = {i};\n").as_bytes());
+    }
+    assert!(!staged_in_memory(raw.len() as u64));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("values.c");
+    std::fs::write(&path, &raw).unwrap();
+    upload_and_index(&stack, &ctx, "build-1/values.c", &path).await;
+    for encoding in Encoding::ALL {
+        let copies = stack
+            .objects(SERVING, &format!("_symdex/encoded/{encoding}/"))
+            .await;
+        assert!(!copies.is_empty(), "{encoding}: a copy");
+        for (copy, stored) in copies {
+            assert!(stored.len() * 4 <= raw.len(), "{copy}: {}", stored.len());
+            let mut decoded = Vec::new();
+            decode(encoding, &stored[..], &mut decoded).unwrap();
+            assert!(decoded == raw, "{copy} decodes to the source's bytes");
+        }
+    }
+    let (problems, _) = checks::audited(&stack, SERVING).await;
+    assert!(problems.is_empty(), "{problems:?}");
+}
+
 /// Without SYMDEX_COMPRESS (the function's default; the module sets `zstd`) no copy is made.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_compression_no_copy_is_made() {

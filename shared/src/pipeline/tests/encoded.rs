@@ -6,7 +6,10 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{assert_audit_clean, index_and_finalize};
-use crate::encoded::{compress, copy_key, decode, EncodedMeta, Encoding, Encodings};
+use crate::encoded::{
+    compress, copy_key, decode, staged_in_memory, EncodedMeta, Encoding, Encodings,
+    MEMORY_STAGING_MAX,
+};
 use crate::pipeline::Config;
 use crate::storage::hooked::{BeforeChange, Hooked};
 use crate::storage::{LocalStore, ObjectInfo, Storage, StorageResult};
@@ -64,6 +67,47 @@ async fn every_published_key_gets_copies_that_decode_to_its_bytes() {
             let mut back = Vec::new();
             decode(encoding, &stored[..], &mut back).unwrap();
             assert_eq!(back, artifact.bytes, "{copy}");
+            let served = store.current_copy(key, encoding).unwrap().expect("current");
+            assert_eq!(served.raw_size, artifact.bytes.len() as u64);
+            expected.insert(copy);
+        }
+    }
+    assert_eq!(copies_in(&store).await, expected);
+    assert_audit_clean(&store).await;
+}
+
+/// An upload over [`MEMORY_STAGING_MAX`] is staged the other way, streamed into temporary
+/// files: its copies are stored from them, decode to its bytes, and pass the audit (which
+/// decodes every copy) as the small uploads' in-memory copies do.
+#[tokio::test]
+async fn an_upload_over_the_memory_bound_gets_copies_staged_in_files_that_decode_to_it() {
+    let mut bytes = Vec::new();
+    for i in 0.. {
+        if bytes.len() as u64 > MEMORY_STAGING_MAX + 4096 {
+            break;
+        }
+        bytes.extend_from_slice(format!("int value_{i} = {i};\n").as_bytes());
+    }
+    assert!(!staged_in_memory(bytes.len() as u64));
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap();
+    let artifact = source_of(bytes);
+    let indexed = index_and_finalize(&store, compressing("zstd,gzip"), &artifact).await;
+    let published: Vec<&String> = indexed.records.iter().flat_map(|r| &r.published).collect();
+    assert!(!published.is_empty());
+    let mut expected = BTreeSet::new();
+    for key in published {
+        assert_eq!(
+            store.read(key).await.unwrap().as_ref(),
+            Some(&artifact.bytes)
+        );
+        for encoding in Encoding::ALL {
+            let copy = copy_key(encoding, key);
+            let stored = store.read(&copy).await.unwrap().expect(&copy);
+            assert!(stored.len() * 4 <= artifact.bytes.len(), "{copy}");
+            let mut back = Vec::new();
+            decode(encoding, &stored[..], &mut back).unwrap();
+            assert!(back == artifact.bytes, "{copy} decodes to the raw bytes");
             let served = store.current_copy(key, encoding).unwrap().expect("current");
             assert_eq!(served.raw_size, artifact.bytes.len() as u64);
             expected.insert(copy);

@@ -287,4 +287,35 @@ mod tests {
             assert!(bodies.body(2, 20, &crc).await.is_err(), "past the end");
         }
     }
+
+    /// A copy staged in memory gives the bodies and checksums a file of its bytes gives.
+    #[tokio::test]
+    async fn bytes_in_memory_give_the_bodies_and_checksums_a_file_gives() {
+        let bytes = b"..123456789..";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, bytes).unwrap();
+        let crc = Some(aws_sdk_s3::types::ChecksumAlgorithm::Crc32);
+        let memory = Bodies::Memory(bytes);
+        for (offset, len) in [(2, 9), (0, 13), (12, 1), (5, 0), (13, 0)] {
+            let (body, sum) = memory.body(offset, len, &crc).await.unwrap();
+            let (_, file_sum) = Bodies::Path(&path).body(offset, len, &crc).await.unwrap();
+            assert_eq!(sum, file_sum, "{offset}+{len}");
+            let body = body.collect().await.unwrap().into_bytes();
+            let (start, end) = (offset as usize, (offset + len) as usize);
+            assert_eq!(&body[..], &bytes[start..end], "{offset}+{len}");
+        }
+        let (_, sum) = memory.body(2, 9, &crc).await.unwrap();
+        assert_eq!(sum.as_deref(), Some("y/Q5Jg=="));
+        let (body, sum) = memory.body(2, 9, &None).await.unwrap();
+        assert_eq!(sum, None, "no checksum asked for");
+        assert_eq!(
+            &body.collect().await.unwrap().into_bytes()[..],
+            b"123456789"
+        );
+        for (offset, len) in [(2, 20), (14, 0), (13, 1), (u64::MAX, 2), (1, u64::MAX)] {
+            let err = memory.body(offset, len, &crc).await.unwrap_err();
+            assert!(err.to_string().contains("beyond the 13 staged"), "{err}");
+        }
+    }
 }
