@@ -249,7 +249,7 @@ fn wanted_keys(input: &str, id: &Identity, name: &str, clients: &[Client], out: 
             continue;
         };
         if client == Client::Gdb {
-            eprintln!(
+            say_err!(
                 "symdex: {input}: split DWARF: gdb looks for the DWARF package only as \
                  {name}.dwp beside the binary (it asks no server for it); LLDB asks \
                  buildid/{build_id}/debuginfo"
@@ -277,7 +277,7 @@ fn read_inputs(args: &CheckArgs, clients: &[Client], urls: &StoreUrls) -> anyhow
             Walked::File(p) => p,
             Walked::Skipped(..) => continue,
             Walked::Error(p, e) => {
-                eprintln!("symdex: {}: {e}", p.display());
+                say_err!("symdex: {}: {e}", p.display());
                 failed = true;
                 continue;
             }
@@ -295,7 +295,7 @@ fn read_inputs(args: &CheckArgs, clients: &[Client], urls: &StoreUrls) -> anyhow
                 continue;
             }
             Some(Err(e)) => {
-                eprintln!("symdex: {shown}: {e:#}");
+                say_err!("symdex: {shown}: {e:#}");
                 failed = true;
                 continue;
             }
@@ -321,12 +321,12 @@ fn read_inputs(args: &CheckArgs, clients: &[Client], urls: &StoreUrls) -> anyhow
                     Outcome::Skipped(_) => {}
                     // It may be an artifact: not checked is no pass.
                     Outcome::Rejected(reason) => {
-                        eprintln!("symdex: {}: not checked: {reason}", item.shown);
+                        say_err!("symdex: {}: not checked: {reason}", item.shown);
                         failed = true;
                     }
                     Outcome::Failed(e) if item.in_archive && !e.is_io() => {}
                     Outcome::Failed(e) => {
-                        eprintln!("symdex: {}: {e}", item.shown);
+                        say_err!("symdex: {}: {e}", item.shown);
                         failed = true;
                     }
                 }
@@ -334,7 +334,7 @@ fn read_inputs(args: &CheckArgs, clients: &[Client], urls: &StoreUrls) -> anyhow
             },
         );
         if let Err(e) = walked {
-            eprintln!("symdex: {shown}: {e}");
+            say_err!("symdex: {shown}: {e}");
             failed = true;
         }
     }
@@ -532,7 +532,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("--public-url: {e}"))?;
     let (wanted, documents, input_failed) = read_inputs(args, &clients, &urls)?;
     if urls.guessing() && !documents.is_empty() {
-        eprintln!(
+        say_err!(
             "symdex: source URLs whose path holds /src/<product>/<build>/ are taken for the \
              store's (--public-url names the store's URL)"
         );
@@ -583,7 +583,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     results.sort_by_key(|(index, _)| *index);
     let counts = print_rows(&results, args.json)?;
     let [found, missing, forbidden, wrong, errors] = counts;
-    eprintln!(
+    say_err!(
         "symdex: {found} found, {missing} missing, {forbidden} forbidden, {wrong} wrong content, {errors} errors"
     );
     let documents = check_documents(

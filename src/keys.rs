@@ -114,7 +114,7 @@ fn write_table_pdb_sources(out: &mut impl Write, id: &Identity) -> io::Result<()
 
 pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = io::BufWriter::new(crate::stdout::Marked(stdout.lock()));
     let mut failed = false;
     let layouts = args.layout.layouts();
     if !args.json {
@@ -225,7 +225,11 @@ fn take_rows(
                 args.limits.into(),
                 &mut row,
             ) {
-                eprintln!("symdex: {}: {err}", path.display());
+                // Nobody reads the rows any more: the walk ends here (src/stdout.rs).
+                if crate::stdout::is_reader_gone(&err) {
+                    return Err(err);
+                }
+                say_err!("symdex: {}: {err}", path.display());
                 *failed = true;
             }
             Ok(())

@@ -8,6 +8,14 @@ macro_rules! say {
     };
 }
 
+/// `eprintln!` that drops the line where standard error fails instead of panicking
+/// ([`stdout`]).
+macro_rules! say_err {
+    ($($arg:tt)*) => {
+        $crate::stdout::err_line(format_args!($($arg)*))
+    };
+}
+
 mod audit_page;
 mod auth;
 mod check;
@@ -165,10 +173,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        // Standard output's reader went away (`| head`): it has what it wanted.
-        Err(err) if stdout::is_reader_gone(&err) => ExitCode::SUCCESS,
+        // Standard output's reader went away (`| head`): quietly, and not as a success the
+        // run did not reach (src/stdout.rs).
+        Err(err) if stdout::is_reader_gone(err.as_ref()) => {
+            ExitCode::from(stdout::READER_GONE_STATUS)
+        }
         Err(err) => {
-            eprintln!("symdex: {err:#}");
+            say_err!("symdex: {err:#}");
             error_code
         }
     }

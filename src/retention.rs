@@ -100,7 +100,7 @@ async fn promote_async(args: &PromoteArgs) -> anyhow::Result<ExitCode> {
     )
     .or_else(crate::stdout::reader_gone)?;
     Ok(if records.is_empty() {
-        eprintln!("symdex: no upload of build {} found", args.build);
+        say_err!("symdex: no upload of build {} found", args.build);
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -30,7 +30,7 @@ pub fn open_for_writing(
         LocalStore::open(path).with_context(|| format!("cannot open store {}", path.display()))?;
     let lock = store
         .lock_writer(|| {
-            eprintln!(
+            say_err!(
                 "symdex: another symdex process is writing to {}; waiting for it to finish",
                 path.display()
             )
@@ -38,7 +38,7 @@ pub fn open_for_writing(
         .with_context(|| format!("cannot lock store {}", path.display()))?;
     let leftovers = store.clean_temp(&lock)?;
     if leftovers > 0 {
-        eprintln!("symdex: removed {leftovers} temporary files left by an interrupted run");
+        say_err!("symdex: removed {leftovers} temporary files left by an interrupted run");
     }
     let store = store
         .naming_owners_as_marked(Some(&lock))

@@ -38,17 +38,17 @@ pub fn run(args: &SrcsrvArgs) -> anyhow::Result<ExitCode> {
     };
     let sources = pdb.pdb_sources.unwrap_or_default();
     if sources.documents.is_empty() {
-        eprintln!("symdex: {}: names no documents", args.pdb.display());
+        say_err!("symdex: {}: names no documents", args.pdb.display());
     }
     for reason in &sources.unread {
-        eprintln!("symdex: {}: not read: {reason}", args.pdb.display());
+        say_err!("symdex: {}: not read: {reason}", args.pdb.display());
     }
     let (stream, left_out) = srcsrv_stream(&sources.documents, &served.roots, &base);
     for path in &left_out {
-        eprintln!("symdex: {path}: left out (under no --root, or holds `%` or `*`)");
+        say_err!("symdex: {path}: left out (under no --root, or holds `%` or `*`)");
     }
     let stdout = io::stdout();
-    let mut out = stdout.lock();
+    let mut out = crate::stdout::Marked(stdout.lock());
     out.write_all(stream.as_bytes())?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)

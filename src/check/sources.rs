@@ -102,7 +102,7 @@ pub(super) fn wanted_documents(
         return;
     }
     for reason in &sources.unread {
-        eprintln!("symdex: {input}: its documents may not all be checked: {reason}");
+        say_err!("symdex: {input}: its documents may not all be checked: {reason}");
     }
     let wanted = |client: Client, index: usize, target: Result<String, String>| {
         let document = &sources.documents[index];
@@ -136,7 +136,7 @@ pub(super) fn wanted_documents(
                     out.push(wanted(Client::Sourcelink, index, url));
                 }
             }
-            None => eprintln!(
+            None => say_err!(
                 "symdex: {input}: no Source Link map: Visual Studio and dotnet find its \
                  {count} documents at no URL"
             ),
@@ -144,7 +144,7 @@ pub(super) fn wanted_documents(
     }
     if clients.contains(&Client::Srcsrv) && id.format == Format::Pdb {
         if sources.srcsrv.is_none() {
-            eprintln!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
+            say_err!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
             return;
         }
         // The stream itself where the PDB is at hand (its rows say why a document is fetched
@@ -181,7 +181,7 @@ fn srcsrv_lines(input: &str, pdb: &Path) -> Option<SrcsrvLines> {
         Ok(Some(bytes)) => Some(SrcsrvLines::parse(&bytes)),
         Ok(None) => None,
         Err(why) => {
-            eprintln!("symdex: {input}: srcsrv stream not read: {why}");
+            say_err!("symdex: {input}: srcsrv stream not read: {why}");
             None
         }
     }
@@ -456,7 +456,7 @@ pub(super) fn report(checked: &[DocumentChecked], json: bool) -> anyhow::Result<
         count(DocumentStatus::Forbidden),
         count(DocumentStatus::Error),
     );
-    eprintln!(
+    say_err!(
         "symdex: {} documents served, {missing} missing, {wrong} wrong, {} not served by this \
          store, {forbidden} forbidden, {errors} errors",
         count(DocumentStatus::Served),

@@ -134,7 +134,7 @@ async fn delete_build_deployed(
         "symdex: {deleted} ingest objects of build {build} deleted; the deployment's remover unpublishes their keys (see manifest query --action unpublished)"
     ).or_else(crate::stdout::reader_gone)?;
     Ok(if objects.is_empty() {
-        eprintln!("symdex: no upload of build {build} found");
+        say_err!("symdex: no upload of build {build} found");
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

@@ -107,7 +107,7 @@ impl<'s> FromFiles<'s> {
         self.conflicts
             .fetch_add(conflicts, std::sync::atomic::Ordering::Relaxed);
         let upload = crate::manifest_cmd::shown(&waiter.upload);
-        eprintln!("symdex: handed over to {upload}: {}", sink.summary);
+        say_err!("symdex: handed over to {upload}: {}", sink.summary);
         Ok(())
     }
 }

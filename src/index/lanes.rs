@@ -128,7 +128,7 @@ impl Writer<'_, '_> {
                     }
                     Err(e) => {
                         let shown = path.to_string_lossy();
-                        eprintln!("symdex: {}: {e}", crate::manifest_cmd::shown(&shown));
+                        say_err!("symdex: {}: {e}", crate::manifest_cmd::shown(&shown));
                         *failed = true;
                     }
                 }
@@ -223,7 +223,7 @@ pub(super) async fn run_async(
         if let Err(e) = result {
             let shown = path.to_string_lossy();
             let shown = crate::manifest_cmd::shown(&shown);
-            bar.suspend(|| eprintln!("symdex: {shown}: {e}"));
+            bar.suspend(|| say_err!("symdex: {shown}: {e}"));
             failed = true;
         }
     }
@@ -242,7 +242,7 @@ pub(super) async fn run_async(
     let conflicts = sink.summary.conflicts + handed;
     let conflicted = conflicts > 0 && !args.allow_conflicts;
     if conflicted {
-        eprintln!(
+        say_err!(
             "symdex: {conflicts} inputs found their keys holding other bytes (conflicts: the \
              symbols served are not these); exit 1 (--allow-conflicts to exit 0)"
         );

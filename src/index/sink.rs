@@ -108,7 +108,7 @@ impl<'i, 's> Sink<'i, 's> {
             } else if record.action != Some(Action::Skipped)
                 && record.conflicts.len() + usize::from(record.reason.is_some()) > 0
             {
-                eprintln!("symdex: {}", describe(record));
+                say_err!("symdex: {}", describe(record));
             }
         }
         Ok(())

@@ -149,7 +149,7 @@ pub struct Line {
 
 pub fn run(args: &PushArgs) -> anyhow::Result<ExitCode> {
     if args.wait && args.serving.is_none() {
-        eprintln!(
+        say_err!(
             "symdex push: --wait reads the deployment's manifest: name its serving bucket with --serving s3://BUCKET"
         );
         return Ok(ExitCode::from(2));
@@ -185,7 +185,7 @@ async fn push(
     if let Some(server) = server.clone() {
         let checked = tokio::task::spawn_blocking(move || server.check()).await;
         if let Err(problem) = checked.unwrap_or_else(|e| Err(e.to_string())) {
-            eprintln!("symdex push: {problem}");
+            say_err!("symdex push: {problem}");
             return Ok(ExitCode::from(2));
         }
     }
@@ -194,7 +194,7 @@ async fn push(
         .chain(args.serving.iter().map(|s| (&s.bucket, manifest.as_str())));
     for (bucket, prefix) in reachable {
         if let Err(problem) = crate::deployment::check_bucket(&client, bucket, prefix).await {
-            eprintln!("symdex push: {problem}");
+            say_err!("symdex push: {problem}");
             return Ok(ExitCode::from(2));
         }
     }
@@ -206,7 +206,7 @@ async fn push(
     let present = match send::list_present(&client, &args.ingest.bucket, &build_prefix).await {
         Ok(present) => present,
         Err(problem) => {
-            eprintln!("symdex push: {problem}");
+            say_err!("symdex push: {problem}");
             return Ok(ExitCode::from(2));
         }
     };
@@ -243,13 +243,14 @@ async fn push(
             if let Err(problem) =
                 follow(args, serving, &live, &sent.followed, &mut wave_lines).await
             {
-                eprintln!("symdex push: {problem}");
+                say_err!("symdex push: {problem}");
                 return Ok(ExitCode::from(2));
             }
         }
         lines.extend(wave_lines);
     }
-    report::print(&lines, args.json)?;
+    // The uploads are sent: a reader of the report gone changes nothing of the outcome.
+    report::print(&lines, args.json).or_else(crate::stdout::reader_gone)?;
     Ok(report::exit_code(&lines))
 }
 

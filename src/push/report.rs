@@ -22,7 +22,7 @@ pub fn progress(len: u64, what: &'static str, show: bool) -> indicatif::Progress
 
 pub fn print(lines: &[Line], json: bool) -> io::Result<()> {
     let stdout = io::stdout();
-    let mut out = io::BufWriter::new(stdout.lock());
+    let mut out = io::BufWriter::new(crate::stdout::Marked(stdout.lock()));
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for line in lines {
         *counts.entry(line.status.as_str()).or_default() += 1;

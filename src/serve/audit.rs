@@ -40,7 +40,7 @@ impl AuditPage {
         let html = match page {
             Ok(html) => html,
             Err(e) => {
-                eprintln!("symdex: audit page: {e:#}");
+                say_err!("symdex: audit page: {e:#}");
                 return status(StatusCode::INTERNAL_SERVER_ERROR, "audit page failed\n");
             }
         };

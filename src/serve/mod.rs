@@ -164,7 +164,7 @@ fn open_upstreams(
         .collect::<Result<Vec<_>, String>>()
         .map_err(|e| anyhow::anyhow!("--upstream {e}"))?;
     if upstreams.iter().any(|u| u.authorization.is_some()) {
-        eprintln!(
+        say_err!(
             "symdex: credentials in an --upstream URL are never printed, but other users of \
              this machine see them in its process list; --upstream-credentials FILE keeps \
              them off it"

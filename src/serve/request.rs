@@ -175,12 +175,12 @@ fn log<B>(served: &Served, request: &Request<B>, response: &Response<Body>, star
         if let Ok(mut file) = log.lock() {
             // A failed log write must not fail the request; it is said on stderr.
             if let Err(e) = writeln!(file, "{line}") {
-                eprintln!("symdex: access log: {e}");
+                say_err!("symdex: access log: {e}");
             }
         }
     }
     if !served.quiet {
-        eprintln!(
+        say_err!(
             "{time} {method} {path} {status} {length}{}{} {ms}ms",
             range.map(|r| format!(" range={r}")).unwrap_or_default(),
             encoding.map(|e| format!(" {e}")).unwrap_or_default(),

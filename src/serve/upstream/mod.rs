@@ -308,7 +308,7 @@ impl Upstreams {
 
     /// One line on stderr about the upstreams, any user information in it taken out.
     fn say(&self, line: &str) {
-        eprintln!("symdex: {}", crate::credentials::redacted(line));
+        say_err!("symdex: {}", crate::credentials::redacted(line));
     }
 
     fn say_unwritable(&self, error: &io::Error) {
