@@ -137,7 +137,8 @@ pub struct SrcSrv {
     /// Its size in bytes.
     pub size: u32,
     /// Its `SRCSRVTRG` variable as written (where a debugger finds each file), when it has
-    /// one.
+    /// one and the stream vouches for it: read whole, the only one of its name, reading one
+    /// way ([`SrcsrvLines::ambiguity`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// It defines `SRCSRVCMD`: a command debuggers run (after asking, or not) to fetch a

@@ -150,18 +150,24 @@ pub(super) fn wanted_documents(
         // The stream itself where the PDB is at hand (its rows say why a document is fetched
         // otherwise); inside an archive, the URLs identification read of it by the same
         // reader.
-        let lines = match srcsrv_of {
-            Some(pdb) => match srcsrv_lines(input, pdb) {
-                Some(lines) => Some(lines),
-                None => return,
-            },
-            None => None,
+        let (lines, refused) = match srcsrv_of.map(srcsrv_lines) {
+            Some(Ok(Some(lines))) => (Some(lines), None),
+            Some(Ok(None)) => return,
+            // Not read, or refused (read in part, or one of two streams named srcsrv): every
+            // document is listed, with why none of its URLs is checked.
+            Some(Err(why)) => {
+                eprintln!("symdex: {input}: srcsrv stream not checked: {why}");
+                (None, Some(format!("srcsrv stream not checked: {why}")))
+            }
+            None => (None, None),
         };
         for (index, document) in sources.documents.iter().enumerate() {
-            let url = match lines.as_ref().map(|l| l.target(&document.path)) {
-                Some(Target::Url(url)) => Ok(url),
-                Some(Target::Elsewhere(why)) => Err(why),
-                None => document
+            let target = lines.as_ref().map(|l| l.target(&document.path));
+            let url = match (&refused, target) {
+                (Some(why), _) => Err(why.clone()),
+                (None, Some(Target::Url(url))) => Ok(url),
+                (None, Some(Target::Elsewhere(why))) => Err(why),
+                (None, None) => document
                     .srcsrv_url
                     .clone()
                     .ok_or_else(|| "the srcsrv stream gives it no download URL".to_string()),
@@ -171,20 +177,12 @@ pub(super) fn wanted_documents(
     }
 }
 
-/// The srcsrv stream of the PDB at `pdb`, read, or `None` (said on stderr) when it cannot
-/// be.
-fn srcsrv_lines(input: &str, pdb: &Path) -> Option<SrcsrvLines> {
-    let read = FileReader::open(pdb)
-        .map_err(|e| e.to_string())
-        .and_then(|reader| symdex_shared::formats::pdb::read_srcsrv(&reader));
-    match read {
-        Ok(Some(bytes)) => Some(SrcsrvLines::parse(&bytes)),
-        Ok(None) => None,
-        Err(why) => {
-            say_err!("symdex: {input}: srcsrv stream not read: {why}");
-            None
-        }
-    }
+/// The srcsrv stream of the PDB at `pdb`, read (`None`: it has none), or why not: it could
+/// not be read, or [`symdex_shared::formats::pdb::read_srcsrv`] refuses it.
+fn srcsrv_lines(pdb: &Path) -> Result<Option<SrcsrvLines>, String> {
+    let reader = FileReader::open(pdb).map_err(|e| e.to_string())?;
+    let bytes = symdex_shared::formats::pdb::read_srcsrv(&reader)?;
+    Ok(bytes.map(|bytes| SrcsrvLines::parse(&bytes)))
 }
 
 /// What a key holds, as far as a document's check needs: its digest by the document's

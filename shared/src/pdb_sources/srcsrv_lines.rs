@@ -18,20 +18,28 @@ const MAX_DEPTH: u32 = 16;
 /// The longest target expanded: a URL a debugger could use is far shorter.
 const MAX_TARGET: usize = 8192;
 
+/// The most different lines kept for one document: real streams list a file in two or three
+/// spellings (one a compiler's, one its linker's); past this many it is contested outright,
+/// so that no document costs more than this many expansions.
+const MAX_ALTERNATES: usize = 8;
+
 /// A srcsrv stream, read.
 pub struct SrcsrvLines {
     /// Variables by their name, uppercased (srcsrv's names ignore case).
     variables: HashMap<String, String>,
     /// Each source file line's fields, by its first field (the document's path) lowercased:
-    /// WinDbg matches the path ignoring case. The first line naming a path is kept (one naming
-    /// it differently makes it `contested`).
-    files: HashMap<String, Vec<String>>,
+    /// WinDbg matches the path ignoring case. Every different line naming a path is kept
+    /// (real PDBs list one file as `C:\B\x.h` and `c:\b\x.h`): a document reads one way
+    /// where all of them lead to one place ([`Self::target`]).
+    files: HashMap<String, Vec<Vec<String>>>,
     /// Some line defines `SRCSRVCMD` ([`defines_command`]).
     commands: bool,
     /// Why no target of this stream can be vouched for, where readers may read it two ways:
-    /// a variable defined twice with different values, or a carriage return inside a line.
+    /// a variable defined twice with different values (in its sections, or where a debugger
+    /// may see one), a section header written another way, a carriage return inside a line,
+    /// a NUL byte, a byte order mark.
     ambiguity: Option<String>,
-    /// Documents (lowercased paths) listed on two lines with different fields.
+    /// Documents (lowercased paths) listed on more than [`MAX_ALTERNATES`] different lines.
     contested: HashSet<String>,
 }
 
@@ -44,83 +52,71 @@ pub enum Target {
     Elsewhere(String),
 }
 
+/// Which part of the stream a line is in, as this reader finds sections.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Section {
+    /// `ini` or `variables`: its lines define variables.
+    Variables,
+    /// `source files`: a line each document.
+    Files,
+    /// Before the first header, or after `end`.
+    Outside,
+}
+
+/// The stream as it is being read.
+struct Reading<'t> {
+    variables: HashMap<String, String>,
+    files: HashMap<String, Vec<Vec<String>>>,
+    ambiguity: Option<String>,
+    contested: HashSet<String>,
+    section: Section,
+    /// `NAME=value` lines outside the variables sections (`NAME` trimmed, uppercased): a
+    /// debugger finding a section where this reader does not takes them for definitions.
+    outside: Vec<(String, &'t str)>,
+}
+
 impl SrcsrvLines {
-    /// Reads the stream's bytes (lines end in CR LF or LF; a line that is not UTF-8 is read
-    /// with its bad bytes replaced, and then names no document a PDB holds).
+    /// Reads the stream's bytes (lines end in CR LF or LF, any CRs before the LF; a line that
+    /// is not UTF-8 is read with its bad bytes replaced, and then names no document a PDB
+    /// holds: paths in an ANSI code page are no ambiguity, only never matched).
     pub fn parse(bytes: &[u8]) -> SrcsrvLines {
         let text = String::from_utf8_lossy(bytes);
         let commands = text.split(['\r', '\n']).any(defines_command);
-        let mut variables: HashMap<String, String> = HashMap::new();
-        let mut files: HashMap<String, Vec<String>> = HashMap::new();
-        let mut ambiguity = None;
-        let mut contested = HashSet::new();
-        let mut section = "";
-        for line in text.lines() {
-            // `lines` ends a line at LF (CR LF); a debugger may end one at a lone CR too, and
-            // then sees a definition this reader takes for part of a value.
-            if line.contains('\r') && ambiguity.is_none() {
-                ambiguity = Some(
-                    "a line of the srcsrv stream holds a carriage return: \
-                    readers may split it differently"
-                        .to_string(),
-                );
-            }
-            if let Some(header) = line.strip_prefix("SRCSRV:") {
-                let header = header.trim_start();
-                section = if header.starts_with("ini") || header.starts_with("variables") {
-                    "variables"
-                } else if header.starts_with("source files") {
-                    "files"
-                } else {
-                    ""
-                };
-                continue;
-            }
-            match section {
-                "variables" => {
-                    if let Some((name, value)) = line.split_once('=') {
-                        let name = name.trim().to_ascii_uppercase();
-                        match variables.get(&name) {
-                            // Which of two definitions a debugger takes is its own (the
-                            // `srcsrv` crate takes the last, this reader the first): a
-                            // target using either is not vouched for (fail closed).
-                            Some(first) if first != value && ambiguity.is_none() => {
-                                ambiguity = Some(format!(
-                                    "the srcsrv stream defines {name} twice, differently: \
-                                     which one a debugger takes is its own"
-                                ));
-                            }
-                            Some(_) => {}
-                            None => {
-                                variables.insert(name, value.to_string());
-                            }
-                        }
-                    }
-                }
-                "files" => {
-                    let fields: Vec<String> = line.split('*').map(str::to_string).collect();
-                    if let Some(first) = fields.first().filter(|f| !f.is_empty()) {
-                        let path = first.to_lowercase();
-                        match files.get(&path) {
-                            Some(listed) if listed != &fields => {
-                                contested.insert(path);
-                            }
-                            Some(_) => {}
-                            None => {
-                                files.insert(path, fields);
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
+        let mut reading = Reading {
+            variables: HashMap::new(),
+            files: HashMap::new(),
+            ambiguity: None,
+            contested: HashSet::new(),
+            section: Section::Outside,
+            outside: Vec::new(),
+        };
+        // A debugger reading the stream as a C string stops at a NUL: it would not see the
+        // definitions after it that this reader compares.
+        if bytes.contains(&0) {
+            reading.flag("holds a NUL byte: a reader stopping there reads less".into());
         }
+        // A byte order mark hides the first header from this reader (`SRCSRV:` at a line's
+        // start only), not from a debugger that skips the mark: they would read different
+        // sections.
+        if text.starts_with('\u{feff}') {
+            reading.flag(
+                "starts with a byte order mark: a reader skipping it finds a section \
+                 header this one does not"
+                    .into(),
+            );
+        }
+        for line in text.split('\n') {
+            // Windows text-mode writers end lines in CR CR LF; every CR before the LF ends
+            // the line, for any reader.
+            reading.line(line.trim_end_matches('\r'));
+        }
+        reading.compare_outside();
         SrcsrvLines {
-            variables,
-            files,
+            variables: reading.variables,
+            files: reading.files,
             commands,
-            ambiguity,
-            contested,
+            ambiguity: reading.ambiguity,
+            contested: reading.contested,
         }
     }
 
@@ -146,7 +142,8 @@ impl SrcsrvLines {
 
     /// Where a debugger holding this stream fetches the document at `path`.
     pub fn target(&self, path: &str) -> Target {
-        let Some(fields) = self.files.get(&path.to_lowercase()) else {
+        let key = path.to_lowercase();
+        let Some(alternates) = self.files.get(&key) else {
             return Target::Elsewhere("the srcsrv stream lists no line for it".into());
         };
         if self.commands {
@@ -155,19 +152,31 @@ impl SrcsrvLines {
             );
         }
         if let Some(why) = &self.ambiguity {
-            return Target::Elsewhere(why.clone());
+            return Target::Elsewhere(format!("the srcsrv stream {why}"));
         }
-        if self.contested.contains(&path.to_lowercase()) {
-            return Target::Elsewhere(
-                "the srcsrv stream lists it on two lines, differently: which one a debugger \
-                 takes is its own"
-                    .into(),
-            );
+        if self.contested.contains(&key) {
+            return Target::Elsewhere(format!(
+                "the srcsrv stream lists it on more than {MAX_ALTERNATES} different lines"
+            ));
         }
         let Some(target) = self.variables.get("SRCSRVTRG") else {
             return Target::Elsewhere("the srcsrv stream has no SRCSRVTRG".into());
         };
-        match self.expand(target, fields, 0) {
+        // Lines that differ only where the target does not look (the path's case, a field
+        // it does not use) send a debugger to one place whichever it takes; lines that
+        // expand differently, or one not at all, are its own choice.
+        let expanded: Vec<Option<String>> = alternates
+            .iter()
+            .map(|fields| self.expand(target, fields, 0))
+            .collect();
+        if expanded.windows(2).any(|pair| pair[0] != pair[1]) {
+            return Target::Elsewhere(
+                "the srcsrv stream lists it on lines that lead to different places: which one \
+                 a debugger takes is its own"
+                    .into(),
+            );
+        }
+        match expanded.into_iter().next().flatten() {
             Some(url) if is_http(&url) => Target::Url(url),
             Some(other) => Target::Elsewhere(format!("{other}: not an http(s) URL")),
             None => Target::Elsewhere(format!(
@@ -232,6 +241,140 @@ impl SrcsrvLines {
     }
 }
 
+impl<'t> Reading<'t> {
+    /// Records why the stream reads two ways (the first reason found; it reads as
+    /// "the srcsrv stream <why>").
+    fn flag(&mut self, why: String) {
+        self.ambiguity.get_or_insert(why);
+    }
+
+    /// One line, its line ending removed.
+    fn line(&mut self, line: &'t str) {
+        // A debugger may end a line at a lone CR too, and then sees a definition this
+        // reader takes for part of a value.
+        if line.contains('\r') {
+            self.flag(
+                "holds a carriage return inside a line: readers may split it differently".into(),
+            );
+        }
+        if let Some(section) = header(line) {
+            self.section = section;
+            return;
+        }
+        // Where a section starts is the debugger's to decide: a header in another case,
+        // indented or named otherwise may start one for it and none here.
+        let loose = line.trim_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
+        if loose
+            .get(..7)
+            .is_some_and(|start| start.eq_ignore_ascii_case("SRCSRV:"))
+        {
+            let shown: String = loose.chars().take(80).collect();
+            self.flag(format!(
+                "has a section header written another way ({shown:?}): a debugger may find a \
+                 section there that this reader does not"
+            ));
+            return;
+        }
+        match self.section {
+            Section::Variables => self.define(line),
+            Section::Files => {
+                self.file(line);
+                self.note_outside(line);
+            }
+            Section::Outside => self.note_outside(line),
+        }
+    }
+
+    /// A line of a variables section.
+    fn define(&mut self, line: &str) {
+        let Some((name, value)) = line.split_once('=') else {
+            return;
+        };
+        let name = name.trim().to_ascii_uppercase();
+        match self.variables.get(&name) {
+            // Which of two definitions a debugger takes is its own (the `srcsrv` crate
+            // takes the last, this reader the first): a target using either is not vouched
+            // for (fail closed).
+            Some(first) if first != value => self.flag(format!(
+                "defines {name} twice, differently: which one a debugger takes is its own"
+            )),
+            Some(_) => {}
+            None => {
+                self.variables.insert(name, value.to_string());
+            }
+        }
+    }
+
+    /// A line of the source files section: every different line naming a path is kept,
+    /// up to [`MAX_ALTERNATES`].
+    fn file(&mut self, line: &str) {
+        let fields: Vec<String> = line.split('*').map(str::to_string).collect();
+        let Some(first) = fields.first().filter(|f| !f.is_empty()) else {
+            return;
+        };
+        let path = first.to_lowercase();
+        if self.contested.contains(&path) {
+            return;
+        }
+        let alternates = self.files.entry(path.clone()).or_default();
+        if alternates.contains(&fields) {
+            return;
+        }
+        if alternates.len() >= MAX_ALTERNATES {
+            self.contested.insert(path);
+            return;
+        }
+        alternates.push(fields);
+    }
+
+    /// Keeps a line outside the variables sections that could be a definition. A source
+    /// file line's first field is a path: only a line with no `*` before its first `=`
+    /// could be one.
+    fn note_outside(&mut self, line: &'t str) {
+        if let Some((name, value)) = line.split_once('=').filter(|(n, _)| !n.contains('*')) {
+            self.outside.push((name.trim().to_ascii_uppercase(), value));
+        }
+    }
+
+    /// Compares the definitions outside the variables sections with those in them, once all
+    /// are read: one of `SRCSRVTRG`, or of a variable the sections define, with another
+    /// value counts wherever it stands (as [`defines_command`] has it), for a debugger may
+    /// find a section there.
+    fn compare_outside(&mut self) {
+        let differing = self.outside.iter().find(|(name, value)| {
+            let defined = self.variables.get(name);
+            (name == "SRCSRVTRG" || defined.is_some())
+                && defined.map(String::as_str) != Some(*value)
+        });
+        if let Some((name, _)) = differing {
+            let why = format!(
+                "defines {name} outside its variables sections, differently: a definition \
+                 counts wherever it stands"
+            );
+            self.flag(why);
+        }
+    }
+}
+
+/// The section a header starts, when `line` is one as this reader recognises it: `SRCSRV:`
+/// at its start, then a section's name ending there or followed by a space or dash.
+fn header(line: &str) -> Option<Section> {
+    let name = line.strip_prefix("SRCSRV:")?.trim_start();
+    let is = |word: &str| {
+        name.strip_prefix(word)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '-']))
+    };
+    if is("ini") || is("variables") {
+        Some(Section::Variables)
+    } else if is("source files") {
+        Some(Section::Files)
+    } else if is("end") {
+        Some(Section::Outside)
+    } else {
+        None
+    }
+}
+
 /// Whether `line` defines `SRCSRVCMD` (not empty), whatever section it is in. Sections are
 /// for the debugger to find, and a stream written to mislead could have it see one where
 /// this reader does not (a header in another case or indented, lines ended by a lone CR, a
@@ -277,107 +420,4 @@ fn is_http(url: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{SrcsrvLines, Target};
-
-    #[test]
-    fn targets_expand_fields_variables_and_functions() {
-        let stream = b"SRCSRV: ini ------\r\nVERSION=2\r\nSRCSRV: variables ------\r\n\
-            BASE=https://s.example/src/app/1\r\nsrcsrvtrg=%base%/%var2%\r\n\
-            SRCSRV: source files ------\r\nC:\\b\\x\\A.cpp*x/A.cpp\r\nSRCSRV: end ------\r\n";
-        let lines = SrcsrvLines::parse(stream);
-        assert_eq!(
-            lines.target(r"c:\B\x\a.CPP"),
-            Target::Url("https://s.example/src/app/1/x/A.cpp".into())
-        );
-        assert!(matches!(
-            lines.target(r"C:\b\other.h"),
-            Target::Elsewhere(_)
-        ));
-        let functions = b"SRCSRV: variables --\nHOST=https://h\nW=HOST\n\
-            SRCSRVTRG=%fnvar%(%w%)/%fnfile%(%var1%)/%fnbksl%(a/b)\n\
-            SRCSRV: source files --\n/w/d/f.c*f.c\nSRCSRV: end --\n";
-        assert_eq!(
-            SrcsrvLines::parse(functions).target("/w/d/f.c"),
-            Target::Url("https://h/f.c/a\\b".into())
-        );
-    }
-
-    #[test]
-    fn commands_loops_and_local_targets_are_not_downloads() {
-        let command = b"SRCSRV: variables --\nSRCSRVTRG=%targ%\\%var2%\n\
-            SRCSRVCMD=cmd /c get %var2%\nSRCSRV: source files --\na.c*a.c\n";
-        let Target::Elsewhere(why) = SrcsrvLines::parse(command).target("a.c") else {
-            panic!("a command is no download");
-        };
-        assert!(why.contains("SRCSRVCMD"), "{why}");
-        // Defined in the ini section, in lower case: a command all the same, to a debugger
-        // and so to every reader of this parse.
-        let in_ini = b"SRCSRV: ini --\nsrcsrvcmd=cmd /c calc\nSRCSRV: variables --\n\
-            SRCSRVTRG=https://s/%var2%\nSRCSRV: source files --\na.c*a.c\n";
-        let lines = SrcsrvLines::parse(in_ini);
-        assert!(lines.runs_commands());
-        assert_eq!(lines.variable("SrcSrvCmd"), Some("cmd /c calc"));
-        let Target::Elsewhere(why) = lines.target("a.c") else {
-            panic!("a command in the ini section is no download");
-        };
-        assert!(why.contains("SRCSRVCMD"), "{why}");
-        let plain = b"SRCSRV: ini --\nVERSION=2\nSRCSRV: variables --\nSRCSRVCMD=\n\
-            SRCSRVTRG=https://s/%var2%\nSRCSRV: source files --\na.c*a.c\n";
-        let lines = SrcsrvLines::parse(plain);
-        assert!(!lines.runs_commands(), "an empty SRCSRVCMD runs nothing");
-        assert_eq!(lines.target("a.c"), Target::Url("https://s/a.c".into()));
-        let looping = b"SRCSRV: variables --\nA=%b%\nB=%a%\nSRCSRVTRG=%a%\n\
-            SRCSRV: source files --\na.c*a.c\n";
-        assert!(matches!(
-            SrcsrvLines::parse(looping).target("a.c"),
-            Target::Elsewhere(_)
-        ));
-        let share = b"SRCSRV: variables --\nSRCSRVTRG=\\\\share\\%var2%\n\
-            SRCSRV: source files --\na.c*a.c\n";
-        assert!(matches!(
-            SrcsrvLines::parse(share).target("a.c"),
-            Target::Elsewhere(_)
-        ));
-        assert!(matches!(
-            SrcsrvLines::parse(&[0xff, b'%', b'\n']).target("a.c"),
-            Target::Elsewhere(_)
-        ));
-    }
-
-    /// A stream two readers read two ways vouches for no target: a debugger taking the
-    /// other definition (or line) would fetch from elsewhere than the audit says.
-    #[test]
-    fn streams_that_read_two_ways_vouch_for_no_target() {
-        let why = |stream: &[u8], path: &str| match SrcsrvLines::parse(stream).target(path) {
-            Target::Elsewhere(why) => why,
-            Target::Url(url) => panic!("{url}: an ambiguous stream gave a URL"),
-        };
-        let twice = b"SRCSRV: variables --\nSRCSRVTRG=https://store/%var2%\n\
-            SRCSRV: source files --\na.c*a.c\nSRCSRV: variables --\n\
-            srcsrvtrg=https://evil/%var2%\n";
-        assert!(why(twice, "a.c").contains("SRCSRVTRG twice"));
-        assert!(SrcsrvLines::parse(twice).ambiguity().is_some());
-        let base_twice = b"SRCSRV: ini --\nBASE=https://store\nSRCSRV: variables --\n\
-            BASE=https://evil\nSRCSRVTRG=%base%/%var2%\nSRCSRV: source files --\na.c*a.c\n";
-        assert!(why(base_twice, "a.c").contains("BASE twice"));
-        let lone_cr = b"SRCSRV: variables --\nX=1\rSRCSRVTRG=https://evil/%var2%\n\
-            SRCSRVTRG=https://store/%var2%\nSRCSRV: source files --\na.c*a.c\n";
-        assert!(why(lone_cr, "a.c").contains("carriage return"));
-        let lines_twice = b"SRCSRV: variables --\nSRCSRVTRG=https://s/%var2%\n\
-            SRCSRV: source files --\nA.c*good.c\na.C*evil.c\nb.c*b.c\n";
-        assert!(why(lines_twice, "a.c").contains("two lines"));
-        let lines = SrcsrvLines::parse(lines_twice);
-        assert_eq!(lines.target("b.c"), Target::Url("https://s/b.c".into()));
-        assert!(
-            lines.ambiguity().is_none(),
-            "one contested line taints only itself"
-        );
-        // The same definition or line twice reads one way.
-        let repeated = b"SRCSRV: variables --\r\nSRCSRVTRG=https://s/%var2%\r\n\
-            SRCSRVTRG=https://s/%var2%\r\nSRCSRV: source files --\r\na.c*a.c\r\na.c*a.c\r\n";
-        let lines = SrcsrvLines::parse(repeated);
-        assert!(lines.ambiguity().is_none());
-        assert_eq!(lines.target("a.c"), Target::Url("https://s/a.c".into()));
-    }
-}
+mod tests;

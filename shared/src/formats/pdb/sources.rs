@@ -265,7 +265,8 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
     let stream_of = |name: &str| named.iter().find(|(n, _)| n == name).map(|(_, s)| *s);
     if srcsrv_named > 1 {
         sources.unread.push(format!(
-            "srcsrv stream: {srcsrv_named} streams of that name"
+            "srcsrv stream: {srcsrv_named} streams of that name (which one a debugger opens \
+             is its own): no document's srcsrv URL is vouched for"
         ));
     } else if srcsrv_named == 1 && stream_of("srcsrv").is_none() {
         sources
@@ -301,7 +302,8 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
         }
         if head < size as usize {
             sources.unread.push(format!(
-                "srcsrv stream: {size} bytes, the first {MAX_SRCSRV_BYTES} read"
+                "srcsrv stream: {size} bytes, the first {MAX_SRCSRV_BYTES} read: no \
+                 document's srcsrv URL is vouched for"
             ));
         }
     }
@@ -318,28 +320,51 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
         Some(Err(reason)) => sources.unread.push(format!("/names stream: {reason}")),
         None => {}
     }
-    if let Some(lines) = srcsrv_lines {
+    // A stream read in part, or one of two a debugger chooses between, may say otherwise
+    // where it was not read (a second SRCSRVTRG past the cut, the other stream's own):
+    // its target and URLs are vouched for by nothing read (its size and commands are kept).
+    if sources.srcsrv_unchecked {
+        if let Some(srcsrv) = sources.srcsrv.as_mut() {
+            srcsrv.target = None;
+        }
+    } else if let Some(lines) = srcsrv_lines {
         SrcSrv::urls(&lines, &mut sources.documents);
     }
     sources
 }
 
-/// The head of a PDB's `srcsrv` stream (its first [`MAX_SRCSRV_BYTES`]), `Ok(None)` when it
-/// has none: each document's line of it, which [`read_sources`] keeps none of (a manifest
-/// record need not carry a line a file), is what `symdex check` resolves URLs from.
+/// A PDB's `srcsrv` stream, whole, `Ok(None)` when it has none (or only one named in
+/// another case, which [`read_sources`] leaves unread): each document's line of it, which
+/// [`read_sources`] keeps none of (a manifest record need not carry a line a file), is what
+/// `symdex check` resolves URLs from. Refused (`Err`, why) where [`read_sources`] vouches for
+/// no URL of it either: longer than the [`MAX_SRCSRV_BYTES`] read, or one of several streams
+/// named srcsrv in any case (which one a debugger opens is its own).
 pub fn read_srcsrv(reader: &dyn RangeReader) -> Result<Option<Vec<u8>>, String> {
     let msf = Msf::open(reader).map_err(text)?;
     let mut budget = Budget(MAX_SOURCE_BYTES);
     let directory = Directory::open(&msf)?;
     let info = directory.read_all(PDB_INFO_STREAM, MAX_INFO_BYTES as usize, &mut budget)?;
     let named = named_streams(&info)?;
+    let srcsrv_named = named
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("srcsrv"))
+        .count();
+    if srcsrv_named > 1 {
+        return Err(format!(
+            "{srcsrv_named} streams are named srcsrv: which one a debugger opens is its own"
+        ));
+    }
     let Some(stream) = named.iter().find(|(n, _)| n == "srcsrv").map(|(_, s)| *s) else {
         return Ok(None);
     };
     let size = directory.size(stream).unwrap_or(0) as usize;
-    directory
-        .read(stream, 0, size.min(MAX_SRCSRV_BYTES), &mut budget)
-        .map(Some)
+    if size > MAX_SRCSRV_BYTES {
+        return Err(format!(
+            "{size} bytes, more than the {MAX_SRCSRV_BYTES} read: its unread part may say \
+             otherwise"
+        ));
+    }
+    directory.read(stream, 0, size, &mut budget).map(Some)
 }
 
 /// The `/names` string buffer (the strings checksum entries point into).
@@ -524,10 +549,10 @@ fn add_entries(
 
 #[cfg(test)]
 mod tests {
-    use super::read_sources;
-    use crate::pdb_sources::ChecksumAlgorithm;
+    use super::{read_sources, read_srcsrv};
+    use crate::pdb_sources::{ChecksumAlgorithm, MAX_SRCSRV_BYTES};
     use crate::reader::MemReader;
-    use crate::testing::source_pdbs::pdb_with_sources;
+    use crate::testing::source_pdbs::{pdb_with_named_streams, pdb_with_sources, PdbDocument};
 
     const SOURCE_LINK: &[u8] = br#"{"documents":{"C:\\b\\*":"https://s/src/p/1/*"}}"#;
     const SRCSRV: &[u8] = b"SRCSRV: ini --\r\nVERSION=2\r\nSRCSRV: variables --\r\n\
@@ -612,6 +637,55 @@ mod tests {
             sources.documents[0].srcsrv_url.as_deref(),
             Some("https://s/src/p/1/a.cpp")
         );
+    }
+
+    /// A srcsrv stream longer than is read, or one of two named srcsrv: its documents get
+    /// no URL and no target is recorded (what was not read may say otherwise), its size and
+    /// commands are kept, the sources say why; `read_srcsrv` (`symdex check`) refuses it.
+    #[test]
+    fn a_srcsrv_stream_not_read_whole_or_not_alone_gives_no_urls() {
+        let plain: &[u8] = b"SRCSRV: variables --\r\nSRCSRVTRG=https://s/src/p/1/%var2%\r\n\
+            SRCSRV: source files --\r\nC:\\b\\a.cpp*a.cpp\r\nSRCSRV: end --\r\n";
+        let mut long = plain.to_vec();
+        long.resize(MAX_SRCSRV_BYTES + 1, b'\n');
+        let other: &[u8] = b"SRCSRV: variables --\r\nSRCSRVTRG=https://elsewhere/%var2%\r\n";
+        let document: &[PdbDocument] = &[(r"C:\b\a.cpp", 1, &[0xab; 16])];
+        let pdb = |streams: &[(&str, &[u8])]| pdb_with_named_streams([3; 16], document, streams);
+        for (what, file, says) in [
+            ("longer", pdb(&[("srcsrv", &long)]), "bytes, the first"),
+            (
+                "two",
+                pdb(&[("srcsrv", plain), ("srcsrv", other)]),
+                "2 streams",
+            ),
+            (
+                "two cases",
+                pdb(&[("srcsrv", plain), ("SrcSrv", other)]),
+                "2 streams",
+            ),
+        ] {
+            let sources = read_sources(&MemReader(file.clone()));
+            assert!(sources.srcsrv_unchecked, "{what}");
+            assert_eq!(sources.documents[0].srcsrv_url, None, "{what}");
+            let srcsrv = sources.srcsrv.as_ref().unwrap();
+            assert_eq!(srcsrv.target, None, "{what}");
+            assert!(srcsrv.size > 0 && !srcsrv.commands, "{what}");
+            assert!(
+                sources.unread.iter().any(|why| why.contains(says)),
+                "{what}: {:?}",
+                sources.unread
+            );
+            let refused = read_srcsrv(&MemReader(file)).unwrap_err();
+            assert!(!refused.starts_with("srcsrv"), "{what}: {refused}");
+        }
+        // The one stream read whole gives its URL, to both readers.
+        let file = pdb(&[("srcsrv", plain)]);
+        let sources = read_sources(&MemReader(file.clone()));
+        assert_eq!(
+            sources.documents[0].srcsrv_url.as_deref(),
+            Some("https://s/src/p/1/a.cpp")
+        );
+        assert_eq!(read_srcsrv(&MemReader(file)), Ok(Some(plain.to_vec())));
     }
 
     #[test]
