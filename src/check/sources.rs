@@ -156,7 +156,7 @@ pub(super) fn wanted_documents(
             // Not read, or refused (read in part, or one of two streams named srcsrv): every
             // document is listed, with why none of its URLs is checked.
             Some(Err(why)) => {
-                eprintln!("symdex: {input}: srcsrv stream not checked: {why}");
+                say_err!("symdex: {input}: srcsrv stream not checked: {why}");
                 (None, Some(format!("srcsrv stream not checked: {why}")))
             }
             None => (None, None),
