@@ -100,3 +100,39 @@ fn a_read_only_command_whose_reader_is_gone_ends_quietly_and_not_as_a_success() 
     verify.arg("verify").arg(&store);
     ended_quietly("verify", &with_readers_gone(verify, false));
 }
+
+/// The CLI's own sources print through `say!` and `say_err!` only: a `println!` or an
+/// `eprintln!` brought back (a merge, a new command) panics again where a reader is gone.
+#[test]
+fn the_cli_prints_through_say_only() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut dirs = vec![src];
+    let mut found = Vec::new();
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if ["println!(", "print!(", "eprint!(", "eprintln!("]
+                    .iter()
+                    .any(|m| code.contains(m))
+                {
+                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "print macros that panic:\n{}",
+        found.join("\n")
+    );
+}
