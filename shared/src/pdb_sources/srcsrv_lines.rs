@@ -8,8 +8,22 @@
 //! The one reader of the stream: identification's summary of it ([`super::SrcSrv`]: its
 //! `SRCSRVTRG`, whether it runs commands), its documents' URLs and `symdex check` all come
 //! from one parse, so none of them can see a variable, or a command, the others do not.
+//!
+//! Bounded work and memory (hostile PDBs, THREATS.md): parsing a stream of `n` bytes takes
+//! O(n) time and memory (a line keeps at most [`MAX_FIELDS`] fields, no more than its own
+//! bytes; at most [`MAX_OUTSIDE_NAMES`] names are kept from outside the sections, each a
+//! copy of part of the text; a reason for ambiguity is cut to [`MAX_WHY`] bytes). One
+//! [`SrcsrvLines::target`] costs O(its path) plus at most [`TARGET_STEPS`] expansion steps
+//! (a step a byte scanned or copied, or a variable or function looked up), across all its
+//! alternate lines (and the one scan, of at most [`MAX_TARGET`] bytes, that finds it spent),
+//! each expanded value at most [`MAX_TARGET`] bytes; and all targets of one
+//! stream together spend at most [`STREAM_STEPS`] steps (a counter in the stream), after
+//! which each further target costs O(its path). A fixed total is the simplest bound that
+//! holds whatever the stream and however many documents the PDB names: memoizing variables
+//! would not bound `%fnvar%` names built from each line's fields.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most nested expansions of one target (a variable naming a variable...): streams
 /// written by indexing scripts nest two or three; a loop ends here.
@@ -22,6 +36,27 @@ const MAX_TARGET: usize = 8192;
 /// spellings (one a compiler's, one its linker's); past this many it is contested outright,
 /// so that no document costs more than this many expansions.
 const MAX_ALTERNATES: usize = 8;
+
+/// The most fields kept of a source file line: its path and `VAR2`...`VAR10` (`VAR1` is
+/// the path), all an expansion reads ([`field_index`]); the rest are dropped.
+const MAX_FIELDS: usize = 11;
+
+/// The most steps one target's expansions take, all its alternate lines together (a step a
+/// byte scanned or copied, or a variable or function looked up): a real target takes a few
+/// hundred.
+const TARGET_STEPS: u64 = 100_000;
+
+/// The most steps all the targets of one stream take together: two thousand documents at
+/// [`TARGET_STEPS`], half a million real ones.
+const STREAM_STEPS: u64 = 200_000_000;
+
+/// The most different names kept of definitions outside the variables sections: real
+/// streams have none; past this many the stream is ambiguous outright.
+const MAX_OUTSIDE_NAMES: usize = 1024;
+
+/// The longest reason for ambiguity kept (bytes, cut at a character): it is formatted into
+/// every target's answer.
+const MAX_WHY: usize = 512;
 
 /// A srcsrv stream, read.
 pub struct SrcsrvLines {
@@ -41,6 +76,52 @@ pub struct SrcsrvLines {
     ambiguity: Option<String>,
     /// Documents (lowercased paths) listed on more than [`MAX_ALTERNATES`] different lines.
     contested: HashSet<String>,
+    /// Names (uppercased) defined outside the variables sections and not in them: a
+    /// debugger finding a section there expands them, this reader would keep them as
+    /// written; a target using one is not vouched for.
+    outside_only: HashSet<String>,
+    /// Expansion steps all targets have taken ([`STREAM_STEPS`]).
+    spent: AtomicU64,
+}
+
+/// Why an expansion stopped.
+enum Stop {
+    /// Nested more than [`MAX_DEPTH`] deep.
+    Deep,
+    /// A value longer than [`MAX_TARGET`].
+    Long,
+    /// Past [`TARGET_STEPS`].
+    Steps,
+    /// Uses a name defined only outside the variables sections.
+    Outside(String),
+}
+
+/// The expansion steps one target has left.
+struct Budget {
+    left: u64,
+}
+
+impl Budget {
+    /// Takes one step and `bytes` more.
+    fn spend(&mut self, bytes: usize) -> Result<(), Stop> {
+        let steps = (bytes as u64).saturating_add(1);
+        if steps > self.left {
+            self.left = 0;
+            return Err(Stop::Steps);
+        }
+        self.left -= steps;
+        Ok(())
+    }
+
+    /// `value` appended to `out`: its bytes spent, and the length checked before copying.
+    fn push(&mut self, out: &mut String, value: &str) -> Result<(), Stop> {
+        if out.len() + value.len() > MAX_TARGET {
+            return Err(Stop::Long);
+        }
+        self.spend(value.len())?;
+        out.push_str(value);
+        Ok(())
+    }
 }
 
 /// Where the stream sends a debugger for one document.
@@ -70,9 +151,10 @@ struct Reading<'t> {
     ambiguity: Option<String>,
     contested: HashSet<String>,
     section: Section,
-    /// `NAME=value` lines outside the variables sections (`NAME` trimmed, uppercased): a
-    /// debugger finding a section where this reader does not takes them for definitions.
-    outside: Vec<(String, &'t str)>,
+    /// Definitions outside the variables sections by name (trimmed, uppercased), at most
+    /// [`MAX_OUTSIDE_NAMES`]: their value, `None` where they have several. A debugger finding
+    /// a section where this reader does not takes them for definitions.
+    outside: BTreeMap<String, Option<&'t str>>,
 }
 
 impl SrcsrvLines {
@@ -88,7 +170,7 @@ impl SrcsrvLines {
             ambiguity: None,
             contested: HashSet::new(),
             section: Section::Outside,
-            outside: Vec::new(),
+            outside: BTreeMap::new(),
         };
         // A debugger reading the stream as a C string stops at a NUL: it would not see the
         // definitions after it that this reader compares.
@@ -111,12 +193,18 @@ impl SrcsrvLines {
             reading.line(line.trim_end_matches('\r'));
         }
         reading.compare_outside();
+        let outside_only = std::mem::take(&mut reading.outside)
+            .into_keys()
+            .filter(|name| !reading.variables.contains_key(name))
+            .collect();
         SrcsrvLines {
             variables: reading.variables,
             files: reading.files,
             commands,
             ambiguity: reading.ambiguity,
             contested: reading.contested,
+            outside_only,
+            spent: AtomicU64::new(0),
         }
     }
 
@@ -162,13 +250,46 @@ impl SrcsrvLines {
         let Some(target) = self.variables.get("SRCSRVTRG") else {
             return Target::Elsewhere("the srcsrv stream has no SRCSRVTRG".into());
         };
+        let left = STREAM_STEPS.saturating_sub(self.spent.load(Ordering::Relaxed));
+        if left == 0 {
+            return Target::Elsewhere("the srcsrv stream's expansion budget is spent".into());
+        }
+        let limit = left.min(TARGET_STEPS);
+        let mut budget = Budget { left: limit };
         // Lines that differ only where the target does not look (the path's case, a field
         // it does not use) send a debugger to one place whichever it takes; lines that
-        // expand differently, or one not at all, are its own choice.
-        let expanded: Vec<Option<String>> = alternates
-            .iter()
-            .map(|fields| self.expand(target, fields, 0))
-            .collect();
+        // expand differently, or one not at all, are its own choice. Past the budget, or
+        // through a name defined outside the sections, no line is vouched for.
+        let mut expanded: Vec<Option<String>> = Vec::with_capacity(alternates.len());
+        let mut stopped = None;
+        for fields in alternates {
+            match self.expand(target, fields, 0, &mut budget) {
+                Ok(url) => expanded.push(Some(url)),
+                Err(Stop::Deep | Stop::Long) => expanded.push(None),
+                Err(stop) => {
+                    stopped = Some(stop);
+                    break;
+                }
+            }
+        }
+        self.spent.fetch_add(limit - budget.left, Ordering::Relaxed);
+        match stopped {
+            Some(Stop::Steps) if limit < TARGET_STEPS => {
+                return Target::Elsewhere("the srcsrv stream's expansion budget is spent".into())
+            }
+            Some(Stop::Steps) => {
+                return Target::Elsewhere(format!(
+                    "SRCSRVTRG does not expand within {TARGET_STEPS} steps"
+                ))
+            }
+            Some(Stop::Outside(name)) => {
+                return Target::Elsewhere(format!(
+                    "SRCSRVTRG uses {name}, which the srcsrv stream defines only outside its \
+                     variables sections: a debugger finding a section there expands it"
+                ))
+            }
+            Some(Stop::Deep | Stop::Long) | None => {}
+        }
         if expanded.windows(2).any(|pair| pair[0] != pair[1]) {
             return Target::Elsewhere(
                 "the srcsrv stream lists it on lines that lead to different places: which one \
@@ -179,40 +300,72 @@ impl SrcsrvLines {
         match expanded.into_iter().next().flatten() {
             Some(url) if is_http(&url) => Target::Url(url),
             Some(other) => Target::Elsewhere(format!("{other}: not an http(s) URL")),
-            None => Target::Elsewhere(format!(
-                "SRCSRVTRG {target:?} does not expand (nested more than {MAX_DEPTH} deep, or \
-                 longer than {MAX_TARGET} bytes)"
-            )),
+            None => {
+                let shown: String = target.chars().take(80).collect();
+                Target::Elsewhere(format!(
+                    "SRCSRVTRG {shown:?} does not expand (nested more than {MAX_DEPTH} deep, \
+                     or longer than {MAX_TARGET} bytes)"
+                ))
+            }
         }
     }
 
-    /// `text` with its variables and functions expanded; `None` past the depth or length.
-    fn expand(&self, text: &str, fields: &[String], depth: u32) -> Option<String> {
+    /// `text` with its variables and functions expanded, spending `budget`; stops past
+    /// [`MAX_DEPTH`], at a value (`text` or one made) longer than [`MAX_TARGET`], past the
+    /// budget, or at a name defined only outside the variables sections.
+    fn expand(
+        &self,
+        text: &str,
+        fields: &[String],
+        depth: u32,
+        budget: &mut Budget,
+    ) -> Result<String, Stop> {
         if depth > MAX_DEPTH {
-            return None;
+            return Err(Stop::Deep);
         }
+        if text.len() > MAX_TARGET {
+            return Err(Stop::Long);
+        }
+        budget.spend(0)?;
         let mut out = String::new();
         let mut rest = text;
         while let Some(start) = rest.find('%') {
-            out.push_str(&rest[..start]);
+            budget.push(&mut out, &rest[..start])?;
             let after = &rest[start + 1..];
             let Some(end) = after.find('%') else {
                 // A lone `%` is itself.
-                out.push_str(&rest[start..]);
+                budget.push(&mut out, &rest[start..])?;
                 rest = "";
                 break;
             };
+            budget.spend(end)?;
             let name = after[..end].to_ascii_uppercase();
+            let written = &rest[start..start + end + 2];
             rest = &after[end + 1..];
             let function = matches!(name.as_str(), "FNVAR" | "FNBKSL" | "FNFILE");
-            if let (true, Some((argument, tail))) = (function, call_argument(rest)) {
+            let call = if function && rest.starts_with('(') {
+                let call = call_argument(rest);
+                // The bytes scanned: to the closing parenthesis, or all of `rest`.
+                budget.spend(call.map_or(rest.len(), |(_, tail)| rest.len() - tail.len()))?;
+                call
+            } else {
+                None
+            };
+            if let Some((argument, tail)) = call {
                 rest = tail;
-                let argument = self.expand(argument, fields, depth + 1)?;
+                let argument = self.expand(argument, fields, depth + 1, budget)?;
+                budget.spend(argument.len())?;
                 let value = match name.as_str() {
-                    "FNVAR" => match self.variables.get(&argument.to_ascii_uppercase()) {
-                        Some(value) => self.expand(value, fields, depth + 1)?,
-                        None => String::new(),
-                    },
+                    "FNVAR" => {
+                        let name = argument.to_ascii_uppercase();
+                        match self.variables.get(&name) {
+                            Some(value) => self.expand(value, fields, depth + 1, budget)?,
+                            None if self.outside_only.contains(&name) => {
+                                return Err(Stop::Outside(name))
+                            }
+                            None => String::new(),
+                        }
+                    }
                     "FNBKSL" => argument.replace('/', "\\"),
                     _ => argument
                         .rsplit(['\\', '/'])
@@ -220,31 +373,37 @@ impl SrcsrvLines {
                         .unwrap_or_default()
                         .to_string(),
                 };
-                out.push_str(&value);
+                budget.push(&mut out, &value)?;
             } else if let Some(index) = field_index(&name) {
-                out.push_str(fields.get(index).map_or("", String::as_str));
+                budget.push(&mut out, fields.get(index).map_or("", String::as_str))?;
             } else if let Some(value) = self.variables.get(&name) {
-                out.push_str(&self.expand(value, fields, depth + 1)?);
+                let value = self.expand(value, fields, depth + 1, budget)?;
+                budget.push(&mut out, &value)?;
+            } else if self.outside_only.contains(&name) {
+                return Err(Stop::Outside(name));
             } else {
                 // A variable the debugger defines (`%targ%`, its cache) or nobody does: kept
                 // as written, so the target says what it needs.
-                out.push('%');
-                out.push_str(&after[..end]);
-                out.push('%');
-            }
-            if out.len() > MAX_TARGET {
-                return None;
+                budget.push(&mut out, written)?;
             }
         }
-        out.push_str(rest);
-        (out.len() <= MAX_TARGET).then_some(out)
+        budget.push(&mut out, rest)?;
+        Ok(out)
     }
 }
 
 impl<'t> Reading<'t> {
     /// Records why the stream reads two ways (the first reason found; it reads as
     /// "the srcsrv stream <why>").
-    fn flag(&mut self, why: String) {
+    fn flag(&mut self, mut why: String) {
+        if why.len() > MAX_WHY {
+            let mut cut = MAX_WHY;
+            while !why.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            why.truncate(cut);
+            why.push_str("...");
+        }
         self.ambiguity.get_or_insert(why);
     }
 
@@ -308,7 +467,7 @@ impl<'t> Reading<'t> {
     /// A line of the source files section: every different line naming a path is kept,
     /// up to [`MAX_ALTERNATES`].
     fn file(&mut self, line: &str) {
-        let fields: Vec<String> = line.split('*').map(str::to_string).collect();
+        let fields = line_fields(line);
         let Some(first) = fields.first().filter(|f| !f.is_empty()) else {
             return;
         };
@@ -331,8 +490,20 @@ impl<'t> Reading<'t> {
     /// file line's first field is a path: only a line with no `*` before its first `=`
     /// could be one.
     fn note_outside(&mut self, line: &'t str) {
-        if let Some((name, value)) = line.split_once('=').filter(|(n, _)| !n.contains('*')) {
-            self.outside.push((name.trim().to_ascii_uppercase(), value));
+        let Some((name, value)) = line.split_once('=').filter(|(n, _)| !n.contains('*')) else {
+            return;
+        };
+        let name = name.trim().to_ascii_uppercase();
+        if let Some(kept) = self.outside.get_mut(&name) {
+            if *kept != Some(value) {
+                *kept = None;
+            }
+        } else if self.outside.len() < MAX_OUTSIDE_NAMES {
+            self.outside.insert(name, Some(value));
+        } else {
+            self.flag(format!(
+                "defines more than {MAX_OUTSIDE_NAMES} names outside its variables sections"
+            ));
         }
     }
 
@@ -342,9 +513,9 @@ impl<'t> Reading<'t> {
     /// find a section there.
     fn compare_outside(&mut self) {
         let differing = self.outside.iter().find(|(name, value)| {
-            let defined = self.variables.get(name);
-            (name == "SRCSRVTRG" || defined.is_some())
-                && defined.map(String::as_str) != Some(*value)
+            let defined = self.variables.get(*name);
+            (*name == "SRCSRVTRG" || defined.is_some())
+                && (value.is_none() || defined.map(String::as_str) != **value)
         });
         if let Some((name, _)) = differing {
             let why = format!(
@@ -386,6 +557,14 @@ fn defines_command(line: &str) -> bool {
     line.split_once('=').is_some_and(|(name, value)| {
         name.trim().eq_ignore_ascii_case("SRCSRVCMD") && !value.trim().is_empty()
     })
+}
+
+/// A source file line's fields (split at `*`), the first [`MAX_FIELDS`] of them.
+fn line_fields(line: &str) -> Vec<String> {
+    line.split('*')
+        .take(MAX_FIELDS)
+        .map(str::to_string)
+        .collect()
 }
 
 /// `VAR<n>` (1 to 10) as an index into a line's fields.

@@ -1,4 +1,5 @@
-use super::{SrcsrvLines, Target};
+use super::{line_fields, SrcsrvLines, Target, MAX_FIELDS, STREAM_STEPS};
+use std::sync::atomic::Ordering;
 
 #[test]
 fn targets_expand_fields_variables_and_functions() {
@@ -238,4 +239,126 @@ fn lines_naming_a_document_differently_are_contested_only_where_they_lead_apart(
     assert!(why.contains("more than 8"), "{why}");
     let eight: String = (0..8).map(|i| format!("c:\\b\\x.h*x.h*{i}\r\n")).collect();
     assert_eq!(target(&eight), url);
+}
+
+/// The `Elsewhere` reason of the target of `path` in `stream`, failing on a URL.
+fn elsewhere(lines: &SrcsrvLines, path: &str) -> String {
+    match lines.target(path) {
+        Target::Elsewhere(why) => why,
+        Target::Url(url) => panic!("{url}: a hostile stream gave a URL"),
+    }
+}
+
+/// Empty variables nested fifteen deep, each naming the one below two hundred times: the
+/// output never grows, the work would be 200^15; the step budget stops it.
+#[test]
+fn nested_empty_variables_stop_at_the_step_budget() {
+    let mut stream = String::from("SRCSRV: variables --\nL0=\n");
+    for level in 1..=14 {
+        let below = format!("%l{}%", level - 1);
+        stream.push_str(&format!("L{level}={}\n", below.repeat(200)));
+    }
+    stream.push_str("SRCSRVTRG=https://s/%L14%%var2%\nSRCSRV: source files --\na.c*a.c\n");
+    let lines = SrcsrvLines::parse(stream.as_bytes());
+    assert_eq!(lines.ambiguity(), None);
+    let why = elsewhere(&lines, "a.c");
+    assert!(why.contains("steps"), "{why}");
+}
+
+/// Unbalanced `%fnvar%(`s each scan the rest of the value: within the longest value
+/// expanded they stop at the step budget; a longer value is not expanded at all.
+#[test]
+fn unbalanced_function_calls_stop_at_the_step_budget_or_the_length() {
+    let stream = |target: &str| {
+        format!(
+            "SRCSRV: variables --\nSRCSRVTRG=https://s/{target}%var2%\n\
+             SRCSRV: source files --\na.c*a.c\n"
+        )
+    };
+    let within = stream(&"%fnvar%(".repeat(1000));
+    let why = elsewhere(&SrcsrvLines::parse(within.as_bytes()), "a.c");
+    assert!(why.contains("steps"), "{why}");
+    let long = stream(&"%fnvar%(".repeat(100_000));
+    let why = elsewhere(&SrcsrvLines::parse(long.as_bytes()), "a.c");
+    assert!(why.contains("does not expand"), "{why}");
+    // Behind a variable: its value is not expanded either.
+    let behind = format!(
+        "SRCSRV: variables --\nBIG={}\nSRCSRVTRG=https://s/%big%%var2%\n\
+         SRCSRV: source files --\na.c*a.c\n",
+        "%fnvar%(".repeat(100_000)
+    );
+    let why = elsewhere(&SrcsrvLines::parse(behind.as_bytes()), "a.c");
+    assert!(why.contains("does not expand"), "{why}");
+}
+
+/// All the targets of one stream spend one budget: past it every target is elsewhere,
+/// however many documents the PDB names.
+#[test]
+fn a_streams_targets_share_one_budget() {
+    let stream = b"SRCSRV: variables --\nSRCSRVTRG=https://s/%var2%\n\
+        SRCSRV: source files --\na.c*a.c\nb.c*b.c\n";
+    let lines = SrcsrvLines::parse(stream);
+    assert_eq!(lines.target("a.c"), Target::Url("https://s/a.c".into()));
+    lines.spent.store(STREAM_STEPS - 5, Ordering::Relaxed);
+    let why = elsewhere(&lines, "b.c");
+    assert!(why.contains("budget is spent"), "{why}");
+    assert!(lines.spent.load(Ordering::Relaxed) <= STREAM_STEPS);
+    let why = elsewhere(&lines, "a.c");
+    assert!(why.contains("budget is spent"), "{why}");
+}
+
+/// A source file line keeps its path and `VAR2`...`VAR10`, not a string per `*`.
+#[test]
+fn a_line_keeps_at_most_its_first_fields() {
+    let fields = line_fields(&"a*".repeat(1_000_000));
+    assert_eq!(fields.len(), MAX_FIELDS);
+    assert!(fields.iter().all(|f| f == "a"));
+    let stream = b"SRCSRV: variables --\nSRCSRVTRG=https://s/%var10%\n\
+        SRCSRV: source files --\na.c*2*3*4*5*6*7*8*9*ten*11*12\n";
+    assert_eq!(
+        SrcsrvLines::parse(stream).target("a.c"),
+        Target::Url("https://s/ten".into())
+    );
+}
+
+/// A name the target uses that only a definition outside the sections gives a value: a
+/// debugger finding a section there fetches from where that value says.
+#[test]
+fn names_defined_only_outside_the_sections_are_not_vouched_for() {
+    let sections = "SRCSRV: ini --\nVERSION=2\nSRCSRV: variables --\n\
+        SRCSRVTRG=https://store.example%H%/src/p/1/%var2%\n\
+        SRCSRV: source files --\na.c*a.c\n";
+    for stream in [
+        format!("H=.evil.com\n{sections}SRCSRV: end --\n"),
+        format!("{sections}SRCSRV: end --\n h =.evil.com\n"),
+        format!("{sections}h=.evil.com\n"),
+    ] {
+        let lines = SrcsrvLines::parse(stream.as_bytes());
+        assert_eq!(lines.ambiguity(), None, "{stream:?}");
+        let why = elsewhere(&lines, "a.c");
+        assert!(why.contains("uses H"), "{stream:?}: {why}");
+    }
+    // Through `%fnvar%` with a name from the line.
+    let through = "G=.evil.com\nSRCSRV: variables --\n\
+        SRCSRVTRG=https://store.example%fnvar%(%var3%)/%var2%\n\
+        SRCSRV: source files --\na.c*a.c*g\nb.c*b.c*other\n";
+    let lines = SrcsrvLines::parse(through.as_bytes());
+    let why = elsewhere(&lines, "a.c");
+    assert!(why.contains("uses G"), "{why}");
+    assert_eq!(
+        lines.target("b.c"),
+        Target::Url("https://store.example/b.c".into())
+    );
+    // Without the outside definition the name is the debugger's, kept as written.
+    let plain = format!("{sections}SRCSRV: end --\n");
+    assert_eq!(
+        SrcsrvLines::parse(plain.as_bytes()).target("a.c"),
+        Target::Url("https://store.example%H%/src/p/1/a.c".into())
+    );
+    // Past the names kept from outside the sections, the stream reads two ways outright.
+    let many: String = (0..2000).map(|i| format!("N{i}=x\n")).collect();
+    let stream = format!("{many}{sections}");
+    assert!(SrcsrvLines::parse(stream.as_bytes())
+        .ambiguity()
+        .is_some_and(|w| w.contains("names outside")));
 }
