@@ -651,32 +651,11 @@ impl<'s> Indexer<'s> {
         let on_different = OnDifferent::overwrite(self.config.overwrite);
         // The product decides whose bytes an overwrite may replace (refs/overwrites.rs).
         let product = upload.meta.product.as_deref();
-        let mut published = self
-            .refs
-            .publish_in_turn(
-                key,
-                &upload.id,
-                product,
-                &content,
-                on_different,
-                fresh,
-                turn,
-            )
-            .await?;
-        // Another upload's bytes: wait for the key, and look again (refs/, invariant 8) —
-        // freed meanwhile, its removal may have listed its waiters before we were one.
+        // The turn is the first attempt's; a retry after a wait takes none.
+        let mut turn = turn;
         let mut retries = 0;
-        while published.outcome == KeyOutcome::Conflict {
-            match self.refs.wait_for(key, &upload.id).await? {
-                Some(found) if found.etag != content.etag || found.size != content.size => break,
-                _ if retries == CONFLICT_RETRIES => {
-                    return Err(busy(&format!(
-                        "{key}: freed and taken again, {retries} times"
-                    )))
-                }
-                _ => retries += 1,
-            }
-            published = self
+        loop {
+            let published = self
                 .refs
                 .publish_in_turn(
                     key,
@@ -685,11 +664,26 @@ impl<'s> Indexer<'s> {
                     &content,
                     on_different,
                     fresh,
-                    None,
+                    turn.take(),
                 )
                 .await?;
+            if published.outcome != KeyOutcome::Conflict {
+                return Ok(published);
+            }
+            // Another upload's bytes: wait for the key, and look again (refs/, invariant 8) —
+            // freed meanwhile, its removal may have listed its waiters before we were one.
+            match self.refs.wait_for(key, &upload.id).await? {
+                Some(found) if found.etag != content.etag || found.size != content.size => {
+                    return Ok(published)
+                }
+                _ if retries == CONFLICT_RETRIES => {
+                    return Err(busy(&format!(
+                        "{key}: freed and taken again, {retries} times"
+                    )))
+                }
+                _ => retries += 1,
+            }
         }
-        Ok(published)
     }
 
     /// Notes one key's outcome; a key now referenced is added to `referenced`, with the
