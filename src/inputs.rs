@@ -114,63 +114,72 @@ fn special_reason(file_type: std::fs::FileType) -> Option<String> {
 /// link named on the command line is followed), nothing under `exclude` (the store itself,
 /// when it sits among the inputs).
 pub fn expand_paths_excluding(paths: &[PathBuf], exclude: &Path) -> Vec<Walked> {
-    walk(paths, Some(exclude), true)
+    walk(paths, Some(exclude), true).collect()
 }
 
 /// The files under `paths`, named as given (`keys`, `check`; a link named on the command
 /// line is followed).
 pub fn expand_paths(paths: &[PathBuf]) -> Vec<Walked> {
+    walk(paths, None, false).collect()
+}
+
+/// [`expand_paths`] as it goes: each file is handed on as the walk meets it, so that work on
+/// the first files starts while the walk goes on (`keys`, `push`'s plan).
+pub fn walk_paths(paths: &[PathBuf]) -> impl Iterator<Item = Walked> + Send + '_ {
     walk(paths, None, false)
 }
 
 /// Expands directories (recursively, in a stable order) into files. `exclude` (canonical) is
 /// compared with the paths of a `canonical` walk.
-fn walk(paths: &[PathBuf], exclude: Option<&Path>, canonical: bool) -> Vec<Walked> {
+fn walk<'a>(
+    paths: &'a [PathBuf],
+    exclude: Option<&'a Path>,
+    canonical: bool,
+) -> impl Iterator<Item = Walked> + Send + 'a {
+    paths
+        .iter()
+        .flat_map(move |path| walk_one(path, exclude, canonical))
+}
+
+/// The files of one command-line path: itself, or the files below it.
+fn walk_one<'a>(
+    path: &'a PathBuf,
+    exclude: Option<&'a Path>,
+    canonical: bool,
+) -> Box<dyn Iterator<Item = Walked> + Send + 'a> {
     let resolve = |p: &PathBuf| match canonical {
         true => p.canonicalize().unwrap_or_else(|_| p.clone()),
         false => p.clone(),
     };
-    let mut out = Vec::new();
-    for path in paths {
-        if path.is_dir() {
-            let root = resolve(path);
-            let walk = walkdir::WalkDir::new(&root).sort_by_file_name().into_iter();
-            // Only a directory can be the store; below a canonical root, its path is canonical
-            // already.
-            let walk = walk.filter_entry(|e| {
-                !e.file_type().is_dir() || exclude.is_none_or(|ex| e.path() != ex)
-            });
-            for entry in walk {
-                match entry {
-                    Ok(e) if e.file_type().is_file() => out.push(Walked::File(e.into_path())),
-                    Ok(e) if e.path_is_symlink() => {
-                        let reason = symlink_reason(e.path());
-                        out.push(Walked::Skipped(e.into_path(), reason));
-                    }
-                    Ok(e) => {
-                        if let Some(reason) = special_reason(e.file_type()) {
-                            out.push(Walked::Skipped(e.into_path(), reason));
-                        }
-                    }
-                    Err(err) => {
-                        let at = err.path().unwrap_or(path).to_path_buf();
-                        out.push(Walked::Error(at, io::Error::other(err.to_string())));
-                    }
-                }
-            }
-        } else {
-            // A link named here is followed: what it points at decides. A path that cannot be
-            // looked at is left to the read, which says why.
-            let special = std::fs::metadata(path)
-                .ok()
-                .and_then(|m| special_reason(m.file_type()));
-            match special {
-                Some(reason) => out.push(Walked::Skipped(resolve(path), reason)),
-                None => out.push(Walked::File(resolve(path))),
-            }
-        }
+    if !path.is_dir() {
+        // A link named here is followed: what it points at decides. A path that cannot be
+        // looked at is left to the read, which says why.
+        let special = std::fs::metadata(path)
+            .ok()
+            .and_then(|m| special_reason(m.file_type()));
+        return Box::new(std::iter::once(match special {
+            Some(reason) => Walked::Skipped(resolve(path), reason),
+            None => Walked::File(resolve(path)),
+        }));
     }
-    out
+    let root = resolve(path);
+    let walk = walkdir::WalkDir::new(&root).sort_by_file_name().into_iter();
+    // Only a directory can be the store; below a canonical root, its path is canonical
+    // already.
+    let walk = walk
+        .filter_entry(move |e| !e.file_type().is_dir() || exclude.is_none_or(|ex| e.path() != ex));
+    Box::new(walk.filter_map(move |entry| match entry {
+        Ok(e) if e.file_type().is_file() => Some(Walked::File(e.into_path())),
+        Ok(e) if e.path_is_symlink() => {
+            let reason = symlink_reason(e.path());
+            Some(Walked::Skipped(e.into_path(), reason))
+        }
+        Ok(e) => special_reason(e.file_type()).map(|reason| Walked::Skipped(e.into_path(), reason)),
+        Err(err) => {
+            let at = err.path().unwrap_or(path).to_path_buf();
+            Some(Walked::Error(at, io::Error::other(err.to_string())))
+        }
+    }))
 }
 
 /// The first `N` bytes of a file (`None`: shorter, or unreadable): content detection.

@@ -11,9 +11,9 @@ use symdex_shared::layouts::Sidecar;
 use symdex_shared::{keys_for, lookup_keys_for, Identity, KeySet, Layout};
 
 use crate::inputs::{
-    expand_each, expand_paths, identify_first, plain_reads, First, Identified, Outcome, Walked,
+    expand_each, identify_first, plain_reads, walk_paths, First, Identified, Outcome, Walked,
 };
-use crate::ordered::{map_in_order_on, workers};
+use crate::ordered::{map_in_order_iter_on, workers};
 use crate::KeysArgs;
 
 /// One output row: the identity with where it came from, what reading it cost, its keys and
@@ -125,15 +125,15 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
         )?;
     }
     no_huge_pages();
-    let walked = expand_paths(&args.paths);
-    // Each file identified and its rows written on a worker; taken here in input order. An
-    // archive's entries are walked in its turn, here, their rows written as they come.
+    // Each file identified and its rows written on a worker as the walk meets it; taken here
+    // in input order. An archive's entries are walked in its turn, here, their rows written
+    // as they come.
     let mut written = Ok(());
     let workers = if plain_reads() { 1 } else { workers() };
-    map_in_order_on(
+    map_in_order_iter_on(
         workers,
-        &walked,
-        |entry| rows_of(args, &layouts, entry),
+        walk_paths(&args.paths),
+        |entry| rows_of(args, &layouts, &entry),
         |rows| {
             written = take_rows(&mut out, args, &layouts, rows, &mut failed);
             written.is_ok()
@@ -148,10 +148,11 @@ pub fn run(args: &KeysArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// No transparent huge pages for this process: the allocator asks for them on its arenas, and
-/// a run over many small files then zeroes a fresh 2 MiB page wherever a worker's heap grows
-/// or comes back after a purge (measured over ten times the corpus: 5% of the run's time,
-/// and a peak of 49 MiB where it is 18 without). Failing, nothing changes but that cost.
+/// No transparent huge pages for this process. The allocator is built asking for none
+/// (mimalloc's `no_thp`, Cargo.toml); where the system gives them unasked (THP `always`), a
+/// run over many small files zeroes a fresh 2 MiB page wherever a worker's heap grows or
+/// comes back after a purge (measured over ten times the corpus: 5% of the run's time, and
+/// a peak of 49 MiB where it is 18 without). Failing, nothing changes but that cost.
 fn no_huge_pages() {
     #[cfg(target_os = "linux")]
     // SAFETY: PR_SET_THP_DISABLE takes integers and touches no memory of ours.

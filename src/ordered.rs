@@ -7,7 +7,7 @@
 //! run's size.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Condvar, Mutex};
 
 /// Results each worker may run ahead of the one being waited for.
@@ -18,30 +18,40 @@ pub fn workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// `work` on each of `items`, on [`workers`] threads, each result handed to `take` in the
+/// `work` on each of `items`, on `workers` threads, each result handed to `take` in the
 /// order of `items` (on the calling thread). `take` returning `false` stops the run: no
-/// further item is started (those claimed with the last may be). A panic in `work` goes on unwinding on the calling thread once
-/// every worker stopped.
-pub fn map_in_order<T, R>(items: &[T], work: impl Fn(&T) -> R + Sync, take: impl FnMut(R) -> bool)
-where
-    T: Sync,
-    R: Send,
-{
-    map_in_order_on(workers(), items, work, take);
-}
-
-/// [`map_in_order`] on `workers` threads (tests choose the count).
+/// further item is started (those claimed with the last may be). A panic in `work` goes on
+/// unwinding on the calling thread once every worker stopped.
 pub fn map_in_order_on<T, R>(
     workers: usize,
     items: &[T],
     work: impl Fn(&T) -> R + Sync,
-    mut take: impl FnMut(R) -> bool,
+    take: impl FnMut(R) -> bool,
 ) where
     T: Sync,
     R: Send,
 {
+    map_in_order_iter_on(workers, items.iter(), work, take);
+}
+
+/// [`map_in_order_on`] over items an iterator makes as it goes (a directory walk): the
+/// workers draw them from it in turn, so work on the first items starts while later ones
+/// are still being made.
+pub fn map_in_order_iter_on<I, R>(
+    workers: usize,
+    items: I,
+    work: impl Fn(I::Item) -> R + Sync,
+    mut take: impl FnMut(R) -> bool,
+) where
+    I: Iterator + Send,
+    R: Send,
+{
     // One worker, or one item: no thread is worth starting.
-    if workers <= 1 || items.len() <= 1 {
+    let known = match items.size_hint() {
+        (low, Some(high)) if low == high => Some(low),
+        _ => None,
+    };
+    if workers <= 1 || known.is_some_and(|len| len <= 1) {
         for item in items {
             if !take(work(item)) {
                 return;
@@ -52,25 +62,29 @@ pub fn map_in_order_on<T, R>(
     let window = workers * WINDOW_PER_WORKER;
     // Items are claimed and their results handed over a run at a time: a send an item woke
     // the taking thread for each (`keys` over ten times the corpus: 1,234 context switches a
-    // run, 134 so).
-    let run = (items.len() / (workers * 8)).clamp(1, MAX_RUN);
+    // run, 134 so). Where the count is known, a run is an eighth of a worker's share; where
+    // it is not (a walk), runs grow with what was claimed, so that a few items still go to
+    // every worker.
     let gate = Gate {
-        next: AtomicUsize::new(0),
+        source: Mutex::new(Source { items, next: 0 }),
         taken: Mutex::new(0),
         moved: Condvar::new(),
         stop: AtomicBool::new(false),
     };
+    let run_at = |next: usize| match known {
+        Some(len) => (len / (workers * 8)).clamp(1, MAX_RUN),
+        None => (next / (workers * 4)).clamp(1, MAX_RUN),
+    };
     std::thread::scope(|scope| {
         let (done, results) = mpsc::channel::<(usize, Vec<R>)>();
-        for _ in 0..workers.min(items.len()) {
+        for _ in 0..known.map_or(workers, |len| workers.min(len)) {
             let done = done.clone();
-            let (gate, work) = (&gate, &work);
+            let (gate, work, run_at) = (&gate, &work, &run_at);
             scope.spawn(move || {
                 // A panic here must not leave the others waiting for its result.
                 let _stops = StopOnDrop(gate);
-                while let Some(claimed) = gate.claim(items.len(), run, window) {
-                    let start = claimed.start;
-                    let made = items[claimed].iter().map(work).collect();
+                while let Some((start, claimed)) = gate.claim(run_at, window) {
+                    let made = claimed.into_iter().map(work).collect();
                     if done.send((start, made)).is_err() {
                         break;
                     }
@@ -99,27 +113,44 @@ pub fn map_in_order_on<T, R>(
 /// The most items a worker claims at once.
 const MAX_RUN: usize = 16;
 
-/// What the workers share: the next item to claim, how far the results were taken.
-struct Gate {
-    next: AtomicUsize,
+/// Where the items come from, and the index of the next one.
+struct Source<I> {
+    items: I,
+    next: usize,
+}
+
+/// What the workers share: the items not yet claimed, how far the results were taken.
+struct Gate<I> {
+    source: Mutex<Source<I>>,
     taken: Mutex<usize>,
     moved: Condvar,
     stop: AtomicBool,
 }
 
-impl Gate {
-    /// The next items to work on (up to `run` of them), once they are within `window` of the
-    /// results taken; `None` when there is none left or the run stopped.
-    fn claim(&self, len: usize, run: usize, window: usize) -> Option<std::ops::Range<usize>> {
-        let at = self.next.fetch_add(run, Ordering::Relaxed);
-        if at >= len {
+impl<I: Iterator> Gate<I> {
+    /// The next items to work on (a run of them, sized by `run_at` from the index of the
+    /// first), with that index, once they are within `window` of the results taken; `None`
+    /// when there is none left or the run stopped. The items are drawn under the source's
+    /// lock: one worker at a time moves the iterator on.
+    fn claim(
+        &self,
+        run_at: impl Fn(usize) -> usize,
+        window: usize,
+    ) -> Option<(usize, Vec<I::Item>)> {
+        let mut source = self.source.lock().unwrap_or_else(|e| e.into_inner());
+        let at = source.next;
+        {
+            let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+            while at >= *taken + window && !self.stop.load(Ordering::Relaxed) {
+                taken = self.moved.wait(taken).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+        if self.stop.load(Ordering::Relaxed) {
             return None;
         }
-        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
-        while at >= *taken + window && !self.stop.load(Ordering::Relaxed) {
-            taken = self.moved.wait(taken).unwrap_or_else(|e| e.into_inner());
-        }
-        (!self.stop.load(Ordering::Relaxed)).then_some(at..len.min(at + run))
+        let claimed: Vec<I::Item> = source.items.by_ref().take(run_at(at)).collect();
+        source.next += claimed.len();
+        (!claimed.is_empty()).then_some((at, claimed))
     }
 
     fn taken_up_to(&self, taken: usize) {
@@ -137,9 +168,9 @@ impl Gate {
 
 /// Stops the run when a worker ends, normally or by a panic: after a panic the result it
 /// owed never comes, and the workers waiting on the window must not wait for it.
-struct StopOnDrop<'g>(&'g Gate);
+struct StopOnDrop<'g, I: Iterator>(&'g Gate<I>);
 
-impl Drop for StopOnDrop<'_> {
+impl<I: Iterator> Drop for StopOnDrop<'_, I> {
     fn drop(&mut self) {
         if std::thread::panicking() {
             self.0.stop();
@@ -149,7 +180,9 @@ impl Drop for StopOnDrop<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{map_in_order_iter_on, map_in_order_on, MAX_RUN, WINDOW_PER_WORKER};
 
     #[test]
     fn results_come_in_input_order_whatever_finishes_first() {
@@ -209,5 +242,33 @@ mod tests {
             )
         });
         assert!(run.is_err());
+    }
+
+    #[test]
+    fn items_made_as_the_run_goes_are_worked_on_before_the_last_is_made() {
+        let made = AtomicUsize::new(0);
+        let items = (0..1000u64).inspect(|_| {
+            made.fetch_add(1, Ordering::SeqCst);
+        });
+        let mut made_at_first_result = None;
+        let mut seen = Vec::new();
+        map_in_order_iter_on(
+            2,
+            items,
+            |i| i * 2,
+            |r| {
+                made_at_first_result.get_or_insert(made.load(Ordering::SeqCst));
+                seen.push(r);
+                true
+            },
+        );
+        assert_eq!(seen, (0..1000u64).map(|i| i * 2).collect::<Vec<_>>());
+        // The first result was taken within a window and a run of the start, not after the
+        // whole iterator was drawn.
+        let first = made_at_first_result.expect("a result");
+        assert!(
+            first <= 2 * WINDOW_PER_WORKER + 2 * MAX_RUN,
+            "{first} made first"
+        );
     }
 }

@@ -14,8 +14,8 @@ use symdex_shared::storage::s3::{part_size_for, UPLOAD_PART_SIZE};
 
 use super::named::{secret_reason, Unclaimed};
 use super::wanted::Wanted;
-use crate::inputs::{expand_paths, identify_each, Identified, Outcome, SourceArgs, Walked};
-use crate::ordered::map_in_order;
+use crate::inputs::{identify_each, walk_paths, Identified, Outcome, SourceArgs, Walked};
+use crate::ordered::{map_in_order_iter_on, workers};
 
 /// Files above this size are uploaded in parts (`storage::s3::upload_file`).
 pub const MULTIPART_THRESHOLD: u64 = UPLOAD_PART_SIZE;
@@ -70,19 +70,16 @@ pub fn plan(
     sources: &SourceArgs,
     limits: symdex_shared::archive::Limits,
 ) -> Vec<Planned> {
-    let walked: Vec<(&PathBuf, Walked)> = paths
+    let walked = paths
         .iter()
-        .flat_map(|arg| {
-            expand_paths(std::slice::from_ref(arg))
-                .into_iter()
-                .map(move |w| (arg, w))
-        })
-        .collect();
-    // Each file identified on a worker (a core each), the plans kept in input order.
-    let mut files = Vec::with_capacity(walked.len());
-    map_in_order(
-        &walked,
-        |(arg, walked)| match walked {
+        .flat_map(|arg| walk_paths(std::slice::from_ref(arg)).map(move |walked| (arg, walked)));
+    // Each file identified on a worker (a core each) as the walk meets it, the plans kept in
+    // input order.
+    let mut files = Vec::new();
+    map_in_order_iter_on(
+        workers(),
+        walked,
+        |(arg, walked)| match &walked {
             Walked::File(path) => plan_file(arg, path, key_prefix, build, sources, limits),
             Walked::Skipped(path, reason) => FilePlan::done(Planned::Skipped {
                 shown: shown_path(path),

@@ -364,10 +364,22 @@ pub(crate) fn build_ids(id: &Identity) -> Vec<&str> {
 }
 
 fn dedup(keys: Vec<String>) -> Vec<String> {
-    let mut seen = BTreeSet::new();
-    keys.into_iter()
-        .filter(|k| seen.insert(k.clone()))
-        .collect()
+    // A layout gives a handful of keys: a scan of those kept beats a set of clones. A long
+    // list (a hostile file's many sections) goes through the set, staying n log n.
+    if keys.len() > 16 {
+        let mut seen = BTreeSet::new();
+        return keys
+            .into_iter()
+            .filter(|k| seen.insert(k.clone()))
+            .collect();
+    }
+    let mut kept: Vec<String> = Vec::with_capacity(keys.len());
+    for key in keys {
+        if !kept.contains(&key) {
+            kept.push(key);
+        }
+    }
+    kept
 }
 
 /// Where clients look for the debug companion of a binary: the keys the companion would be
