@@ -16,7 +16,7 @@ use crate::formats::Format;
 use crate::identity::{Identity, Kind, SectionRef};
 use crate::layouts::{self, KeySet, Layout};
 use crate::manifest::{Action, Record};
-use crate::refs::{busy, Content, InTurn, KeyOutcome, OnDifferent, Publication};
+use crate::refs::{busy, Content, InTurn, KeyOutcome, OnDifferent, Publication, Publisher};
 use crate::storage::CopySource;
 
 /// Keys of one upload published at once once one of them holds its bytes
@@ -483,8 +483,7 @@ impl<'s> Indexer<'s> {
             .refs
             .publish_in_turn(
                 key,
-                &upload.id,
-                upload.meta.product.as_deref(),
+                Publisher::new(&upload.id, upload.meta.product.as_deref()),
                 &content,
                 OnDifferent::Adopt,
                 fresh,
@@ -659,8 +658,7 @@ impl<'s> Indexer<'s> {
                 .refs
                 .publish_in_turn(
                     key,
-                    &upload.id,
-                    product,
+                    Publisher::new(&upload.id, product),
                     &content,
                     on_different,
                     fresh,

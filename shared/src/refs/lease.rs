@@ -45,10 +45,21 @@ pub struct Lease {
 /// upload, where one does (empty else; [`Lease::acting`]), and the upload's product (`None`:
 /// it names none), which decides whose bytes its overwrite may replace (overwrites.rs).
 #[derive(Clone, Copy)]
-pub(super) struct Publisher<'a> {
+pub(crate) struct Publisher<'a> {
     pub(super) upload: &'a str,
     pub(super) acting: &'a str,
     pub(super) product: Option<&'a str>,
+}
+
+impl<'a> Publisher<'a> {
+    /// `upload` publishing its own key, as an upload of `product`.
+    pub(crate) fn new(upload: &'a str, product: Option<&'a str>) -> Self {
+        Publisher {
+            upload,
+            acting: "",
+            product,
+        }
+    }
 }
 
 /// How leases are taken and judged.

@@ -251,6 +251,7 @@ pub use uploads::{IndexedAs, PriorRead, Run, UnparsedUpload, UploadRecord, Uploa
 
 // Only the crate's own (pipeline/, audit.rs, testing/) reach these.
 pub(crate) use layout::record_fits;
+pub(crate) use lease::Publisher;
 pub(crate) use listing::{released_by_finalize, Listing};
 pub(crate) use patience::busy;
 pub(crate) use publication::{OnDifferent, Publication};

@@ -165,11 +165,7 @@ impl<'s> RefStore<'s> {
             KeyOutcome::Unchanged
         };
         // The object stands for the record (invariant 7): it names its target itself.
-        Ok(Alone::Done(Publication {
-            outcome,
-            alias_of: found.alias_of,
-            refused: false,
-        }))
+        Ok(Alone::Done(Publication::new(outcome, found.alias_of)))
     }
 
     /// Creates `content` at `key` only where nothing is, naming `owner`; else reads what is
@@ -246,11 +242,7 @@ impl<'s> RefStore<'s> {
         });
         if still {
             self.held.keep(key, lease);
-            return Ok(Publication {
-                outcome: KeyOutcome::Unchanged,
-                alias_of: record.alias_of,
-                refused: false,
-            });
+            return Ok(Publication::new(KeyOutcome::Unchanged, record.alias_of));
         }
         let alone = KeyRecord {
             etag: content.etag.to_string(),
@@ -408,11 +400,7 @@ impl<'s> RefStore<'s> {
             let outcome = self
                 .release_as(key, lease, written, share, KeyOutcome::Unchanged)
                 .await?;
-            return Ok(Publication {
-                outcome,
-                alias_of,
-                refused: false,
-            });
+            return Ok(Publication::new(outcome, alias_of));
         }
         if lease.op == CREATE && !adopted {
             // Created (or our own earlier attempt's copy found): the record, written with the
@@ -441,11 +429,7 @@ impl<'s> RefStore<'s> {
         let outcome = self
             .release_as(key, lease, written, release, outcome)
             .await?;
-        Ok(Publication {
-            outcome,
-            alias_of,
-            refused: false,
-        })
+        Ok(Publication::new(outcome, alias_of))
     }
 
     /// Releases `lease` on `key`'s record, changed by `release`: by one conditional write on

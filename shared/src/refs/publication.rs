@@ -57,6 +57,16 @@ pub(crate) struct Publication {
 }
 
 impl Publication {
+    /// An outcome with the target its key's record names (none but for
+    /// [`KeyOutcome::Unchanged`]), not refused by the product rule.
+    pub(crate) fn new(outcome: KeyOutcome, alias_of: Option<String>) -> Self {
+        Publication {
+            outcome,
+            alias_of,
+            refused: false,
+        }
+    }
+
     /// An overwrite the product rule refused: a conflict, as without overwrite.
     pub(crate) fn refused() -> Self {
         Publication {
@@ -75,11 +85,7 @@ impl From<KeyOutcome> for Publication {
             KeyOutcome::Unchanged,
             "a key found in place names its target"
         );
-        Publication {
-            outcome,
-            alias_of: None,
-            refused: false,
-        }
+        Publication::new(outcome, None)
     }
 }
 

@@ -32,7 +32,14 @@ impl<'s> RefStore<'s> {
         fresh: bool,
     ) -> io::Result<KeyOutcome> {
         let published = self
-            .publish_in_turn(key, upload, None, content, different, fresh, None)
+            .publish_in_turn(
+                key,
+                Publisher::new(upload, None),
+                content,
+                different,
+                fresh,
+                None,
+            )
             .await?;
         Ok(published.outcome)
     }
@@ -44,24 +51,18 @@ impl<'s> RefStore<'s> {
     /// its record step when the one before has decided, so the leases of an upload's keys are
     /// taken in the same order as one after another — two uploads sharing keys never hold
     /// one each of two keys the other waits for — while the objects are written at once.
-    /// `product`: the upload's (`UploadMeta::product`), whose bytes alone its overwrite may
-    /// replace (overwrites.rs); [`Self::publish`] publishes as an upload naming none.
-    #[allow(clippy::too_many_arguments)]
+    /// `publisher`: the upload and its product (`UploadMeta::product`), whose bytes alone its
+    /// overwrite may replace (overwrites.rs); [`Self::publish`] publishes as an upload naming
+    /// none.
     pub(crate) async fn publish_in_turn(
         &self,
         key: &str,
-        upload: &str,
-        product: Option<&str>,
+        publisher: Publisher<'_>,
         content: &Content<'_>,
         different: OnDifferent,
         fresh: bool,
         turn: Option<InTurn>,
     ) -> io::Result<Publication> {
-        let publisher = Publisher {
-            upload,
-            acting: "",
-            product,
-        };
         self.publish_as(key, publisher, content, different, fresh, turn)
             .await
     }
@@ -357,11 +358,7 @@ impl<'s> RefStore<'s> {
             } else {
                 KeyOutcome::Unchanged
             };
-            return Ok(Publication {
-                outcome,
-                alias_of,
-                refused: false,
-            });
+            return Ok(Publication::new(outcome, alias_of));
         }
         let lease = self.lease_to_repair(d).await?;
         drop(turn);

@@ -103,8 +103,7 @@ async fn keys_published_at_once_take_their_records_in_turn() {
     let both = futures_util::future::join(
         second.publish_in_turn(
             "x",
-            "u2",
-            None,
+            Publisher::new("u2", None),
             &c,
             OnDifferent::Conflict,
             true,
@@ -112,8 +111,7 @@ async fn keys_published_at_once_take_their_records_in_turn() {
         ),
         second.publish_in_turn(
             "y",
-            "u2",
-            None,
+            Publisher::new("u2", None),
             &c,
             OnDifferent::Conflict,
             true,

@@ -83,8 +83,7 @@ async fn a_holder_added_after_an_overwrites_check_is_checked_before_the_swap() {
     let overwriter = RefStore::with_policy(&store, impatient());
     let overwrite = overwriter.publish_in_turn(
         "k",
-        "b2",
-        Some("beta"),
+        Publisher::new("b2", Some("beta")),
         &new,
         OnDifferent::Overwrite,
         false,
@@ -155,8 +154,7 @@ async fn an_overwrite_taking_over_a_dead_creation_looks_at_whose_object_is_there
     let overwriter = RefStore::with_policy(&store, impatient());
     let overwrite = overwriter.publish_in_turn(
         "k",
-        "a2",
-        Some("alpha"),
+        Publisher::new("a2", Some("alpha")),
         &new,
         OnDifferent::Overwrite,
         true,
@@ -201,8 +199,7 @@ async fn a_holder_whose_record_does_not_parse_is_a_conflict_not_an_error() {
         let overwriter = RefStore::with_policy(&store, sole.clone());
         let overwrite = overwriter.publish_in_turn(
             "k",
-            "a2",
-            Some("alpha"),
+            Publisher::new("a2", Some("alpha")),
             &new,
             OnDifferent::Overwrite,
             true,
@@ -245,8 +242,7 @@ async fn a_holders_product_is_read_once() {
     for key in keys {
         let overwrite = overwriter.publish_in_turn(
             key,
-            "a2",
-            Some("alpha"),
+            Publisher::new("a2", Some("alpha")),
             &new,
             OnDifferent::Overwrite,
             true,
@@ -281,8 +277,7 @@ async fn an_overwrite_replaces_only_its_own_products_bytes() {
         planned(&refs, upload, product, &["k"]).await;
         let overwrite = refs.publish_in_turn(
             "k",
-            upload,
-            product,
+            Publisher::new(upload, product),
             &new,
             OnDifferent::Overwrite,
             true,
@@ -296,8 +291,7 @@ async fn an_overwrite_replaces_only_its_own_products_bytes() {
     planned(&refs, "a2", Some("alpha"), &["k"]).await;
     let overwrite = refs.publish_in_turn(
         "k",
-        "a2",
-        Some("alpha"),
+        Publisher::new("a2", Some("alpha")),
         &new,
         OnDifferent::Overwrite,
         true,
