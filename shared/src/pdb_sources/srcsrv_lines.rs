@@ -162,6 +162,13 @@ impl SrcsrvLines {
     /// is not UTF-8 is read with its bad bytes replaced, and then names no document a PDB
     /// holds: paths in an ANSI code page are no ambiguity, only never matched).
     pub fn parse(bytes: &[u8]) -> SrcsrvLines {
+        // NULs padding the stream after its last line (a writer's fixed-size buffer) end it
+        // for every reader: one taking it as a C string stops at the first, and to one
+        // reading its whole length they are a line naming nothing. A NUL with text after it,
+        // or ending a line's last field, is another matter (below).
+        let text_end = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        let padded = matches!(bytes[..text_end].last(), Some(b'\n' | b'\r'));
+        let bytes = if padded { &bytes[..text_end] } else { bytes };
         let text = String::from_utf8_lossy(bytes);
         let commands = text.split(['\r', '\n']).any(defines_command);
         let mut reading = Reading {

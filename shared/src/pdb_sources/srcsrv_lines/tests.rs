@@ -190,6 +190,29 @@ fn a_nul_byte_is_ambiguous_and_other_bytes_are_not() {
     assert_eq!(lines.target("a.c"), Target::Url("https://store/a.c".into()));
 }
 
+/// NULs padding the stream after its last line read alike to every reader; NULs ending the
+/// last line's text, or only NULs after a stream ending mid-line, do not.
+#[test]
+fn nul_padding_after_the_last_line_is_no_ambiguity() {
+    let text = "SRCSRV: variables --\r\nSRCSRVTRG=https://store/%var2%\r\n\
+        SRCSRV: source files --\r\na.c*a.c\r\nSRCSRV: end --\r\n";
+    for padding in ["\0", "\0\0\0\0\0\0\0\0"] {
+        let lines = SrcsrvLines::parse(format!("{text}{padding}").as_bytes());
+        assert_eq!(lines.ambiguity(), None, "{padding:?}");
+        assert_eq!(lines.target("a.c"), Target::Url("https://store/a.c".into()));
+    }
+    let mid_line = "SRCSRV: variables --\nSRCSRVTRG=https://store/%var2%\n\
+        SRCSRV: source files --\na.c*a.c\0\0";
+    let lines = SrcsrvLines::parse(mid_line.as_bytes());
+    assert!(lines.ambiguity().is_some_and(|w| w.contains("NUL")));
+    assert!(matches!(lines.target("a.c"), Target::Elsewhere(_)));
+    // Nothing but NULs: no text, nothing to vouch for either way.
+    assert!(matches!(
+        SrcsrvLines::parse(b"\0\0").target("a.c"),
+        Target::Elsewhere(_)
+    ));
+}
+
 /// Lines ended in CR CR LF (Windows text-mode writers), and a text ending in a lone CR,
 /// read one way; a CR with more of the line after it does not.
 #[test]
