@@ -66,7 +66,11 @@ pub fn map_in_order_iter_on<I, R>(
     // it is not (a walk), runs grow with what was claimed, so that a few items still go to
     // every worker.
     let gate = Gate {
-        source: Mutex::new(Source { items, next: 0 }),
+        source: Mutex::new(Source {
+            items,
+            next: 0,
+            ended: false,
+        }),
         taken: Mutex::new(0),
         moved: Condvar::new(),
         stop: AtomicBool::new(false),
@@ -92,6 +96,9 @@ pub fn map_in_order_iter_on<I, R>(
             });
         }
         drop(done);
+        // A panic in `take` must not leave a worker waiting on the window: the scope would
+        // wait for it forever.
+        let _stops = StopOnDrop(&gate);
         let mut waiting = BTreeMap::new();
         let mut wanted = 0;
         'results: for (start, made) in results.iter() {
@@ -113,10 +120,12 @@ pub fn map_in_order_iter_on<I, R>(
 /// The most items a worker claims at once.
 const MAX_RUN: usize = 16;
 
-/// Where the items come from, and the index of the next one.
+/// Where the items come from, the index of the next one, and whether the iterator ended (it
+/// is not asked again: an iterator need not say `None` twice).
 struct Source<I> {
     items: I,
     next: usize,
+    ended: bool,
 }
 
 /// What the workers share: the items not yet claimed, how far the results were taken.
@@ -137,7 +146,16 @@ impl<I: Iterator> Gate<I> {
         run_at: impl Fn(usize) -> usize,
         window: usize,
     ) -> Option<(usize, Vec<I::Item>)> {
-        let mut source = self.source.lock().unwrap_or_else(|e| e.into_inner());
+        // Poisoned: the iterator panicked drawing another worker's run, whose items are lost;
+        // drawing on would give later items their indices. The run ends (the panic goes on).
+        let Ok(mut source) = self.source.lock() else {
+            return None;
+        };
+        if source.ended {
+            return None;
+        }
+        // The window is waited for with the source held: the index `at` stays the next
+        // item's until it is drawn, and no other worker draws past the window meanwhile.
         let at = source.next;
         {
             let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
@@ -148,7 +166,9 @@ impl<I: Iterator> Gate<I> {
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }
-        let claimed: Vec<I::Item> = source.items.by_ref().take(run_at(at)).collect();
+        let run = run_at(at);
+        let claimed: Vec<I::Item> = source.items.by_ref().take(run).collect();
+        source.ended = claimed.len() < run;
         source.next += claimed.len();
         (!claimed.is_empty()).then_some((at, claimed))
     }
@@ -270,5 +290,44 @@ mod tests {
             first <= 2 * WINDOW_PER_WORKER + 2 * MAX_RUN,
             "{first} made first"
         );
+    }
+
+    #[test]
+    fn a_panic_in_the_iterator_or_in_taking_ends_the_run_and_goes_on() {
+        let walk = std::panic::catch_unwind(|| {
+            let items = (0..500u32).inspect(|&i| assert!(i != 40, "item forty"));
+            map_in_order_iter_on(2, items, |i| i, |_| true)
+        });
+        assert!(walk.is_err());
+        // Taking panics while workers wait on the window: they are let go.
+        let taking = std::panic::catch_unwind(|| {
+            map_in_order_iter_on(
+                2,
+                0..10_000u32,
+                |i| i,
+                |i| {
+                    assert!(i != 3, "taking three");
+                    true
+                },
+            )
+        });
+        assert!(taking.is_err());
+    }
+
+    #[test]
+    fn taking_stops_a_run_over_an_iterator() {
+        let started = AtomicUsize::new(0);
+        let mut seen = 0;
+        map_in_order_iter_on(
+            2,
+            0..10_000u32,
+            |_| started.fetch_add(1, Ordering::Relaxed),
+            |_| {
+                seen += 1;
+                seen < 5
+            },
+        );
+        assert_eq!(seen, 5);
+        assert!(started.load(Ordering::Relaxed) <= 5 + 2 * WINDOW_PER_WORKER + 2 * MAX_RUN);
     }
 }

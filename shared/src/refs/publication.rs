@@ -57,8 +57,8 @@ pub(crate) struct Publication {
 }
 
 impl Publication {
-    /// An outcome with the target its key's record names (none but for
-    /// [`KeyOutcome::Unchanged`]), not refused by the product rule.
+    /// An outcome with the target its key's record names, where the publication learnt it
+    /// (see `alias_of`), not refused by the product rule.
     pub(crate) fn new(outcome: KeyOutcome, alias_of: Option<String>) -> Self {
         Publication {
             outcome,
