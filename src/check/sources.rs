@@ -13,6 +13,7 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 use symdex_shared::digest::{Md5, Sha1, Sha256};
+use symdex_shared::formats::pdb::{read_srcsrv, SrcsrvUnread};
 use symdex_shared::pdb_sources::{Checksum, ChecksumAlgorithm};
 use symdex_shared::refs::RefStore;
 use symdex_shared::storage::{CopySource, Storage};
@@ -45,6 +46,10 @@ pub(super) struct DocumentWanted {
     /// Why the store serves it to this client under no key.
     #[serde(skip)]
     elsewhere: Option<String>,
+    /// Why it could not be checked at all (its PDB unreadable as far as the srcsrv stream):
+    /// an error, not a verdict.
+    #[serde(skip)]
+    unchecked: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -123,6 +128,7 @@ pub(super) fn wanted_documents(
             url,
             key,
             elsewhere,
+            unchecked: None,
         }
     };
     let count = sources.documents.len();
@@ -150,20 +156,25 @@ pub(super) fn wanted_documents(
         // The stream itself where the PDB is at hand (its rows say why a document is fetched
         // otherwise); inside an archive, the URLs identification read of it by the same
         // reader.
-        let (lines, refused) = match srcsrv_of.map(srcsrv_lines) {
-            Some(Ok(Some(lines))) => (Some(lines), None),
+        let (lines, refused, unreadable) = match srcsrv_of.map(srcsrv_lines) {
+            Some(Ok(Some(lines))) => (Some(lines), None, None),
             Some(Ok(None)) => return,
-            // Not read, or refused (read in part, or one of two streams named srcsrv): every
-            // document is listed, with why none of its URLs is checked.
-            Some(Err(why)) => {
-                say_err!("symdex: {input}: srcsrv stream not checked: {why}");
-                (None, Some(format!("srcsrv stream not checked: {why}")))
+            // Refused (read in part, or one of two streams named srcsrv): every document is
+            // listed, found at no URL this check vouches for. Not read at all (a corrupt
+            // PDB): every document is an error, as nothing is known of where it is fetched.
+            Some(Err(unread)) => {
+                say_err!("symdex: {input}: srcsrv stream not checked: {unread}");
+                let why = Some(format!("srcsrv stream not checked: {unread}"));
+                match unread {
+                    SrcsrvUnread::Refused(_) => (None, why, None),
+                    SrcsrvUnread::Unreadable(_) => (None, None, why),
+                }
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         for (index, document) in sources.documents.iter().enumerate() {
             let target = lines.as_ref().map(|l| l.target(&document.path));
-            let url = match (&refused, target) {
+            let url = match (refused.as_ref().or(unreadable.as_ref()), target) {
                 (Some(why), _) => Err(why.clone()),
                 (None, Some(Target::Url(url))) => Ok(url),
                 (None, Some(Target::Elsewhere(why))) => Err(why),
@@ -172,16 +183,18 @@ pub(super) fn wanted_documents(
                     .clone()
                     .ok_or_else(|| "the srcsrv stream gives it no download URL".to_string()),
             };
-            out.push(wanted(Client::Srcsrv, index, url));
+            let mut row = wanted(Client::Srcsrv, index, url);
+            row.unchecked = unreadable.clone();
+            out.push(row);
         }
     }
 }
 
 /// The srcsrv stream of the PDB at `pdb`, read (`None`: it has none), or why not: it could
-/// not be read, or [`symdex_shared::formats::pdb::read_srcsrv`] refuses it.
-fn srcsrv_lines(pdb: &Path) -> Result<Option<SrcsrvLines>, String> {
-    let reader = FileReader::open(pdb).map_err(|e| e.to_string())?;
-    let bytes = symdex_shared::formats::pdb::read_srcsrv(&reader)?;
+/// not be read, or [`read_srcsrv`] refuses it.
+fn srcsrv_lines(pdb: &Path) -> Result<Option<SrcsrvLines>, SrcsrvUnread> {
+    let reader = FileReader::open(pdb).map_err(|e| SrcsrvUnread::Unreadable(e.to_string()))?;
+    let bytes = read_srcsrv(&reader)?;
     Ok(bytes.map(|bytes| SrcsrvLines::parse(&bytes)))
 }
 
@@ -249,6 +262,14 @@ fn judged(
     fetched: Option<Fetched>,
     published_by: Option<String>,
 ) -> DocumentChecked {
+    if let Some(why) = &wanted.unchecked {
+        return DocumentChecked {
+            status: DocumentStatus::Error,
+            detail: Some(why.clone()),
+            published_by,
+            wanted,
+        };
+    }
     let (status, detail) = match (&wanted.elsewhere, fetched) {
         (Some(why), _) => (DocumentStatus::NotInStore, Some(why.clone())),
         (None, None) => (DocumentStatus::Error, Some("not checked".into())),
@@ -461,4 +482,60 @@ pub(super) fn report(checked: &[DocumentChecked], json: bool) -> anyhow::Result<
         count(DocumentStatus::NotInStore),
     );
     Ok((missing + wrong + forbidden, errors))
+}
+
+#[cfg(test)]
+mod tests {
+    use symdex_shared::formats::pdb::read_sources;
+    use symdex_shared::testing::source_pdbs::pdb_with_named_streams;
+    use symdex_shared::{Format, Identity, Kind, MemReader};
+
+    use super::{judged, wanted_documents, DocumentStatus, StoreUrls};
+    use crate::check::Client;
+
+    /// What `check --client srcsrv` makes of a PDB whose stream is read from `at_hand` (the
+    /// file the PDB `pdb` identified as, or another).
+    fn statuses(pdb: &[u8], at_hand: &[u8]) -> Vec<DocumentStatus> {
+        let mut id = Identity::new(Format::Pdb, Kind::Debug);
+        id.pdb_sources = Some(read_sources(&MemReader(pdb.to_vec())));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.pdb");
+        std::fs::write(&path, at_hand).unwrap();
+        let urls = StoreUrls::new(Some("https://sym.example/")).unwrap();
+        let mut wanted = Vec::new();
+        let clients = [Client::Srcsrv];
+        wanted_documents(
+            "app.pdb",
+            &id,
+            "app.pdb",
+            &clients,
+            Some(&path),
+            &urls,
+            &mut wanted,
+        );
+        wanted
+            .into_iter()
+            .map(|w| judged(w, None, None).status)
+            .collect()
+    }
+
+    /// A PDB that cannot be read as far as its srcsrv stream is an error (nothing is known of
+    /// where WinDbg fetches its documents); a stream refused as read two ways, or one pointing
+    /// outside the store, is a verdict.
+    #[test]
+    fn an_unreadable_srcsrv_stream_is_an_error_and_a_refused_one_is_not() {
+        let stream: &[u8] = b"SRCSRV: variables --\r\nSRCSRVTRG=https://elsewhere/%var2%\r\n\
+            SRCSRV: source files --\r\nC:\\b\\a.cpp*a.cpp\r\nSRCSRV: end --\r\n";
+        let documents: &[(&str, u8, &[u8])] = &[(r"C:\b\a.cpp", 1, &[0xab; 16])];
+        let pdb = pdb_with_named_streams([7; 16], documents, &[("srcsrv", stream)]);
+        assert_eq!(statuses(&pdb, &pdb), [DocumentStatus::NotInStore]);
+        let cut = &pdb[..pdb.len() / 2];
+        assert_eq!(statuses(&pdb, cut), [DocumentStatus::Error]);
+        let two = pdb_with_named_streams(
+            [7; 16],
+            documents,
+            &[("srcsrv", stream), ("SRCSRV", stream)],
+        );
+        assert_eq!(statuses(&two, &two), [DocumentStatus::NotInStore]);
+    }
 }

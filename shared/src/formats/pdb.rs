@@ -160,7 +160,7 @@ impl<'r> Msf<'r> {
     }
 }
 
-pub use sources::{read_sources, read_srcsrv};
+pub use sources::{read_sources, read_srcsrv, SrcsrvUnread};
 
 pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
     let msf = Msf::open(reader)?;

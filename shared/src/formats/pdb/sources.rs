@@ -339,32 +339,58 @@ pub fn read_sources(reader: &dyn RangeReader) -> PdbSources {
 /// `symdex check` resolves URLs from. Refused (`Err`, why) where [`read_sources`] vouches for
 /// no URL of it either: longer than the [`MAX_SRCSRV_BYTES`] read, or one of several streams
 /// named srcsrv in any case (which one a debugger opens is its own).
-pub fn read_srcsrv(reader: &dyn RangeReader) -> Result<Option<Vec<u8>>, String> {
-    let msf = Msf::open(reader).map_err(text)?;
+pub fn read_srcsrv(reader: &dyn RangeReader) -> Result<Option<Vec<u8>>, SrcsrvUnread> {
+    let unreadable = SrcsrvUnread::Unreadable;
+    let msf = Msf::open(reader).map_err(text).map_err(unreadable)?;
     let mut budget = Budget(MAX_SOURCE_BYTES);
-    let directory = Directory::open(&msf)?;
-    let info = directory.read_all(PDB_INFO_STREAM, MAX_INFO_BYTES as usize, &mut budget)?;
-    let named = named_streams(&info)?;
+    let directory = Directory::open(&msf).map_err(unreadable)?;
+    let info = directory
+        .read_all(PDB_INFO_STREAM, MAX_INFO_BYTES as usize, &mut budget)
+        .map_err(unreadable)?;
+    let named = named_streams(&info).map_err(unreadable)?;
     let srcsrv_named = named
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case("srcsrv"))
         .count();
     if srcsrv_named > 1 {
-        return Err(format!(
+        return Err(SrcsrvUnread::Refused(format!(
             "{srcsrv_named} streams are named srcsrv: which one a debugger opens is its own"
-        ));
+        )));
     }
     let Some(stream) = named.iter().find(|(n, _)| n == "srcsrv").map(|(_, s)| *s) else {
         return Ok(None);
     };
     let size = directory.size(stream).unwrap_or(0) as usize;
     if size > MAX_SRCSRV_BYTES {
-        return Err(format!(
+        return Err(SrcsrvUnread::Refused(format!(
             "{size} bytes, more than the {MAX_SRCSRV_BYTES} read: its unread part may say \
              otherwise"
-        ));
+        )));
     }
-    directory.read(stream, 0, size, &mut budget).map(Some)
+    directory
+        .read(stream, 0, size, &mut budget)
+        .map(Some)
+        .map_err(unreadable)
+}
+
+/// Why [`read_srcsrv`] gives no stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SrcsrvUnread {
+    /// Read, and what a debugger takes for the stream is not known from it (several named
+    /// srcsrv, longer than is read): its documents are found at no URL symdex vouches for.
+    Refused(String),
+    /// The PDB could not be read as far as its stream (corrupt, or truncated): nothing about
+    /// its documents is known.
+    Unreadable(String),
+}
+
+impl std::fmt::Display for SrcsrvUnread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SrcsrvUnread::Refused(why) => f.write_str(why),
+            SrcsrvUnread::Unreadable(why) => write!(f, "the PDB cannot be read: {why}"),
+        }
+    }
 }
 
 /// The `/names` string buffer (the strings checksum entries point into).
@@ -549,7 +575,7 @@ fn add_entries(
 
 #[cfg(test)]
 mod tests {
-    use super::{read_sources, read_srcsrv};
+    use super::{read_sources, read_srcsrv, SrcsrvUnread};
     use crate::pdb_sources::{ChecksumAlgorithm, MAX_SRCSRV_BYTES};
     use crate::reader::MemReader;
     use crate::testing::source_pdbs::{pdb_with_named_streams, pdb_with_sources, PdbDocument};
@@ -675,7 +701,9 @@ mod tests {
                 "{what}: {:?}",
                 sources.unread
             );
-            let refused = read_srcsrv(&MemReader(file)).unwrap_err();
+            let Err(SrcsrvUnread::Refused(refused)) = read_srcsrv(&MemReader(file)) else {
+                panic!("{what}: not refused");
+            };
             assert!(!refused.starts_with("srcsrv"), "{what}: {refused}");
         }
         // The one stream read whole gives its URL, to both readers.
@@ -685,6 +713,12 @@ mod tests {
             sources.documents[0].srcsrv_url.as_deref(),
             Some("https://s/src/p/1/a.cpp")
         );
+        // Cut short, the PDB cannot be read as far as its stream: no refusal, unreadable.
+        let cut = file[..file.len() / 2].to_vec();
+        assert!(matches!(
+            read_srcsrv(&MemReader(cut)),
+            Err(SrcsrvUnread::Unreadable(_))
+        ));
         assert_eq!(read_srcsrv(&MemReader(file)), Ok(Some(plain.to_vec())));
     }
 
