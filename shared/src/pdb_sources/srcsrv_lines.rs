@@ -58,6 +58,14 @@ const MAX_OUTSIDE_NAMES: usize = 1024;
 /// every target's answer.
 const MAX_WHY: usize = 512;
 
+/// A lowercased path written one way: `/` as `\`, without the spaces around it. Lines whose
+/// paths differ only so name one file to a debugger that matches paths so; this reader
+/// matches a document by its lowercased path alone, and vouches for it only where all such
+/// lines agree ([`SrcsrvLines::target`]).
+fn spelling(lowercased: &str) -> String {
+    lowercased.trim().replace('/', "\\")
+}
+
 /// A srcsrv stream, read.
 pub struct SrcsrvLines {
     /// Variables by their name, uppercased (srcsrv's names ignore case).
@@ -67,6 +75,9 @@ pub struct SrcsrvLines {
     /// (real PDBs list one file as `C:\B\x.h` and `c:\b\x.h`): a document reads one way
     /// where all of them lead to one place ([`Self::target`]).
     files: HashMap<String, Vec<Vec<String>>>,
+    /// The keys of [`Self::files`] by the path written one way ([`spelling`]: `/` as `\`,
+    /// no spaces around it): a debugger that matches paths so may take any of their lines.
+    spellings: HashMap<String, Vec<String>>,
     /// Some line defines `SRCSRVCMD` ([`defines_command`]).
     commands: bool,
     /// Why no target of this stream can be vouched for, where readers may read it two ways:
@@ -148,6 +159,7 @@ enum Section {
 struct Reading<'t> {
     variables: HashMap<String, String>,
     files: HashMap<String, Vec<Vec<String>>>,
+    spellings: HashMap<String, Vec<String>>,
     ambiguity: Option<String>,
     contested: HashSet<String>,
     section: Section,
@@ -174,6 +186,7 @@ impl SrcsrvLines {
         let mut reading = Reading {
             variables: HashMap::new(),
             files: HashMap::new(),
+            spellings: HashMap::new(),
             ambiguity: None,
             contested: HashSet::new(),
             section: Section::Outside,
@@ -207,6 +220,7 @@ impl SrcsrvLines {
         SrcsrvLines {
             variables: reading.variables,
             files: reading.files,
+            spellings: reading.spellings,
             commands,
             ambiguity: reading.ambiguity,
             contested: reading.contested,
@@ -238,7 +252,7 @@ impl SrcsrvLines {
     /// Where a debugger holding this stream fetches the document at `path`.
     pub fn target(&self, path: &str) -> Target {
         let key = path.to_lowercase();
-        let Some(alternates) = self.files.get(&key) else {
+        let Some(own) = self.files.get(&key) else {
             return Target::Elsewhere("the srcsrv stream lists no line for it".into());
         };
         if self.commands {
@@ -249,7 +263,21 @@ impl SrcsrvLines {
         if let Some(why) = &self.ambiguity {
             return Target::Elsewhere(format!("the srcsrv stream {why}"));
         }
-        if self.contested.contains(&key) {
+        // Its lines, and those naming the same path written another way (`/` for `\`,
+        // spaces around it): which a debugger matches is its own, so all must agree.
+        let spelt = self
+            .spellings
+            .get(&spelling(&key))
+            .map_or(&[][..], Vec::as_slice);
+        let others = spelt.iter().filter(|other| **other != key);
+        let alternates: Vec<&Vec<String>> = own
+            .iter()
+            .chain(others.clone().filter_map(|o| self.files.get(o)).flatten())
+            .collect();
+        let contested = std::iter::once(&key)
+            .chain(others)
+            .any(|k| self.contested.contains(k));
+        if contested || alternates.len() > MAX_ALTERNATES {
             return Target::Elsewhere(format!(
                 "the srcsrv stream lists it on more than {MAX_ALTERNATES} different lines"
             ));
@@ -481,6 +509,12 @@ impl<'t> Reading<'t> {
         let path = first.to_lowercase();
         if self.contested.contains(&path) {
             return;
+        }
+        if !self.files.contains_key(&path) {
+            self.spellings
+                .entry(spelling(&path))
+                .or_default()
+                .push(path.clone());
         }
         let alternates = self.files.entry(path.clone()).or_default();
         if alternates.contains(&fields) {

@@ -264,6 +264,51 @@ fn lines_naming_a_document_differently_are_contested_only_where_they_lead_apart(
     assert_eq!(target(&eight), url);
 }
 
+/// A debugger may match `C:/b/x.h` or ` c:\b\x.h ` to the document `c:\b\x.h`: their lines
+/// must lead where its own do. A document is still matched by its own spelling only.
+#[test]
+fn lines_naming_a_document_with_other_slashes_or_spaces_must_agree() {
+    let stream = |files: &str| {
+        format!(
+            "SRCSRV: variables --\r\nSRCSRVTRG=https://store/%var2%\r\n\
+             SRCSRV: source files --\r\n{files}SRCSRV: end --\r\n"
+        )
+    };
+    let target =
+        |files: &str, path: &str| SrcsrvLines::parse(stream(files).as_bytes()).target(path);
+    let url = Target::Url("https://store/x.h".into());
+    assert_eq!(
+        target("C:\\B\\x.h*x.h\r\nc:/b/x.h*x.h\r\n", r"c:\b\x.h"),
+        url
+    );
+    for apart in [
+        "C:\\B\\x.h*x.h\r\nc:/b/x.h*evil.h\r\n",
+        "c:/b/x.h*evil.h\r\nC:\\B\\x.h*x.h\r\n",
+        "C:\\B\\x.h*x.h\r\n c:\\b\\x.h *evil.h\r\n",
+    ] {
+        let Target::Elsewhere(why) = target(apart, r"c:\b\x.h") else {
+            panic!("{apart:?}: a URL");
+        };
+        assert!(why.contains("different places"), "{apart:?}: {why}");
+    }
+    // Nine lines over two spellings: past the bound, whichever spelling holds them.
+    let many: String = (0..9)
+        .map(|i| match i % 2 {
+            0 => format!("c:\\b\\x.h*x.h*{i}\r\n"),
+            _ => format!("c:/b/x.h*x.h*{i}\r\n"),
+        })
+        .collect();
+    let Target::Elsewhere(why) = target(&many, r"c:\b\x.h") else {
+        panic!("nine lines: a URL");
+    };
+    assert!(why.contains("more than 8"), "{why}");
+    // Only a line spelt another way: the document is not matched to it.
+    let Target::Elsewhere(why) = target("c:/b/x.h*x.h\r\n", r"c:\b\x.h") else {
+        panic!("matched through another spelling");
+    };
+    assert!(why.contains("no line"), "{why}");
+}
+
 /// The `Elsewhere` reason of the target of `path` in `stream`, failing on a URL.
 fn elsewhere(lines: &SrcsrvLines, path: &str) -> String {
     match lines.target(path) {
