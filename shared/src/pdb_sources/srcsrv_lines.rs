@@ -568,10 +568,13 @@ impl<'t> Reading<'t> {
     }
 }
 
-/// The section a header starts, when `line` is one as this reader recognises it: `SRCSRV:`
+/// The section a header starts, when `line` is one as this reader recognises it: `SRCSRV: `
 /// at its start, then a section's name ending there or followed by a space or dash.
 fn header(line: &str) -> Option<Section> {
-    let name = line.strip_prefix("SRCSRV:")?.trim_start();
+    // Written as every writer writes it (`SRCSRV: ini ----`): one space after the colon. A
+    // header spaced otherwise (`SRCSRV:end`) is one to some readers and a line to others,
+    // so it is written another way ([`Reading::line`]).
+    let name = line.strip_prefix("SRCSRV: ")?;
     let is = |word: &str| {
         name.strip_prefix(word)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '-']))

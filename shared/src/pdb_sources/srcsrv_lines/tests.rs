@@ -141,6 +141,14 @@ fn definitions_where_no_section_is_read_are_compared() {
             "written another way",
         ),
         ("", "", "SRCSRV:variablesX\n", "written another way"),
+        ("", "", "SRCSRV:   end\n\n", "written another way"),
+        (
+            "",
+            "SRCSRV:end\nb.c*https://evil\n",
+            "",
+            "written another way",
+        ),
+        ("", "SRCSRV:\tend\n", "", "written another way"),
         ("\u{feff}", "", "", "byte order mark"),
     ] {
         let stream = format!("{before}{sections}{files}{end}{after}");
@@ -165,7 +173,7 @@ fn definitions_where_no_section_is_read_are_compared() {
             "VERSION=2\n",
         ),
         ("", "SRCSRVTRG*x=https://evil\nx.c*base=https://evil\n", ""),
-        ("", "", "SRCSRV:   end\n\n"),
+        ("", "", "SRCSRV: end\n\n"),
     ] {
         let stream = format!("{before}{sections}{files}{end}{after}");
         let lines = SrcsrvLines::parse(stream.as_bytes());
