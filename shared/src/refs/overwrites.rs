@@ -21,10 +21,11 @@
 //!   again meets a holder not marked, which asks for a new round of marking — and of this
 //!   check. A product never changes for an upload (a local upload's id names its product;
 //!   an S3 object version's key and metadata are fixed), so a check once made stands. A
-//!   round that refuses takes back the marks earlier rounds wrote for holders that still
-//!   hold the key (`RefStore::unmark_waiting`), and holders count as overwritten (the
-//!   record's "overwrote the bytes of") only once the swap displacing them was written and
-//!   the copy replacing their bytes published (`PublishPlan::Replace`).
+//!   round that refuses leaves the marks earlier rounds wrote for holders that still hold
+//!   the key (harmless, and another overwrite of the same holder at once may need the same
+//!   file: `RefStore::overwritten`), and holders count as overwritten (the record's
+//!   "overwrote the bytes of") only once the swap displacing them was written and the copy
+//!   replacing their bytes published (`PublishPlan::Replace`).
 //! - a key without a record whose object names its owner (invariant 7): the holder of the
 //!   `create` lease checks the owner's upload before it replaces the object
 //!   (`RefStore::copy_under_lease`, `Found::Other`). The lease keeps the key's object the

@@ -216,9 +216,9 @@ impl<'s> RefStore<'s> {
                     let unchecked = earlier.difference(&learned.marked_waiting);
                     let unchecked = unchecked.map(String::as_str);
                     if !self.may_overwrite(p.publisher.product, unchecked).await? {
-                        // Marked in an earlier round, they still hold the key: no wait.
-                        let stale = learned.marked_waiting.intersection(&earlier);
-                        self.unmark_waiting(key, stale).await?;
+                        // Those marked in an earlier round still hold the key; their marks
+                        // stay (waiting.rs, `overwritten`: harmless, where taking one back
+                        // could take another overwrite's of the same file).
                         return Ok((PublishPlan::Refused, None));
                     }
                     self.overwritten(key, upload, earlier.iter().cloned())

@@ -51,8 +51,11 @@ impl<'s> RefStore<'s> {
 
     /// Marks the uploads whose bytes `upload` is about to replace at `key` (an overwrite) as
     /// waiting for it (invariant 8), before the replacement: a marker of an upload that
-    /// still holds the key (the overwrite then failed, or lost a race) costs a re-index that
-    /// changes nothing, a missing one would lose the key when the overwriter goes.
+    /// still holds the key (the overwrite then failed, lost a race, or was refused by the
+    /// product rule) costs a re-index that changes nothing once the key is handed over, and
+    /// goes with the upload's removal; a missing one would lose the key when the overwriter
+    /// goes. So marks are never taken back: two overwrites at once may mark one holder,
+    /// and they share its one file — one taking its mark back would take the other's.
     pub(super) async fn overwritten(
         &self,
         key: &str,
@@ -61,26 +64,6 @@ impl<'s> RefStore<'s> {
     ) -> io::Result<()> {
         for earlier in earlier.into_iter().filter(|e| e != upload) {
             self.mark_waiting(key, &earlier).await?;
-        }
-        Ok(())
-    }
-
-    /// Takes back the marks an overwrite of `key` wrote ([`Self::overwritten`]) for uploads
-    /// that still hold it, the overwrite refused after all (overwrites.rs): they wait for
-    /// nothing. A mark another overwrite of the same product wrote for the same upload at
-    /// once is the same file, and may go with it: that overwrite then displaces an upload
-    /// not marked, which loses the key when the overwriter goes — only where both
-    /// overwrites run at once and the holder that refused this one left in between, a
-    /// loss `verify` reports (the upload lists the key, which references it no more, and
-    /// it waits for nothing).
-    pub(super) async fn unmark_waiting(
-        &self,
-        key: &str,
-        holders: impl IntoIterator<Item = &String>,
-    ) -> io::Result<()> {
-        for upload in holders {
-            let file = waiting_file(key, upload);
-            self.store.delete(&file).await?;
         }
         Ok(())
     }
