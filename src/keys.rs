@@ -264,7 +264,9 @@ fn print_row(
                         sidecars: &keys.sidecars,
                         rejected: keys.rejected.iter().map(String::as_str).collect(),
                     };
-                    writeln!(out, "{}", serde_json::to_string(&row)?)?;
+                    // Written into the rows' buffer as it is serialized: no string between.
+                    serde_json::to_writer(&mut *out, &row)?;
+                    out.write_all(b"\n")?;
                 } else {
                     let code_id = id.code_id.as_ref().map_or("-", |c| c.as_str());
                     writeln!(
@@ -296,7 +298,8 @@ fn print_row(
     };
     if args.json {
         let row = ErrorRow { path: shown, error };
-        writeln!(out, "{}", serde_json::to_string(&row)?)?;
+        serde_json::to_writer(&mut *out, &row)?;
+        out.write_all(b"\n")?;
     } else {
         writeln!(
             out,

@@ -149,20 +149,23 @@ pub(super) fn wanted_documents(
         }
     }
     if clients.contains(&Client::Srcsrv) && id.format == Format::Pdb {
-        if sources.srcsrv.is_none() {
-            say_err!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
-            return;
-        }
         // The stream itself where the PDB is at hand (its rows say why a document is fetched
         // otherwise); inside an archive, the URLs identification read of it by the same
-        // reader.
-        let (lines, refused, unreadable) = match srcsrv_of.map(srcsrv_lines) {
-            Some(Ok(Some(lines))) => (Some(lines), None, None),
-            Some(Ok(None)) => return,
-            // Refused (read in part, or one of two streams named srcsrv): every document is
-            // listed, found at no URL this check vouches for. Not read at all (a corrupt
-            // PDB): every document is an error, as nothing is known of where it is fetched.
-            Some(Err(unread)) => {
+        // reader. A stream identification could not read (`srcsrv_unchecked`: a truncated
+        // PDB, one named in another case) may be there all the same: its documents are
+        // listed, not passed over as if the PDB had none.
+        let unchecked = sources.srcsrv_unchecked.then(|| {
+            let why = sources.unread.join("; ");
+            format!("srcsrv stream not checked: {why}")
+        });
+        let (lines, refused, unreadable) = match (srcsrv_of.map(srcsrv_lines), unchecked) {
+            (Some(Ok(Some(lines))), _) => (Some(lines), None, None),
+            // Refused (read in part, one of two streams named srcsrv, or the one named in
+            // another case): every document is listed, found at no URL this check vouches
+            // for. Not read at all (a corrupt PDB, or one not at hand that identification
+            // could not read): every document is an error, nothing being known of where it
+            // is fetched.
+            (Some(Err(unread)), _) => {
                 say_err!("symdex: {input}: srcsrv stream not checked: {unread}");
                 let why = Some(format!("srcsrv stream not checked: {unread}"));
                 match unread {
@@ -170,7 +173,14 @@ pub(super) fn wanted_documents(
                     SrcsrvUnread::Unreadable(_) => (None, None, why),
                 }
             }
-            None => (None, None, None),
+            (Some(Ok(None)), Some(why)) => (None, Some(why), None),
+            (None, Some(why)) if sources.srcsrv.is_none() => (None, None, Some(why)),
+            (Some(Ok(None)), None) | (None, _) if sources.srcsrv.is_none() => {
+                say_err!("symdex: {input}: no srcsrv stream: WinDbg finds its documents at no URL");
+                return;
+            }
+            (Some(Ok(None)), None) => return,
+            (None, _) => (None, None, None),
         };
         for (index, document) in sources.documents.iter().enumerate() {
             let target = lines.as_ref().map(|l| l.target(&document.path));
@@ -487,29 +497,39 @@ pub(super) fn report(checked: &[DocumentChecked], json: bool) -> anyhow::Result<
 #[cfg(test)]
 mod tests {
     use symdex_shared::formats::pdb::read_sources;
+    use symdex_shared::pdb_sources::PdbSources;
     use symdex_shared::testing::source_pdbs::pdb_with_named_streams;
     use symdex_shared::{Format, Identity, Kind, MemReader};
 
     use super::{judged, wanted_documents, DocumentStatus, StoreUrls};
     use crate::check::Client;
 
-    /// What `check --client srcsrv` makes of a PDB whose stream is read from `at_hand` (the
-    /// file the PDB `pdb` identified as, or another).
+    /// What `check --client srcsrv` makes of the PDB `pdb`, its stream read from `at_hand`
+    /// (the same file, or another).
     fn statuses(pdb: &[u8], at_hand: &[u8]) -> Vec<DocumentStatus> {
+        statuses_of(read_sources(&MemReader(pdb.to_vec())), Some(at_hand))
+    }
+
+    /// What `check --client srcsrv` makes of a PDB identification read as `sources`, its
+    /// stream read again from `at_hand` (`None`: not at hand, inside an archive).
+    fn statuses_of(sources: PdbSources, at_hand: Option<&[u8]>) -> Vec<DocumentStatus> {
         let mut id = Identity::new(Format::Pdb, Kind::Debug);
-        id.pdb_sources = Some(read_sources(&MemReader(pdb.to_vec())));
+        id.pdb_sources = Some(sources);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("app.pdb");
-        std::fs::write(&path, at_hand).unwrap();
+        if let Some(bytes) = at_hand {
+            std::fs::write(&path, bytes).unwrap();
+        }
         let urls = StoreUrls::new(Some("https://sym.example/")).unwrap();
         let mut wanted = Vec::new();
         let clients = [Client::Srcsrv];
+        let at_hand = at_hand.map(|_| path.as_path());
         wanted_documents(
             "app.pdb",
             &id,
             "app.pdb",
             &clients,
-            Some(&path),
+            at_hand,
             &urls,
             &mut wanted,
         );
@@ -537,5 +557,26 @@ mod tests {
             &[("srcsrv", stream), ("SRCSRV", stream)],
         );
         assert_eq!(statuses(&two, &two), [DocumentStatus::NotInStore]);
+        // Identification could not read the stream (a PDB cut or corrupt past its
+        // documents): not passed over as a PDB without one, whether its stream fails to read
+        // here too or the PDB is not at hand.
+        let mut unread = read_sources(&MemReader(pdb.clone()));
+        unread.srcsrv = None;
+        unread.srcsrv_unchecked = true;
+        unread.unread = vec!["malformed pdb: truncated".into()];
+        let not_a_pdb: &[u8] = b"not a pdb";
+        assert_eq!(
+            statuses_of(unread.clone(), Some(not_a_pdb)),
+            [DocumentStatus::Error]
+        );
+        assert_eq!(statuses_of(unread.clone(), None), [DocumentStatus::Error]);
+        // Read whole here after all: its lines decide.
+        assert_eq!(
+            statuses_of(unread, Some(&pdb)),
+            [DocumentStatus::NotInStore]
+        );
+        // No stream at all: no rows (said on stderr).
+        let none = pdb_with_named_streams([7; 16], documents, &[]);
+        assert_eq!(statuses(&none, &none), []);
     }
 }

@@ -78,6 +78,8 @@ pub struct SrcsrvLines {
     /// The keys of [`Self::files`] by the path written one way ([`spelling`]: `/` as `\`,
     /// no spaces around it): a debugger that matches paths so may take any of their lines.
     spellings: HashMap<String, Vec<String>>,
+    /// Paths written more than [`MAX_ALTERNATES`] ways: their documents are contested.
+    contested_spellings: HashSet<String>,
     /// Some line defines `SRCSRVCMD` ([`defines_command`]).
     commands: bool,
     /// Why no target of this stream can be vouched for, where readers may read it two ways:
@@ -160,6 +162,7 @@ struct Reading<'t> {
     variables: HashMap<String, String>,
     files: HashMap<String, Vec<Vec<String>>>,
     spellings: HashMap<String, Vec<String>>,
+    contested_spellings: HashSet<String>,
     ambiguity: Option<String>,
     contested: HashSet<String>,
     section: Section,
@@ -187,6 +190,7 @@ impl SrcsrvLines {
             variables: HashMap::new(),
             files: HashMap::new(),
             spellings: HashMap::new(),
+            contested_spellings: HashSet::new(),
             ambiguity: None,
             contested: HashSet::new(),
             section: Section::Outside,
@@ -221,6 +225,7 @@ impl SrcsrvLines {
             variables: reading.variables,
             files: reading.files,
             spellings: reading.spellings,
+            contested_spellings: reading.contested_spellings,
             commands,
             ambiguity: reading.ambiguity,
             contested: reading.contested,
@@ -265,18 +270,18 @@ impl SrcsrvLines {
         }
         // Its lines, and those naming the same path written another way (`/` for `\`,
         // spaces around it): which a debugger matches is its own, so all must agree.
-        let spelt = self
-            .spellings
-            .get(&spelling(&key))
-            .map_or(&[][..], Vec::as_slice);
-        let others = spelt.iter().filter(|other| **other != key);
+        // At most [`MAX_ALTERNATES`] spellings, each of at most as many lines (`file`).
+        let spelt = spelling(&key);
+        let spellings = self.spellings.get(&spelt).map_or(&[][..], Vec::as_slice);
+        let others = spellings.iter().filter(|other| **other != key);
         let alternates: Vec<&Vec<String>> = own
             .iter()
             .chain(others.clone().filter_map(|o| self.files.get(o)).flatten())
             .collect();
-        let contested = std::iter::once(&key)
-            .chain(others)
-            .any(|k| self.contested.contains(k));
+        let contested = self.contested_spellings.contains(&spelt)
+            || std::iter::once(&key)
+                .chain(others)
+                .any(|k| self.contested.contains(k));
         if contested || alternates.len() > MAX_ALTERNATES {
             return Target::Elsewhere(format!(
                 "the srcsrv stream lists it on more than {MAX_ALTERNATES} different lines"
@@ -511,10 +516,16 @@ impl<'t> Reading<'t> {
             return;
         }
         if !self.files.contains_key(&path) {
-            self.spellings
-                .entry(spelling(&path))
-                .or_default()
-                .push(path.clone());
+            // A path spelt many ways (each separator `/` or `\\`: 2^n of them) is contested
+            // outright past the bound: a document's target never gathers more than
+            // [`MAX_ALTERNATES`] spellings' lines.
+            let spelt = spelling(&path);
+            let spellings = self.spellings.entry(spelt.clone()).or_default();
+            if spellings.len() >= MAX_ALTERNATES {
+                self.contested_spellings.insert(spelt);
+                return;
+            }
+            spellings.push(path.clone());
         }
         let alternates = self.files.entry(path.clone()).or_default();
         if alternates.contains(&fields) {

@@ -53,9 +53,11 @@ impl<'s> RefStore<'s> {
     /// waiting for it (invariant 8), before the replacement: a marker of an upload that
     /// still holds the key (the overwrite then failed, lost a race, or was refused by the
     /// product rule) costs a re-index that changes nothing once the key is handed over, and
-    /// goes with the upload's removal; a missing one would lose the key when the overwriter
-    /// goes. So marks are never taken back: two overwrites at once may mark one holder,
-    /// and they share its one file — one taking its mark back would take the other's.
+    /// is forgotten when the key is freed (the hand-over forgets the waits of uploads gone);
+    /// while it stands, `verify` takes that upload's listing of the key for a wait, not a
+    /// lost reference. A missing one would lose the key when the overwriter goes. So marks
+    /// are never taken back: two overwrites at once may mark one holder, and they share its
+    /// one file — one taking its mark back would take the other's.
     pub(super) async fn overwritten(
         &self,
         key: &str,

@@ -1,4 +1,4 @@
-use super::{line_fields, SrcsrvLines, Target, MAX_FIELDS, STREAM_STEPS};
+use super::{line_fields, SrcsrvLines, Target, MAX_ALTERNATES, MAX_FIELDS, STREAM_STEPS};
 use std::sync::atomic::Ordering;
 
 #[test]
@@ -310,6 +310,26 @@ fn lines_naming_a_document_with_other_slashes_or_spaces_must_agree() {
         panic!("nine lines: a URL");
     };
     assert!(why.contains("more than 8"), "{why}");
+    // A path spelt every way its separators allow (2^4 spellings, one line each): past the
+    // bound whichever spelling is asked, and no document gathers more than the bound's
+    // spellings' lines.
+    let spellings: String = (0..16u32)
+        .map(|bits| {
+            let sep = |i: u32| if bits & (1 << i) == 0 { '\\' } else { '/' };
+            format!("c:{}a{}b{}c{}x.h*x.h\r\n", sep(0), sep(1), sep(2), sep(3))
+        })
+        .collect();
+    let lines = SrcsrvLines::parse(stream(&spellings).as_bytes());
+    assert!(lines.spellings.values().all(|s| s.len() <= MAX_ALTERNATES));
+    for path in [r"c:\a\b\c\x.h", "c:/a/b/c/x.h", r"c:/a\b/c\x.h"] {
+        let Target::Elsewhere(why) = lines.target(path) else {
+            panic!("{path}: a URL");
+        };
+        assert!(
+            why.contains("more than 8") || why.contains("no line"),
+            "{path}: {why}"
+        );
+    }
     // Only a line spelt another way: the document is not matched to it.
     let Target::Elsewhere(why) = target("c:/b/x.h*x.h\r\n", r"c:\b\x.h") else {
         panic!("matched through another spelling");
