@@ -48,9 +48,11 @@ docs:
 	SYMDEX_BLESS=1 $(CARGO) test --test cli_docs
 
 # Extra run over the reference corpus and fixtures in ../shared (not needed for `make test`).
-# The test profile `make test` built: the run takes seconds, a release build minutes of CI.
+# The test profile `make test` built, with the workspace's features (`--workspace`: the root
+# package's alone would build the shared crate again, a minute and a half of CI): the run
+# takes seconds, a release build minutes.
 conformance:
-	SYMDEX_SHARED=$(SHARED) $(CARGO) test --test conformance -- --ignored --nocapture
+	SYMDEX_SHARED=$(SHARED) $(CARGO) test --workspace --test conformance -- --ignored --nocapture
 
 # Throughput figures (files/s), symdex beside Sentry's symbolic on the same files.
 bench: setup release
