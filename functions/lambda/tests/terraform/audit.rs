@@ -6,7 +6,10 @@
 
 use serde_json::Value;
 
-use crate::config::{init, plan_dir, prerequisites, root_config, terraform, terraform_output};
+use crate::config::{
+    assert_plan_outcomes, init, plan_dir, prerequisites, root_config, terraform, PlanCase,
+    MOCKED_ENDPOINT,
+};
 use crate::support::Moto;
 
 const TOKEN_SHA256: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
@@ -157,13 +160,12 @@ async fn unsafe_audit_configurations_do_not_plan() {
         eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
         return;
     }
-    let moto = Moto::start();
     let (dir, module) = plan_dir();
     let d = dir.path();
-    std::fs::write(d.join("main.tf"), audit_root(&module, &moto.endpoint)).unwrap();
+    std::fs::write(d.join("main.tf"), audit_root(&module, MOCKED_ENDPOINT)).unwrap();
     init(d);
-    let token = format!("audit_token_sha256={TOKEN_SHA256}");
-    let cases: Vec<(Vec<String>, Option<&str>)> = vec![
+    let token = format!("audit_token_sha256 = \"{TOKEN_SHA256}\"");
+    let cases: Vec<PlanCase> = vec![
         (
             vec!["audit_page=true".into()],
             Some("audit_page needs a grant"),
@@ -197,14 +199,14 @@ async fn unsafe_audit_configurations_do_not_plan() {
         (
             vec![
                 "audit_page=true".into(),
-                "audit_token_sha256=my-secret-token".into(),
+                r#"audit_token_sha256 = "my-secret-token""#.into(),
             ],
             Some("must be a SHA-256"),
         ),
         (
             vec![
                 "audit_page=true".into(),
-                format!("audit_token_sha256={}", &TOKEN_SHA256[1..]),
+                format!("audit_token_sha256 = \"{}\"", &TOKEN_SHA256[1..]),
             ],
             Some("must be a SHA-256"),
         ),
@@ -217,36 +219,5 @@ async fn unsafe_audit_configurations_do_not_plan() {
             None,
         ),
     ];
-    let outcomes: Vec<_> = std::thread::scope(|scope| {
-        let handles: Vec<_> = cases
-            .chunks(cases.len().div_ceil(3))
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|(vars, problem)| {
-                            let args = plan_args(vars);
-                            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                            (vars.clone(), *problem, terraform_output(d, &args))
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|handle| handle.join().unwrap())
-            .collect()
-    });
-    for (vars, problem, out) in outcomes {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-        match problem {
-            Some(problem) => {
-                assert!(!out.status.success(), "{vars:?} planned");
-                assert!(stderr.contains(problem), "{vars:?}: {stderr}");
-            }
-            None => assert!(out.status.success(), "{vars:?} did not plan: {stderr}"),
-        }
-    }
+    assert_plan_outcomes(d, &cases);
 }

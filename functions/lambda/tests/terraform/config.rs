@@ -149,3 +149,96 @@ output "compression" {{ value = module.symdex.compression }}
         module = module.display()
     )
 }
+
+/// The endpoint of configurations only [`assert_plan_outcomes`] plans: its mocked provider
+/// calls nothing (port 9, discard, where nothing listens here).
+pub const MOCKED_ENDPOINT: &str = "http://127.0.0.1:9";
+
+/// A configuration to plan and what its plan must come to: the root module's variables
+/// (`name = <HCL expression>`), and the problem its refusal names, or `None` where it plans.
+pub type PlanCase<'a> = (Vec<String>, Option<&'a str>);
+
+/// The AWS provider as `terraform test` mocks it: the data sources' values are made up, and
+/// the policy documents' JSON must be a policy for the provider's validation of the roles.
+const MOCKED_PROVIDER: &str = r#"mock_provider "aws" {
+  mock_data "aws_iam_policy_document" {
+    defaults = {
+      json = "{\"Version\":\"2012-10-17\",\"Statement\":[]}"
+    }
+  }
+}
+"#;
+
+/// Plans every case over `dir`'s initialised configuration in one `terraform test` run and
+/// asserts each outcome: refused with its problem named, or planned. Returns each case's
+/// diagnostics, whitespace folded.
+///
+/// Why not a `terraform plan` each: a plan starts the AWS provider three times (schema,
+/// validation, plan), about 10 s of CPU however small the configuration, and these lists hold
+/// dozens of cases. `terraform test` starts it once for all of them and mocks its answers
+/// (`mock_provider`), while the schema, the provider's own checks of resource arguments and
+/// everything the module refuses (variable validations and preconditions, evaluated by
+/// terraform before any provider call) stay real. The plans whose resources a test reads are
+/// real `terraform plan`s against moto.
+///
+/// Each case is a test file of its own (a run that fails skips the rest of its file).
+pub fn assert_plan_outcomes(dir: &Path, cases: &[PlanCase]) -> Vec<String> {
+    let file = |i: usize| format!("case_{i:03}.tftest.hcl");
+    for (i, (vars, _)) in cases.iter().enumerate() {
+        let vars: String = vars.iter().map(|v| format!("    {v}\n")).collect();
+        let run = format!("run \"plan\" {{\n  command = plan\n  variables {{\n{vars}  }}\n}}\n");
+        std::fs::write(dir.join(file(i)), format!("{MOCKED_PROVIDER}{run}")).unwrap();
+    }
+    let out = terraform_output(dir, &["test", "-no-color", "-json"]);
+    // Per file: the run's status, and its diagnostics' text with whitespace folded.
+    let mut status = std::collections::HashMap::<String, String>::new();
+    let mut problems = std::collections::HashMap::<String, String>::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let Some(path) = message["@testfile"].as_str() else {
+            continue;
+        };
+        match message["type"].as_str() {
+            Some("test_run") if message["test_run"]["progress"] == "complete" => {
+                let run_status = message["test_run"]["status"].as_str().unwrap_or("");
+                status.insert(path.to_string(), run_status.to_string());
+            }
+            Some("diagnostic") => {
+                let d = &message["diagnostic"];
+                let text = format!(
+                    "{} {}",
+                    d["summary"].as_str().unwrap_or(""),
+                    d["detail"].as_str().unwrap_or("")
+                );
+                let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                let all = problems.entry(path.to_string()).or_default();
+                all.push_str(&folded);
+                all.push(' ');
+            }
+            _ => {}
+        }
+    }
+    let mut diagnostics_of_cases = Vec::with_capacity(cases.len());
+    for (i, (vars, problem)) in cases.iter().enumerate() {
+        let path = file(i);
+        let diagnostics = problems.remove(&path).unwrap_or_default();
+        let Some(run_status) = status.get(&path) else {
+            panic!(
+                "{vars:?} ({path}) was not planned: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        match problem {
+            Some(problem) => {
+                assert_ne!(run_status, "pass", "{vars:?} planned");
+                assert!(diagnostics.contains(problem), "{vars:?}: {diagnostics}");
+            }
+            None => assert_eq!(run_status, "pass", "{vars:?} did not plan: {diagnostics}"),
+        }
+        diagnostics_of_cases.push(diagnostics);
+    }
+    diagnostics_of_cases
+}

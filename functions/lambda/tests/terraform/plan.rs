@@ -1,8 +1,8 @@
 use serde_json::Value;
 
 use crate::config::{
-    deployed, init, plan_dir, prerequisites, root_config, terraform, terraform_output,
-    UPSTREAM_LINE,
+    assert_plan_outcomes, deployed, init, plan_dir, prerequisites, root_config, terraform,
+    terraform_output, PlanCase, MOCKED_ENDPOINT, UPSTREAM_LINE,
 };
 use crate::support::Moto;
 
@@ -169,10 +169,9 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
         eprintln!("SKIPPED: {missing}: the Terraform module cannot be planned here");
         return;
     }
-    let moto = Moto::start();
     let (dir, module) = plan_dir();
     let d = dir.path();
-    let config = root_config(&module, &moto.endpoint)
+    let config = root_config(&module, MOCKED_ENDPOINT)
         .replace(
             "  allowed_cidrs            = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n",
             "  allowed_cidrs            = var.allowed_cidrs\n",
@@ -191,24 +190,14 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
     std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
     init(d);
     // (require_auth, allowed_cidrs, enable_website, enable_cloudfront, layout_prefixes)
-    let plan = |vars: (bool, &str, bool, bool, &str)| {
-        let (auth, cidrs, website, cloudfront, prefixes) = vars;
-        terraform_output(
-            d,
-            &[
-                "plan",
-                "-input=false",
-                "-no-color",
-                "-refresh=false",
-                // Plans run side by side over one directory (no state to protect).
-                "-lock=false",
-                &format!("-var=require_auth={auth}"),
-                &format!("-var=allowed_cidrs={cidrs}"),
-                &format!("-var=enable_website={website}"),
-                &format!("-var=enable_cloudfront={cloudfront}"),
-                &format!("-var=layout_prefixes={prefixes}"),
-            ],
-        )
+    let vars = |(auth, cidrs, website, cloudfront, prefixes): (bool, &str, bool, bool, &str)| {
+        vec![
+            format!("require_auth = {auth}"),
+            format!("allowed_cidrs = {cidrs}"),
+            format!("enable_website = {website}"),
+            format!("enable_cloudfront = {cloudfront}"),
+            format!("layout_prefixes = {prefixes}"),
+        ]
     };
     let no_cidrs = "[]";
     let cidrs = r#"["10.0.0.0/8"]"#;
@@ -261,65 +250,16 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
             r#"{debuginfod = "", unified = "sentry/"}"#,
         ),
     ];
-    // Expected: a problem named, or `None` for a plan that must succeed.
-    let cases: Vec<_> = refused
-        .iter()
-        .map(|(vars, problem)| (*vars, Some(*problem)))
-        .chain(planned.iter().map(|vars| (*vars, None)))
-        .collect();
-    let outcomes: Vec<_> = std::thread::scope(|scope| {
-        let plan = &plan;
-        let handles: Vec<_> = cases
-            .chunks(cases.len().div_ceil(3))
-            .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|(vars, problem)| (*vars, *problem, plan(*vars)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|handle| handle.join().unwrap())
-            .collect()
-    });
-    for (vars, problem, out) in outcomes {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-        match problem {
-            Some(problem) => {
-                assert!(!out.status.success(), "{vars:?} planned");
-                assert!(stderr.contains(problem), "{vars:?}: {stderr}");
-            }
-            None => assert!(out.status.success(), "{vars:?} did not plan: {stderr}"),
-        }
-    }
     // ci_products (the root config's `["demo"]`) without product prefixes enforced.
-    let out = terraform_output(
-        d,
-        &[
-            "plan",
-            "-input=false",
-            "-no-color",
-            "-refresh=false",
-            "-lock=false",
-            "-var=require_auth=true",
-            &format!("-var=allowed_cidrs={cidrs}"),
-            "-var=enable_website=false",
-            "-var=enable_cloudfront=true",
-            "-var=layout_prefixes={}",
-            "-var=enforce=false",
-        ],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(!out.status.success(), "planned without enforcement");
-    assert!(
-        stderr.contains("set enforce_product_prefixes = true"),
-        "{stderr}"
-    );
+    let mut unenforced = vars((true, cidrs, false, true, defaults));
+    unenforced.push("enforce = false".into());
+    let cases: Vec<PlanCase> = refused
+        .iter()
+        .map(|(case, problem)| (vars(*case), Some(*problem)))
+        .chain(planned.iter().map(|case| (vars(*case), None)))
+        .chain([(unenforced, Some("set enforce_product_prefixes = true"))])
+        .collect();
+    assert_plan_outcomes(d, &cases);
 }
 
 /// `upstreams` become origin groups: the serving bucket first, the upstream (a custom origin
@@ -376,21 +316,86 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
     let upstreams = r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/"},
             {path_prefix = "/debian/buildid", url = "http://debuginfod.internal:8002/debian/buildid"},
             {path_prefix = "", url = "https://debuginfod.debian.net"}]"#;
-    // Plain HTTP to an upstream: refused, naming the upstream and the opt-in.
-    let out = plan(upstreams, true, &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(!out.status.success(), "a plain-HTTP upstream planned");
+    // Refused, each naming its problem: plain HTTP to an upstream (naming the upstream and the
+    // opt-in), upstreams that cannot be mapped, and a year-long managed cache policy (what the
+    // module's own policy is there to prevent; one of the operator's own replaces it).
+    let msdl =
+        r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/"}]"#;
+    let refused = [
+        (upstreams, true, "", "allow_plain_http_upstreams = true"),
+        (
+            r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/"}]"#,
+            true,
+            "",
+            "url's path must end with path_prefix",
+        ),
+        (
+            r#"[{path_prefix = "", url = "http://debuginfod.internal"}]"#,
+            true,
+            "",
+            r#"upstreams: "" -> http://debuginfod.internal would be fetched in plain HTTP"#,
+        ),
+        (
+            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/"}, {path_prefix = "/symbols", url = "https://b.example/symbols"}]"#,
+            true,
+            "",
+            "one upstream per path_prefix",
+        ),
+        (
+            r#"[{path_prefix = "_symdex/", url = "https://a.example/_symdex/"}]"#,
+            true,
+            "",
+            "may not overlap the private",
+        ),
+        (
+            r#"[{path_prefix = "src/", url = "https://a.example/src/"}]"#,
+            true,
+            "",
+            "may not overlap src/",
+        ),
+        (
+            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/?x=1"}]"#,
+            true,
+            "",
+            "without a query",
+        ),
+        (
+            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/"}]"#,
+            false,
+            "",
+            "need enable_cloudfront",
+        ),
+        (
+            msdl,
+            true,
+            r#"policy_id = "658327ea-f89d-4fab-a63d-7e88639e58f6""#,
+            "upstream_cache_policy_id: the managed CachingOptimized policies",
+        ),
+    ];
+    let cases: Vec<PlanCase> = refused
+        .iter()
+        .map(|(upstreams, cloudfront, extra, problem)| {
+            let mut vars = vec![
+                format!("upstreams = {upstreams}"),
+                format!("enable_cloudfront = {cloudfront}"),
+            ];
+            vars.extend((!extra.is_empty()).then(|| extra.to_string()));
+            (vars, Some(*problem))
+        })
+        .collect();
+    let diagnostics = assert_plan_outcomes(d, &cases);
+    let plain_http = &diagnostics[0];
     assert!(
-        stderr.contains(
+        plain_http.contains(
             r#"upstreams: "/debian/buildid" -> http://debuginfod.internal:8002/debian/buildid would be fetched in plain HTTP"#
-        ) && stderr.contains("allow_plain_http_upstreams = true"),
-        "{stderr}"
+        ),
+        "{plain_http}"
     );
     assert!(
-        !stderr.contains("msdl.microsoft.com"),
-        "only the plain-HTTP upstream is named: {stderr}"
+        !plain_http.contains("msdl.microsoft.com"),
+        "only the plain-HTTP upstream is named: {plain_http}"
     );
+
     // With the opt-in it plans, and so does the rest of this test.
     let out = plan(
         upstreams,
@@ -606,70 +611,7 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
         );
     }
 
-    let refused = [
-        (
-            r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/"}]"#,
-            true,
-            "url's path must end with path_prefix",
-        ),
-        (
-            r#"[{path_prefix = "", url = "http://debuginfod.internal"}]"#,
-            true,
-            r#"upstreams: "" -> http://debuginfod.internal would be fetched in plain HTTP"#,
-        ),
-        (
-            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/"}, {path_prefix = "/symbols", url = "https://b.example/symbols"}]"#,
-            true,
-            "one upstream per path_prefix",
-        ),
-        (
-            r#"[{path_prefix = "_symdex/", url = "https://a.example/_symdex/"}]"#,
-            true,
-            "may not overlap the private",
-        ),
-        (
-            r#"[{path_prefix = "src/", url = "https://a.example/src/"}]"#,
-            true,
-            "may not overlap src/",
-        ),
-        (
-            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/?x=1"}]"#,
-            true,
-            "without a query",
-        ),
-        (
-            r#"[{path_prefix = "symbols/", url = "https://a.example/symbols/"}]"#,
-            false,
-            "need enable_cloudfront",
-        ),
-    ];
-    for (upstreams, cloudfront, problem) in refused {
-        let out = plan(upstreams, cloudfront, &[]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(!out.status.success(), "{upstreams} planned");
-        assert!(stderr.contains(problem), "{upstreams}: {stderr}");
-    }
-
-    // A cache policy of the operator's own replaces the module's, but not a year-long managed
-    // one (what the module's policy is there to prevent).
-    let msdl =
-        r#"[{path_prefix = "symbols/", url = "https://msdl.microsoft.com/download/symbols/"}]"#;
-    let out = plan(
-        msdl,
-        true,
-        &["-var=policy_id=658327ea-f89d-4fab-a63d-7e88639e58f6"],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(
-        !out.status.success(),
-        "CachingOptimized planned for upstreams"
-    );
-    assert!(
-        stderr.contains("upstream_cache_policy_id: the managed CachingOptimized policies"),
-        "{stderr}"
-    );
+    // A cache policy of the operator's own replaces the module's.
     let own = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad";
     let out = plan(msdl, true, &[&format!("-var=policy_id={own}")]);
     assert!(
@@ -732,31 +674,25 @@ async fn compressed_answers_and_cors_plan_and_unsafe_settings_do_not() {
     let variables = "variable \"compress\" { type = list(string) }\nvariable \"cors\" { type = bool }\nvariable \"cors_origins\" { type = list(string) }\nvariable \"enable_cloudfront\" {\n  type    = bool\n  default = true\n}\nvariable \"allowed_cidrs\" {\n  type    = list(string)\n  default = [\"10.0.0.0/8\", \"2001:db8::/32\"]\n}\n\n";
     std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
     init(d);
-    // `save`: to tfplan (plans that must fail run side by side, and save nothing).
-    let plan = |vars: &[&str], save: bool| {
+    let plan = |vars: &[&str]| {
         let mut args = vec![
             "plan",
             "-input=false",
             "-no-color",
             "-refresh=false",
             "-lock=false",
+            "-out=tfplan",
         ];
-        if save {
-            args.push("-out=tfplan");
-        }
         let vars: Vec<String> = vars.iter().map(|v| format!("-var={v}")).collect();
         args.extend(vars.iter().map(String::as_str));
         terraform_output(d, &args)
     };
 
-    let out = plan(
-        &[
-            r#"compress=["gzip", "zstd"]"#,
-            "cors=true",
-            r#"cors_origins=["https://Profiler.example.com", "http://localhost:8080"]"#,
-        ],
-        true,
-    );
+    let out = plan(&[
+        r#"compress=["gzip", "zstd"]"#,
+        "cors=true",
+        r#"cors_origins=["https://Profiler.example.com", "http://localhost:8080"]"#,
+    ]);
     assert!(
         out.status.success(),
         "{}",
@@ -916,10 +852,7 @@ async fn compressed_answers_and_cors_plan_and_unsafe_settings_do_not() {
     assert_eq!(compression["storage_usd_per_tb_stored_month"], 10.12);
 
     // Off: no copies' origins, no own policy, the managed one; GET and HEAD only.
-    let out = plan(
-        &["compress=[]", "cors=false", r#"cors_origins=["*"]"#],
-        true,
-    );
+    let out = plan(&["compress=[]", "cors=false", r#"cors_origins=["*"]"#]);
     assert!(
         out.status.success(),
         "{}",
@@ -1016,18 +949,9 @@ async fn compressed_answers_and_cors_plan_and_unsafe_settings_do_not() {
             "over CloudFront's 10 KB",
         ),
     ];
-    let outcomes: Vec<_> = std::thread::scope(|scope| {
-        let plan = &plan;
-        let handles: Vec<_> = refused
-            .iter()
-            .map(|(vars, problem)| scope.spawn(move || (*vars, *problem, plan(vars, false))))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    for (vars, problem, out) in outcomes {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let stderr = stderr.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(!out.status.success(), "{vars:?} planned");
-        assert!(stderr.contains(problem), "{vars:?}: {stderr}");
-    }
+    let cases: Vec<PlanCase> = refused
+        .iter()
+        .map(|(vars, problem)| (vars.iter().map(|v| v.to_string()).collect(), Some(*problem)))
+        .collect();
+    assert_plan_outcomes(d, &cases);
 }
