@@ -130,6 +130,9 @@ pub struct Artifacts {
     pub elf_b: Artifact,
     pub elf_c: Artifact,
     pub elf_other: Artifact,
+    /// `elf_other`'s bytes from another build: with it, two overwrites of `elf_a`'s keys at
+    /// once (both mark `elf_a` waiting).
+    pub elf_other_again: Artifact,
     pub pe: Artifact,
     /// A PE naming the PDB by the name it is uploaded under (nothing to alias).
     pub pe_same_name: Artifact,
@@ -336,6 +339,11 @@ impl Artifacts {
                 .in_channel("try"),
             elf_c: Artifact::new("file:/ci/app.debug#c", "app.debug", elf.clone()),
             elf_b: Artifact::new("file:/ci/app.debug#b", "app.debug", elf),
+            elf_other_again: Artifact::new(
+                "file:/ci/app.debug#other-again",
+                "app.debug",
+                other.clone(),
+            ),
             elf_other: Artifact::new("file:/ci/app.debug#other", "app.debug", other),
             pe: Artifact::new("file:/ci/mixed.dll", "mixed.dll", pe),
             pe_same_name: Artifact::new("file:/ci/same/mixed.dll", "mixed.dll", pe_same_name),

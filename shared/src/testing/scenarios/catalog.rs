@@ -715,6 +715,26 @@ fn overwrites(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::AnyOrder,
         },
         Scenario {
+            // Both mark the build they replace waiting, in its one upload record: neither
+            // may take the other's mark (refs/waiting.rs).
+            name: "two overwrites of the same bytes replace one build at once",
+            before: vec![&a.elf_a],
+            ops: vec![Op::Overwrite(&a.elf_other), Op::Overwrite(&a.elf_other_again)],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
+            // The replaced build gets its keys back only when both overwriters are gone.
+            name: "two overwrites replace one build at once and both are deleted",
+            before: vec![&a.elf_a],
+            ops: vec![
+                Op::Overwrite(&a.elf_other),
+                Op::Overwrite(&a.elf_other_again),
+                Op::Delete(&a.elf_other),
+                Op::Delete(&a.elf_other_again),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
             // Key by key, the later overwrite wins; the other upload waits.
             name: "two builds overwrite each other",
             before: vec![],
