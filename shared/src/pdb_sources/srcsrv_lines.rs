@@ -58,12 +58,38 @@ const MAX_OUTSIDE_NAMES: usize = 1024;
 /// every target's answer.
 const MAX_WHY: usize = 512;
 
-/// A lowercased path written one way: `/` as `\`, without the spaces around it. Lines whose
-/// paths differ only so name one file to a debugger that matches paths so; this reader
-/// matches a document by its lowercased path alone, and vouches for it only where all such
-/// lines agree ([`SrcsrvLines::target`]).
+/// A lowercased path written one way, as Windows would resolve it: `/` as `\`, runs of
+/// separators as one, no `.` components, `..` taken with the component before it, no
+/// spaces or dots ending a component (Win32 drops them), no spaces around it, and case
+/// folded through upper case too (`ſ` and `s`, `K` and the Kelvin sign are one letter to a
+/// debugger that compares upper-cased paths). Lines whose paths differ only so may name one
+/// file to a debugger; this reader matches a document by its lowercased path alone, and
+/// vouches for it only where all such lines agree ([`SrcsrvLines::target`]). Coarser is the
+/// safe side: paths grouped that no debugger confuses only have to agree.
 fn spelling(lowercased: &str) -> String {
-    lowercased.trim().replace('/', "\\")
+    let folded: String = lowercased
+        .trim()
+        .chars()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect();
+    let mut components: Vec<&str> = Vec::new();
+    for component in folded.split(['\\', '/']) {
+        match component {
+            "" | "." => {}
+            ".." => match components.last() {
+                Some(&last) if last != ".." => {
+                    components.pop();
+                }
+                _ => components.push(".."),
+            },
+            _ => match component.trim_end_matches([' ', '.']) {
+                "" => {}
+                trimmed => components.push(trimmed),
+            },
+        }
+    }
+    components.join("\\")
 }
 
 /// A srcsrv stream, read.
@@ -75,8 +101,9 @@ pub struct SrcsrvLines {
     /// (real PDBs list one file as `C:\B\x.h` and `c:\b\x.h`): a document reads one way
     /// where all of them lead to one place ([`Self::target`]).
     files: HashMap<String, Vec<Vec<String>>>,
-    /// The keys of [`Self::files`] by the path written one way ([`spelling`]: `/` as `\`,
-    /// no spaces around it): a debugger that matches paths so may take any of their lines.
+    /// The keys of [`Self::files`] by the path written one way ([`spelling`]: separators,
+    /// `.` and `..`, spaces and case as Windows resolves them): a debugger may take any of
+    /// their lines.
     spellings: HashMap<String, Vec<String>>,
     /// Paths written more than [`MAX_ALTERNATES`] ways: their documents are contested.
     contested_spellings: HashSet<String>,

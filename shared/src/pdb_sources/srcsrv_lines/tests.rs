@@ -293,12 +293,30 @@ fn lines_naming_a_document_with_other_slashes_or_spaces_must_agree() {
         "C:\\B\\x.h*x.h\r\nc:/b/x.h*evil.h\r\n",
         "c:/b/x.h*evil.h\r\nC:\\B\\x.h*x.h\r\n",
         "C:\\B\\x.h*x.h\r\n c:\\b\\x.h *evil.h\r\n",
+        // Paths Windows resolves to the same file: `.`, doubled separators, `..`, a
+        // component ending in spaces or dots.
+        "C:\\B\\x.h*x.h\r\nc:\\b\\.\\x.h*evil.h\r\n",
+        "C:\\B\\x.h*x.h\r\nc:\\b\\\\x.h*evil.h\r\n",
+        "C:\\B\\x.h*x.h\r\nc:\\b\\y\\..\\x.h*evil.h\r\n",
+        "C:\\B\\x.h*x.h\r\nc:\\b. \\x.h*evil.h\r\n",
     ] {
         let Target::Elsewhere(why) = target(apart, r"c:\b\x.h") else {
             panic!("{apart:?}: a URL");
         };
         assert!(why.contains("different places"), "{apart:?}: {why}");
     }
+    // Letters one only through upper case (`ſ` is `S` upper-cased).
+    let Target::Elsewhere(why) =
+        target("c:\\s\\x.h*x.h\r\nc:\\\u{17f}\\x.h*evil.h\r\n", r"c:\s\x.h")
+    else {
+        panic!("a long s: a URL");
+    };
+    assert!(why.contains("different places"), "{why}");
+    // `..` that climbs past the start is kept: `..\x.h` is not `x.h`.
+    assert_eq!(
+        target("C:\\B\\x.h*x.h\r\n..\\c:\\b\\x.h*evil.h\r\n", r"c:\b\x.h"),
+        url
+    );
     // Nine lines over two spellings: past the bound, whichever spelling holds them.
     let many: String = (0..9)
         .map(|i| match i % 2 {
