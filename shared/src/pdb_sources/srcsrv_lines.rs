@@ -12,7 +12,8 @@
 //! Bounded work and memory (hostile PDBs, THREATS.md): parsing a stream of `n` bytes takes
 //! O(n) time and memory (a line keeps at most [`MAX_FIELDS`] fields, no more than its own
 //! bytes; at most [`MAX_OUTSIDE_NAMES`] names are kept from outside the sections, each a
-//! copy of part of the text; a reason for ambiguity is cut to [`MAX_WHY`] bytes). One
+//! copy of part of the text; a path's [`spelling`], case folded, at most three times its
+//! bytes); a reason for ambiguity is cut to [`MAX_WHY`] bytes). One
 //! [`SrcsrvLines::target`] costs O(its path) plus at most [`TARGET_STEPS`] expansion steps
 //! (a step a byte scanned or copied, or a variable or function looked up), across all its
 //! alternate lines (and the one scan, of at most [`MAX_TARGET`] bytes, that finds it spent),
@@ -59,7 +60,8 @@ const MAX_OUTSIDE_NAMES: usize = 1024;
 const MAX_WHY: usize = 512;
 
 /// A lowercased path written one way, as Windows would resolve it: `/` as `\`, runs of
-/// separators as one, no `.` components, `..` taken with the component before it, no
+/// separators as one, no `.` components, `..` taken with the component before it (never
+/// with the root, a drive `c:` or a UNC `\\server\share`: there it is dropped), no
 /// spaces or dots ending a component (Win32 drops them), no spaces around it, and case
 /// folded through upper case too (`ſ` and `s`, `K` and the Kelvin sign are one letter to a
 /// debugger that compares upper-cased paths). Lines whose paths differ only so may name one
@@ -73,19 +75,31 @@ fn spelling(lowercased: &str) -> String {
         .flat_map(char::to_uppercase)
         .flat_map(char::to_lowercase)
         .collect();
+    let separator = ['\\', '/'];
+    let unc = folded.starts_with(separator) && folded[1..].starts_with(separator);
     let mut components: Vec<&str> = Vec::new();
-    for component in folded.split(['\\', '/']) {
+    // How many leading components are the root, once there: `..` climbs no higher.
+    let mut root = 0;
+    for component in folded.split(separator) {
         match component {
             "" | "." => {}
-            ".." => match components.last() {
-                Some(&last) if last != ".." => {
-                    components.pop();
-                }
-                _ => components.push(".."),
-            },
+            ".." if components.len() > root && components.last() != Some(&"..") => {
+                components.pop();
+            }
+            ".." if root > 0 => {}
+            ".." => components.push(".."),
             _ => match component.trim_end_matches([' ', '.']) {
                 "" => {}
-                trimmed => components.push(trimmed),
+                trimmed => {
+                    components.push(trimmed);
+                    if components.len() == 1 {
+                        root = match (unc, trimmed.ends_with(':')) {
+                            (true, _) => 2,
+                            (false, true) => 1,
+                            (false, false) => 0,
+                        };
+                    }
+                }
             },
         }
     }
@@ -295,8 +309,9 @@ impl SrcsrvLines {
         if let Some(why) = &self.ambiguity {
             return Target::Elsewhere(format!("the srcsrv stream {why}"));
         }
-        // Its lines, and those naming the same path written another way (`/` for `\`,
-        // spaces around it): which a debugger matches is its own, so all must agree.
+        // Its lines, and those naming the same path written another way ([`spelling`]:
+        // separators, `.` and `..`, spaces, case): which a debugger matches is its own, so
+        // all must agree.
         // At most [`MAX_ALTERNATES`] spellings, each of at most as many lines (`file`).
         let spelt = spelling(&key);
         let spellings = self.spellings.get(&spelt).map_or(&[][..], Vec::as_slice);

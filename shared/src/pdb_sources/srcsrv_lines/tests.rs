@@ -272,10 +272,11 @@ fn lines_naming_a_document_differently_are_contested_only_where_they_lead_apart(
     assert_eq!(target(&eight), url);
 }
 
-/// A debugger may match `C:/b/x.h` or ` c:\b\x.h ` to the document `c:\b\x.h`: their lines
-/// must lead where its own do. A document is still matched by its own spelling only.
+/// A debugger may match `C:/b/x.h`, ` c:\b\x.h `, `c:\b\.\x.h` or `c:\..\b\x.h` to the
+/// document `c:\b\x.h` (paths as Windows resolves them): their lines must lead where its own
+/// do. A document is still matched by its own spelling only.
 #[test]
-fn lines_naming_a_document_with_other_slashes_or_spaces_must_agree() {
+fn lines_naming_a_document_as_windows_would_resolve_it_must_agree() {
     let stream = |files: &str| {
         format!(
             "SRCSRV: variables --\r\nSRCSRVTRG=https://store/%var2%\r\n\
@@ -299,6 +300,8 @@ fn lines_naming_a_document_with_other_slashes_or_spaces_must_agree() {
         "C:\\B\\x.h*x.h\r\nc:\\b\\\\x.h*evil.h\r\n",
         "C:\\B\\x.h*x.h\r\nc:\\b\\y\\..\\x.h*evil.h\r\n",
         "C:\\B\\x.h*x.h\r\nc:\\b. \\x.h*evil.h\r\n",
+        // `..` at a drive's root stays there.
+        "C:\\B\\x.h*x.h\r\nc:\\..\\b\\x.h*evil.h\r\n",
     ] {
         let Target::Elsewhere(why) = target(apart, r"c:\b\x.h") else {
             panic!("{apart:?}: a URL");
@@ -312,7 +315,15 @@ fn lines_naming_a_document_with_other_slashes_or_spaces_must_agree() {
         panic!("a long s: a URL");
     };
     assert!(why.contains("different places"), "{why}");
-    // `..` that climbs past the start is kept: `..\x.h` is not `x.h`.
+    // `..` at a UNC share's root stays there.
+    let Target::Elsewhere(why) = target(
+        "\\\\srv\\share\\x.h*x.h\r\n\\\\srv\\share\\..\\x.h*evil.h\r\n",
+        r"\\srv\share\x.h",
+    ) else {
+        panic!("a UNC root climbed: a URL");
+    };
+    assert!(why.contains("different places"), "{why}");
+    // `..` that climbs past the start of a relative path is kept: `..\x.h` is not `x.h`.
     assert_eq!(
         target("C:\\B\\x.h*x.h\r\n..\\c:\\b\\x.h*evil.h\r\n", r"c:\b\x.h"),
         url
