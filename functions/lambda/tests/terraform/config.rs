@@ -175,11 +175,13 @@ const MOCKED_PROVIDER: &str = r#"mock_provider "aws" {
 ///
 /// Why not a `terraform plan` each: a plan starts the AWS provider three times (schema,
 /// validation, plan), about 10 s of CPU however small the configuration, and these lists hold
-/// dozens of cases. `terraform test` starts it once for all of them and mocks its answers
-/// (`mock_provider`), while the schema, the provider's own checks of resource arguments and
-/// everything the module refuses (variable validations and preconditions, evaluated by
-/// terraform before any provider call) stay real. The plans whose resources a test reads are
-/// real `terraform plan`s against moto.
+/// dozens of cases. `terraform test` starts it once for all of them and mocks it
+/// (`mock_provider`). What stays real: the provider's schema, its static checks of resource
+/// arguments, and everything the module refuses (variable validations and the access
+/// function's size preconditions, none reading a data source). What does not: the provider's
+/// own plan step and the data sources (every policy document reads as an empty policy). So a
+/// refusal here is the refusal a real plan makes, and "planned" means terraform's checks
+/// passed; each test plans its accepted shapes for real too, against moto.
 ///
 /// Each case is a test file of its own (a run that fails skips the rest of its file).
 pub fn assert_plan_outcomes(dir: &Path, cases: &[PlanCase]) -> Vec<String> {
@@ -205,7 +207,8 @@ pub fn assert_plan_outcomes(dir: &Path, cases: &[PlanCase]) -> Vec<String> {
                 let run_status = message["test_run"]["status"].as_str().unwrap_or("");
                 status.insert(path.to_string(), run_status.to_string());
             }
-            Some("diagnostic") => {
+            // Errors only: a warning naming a problem is no refusal.
+            Some("diagnostic") if message["diagnostic"]["severity"] == "error" => {
                 let d = &message["diagnostic"];
                 let text = format!(
                     "{} {}",
@@ -233,7 +236,7 @@ pub fn assert_plan_outcomes(dir: &Path, cases: &[PlanCase]) -> Vec<String> {
         };
         match problem {
             Some(problem) => {
-                assert_ne!(run_status, "pass", "{vars:?} planned");
+                assert_eq!(run_status, "error", "{vars:?}: {diagnostics}");
                 assert!(diagnostics.contains(problem), "{vars:?}: {diagnostics}");
             }
             None => assert_eq!(run_status, "pass", "{vars:?} did not plan: {diagnostics}"),

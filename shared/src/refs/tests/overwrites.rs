@@ -313,3 +313,75 @@ async fn an_overwrite_replaces_only_its_own_products_bytes() {
     let waiters: Vec<&str> = waiting.iter().map(|w| w.upload.as_str()).collect();
     assert_eq!(waiters, ["a1"]);
 }
+
+/// Two overwrites of b1's key with the same bytes, at once: b2 has checked and marked b1
+/// waiting and is about to swap the record when b3 marks b1 too (the same file: b1's marks)
+/// and swaps first. b2's swap fails; its next decision finds its own bytes there, b1 no
+/// longer holding the key, and shares them. b1 must still be marked, once: the bytes it
+/// waits for are b3's (and b2's), and when they both go it gets the key back. No overwrite
+/// takes a mark back (waiting.rs), as one mark is the other's too.
+#[tokio::test]
+async fn two_overwrites_marking_one_holder_at_once_leave_its_mark() {
+    let (dir, input, etag) = input_beside_store();
+    let other_input = dir.path().join("other");
+    std::fs::write(&other_input, b"other bytes").unwrap();
+    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
+    let store = crate::storage::hooked::Hooked::new(
+        LocalStore::open(dir.path().join("s")).unwrap(),
+        HoldAfter {
+            after: "_symdex/waiting/",
+            file: key_file("k"),
+            seen: Default::default(),
+            hold: HoldFirst {
+                prefix: "_symdex/refs/",
+                held: Default::default(),
+                reached: Default::default(),
+                open: tokio::sync::Semaphore::new(0),
+            },
+        },
+    );
+    let others = RefStore::with_policy(store.inner(), impatient());
+    planned(&others, "b1", Some("beta"), &["k"]).await;
+    let first = others.publish("k", "b1", &old, OnDifferent::Conflict, true);
+    assert_eq!(first.await.unwrap(), KeyOutcome::Published);
+    finalized(&others, "b1", &["k"]).await;
+    planned(&others, "b2", Some("beta"), &["k"]).await;
+    planned(&others, "b3", Some("beta"), &["k"]).await;
+    let held = RefStore::with_policy(&store, impatient());
+    let first_overwrite = held.publish_in_turn(
+        "k",
+        Publisher::new("b2", Some("beta")),
+        &new,
+        OnDifferent::Overwrite,
+        false,
+        None,
+    );
+    let second_overwrite = async {
+        // b1 checked and marked by b2; b2's swap is held back.
+        store.hook().hold.reached.notified().await;
+        let second = others.publish_in_turn(
+            "k",
+            Publisher::new("b3", Some("beta")),
+            &new,
+            OnDifferent::Overwrite,
+            false,
+            None,
+        );
+        let second = second.await.unwrap().outcome;
+        store.hook().hold.open.add_permits(1);
+        second
+    };
+    let (first, second) = tokio::join!(first_overwrite, second_overwrite);
+    assert_eq!(second, KeyOutcome::Published);
+    assert_eq!(first.unwrap().outcome, KeyOutcome::Unchanged);
+    let record = others.key("k").await.unwrap().expect("the key's record");
+    assert_eq!(record.refs, ["b2".to_string(), "b3".to_string()].into());
+    assert_eq!(record.etag, other_etag);
+    let marks = others.all_waiting().await.unwrap();
+    let marked: Vec<(&str, &str)> = marks
+        .iter()
+        .map(|w| (w.key.as_str(), w.upload.as_str()))
+        .collect();
+    assert_eq!(marked, [("k", "b1")]);
+}

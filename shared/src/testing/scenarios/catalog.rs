@@ -723,7 +723,10 @@ fn overwrites(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::AnyOrder,
         },
         Scenario {
-            // The replaced build gets its keys back only when both overwriters are gone.
+            // The overwrites and their deletions in any order (a deletion that comes first
+            // finds nothing, and its overwrite survives): each interleaving ends as one such
+            // serial run does; where both deletions come last, the replaced build holds its
+            // keys again.
             name: "two overwrites replace one build at once and both are deleted",
             before: vec![&a.elf_a],
             ops: vec![
