@@ -1,7 +1,22 @@
 //! Leases: a `create` lease released by its finalize, keys taken in turn, runs of one upload
 //! at once, hand-overs, deferred writes, join records.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{
+    content, finalized, impatient, input_beside_store, store_and_input, CountReads, HoldFirst,
+};
+use crate::refs::lease::CREATE;
+use crate::refs::swap::parse;
+use crate::refs::{
+    DeferredWrites, InTurn, KeyOutcome, LeasePolicy, OnDifferent, Publisher, RefStore,
+    RemoveOutcome, Run, UploadRecord, Wait,
+};
+use crate::sourcemap::SourceMapRecord;
+use crate::storage::{LocalStore, Storage};
 
 #[tokio::test]
 async fn a_create_lease_is_released_by_its_uploads_finalize() {

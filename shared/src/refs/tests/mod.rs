@@ -1,18 +1,14 @@
 //! The reference protocol's unit tests, over local stores.
 
-use crate::storage::UPLOADS_DIR;
+use std::collections::BTreeSet;
 use std::io;
 use std::time::Duration;
 
-use super::keys::*;
-use super::layout::*;
-use super::lease::*;
-use super::prior::*;
-use super::swap::*;
-use super::uploads::*;
-use super::*;
-use crate::sourcemap::SourceMapRecord;
-use crate::storage::{content_sha1, CopySource, LocalStore, ObjectInfo};
+use crate::refs::swap::parse;
+use crate::refs::{
+    Content, IndexedAs, LeasePolicy, RefStore, Run, UploadRecord, UploadState, Wait,
+};
+use crate::storage::{CopySource, LocalStore};
 use crate::upload_meta::UploadMeta;
 
 mod leases;

@@ -1,7 +1,16 @@
 //! Whose bytes an overwrite may replace (overwrites.rs): only its own product's, checked for
 //! every holder its swap displaces.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{content, finalized, impatient, input_beside_store, CountReads, HoldFirst};
+use crate::refs::layout::key_file;
+use crate::refs::lease::{index_holder, CREATE};
+use crate::refs::{
+    KeyOutcome, KeyRecord, Lease, LeasePolicy, OnDifferent, Publisher, RefStore, UploadRecord,
+};
+use crate::storage::{content_sha1, LocalStore, Storage};
+use crate::upload_meta::UploadMeta;
 
 /// Plans `keys` for `upload`, an upload of `product` (`None`: naming none): its record, as
 /// the pipeline makes it before any reference is added (invariant 4).

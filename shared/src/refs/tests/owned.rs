@@ -1,7 +1,13 @@
 //! Objects naming their owners (invariant 7): a key one upload alone references, its sharers,
 //! and the owner's removal.
 
-use super::*;
+use std::io;
+
+use super::{content, finalized, impatient, input_beside_store, CountReads, HoldFirst};
+use crate::refs::layout::key_file;
+use crate::refs::lease::{index_holder, remove_holder, CREATE};
+use crate::refs::{Content, KeyOutcome, KeyRecord, Lease, OnDifferent, RefStore, RemoveOutcome};
+use crate::storage::{content_sha1, CopySource, LocalStore, ObjectInfo, Storage};
 
 /// [`store_and_input`] with a store whose objects name their owners (invariant 7).
 fn owned_store_and_input() -> (tempfile::TempDir, LocalStore, String) {

@@ -1,7 +1,19 @@
 //! Key records: references counted per upload, generated content, conflicts, what is at a key
 //! without a record, upload records in either layout.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+
+use super::{content, finalized, impatient, store_and_input};
+use crate::refs::layout::{is_upload_name, key_file, SOURCES_DIR};
+use crate::refs::lease::{index_holder, now_secs, CREATE};
+use crate::refs::prior::Prior;
+use crate::refs::swap::Step;
+use crate::refs::{
+    KeyOutcome, KeyRecord, Lease, OnDifferent, RefStore, RemoveOutcome, Run, UploadLayout,
+    UploadRecord, UploadState, LAYOUT_FILE,
+};
+use crate::storage::{LocalStore, Storage, UPLOADS_DIR};
 
 #[tokio::test]
 async fn references_are_counted_per_upload() {
