@@ -5,14 +5,14 @@
 //! publishes lies inside a layout's grammar under that layout's prefix; and `verify` finds
 //! the store as promised.
 
-use crate::testing::index_bytes::IndexBytes;
 use proptest::prelude::*;
 
-use super::*;
 use crate::formats::robustness::{corrupted, edit, seed_at};
 use crate::formats::IdentifyOptions;
 use crate::layouts::grammar::is_valid_key;
-use crate::storage::{CopySource, LocalStore};
+use crate::pipeline::{Config, EntryOf, Indexer, Upload};
+use crate::storage::{CopySource, LocalStore, Storage};
+use crate::testing::index_bytes::IndexBytes;
 use crate::testing::scenarios::config;
 use crate::upload_meta::UploadMeta;
 

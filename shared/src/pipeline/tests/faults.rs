@@ -1,7 +1,17 @@
 //! Runs that die or fail at any change, finished by their retries (removals, take-backs,
 //! source removals, debug files).
 
-use super::*;
+use std::collections::BTreeSet;
+use std::io;
+
+use super::{
+    assert_audit_clean, delete_reported, index_and_finalize, index_reported, published_for,
+};
+use crate::pipeline::{Indexer, Record};
+use crate::refs::{RefStore, UploadState};
+use crate::storage::{LocalStore, Storage};
+use crate::testing::failing::{dying_at_nth, failing_nth};
+use crate::testing::scenarios::{config, Artifacts};
 
 #[tokio::test]
 async fn a_removal_that_fails_at_any_change_reports_every_key_on_its_retry() {

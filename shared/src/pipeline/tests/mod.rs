@@ -1,18 +1,14 @@
 //! The pipeline's unit tests, over local stores.
 
-use super::kept::own_keys_of;
-use super::*;
-use crate::formats::{identify_with_details, IdentifyOptions};
-use crate::identity::Kind;
-use crate::layouts;
-use crate::manifest::Action;
-use crate::reader::MemReader;
-use crate::refs::{IndexedAs, KeyRecord, RemoveOutcome, UploadState};
+use std::collections::BTreeSet;
+use std::io;
+
+use crate::pipeline::{sources, Config, Indexed, Indexer, Record};
+use crate::refs::{KeyRecord, RefStore};
 use crate::sourcemap;
-use crate::storage::{CopySource, LocalStore};
-use crate::testing::failing::{dying_at_nth, failing_nth};
+use crate::storage::{CopySource, LocalStore, Storage};
 use crate::testing::index_bytes::IndexBytes;
-use crate::testing::scenarios::{config, Artifact, Artifacts, FromArtifacts};
+use crate::testing::scenarios::{config, Artifact, Artifacts};
 
 mod encoded;
 mod faults;

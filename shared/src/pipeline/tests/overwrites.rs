@@ -3,7 +3,14 @@
 //! and on keys whose objects name their owner (refs/, invariant 7), where an overwrite meets
 //! the holder by its object's owner instead of its record.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{assert_audit_clean, config_with_exclusive, index_and_finalize, listed_keys};
+use crate::manifest::Action;
+use crate::pipeline::{Config, Record};
+use crate::refs::RefStore;
+use crate::storage::{LocalStore, Storage};
+use crate::testing::scenarios::{config, Artifact, Artifacts};
 use std::collections::BTreeMap;
 
 /// `artifact`'s bytes, uploaded by `product`.

@@ -1,8 +1,16 @@
 //! What upload records answer (redeliveries, conflicts again) and what a removal takes with
 //! it (its markers, sidecars, waits, the keys it hands over).
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{assert_audit_clean, index_and_finalize, keys_of, listed_keys};
+use crate::manifest::Action;
+use crate::pipeline::kept::own_keys_of;
+use crate::pipeline::{Config, Indexer, Record, RecordLookup};
+use crate::refs::{IndexedAs, RefStore};
+use crate::storage::{LocalStore, Storage};
 use crate::testing::index_bytes::IndexBytes;
+use crate::testing::scenarios::{config, Artifacts, FromArtifacts};
 
 #[tokio::test]
 async fn an_upload_taken_for_new_yet_indexed_before_is_answered_from_its_record() {

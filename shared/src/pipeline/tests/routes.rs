@@ -1,7 +1,18 @@
 //! Routed identities and inputs of different routes at once; what an upload lists.
 
-use super::*;
+use crate::layouts::Layout;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use super::{config_with_exclusive, index_and_finalize, listed_keys};
+use crate::formats::{identify_with_details, IdentifyOptions};
+use crate::identity::Kind;
+use crate::layouts;
+use crate::pipeline::{route_of, Config, Indexed, Indexer};
+use crate::reader::MemReader;
+use crate::storage::{LocalStore, Storage};
 use crate::testing::index_bytes::IndexBytes;
+use crate::testing::scenarios::{config, Artifact, Artifacts};
 
 #[test]
 fn every_key_of_a_routed_identity_names_its_id() {

@@ -1,7 +1,13 @@
 //! Debug files and their sources: offers, ties, recorded MD5s, joins turned off.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use super::{assert_audit_clean, index_and_finalize, index_reported, published_for};
+use crate::pipeline::{Config, Indexer};
+use crate::refs::{RefStore, RemoveOutcome};
+use crate::storage::{LocalStore, Storage};
 use crate::testing::index_bytes::IndexBytes;
+use crate::testing::scenarios::{config, Artifact, Artifacts};
 
 /// An offer whose upload was removed without withdrawing it (by a version before upload
 /// records named their join record) ties with a live one: a debug file arriving later
