@@ -12,8 +12,9 @@ use super::tests::{
     sevenz_in, sevenz_of, sevenz_with_header, tar_of, xz, zip_in_methods, zip_of, zstd, Seen,
     REGULAR,
 };
-use super::*;
+use crate::archive::{DecoderMemory, ExpandError, Limits, Options};
 use crate::formats::robustness::{corrupted, edit, write_word, LIES};
+use crate::sniff::Container;
 use crate::testing::allocations::measure;
 
 /// Limits small enough that the seeds reach them: a mutation that makes a length lie is

@@ -1,6 +1,13 @@
 //! The decoders' shared memory budget.
 
-use super::*;
+use std::io::{self, Write};
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+
+use super::{expand_all, files, gzip, sevenz_of, tar_of, xz, zstd, A, B};
+use crate::archive::{compressed, expand, memory, DecoderMemory, Event, Options};
+use crate::sniff::Container;
+use crate::MemReader;
 
 /// A budget the tests' walks share: leaked, as a Lambda's lives as long as its process.
 fn budget(bytes: u64) -> &'static DecoderMemory {

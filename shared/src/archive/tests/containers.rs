@@ -1,6 +1,10 @@
 //! Zip (every method), tarballs in every compression, lzip, single compressed files, cabinets.
 
-use super::*;
+use super::{
+    bzip2, cab_of, expand_all, files, find, gzip, lzip, tar_of, xz, zip_in_methods, zip_of, zstd,
+    Seen, A, B,
+};
+use crate::archive::{compressed, Limits, Options};
 
 #[test]
 fn zip_entries_are_expanded_or_given_as_ranges() {

@@ -1,6 +1,12 @@
 //! Nesting, bombs, huge headers, malformed archives and panicking parsers.
 
-use super::*;
+use std::io;
+use std::sync::Arc;
+
+use super::{expand_all, expand_seen, files, gzip, tar_of, zip_of, Seen, A, B};
+use crate::archive::{expand, expanded_name, Event, ExpandError, Limits, Options, Walker};
+use crate::sniff::Container;
+use crate::{MemReader, RangeReader};
 
 #[test]
 fn archives_nest_one_level_deep() {

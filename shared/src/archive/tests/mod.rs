@@ -1,10 +1,11 @@
 //! Archives built in memory with the writers of the same crates (the integration tests use the
 //! real tools: zip, tar, gzip, zstd, xz, bzip2, gcab).
 
-use std::io::{self, Cursor, Write};
+use std::io::{Cursor, Write};
 
-use super::*;
+use crate::archive::{expand, Event, ExpandError, Expanded, Options};
 use crate::reader::MemReader;
+use crate::sniff::{detect, detect_reader, Container};
 
 mod budgets;
 mod containers;

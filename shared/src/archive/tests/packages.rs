@@ -1,6 +1,11 @@
 //! Debian, RPM, cpio and Alpine packages.
 
-use super::*;
+use super::{
+    ar_of, bzip2, cpio_of, deb_of, expand_all, expand_seen_as, files, gzip, rpm_of, tar_of, xz,
+    zip_of, zstd, Seen, A, B, REGULAR,
+};
+use crate::archive::{ExpandError, Options};
+use crate::sniff::Container;
 
 #[test]
 fn debian_packages_are_expanded_through_their_data_tarball() {

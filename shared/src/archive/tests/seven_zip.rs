@@ -1,6 +1,11 @@
 //! 7z archives: solid and per-file blocks, limits, malformed ones.
 
-use super::*;
+use super::{
+    expand_all, files, find, sevenz_header, sevenz_in, sevenz_of, sevenz_with_header, zip_of, Seen,
+    A, B,
+};
+use crate::archive::{ExpandError, Limits, Options};
+use crate::sniff::{detect, Container};
 
 #[test]
 fn sevenz_archives_are_expanded_solid_or_a_block_per_file() {

@@ -1,6 +1,7 @@
 //! Source paths read from DWARF line tables: normalized, bounded, rejections counted.
 
-use super::*;
+use crate::formats::dwarf::{decompress, normalize, source_paths, MAX_DECOMPRESSED, MAX_PATH_LEN};
+use crate::identity::{DwarfLayout, SectionRef};
 
 #[test]
 fn paths_are_normalized_like_debuginfod_clients_do() {

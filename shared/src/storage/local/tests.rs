@@ -1,8 +1,14 @@
 //! Unit tests.
+
+use std::fs;
+use std::sync::atomic::Ordering;
+
 use super::owners::{owner_attribute, parse_owner_attribute};
-use super::*;
+use super::{LocalStore, OWNERS_MARKER, TMP_DIR};
 use crate::reader::RangeReader;
-use crate::storage::Storage;
+use crate::storage::{
+    appended, content_sha1, CopySource, ObjectInfo, Precondition, Storage, StorageError,
+};
 
 fn store() -> (tempfile::TempDir, LocalStore) {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
 //! Unit tests.
-use super::*;
+use crate::storage::s3::{copy_source_header, object_metadata, unquote, CONTENT_ETAG_META};
 
 #[test]
 fn copy_source_headers_encode_keys() {

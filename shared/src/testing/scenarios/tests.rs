@@ -3,7 +3,10 @@ use std::io;
 
 use super::check::{published, serial, serial_ops};
 use super::run::{in_ingest, run_op_configured};
-use super::*;
+use super::{
+    check, every_scenario, only_scenarios, run_op, run_op_as, scenarios, seeds, sole_writer_config,
+    Artifact, Artifacts, Op, Scenario,
+};
 use crate::audit::{audit, references};
 use crate::manifest::Record;
 use crate::storage::{LocalStore, Storage};
