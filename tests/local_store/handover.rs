@@ -1,7 +1,13 @@
 //! Keys handed over: a deleted or overwriting upload's keys go to the upload waiting for them
 //! (an archive entry too); a killed delete is finished by the next index.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{self, build_split_elf, verify_clean, Workdir};
+use crate::{delete_input, index, manifest, BID, BID_HEX};
 
 /// Build b's files meet build a's bytes under their build id and wait for those keys; deleting
 /// build a hands the keys to b (indexed again from its files), and the store stays whole.

@@ -4,13 +4,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{
-    build_pe_and_pdb, build_split_elf, get, ok, symdex, url_path, verify_clean, Server,
-    StaticServer, Workdir,
-};
+use common::{build_split_elf, ok, symdex, verify_clean, Workdir};
 use serde_json::Value;
 
 mod handover;

@@ -1,6 +1,15 @@
 //! Zip entries, a PDB under the name its PE uses, each artifact stored once under all its names.
 
-use super::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{
+    self, build_pe_and_pdb, build_split_elf, get, ok, symdex, url_path, verify_clean, Server,
+    StaticServer, Workdir,
+};
+use crate::{index, manifest, BID, BID_HEX};
 
 #[test]
 fn zip_archives_are_indexed_entry_by_entry() {

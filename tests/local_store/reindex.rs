@@ -1,6 +1,12 @@
 //! Re-indexing an unchanged store: only its manifest written, no unchanged input read.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{self, build_pe_and_pdb, build_split_elf, ok, verify_clean, Workdir};
+use crate::{index, BID};
 
 #[test]
 fn a_reindex_of_an_unchanged_store_writes_only_its_manifest() {

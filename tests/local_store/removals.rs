@@ -1,6 +1,7 @@
 //! Deleting builds that share references; verify after files were removed or changed.
 
-use super::*;
+use crate::common::{build_split_elf, ok, symdex, Workdir};
+use crate::{index, manifest, BID, BID_HEX};
 
 #[test]
 fn deleting_builds_honours_shared_references() {

@@ -1,7 +1,9 @@
 //! Event shapes (direct S3, EventBridge), other buckets, and products (cross-product
 //! conflicts, per-product prefixes).
 
-use super::*;
+use crate::{checks, context, failures, sqs_event, Fixtures, Stack, INGEST, SERVING};
+use serde_json::{json, Value};
+use symdex_lambda::{handle_indexer, handle_remover};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_s3_and_eventbridge_events() {

@@ -8,7 +8,7 @@ mod support;
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use support::{config, sqs_event, Fixtures, Stack, INGEST, SERVING};
 use symdex_lambda::{handle_indexer, handle_remover, Context};
 

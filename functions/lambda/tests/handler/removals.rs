@@ -1,7 +1,12 @@
 //! The remover: keys no other upload references unpublished, in either upload layout; keys
 //! handed to the uploads waiting for them.
 
-use super::*;
+use crate::{
+    checks, context, delete_and_remove, failures, sqs_event, upload_and_index, Fixtures, Stack,
+    INGEST, SERVING,
+};
+use serde_json::{json, Value};
+use symdex_lambda::{handle_indexer, handle_remover};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remover_unpublishes_keys_no_other_upload_references() {

@@ -1,6 +1,11 @@
 //! Redirect aliases storing each artifact once; ingest objects checked by version.
 
-use super::*;
+use crate::{
+    checks, context, delete_and_remove, failures, sqs_event, upload_and_index, Fixtures, Stack,
+    INGEST, SERVING,
+};
+use serde_json::{json, Value};
+use symdex_lambda::handle_indexer;
 
 /// SYMDEX_ALIASES=redirect: each artifact is stored once; its other keys are zero-byte
 /// redirects to the key holding the bytes (what the CDN's viewer-response function and the S3

@@ -1,8 +1,10 @@
 //! What compressed copies cost in requests: the same debug file indexed and removed with
 //! `SYMDEX_COMPRESS=zstd` and without, counted at the endpoint.
 
-use super::*;
+use symdex_lambda::handle_remover;
 
+use super::{breakdown, counted_configured, index_each};
+use crate::support::{sqs_event, Fixtures, INGEST, SERVING};
 /// The requests of an index of `app.debug` and of its removal, with the function's
 /// environment `env`; and the keys it published and the copies it made.
 async fn index_and_remove(env: &[(&str, &str)]) -> (Vec<String>, Vec<String>, usize, usize) {

@@ -1,7 +1,12 @@
 //! The ingest object's liveness check, answered by the artifact's copy where it can be.
 
-use super::*;
+use std::sync::Arc;
 
+use symdex_lambda::{handle_indexer, Context};
+
+use super::debug_file_naming_headers;
+use crate::fault_proxy::FaultProxy;
+use crate::support::{build_id_of, config, sqs_event, Fixtures, Stack, INGEST, SERVING};
 /// The creation message of the object version `(etag, version)` among `messages`, naming
 /// its version as AWS's notifications do (moto's leave `versionId` out).
 fn message_of(

@@ -27,10 +27,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use fault_proxy::FaultProxy;
-use support::{
-    build_id_of, config, redelivered, run_in, sqs_event, Fixtures, Stack, INGEST, SERVING,
-};
-use symdex_lambda::{handle_indexer, handle_remover, Context};
+use support::{config, run_in, sqs_event, Stack, INGEST, SERVING};
+use symdex_lambda::{handle_indexer, Context};
 
 mod compressed;
 mod liveness;

@@ -1,8 +1,16 @@
 //! Each artifact's first delivery, redelivery and first delivery again, counted and held to
 //! the protocol's bounds.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use symdex_lambda::{handle_indexer, Context};
+
+use super::{
+    breakdown, checks, counted_with, debug_file_naming_headers, is_join_record, kind, HEADERS,
+};
+use crate::fault_proxy::FaultProxy;
+use crate::support::{redelivered, sqs_event, Fixtures, Stack, INGEST, SERVING};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_requests_per_artifact_counted_at_the_endpoint() {
     // Each request takes S3's tens of milliseconds, so requests made at once overlap at the

@@ -1,7 +1,9 @@
 //! What keys another upload published cost: a PDB and its PE, conflicts, the same bytes again.
 
-use super::*;
+use symdex_lambda::handle_remover;
 
+use super::{breakdown, checks, counted, counted_copying, index_each, kind, naming, objects_named};
+use crate::support::{run_in, sqs_event, Fixtures, INGEST, SERVING};
 /// A PDB's debug-id record (where the PDB lives, the names PEs gave it) joins a PDB and the
 /// PEs naming it. A first delivery guesses it is the first of the two to arrive (or alone,
 /// as a third-party DLL without its PDB is): it creates the record unread, one write

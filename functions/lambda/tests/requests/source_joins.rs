@@ -1,7 +1,15 @@
 //! What source joins cost: a debug file without them, a file no format claims, claims.
 
-use super::*;
+use std::sync::Arc;
 
+use symdex_lambda::{handle_indexer, Context};
+
+use super::{
+    breakdown, checks, counted, debug_file_naming_headers, index_each, is_join_record, kind,
+    HEADERS,
+};
+use crate::fault_proxy::FaultProxy;
+use crate::support::{config, redelivered, run_in, sqs_event, Fixtures, Stack, SERVING};
 /// Without source joins (SYMDEX_SOURCE_JOINS=false, a deployment nobody uploads sources to), a
 /// debug file naming many source files costs what any fresh artifact does: keys + 4, no
 /// request for a join record (its paths are named missing in its record).
