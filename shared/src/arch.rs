@@ -99,7 +99,7 @@ impl<'de> Deserialize<'de> for Arch {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::Arch;
 
     #[test]
     fn names_read_back_as_written() {

@@ -159,7 +159,7 @@ impl<W: io::Write> io::Write for Sha1Writer<W> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{sha1_hex, Md5, Sha1};
 
     #[test]
     fn known_digests() {

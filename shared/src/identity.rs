@@ -424,7 +424,8 @@ pub struct SplitDwarf {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{file_name_of, DwoId};
+    use crate::{Format, Identity, Kind};
 
     #[test]
     fn file_names_split_on_both_separators() {

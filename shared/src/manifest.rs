@@ -433,9 +433,14 @@ impl Query {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        indexer_version, read_all, write, Action, CodeId, DwarfPackage, Query, Record, SplitDwarf,
+        SCHEMA_VERSION,
+    };
     use crate::identity::DwoId;
     use crate::storage::LocalStore;
+    use crate::upload_meta::UploadMeta;
+    use crate::{Arch, Format, Kind};
 
     fn record(action: Action, time: &str, build: &str) -> Record {
         Record {

@@ -312,7 +312,9 @@ mod tests {
         assert!(cache.read_exact_at(9990, &mut past).is_err());
     }
 
-    use super::*;
+    use super::{
+        read_up_to, read_vec, BlockCache, CountingReader, MemReader, RangeReader, ReaderCursor,
+    };
 
     #[test]
     fn mem_reader_refuses_ranges_past_the_end() {

@@ -205,7 +205,10 @@ pub fn is_expired(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
+
+    use super::{check_channel, is_expired, parse_time, Retention, RetentionPolicy};
+    use crate::upload_meta::UploadMeta;
 
     #[test]
     fn default_policy_parses_and_prints() {

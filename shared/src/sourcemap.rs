@@ -490,7 +490,11 @@ pub struct SourceReport {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        best_offer, record_file, source_key, unflagged_may_serve, ContentDigest, Match, NamedBy,
+        Offer, Scope, SourceMapRecord, Unclaimed, Want, MAX_RECORD_ENTRIES, MAX_UNCLAIMED,
+    };
+    use crate::upload_meta::UploadMeta;
 
     fn offer(path: &str, etag: &str) -> Offer {
         Offer {

@@ -131,7 +131,8 @@ pub(super) fn lzma2_memory(property: u8) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{lzma2_memory, window_memory};
+    use crate::archive::DecoderMemory;
 
     #[test]
     fn a_walk_over_the_budget_waits_for_the_one_before_it() {

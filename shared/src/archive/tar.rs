@@ -177,7 +177,7 @@ impl Read for HeaderGuard<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{header_size, octal};
 
     #[test]
     fn header_numbers_parse_as_tar_writes_them() {

@@ -726,7 +726,10 @@ pub async fn references(store: &dyn Storage) -> io::Result<BTreeMap<String, BTre
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::BTreeSet;
+
+    use super::{ListedUpload, Names};
+    use crate::refs::UploadState;
 
     fn names(json: &str) -> Vec<String> {
         let read: Names = serde_json::from_str(json).unwrap();

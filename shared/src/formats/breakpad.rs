@@ -103,7 +103,8 @@ fn arch_name(arch: &str) -> Arch {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{identify, is_breakpad};
+    use crate::Kind;
 
     #[test]
     fn module_and_code_id() {

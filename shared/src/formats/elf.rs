@@ -457,9 +457,10 @@ pub fn arch_name(machine: u16, is_64: bool) -> Arch {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{debug_id_from_bytes, identify};
     use crate::reader::MemReader;
     pub(crate) use crate::testing::builders::build_elf;
+    use crate::{Identity, Kind};
 
     const ID20: [u8; 20] = [
         0x18, 0x0a, 0x37, 0x3d, 0x6a, 0xfb, 0xab, 0xf0, 0xeb, 0x1f, 0x09, 0xbe, 0x1b, 0xc4, 0x5b,

@@ -176,8 +176,9 @@ pub fn arch_name(cputype: u32, cpusubtype: u32) -> Arch {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{identify, is_macho, FAT_MAGIC, FAT_MAGIC_64, MH_DSYM, MH_EXECUTE};
     use crate::reader::MemReader;
+    use crate::Kind;
 
     const CPU_X86_64: u32 = 0x0100_0007;
     const CPU_ARM64: u32 = 0x0100_000c;

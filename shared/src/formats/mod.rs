@@ -271,8 +271,9 @@ pub(crate) fn c_string(data: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{hex, sniff, unhex};
     use crate::reader::MemReader;
+    use crate::{identify, Format, FormatError, IdentifyOptions};
 
     #[test]
     fn hex_reads_back_in_either_case_and_nothing_else() {

@@ -203,9 +203,10 @@ pub(crate) fn identity_from_streams(
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{identify, DebugId};
     use crate::reader::MemReader;
     pub(crate) use crate::testing::builders::{build_msf, dbi_stream, info_stream};
+    use crate::{FormatError, Kind};
 
     const GUID: [u8; 16] = [
         0xf6, 0x72, 0x7b, 0x49, 0x0a, 0x39, 0xfc, 0x44, 0x87, 0x8e, 0x5a, 0x2d, 0x63, 0xb6, 0xcc,

@@ -257,9 +257,10 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::identify;
     use crate::reader::MemReader;
     use crate::testing::builders::{build_msfz, dbi_stream, info_stream};
+    use crate::Format;
 
     fn streams(age: u32) -> Vec<Option<Vec<u8>>> {
         vec![

@@ -273,9 +273,13 @@ pub fn arch_name(machine: u16) -> Arch {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{
+        identify, DEBUG_TYPE_EMBEDDED_PORTABLE_PDB, DEBUG_TYPE_PDB_CHECKSUM, DEBUG_TYPE_PERFMAP,
+        PORTABLE_PDB_MINOR_VERSION,
+    };
     use crate::reader::MemReader;
     pub(crate) use crate::testing::builders::{build_pe, codeview, Entry};
+    use crate::{Identity, Kind};
 
     const GUID: [u8; 16] = [
         0xf6, 0x72, 0x7b, 0x49, 0x0a, 0x39, 0xfc, 0x44, 0x87, 0x8e, 0x5a, 0x2d, 0x63, 0xb6, 0xcc,

@@ -68,7 +68,7 @@ pub fn identify(head: &[u8]) -> Result<Identity, FormatError> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{identify, is_perfmap};
 
     pub(crate) fn build_perfmap(signature: &str, version: u32) -> Vec<u8> {
         format!(

@@ -86,8 +86,9 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{identify, is_portable_pdb, read_sources, METADATA_SIGNATURE};
     use crate::reader::MemReader;
+    use crate::Format;
 
     /// A metadata root with `#~` (empty) and `#Pdb` (the id) streams.
     pub(crate) fn build_portable_pdb(guid: [u8; 16], stamp: u32) -> Vec<u8> {

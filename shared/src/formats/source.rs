@@ -48,7 +48,7 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{identify, may_be_text};
     use crate::reader::MemReader;
 
     #[test]

@@ -94,8 +94,9 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{identify, MAGIC};
     use crate::reader::MemReader;
+    use crate::{Format, FormatError};
     use std::io::Write;
 
     /// A source bundle as symbolic writes one: header, then a zip with the manifest and files.

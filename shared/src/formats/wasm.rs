@@ -118,8 +118,10 @@ pub fn identify(reader: &dyn RangeReader) -> Result<Identity, FormatError> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::identify;
+    use crate::formats::hex;
     use crate::reader::MemReader;
+    use crate::Kind;
 
     fn leb(mut v: u32) -> Vec<u8> {
         let mut out = Vec::new();

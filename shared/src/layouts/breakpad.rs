@@ -80,7 +80,8 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
-    use super::*;
+    use super::keys;
+    use crate::layouts::Name;
 
     #[test]
     fn sym_file_keys() {

@@ -47,7 +47,7 @@ pub fn section_key(build_id: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
-    use super::*;
+    use super::keys;
     use crate::identity::Kind;
 
     #[test]

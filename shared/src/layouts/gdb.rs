@@ -38,7 +38,7 @@ pub fn keys(id: &Identity) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
-    use super::*;
+    use super::keys;
 
     #[test]
     fn build_id_directories() {

@@ -265,7 +265,8 @@ pub fn is_valid_key(layout: Layout, key: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::is_valid_key;
+    use crate::Layout;
 
     #[test]
     fn accepts_the_examples() {

@@ -42,7 +42,8 @@ pub fn keys(id: &Identity) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
-    use super::*;
+    use super::keys;
+    use crate::Kind;
 
     #[test]
     fn uuid_directories() {

@@ -434,8 +434,9 @@ pub(crate) mod properties;
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
+    use super::{DebugId, Name};
     use crate::identity::{PdbReference, PerfmapInfo};
+    use crate::{keys_for, lookup_keys_for, Format, Identity, Kind, Layout};
     use debugid::CodeId;
 
     pub(crate) const ID20: [u8; 20] = [

@@ -87,7 +87,9 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
-    use super::*;
+    use super::keys;
+    use crate::layouts::Name;
+    use crate::{Identity, Kind};
 
     fn ssqp(id: &Identity, name: &str) -> Vec<String> {
         keys(id, Some(&Name::new(name).unwrap()))

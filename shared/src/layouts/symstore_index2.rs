@@ -30,7 +30,8 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::*;
-    use super::*;
+    use super::{keys, two_tier};
+    use crate::layouts::Name;
 
     #[test]
     fn prefixes() {

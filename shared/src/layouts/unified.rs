@@ -122,8 +122,10 @@ pub fn described_by_sidecar(key: &str) -> Option<&str> {
 mod tests {
     use super::super::tests::*;
 
-    use super::*;
+    use super::{described_by_sidecar, json, keys, sidecars};
     use crate::identity::Kind;
+    use crate::layouts::Name;
+    use crate::{Format, Identity};
 
     #[test]
     fn a_sidecar_key_names_the_file_it_describes() {

@@ -103,8 +103,8 @@ impl<R: RangeReader> RangeReader for HeadReader<R> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::reader::{CountingReader, MemReader};
+    use super::{HeadReader, HEAD_LEN};
+    use crate::reader::{CountingReader, MemReader, RangeReader};
 
     fn data(len: u32) -> Vec<u8> {
         (0..len).map(|i| (i % 251) as u8).collect()

@@ -90,7 +90,7 @@ pub fn into_content(key: &str, file: Vec<u8>) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{append, check, current, holds_versions, into_content, MAX_APPENDED};
     use proptest::prelude::*;
 
     /// The file after writing `versions` in turn (the first bare), as the store writes them

@@ -424,7 +424,7 @@ pub fn check_key(key: &str) -> StorageResult<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::check_key;
 
     #[test]
     fn keys_are_checked() {

@@ -338,8 +338,9 @@ impl Storage for Scheduled<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::storage::LocalStore;
+    use super::{Actor, Scheduled, Scheduler};
+    use crate::storage::{LocalStore, Storage};
+    use std::collections::BTreeSet;
 
     #[tokio::test]
     async fn a_seed_replays_its_interleaving_and_seeds_differ() {
