@@ -83,7 +83,10 @@ impl Credentials {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use sha2::{Digest, Sha256};
+
+    use super::Credentials;
+    use base64::Engine;
 
     fn basic(user_password: &str) -> String {
         format!(

@@ -646,7 +646,7 @@ fn print_rows(results: &[(usize, Checked)], json: bool) -> anyhow::Result<[usize
 #[cfg(test)]
 mod tests {
     use super::modules::ModuleEntry;
-    use super::*;
+    use super::{module_identities, wanted_keys, Client};
     use symdex_shared::formats::Format;
 
     #[test]

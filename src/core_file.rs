@@ -138,7 +138,7 @@ pub fn modules(path: &Path) -> anyhow::Result<Vec<(String, Option<String>)>> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{parse_nt_file, Endianness};
 
     #[test]
     fn lying_nt_file_notes_are_errors() {

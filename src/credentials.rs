@@ -96,7 +96,8 @@ pub fn token_from_file(path: &std::path::Path) -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{parse_header, redacted, split_userinfo};
+    use base64::Engine;
 
     #[test]
     fn user_information_becomes_a_header_and_leaves_the_url() {

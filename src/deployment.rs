@@ -226,7 +226,7 @@ fn listing_problem(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::S3Url;
 
     #[test]
     fn s3_urls_parse_and_print() {

@@ -318,7 +318,7 @@ async fn missing_sources(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{csv_field, csv_row, shown, Record, CSV_HEADER};
 
     #[test]
     fn uploader_text_reaches_terminals_escaped_and_spreadsheets_as_text() {

@@ -184,7 +184,7 @@ pub fn run(cmd: &ReportCommand) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{classify, from_cloudfront};
 
     #[test]
     fn keys_map_back_to_names_and_ids() {

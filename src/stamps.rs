@@ -189,8 +189,9 @@ pub(crate) fn keep_stamp(stamps: Option<&Mutex<NewStamps>>, upload: &Upload<'_>)
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{record_key, DirStamps, FileStamp, NewStamps, StampReader, STAMPS_DIR};
     use symdex_shared::storage::LocalStore;
+    use symdex_shared::storage::Storage;
 
     fn stamp(inode: u64, etag: &str) -> FileStamp {
         FileStamp {

@@ -363,3 +363,63 @@ fn a_circle_between_siblings_is_found_and_own_rooms_are_not_one() {
         .keys()
         .any(|(from, to)| from == &refs("decide") && to != &vec!["storage".to_string()]));
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A line that imports all of a module of the house: `use super::*;` or `pub use child::*;`
+/// (an outside crate's prelude, `use proptest::prelude::*`, is that crate's choice).
+fn glob_of_the_house(line: &str) -> bool {
+    let line = line.trim();
+    line.starts_with("use super::") && line.ends_with("::*;")
+        || line.starts_with("use self::") && line.ends_with("::*;")
+        || line.starts_with("use crate::") && line.ends_with("::*;")
+        || line.starts_with("pub") && line.contains(" use ") && line.ends_with("::*;")
+}
+
+/// Explicit imports (docs/architecture.md): a file says which names it takes from the house,
+/// tests too, so that a reader finds where each comes from.
+#[test]
+fn no_glob_imports_of_the_house() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for src in crates() {
+        rust_files(&src, &mut files);
+    }
+    rust_files(&root.join("tests"), &mut files);
+    for entry in std::fs::read_dir(root.join("functions")).unwrap().flatten() {
+        if entry.path().join("tests").is_dir() {
+            rust_files(&entry.path().join("tests"), &mut files);
+        }
+    }
+    assert!(files.len() > 100, "{} files", files.len());
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if glob_of_the_house(line) {
+                found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "glob imports:\n{}", found.join("\n"));
+    for (line, glob) in [
+        ("    use super::*;", true),
+        ("use crate::refs::tests::*;", true),
+        ("pub use child::*;", true),
+        ("pub(crate) use lease::*;", true),
+        ("use proptest::prelude::*;", false),
+        ("use super::{a, b};", false),
+    ] {
+        assert_eq!(glob_of_the_house(line), glob, "{line}");
+    }
+}

@@ -287,7 +287,8 @@ pub fn decide(records: &[Record]) -> Outcome {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{decide, Action, Followed, Record};
+    use crate::push::Status;
 
     fn record(action: Action) -> Record {
         Record {

@@ -146,7 +146,7 @@ fn qvalue(text: &str) -> Option<Weight> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{AcceptEncoding, Encoding, HeaderValue};
     use http::header::ACCEPT_ENCODING;
     use http::HeaderMap;
 

@@ -128,7 +128,7 @@ pub fn drain(mut body: Body) -> io::Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{drain, Body, FileChunks};
     use std::io::Write;
 
     #[test]

@@ -166,7 +166,8 @@ pub fn oldest_first<'a>(uses: impl Iterator<Item = (u64, &'a String)>) -> Vec<St
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Cached, MemoryCache, Stamp};
+    use bytes::Bytes;
 
     fn cached(len: usize) -> Cached {
         Cached {

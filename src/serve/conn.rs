@@ -147,7 +147,11 @@ impl Drop for Counted {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::io;
+    use std::net::IpAddr;
+    use std::time::Duration;
+
+    use super::{PerAddress, Progressing};
 
     #[test]
     fn an_address_holds_at_most_its_cap_and_gets_places_back() {

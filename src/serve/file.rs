@@ -267,7 +267,9 @@ pub fn last_modified(meta: &std::fs::Metadata) -> Option<HeaderValue> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::path::Path;
+
+    use super::{open_regular, single_range, Root};
 
     #[test]
     fn single_ranges() {

@@ -18,7 +18,7 @@ pub fn max_size(headers: &HeaderMap) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{max_size, HeaderMap, MAX_SIZE_HEADER};
     use http::HeaderValue;
 
     fn limit(value: &str) -> Option<u64> {

@@ -93,7 +93,7 @@ pub(super) fn fold_case(parts: &mut [String]) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{encoded, is_private, servable_path};
 
     #[test]
     fn private_state_is_refused_in_every_spelling() {

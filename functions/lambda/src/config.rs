@@ -337,8 +337,10 @@ impl LambdaConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::DEFAULT_MULTIPART_THRESHOLD;
+    use crate::LambdaConfig;
     use std::collections::HashMap;
+    use symdex_shared::Layout;
 
     fn config(vars: &[(&str, &str)]) -> Result<LambdaConfig, String> {
         let map: HashMap<String, String> = vars

@@ -133,7 +133,7 @@ pub fn is_sqs_batch(payload: &Value) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{decode, decode_s3_key, is_sqs_batch, Change};
     use serde_json::json;
 
     #[test]

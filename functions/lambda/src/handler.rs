@@ -616,7 +616,9 @@ pub async fn handle_remover(ctx: &Arc<Context>, payload: Value) -> Result<Value,
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::collections::HashMap;
+
+    use super::{check_product_prefix, each_message, upload_meta, UploadMeta};
 
     #[test]
     fn product_prefixes_are_checked_against_metadata() {

@@ -246,7 +246,7 @@ pub async fn handle_sweeper(ctx: &Arc<Context>, payload: Value) -> Result<Value,
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{ingest_object, Record};
 
     fn record(upload: &str, bucket: Option<&str>, key: &str, version: Option<&str>) -> Record {
         Record {

@@ -79,7 +79,7 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::*;
+    use super::super::tests::{breakpad_sym, pdb};
     use super::keys;
     use crate::layouts::Name;
 

@@ -46,7 +46,7 @@ pub fn section_key(build_id: &str, name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::*;
+    use super::super::tests::{elf, pdb, ID20};
     use super::keys;
     use crate::identity::Kind;
 

@@ -37,7 +37,7 @@ pub fn keys(id: &Identity) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::*;
+    use super::super::tests::{elf, pdb, ID20};
     use super::keys;
 
     #[test]

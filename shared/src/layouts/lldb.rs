@@ -41,7 +41,7 @@ pub fn keys(id: &Identity) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::*;
+    use super::super::tests::{macho, pdb};
     use super::keys;
     use crate::Kind;
 

@@ -98,7 +98,7 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::*;
+    use super::super::tests::{elf, macho, pdb, pe, portable_pdb, ID20};
     use super::keys;
     use crate::layouts::Name;
     use crate::{Identity, Kind};

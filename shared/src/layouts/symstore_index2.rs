@@ -29,7 +29,7 @@ pub fn keys(id: &Identity, name: Option<&Name<'_>>) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::*;
+    use super::super::tests::pe;
     use super::{keys, two_tier};
     use crate::layouts::Name;
 

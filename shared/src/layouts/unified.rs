@@ -120,7 +120,7 @@ pub fn described_by_sidecar(key: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::*;
+    use super::super::tests::{breakpad_sym, elf, macho, pdb, pe, portable_pdb, ID20};
 
     use super::{described_by_sidecar, json, keys, sidecars};
     use crate::identity::Kind;
