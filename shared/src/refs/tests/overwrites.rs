@@ -7,7 +7,8 @@ use super::{content, finalized, impatient, input_beside_store, CountReads, HoldF
 use crate::refs::layout::key_file;
 use crate::refs::lease::{index_holder, CREATE};
 use crate::refs::{
-    KeyOutcome, KeyRecord, Lease, LeasePolicy, OnDifferent, Publisher, RefStore, UploadRecord,
+    Content, KeyOutcome, KeyRecord, Lease, LeasePolicy, OnDifferent, Publisher, RefStore,
+    UploadRecord,
 };
 use crate::storage::{content_sha1, LocalStore, Storage};
 use crate::upload_meta::UploadMeta;
@@ -28,6 +29,24 @@ async fn planned(refs: &RefStore<'_>, upload: &str, product: Option<&str>, keys:
     refs.plan(&template, &keys, None, None).await.unwrap();
 }
 
+/// Publishes `k` for `upload`, an upload of `product`, with `bytes`, and finalizes it: the
+/// holder an overwrite meets.
+async fn holding_k(refs: &RefStore<'_>, upload: &str, product: Option<&str>, bytes: &Content<'_>) {
+    planned(refs, upload, product, &["k"]).await;
+    let first = refs.publish("k", upload, bytes, OnDifferent::Conflict, true);
+    assert_eq!(first.await.unwrap(), KeyOutcome::Published);
+    finalized(refs, upload, &["k"]).await;
+}
+
+/// A second input beside [`input_beside_store`]'s, with other bytes (an overwriter's): its
+/// path and etag.
+fn other_input_beside(dir: &std::path::Path) -> (std::path::PathBuf, String) {
+    let other_input = dir.join("other");
+    std::fs::write(&other_input, b"other bytes").unwrap();
+    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    (other_input, other_etag)
+}
+
 /// Holds the first change to one file that follows a change under another prefix: here the
 /// overwriter's swap of the key's record, made once it has marked the holders it checked.
 struct HoldAfter {
@@ -35,6 +54,23 @@ struct HoldAfter {
     file: String,
     seen: std::sync::atomic::AtomicBool,
     hold: HoldFirst,
+}
+
+impl HoldAfter {
+    /// Holds an overwriter's swap of `k`'s record once it has marked the holders it checked.
+    fn swap_of_k_after_marking() -> Self {
+        HoldAfter {
+            after: "_symdex/waiting/",
+            file: key_file("k"),
+            seen: Default::default(),
+            hold: HoldFirst {
+                prefix: "_symdex/refs/",
+                held: Default::default(),
+                reached: Default::default(),
+                open: tokio::sync::Semaphore::new(0),
+            },
+        }
+    }
 }
 
 impl crate::storage::hooked::BeforeChange for HoldAfter {
@@ -64,29 +100,14 @@ impl crate::storage::hooked::BeforeChange for HoldAfter {
 #[tokio::test]
 async fn a_holder_added_after_an_overwrites_check_is_checked_before_the_swap() {
     let (dir, input, etag) = input_beside_store();
-    let other_input = dir.path().join("other");
-    std::fs::write(&other_input, b"other bytes").unwrap();
-    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (other_input, other_etag) = other_input_beside(dir.path());
     let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
     let store = crate::storage::hooked::Hooked::new(
         LocalStore::open(dir.path().join("s")).unwrap(),
-        HoldAfter {
-            after: "_symdex/waiting/",
-            file: key_file("k"),
-            seen: Default::default(),
-            hold: HoldFirst {
-                prefix: "_symdex/refs/",
-                held: Default::default(),
-                reached: Default::default(),
-                open: tokio::sync::Semaphore::new(0),
-            },
-        },
+        HoldAfter::swap_of_k_after_marking(),
     );
     let others = RefStore::with_policy(store.inner(), impatient());
-    planned(&others, "b1", Some("beta"), &["k"]).await;
-    let first = others.publish("k", "b1", &old, OnDifferent::Conflict, true);
-    assert_eq!(first.await.unwrap(), KeyOutcome::Published);
-    finalized(&others, "b1", &["k"]).await;
+    holding_k(&others, "b1", Some("beta"), &old).await;
     planned(&others, "a1", Some("alpha"), &["k"]).await;
     planned(&others, "b2", Some("beta"), &["k"]).await;
     let overwriter = RefStore::with_policy(&store, impatient());
@@ -134,9 +155,7 @@ async fn a_holder_added_after_an_overwrites_check_is_checked_before_the_swap() {
 #[tokio::test]
 async fn an_overwrite_taking_over_a_dead_creation_looks_at_whose_object_is_there() {
     let (dir, input, etag) = input_beside_store();
-    let other_input = dir.path().join("other");
-    std::fs::write(&other_input, b"other bytes").unwrap();
-    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (other_input, other_etag) = other_input_beside(dir.path());
     let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
     let store = LocalStore::open(dir.path().join("s"))
         .unwrap()
@@ -197,18 +216,13 @@ async fn a_holder_whose_record_does_not_parse_is_a_conflict_not_an_error() {
         ..impatient()
     };
     let (dir, input, etag) = input_beside_store();
-    let other_input = dir.path().join("other");
-    std::fs::write(&other_input, b"other bytes").unwrap();
-    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (other_input, other_etag) = other_input_beside(dir.path());
     let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
     for owners in [false, true] {
         let store = LocalStore::open(dir.path().join(format!("s{owners}"))).unwrap();
         let store = if owners { store.with_owners() } else { store };
         let refs = RefStore::with_policy(&store, sole.clone());
-        planned(&refs, "a1", Some("alpha"), &["k"]).await;
-        let first = refs.publish("k", "a1", &old, OnDifferent::Conflict, true);
-        assert_eq!(first.await.unwrap(), KeyOutcome::Published);
-        finalized(&refs, "a1", &["k"]).await;
+        holding_k(&refs, "a1", Some("alpha"), &old).await;
         let file = refs.upload_file("a1").await.unwrap();
         store.put(&file, b"{not json").await.unwrap();
         planned(&refs, "a2", Some("alpha"), &["k"]).await;
@@ -234,9 +248,7 @@ async fn a_holder_whose_record_does_not_parse_is_a_conflict_not_an_error() {
 #[tokio::test]
 async fn a_holders_product_is_read_once() {
     let (dir, input, etag) = input_beside_store();
-    let other_input = dir.path().join("other");
-    std::fs::write(&other_input, b"other bytes").unwrap();
-    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (other_input, other_etag) = other_input_beside(dir.path());
     let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
     let store = crate::storage::hooked::Hooked::new(
         LocalStore::open(dir.path().join("s"))
@@ -279,16 +291,11 @@ async fn a_holders_product_is_read_once() {
 #[tokio::test]
 async fn an_overwrite_replaces_only_its_own_products_bytes() {
     let (dir, input, etag) = input_beside_store();
-    let other_input = dir.path().join("other");
-    std::fs::write(&other_input, b"other bytes").unwrap();
-    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (other_input, other_etag) = other_input_beside(dir.path());
     let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
     let store = LocalStore::open(dir.path().join("s")).unwrap();
     let refs = RefStore::with_policy(&store, impatient());
-    planned(&refs, "a1", Some("alpha"), &["k"]).await;
-    let first = refs.publish("k", "a1", &old, OnDifferent::Conflict, true);
-    assert_eq!(first.await.unwrap(), KeyOutcome::Published);
-    finalized(&refs, "a1", &["k"]).await;
+    holding_k(&refs, "a1", Some("alpha"), &old).await;
     for (upload, product) in [("b1", Some("beta")), ("n1", None)] {
         planned(&refs, upload, product, &["k"]).await;
         let overwrite = refs.publish_in_turn(
@@ -332,29 +339,14 @@ async fn an_overwrite_replaces_only_its_own_products_bytes() {
 #[tokio::test]
 async fn two_overwrites_marking_one_holder_at_once_leave_its_mark() {
     let (dir, input, etag) = input_beside_store();
-    let other_input = dir.path().join("other");
-    std::fs::write(&other_input, b"other bytes").unwrap();
-    let other_etag = crate::storage::local::file_sha1(&other_input).unwrap();
+    let (other_input, other_etag) = other_input_beside(dir.path());
     let (old, new) = (content(&etag, &input), content(&other_etag, &other_input));
     let store = crate::storage::hooked::Hooked::new(
         LocalStore::open(dir.path().join("s")).unwrap(),
-        HoldAfter {
-            after: "_symdex/waiting/",
-            file: key_file("k"),
-            seen: Default::default(),
-            hold: HoldFirst {
-                prefix: "_symdex/refs/",
-                held: Default::default(),
-                reached: Default::default(),
-                open: tokio::sync::Semaphore::new(0),
-            },
-        },
+        HoldAfter::swap_of_k_after_marking(),
     );
     let others = RefStore::with_policy(store.inner(), impatient());
-    planned(&others, "b1", Some("beta"), &["k"]).await;
-    let first = others.publish("k", "b1", &old, OnDifferent::Conflict, true);
-    assert_eq!(first.await.unwrap(), KeyOutcome::Published);
-    finalized(&others, "b1", &["k"]).await;
+    holding_k(&others, "b1", Some("beta"), &old).await;
     planned(&others, "b2", Some("beta"), &["k"]).await;
     planned(&others, "b3", Some("beta"), &["k"]).await;
     let held = RefStore::with_policy(&store, impatient());
