@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use crate::config::{
-    assert_plan_outcomes, init, plan_dir, prerequisites, root_config, terraform, PlanCase,
-    MOCKED_ENDPOINT,
+    assert_plan_outcomes, init, plan_args, plan_dir, prerequisites, root_config, terraform,
+    PlanCase, MOCKED_ENDPOINT,
 };
 use crate::support::Moto;
 
@@ -26,21 +26,6 @@ fn audit_root(module: &std::path::Path, endpoint: &str) -> String {
     format!(
         "{variables}{config}output \"audit_page_url\" {{ value = module.symdex.audit_page_url }}\n"
     )
-}
-
-fn plan_args(vars: &[String]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "plan",
-        "-input=false",
-        "-no-color",
-        "-refresh=false",
-        "-lock=false",
-    ]
-    .iter()
-    .map(|a| a.to_string())
-    .collect();
-    args.extend(vars.iter().map(|v| format!("-var={v}")));
-    args
 }
 
 fn after(plan: &Value, address: &str) -> Value {
@@ -79,7 +64,6 @@ async fn the_audit_page_plans_behind_its_own_grant() {
     let plan = |vars: &[String]| -> Value {
         let mut args = plan_args(vars);
         args.push("-out=tfplan".into());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         terraform(d, &args);
         serde_json::from_str(&terraform(d, &["show", "-json", "tfplan"])).unwrap()
     };

@@ -6,9 +6,9 @@ use std::process::Command;
 pub const MIRROR: &str = "/opt/tf-plugins";
 
 /// `terraform ARGS...` in `dir` (its own CLI configuration, offline), whatever it comes to.
-pub fn terraform_output(dir: &Path, args: &[&str]) -> std::process::Output {
+pub fn terraform_output<S: AsRef<str>>(dir: &Path, args: &[S]) -> std::process::Output {
     Command::new("terraform")
-        .args(args)
+        .args(args.iter().map(AsRef::as_ref))
         .current_dir(dir)
         .env("TF_CLI_CONFIG_FILE", dir.join("terraformrc"))
         .env("TF_IN_AUTOMATION", "1")
@@ -17,7 +17,7 @@ pub fn terraform_output(dir: &Path, args: &[&str]) -> std::process::Output {
 }
 
 /// `terraform ARGS...` in `dir`, which must succeed: its stdout.
-pub fn terraform(dir: &Path, args: &[&str]) -> String {
+pub fn terraform<S: AsRef<str> + std::fmt::Debug>(dir: &Path, args: &[S]) -> String {
     let out = terraform_output(dir, args);
     assert!(
         out.status.success(),
@@ -26,6 +26,22 @@ pub fn terraform(dir: &Path, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `terraform plan` offline and unlocked (tests plan side by side over one directory, with
+/// no state to protect), setting the root module's `vars` (`name=value`, as `-var` takes).
+pub fn plan_args<S: AsRef<str>>(vars: &[S]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "plan",
+        "-input=false",
+        "-no-color",
+        "-refresh=false",
+        "-lock=false",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(vars.iter().map(|v| format!("-var={}", v.as_ref())));
+    args
 }
 
 /// `terraform init` offline, from the provider mirror.

@@ -1,8 +1,8 @@
 use serde_json::Value;
 
 use crate::config::{
-    assert_plan_outcomes, deployed, init, plan_dir, prerequisites, root_config, terraform,
-    terraform_output, PlanCase, UPSTREAM_LINE,
+    assert_plan_outcomes, deployed, init, plan_args, plan_dir, prerequisites, root_config,
+    terraform, terraform_output, PlanCase, UPSTREAM_LINE,
 };
 use crate::support::Moto;
 
@@ -272,17 +272,9 @@ async fn unsafe_combinations_do_not_plan_and_safe_ones_do() {
                 scope.spawn(move || {
                     let vars: Vec<String> = vars(*case)
                         .iter()
-                        .map(|v| format!("-var={}", v.replacen(" = ", "=", 1)))
+                        .map(|v| v.replacen(" = ", "=", 1))
                         .collect();
-                    let mut args = vec![
-                        "plan",
-                        "-input=false",
-                        "-no-color",
-                        "-refresh=false",
-                        "-lock=false",
-                    ];
-                    args.extend(vars.iter().map(String::as_str));
-                    terraform(d, &args);
+                    terraform(d, &plan_args(&vars));
                 })
             })
             .collect();
@@ -326,21 +318,15 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
     let variables = "variable \"upstreams\" {\n  type = list(object({ path_prefix = string, url = string }))\n}\nvariable \"enable_cloudfront\" { type = bool }\nvariable \"allow_plain_http\" {\n  type    = bool\n  default = false\n}\nvariable \"ttl_hours\" {\n  type    = number\n  default = 24\n}\nvariable \"policy_id\" {\n  type    = string\n  default = null\n}\n\n";
     std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
     init(d);
-    // `extra`: more -var=... arguments.
+    // `extra`: more variables (`name=value`).
     let plan = |upstreams: &str, cloudfront: bool, extra: &[&str]| {
-        let upstreams = format!("-var=upstreams={upstreams}");
-        let cloudfront = format!("-var=enable_cloudfront={cloudfront}");
-        let mut args = vec![
-            "plan",
-            "-input=false",
-            "-no-color",
-            "-refresh=false",
-            "-lock=false",
-            "-out=tfplan",
-            &upstreams,
-            &cloudfront,
+        let mut vars = vec![
+            format!("upstreams={upstreams}"),
+            format!("enable_cloudfront={cloudfront}"),
         ];
-        args.extend_from_slice(extra);
+        vars.extend(extra.iter().map(|v| v.to_string()));
+        let mut args = plan_args(&vars);
+        args.push("-out=tfplan".into());
         terraform_output(d, &args)
     };
 
@@ -428,11 +414,7 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
     );
 
     // With the opt-in it plans, and so does the rest of this test.
-    let out = plan(
-        upstreams,
-        true,
-        &["-var=allow_plain_http=true", "-var=ttl_hours=6"],
-    );
+    let out = plan(upstreams, true, &["allow_plain_http=true", "ttl_hours=6"]);
     assert!(
         out.status.success(),
         "{}",
@@ -644,7 +626,7 @@ async fn upstreams_plan_origin_groups_failing_over_on_404_and_bad_ones_do_not_pl
 
     // A cache policy of the operator's own replaces the module's.
     let own = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad";
-    let out = plan(msdl, true, &[&format!("-var=policy_id={own}")]);
+    let out = plan(msdl, true, &[&format!("policy_id={own}")]);
     assert!(
         out.status.success(),
         "{}",
@@ -706,16 +688,8 @@ async fn compressed_answers_and_cors_plan_and_unsafe_settings_do_not() {
     std::fs::write(d.join("main.tf"), format!("{variables}{config}")).unwrap();
     init(d);
     let plan = |vars: &[&str]| {
-        let mut args = vec![
-            "plan",
-            "-input=false",
-            "-no-color",
-            "-refresh=false",
-            "-lock=false",
-            "-out=tfplan",
-        ];
-        let vars: Vec<String> = vars.iter().map(|v| format!("-var={v}")).collect();
-        args.extend(vars.iter().map(String::as_str));
+        let mut args = plan_args(vars);
+        args.push("-out=tfplan".into());
         terraform_output(d, &args)
     };
 
