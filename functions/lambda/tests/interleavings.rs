@@ -57,8 +57,8 @@ async fn scenarios_over_s3(half: usize) {
     let mut retried = 0;
     // Each schedule is a few hundred S3 requests (~2 s on moto): the local store runs the
     // thousands, this shows the same protocol holds over S3's conditional requests. Two a
-    // scenario, and one more with redirect aliases: `make hunt` runs more of them, CI's
-    // whole run stays under 30 minutes (with three it took 28 on a slow day).
+    // scenario, and one more with redirect aliases: `make hunt` runs more of them, and CI's
+    // whole run stays under its 30 minutes on a slow day.
     let seeds: u64 = std::env::var("SYMDEX_S3_SCHEDULES")
         .ok()
         .and_then(|v| v.parse().ok())
