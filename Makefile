@@ -3,7 +3,7 @@ SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
 RUN_STORE ?= ./symbols
 
-.PHONY: all build release setup lint tf-check edge-test test docs conformance bench fuzz hunt run lambda deploy clean
+.PHONY: all build release setup lint tf-check edge-test test test-build docs conformance bench fuzz hunt run lambda deploy clean
 
 all: build
 
@@ -30,6 +30,9 @@ edge-test:
 
 # Every test: unit tests next to the code, end-to-end tests in tests/ and functions/*/tests/
 # (moto_server, real debuggers, the Terraform module applied to moto), the edge functions.
+# cargo-nextest runs the tests of every suite side by side, each in a process of its own,
+# the longest first (.config/nextest.toml): `cargo test` ran the suites one after another,
+# each ending on its slowest test with a core idle, a quarter longer.
 # The tests make and delete tens of thousands of small files (stores, fixtures, archives): they
 # run in a directory on /dev/shm where it is a tmpfs with 2 GiB free (a container's 64 MiB
 # default is too small: the suite peaks near 70 MB), about half the time of a disk (ext4
@@ -41,7 +44,17 @@ test: setup lint tf-check edge-test
 	   [ "$$(df --output=avail -k /dev/shm | tail -n 1)" -ge 2097152 ]; then \
 	  tmp=$$(mktemp -d /dev/shm/symdex-test.XXXXXX); trap 'rm -rf "$$tmp"' EXIT; trap 'exit 130' INT TERM; fi; \
 	if [ -n "$$tmp" ]; then echo "make test: temporary files under $$tmp"; export TMPDIR="$$tmp"; fi; \
-	$(CARGO) test --workspace
+	if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	  $(CARGO) nextest run --workspace && $(CARGO) test --workspace --doc; \
+	else \
+	  echo "make test: cargo-nextest is missing: the suites run one after another (slower)"; \
+	  $(CARGO) test --workspace; \
+	fi
+
+# What `make test` builds, built (CI starts it while setup installs: .ci/run).
+test-build:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test --workspace --no-run
 
 # docs/cli.md anew from every command's --help (tests/cli_docs.rs fails when it is stale).
 docs:
