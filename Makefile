@@ -30,9 +30,9 @@ edge-test:
 
 # Every test: unit tests next to the code, end-to-end tests in tests/ and functions/*/tests/
 # (moto_server, real debuggers, the Terraform module applied to moto), the edge functions.
-# cargo-nextest runs the tests of every suite side by side, each in a process of its own,
-# (.config/nextest.toml): `cargo test` ran the suites one after another,
-# each ending on its slowest test with a core idle, a quarter longer.
+# cargo-nextest runs the tests of every suite side by side, each in a process of its own
+# (.config/nextest.toml): `cargo test` ran the suites one after another, each ending on its
+# slowest test with a core idle, and took a third longer.
 # The tests make and delete tens of thousands of small files (stores, fixtures, archives): they
 # run in a directory on /dev/shm where it is a tmpfs with 2 GiB free (a container's 64 MiB
 # default is too small: the suite peaks near 70 MB), about half the time of a disk (ext4
