@@ -60,12 +60,7 @@ fn total(runs: &[Value], field: &str) -> u64 {
 }
 
 async fn ingest_keys(stack: &Stack) -> Vec<String> {
-    stack
-        .objects(INGEST, "")
-        .await
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect()
+    stack.keys(INGEST, "").await
 }
 
 /// A try build's unstripped binary holds the build id's `debuginfo`; the release's separate

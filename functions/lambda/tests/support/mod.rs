@@ -337,9 +337,9 @@ impl Stack {
         }
     }
 
-    /// Every key of a bucket under `prefix` with its content.
-    pub async fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
-        let mut out = Vec::new();
+    /// Every key of a bucket under `prefix`, in order, listed only (no object is read).
+    pub async fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let mut keys = Vec::new();
         let mut pages = self
             .s3
             .list_objects_v2()
@@ -348,26 +348,37 @@ impl Stack {
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            for o in page.unwrap().contents() {
-                let key = o.key().unwrap().to_string();
-                let body = self
-                    .s3
-                    .get_object()
-                    .bucket(bucket)
-                    .key(&key)
-                    .send()
-                    .await
-                    .unwrap()
-                    .body
-                    .collect()
-                    .await
-                    .unwrap()
-                    .into_bytes()
-                    .to_vec();
-                out.push((key, body));
-            }
+            keys.extend(
+                page.unwrap()
+                    .contents()
+                    .iter()
+                    .map(|o| o.key().unwrap().to_string()),
+            );
         }
-        out.sort();
+        keys.sort();
+        keys
+    }
+
+    /// Every key of a bucket under `prefix` with its content.
+    pub async fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        for key in self.keys(bucket, prefix).await {
+            let body = self
+                .s3
+                .get_object()
+                .bucket(bucket)
+                .key(&key)
+                .send()
+                .await
+                .unwrap()
+                .body
+                .collect()
+                .await
+                .unwrap()
+                .into_bytes()
+                .to_vec();
+            out.push((key, body));
+        }
         out
     }
 }
