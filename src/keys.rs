@@ -173,7 +173,8 @@ enum Rows {
 
 /// A walked input's rows (a worker's part).
 fn rows_of(args: &KeysArgs, layouts: &[Layout], entry: &Walked) -> Rows {
-    let (mut out, mut err, mut failed) = (Vec::new(), Vec::new(), false);
+    // A row is about 1.4 KB of JSON: one allocation, not a doubling from 8 bytes up.
+    let (mut out, mut err, mut failed) = (Vec::with_capacity(2048), Vec::new(), false);
     // Writes into memory do not fail.
     let _ = match entry {
         Walked::File(path) => {

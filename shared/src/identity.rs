@@ -241,6 +241,49 @@ impl Identity {
         }
     }
 
+    /// The debug file a binary of this identity refers to (an ELF's debug file, a Mach-O's
+    /// dSYM, a WASM module's debug companion), as its keys see it: the same ids, kind
+    /// `Debug`, with debug information, and none of what only this file's own upload reads
+    /// (the source paths and the bytes of its sections, its PDB references). Written field by field
+    /// so that a field added to `Identity` is decided here: a clone copied every section's
+    /// decompressed bytes for keys that never read them (`companions`, once per binary).
+    pub fn debug_companion(&self) -> Identity {
+        Identity {
+            format: self.format,
+            kind: Kind::Debug,
+            arch: self.arch,
+            debug_id: self.debug_id,
+            code_id: self.code_id.clone(),
+            code_file: self.code_file.clone(),
+            debug_file: self.debug_file.clone(),
+            build_id: self.build_id.clone(),
+            uuid: self.uuid.clone(),
+            pe_timestamp: self.pe_timestamp,
+            pe_size_of_image: self.pe_size_of_image,
+            age: self.age,
+            sha1: self.sha1.clone(),
+            md5: self.md5.clone(),
+            sha256: self.sha256.clone(),
+            has_debug_info: true,
+            pdb_references: Vec::new(),
+            pdb_checksums: self.pdb_checksums.clone(),
+            embedded_portable_pdb: self.embedded_portable_pdb.clone(),
+            perfmap: self.perfmap.clone(),
+            sections: self.sections.clone(),
+            dwarf: None,
+            sources: None,
+            bundle_files: Vec::new(),
+            decompressed: Vec::new(),
+            debuglink: self.debuglink.clone(),
+            slice: self.slice,
+            os: self.os.clone(),
+            build_id_payload: self.build_id_payload.clone(),
+            dwarf_package: self.dwarf_package.clone(),
+            split_dwarf: self.split_dwarf.clone(),
+            pdb_sources: None,
+        }
+    }
+
     /// Whether [`crate::formats::read_debug_details`] has more to read of it: DWARF, or a
     /// PDB's sources.
     pub fn has_details(&self) -> bool {

@@ -316,12 +316,17 @@ pub fn keys_for(id: &Identity, name: &str, layouts: &[Layout]) -> KeySet {
     }
     let name = valid.as_ref().ok();
     for &layout in layouts {
-        let (keys, outside): (Vec<String>, Vec<String>) = dedup(layout.keys(id, name))
-            .into_iter()
-            .partition(|k| grammar::is_valid_key(layout, k));
-        for key in outside {
-            set.rejected
-                .push(format!("key {key:?} is outside the {layout} grammar"));
+        let mut keys = dedup(layout.keys(id, name));
+        if !keys.iter().all(|k| grammar::is_valid_key(layout, k)) {
+            // Rare (a hostile name or id): the keys outside the grammar are said, in order.
+            let (kept, outside): (Vec<String>, Vec<String>) = keys
+                .into_iter()
+                .partition(|k| grammar::is_valid_key(layout, k));
+            for key in outside {
+                set.rejected
+                    .push(format!("key {key:?} is outside the {layout} grammar"));
+            }
+            keys = kept;
         }
         if layout == Layout::Unified {
             set.sidecars.extend(unified::sidecars(id, name, &keys));
@@ -418,10 +423,7 @@ pub fn companions(id: &Identity, name: &str) -> Vec<(Identity, String)> {
             })
             .collect(),
         Format::Elf | Format::Macho | Format::Wasm if !id.debug_id.is_nil() => {
-            let mut debug = id.clone();
-            debug.kind = Kind::Debug;
-            debug.has_debug_info = true;
-            debug.pdb_references.clear();
+            let debug = id.debug_companion();
             let debug_name = id.debuglink.clone().unwrap_or_else(|| name.to_string());
             vec![(debug, debug_name)]
         }
@@ -604,6 +606,48 @@ pub(crate) mod tests {
             .distinct()
             .contains("_.dwarf/mach-uuid-sym-497b72f6390a44fc878e5a2d63b6cc4b/_.dwarf"));
         assert!(lookup_keys_for(&pdb(1), "a.pdb", &Layout::ALL).is_empty());
+    }
+
+    /// The companion leaves out what only the binary's own upload reads (source paths,
+    /// sections' bytes): its keys are those of the whole binary taken as a debug file.
+    #[test]
+    fn a_binarys_debug_companion_is_keyed_as_the_binary_taken_as_a_debug_file() {
+        let mut binary = elf(&ID20, true);
+        binary.sections = vec![crate::identity::SectionRef {
+            name: ".debug_line".into(),
+            offset: 64,
+            size: 8,
+            compressed: false,
+        }];
+        binary.decompressed = vec![(".debug_line".into(), vec![0; 8])];
+        binary.debuglink = Some("libfoo.so.debug".into());
+        binary.pdb_references = pe_pdb_references();
+        let companion = binary.debug_companion();
+        assert!(companion.decompressed.is_empty() && companion.pdb_references.is_empty());
+        let mut whole = binary.clone();
+        whole.kind = Kind::Debug;
+        whole.has_debug_info = true;
+        whole.pdb_references.clear();
+        for name in ["libfoo.so.debug", "libfoo.so"] {
+            assert_eq!(
+                keys_for(&companion, name, &Layout::ALL),
+                keys_for(&whole, name, &Layout::ALL)
+            );
+        }
+        let looked_up = lookup_keys_for(&binary, "libfoo.so", &Layout::ALL);
+        assert!(looked_up
+            .distinct()
+            .contains("buildid/180a373d6afbabf0eb1f09be1bc45bd796a71085/section/.debug_line"));
+    }
+
+    fn pe_pdb_references() -> Vec<PdbReference> {
+        vec![PdbReference {
+            debug_id: debug_id(1),
+            age: 1,
+            path: "a.pdb".into(),
+            portable: false,
+            timestamp: 0,
+        }]
     }
 
     #[test]
