@@ -133,6 +133,11 @@ pub struct Artifacts {
     /// `elf_other`'s bytes from another build: with it, two overwrites of `elf_a`'s keys at
     /// once (both mark `elf_a` waiting).
     pub elf_other_again: Artifact,
+    /// Bytes of a third build under the same build id, uploaded by product `web`: its
+    /// overwrite of `elf_a`'s or `elf_other`'s keys (no product) is refused by the product
+    /// rule (refs/overwrites.rs), after it has marked their holder waiting
+    /// (refs/waiting.rs).
+    pub elf_other_web: Artifact,
     pub pe: Artifact,
     /// A PE naming the PDB by the name it is uploaded under (nothing to alias).
     pub pe_same_name: Artifact,
@@ -216,6 +221,8 @@ impl Artifacts {
         let elf = build_elf(true, false, 62, Some(&build_id), true);
         let mut other = elf.clone();
         other.extend_from_slice(b"other bytes, same build id");
+        let mut web = elf.clone();
+        web.extend_from_slice(b"another product's bytes, same build id");
         let guid = [7u8; 16];
         let pe = build_pe(
             true,
@@ -344,6 +351,8 @@ impl Artifacts {
                 "app.debug",
                 other.clone(),
             ),
+            elf_other_web: Artifact::new("file:/ci/web/app.debug", "app.debug", web)
+                .of_product("web"),
             elf_other: Artifact::new("file:/ci/app.debug#other", "app.debug", other),
             pe: Artifact::new("file:/ci/mixed.dll", "mixed.dll", pe),
             pe_same_name: Artifact::new("file:/ci/same/mixed.dll", "mixed.dll", pe_same_name),

@@ -738,6 +738,19 @@ fn overwrites(a: &Artifacts) -> Vec<Scenario<'_>> {
             survivors: Survivors::AnyOrder,
         },
         Scenario {
+            // Both mark the build they replace waiting; the product rule refuses one, which
+            // leaves its mark (refs/waiting.rs: taking it back could take the other's). When
+            // the allowed overwrite is deleted, the replaced build gets its keys back.
+            name: "an overwrite the product rule refuses races one it allows, which is deleted",
+            before: vec![&a.elf_a],
+            ops: vec![
+                Op::Overwrite(&a.elf_other),
+                Op::Overwrite(&a.elf_other_web),
+                Op::Delete(&a.elf_other),
+            ],
+            survivors: Survivors::AnyOrder,
+        },
+        Scenario {
             // Key by key, the later overwrite wins; the other upload waits.
             name: "two builds overwrite each other",
             before: vec![],

@@ -77,6 +77,12 @@ fn only_scenarios() -> String {
     std::env::var("SYMDEX_SCENARIO").unwrap_or_default()
 }
 
+/// Whether every scenario runs: what a test's count over all of them (deaths tried, copies
+/// made) holds for, and not for the few `SYMDEX_SCENARIO` picks.
+pub fn every_scenario_runs() -> bool {
+    only_scenarios().is_empty()
+}
+
 /// How many schedules each scenario runs: `SYMDEX_SCHEDULES`, or `default`.
 pub fn schedules(default: u64) -> u64 {
     env_number("SYMDEX_SCHEDULES").unwrap_or(default)
