@@ -267,7 +267,8 @@ impl CheckedKeys {
         let store = listings.store;
         let mut problems = Vec::new();
         // An upload whose bytes an overwrite replaced waits for the key it still lists (refs/,
-        // invariant 8): not a lost reference (a free key it waits for is reported below).
+        // invariant 8): not a lost reference, unless the bytes there are its own (a free key
+        // it waits for is reported below).
         let waits: BTreeSet<(&str, &str)> = all_waiting
             .iter()
             .map(|w| (w.key.as_str(), w.upload.as_str()))
@@ -287,7 +288,11 @@ impl CheckedKeys {
             // Its keys are its first listed ones (ListedUpload::listed_key_into).
             for (index, key) in upload.keys.iter().enumerate() {
                 let (key, listed) = (key.as_str(), (at, index));
-                if self.references(listings, key, listed) || waits.contains(&(key, &upload.upload))
+                if self.references(listings, key, listed) {
+                    continue;
+                }
+                if waits.contains(&(key, &upload.upload))
+                    && !holds_its_own_bytes(listings, key, &upload.upload).await?
                 {
                     continue;
                 }
@@ -370,6 +375,22 @@ fn sidecar_problems(accounted: &Accounted<'_>) -> Vec<Problem> {
         }
     }
     problems
+}
+
+/// Whether the object at `key` is `upload`'s own, as its owner names it (where objects name
+/// their owners): then a mark saying `upload` waits for the key explains nothing. An
+/// overwrite leaves its marks on holders it did not displace (refs/waiting.rs); such a mark
+/// on an upload whose bytes are there must not hide that the key's record lost it.
+async fn holds_its_own_bytes(listings: &Listings<'_>, key: &str, upload: &str) -> io::Result<bool> {
+    if !listings.store.traits().names_owners {
+        return Ok(false);
+    }
+    let owner = listings
+        .store
+        .owned(key)
+        .await?
+        .and_then(|found| found.owner);
+    Ok(owner.is_some_and(|token| listings.owners.get(&token) == Some(&upload)))
 }
 
 /// Invariant 8: a live upload waits only for a key that holds something (another upload's

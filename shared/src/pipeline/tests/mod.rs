@@ -347,6 +347,39 @@ async fn verify_reports_an_object_naming_another_owner() {
     assert_problems(&store, &[("unref", to_pe), ("changed", to_gone)]).await;
 }
 
+/// A mark saying an upload waits for a key explains its listing only while other bytes hold
+/// the key. An overwrite leaves its marks on holders it did not displace (refs/waiting.rs):
+/// where the object there is still the upload's own and the key's record lost the upload,
+/// the mark hides nothing (`unref`).
+#[tokio::test]
+async fn verify_sees_a_lost_reference_behind_a_waiting_mark() {
+    let artifacts = Artifacts::new();
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::open(dir.path()).unwrap().with_owners();
+    // The same bytes from two builds: their keys are shared, with records.
+    let first = index_and_finalize(&store, config(), &artifacts.elf_a).await;
+    index_and_finalize(&store, config(), &artifacts.elf_b).await;
+    assert_problems(&store, &[]).await;
+    let refs = RefStore::new(&store);
+    let key = first.referenced.iter().next().unwrap();
+    let file = format!("{}/refs/{key}.json", crate::refs::STATE_PREFIX);
+    let bytes = store
+        .read(&file)
+        .await
+        .unwrap()
+        .expect("a shared key's record");
+    let mut record: KeyRecord = serde_json::from_slice(&bytes).unwrap();
+    assert!(record.refs.remove(&artifacts.elf_a.id), "{record:?}");
+    let marked = refs.wait_for(key, &artifacts.elf_a.id).await.unwrap();
+    assert!(marked.is_some(), "the key is there");
+    assert_problems(&store, &[]).await;
+    store
+        .put(&file, &serde_json::to_vec(&record).unwrap())
+        .await
+        .unwrap();
+    assert_problems(&store, &[("unref", key)]).await;
+}
+
 /// The problems a deep audit of `store` reports, as (kind, key): exactly `expected`.
 async fn assert_problems(store: &LocalStore, expected: &[(&str, &str)]) {
     let audit = crate::audit::audit(store, "_manifest").await.unwrap();
