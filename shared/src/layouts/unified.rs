@@ -1,8 +1,6 @@
 //! `unified`: Sentry's layout (symsorter writes it, symbolicator reads it):
 //! `<id[0..2]>/<id[2..]>/<executable|debuginfo|breakpad>`, plus a `.meta` sidecar.
 
-use serde_json::json;
-
 use super::{is_debug_file, Layout, Name, Sidecar};
 use crate::formats::Format;
 use crate::identity::Identity;
@@ -94,12 +92,21 @@ pub fn keys(id: &Identity) -> Vec<String> {
 
 /// The `.meta` objects symsorter writes beside each key: name, arch and file format.
 pub fn sidecars(id: &Identity, name: Option<&Name<'_>>, keys: &[String]) -> Vec<Sidecar> {
-    let content = json!({
-        "name": name.map(Name::as_given),
-        "arch": id.arch,
-        "file_format": id.format.as_str(),
-    })
-    .to_string();
+    // Serialized from a struct, its fields in the order `json!`'s sorted map wrote them (one
+    // allocation a sidecar; the map took one a field, for every artifact `keys` shows).
+    #[derive(serde::Serialize)]
+    struct Meta<'a> {
+        arch: crate::Arch,
+        file_format: &'a str,
+        name: Option<&'a str>,
+    }
+    let meta = Meta {
+        arch: id.arch,
+        file_format: id.format.as_str(),
+        name: name.map(Name::as_given),
+    };
+    // Serializing a struct of a string, a name and an enum into memory does not fail.
+    let content = serde_json::to_string(&meta).unwrap_or_default();
     keys.iter()
         .map(|k| Sidecar {
             layout: Layout::Unified,
@@ -122,10 +129,11 @@ pub fn described_by_sidecar(key: &str) -> Option<&str> {
 mod tests {
     use super::super::tests::{breakpad_sym, elf, macho, pdb, pe, portable_pdb, ID20};
 
-    use super::{described_by_sidecar, json, keys, sidecars};
+    use super::{described_by_sidecar, keys, sidecars};
     use crate::identity::Kind;
     use crate::layouts::Name;
     use crate::{Format, Identity};
+    use serde_json::json;
 
     #[test]
     fn a_sidecar_key_names_the_file_it_describes() {
@@ -258,6 +266,16 @@ mod tests {
         assert_eq!(
             meta,
             json!({"name": "Foo.pdb", "arch": "x86", "file_format": "pdb"})
+        );
+        // The bytes stores hold (a `.meta` written again must not read as changed).
+        assert_eq!(
+            cars[0].content,
+            r#"{"arch":"x86","file_format":"pdb","name":"Foo.pdb"}"#
+        );
+        let unnamed = sidecars(&id, None, &k);
+        assert_eq!(
+            unnamed[0].content,
+            r#"{"arch":"x86","file_format":"pdb","name":null}"#
         );
     }
 }
