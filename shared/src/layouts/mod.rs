@@ -116,17 +116,15 @@ impl FromStr for Layout {
 /// (a name that displays as another), and U+FFFD (a file name that was not UTF-8).
 fn windows_unsafe(name: &str) -> Option<&'static str> {
     const DEVICES: [&str; 4] = ["con", "prn", "aux", "nul"];
-    let stem = name
-        .split('.')
-        .next()
-        .unwrap_or(name)
-        .trim_end()
-        .to_ascii_lowercase();
+    let stem = name.split('.').next().unwrap_or(name).trim_end();
+    // Compared without case, not lowercased: every artifact's name passes here.
     let numbered = |prefix: &str| {
-        stem.strip_prefix(prefix)
-            .is_some_and(|n| n.len() == 1 && n.bytes().all(|b| b.is_ascii_digit()))
+        stem.len() == 4
+            && stem.is_char_boundary(3)
+            && stem[..3].eq_ignore_ascii_case(prefix)
+            && stem.as_bytes()[3].is_ascii_digit()
     };
-    if DEVICES.contains(&stem.as_str()) || numbered("com") || numbered("lpt") {
+    if DEVICES.iter().any(|d| stem.eq_ignore_ascii_case(d)) || numbered("com") || numbered("lpt") {
         return Some("is a Windows device name");
     }
     if name.contains(':') {
@@ -675,6 +673,8 @@ pub(crate) mod tests {
             "nul.pdb",
             "Com1.dll",
             "lpt9.sym",
+            "LPT1 .txt",
+            "aUx",
             "a:b.dll",
             "...",
             "trailing.",
@@ -690,6 +690,8 @@ pub(crate) mod tests {
             "com10.dll",
             "nullable.pdb",
             "con-1.pdb",
+            "c\u{f3}m1.dll",
+            "\u{e9}om1",
             "a.b.c",
         ] {
             assert!(Name::new(fine).is_ok(), "{fine:?} refused");
