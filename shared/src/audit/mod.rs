@@ -16,7 +16,7 @@ use names::Names;
 use upload::ListedUpload;
 
 use crate::refs::{
-    released_by_finalize, KeyRecord, Listing, RefStore, UploadState, Waiting, STATE_PREFIX,
+    released_by_finalize, KeyRecord, Lease, Listing, RefStore, UploadState, Waiting, STATE_PREFIX,
 };
 use crate::storage::{ObjectInfo, Storage};
 
@@ -163,6 +163,19 @@ struct CheckedKeys {
 }
 
 impl<'a> Listings<'a> {
+    /// The lease on `record` still in force: a `create` lease whose upload lists the key was
+    /// released by its finalize.
+    fn lease_in_force<'r>(&self, record: &'r KeyRecord) -> Option<&'r Lease> {
+        let listing = |upload: &str| {
+            self.upload(upload)
+                .map(|u| Listing::new(u.keys.iter(), u.runs.iter()))
+        };
+        record
+            .lease
+            .as_ref()
+            .filter(|lease| !released_by_finalize(lease, &record.key, listing))
+    }
+
     /// The listed upload named `name`.
     fn upload(&self, name: &str) -> Option<&'a ListedUpload> {
         let uploads = self.uploads;
@@ -378,11 +391,18 @@ fn sidecar_problems(accounted: &Accounted<'_>) -> Vec<Problem> {
 }
 
 /// Whether the object at `key` is `upload`'s own, as its owner names it (where objects name
-/// their owners): then a mark saying `upload` waits for the key explains nothing. An
-/// overwrite leaves its marks on holders it did not displace (refs/waiting.rs); such a mark
-/// on an upload whose bytes are there must not hide that the key's record lost it.
+/// their owners), outside a change in progress: then a mark saying `upload` waits for the
+/// key explains nothing. An overwrite leaves its marks on holders it did not displace
+/// (refs/waiting.rs); such a mark on an upload whose bytes are there must not hide that the
+/// key's record lost it. While a lease stands the bytes may not have moved yet: an
+/// overwrite swaps the record to name itself alone, then copies its bytes over the holder's
+/// (reported as `lease` if its writer died).
 async fn holds_its_own_bytes(listings: &Listings<'_>, key: &str, upload: &str) -> io::Result<bool> {
-    if !listings.store.traits().names_owners {
+    let changing = listings
+        .by_key
+        .get(key)
+        .is_some_and(|record| listings.lease_in_force(record).is_some());
+    if changing || !listings.store.traits().names_owners {
         return Ok(false);
     }
     let owner = listings
@@ -477,17 +497,7 @@ impl Checking<'_> {
                 detail,
             })
         };
-        // A `create` lease whose upload lists the key was released by its finalize.
-        let listing = |upload: &str| {
-            listings
-                .upload(upload)
-                .map(|u| Listing::new(u.keys.iter(), u.runs.iter()))
-        };
-        let in_force = record
-            .lease
-            .as_ref()
-            .filter(|lease| !released_by_finalize(lease, &record.key, listing));
-        if let Some(lease) = in_force {
+        if let Some(lease) = listings.lease_in_force(record) {
             problem(
                 "lease",
                 format!(

@@ -55,8 +55,8 @@ impl<'s> RefStore<'s> {
     /// product rule) costs a re-index that changes nothing once the key is handed over, and
     /// is forgotten when the key is freed (the hand-over forgets the waits of uploads gone);
     /// while it stands, `verify` still sees a lost reference of that upload where files name
-    /// their owners (the object there is the upload's own: no wait explains it), and takes
-    /// the listing for a wait where they do not. A missing mark would lose the key when the
+    /// their owners (the object there is the upload's own and no change of the key is in
+    /// progress: no wait explains it), and takes the listing for a wait where they do not. A missing mark would lose the key when the
     /// overwriter goes. So marks
     /// are never taken back: two overwrites at once may mark one holder, and they share its
     /// one file — one taking its mark back would take the other's.

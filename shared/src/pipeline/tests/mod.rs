@@ -370,13 +370,33 @@ async fn verify_sees_a_lost_reference_behind_a_waiting_mark() {
         .expect("a shared key's record");
     let mut record: KeyRecord = serde_json::from_slice(&bytes).unwrap();
     assert!(record.refs.remove(&artifacts.elf_a.id), "{record:?}");
-    let marked = refs.wait_for(key, &artifacts.elf_a.id).await.unwrap();
-    assert!(marked.is_some(), "the key is there");
+    // Marks an overwrite leaves on the holders it did not displace.
+    for holder in [&artifacts.elf_a.id, &artifacts.elf_b.id] {
+        let marked = refs.wait_for(key, holder).await.unwrap();
+        assert!(marked.is_some(), "the key is there");
+    }
     assert_problems(&store, &[]).await;
-    store
-        .put(&file, &serde_json::to_vec(&record).unwrap())
-        .await
-        .unwrap();
+    // An overwrite under way: its record names it alone, under its lease, before its bytes
+    // replace the holder's. The mark is a wait; only the lease is reported.
+    let overwriting = KeyRecord {
+        refs: [artifacts.elf_other.id.clone()].into(),
+        lease: Some(crate::refs::Lease {
+            holder: "indexer-1".into(),
+            until: u64::MAX,
+            op: "copy".into(),
+            run: "run-1".into(),
+            acting: String::new(),
+        }),
+        ..record.clone()
+    };
+    let put_record = |record: &KeyRecord| {
+        let bytes = serde_json::to_vec(record).unwrap();
+        let (store, file) = (&store, &file);
+        async move { store.put(file, &bytes).await.unwrap() }
+    };
+    put_record(&overwriting).await;
+    assert_problems(&store, &[("lease", key)]).await;
+    put_record(&record).await;
     assert_problems(&store, &[("unref", key)]).await;
 }
 
