@@ -163,18 +163,23 @@ pub use super::{MAX_COMPONENT_LEN, MAX_KEY_LEN};
 /// srcsrv: `src/<product>/<build>/<path>` (sourcelink.rs), four components at least (so no
 /// `<name>/<id>/<name>` key of a file named `src` has its shape), each a valid name.
 pub fn is_valid_source_link_key(key: &str) -> bool {
-    // A key no longer than a component has no component too long: most keys, spared a pass.
-    let long_component = || key.split('/').any(|c| c.len() > MAX_COMPONENT_LEN);
-    if key.len() > MAX_KEY_LEN || (key.len() > MAX_COMPONENT_LEN && long_component()) {
+    if too_long(key) {
         return false;
     }
     key.strip_prefix("src/")
         .is_some_and(|rest| rest.split('/').count() >= 3 && rest.split('/').all(valid_name))
 }
 
+/// Longer than a key may be, or holding a component longer than a file name may be.
+fn too_long(key: &str) -> bool {
+    // A key no longer than a component has no component too long: most keys, spared a pass.
+    key.len() > MAX_KEY_LEN
+        || (key.len() > MAX_COMPONENT_LEN && key.split('/').any(|c| c.len() > MAX_COMPONENT_LEN))
+}
+
 /// True when `key` is a well-formed key of `layout`.
 pub fn is_valid_key(layout: Layout, key: &str) -> bool {
-    if key.len() > MAX_KEY_LEN || key.split('/').any(|c| c.len() > MAX_COMPONENT_LEN) {
+    if too_long(key) {
         return false;
     }
     match layout {

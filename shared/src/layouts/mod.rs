@@ -692,6 +692,9 @@ pub(crate) mod tests {
             "con-1.pdb",
             "c\u{f3}m1.dll",
             "\u{e9}om1",
+            // Four bytes with no character boundary after the third.
+            "\u{e9}\u{e9}",
+            "a\u{20ac}.dll",
             "a.b.c",
         ] {
             assert!(Name::new(fine).is_ok(), "{fine:?} refused");
