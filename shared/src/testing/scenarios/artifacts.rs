@@ -135,9 +135,11 @@ pub struct Artifacts {
     pub elf_other_again: Artifact,
     /// Bytes of a third build under the same build id, uploaded by product `web`: its
     /// overwrite of `elf_a`'s or `elf_other`'s keys (no product) is refused by the product
-    /// rule (refs/overwrites.rs), after it has marked their holder waiting
-    /// (refs/waiting.rs).
+    /// rule (refs/overwrites.rs).
     pub elf_other_web: Artifact,
+    /// `elf_a`'s bytes uploaded by product `web`: sharing them, it makes an overwrite of no
+    /// product refused.
+    pub elf_a_web: Artifact,
     pub pe: Artifact,
     /// A PE naming the PDB by the name it is uploaded under (nothing to alias).
     pub pe_same_name: Artifact,
@@ -342,6 +344,8 @@ impl Artifacts {
             source_edited: Artifact::new("file:/ci/other/src/hello.c", "other/src/hello.c", edited)
                 .keyed_as_source()
                 .in_build("ci-7"),
+            elf_a_web: Artifact::new("file:/ci/web/app.debug#a", "app.debug", elf.clone())
+                .of_product("web"),
             elf_a: Artifact::new("file:/ci/app.debug#a", "app.debug", elf.clone())
                 .in_channel("try"),
             elf_c: Artifact::new("file:/ci/app.debug#c", "app.debug", elf.clone()),

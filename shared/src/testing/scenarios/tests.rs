@@ -449,5 +449,7 @@ async fn an_overwrite_by_another_product_leaves_the_bytes_it_meets() {
         Op::Delete(&a.elf_other),
     ])
     .await;
+    // The freed keys go to the uploads waiting for them in the order of their ids: `elf_a`'s
+    // sorts before `elf_other_web`'s, which finds them taken again.
     assert_eq!(raced.1, held.1, "the replaced build holds its keys again");
 }
