@@ -244,9 +244,9 @@ impl Identity {
     /// The debug file a binary of this identity refers to (an ELF's debug file, a Mach-O's
     /// dSYM, a WASM module's debug companion), as its keys see it: the same ids, kind
     /// `Debug`, with debug information, and none of what only this file's own upload reads
-    /// (the source paths and the bytes of its sections, its PDB references). Written field by field
-    /// so that a field added to `Identity` is decided here: a clone copied every section's
-    /// decompressed bytes for keys that never read them (`companions`, once per binary).
+    /// (its source paths, the section bytes it holds, its PDB references). Written field by
+    /// field so that a field added to `Identity` is decided here: a clone copied those for
+    /// keys that never read them (`companions`, once per binary).
     pub fn debug_companion(&self) -> Identity {
         Identity {
             format: self.format,
