@@ -277,17 +277,13 @@ async fn verify_reports_each_broken_promise() {
     let pe_id = artifacts.pe.id.as_str();
     let mut elf_keys = elf.referenced.iter();
     let rewrite = |key: &str, refs_now: &[&str]| {
-        let file = format!("{}/refs/{key}.json", crate::refs::STATE_PREFIX);
         let store = &store;
+        let key = key.to_string();
         let refs_now: BTreeSet<String> = refs_now.iter().map(|r| r.to_string()).collect();
         async move {
-            let bytes = store.read(&file).await.unwrap().expect("a key record");
-            let mut record: KeyRecord = serde_json::from_slice(&bytes).unwrap();
+            let mut record = key_record(store, &key).await;
             record.refs = refs_now;
-            store
-                .put(&file, &serde_json::to_vec(&record).unwrap())
-                .await
-                .unwrap();
+            put_key_record(store, &record).await;
         }
     };
     // The elf upload still lists this key; its record names the PE's upload instead.
@@ -362,13 +358,7 @@ async fn verify_sees_a_lost_reference_behind_a_waiting_mark() {
     assert_problems(&store, &[]).await;
     let refs = RefStore::new(&store);
     let key = first.referenced.iter().next().unwrap();
-    let file = format!("{}/refs/{key}.json", crate::refs::STATE_PREFIX);
-    let bytes = store
-        .read(&file)
-        .await
-        .unwrap()
-        .expect("a shared key's record");
-    let mut record: KeyRecord = serde_json::from_slice(&bytes).unwrap();
+    let mut record = key_record(&store, key).await;
     assert!(record.refs.remove(&artifacts.elf_a.id), "{record:?}");
     // Marks an overwrite leaves on the holders it did not displace.
     for holder in [&artifacts.elf_a.id, &artifacts.elf_b.id] {
@@ -389,15 +379,24 @@ async fn verify_sees_a_lost_reference_behind_a_waiting_mark() {
         }),
         ..record.clone()
     };
-    let put_record = |record: &KeyRecord| {
-        let bytes = serde_json::to_vec(record).unwrap();
-        let (store, file) = (&store, &file);
-        async move { store.put(file, &bytes).await.unwrap() }
-    };
-    put_record(&overwriting).await;
+    put_key_record(&store, &overwriting).await;
     assert_problems(&store, &[("lease", key)]).await;
-    put_record(&record).await;
+    put_key_record(&store, &record).await;
     assert_problems(&store, &[("unref", key)]).await;
+}
+
+/// The record of `key` (one it must have).
+async fn key_record(store: &LocalStore, key: &str) -> KeyRecord {
+    let file = format!("{}/refs/{key}.json", crate::refs::STATE_PREFIX);
+    let bytes = store.read(&file).await.unwrap().expect("a key record");
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// Writes `record` over its key's record, as a writer changing it by hand would.
+async fn put_key_record(store: &LocalStore, record: &KeyRecord) {
+    let file = format!("{}/refs/{}.json", crate::refs::STATE_PREFIX, record.key);
+    let bytes = serde_json::to_vec(record).unwrap();
+    store.put(&file, &bytes).await.unwrap();
 }
 
 /// The problems a deep audit of `store` reports, as (kind, key): exactly `expected`.
