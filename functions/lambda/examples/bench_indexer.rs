@@ -318,21 +318,9 @@ async fn bench_naive(stack: &Stack, keys: &[String]) {
     let started = Instant::now();
     let mut naive_bytes = 0u64;
     for key in keys {
-        let body = stack
-            .s3
-            .get_object()
-            .bucket(INGEST)
-            .key(key)
-            .send()
-            .await
-            .unwrap()
-            .body
-            .collect()
-            .await
-            .unwrap()
-            .into_bytes();
+        let body = stack.read(INGEST, key).await;
         naive_bytes += body.len() as u64;
-        let _ = symdex_shared::identify(&MemReader(body.to_vec()), &Default::default());
+        let _ = symdex_shared::identify(&MemReader(body), &Default::default());
     }
     let secs = started.elapsed().as_secs_f64();
     let n = keys.len() as f64;

@@ -363,23 +363,17 @@ impl Stack {
     pub async fn objects(&self, bucket: &str, prefix: &str) -> Vec<(String, Vec<u8>)> {
         let mut out = Vec::new();
         for key in self.keys(bucket, prefix).await {
-            let body = self
-                .s3
-                .get_object()
-                .bucket(bucket)
-                .key(&key)
-                .send()
-                .await
-                .unwrap()
-                .body
-                .collect()
-                .await
-                .unwrap()
-                .into_bytes()
-                .to_vec();
+            let body = self.read(bucket, &key).await;
             out.push((key, body));
         }
         out
+    }
+
+    /// The content of an object that must be there.
+    pub async fn read(&self, bucket: &str, key: &str) -> Vec<u8> {
+        let object = self.s3.get_object().bucket(bucket).key(key).send().await;
+        let body = object.unwrap().body.collect().await.unwrap();
+        body.into_bytes().to_vec()
     }
 }
 
